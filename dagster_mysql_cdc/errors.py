@@ -1,0 +1,42 @@
+"""Exceptions raised by dagster-mysql-cdc.
+
+Every error names the problem and the fix. Secrets (passwords, S3 secret keys) never appear in
+messages: they are built from settings objects whose ``repr`` hides them.
+"""
+
+from __future__ import annotations
+
+
+class CdcError(Exception):
+    """Base class of all dagster-mysql-cdc errors."""
+
+
+class ConfigurationError(CdcError, ValueError):
+    """A setting has an invalid value, or the source server is configured in a way CDC cannot use."""
+
+
+class PreflightError(ConfigurationError):
+    """The source server failed one or more preflight checks (Debezium's connector validation).
+
+    Attributes:
+        problems: one human-readable line per failed check, each naming the setting and the fix.
+    """
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__(
+            "MySQL/MariaDB source is not ready for change data capture:\n"
+            + "\n".join(f"  - {p}" for p in self.problems)
+        )
+
+
+class SourceConnectionError(CdcError, ConnectionError):
+    """The source server could not be reached or refused the credentials."""
+
+
+class UnknownTableError(ConfigurationError):
+    """A requested table does not exist on the source server (or is excluded by the filters)."""
+
+
+class SinkError(CdcError):
+    """Writing or committing to the lake failed."""
