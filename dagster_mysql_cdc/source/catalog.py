@@ -64,7 +64,7 @@ def column_from_information_schema(row: dict[str, Any]) -> ColumnSchema:
         precision = _int(row.get("DATETIME_PRECISION")) or 0
     elif data_type == "year":
         length = 4
-    enum_values = parse_enum_values(column_type) if data_type in ("enum", "set") else ()
+    enum_values = parse_enum_values(str(row["COLUMN_TYPE"])) if data_type in ("enum", "set") else ()
     return ColumnSchema(
         name=row["COLUMN_NAME"],
         data_type=data_type,

@@ -1,0 +1,1 @@
+"""Example asset code for the demo code location (``definitions.py``)."""

@@ -1,0 +1,127 @@
+"""Asset specs for captured tables: translator (one hook) and spec builder.
+
+Modelled on dagster-sling / dagster-dlt: a translator class whose single hook
+:meth:`DagsterMySqlCdcTranslator.get_asset_spec` turns one captured table into an ``AssetSpec``;
+subclass it and call ``super().get_asset_spec(props).replace_attributes(...)`` to change keys,
+groups, owners, automation conditions, ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import dagster as dg
+
+from ..source.schema import TableSchema
+
+#: Spec metadata key holding ``database.table``: how a run maps selected assets back to tables.
+TABLE_METADATA_KEY = "dagster_mysql_cdc/table"
+SERVER_METADATA_KEY = "dagster_mysql_cdc/server"
+
+
+@dataclass(frozen=True)
+class MySqlCdcTableProps:
+    """What the translator knows about one captured table.
+
+    Attributes:
+        server_name: logical server name (Debezium ``topic.prefix``).
+        database: database (schema) name.
+        table: table name.
+        schema: columns/keys read from the server at definition time, or ``None`` when the
+            server was unreachable and the table was named explicitly.
+    """
+
+    server_name: str
+    database: str
+    table: str
+    schema: TableSchema | None = None
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.database}.{self.table}"
+
+
+class DagsterMySqlCdcTranslator:
+    """Default mapping of captured tables to asset specs.
+
+    Key ``[server, database, table]``, group = database, kinds ``mysql``/``spark``/``delta``,
+    description = the table comment, column schema = the source columns (MySQL types).
+    """
+
+    def get_asset_spec(self, props: MySqlCdcTableProps) -> dg.AssetSpec:
+        metadata: dict = {
+            TABLE_METADATA_KEY: props.qualified_name,
+            SERVER_METADATA_KEY: props.server_name,
+        }
+        description = f"Change data capture of MySQL table `{props.qualified_name}` ({props.server_name})."
+        if props.schema is not None:
+            if props.schema.comment:
+                description = props.schema.comment
+            metadata["dagster/column_schema"] = dg.TableSchema(
+                columns=[
+                    dg.TableColumn(
+                        name=c.name,
+                        type=c.column_type,
+                        description=c.comment or None,
+                        constraints=dg.TableColumnConstraints(nullable=c.nullable),
+                    )
+                    for c in props.schema.columns
+                ]
+            )
+            if props.schema.primary_key:
+                metadata["primary_key"] = ", ".join(props.schema.primary_key)
+        return dg.AssetSpec(
+            key=dg.AssetKey([props.server_name, props.database, props.table]),
+            description=description,
+            group_name=props.database,
+            kinds={"mysql", "spark", "delta"},
+            metadata=metadata,
+        )
+
+
+def build_mysql_cdc_asset_specs(
+    tables: Sequence[TableSchema | str],
+    *,
+    server_name: str,
+    translator: DagsterMySqlCdcTranslator | None = None,
+) -> list[dg.AssetSpec]:
+    """One ``AssetSpec`` per captured table.
+
+    Args:
+        tables: schemas read from the server (``MySqlCdcResource.discover_tables()``) or bare
+            ``"database.table"`` names.
+        server_name: logical server name, first asset key segment.
+        translator: mapping hooks (default :class:`DagsterMySqlCdcTranslator`).
+
+    Raises:
+        ValueError: a table name is not ``database.table``, or two tables map to the same key.
+    """
+    translator = translator or DagsterMySqlCdcTranslator()
+    specs = []
+    for t in tables:
+        if isinstance(t, TableSchema):
+            props = MySqlCdcTableProps(server_name, t.database, t.table, t)
+        else:
+            db, sep, name = str(t).partition(".")
+            if not sep or not db or not name:
+                raise ValueError(f"Table {t!r} must be written as 'database.table'")
+            props = MySqlCdcTableProps(server_name, db, name, None)
+        spec = translator.get_asset_spec(props)
+        if TABLE_METADATA_KEY not in (spec.metadata or {}):
+            spec = spec.merge_attributes(metadata={TABLE_METADATA_KEY: props.qualified_name})
+        specs.append(spec)
+    keys = [s.key for s in specs]
+    dups = {k for k in keys if keys.count(k) > 1}
+    if dups:
+        raise ValueError(f"Several tables map to the same asset key(s): {sorted(map(str, dups))}")
+    return specs
+
+
+def table_of_spec(spec: dg.AssetSpec) -> tuple[str, str]:
+    """``(database, table)`` a spec was built for (from its metadata)."""
+    qualified = (spec.metadata or {}).get(TABLE_METADATA_KEY)
+    if not qualified:
+        raise ValueError(f"Asset {spec.key} was not built by dagster-mysql-cdc (no table metadata)")
+    db, _, table = str(qualified).partition(".")
+    return db, table

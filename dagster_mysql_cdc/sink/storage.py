@@ -1,0 +1,158 @@
+"""Where the lake lives: the local filesystem (default) or any S3 API endpoint.
+
+One :class:`StorageSettings` value describes the location and credentials and derives what each
+library needs from it: Delta ``storage_options`` for deltalake (delta-rs) commits, a pyarrow
+filesystem for the Parquet files Spark executors write, and a boto3 client for small objects.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+from urllib.parse import urlparse
+
+from ..errors import ConfigurationError
+
+
+@dataclass(frozen=True)
+class StorageSettings:
+    """Lake location and object-store credentials.
+
+    Attributes:
+        base_uri: root of the lake. A local path or ``file://`` URI (default ``./.lake``), or
+            ``s3://bucket/prefix`` for an S3 API endpoint.
+        s3_endpoint_url: S3 API endpoint, e.g. ``http://127.0.0.1:8333`` (SeaweedFS) or
+            ``https://s3.eu-west-1.amazonaws.com``; ``None`` for AWS defaults.
+        s3_access_key_id / s3_secret_access_key: credentials (``None``: the AWS default chain,
+            i.e. environment variables / instance profile). Hidden from ``repr``.
+        s3_region: region name sent with requests.
+        s3_conditional_put: ``etag`` makes Delta commits atomic with conditional PUT
+            (``If-None-Match: *``) on stores that enforce it (AWS S3 since 2024, SeaweedFS, MinIO).
+            ``None`` disables it; then only one writer per table may run at a time.
+
+    Raises:
+        ConfigurationError: unsupported URI scheme, or an S3 URI without a bucket.
+    """
+
+    base_uri: str = ".lake"
+    s3_endpoint_url: str | None = None
+    s3_access_key_id: str | None = field(default=None, repr=False)
+    s3_secret_access_key: str | None = field(default=None, repr=False)
+    s3_region: str = "us-east-1"
+    s3_conditional_put: str | None = "etag"
+
+    def __post_init__(self) -> None:
+        scheme = urlparse(self.base_uri).scheme
+        if scheme in ("s3", "s3a"):
+            if not urlparse(self.base_uri).netloc:
+                raise ConfigurationError(
+                    f"base_uri {self.base_uri!r} has no bucket; use s3://<bucket>/<prefix>"
+                )
+        elif scheme not in ("", "file"):
+            raise ConfigurationError(
+                f"base_uri scheme {scheme!r} is not supported; use a local path, file://, or s3://"
+            )
+
+    # -- locations ---------------------------------------------------------------------------
+    @property
+    def is_s3(self) -> bool:
+        return urlparse(self.base_uri).scheme in ("s3", "s3a")
+
+    @property
+    def root(self) -> str:
+        """Normalised root URI: ``s3://bucket/prefix`` or an absolute local path."""
+        if self.is_s3:
+            u = urlparse(self.base_uri)
+            return f"s3://{u.netloc}/{u.path.strip('/')}".rstrip("/")
+        p = urlparse(self.base_uri).path if self.base_uri.startswith("file:") else self.base_uri
+        return os.path.abspath(p)
+
+    def uri(self, *parts: str) -> str:
+        """URI of a path below the root (``parts`` joined with ``/``)."""
+        return "/".join([self.root, *(p.strip("/") for p in parts if p)])
+
+    def fs_path(self, uri: str) -> str:
+        """Path of ``uri`` for :meth:`pyarrow_filesystem` (``bucket/key`` on S3, absolute locally)."""
+        if uri.startswith("s3://"):
+            return uri[len("s3://") :]
+        if uri.startswith("file://"):
+            return urlparse(uri).path
+        return uri
+
+    # -- library adapters --------------------------------------------------------------------
+    def delta_storage_options(self) -> dict[str, str]:
+        """``storage_options`` for deltalake (delta-rs object_store keys)."""
+        if not self.is_s3:
+            return {}
+        opts: dict[str, str] = {"AWS_REGION": self.s3_region}
+        if self.s3_endpoint_url:
+            opts["AWS_ENDPOINT_URL"] = self.s3_endpoint_url
+            if self.s3_endpoint_url.startswith("http://"):
+                opts["AWS_ALLOW_HTTP"] = "true"
+        if self.s3_access_key_id:
+            opts["AWS_ACCESS_KEY_ID"] = self.s3_access_key_id
+        if self.s3_secret_access_key:
+            opts["AWS_SECRET_ACCESS_KEY"] = self.s3_secret_access_key
+        if self.s3_conditional_put:
+            opts["aws_conditional_put"] = self.s3_conditional_put
+        else:
+            opts["AWS_S3_ALLOW_UNSAFE_RENAME"] = "true"
+        return opts
+
+    def pyarrow_filesystem(self):
+        """A ``pyarrow.fs.FileSystem`` for this location (S3FileSystem or LocalFileSystem)."""
+        from pyarrow import fs
+
+        if not self.is_s3:
+            return fs.LocalFileSystem()
+        kw: dict[str, Any] = {"region": self.s3_region}
+        if self.s3_endpoint_url:
+            u = urlparse(self.s3_endpoint_url)
+            kw["endpoint_override"] = u.netloc + u.path.rstrip("/")
+            kw["scheme"] = u.scheme or "https"
+        if self.s3_access_key_id:
+            kw["access_key"] = self.s3_access_key_id
+            kw["secret_key"] = self.s3_secret_access_key or ""
+        return fs.S3FileSystem(**kw)
+
+    def boto3_client(self):
+        """A boto3 S3 client for this endpoint (only valid when :attr:`is_s3`)."""
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.s3_endpoint_url,
+            aws_access_key_id=self.s3_access_key_id,
+            aws_secret_access_key=self.s3_secret_access_key,
+            region_name=self.s3_region,
+        )
+
+    def ensure_root(self) -> None:
+        """Create the local root directory, or check that the S3 bucket exists.
+
+        Raises:
+            ConfigurationError: the bucket does not exist or is not reachable.
+        """
+        if not self.is_s3:
+            os.makedirs(self.root, exist_ok=True)
+            return
+        bucket = urlparse(self.base_uri).netloc
+        try:
+            self.boto3_client().head_bucket(Bucket=bucket)
+        except Exception as e:  # botocore ClientError / EndpointConnectionError
+            raise ConfigurationError(
+                f"S3 bucket {bucket!r} at {self.s3_endpoint_url or 'AWS'} is not reachable "
+                f"({type(e).__name__}: {e}). Create the bucket or fix `s3_endpoint_url` and the "
+                "credentials."
+            ) from None
+
+    # -- transport to Spark executors ------------------------------------------------------
+    def to_json(self) -> str:
+        """Serialise including credentials (for Spark data source options; never log it)."""
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> StorageSettings:
+        return cls(**json.loads(text))

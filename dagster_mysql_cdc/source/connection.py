@@ -1,0 +1,347 @@
+"""Source connection settings, server introspection and preflight checks.
+
+Preflight follows the Debezium MySQL connector's setup requirements ("Setting up MySQL": enable the
+binlog, ``binlog_format=ROW``, ``binlog_row_image=FULL``, user privileges SELECT, RELOAD, SHOW
+DATABASES, REPLICATION SLAVE, REPLICATION CLIENT, LOCK TABLES) plus what python-mysql-replication
+needs to name columns (``binlog_row_metadata=FULL``) and refuses MySQL 8.0.20+ binlog transaction
+compression, whose payload events the library silently drops.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pymysql
+
+from ..errors import PreflightError, SourceConnectionError, UnknownTableError
+from ..events import BinlogPosition
+from .catalog import list_tables
+
+# Privileges the connector needs, with the MariaDB 10.5+ names that imply them.
+_PRIV_ALIASES = {
+    "REPLICATION SLAVE": {"REPLICATION SLAVE", "REPLICATION REPLICA"},
+    "REPLICATION CLIENT": {"REPLICATION CLIENT", "BINLOG MONITOR"},
+    "SELECT": {"SELECT"},
+    "RELOAD": {"RELOAD"},
+    "LOCK TABLES": {"LOCK TABLES"},
+}
+
+
+@dataclass(frozen=True)
+class ConnectionSettings:
+    """How to reach the source server.
+
+    Attributes:
+        host: server host name or IP.
+        port: TCP port (MySQL default 3306).
+        user: account used for snapshot queries and the binlog dump.
+        password: its password; hidden from ``repr`` and from every error message.
+        connect_timeout: seconds to wait for the TCP connection and handshake.
+        read_timeout: seconds a single read may block (``None``: no limit); snapshots of large
+            tables stream, so this bounds a stalled server, not a long query.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 3306
+    user: str = "root"
+    password: str = field(default="", repr=False)
+    connect_timeout: int = 10
+    read_timeout: int | None = None
+
+    def pymysql_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for :func:`pymysql.connect` (UTC session, utf8mb4, autocommit)."""
+        kw: dict[str, Any] = dict(
+            host=self.host,
+            port=int(self.port),
+            user=self.user,
+            password=self.password,
+            charset="utf8mb4",
+            autocommit=True,
+            connect_timeout=self.connect_timeout,
+            init_command="SET time_zone = '+00:00'",
+        )
+        if self.read_timeout:
+            kw["read_timeout"] = self.read_timeout
+        return kw
+
+    def replication_settings(self) -> dict[str, Any]:
+        """``connection_settings`` for ``pymysqlreplication.BinLogStreamReader``."""
+        return {
+            "host": self.host,
+            "port": int(self.port),
+            "user": self.user,
+            "passwd": self.password,
+            "connect_timeout": self.connect_timeout,
+        }
+
+    def describe(self) -> str:
+        """``user@host:port`` (no password), for messages."""
+        return f"{self.user}@{self.host}:{self.port}"
+
+
+def connect(settings: ConnectionSettings, **overrides: Any) -> pymysql.connections.Connection:
+    """Open a pymysql connection with the session in UTC.
+
+    Raises:
+        SourceConnectionError: the server is unreachable or rejects the credentials; the message
+            names the account and what to check, never the password.
+    """
+    kw = settings.pymysql_kwargs()
+    kw.update(overrides)
+    try:
+        return pymysql.connect(**kw)
+    except pymysql.err.OperationalError as e:
+        code = e.args[0] if e.args else None
+        if code == 1045:
+            raise SourceConnectionError(
+                f"Access denied for {settings.describe()}: the user name or password is wrong. "
+                "Fix the `user`/`password` of the MySQL CDC resource (password usually comes from "
+                "an environment variable, e.g. EnvVar('CDC_MYSQL_PASSWORD'))."
+            ) from None
+        if code in (2003, 2005, 2006, 2013):
+            raise SourceConnectionError(
+                f"Cannot reach the MySQL/MariaDB server at {settings.host}:{settings.port} "
+                f"({_scrub(str(e.args[-1]), settings)}). Check `host`/`port` and that the server "
+                "is running (locally: `make infra`)."
+            ) from None
+        raise SourceConnectionError(
+            f"Connecting to {settings.describe()} failed: {_scrub(str(e), settings)}"
+        ) from None
+
+
+def _scrub(text: str, settings: ConnectionSettings) -> str:
+    return text.replace(settings.password, "***") if settings.password else text
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """Facts about the source server read once per connection.
+
+    Attributes:
+        version: ``SELECT VERSION()``.
+        is_mariadb: MariaDB (GTID ``domain-server-seq``) rather than MySQL (``uuid:1-N``).
+        server_id: the server's ``@@server_id`` (Debezium ``source.server_id`` of snapshot events).
+        variables: the replication-related global variables, lower-cased names.
+    """
+
+    version: str
+    is_mariadb: bool
+    server_id: int
+    variables: dict[str, str]
+
+    @property
+    def gtid_enabled(self) -> bool:
+        if self.is_mariadb:
+            return True  # MariaDB always writes GTID events
+        return self.variables.get("gtid_mode", "OFF").upper() == "ON"
+
+
+_VARS = (
+    "log_bin",
+    "binlog_format",
+    "binlog_row_image",
+    "binlog_row_metadata",
+    "binlog_transaction_compression",
+    "gtid_mode",
+    "server_id",
+    "binlog_annotate_row_events",
+    "binlog_rows_query_log_events",
+    "expire_logs_days",
+    "binlog_expire_logs_seconds",
+)
+
+
+def server_info(conn: Any) -> ServerInfo:
+    """Read version, flavour and replication variables of the connected server."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT VERSION(), @@server_id")
+        version, server_id = cur.fetchone()
+        ph = ",".join(["%s"] * len(_VARS))
+        cur.execute(f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({ph})", _VARS)
+        variables = {str(k).lower(): str(v) for k, v in cur.fetchall()}
+    return ServerInfo(
+        version=str(version),
+        is_mariadb="mariadb" in str(version).lower(),
+        server_id=int(server_id),
+        variables=variables,
+    )
+
+
+def current_position(conn: Any, info: ServerInfo) -> BinlogPosition:
+    """The server's current binlog position and executed GTID set.
+
+    Uses ``SHOW BINARY LOG STATUS`` (MySQL 8.2+) or ``SHOW MASTER STATUS`` (MySQL < 8.2, MariaDB),
+    and ``@@gtid_binlog_pos`` (MariaDB) / ``Executed_Gtid_Set`` (MySQL) for the GTID set
+    (Debezium MySQL connector, snapshot step 4 "read the current binlog position").
+
+    Raises:
+        PreflightError: binary logging is off (the status statement returns no row).
+    """
+    with conn.cursor(pymysql.cursors.DictCursor) as cur:
+        row = None
+        for stmt in ("SHOW MASTER STATUS", "SHOW BINARY LOG STATUS"):
+            try:
+                cur.execute(stmt)
+                row = cur.fetchone()
+                break
+            except pymysql.err.ProgrammingError:
+                continue  # MySQL 8.4 removed SHOW MASTER STATUS
+        if not row:
+            raise PreflightError(
+                ["Binary logging is disabled (log_bin=OFF): start the server with "
+                 "`log_bin=<basename>` (and server_id) so changes can be captured."]
+            )
+        gtid: str | None
+        if info.is_mariadb:
+            cur.execute("SELECT @@GLOBAL.gtid_binlog_pos AS g")
+            gtid = (cur.fetchone() or {}).get("g") or None
+        else:
+            gtid = (row.get("Executed_Gtid_Set") or "").replace("\n", "") or None
+    return BinlogPosition(file=row["File"], pos=int(row["Position"]), gtid_set=gtid)
+
+
+def binlog_files(conn: Any) -> list[tuple[str, int]]:
+    """``SHOW BINARY LOGS``: ``[(file name, size in bytes)]`` oldest first."""
+    with conn.cursor() as cur:
+        cur.execute("SHOW BINARY LOGS")
+        return [(r[0], int(r[1])) for r in cur.fetchall()]
+
+
+def _granted_privileges(conn: Any) -> tuple[set[str], dict[str, set[str]]]:
+    """(global privileges, {database: privileges}) of the current user from SHOW GRANTS.
+
+    SHOW GRANTS text is server output (``GRANT a, b ON `db`.* TO ...``), read per line.
+    """
+    glob: set[str] = set()
+    per_db: dict[str, set[str]] = {}
+    with conn.cursor() as cur:
+        cur.execute("SHOW GRANTS FOR CURRENT_USER()")
+        lines = [r[0] for r in cur.fetchall()]
+    pat = re.compile(r"^GRANT (.+?) ON (.+?) TO ", re.IGNORECASE)
+    for line in lines:
+        m = pat.match(line)
+        if not m:
+            continue
+        privs = {p.strip().upper() for p in m.group(1).split(",")}
+        if "ALL PRIVILEGES" in privs or "ALL" in privs:
+            privs |= {a for names in _PRIV_ALIASES.values() for a in names}
+        obj = m.group(2).strip()
+        if obj in ("*.*",):
+            glob |= privs
+        else:
+            db = obj.split(".")[0].strip("`")
+            per_db.setdefault(db.replace("\\_", "_"), set()).update(privs)
+    return glob, per_db
+
+
+def preflight(
+    conn: Any,
+    info: ServerInfo,
+    tables: Sequence[tuple[str, str]] = (),
+    *,
+    need_streaming: bool = True,
+) -> list[str]:
+    """Check that the server and user can run a Debezium-style capture.
+
+    Args:
+        conn: open connection as the capture user.
+        info: :func:`server_info` of that connection.
+        tables: ``(database, table)`` pairs that must exist.
+        need_streaming: also check the binlog settings (False for a plain ``initial_only``
+            snapshot, which reads no binlog; the position is still recorded if available).
+
+    Returns:
+        Warnings that do not block capture (e.g. variables the server does not have).
+
+    Raises:
+        PreflightError: listing every failed check, each with the setting to change and how.
+        UnknownTableError: a requested table does not exist.
+    """
+    problems: list[str] = []
+    warnings: list[str] = []
+    v = info.variables
+    if need_streaming:
+        if v.get("log_bin", "OFF").upper() not in ("ON", "1"):
+            problems.append(
+                "log_bin is OFF: binary logging is disabled. Start the server with "
+                "`log_bin=<basename>` and a `server_id` (it cannot be changed at runtime)."
+            )
+        if v.get("binlog_format", "").upper() != "ROW":
+            problems.append(
+                f"binlog_format is {v.get('binlog_format', 'unknown')!r}, must be 'ROW': "
+                "SET GLOBAL binlog_format = 'ROW' (and binlog_format=ROW in my.cnf)."
+            )
+        if v.get("binlog_row_image", "").upper() != "FULL":
+            problems.append(
+                f"binlog_row_image is {v.get('binlog_row_image', 'unknown')!r}, must be 'FULL' "
+                "(before/after images need every column): SET GLOBAL binlog_row_image = 'FULL'."
+            )
+        if "binlog_row_metadata" in v:
+            if v["binlog_row_metadata"].upper() != "FULL":
+                problems.append(
+                    f"binlog_row_metadata is {v['binlog_row_metadata']!r}, must be 'FULL' "
+                    "(column names and types in the binlog): SET GLOBAL binlog_row_metadata = 'FULL'."
+                )
+        else:
+            warnings.append(
+                "The server has no binlog_row_metadata variable (MySQL < 8.0.1 / MariaDB < 10.5): "
+                "column names come from the schema history only."
+            )
+        if v.get("binlog_transaction_compression", "OFF").upper() in ("ON", "1"):
+            problems.append(
+                "binlog_transaction_compression is ON: compressed transaction payloads cannot be "
+                "decoded by python-mysql-replication and would be lost. "
+                "SET GLOBAL binlog_transaction_compression = OFF."
+            )
+    glob, per_db = _granted_privileges(conn)
+    dbs = sorted({db for db, _ in tables})
+
+    def has(priv: str, db: str | None = None) -> bool:
+        names = _PRIV_ALIASES[priv]
+        if glob & names:
+            return True
+        return db is not None and bool(per_db.get(db, set()) & names)
+
+    missing: list[str] = []
+    if need_streaming:
+        for p in ("REPLICATION SLAVE", "REPLICATION CLIENT"):
+            if not has(p):
+                missing.append(p + (" (BINLOG MONITOR on MariaDB)" if p == "REPLICATION CLIENT" else ""))
+    for db in dbs:
+        if not has("SELECT", db):
+            missing.append(f"SELECT on `{db}`")
+    if not (has("RELOAD") or all(has("LOCK TABLES", db) for db in dbs)):
+        missing.append("RELOAD or LOCK TABLES (needed for the snapshot's read lock)")
+    if missing:
+        problems.append(
+            f"User {info_user(conn)} lacks privileges: {', '.join(missing)}. "
+            f"GRANT SELECT, RELOAD, SHOW DATABASES, REPLICATION SLAVE, REPLICATION CLIENT, "
+            f"LOCK TABLES ON *.* TO <user>;"
+        )
+    if problems:
+        raise PreflightError(problems)
+    check_tables_exist(conn, tables)
+    return warnings
+
+
+def info_user(conn: Any) -> str:
+    with conn.cursor() as cur:
+        cur.execute("SELECT CURRENT_USER()")
+        return str(cur.fetchone()[0])
+
+
+def check_tables_exist(conn: Any, tables: Iterable[tuple[str, str]]) -> None:
+    """Raise :class:`UnknownTableError` naming every requested table that does not exist."""
+    tables = list(tables)
+    if not tables:
+        return
+    existing = set(list_tables(conn, sorted({db for db, _ in tables})))
+    missing = [f"{db}.{t}" for db, t in tables if (db, t) not in existing]
+    if missing:
+        raise UnknownTableError(
+            f"Table(s) not found on the source server: {', '.join(missing)}. Check the spelling "
+            "(names are case-sensitive on Linux) or remove them from `tables`."
+        )

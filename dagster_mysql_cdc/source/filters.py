@@ -1,0 +1,76 @@
+"""Which tables are captured: Debezium's include/exclude list semantics.
+
+``database.include.list`` / ``database.exclude.list`` are comma-separated regular expressions
+matched against the whole database name; ``table.include.list`` / ``table.exclude.list`` against
+the whole fully-qualified ``database.table`` name (Debezium MySQL connector properties). An include
+and an exclude list of the same level cannot both be set.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..errors import ConfigurationError
+
+
+def _compile(patterns: Sequence[str] | None, what: str) -> list[re.Pattern] | None:
+    if not patterns:
+        return None
+    out = []
+    for p in patterns:
+        try:
+            out.append(re.compile(p.strip(), re.IGNORECASE))
+        except re.error as e:
+            raise ConfigurationError(f"{what} entry {p!r} is not a valid regular expression: {e}") from None
+    return out
+
+
+@dataclass(frozen=True)
+class TableFilter:
+    """Include/exclude lists (regexes, full match, case-insensitive).
+
+    Raises:
+        ConfigurationError: invalid regex, or include and exclude lists given for the same level.
+    """
+
+    database_include_list: tuple[str, ...] = ()
+    database_exclude_list: tuple[str, ...] = ()
+    table_include_list: tuple[str, ...] = ()
+    table_exclude_list: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.database_include_list and self.database_exclude_list:
+            raise ConfigurationError(
+                "database_include_list and database_exclude_list cannot both be set (Debezium rule); keep one"
+            )
+        if self.table_include_list and self.table_exclude_list:
+            raise ConfigurationError(
+                "table_include_list and table_exclude_list cannot both be set (Debezium rule); keep one"
+            )
+        object.__setattr__(self, "_dbi", _compile(self.database_include_list, "database_include_list"))
+        object.__setattr__(self, "_dbx", _compile(self.database_exclude_list, "database_exclude_list"))
+        object.__setattr__(self, "_ti", _compile(self.table_include_list, "table_include_list"))
+        object.__setattr__(self, "_tx", _compile(self.table_exclude_list, "table_exclude_list"))
+
+    def matches(self, database: str, table: str) -> bool:
+        """Whether ``database.table`` is captured."""
+        qualified = f"{database}.{table}"
+        if self._dbi is not None and not any(p.fullmatch(database) for p in self._dbi):
+            return False
+        if self._dbx is not None and any(p.fullmatch(database) for p in self._dbx):
+            return False
+        if self._ti is not None and not any(p.fullmatch(qualified) for p in self._ti):
+            return False
+        if self._tx is not None and any(p.fullmatch(qualified) for p in self._tx):
+            return False
+        return True
+
+    def literal_databases(self) -> list[str] | None:
+        """Database names when every database include pattern is a plain name (for narrow queries)."""
+        if not self.database_include_list:
+            return None
+        if all(re.fullmatch(r"[A-Za-z0-9_$]+", p.strip()) for p in self.database_include_list):
+            return [p.strip() for p in self.database_include_list]
+        return None

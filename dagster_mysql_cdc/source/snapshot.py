@@ -1,0 +1,291 @@
+"""Consistent initial snapshot (Debezium MySQL connector, "Initial snapshots").
+
+The steps, as the Debezium docs number them for ``snapshot.locking.mode=minimal``:
+
+1. Establish a connection.
+2. Determine the tables to capture.
+3. Obtain a global read lock (``FLUSH TABLES WITH READ LOCK``) to block writes.
+4. Start a ``REPEATABLE READ`` transaction ``WITH CONSISTENT SNAPSHOT``.
+5. Read the current binlog position (file, pos, GTID set).
+6. Read the schema of the captured tables.
+7. Release the global read lock: other clients may write again.
+8. Scan every table inside the transaction and emit ``op=r`` read events.
+9. Commit the transaction and record the snapshot as complete.
+
+When the user lacks RELOAD (managed services), step 3 falls back to ``LOCK TABLES ... READ`` on the
+captured tables. ``LOCK TABLES`` cannot be combined with a transaction (starting one releases
+the locks), so in that mode the table locks are held until every table is scanned, exactly like
+Debezium's table-level-lock fallback. ``extended`` holds the global lock for the whole scan;
+``none`` takes no lock: on MariaDB the position then comes from the consistent-snapshot status
+variables ``binlog_snapshot_file``/``binlog_snapshot_position`` (exact, no lock needed); on MySQL
+it is read without a lock and is only safe when no DDL runs concurrently (Debezium's warning).
+
+Rows stream from an unbuffered cursor and leave as Arrow batches of at most ``batch_rows`` rows:
+no table is ever held in memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import pyarrow as pa
+import pymysql
+
+from ..errors import ConfigurationError, UnknownTableError
+from ..events import BinlogPosition, change_log_schema, now_ms, snapshot_events
+from .catalog import read_table_schemas
+from .connection import ConnectionSettings, ServerInfo, connect, current_position, preflight, server_info
+from .schema import TableSchema
+from .types import TableConverter, TypeOptions
+
+log = logging.getLogger(__name__)
+
+LockingMode = Literal["minimal", "extended", "none"]
+LOCKING_MODES = ("minimal", "extended", "none")
+
+
+@dataclass(frozen=True)
+class SnapshotOptions:
+    """How the initial snapshot reads the source.
+
+    Attributes:
+        locking_mode: Debezium ``snapshot.locking.mode``: ``minimal`` (global read lock only while
+            the position and schemas are read), ``extended`` (lock held for the whole scan) or
+            ``none`` (no lock; see the module docs for its consistency guarantees).
+        fetch_size: rows fetched per round trip from the unbuffered cursor
+            (Debezium ``snapshot.fetch.size``).
+        batch_rows: rows per Arrow batch handed to the sink (bounds memory).
+        include_data: ``False`` reads position and schemas only (``snapshot.mode=no_data``).
+    """
+
+    locking_mode: LockingMode = "minimal"
+    fetch_size: int = 10_000
+    batch_rows: int = 100_000
+    include_data: bool = True
+
+    def __post_init__(self) -> None:
+        if self.locking_mode not in LOCKING_MODES:
+            raise ConfigurationError(
+                f"snapshot_locking_mode={self.locking_mode!r} is not valid; use one of {LOCKING_MODES}"
+            )
+        if self.fetch_size < 1 or self.batch_rows < 1:
+            raise ConfigurationError("snapshot fetch_size and batch_rows must be positive integers")
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+class ConsistentSnapshot:
+    """A consistent snapshot of several tables at one binlog position.
+
+    Use as a context manager; inside it :attr:`position`, :attr:`schemas` are set and
+    :meth:`scan` streams each table's read events::
+
+        with ConsistentSnapshot(settings, [("inventory", "customers")], TypeOptions(), opts, "srv") as s:
+            for batch in s.scan(("inventory", "customers")):
+                ...  # pa.RecordBatch in the change-log schema, op='r'
+
+    Tables must be scanned one at a time, in any order, each at most once (one unbuffered cursor on
+    the snapshot's connection).
+
+    Raises (on enter):
+        SourceConnectionError, PreflightError, UnknownTableError: see :mod:`.connection`.
+    """
+
+    def __init__(
+        self,
+        settings: ConnectionSettings,
+        tables: Sequence[tuple[str, str]],
+        type_options: TypeOptions,
+        options: SnapshotOptions,
+        server_name: str,
+        *,
+        need_streaming: bool = True,
+    ):
+        self.settings = settings
+        self.tables = list(dict.fromkeys(tables))
+        self.type_options = type_options
+        self.options = options
+        self.server_name = server_name
+        self.need_streaming = need_streaming
+        self.position: BinlogPosition | None = None
+        self.schemas: dict[tuple[str, str], TableSchema] = {}
+        self.info: ServerInfo | None = None
+        self.lock_kind: str = "none"
+        self.lock_seconds: float = 0.0
+        self.started_ms: int = 0
+        self._conn = None
+        self._lock_started = 0.0
+        self._in_tx = False
+        self._remaining: list[tuple[str, str]] = []
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def __enter__(self) -> ConsistentSnapshot:
+        self._conn = connect(self.settings, autocommit=True)
+        try:
+            self._begin()
+        except BaseException:
+            self._close(ok=False)
+            raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._close(ok=exc_type is None)
+
+    def _begin(self) -> None:
+        conn = self._conn
+        self.info = server_info(conn)
+        for w in preflight(conn, self.info, self.tables, need_streaming=self.need_streaming):
+            log.warning(w)
+        mode = self.options.locking_mode
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            if mode in ("minimal", "extended"):
+                self._lock_started = time.monotonic()
+                try:
+                    cur.execute("FLUSH TABLES WITH READ LOCK")
+                    self.lock_kind = "global"
+                except pymysql.err.OperationalError as e:
+                    if e.args and e.args[0] in (1227, 1044, 1045):
+                        log.warning(
+                            "FLUSH TABLES WITH READ LOCK not permitted (%s); falling back to "
+                            "table-level locks held for the whole snapshot (Debezium behaviour).",
+                            e.args[-1],
+                        )
+                        cur.execute(
+                            "LOCK TABLES " + ", ".join(f"{_q(d)}.{_q(t)} READ" for d, t in self.tables)
+                        )
+                        self.lock_kind = "tables"
+                    else:
+                        raise
+            if self.lock_kind != "tables":
+                cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+                self._in_tx = True
+            self.started_ms = now_ms()
+            self.position = self._read_position(cur)
+            self.schemas = read_table_schemas(conn, self.tables)
+            missing = [f"{d}.{t}" for d, t in self.tables if (d, t) not in self.schemas]
+            if missing:
+                raise UnknownTableError(f"Table(s) vanished before the snapshot: {missing}")
+            if self.lock_kind == "global" and mode == "minimal":
+                cur.execute("UNLOCK TABLES")
+                self.lock_seconds = time.monotonic() - self._lock_started
+                self.lock_kind = "released"
+        self._remaining = list(self.tables)
+        log.info(
+            "Snapshot of %d table(s) at %s (lock: %s, held %.3fs)",
+            len(self.tables), self.position, self.lock_kind, self.lock_seconds,
+        )
+
+    def _read_position(self, cur) -> BinlogPosition:
+        info = self.info
+        assert info is not None
+        if self.lock_kind == "none" and info.is_mariadb and self._in_tx:
+            # MariaDB exposes the binlog position matching the consistent snapshot.
+            cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+            status = {k.lower(): v for k, v in cur.fetchall()}
+            f, p = status.get("binlog_snapshot_file"), status.get("binlog_snapshot_position")
+            if f:
+                cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (f, int(p)))
+                gtid = cur.fetchone()[0] or None
+                return BinlogPosition(file=f, pos=int(p), gtid_set=gtid)
+        return current_position(self._conn, info)
+
+    def _close(self, ok: bool) -> None:
+        conn = self._conn
+        self._conn = None
+        if conn is None:
+            return
+        try:
+            if self._in_tx:
+                conn.commit() if ok else conn.rollback()
+            if self.lock_kind in ("global", "tables"):
+                with conn.cursor() as cur:
+                    cur.execute("UNLOCK TABLES")
+                self.lock_seconds = time.monotonic() - self._lock_started
+        except Exception:  # connection already broken: the server drops locks with it
+            log.debug("cleanup after snapshot failed", exc_info=True)
+        finally:
+            conn.close()
+
+    # -- scanning ----------------------------------------------------------------------------
+    def scan(self, table: tuple[str, str]) -> Iterator[pa.RecordBatch]:
+        """Stream ``op=r`` events of one table as change-log record batches.
+
+        Snapshot markers follow Debezium: the very first row of the snapshot is ``first``, the first
+        row of every other table ``first_in_data_collection``, the last row of a table
+        ``last_in_data_collection`` and the last row of the last table ``last``; all others ``true``.
+
+        Raises:
+            ValueError: the table is not part of this snapshot or was already scanned.
+        """
+        if table not in self._remaining:
+            raise ValueError(f"{table} is not pending in this snapshot (already scanned or unknown)")
+        first_table = len(self._remaining) == len(self.tables)
+        self._remaining.remove(table)
+        last_table = not self._remaining
+        schema = self.schemas[table]
+        conv = TableConverter(schema, self.type_options, "pymysql")
+        if not self.options.include_data:
+            return
+        sql = "SELECT " + ", ".join(_q(c.name) for c in schema.columns) + f" FROM {_q(table[0])}.{_q(table[1])}"
+        assert self.position is not None and self.info is not None
+        cur = self._conn.cursor(pymysql.cursors.SSCursor)
+        try:
+            cur.execute(sql)
+            prev = None
+            first_batch = True
+            for chunk in self._chunks(cur):
+                if prev is not None:
+                    yield self._events(schema, conv, prev, first_batch and first_table, first_batch, False, False)
+                    first_batch = False
+                prev = chunk
+            if prev is not None:
+                yield self._events(schema, conv, prev, first_batch and first_table, first_batch, True, last_table)
+        finally:
+            cur.close()
+
+    def _chunks(self, cur) -> Iterator[list]:
+        """Lists of at most ``batch_rows`` raw rows from the unbuffered cursor."""
+        buf: list = []
+        fetch, limit = self.options.fetch_size, self.options.batch_rows
+        while True:
+            rows = cur.fetchmany(min(fetch, limit - len(buf)))
+            if not rows:
+                break
+            buf.extend(rows)
+            if len(buf) >= limit:
+                yield buf
+                buf = []
+        if buf:
+            yield buf
+
+    def _events(self, schema, conv, rows, first_overall, first_in_table, last_in_table, last_table):
+        n = len(rows)
+        flags = ["true"] * n
+        if first_in_table:
+            flags[0] = "first" if first_overall else "first_in_data_collection"
+        if last_in_table:
+            flags[-1] = "last" if last_table else "last_in_data_collection"
+        after = conv.to_record_batch(rows)
+        return snapshot_events(
+            after,
+            primary_key=schema.primary_key,
+            server_name=self.server_name,
+            server_id=self.info.server_id,
+            database=schema.database,
+            table=schema.table,
+            position=self.position,
+            snapshot_flags=pa.array(flags, pa.string()),
+            snapshot_ts_ms=self.started_ms,
+        )
+
+    def change_log_schema(self, table: tuple[str, str]) -> pa.Schema:
+        """Change-log schema of ``table`` (valid inside the context)."""
+        schema = self.schemas[table]
+        return change_log_schema(TableConverter(schema, self.type_options, "pymysql").arrow_schema, schema.primary_key)

@@ -1,0 +1,116 @@
+"""Shared fixtures: the real MariaDB and SeaweedFS started by infra/, and a local Spark session.
+
+Nothing here mocks a service. The integration fixtures fail (not skip) when a service is down:
+run the tests with `make test`, which starts them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import pymysql
+import pytest
+
+from dagster_mysql_cdc.sink.storage import StorageSettings
+from dagster_mysql_cdc.source.connection import ConnectionSettings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def env(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+MYSQL_HOST = env("CDC_MYSQL_HOST", "127.0.0.1")
+MYSQL_PORT = int(env("CDC_MYSQL_PORT", "3307"))
+ROOT_PASSWORD = env("CDC_MYSQL_ROOT_PASSWORD", "root-secret")
+CDC_USER = env("CDC_MYSQL_USER", "cdc")
+CDC_PASSWORD = env("CDC_MYSQL_PASSWORD", "cdc-secret")
+S3_ENDPOINT = env("CDC_S3_ENDPOINT", "http://127.0.0.1:8333")
+S3_BUCKET = env("CDC_S3_BUCKET", "lake")
+
+
+def root_settings(port: int = MYSQL_PORT) -> ConnectionSettings:
+    return ConnectionSettings(host=MYSQL_HOST, port=port, user="root", password=ROOT_PASSWORD)
+
+
+def cdc_settings(port: int = MYSQL_PORT) -> ConnectionSettings:
+    return ConnectionSettings(host=MYSQL_HOST, port=port, user=CDC_USER, password=CDC_PASSWORD)
+
+
+def root_connect(port: int = MYSQL_PORT, **kw) -> pymysql.connections.Connection:
+    try:
+        return pymysql.connect(**{**root_settings(port).pymysql_kwargs(), **kw})
+    except pymysql.err.OperationalError as e:
+        pytest.fail(
+            f"MariaDB at {MYSQL_HOST}:{port} is not reachable ({e}); start it with `make infra`",
+            pytrace=False,
+        )
+
+
+def run_infra(*args: str) -> None:
+    subprocess.run(["bash", *args], cwd=ROOT, check=True)
+
+
+@pytest.fixture
+def root_conn():
+    conn = root_connect()
+    yield conn
+    conn.close()
+
+
+@pytest.fixture(scope="session")
+def inventory_db():
+    """(Re)load Debezium's inventory sample once per session; returns the database name."""
+    run_infra("infra/load_dataset.sh", "inventory")
+    return "inventory"
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """A local Spark session with the library's default configuration (one JVM per test run)."""
+    from dagster_pyspark import LazyPySparkResource
+
+    from dagster_mysql_cdc import DEFAULT_SPARK_CONFIG
+
+    res = LazyPySparkResource(spark_config=DEFAULT_SPARK_CONFIG)
+    session = res.spark_session
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def local_storage(tmp_path) -> StorageSettings:
+    return StorageSettings(base_uri=str(tmp_path / "lake"))
+
+
+def s3_settings(prefix: str) -> StorageSettings:
+    return StorageSettings(
+        base_uri=f"s3://{S3_BUCKET}/{prefix}",
+        s3_endpoint_url=S3_ENDPOINT,
+        s3_access_key_id=env("AWS_ACCESS_KEY_ID", "cdc"),
+        s3_secret_access_key=env("AWS_SECRET_ACCESS_KEY", "cdc-secret"),
+        s3_region=env("AWS_REGION", "us-east-1"),
+    )
+
+
+@pytest.fixture
+def s3_storage() -> StorageSettings:
+    """A fresh prefix in the SeaweedFS bucket (real S3 API on loopback)."""
+    st = s3_settings(f"test-{uuid.uuid4().hex[:12]}")
+    try:
+        st.ensure_root()
+    except Exception as e:
+        pytest.fail(f"SeaweedFS S3 at {S3_ENDPOINT} is not usable ({e}); start it with `make infra`", pytrace=False)
+    return st
+
+
+@pytest.fixture(params=["local", "s3"])
+def storage(request, tmp_path) -> StorageSettings:
+    """Both lake flavours: the embedded local filesystem and the S3 API (SeaweedFS)."""
+    if request.param == "local":
+        return StorageSettings(base_uri=str(tmp_path / "lake"))
+    return request.getfixturevalue("s3_storage")

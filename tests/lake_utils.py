@@ -1,0 +1,23 @@
+"""Reading the lake back in tests (deltalake, the Delta format's standard Python reader)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from deltalake import DeltaTable
+
+from dagster_mysql_cdc.events import STATE_META_NAMES
+from dagster_mysql_cdc.sink.storage import StorageSettings
+
+
+def read_delta(storage: StorageSettings, uri: str) -> pa.Table:
+    return DeltaTable(uri, storage_options=storage.delta_storage_options()).to_pyarrow_table()
+
+
+def live_state_rows(storage: StorageSettings, uri: str, key: list[str]) -> list[dict]:
+    """Rows of a state table that are not tombstones, without metadata columns, sorted by key."""
+    t = read_delta(storage, uri)
+    rows = [r for r in t.to_pylist() if not r["__deleted"]]
+    for r in rows:
+        for m in STATE_META_NAMES:
+            r.pop(m, None)
+    return sorted(rows, key=lambda r: tuple(r[k] for k in key))
