@@ -1,0 +1,32 @@
+# shellcheck shell=bash
+# Defaults for the local dagster-mysql-cdc infrastructure. Sourced by every infra script, the Makefile
+# and .ci/run:  . infra/env.sh
+# Every variable is only set when it is not already set, so any of them can be overridden from the
+# environment (e.g. CDC_MYSQL_PORT=3317 make test).
+# Do not `set -e`/`set -u` here: this file is also sourced into interactive shells.
+
+if [ -z "${CDC_ROOT:-}" ]; then
+  CDC_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd -P)"
+fi
+export CDC_ROOT
+export CDC_INFRA_DIR="${CDC_INFRA_DIR:-$CDC_ROOT/.infra}"
+
+# MariaDB (the "main" instance started by infra/mariadb.sh)
+export CDC_MYSQL_HOST="${CDC_MYSQL_HOST:-127.0.0.1}"
+export CDC_MYSQL_PORT="${CDC_MYSQL_PORT:-3307}"
+export CDC_MYSQL_USER="${CDC_MYSQL_USER:-cdc}"
+export CDC_MYSQL_PASSWORD="${CDC_MYSQL_PASSWORD:-cdc-secret}"
+export CDC_MYSQL_ROOT_PASSWORD="${CDC_MYSQL_ROOT_PASSWORD:-root-secret}"
+
+# Object storage (SeaweedFS S3 gateway started by infra/seaweedfs.sh)
+export CDC_S3_ENDPOINT="${CDC_S3_ENDPOINT:-http://127.0.0.1:8333}"
+export CDC_S3_BUCKET="${CDC_S3_BUCKET:-lake}"
+export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-cdc}"
+export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-cdc-secret}"
+export AWS_REGION="${AWS_REGION:-us-east-1}"
+export CDC_WEED_MASTER_PORT="${CDC_WEED_MASTER_PORT:-9333}"
+export CDC_WEED_VOLUME_PORT="${CDC_WEED_VOLUME_PORT:-8080}"
+export CDC_WEED_FILER_PORT="${CDC_WEED_FILER_PORT:-8888}"
+
+# Sample databases (inventory/, sakila/)
+export CDC_DATASETS_DIR="${CDC_DATASETS_DIR:-$CDC_ROOT/../shared/datasets}"

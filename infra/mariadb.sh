@@ -1,0 +1,370 @@
+#!/usr/bin/env bash
+# Local, unprivileged-path MariaDB instances for development and tests.
+#
+#   infra/mariadb.sh start|stop|status|restart [--instance NAME] [--port N]
+#                    [--no-log-bin | --log-bin] [--binlog-format ROW|MIXED|STATEMENT] [--server-id N]
+#
+# Instance NAME (default "main") lives in $CDC_INFRA_DIR/mariadb-NAME/ (my.cnf, data/, binlog/,
+# mariadbd.err, mariadbd.pid, socket). The "main" instance listens on $CDC_MYSQL_PORT; another
+# instance keeps the port/binlog settings it was last started with unless flags are given.
+# On first start the server is initialised, root@localhost/root@127.0.0.1 get
+# $CDC_MYSQL_ROOT_PASSWORD and $CDC_MYSQL_USER@{%,localhost,127.0.0.1} is created with the
+# privileges a CDC reader needs.
+#   start   : no-op success when the instance already answers
+#   stop    : graceful (mariadb-admin shutdown, then SIGTERM/SIGKILL), bounded
+#   status  : exit 0 iff the server answers on its port
+# Tunables: CDC_MARIADB_START_TIMEOUT (s, default 60), CDC_MARIADB_STOP_TIMEOUT (s, default 60).
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
+
+usage() {
+  sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+
+CMD="${1:-}"
+[ -n "$CMD" ] || usage
+shift
+NAME=main
+ARG_PORT="" ARG_LOG_BIN="" ARG_FORMAT="" ARG_SERVER_ID=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --instance) NAME="${2:?--instance needs a value}"; shift 2 ;;
+    --instance=*) NAME="${1#*=}"; shift ;;
+    --port) ARG_PORT="${2:?--port needs a value}"; shift 2 ;;
+    --port=*) ARG_PORT="${1#*=}"; shift ;;
+    --no-log-bin) ARG_LOG_BIN=0; shift ;;
+    --log-bin) ARG_LOG_BIN=1; shift ;;
+    --binlog-format) ARG_FORMAT="${2:?--binlog-format needs a value}"; shift 2 ;;
+    --binlog-format=*) ARG_FORMAT="${1#*=}"; shift ;;
+    --server-id) ARG_SERVER_ID="${2:?--server-id needs a value}"; shift 2 ;;
+    --server-id=*) ARG_SERVER_ID="${1#*=}"; shift ;;
+    -h|--help) usage ;;
+    *) echo "mariadb.sh: unknown argument '$1'" >&2; usage ;;
+  esac
+done
+[[ "$NAME" =~ ^[A-Za-z0-9_-]+$ ]] || { echo "mariadb.sh: bad instance name '$NAME'" >&2; exit 2; }
+
+TAG="mariadb[$NAME]"
+say() { echo "[$TAG] $*"; }
+err() { echo "[$TAG] ERROR: $*" >&2; }
+
+DIR="$CDC_INFRA_DIR/mariadb-$NAME"
+CNF="$DIR/my.cnf"
+DATA="$DIR/data"
+BINLOG_DIR="$DIR/binlog"
+PIDFILE="$DIR/mariadbd.pid"
+LAUNCH_PIDFILE="$DIR/mariadbd.launch.pid"
+ERRLOG="$DIR/mariadbd.err"
+OUTLOG="$DIR/mariadbd.out"
+INSTALL_LOG="$DIR/install-db.log"
+SETTINGS="$DIR/instance.env"
+INIT_MARK="$DIR/.initialized"
+SOCK="$DIR/mariadbd.sock"
+if [ "${#SOCK}" -gt 100 ]; then # unix socket paths are limited to 108 bytes
+  SOCK="/tmp/cdc-mariadb-$(printf %s "$DIR" | sha1sum | cut -c1-12).sock"
+fi
+
+# ---- settings: flag > saved (non-main instances, and stop/status) > defaults ----------------------
+SAVED_PORT="" SAVED_LOG_BIN="" SAVED_FORMAT="" SAVED_SERVER_ID=""
+if [ -f "$SETTINGS" ]; then
+  SAVED_PORT="$(sed -n 's/^PORT=//p' "$SETTINGS")"
+  SAVED_LOG_BIN="$(sed -n 's/^LOG_BIN=//p' "$SETTINGS")"
+  SAVED_FORMAT="$(sed -n 's/^BINLOG_FORMAT=//p' "$SETTINGS")"
+  SAVED_SERVER_ID="$(sed -n 's/^SERVER_ID=//p' "$SETTINGS")"
+fi
+case "$CMD" in
+  start|restart)
+    if [ "$NAME" = main ]; then PORT="${ARG_PORT:-$CDC_MYSQL_PORT}"
+    else PORT="${ARG_PORT:-${SAVED_PORT:-$CDC_MYSQL_PORT}}"; fi ;;
+  *) PORT="${ARG_PORT:-${SAVED_PORT:-$([ "$NAME" = main ] && echo "$CDC_MYSQL_PORT" || echo "")}}" ;;
+esac
+LOG_BIN="${ARG_LOG_BIN:-${SAVED_LOG_BIN:-1}}"
+BINLOG_FORMAT="${ARG_FORMAT:-${SAVED_FORMAT:-ROW}}"
+BINLOG_FORMAT="$(printf %s "$BINLOG_FORMAT" | tr '[:lower:]' '[:upper:]')"
+SERVER_ID="${ARG_SERVER_ID:-${SAVED_SERVER_ID:-1}}"
+case "$BINLOG_FORMAT" in ROW|MIXED|STATEMENT) ;; *) err "bad --binlog-format '$BINLOG_FORMAT' (ROW, MIXED or STATEMENT)"; exit 2 ;; esac
+[[ -z "$PORT" || "$PORT" =~ ^[0-9]+$ ]] || { err "bad port '$PORT'"; exit 2; }
+[[ "$SERVER_ID" =~ ^[0-9]+$ ]] || { err "bad --server-id '$SERVER_ID'"; exit 2; }
+
+# ---- helpers ----------------------------------------------------------------------------------------
+show_logs() {
+  local f
+  for f in "$ERRLOG" "$OUTLOG" "$@"; do
+    if [ -s "$f" ]; then
+      echo "----- last 30 lines of $f -----" >&2
+      tail -n 30 "$f" >&2
+      echo "-----" >&2
+    fi
+  done
+}
+
+sql_str() { # SQL single-quoted string literal
+  local s="${1//\\/\\\\}"
+  s="${s//\'/\\\'}"
+  printf "'%s'" "$s"
+}
+
+server_pid() { # prints the pid of this instance's mariadbd if it is alive
+  local f pid
+  for f in "$PIDFILE" "$LAUNCH_PIDFILE"; do
+    [ -s "$f" ] || continue
+    pid="$(tr -dc '0-9' <"$f")"
+    [ -n "$pid" ] || continue
+    if [ -r "/proc/$pid/cmdline" ] && tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qxF -- "--defaults-file=$CNF"; then
+      echo "$pid"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# mariadb-admin ping exits 0 whenever the server answers (even "access denied")
+ping_tcp() {
+  [ -n "$PORT" ] || return 1
+  MYSQL_PWD="$CDC_MYSQL_ROOT_PASSWORD" timeout 10 mariadb-admin --no-defaults --protocol=TCP \
+    -h127.0.0.1 -P"$PORT" -uroot --connect-timeout=3 ping >/dev/null 2>&1
+}
+
+port_in_use() { timeout 3 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
+
+root_sql_tcp() { # run SQL from stdin as root over TCP
+  MYSQL_PWD="$CDC_MYSQL_ROOT_PASSWORD" timeout 60 mariadb --no-defaults --protocol=TCP \
+    -h127.0.0.1 -P"$PORT" -uroot --connect-timeout=5 --batch --skip-column-names "$@"
+}
+
+write_cnf() { # writes the config to $1
+  {
+    echo "# generated by infra/mariadb.sh (instance $NAME) - edits are overwritten on start"
+    echo "[mysqld]"
+    echo "bind-address=127.0.0.1"
+    echo "port=$PORT"
+    echo "socket=$SOCK"
+    echo "datadir=$DATA"
+    echo "pid-file=$PIDFILE"
+    echo "log-error=$ERRLOG"
+    if [ "$LOG_BIN" = 1 ]; then
+      echo "log_bin=$BINLOG_DIR/mysql-bin"
+    else
+      echo "skip-log-bin"
+    fi
+    echo "binlog_format=$BINLOG_FORMAT"
+    echo "binlog_row_image=FULL"
+    echo "binlog_row_metadata=FULL"
+    echo "binlog_annotate_row_events=ON"
+    echo "server_id=$SERVER_ID"
+    echo "log_slave_updates=ON"
+    echo "gtid_strict_mode=ON"
+    echo "character-set-server=utf8mb4"
+    echo "collation-server=utf8mb4_general_ci"
+    echo "default-time-zone='+00:00'"
+    echo "max_allowed_packet=256M"
+    echo "innodb_buffer_pool_size=256M"
+    echo "skip-name-resolve"
+    echo
+    echo "[client]"
+    echo "socket=$SOCK"
+    echo "port=$PORT"
+    echo "host=127.0.0.1"
+  } >"$1"
+}
+
+first_init_sql() {
+  local rp up
+  rp="$(sql_str "$CDC_MYSQL_ROOT_PASSWORD")"
+  up="$(sql_str "$CDC_MYSQL_PASSWORD")"
+  local u="$CDC_MYSQL_USER"
+  [[ "$u" =~ ^[A-Za-z0-9_.-]+$ ]] || { err "CDC_MYSQL_USER '$u' has unsupported characters"; exit 2; }
+  cat <<SQL
+SET SESSION sql_log_bin=0;
+ALTER USER 'root'@'localhost' IDENTIFIED BY $rp;
+CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY $rp;
+ALTER USER 'root'@'127.0.0.1' IDENTIFIED BY $rp;
+GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
+CREATE USER IF NOT EXISTS 'root'@'::1' IDENTIFIED BY $rp;
+ALTER USER 'root'@'::1' IDENTIFIED BY $rp;
+GRANT ALL PRIVILEGES ON *.* TO 'root'@'::1' WITH GRANT OPTION;
+DROP USER IF EXISTS ''@'localhost';
+SQL
+  # mariadb-install-db also creates root@<hostname> (no password) and maybe ''@<hostname>: drop them
+  local hn
+  hn="$(hostname 2>/dev/null || true)"
+  if [ -n "$hn" ] && [[ "$hn" =~ ^[A-Za-z0-9_.-]+$ ]] && [ "$hn" != localhost ] && [ "$hn" != 127.0.0.1 ]; then
+    echo "DROP USER IF EXISTS 'root'@'$hn';"
+    echo "DROP USER IF EXISTS ''@'$hn';"
+  fi
+  local h
+  for h in '%' localhost 127.0.0.1; do
+    cat <<SQL
+CREATE USER IF NOT EXISTS '$u'@'$h' IDENTIFIED BY $up;
+ALTER USER '$u'@'$h' IDENTIFIED BY $up;
+GRANT SELECT, RELOAD, LOCK TABLES, REPLICATION SLAVE, BINLOG MONITOR, REPLICATION MASTER ADMIN, SLAVE MONITOR, SHOW DATABASES, INSERT, UPDATE, DELETE, CREATE ON *.* TO '$u'@'$h';
+SQL
+  done
+  echo "FLUSH PRIVILEGES;"
+}
+
+# ---- commands -------------------------------------------------------------------------------------
+do_status() {
+  local pid=""
+  pid="$(server_pid || true)"
+  if ping_tcp; then
+    if [ -n "$pid" ]; then
+      say "up on 127.0.0.1:$PORT (pid $pid, dir $DIR)"
+    else
+      say "something answers on 127.0.0.1:$PORT, but no mariadbd of $DIR is running"
+    fi
+    return 0
+  fi
+  if [ -n "$pid" ]; then
+    say "DOWN: mariadbd pid $pid is running but does not answer on 127.0.0.1:${PORT:-?} (log: $ERRLOG)"
+  elif [ -d "$DIR" ]; then
+    say "down (not running; dir $DIR)"
+  else
+    say "down (no instance at $DIR)"
+  fi
+  return 1
+}
+
+do_start() {
+  local pid timeout_s deadline tmp
+  timeout_s="${CDC_MARIADB_START_TIMEOUT:-60}"
+  command -v mariadbd >/dev/null 2>&1 || { err "mariadbd not found (run infra/install.sh)"; exit 1; }
+  command -v mariadb-install-db >/dev/null 2>&1 || { err "mariadb-install-db not found (run infra/install.sh)"; exit 1; }
+  mkdir -p "$DIR" "$BINLOG_DIR"
+
+  tmp="$DIR/my.cnf.new"
+  write_cnf "$tmp"
+
+  if pid="$(server_pid)"; then
+    if ! cmp -s "$tmp" "$CNF"; then
+      say "note: running with an older config; use 'restart' to apply the new settings"
+    fi
+    rm -f "$tmp"
+    deadline=$((SECONDS + timeout_s))
+    until ping_tcp; do
+      if [ "$SECONDS" -ge "$deadline" ]; then
+        err "mariadbd (pid $pid) is running but did not answer on 127.0.0.1:$PORT within ${timeout_s}s (log: $ERRLOG)"
+        show_logs; exit 1
+      fi
+      kill -0 "$pid" 2>/dev/null || { err "mariadbd (pid $pid) exited while starting (log: $ERRLOG)"; show_logs; exit 1; }
+      sleep 1
+    done
+    say "already running on 127.0.0.1:$PORT (pid $pid)"
+    return 0
+  fi
+
+  if port_in_use "$PORT"; then
+    rm -f "$tmp"
+    err "port 127.0.0.1:$PORT is already in use by another process; pick another with --port or CDC_MYSQL_PORT"
+    exit 1
+  fi
+  mv -f "$tmp" "$CNF"
+  printf 'PORT=%s\nLOG_BIN=%s\nBINLOG_FORMAT=%s\nSERVER_ID=%s\n' "$PORT" "$LOG_BIN" "$BINLOG_FORMAT" "$SERVER_ID" >"$SETTINGS"
+  rm -f "$PIDFILE" "$LAUNCH_PIDFILE"
+
+  if [ ! -d "$DATA/mysql" ]; then
+    if [ -e "$INIT_MARK" ]; then
+      err "$INIT_MARK exists but $DATA/mysql is missing: the data dir was damaged; remove $DIR to re-create the instance"
+      exit 1
+    fi
+    say "initialising a new data dir in $DATA"
+    rm -rf "$DATA"
+    mkdir -p "$DATA"
+    if ! timeout 300 mariadb-install-db --defaults-file="$CNF" --user=root --datadir="$DATA" \
+        --auth-root-authentication-method=normal --skip-test-db >"$INSTALL_LOG" 2>&1 </dev/null; then
+      err "mariadb-install-db failed (log: $INSTALL_LOG)"
+      show_logs "$INSTALL_LOG"
+      rm -rf "$DATA"
+      exit 1
+    fi
+  fi
+
+  say "starting mariadbd on 127.0.0.1:$PORT (binlog: $([ "$LOG_BIN" = 1 ] && echo "$BINLOG_FORMAT in $BINLOG_DIR" || echo off))"
+  : >>"$OUTLOG"
+  # setsid + nohup: detached from the calling shell/make/CI process group; fd 9 (our lock) closed.
+  nohup setsid mariadbd --defaults-file="$CNF" --user=root </dev/null >>"$OUTLOG" 2>&1 9>&- &
+  pid=$!
+  echo "$pid" >"$LAUNCH_PIDFILE"
+
+  deadline=$((SECONDS + timeout_s))
+  until ping_tcp; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      err "mariadbd exited during startup (log: $ERRLOG)"
+      show_logs; exit 1
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      err "mariadbd did not answer on 127.0.0.1:$PORT within ${timeout_s}s (pid $pid still running; log: $ERRLOG)"
+      show_logs; exit 1
+    fi
+    sleep 0.5
+  done
+
+  if [ ! -e "$INIT_MARK" ]; then
+    say "first start: setting root password, creating user '$CDC_MYSQL_USER'"
+    local sql
+    sql="$(first_init_sql)"
+    if ! printf '%s\n' "$sql" | timeout 60 mariadb --no-defaults --socket="$SOCK" -uroot >"$DIR/init-users.log" 2>&1 \
+       && ! printf '%s\n' "$sql" | MYSQL_PWD="$CDC_MYSQL_ROOT_PASSWORD" timeout 60 mariadb --no-defaults --socket="$SOCK" -uroot >>"$DIR/init-users.log" 2>&1; then
+      err "could not set up users on first start (log: $DIR/init-users.log)"
+      show_logs "$DIR/init-users.log"; exit 1
+    fi
+    touch "$INIT_MARK"
+  fi
+  if ! echo "SELECT 1" | root_sql_tcp >/dev/null 2>"$DIR/last-client.err"; then
+    err "mariadbd answers on 127.0.0.1:$PORT but root login with CDC_MYSQL_ROOT_PASSWORD fails: $(cat "$DIR/last-client.err")"
+    err "(the instance was initialised with another password? remove $DIR to re-create it)"
+    exit 1
+  fi
+  say "up on 127.0.0.1:$PORT (pid $(server_pid || echo "$pid"), log $ERRLOG)"
+}
+
+do_stop() {
+  local pid timeout_s deadline
+  timeout_s="${CDC_MARIADB_STOP_TIMEOUT:-60}"
+  if ! pid="$(server_pid)"; then
+    rm -f "$LAUNCH_PIDFILE"
+    say "not running"
+    return 0
+  fi
+  say "stopping (pid $pid)"
+  MYSQL_PWD="$CDC_MYSQL_ROOT_PASSWORD" timeout "$timeout_s" mariadb-admin --no-defaults --socket="$SOCK" \
+      -uroot --connect-timeout=5 shutdown >/dev/null 2>&1 \
+    || timeout "$timeout_s" mariadb-admin --no-defaults --socket="$SOCK" -uroot --connect-timeout=5 shutdown >/dev/null 2>&1 \
+    || true
+  deadline=$((SECONDS + timeout_s))
+  while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.5; done
+  if kill -0 "$pid" 2>/dev/null; then
+    say "mariadb-admin shutdown did not stop it; sending SIGTERM"
+    kill -TERM "$pid" 2>/dev/null || true
+    deadline=$((SECONDS + 30))
+    while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.5; done
+  fi
+  if kill -0 "$pid" 2>/dev/null; then
+    say "still running after SIGTERM; sending SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    deadline=$((SECONDS + 10))
+    while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.5; done
+  fi
+  if kill -0 "$pid" 2>/dev/null; then
+    err "could not stop mariadbd pid $pid (log: $ERRLOG)"
+    show_logs; exit 1
+  fi
+  rm -f "$LAUNCH_PIDFILE" "$PIDFILE"
+  say "stopped"
+}
+
+mkdir -p "$CDC_INFRA_DIR"
+case "$CMD" in
+  status) do_status ;;
+  start|stop|restart)
+    exec 9>"$CDC_INFRA_DIR/.mariadb-$NAME.lock"
+    flock -w 300 9 || { err "timed out waiting for the lock $CDC_INFRA_DIR/.mariadb-$NAME.lock (another start/stop running?)"; exit 1; }
+    case "$CMD" in
+      start) do_start ;;
+      stop) do_stop ;;
+      restart) do_stop; do_start ;;
+    esac ;;
+  *) usage ;;
+esac
