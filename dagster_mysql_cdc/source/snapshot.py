@@ -40,7 +40,7 @@ from ..events import BinlogPosition, change_log_schema, now_ms, snapshot_events
 from .catalog import read_table_schemas
 from .connection import ConnectionSettings, ServerInfo, connect, current_position, preflight, server_info
 from .schema import TableSchema
-from .types import TableConverter, TypeOptions
+from .types import TableConverter, TypeOptions, select_expression
 
 log = logging.getLogger(__name__)
 
@@ -233,7 +233,7 @@ class ConsistentSnapshot:
         conv = TableConverter(schema, self.type_options, "pymysql")
         if not self.options.include_data:
             return
-        sql = "SELECT " + ", ".join(_q(c.name) for c in schema.columns) + f" FROM {_q(table[0])}.{_q(table[1])}"
+        sql = "SELECT " + ", ".join(select_expression(c) for c in schema.columns) + f" FROM {_q(table[0])}.{_q(table[1])}"
         assert self.position is not None and self.info is not None
         cur = self._conn.cursor(pymysql.cursors.SSCursor)
         try:

@@ -1,0 +1,1157 @@
+"""MySQL/MariaDB column types -> Debezium logical types -> Arrow types, and value conversion.
+
+This is the ONE place that knows how a MySQL/MariaDB column value is represented in a change event.
+Every mapping follows the *Debezium connector for MySQL* documentation, section "Data type
+mappings" (sub-sections "Basic types", "Temporal types", "Decimal types", "Boolean values",
+"Spatial types") and the connector properties ``decimal.handling.mode``,
+``time.precision.mode``, ``bigint.unsigned.handling.mode`` and ``binary.handling.mode``.
+Where the lake needs something Debezium does not say (Arrow types, DECIMAL wider than 38 digits)
+or where we deliberately differ, the function docstrings say so.
+
+Two value sources are supported, and both produce *identical* Debezium values for the same row:
+
+``"pymysql"``
+    Rows of a snapshot ``SELECT`` read with pymysql's default conversions on a connection whose
+    session ``time_zone`` is ``'+00:00'`` (so ``TIMESTAMP`` values arrive as naive UTC datetimes).
+``"binlog"``
+    Row images of python-mysql-replication 1.0.17 row events (``event.rows[i]["values"]`` etc.).
+
+Library facts this module relies on (read from the installed library sources, checked against
+MariaDB 10.11 by ``tests/test_types_mariadb.py``):
+
+* pymysql returns zero / invalid ``DATE``/``DATETIME``/``TIMESTAMP`` values as the raw *string*
+  (``'0000-00-00'``), ``BIT`` as big-endian ``bytes``, ``SET`` as ``'a,b'``, ``TIME`` as
+  ``timedelta`` (negative allowed), ``JSON`` as ``str``, ``BINARY(n)`` 0x00-padded, and ``FLOAT``
+  parsed from the server's 6-significant-digit text (select it with :func:`select_expression`).
+* python-mysql-replication returns zero ``DATE``/``DATETIME`` as ``None``, a zero ``TIMESTAMP`` as
+  ``datetime(1970, 1, 1)`` (``utcfromtimestamp(0)``), ``TIMESTAMP`` as a *naive UTC* datetime
+  (independent of the process time zone), ``BIT(n)`` as a string of ``n`` ``'0'``/``'1'``
+  characters, ``SET`` as a Python ``set`` (an empty set as ``None``, flagged ``"empty set"`` in
+  ``none_sources``), ``YEAR`` 0000 as ``1900``, ``BINARY(n)`` without its trailing ``0x00`` padding,
+  negative ``TIME(fsp>0)`` values with the complementary fraction (``-00:00:01.25`` as
+  ``-00:00:01.75``), MySQL binary ``JSON`` decoded to Python objects whose strings and keys are
+  ``bytes`` (a JSON ``null`` literal as ``None``), and MariaDB's JSON (LONGTEXT) as ``str``.
+  ENUM/SET values, column names and charsets need ``binlog_row_metadata=FULL``: without it ENUM
+  values come back as ``None`` and binary columns are decoded as UTF-8 text (or fail to decode).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import decimal
+import json
+import struct
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from ..errors import ConfigurationError
+from .schema import ColumnSchema, TableSchema
+
+__all__ = [
+    "TypeOptions",
+    "UnsupportedTypeError",
+    "debezium_type",
+    "debezium_parameters",
+    "arrow_field",
+    "arrow_schema",
+    "value_converter",
+    "TableConverter",
+    "SUPPORTED_DATA_TYPES",
+    "select_expression",
+    "quote_identifier",
+]
+
+Source = Literal["pymysql", "binlog"]
+_SOURCES = ("pymysql", "binlog")
+
+# --------------------------------------------------------------------------------------------
+# Options
+# --------------------------------------------------------------------------------------------
+
+_ALLOWED: dict[str, tuple[str, ...]] = {
+    "decimal_handling_mode": ("precise", "double", "string"),
+    "time_precision_mode": ("adaptive_time_microseconds", "connect"),
+    "bigint_unsigned_handling_mode": ("long", "precise"),
+    "binary_handling_mode": ("bytes", "base64", "base64-url-safe", "hex"),
+}
+
+
+@dataclass(frozen=True)
+class TypeOptions:
+    """The Debezium connector properties that change how values are represented.
+
+    Attributes:
+        decimal_handling_mode: Debezium ``decimal.handling.mode`` (section "Decimal types").
+            ``"precise"`` (default): ``org.apache.kafka.connect.data.Decimal``, lake type
+            ``decimal128(p, s)``; ``"double"``: ``float64``; ``"string"``: plain-notation string.
+        time_precision_mode: Debezium ``time.precision.mode`` (section "Temporal types").
+            ``"adaptive_time_microseconds"`` (default) or ``"connect"``. Debezium's deprecated
+            ``adaptive`` mode is not offered.
+        bigint_unsigned_handling_mode: Debezium ``bigint.unsigned.handling.mode``. ``"precise"``
+            (OUR default): ``Decimal(20,0)``, every value exact. ``"long"`` (Debezium's default):
+            ``int64``; values above 2**63-1 wrap to negative numbers exactly as Debezium's Java
+            ``long`` does (18446744073709551615 -> -1). We default to ``precise`` because a silent
+            wrap in a data lake is a correctness bug.
+        binary_handling_mode: Debezium ``binary.handling.mode`` for BINARY/VARBINARY/BLOB columns:
+            ``"bytes"`` (default), ``"base64"``, ``"base64-url-safe"`` or ``"hex"`` (lower-case).
+
+    Raises:
+        ConfigurationError (a ValueError): an option has a value that is not allowed; the message
+            names the option, the bad value and the allowed values.
+    """
+
+    decimal_handling_mode: Literal["precise", "double", "string"] = "precise"
+    time_precision_mode: Literal["adaptive_time_microseconds", "connect"] = "adaptive_time_microseconds"
+    bigint_unsigned_handling_mode: Literal["long", "precise"] = "precise"
+    binary_handling_mode: Literal["bytes", "base64", "base64-url-safe", "hex"] = "bytes"
+
+    def __post_init__(self) -> None:
+        for name, allowed in _ALLOWED.items():
+            value = getattr(self, name)
+            if value not in allowed:
+                raise ConfigurationError(
+                    f"Invalid value {value!r} for type option {name!r} "
+                    f"(Debezium '{name.replace('_', '.')}'); allowed values are "
+                    + ", ".join(repr(a) for a in allowed)
+                )
+
+
+class UnsupportedTypeError(ConfigurationError):
+    """A column has a MySQL/MariaDB type this connector cannot represent.
+
+    Raised when converters / schemas are *built*, never per row.
+
+    Attributes:
+        table: ``database.table`` or ``None`` when not known at the call site.
+        column: column name.
+        column_type: the column type in MySQL syntax.
+    """
+
+    def __init__(self, column: ColumnSchema, table: str | None = None, reason: str | None = None):
+        self.table = table
+        self.column = column.name
+        self.column_type = column.column_type
+        where = f"{table}.{column.name}" if table else column.name
+        detail = f": {reason}" if reason else ""
+        super().__init__(
+            f"Column {where!s} has type {column.column_type!r}, which is not supported{detail}. "
+            "Exclude the column (column exclude list) or the table (table exclude list) from "
+            "capture, or change the column type."
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Type classification
+# --------------------------------------------------------------------------------------------
+
+# data_type aliases (information_schema names plus what a DDL parser may hand us) -> canonical name
+_ALIASES: dict[str, str] = {
+    "bool": "tinyint",
+    "boolean": "tinyint",
+    "int1": "tinyint",
+    "int2": "smallint",
+    "int3": "mediumint",
+    "middleint": "mediumint",
+    "integer": "int",
+    "int4": "int",
+    "int8": "bigint",
+    "serial": "bigint",
+    "real": "double",
+    "double precision": "double",
+    "float4": "float",
+    "float8": "double",
+    "numeric": "decimal",
+    "dec": "decimal",
+    "fixed": "decimal",
+    "character": "char",
+    "nchar": "char",
+    "national char": "char",
+    "nvarchar": "varchar",
+    "national varchar": "varchar",
+    "character varying": "varchar",
+    "long varchar": "mediumtext",
+    "long": "mediumtext",
+    "long varbinary": "mediumblob",
+    "geomcollection": "geometrycollection",
+}
+
+_INT_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint"})
+_TEXT_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext"})
+_BINARY_TYPES = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
+_GEOMETRY_TYPES = frozenset(
+    {
+        "geometry",
+        "point",
+        "linestring",
+        "polygon",
+        "multipoint",
+        "multilinestring",
+        "multipolygon",
+        "geometrycollection",
+    }
+)
+_OTHER_TYPES = frozenset(
+    {"float", "double", "decimal", "date", "datetime", "timestamp", "time", "year", "enum", "set", "bit", "json"}
+)
+
+#: Canonical data types :func:`value_converter` accepts (aliases such as ``integer`` are also accepted).
+SUPPORTED_DATA_TYPES: frozenset[str] = _INT_TYPES | _TEXT_TYPES | _BINARY_TYPES | _GEOMETRY_TYPES | _OTHER_TYPES
+
+#: Largest precision Arrow decimal128 / Spark DecimalType can hold.
+MAX_DECIMAL128_PRECISION = 38
+
+
+def _canonical(column: ColumnSchema) -> str:
+    t = column.data_type.strip().lower()
+    return _ALIASES.get(t, t)
+
+
+def _check_supported(column: ColumnSchema, table: str | None) -> str:
+    t = _canonical(column)
+    if t not in SUPPORTED_DATA_TYPES:
+        raise UnsupportedTypeError(column, table)
+    return t
+
+
+def _fsp(column: ColumnSchema) -> int:
+    """Fractional-seconds precision (0-6) of a DATETIME/TIMESTAMP/TIME column."""
+    p = column.precision or 0
+    return max(0, min(6, int(p)))
+
+
+def _decimal_ps(column: ColumnSchema) -> tuple[int, int]:
+    # MySQL's default for a bare DECIMAL is DECIMAL(10,0).
+    p = column.precision if column.precision is not None else 10
+    s = column.scale if column.scale is not None else 0
+    return int(p), int(s)
+
+
+def _bit_length(column: ColumnSchema) -> int:
+    return int(column.length) if column.length else 1
+
+
+# --------------------------------------------------------------------------------------------
+# Debezium schema types
+# --------------------------------------------------------------------------------------------
+
+DEBEZIUM_DECIMAL = "org.apache.kafka.connect.data.Decimal"
+
+
+def debezium_type(
+    column: ColumnSchema, options: TypeOptions, *, table: str | None = None
+) -> tuple[str, str | None]:
+    """Kafka Connect schema type and Debezium semantic type of ``column``.
+
+    Args:
+        column: the column.
+        options: the type options.
+        table: optional ``database.table`` used only in error messages.
+
+    Returns:
+        ``(connect_type, semantic_name)``: ``connect_type`` is the lower-case Kafka Connect schema
+        type (``"int16"``, ``"int32"``, ``"int64"``, ``"float32"``, ``"float64"``,
+        ``"boolean"``, ``"string"``, ``"bytes"``, ``"struct"``); ``semantic_name`` is the
+        Debezium / Kafka Connect logical name (e.g. ``"io.debezium.time.MicroTimestamp"``) or
+        ``None`` for plain literal types.
+
+    Mapping (Debezium MySQL connector, "Data type mappings"):
+
+    * "Basic types": TINYINT/SMALLINT -> int16; SMALLINT UNSIGNED, MEDIUMINT, INT -> int32;
+      INT UNSIGNED, BIGINT -> int64; BIGINT UNSIGNED -> int64 (``long``) or
+      ``Decimal(20,0)`` (``precise``). BOOLEAN/BOOL is stored by the server as TINYINT(1) and is
+      mapped like TINYINT -> int16 (section "Boolean values": snapshots see TINYINT(1); Debezium
+      only emits BOOLEAN for columns it saw created by DDL while streaming, which would make the
+      lake type depend on history - we never do that). FLOAT -> float32, DOUBLE -> float64,
+      REAL -> float64 (the doc lists REAL as FLOAT32, but the server stores REAL as DOUBLE unless
+      sql_mode REAL_AS_FLOAT, and information_schema reports ``double``)
+      ``FLOAT(M,D)`` -> float64 as in Debezium, recognised by ``column.scale`` being set (a plain
+      FLOAT or FLOAT(p) has no scale). CHAR/VARCHAR/*TEXT -> string;
+      BINARY/VARBINARY/*BLOB -> bytes, or string for the base64/hex ``binary.handling.mode``.
+      BIT(1) -> boolean; BIT(n>1) -> bytes ``io.debezium.data.Bits``. JSON -> string
+      ``io.debezium.data.Json``; ENUM -> string ``io.debezium.data.Enum``; SET -> string
+      ``io.debezium.data.EnumSet``; YEAR -> int32 ``io.debezium.time.Year``; TIMESTAMP -> string
+      ``io.debezium.time.ZonedTimestamp`` (every ``time.precision.mode``).
+    * "Temporal types" (``time.precision.mode``): adaptive_time_microseconds: DATE -> int32
+      ``io.debezium.time.Date``; TIME -> int64 ``io.debezium.time.MicroTime``; DATETIME(0-3) ->
+      int64 ``io.debezium.time.Timestamp``; DATETIME(4-6) -> int64
+      ``io.debezium.time.MicroTimestamp``. connect: DATE -> int32
+      ``org.apache.kafka.connect.data.Date``; TIME -> int32 ``org.apache.kafka.connect.data.Time``
+      (milliseconds - Kafka Connect's Time is INT32 millis; the Debezium doc table says INT64
+      microseconds, which contradicts Kafka Connect's definition of that logical type);
+      DATETIME -> int64 ``org.apache.kafka.connect.data.Timestamp``.
+    * "Decimal types" (``decimal.handling.mode``): precise -> bytes
+      ``org.apache.kafka.connect.data.Decimal``; double -> float64; string -> string.
+    * "Spatial types": GEOMETRY, POINT, LINESTRING, POLYGON, MULTI*, GEOMETRYCOLLECTION -> struct
+      ``io.debezium.data.geometry.Geometry`` ``{wkb: bytes, srid: int32}``. (Debezium maps POINT to
+      the ``io.debezium.data.geometry.Point`` struct with extra x/y fields; we use Geometry for
+      POINT too so the whole spatial family has one lake type.)
+
+    Raises:
+        UnsupportedTypeError: the column type is not supported.
+    """
+    t = _check_supported(column, table)
+    if t in _INT_TYPES:
+        if t in ("tinyint",):
+            return ("int16", None)
+        if t == "smallint":
+            return ("int32", None) if column.unsigned else ("int16", None)
+        if t == "mediumint":
+            return ("int32", None)
+        if t == "int":
+            return ("int64", None) if column.unsigned else ("int32", None)
+        # bigint
+        if column.unsigned and options.bigint_unsigned_handling_mode == "precise":
+            return ("bytes", DEBEZIUM_DECIMAL)
+        return ("int64", None)
+    if t == "float":
+        return ("float32", None) if column.scale is None else ("float64", None)
+    if t == "double":
+        return ("float64", None)
+    if t == "decimal":
+        mode = options.decimal_handling_mode
+        if mode == "precise":
+            return ("bytes", DEBEZIUM_DECIMAL)
+        if mode == "double":
+            return ("float64", None)
+        return ("string", None)
+    if t in _TEXT_TYPES:
+        return ("string", None)
+    if t in _BINARY_TYPES:
+        return ("bytes", None) if options.binary_handling_mode == "bytes" else ("string", None)
+    if t == "bit":
+        if _bit_length(column) <= 1:
+            return ("boolean", None)
+        return ("bytes", "io.debezium.data.Bits")
+    if t == "json":
+        return ("string", "io.debezium.data.Json")
+    if t == "enum":
+        return ("string", "io.debezium.data.Enum")
+    if t == "set":
+        return ("string", "io.debezium.data.EnumSet")
+    if t == "year":
+        return ("int32", "io.debezium.time.Year")
+    if t == "timestamp":
+        return ("string", "io.debezium.time.ZonedTimestamp")
+    connect = options.time_precision_mode == "connect"
+    if t == "date":
+        return ("int32", "org.apache.kafka.connect.data.Date" if connect else "io.debezium.time.Date")
+    if t == "time":
+        if connect:
+            return ("int32", "org.apache.kafka.connect.data.Time")
+        return ("int64", "io.debezium.time.MicroTime")
+    if t == "datetime":
+        if connect:
+            return ("int64", "org.apache.kafka.connect.data.Timestamp")
+        if _fsp(column) <= 3:
+            return ("int64", "io.debezium.time.Timestamp")
+        return ("int64", "io.debezium.time.MicroTimestamp")
+    if t in _GEOMETRY_TYPES:
+        return ("struct", "io.debezium.data.geometry.Geometry")
+    raise UnsupportedTypeError(column, table)  # pragma: no cover - guarded by _check_supported
+
+
+def debezium_parameters(column: ColumnSchema, options: TypeOptions) -> dict[str, str]:
+    """Kafka Connect schema parameters Debezium attaches to the column's schema.
+
+    ``{"scale": "s", "connect.decimal.precision": "p"}`` for Decimal, ``{"allowed": "a,b"}`` for
+    Enum/EnumSet, ``{"length": "n"}`` for Bits; ``{}`` otherwise.
+    """
+    ctype, name = debezium_type(column, options)
+    if name == DEBEZIUM_DECIMAL:
+        if _canonical(column) == "bigint":
+            return {"scale": "0", "connect.decimal.precision": "20"}
+        p, s = _decimal_ps(column)
+        return {"scale": str(s), "connect.decimal.precision": str(p)}
+    if name in ("io.debezium.data.Enum", "io.debezium.data.EnumSet"):
+        return {"allowed": ",".join(column.enum_values)}
+    if name == "io.debezium.data.Bits":
+        return {"length": str(_bit_length(column))}
+    return {}
+
+
+# --------------------------------------------------------------------------------------------
+# Arrow
+# --------------------------------------------------------------------------------------------
+
+GEOMETRY_ARROW_TYPE = pa.struct([pa.field("wkb", pa.binary()), pa.field("srid", pa.int32())])
+
+_CONNECT_TO_ARROW = {
+    "boolean": pa.bool_(),
+    "int16": pa.int16(),
+    "int32": pa.int32(),
+    "int64": pa.int64(),
+    "float32": pa.float32(),
+    "float64": pa.float64(),
+    "string": pa.string(),
+    "bytes": pa.binary(),
+}
+
+
+def _arrow_type(column: ColumnSchema, options: TypeOptions, table: str | None) -> pa.DataType:
+    ctype, name = debezium_type(column, options, table=table)
+    if name == DEBEZIUM_DECIMAL:
+        if _canonical(column) == "bigint":
+            return pa.decimal128(20, 0)
+        p, s = _decimal_ps(column)
+        if p > MAX_DECIMAL128_PRECISION:
+            # Neither Arrow decimal128 nor Spark's DecimalType can hold more than 38 digits:
+            # the exact value is stored as a plain-notation string instead.
+            return pa.string()
+        return pa.decimal128(p, s)
+    if ctype == "struct":
+        return GEOMETRY_ARROW_TYPE
+    return _CONNECT_TO_ARROW[ctype]
+
+
+def arrow_field(column: ColumnSchema, options: TypeOptions, *, table: str | None = None) -> pa.Field:
+    """The lake (Arrow) field of ``column``.
+
+    The field is always ``nullable=True`` (a lake column must be able to hold deletes' missing
+    after-images, schema evolution, etc.). Field metadata:
+
+    * ``b"mysql.type"``: :attr:`ColumnSchema.column_type` (e.g. ``b"decimal(10,2) unsigned"``);
+    * ``b"debezium.type"``: Kafka Connect type from :func:`debezium_type` (e.g. ``b"int64"``);
+    * ``b"debezium.name"``: the semantic name, only when there is one;
+    * ``b"debezium.parameters"``: JSON of :func:`debezium_parameters`, only when non-empty.
+
+    Arrow types: int16/int32/int64/float32/float64/bool as the Connect type; ``string`` for
+    strings; ``binary`` for bytes; ``decimal128(p, s)`` for Decimal (``decimal128(20, 0)`` for
+    BIGINT UNSIGNED precise), except DECIMAL with p > 38 in ``precise`` mode, which is ``string``
+    holding the exact plain-notation value (Arrow decimal128/Spark cannot hold it; Debezium's
+    Decimal is arbitrary precision); ``struct<wkb: binary, srid: int32>`` for geometries.
+
+    Raises:
+        UnsupportedTypeError: the column type is not supported.
+    """
+    ctype, name = debezium_type(column, options, table=table)
+    meta = {b"mysql.type": column.column_type.encode(), b"debezium.type": ctype.encode()}
+    if name:
+        meta[b"debezium.name"] = name.encode()
+    params = debezium_parameters(column, options)
+    if params:
+        meta[b"debezium.parameters"] = json.dumps(params, separators=(",", ":")).encode()
+    return pa.field(column.name, _arrow_type(column, options, table), nullable=True, metadata=meta)
+
+
+def _ordered_columns(table: TableSchema) -> list[ColumnSchema]:
+    return sorted(table.columns, key=lambda c: c.position)
+
+
+def arrow_schema(table: TableSchema, options: TypeOptions) -> pa.Schema:
+    """Arrow schema of ``table``: one :func:`arrow_field` per column, in ordinal order.
+
+    Schema metadata: ``b"mysql.table"`` = ``database.table``.
+
+    Raises:
+        UnsupportedTypeError: a column type is not supported (the message names table and column).
+    """
+    fields = [arrow_field(c, options, table=table.qualified_name) for c in _ordered_columns(table)]
+    return pa.schema(fields, metadata={b"mysql.table": table.qualified_name.encode()})
+
+
+# --------------------------------------------------------------------------------------------
+# Value conversion helpers
+# --------------------------------------------------------------------------------------------
+
+_EPOCH_DATE = _dt.date(1970, 1, 1)
+_EPOCH_ORDINAL = _EPOCH_DATE.toordinal()
+_EPOCH_NAIVE = _dt.datetime(1970, 1, 1)
+_ONE_DAY_US = 86_400_000_000
+_UTC = _dt.timezone.utc
+_DEC_CTX = decimal.Context(prec=100, rounding=decimal.ROUND_HALF_EVEN)
+_INT64_WRAP = 1 << 64
+_INT64_MAX = (1 << 63) - 1
+_FLOAT32 = struct.Struct("<f")
+
+# MySQL character set name -> Python codec (only where the names differ / matter).
+_CHARSET_CODECS = {
+    "utf8mb4": "utf-8",
+    "utf8mb3": "utf-8",
+    "utf8": "utf-8",
+    "latin1": "cp1252",  # MySQL's latin1 is Windows-1252
+    "ascii": "ascii",
+    "binary": None,
+    "ucs2": "utf-16-be",
+    "utf16": "utf-16-be",
+    "utf16le": "utf-16-le",
+    "utf32": "utf-32-be",
+    "koi8r": "koi8_r",
+    "koi8u": "koi8_u",
+    "cp1250": "cp1250",
+    "cp1251": "cp1251",
+    "cp1256": "cp1256",
+    "cp1257": "cp1257",
+    "cp850": "cp850",
+    "cp852": "cp852",
+    "cp866": "cp866",
+    "latin2": "iso8859_2",
+    "latin5": "iso8859_9",
+    "latin7": "iso8859_13",
+    "greek": "iso8859_7",
+    "hebrew": "iso8859_8",
+    "sjis": "shift_jis",
+    "cp932": "cp932",
+    "ujis": "euc_jp",
+    "eucjpms": "euc_jp",
+    "gbk": "gbk",
+    "gb2312": "gb2312",
+    "gb18030": "gb18030",
+    "big5": "big5",
+    "euckr": "euc_kr",
+    "tis620": "tis_620",
+}
+
+
+def _codec_for(column: ColumnSchema) -> str:
+    name = (column.charset or "").lower()
+    codec = _CHARSET_CODECS.get(name)
+    if codec:
+        return codec
+    if name:
+        try:
+            import codecs
+
+            return codecs.lookup(name).name
+        except LookupError:
+            pass
+    return "utf-8"
+
+
+def _type_error(column: ColumnSchema, value: Any, what: str) -> ValueError:
+    # Never include the value itself: it may be sensitive (Debezium does the same).
+    return ValueError(
+        f"Cannot convert a {type(value).__name__} value of column {column.name!r} "
+        f"({column.column_type}) to {what}"
+    )
+
+
+def _micros_since_epoch(v: _dt.datetime) -> int:
+    if v.tzinfo is not None:
+        v = v.astimezone(_UTC).replace(tzinfo=None)
+    td = v - _EPOCH_NAIVE
+    return (td.days * 86_400 + td.seconds) * 1_000_000 + td.microseconds
+
+
+def _timedelta_micros(td: _dt.timedelta) -> int:
+    return td.days * _ONE_DAY_US + td.seconds * 1_000_000 + td.microseconds
+
+
+def _fix_binlog_negative_time(us: int) -> int:
+    """Undo python-mysql-replication 1.0.17's decoding of negative TIME(fsp>0) values.
+
+    MySQL/MariaDB store a negative TIME2 as a floored integer part plus a positive fraction
+    (``-00:00:01.25`` is ``-2 s + 0.75 s``). The library takes the absolute value of the integer
+    part and subtracts the fraction read as a *signed* number, which yields the right whole seconds
+    but the complementary fraction: ``-00:00:01.250000`` comes back as ``-00:00:01.750000``
+    (only ``.5`` and whole seconds survive). Given the library's value ``-(w + (1 - f))`` seconds
+    with ``0 < f < 1`` this returns ``-(w + f)``; whole seconds are returned unchanged.
+    """
+    a = -us
+    whole, frac = divmod(a, 1_000_000)
+    if not frac:
+        return us
+    return -(whole * 1_000_000 + (1_000_000 - frac))
+
+
+def _to_float32(v: float) -> float:
+    return _FLOAT32.unpack(_FLOAT32.pack(v))[0]
+
+
+def _plain(d: decimal.Decimal) -> str:
+    return format(d, "f")
+
+
+# ---- JSON -----------------------------------------------------------------------------------
+
+
+def _json_key(k: Any) -> str:
+    if isinstance(k, (bytes, bytearray)):
+        k = bytes(k).decode("utf-8", "replace")
+    return json.dumps(str(k), ensure_ascii=False)
+
+
+def _json_text(obj: Any) -> str:
+    """Compact JSON text of a value decoded by python-mysql-replication's binary JSON parser."""
+    if obj is None:
+        return "null"
+    if obj is True:
+        return "true"
+    if obj is False:
+        return "false"
+    if isinstance(obj, dict):
+        return "{" + ",".join(_json_key(k) + ":" + _json_text(v) for k, v in obj.items()) + "}"
+    if isinstance(obj, (list, tuple)):
+        return "[" + ",".join(_json_text(v) for v in obj) + "]"
+    if isinstance(obj, (bytes, bytearray)):
+        return json.dumps(bytes(obj).decode("utf-8", "replace"), ensure_ascii=False)
+    if isinstance(obj, str):
+        return json.dumps(obj, ensure_ascii=False)
+    if isinstance(obj, int):
+        return str(obj)
+    if isinstance(obj, float):
+        return json.dumps(obj)
+    if isinstance(obj, decimal.Decimal):
+        # MySQL stores JSON non-integer numbers as DOUBLE; a DECIMAL only appears through
+        # CAST(... AS JSON). Render through float so text and binary sources agree.
+        return json.dumps(float(obj))
+    if isinstance(obj, _dt.datetime):
+        return json.dumps(obj.strftime("%Y-%m-%d %H:%M:%S.%f"))
+    if isinstance(obj, _dt.date):
+        return json.dumps(obj.isoformat())
+    if isinstance(obj, _dt.time):
+        return json.dumps(obj.strftime("%H:%M:%S.%f"))
+    return json.dumps(str(obj), ensure_ascii=False)
+
+
+def _compact_json_text(text: str) -> str:
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return text  # not valid JSON (MariaDB LONGTEXT without the CHECK): keep as stored
+    return json.dumps(parsed, separators=(",", ":"), ensure_ascii=False)
+
+
+# --------------------------------------------------------------------------------------------
+# Converter builders. Each returns (core, none_value): ``core`` converts a non-None raw value
+# (``None`` core means identity), ``none_value`` is what a raw ``None`` becomes.
+# --------------------------------------------------------------------------------------------
+
+Core = Callable[[Any], Any] | None
+
+
+def _build(column: ColumnSchema, options: TypeOptions, source: str, table: str | None) -> tuple[Core, Any]:
+    if source not in _SOURCES:
+        raise ValueError(f"source must be one of {_SOURCES}, got {source!r}")
+    t = _check_supported(column, table)
+    binlog = source == "binlog"
+    nullable = column.nullable
+
+    # ---- integers ---------------------------------------------------------------------
+    if t in _INT_TYPES:
+        if t == "bigint" and column.unsigned:
+            if options.bigint_unsigned_handling_mode == "precise":
+                return (lambda v: decimal.Decimal(int(v))), None
+
+            def wrap(v: Any) -> int:
+                v = int(v)
+                return v - _INT64_WRAP if v > _INT64_MAX else v
+
+            return wrap, None
+
+        def to_int(v: Any) -> int:
+            return v if v.__class__ is int else int(v)
+
+        return to_int, None
+
+    # ---- floating point -----------------------------------------------------------------
+    if t == "float" and column.scale is None:
+        return (lambda v: _to_float32(float(v))), None
+    if t == "float":  # FLOAT(M,D): FLOAT64 in Debezium
+        return (lambda v: v if v.__class__ is float else float(v)), None
+    if t == "double":
+        return (lambda v: v if v.__class__ is float else float(v)), None
+
+    # ---- decimal ------------------------------------------------------------------------
+    if t == "decimal":
+        p, s = _decimal_ps(column)
+        quantum = decimal.Decimal(1).scaleb(-s)
+        mode = options.decimal_handling_mode
+
+        def to_dec(v: Any) -> decimal.Decimal:
+            if not isinstance(v, decimal.Decimal):
+                if isinstance(v, float):
+                    v = decimal.Decimal(repr(v))
+                else:
+                    v = decimal.Decimal(v if isinstance(v, (int, str)) else str(v))
+            return v.quantize(quantum, context=_DEC_CTX)
+
+        if mode == "double":
+            return (lambda v: float(v)), None
+        if mode == "string" or p > MAX_DECIMAL128_PRECISION:
+            return (lambda v: _plain(to_dec(v))), None
+        return to_dec, None
+
+    # ---- strings ------------------------------------------------------------------------
+    if t in _TEXT_TYPES:
+        codec = _codec_for(column)
+
+        def to_str(v: Any) -> str:
+            if v.__class__ is str:
+                return v
+            if isinstance(v, (bytes, bytearray, memoryview)):
+                return bytes(v).decode(codec, "replace")
+            raise _type_error(column, v, "string")
+
+        return to_str, None
+
+    # ---- binary -------------------------------------------------------------------------
+    if t in _BINARY_TYPES:
+        pad_to = int(column.length) if (t == "binary" and column.length) else 0
+
+        def to_bytes(v: Any) -> bytes:
+            if v.__class__ is not bytes:
+                if isinstance(v, (bytearray, memoryview)):
+                    v = bytes(v)
+                elif isinstance(v, str):
+                    # python-mysql-replication without binlog_row_metadata=FULL decodes every
+                    # string-ish column as UTF-8 (strictly), so this round-trips exactly.
+                    v = v.encode("utf-8")
+                else:
+                    raise _type_error(column, v, "bytes")
+            if pad_to and len(v) < pad_to:
+                # DBZ-254: the binlog strips BINARY(n)'s trailing 0x00 padding; Debezium re-pads.
+                v = v + b"\x00" * (pad_to - len(v))
+            return v
+
+        mode = options.binary_handling_mode
+        if mode == "bytes":
+            return to_bytes, None
+        if mode == "base64":
+            return (lambda v: base64.b64encode(to_bytes(v)).decode("ascii")), None
+        if mode == "base64-url-safe":
+            return (lambda v: base64.urlsafe_b64encode(to_bytes(v)).decode("ascii")), None
+        return (lambda v: to_bytes(v).hex()), None
+
+    # ---- BIT ----------------------------------------------------------------------------
+    if t == "bit":
+        nbits = _bit_length(column)
+        nbytes = (nbits + 7) // 8
+
+        def bit_int(v: Any) -> int:
+            if isinstance(v, str):  # python-mysql-replication: '0101...' (MSB first)
+                return int(v, 2) if v else 0
+            if isinstance(v, (bytes, bytearray, memoryview)):  # pymysql: big-endian bytes
+                return int.from_bytes(bytes(v), "big")
+            if isinstance(v, (bool, int)):
+                return int(v)
+            raise _type_error(column, v, "BIT")
+
+        if nbits <= 1:
+            return (lambda v: bit_int(v) != 0), None
+        # Debezium io.debezium.data.Bits: little-endian byte[] of n/8 (+1) bytes.
+        return (lambda v: bit_int(v).to_bytes(nbytes, "little")), None
+
+    # ---- JSON ---------------------------------------------------------------------------
+    if t == "json":
+
+        def to_json(v: Any) -> str:
+            if isinstance(v, str):
+                return _compact_json_text(v)
+            if isinstance(v, (bytes, bytearray, memoryview)):
+                if binlog:
+                    # MySQL binary JSON: a top-level JSON *string* is returned as bytes.
+                    return json.dumps(bytes(v).decode("utf-8", "replace"), ensure_ascii=False)
+                return _compact_json_text(bytes(v).decode("utf-8", "replace"))
+            if type(v).__name__ == "JsonDiff":
+                raise ValueError(
+                    f"Column {column.name!r} received a partial JSON update (JsonDiff); set "
+                    "binlog_row_value_options='' on the server (Debezium requires the same)"
+                )
+            return _json_text(v)
+
+        return to_json, None
+
+    # ---- ENUM / SET ---------------------------------------------------------------------
+    if t == "enum":
+        values = column.enum_values
+
+        def to_enum(v: Any) -> str:
+            if v.__class__ is str:
+                return v
+            if isinstance(v, (bytes, bytearray)):
+                return bytes(v).decode("utf-8", "replace")
+            if isinstance(v, int) and not isinstance(v, bool):
+                # The binlog stores the 1-based index; 0 is the '' error value.
+                if v == 0:
+                    return ""
+                if 1 <= v <= len(values):
+                    return values[v - 1]
+                raise ValueError(
+                    f"ENUM index {v} out of range for column {column.name!r} ({len(values)} values)"
+                )
+            raise _type_error(column, v, "ENUM string")
+
+        return to_enum, None
+
+    if t == "set":
+        values = column.enum_values
+        order = {val: i for i, val in enumerate(values)}
+        order_ci = {val.lower(): i for i, val in enumerate(values)}
+
+        def rank(m: str) -> tuple[int, str]:
+            i = order.get(m)
+            if i is None:
+                i = order_ci.get(m.lower(), len(values))
+            return (i, m)
+
+        def to_set(v: Any) -> str:
+            if v.__class__ is str:
+                return v
+            if isinstance(v, (bytes, bytearray)):
+                return bytes(v).decode("utf-8", "replace")
+            if isinstance(v, (set, frozenset, list, tuple)):
+                members = [m.decode("utf-8", "replace") if isinstance(m, bytes) else str(m) for m in v]
+                return ",".join(sorted(members, key=rank))
+            if isinstance(v, int) and not isinstance(v, bool):
+                return ",".join(val for i, val in enumerate(values) if v >> i & 1)
+            raise _type_error(column, v, "SET string")
+
+        # python-mysql-replication returns an empty SET as None; a NOT NULL column cannot be
+        # NULL, so it is the empty set (Debezium's fallback for NOT NULL SET is "" as well).
+        return to_set, (None if nullable else "")
+
+    # ---- YEAR ---------------------------------------------------------------------------
+    if t == "year":
+
+        def to_year(v: Any) -> int:
+            if isinstance(v, _dt.date):
+                return v.year
+            v = int(v)
+            if binlog and v == 1900:
+                return 0  # python-mysql-replication adds 1900 to the stored byte; YEAR 0000 -> 1900
+            return v
+
+        return to_year, None
+
+    # ---- temporal -----------------------------------------------------------------------
+    connect = options.time_precision_mode == "connect"
+
+    if t == "date":
+        zero = None if nullable else 0
+
+        def to_days(v: Any) -> int | None:
+            if isinstance(v, _dt.datetime):
+                v = v.date()
+            if isinstance(v, _dt.date):
+                return v.toordinal() - _EPOCH_ORDINAL
+            if isinstance(v, (str, bytes)):
+                return zero  # pymysql: '0000-00-00' or another invalid date
+            raise _type_error(column, v, "DATE")
+
+        return to_days, zero
+
+    if t == "datetime":
+        millis = connect or _fsp(column) <= 3
+        zero = None if nullable else 0
+
+        def to_epoch(v: Any) -> int | None:
+            if isinstance(v, _dt.datetime):
+                us = _micros_since_epoch(v)
+                return us // 1000 if millis else us
+            if isinstance(v, _dt.date):
+                us = (v.toordinal() - _EPOCH_ORDINAL) * _ONE_DAY_US
+                return us // 1000 if millis else us
+            if isinstance(v, (str, bytes)):
+                return zero  # pymysql: '0000-00-00 00:00:00' or another invalid datetime
+            raise _type_error(column, v, "DATETIME")
+
+        return to_epoch, zero
+
+    if t == "timestamp":
+        fsp = _fsp(column)
+        zero = None if nullable else "1970-01-01T00:00:00Z"
+
+        def to_iso(v: Any) -> str | None:
+            if isinstance(v, (str, bytes)):
+                return zero  # pymysql: '0000-00-00 00:00:00'
+            if not isinstance(v, _dt.datetime):
+                raise _type_error(column, v, "TIMESTAMP")
+            if v.tzinfo is not None:
+                v = v.astimezone(_UTC).replace(tzinfo=None)
+            if binlog and v == _EPOCH_NAIVE:
+                # The zero TIMESTAMP is stored as 0 seconds; the smallest real TIMESTAMP is
+                # 1970-01-01 00:00:01 UTC, so epoch 0 is unambiguous.
+                return zero
+            base = f"{v.year:04d}-{v.month:02d}-{v.day:02d}T{v.hour:02d}:{v.minute:02d}:{v.second:02d}"
+            if fsp:
+                return f"{base}.{v.microsecond:06d}"[: len(base) + 1 + fsp] + "Z"
+            if v.microsecond:
+                return f"{base}.{v.microsecond:06d}".rstrip("0") + "Z"
+            return base + "Z"
+
+        return to_iso, zero
+
+    if t == "time":
+        fix_negative_fraction = binlog and _fsp(column) > 0
+
+        def td_micros(td: _dt.timedelta) -> int:
+            us = _timedelta_micros(td)
+            if fix_negative_fraction and us < 0:
+                return _fix_binlog_negative_time(us)
+            return us
+
+        if not connect:
+
+            def to_micros(v: Any) -> int:
+                if isinstance(v, _dt.timedelta):
+                    return td_micros(v)
+                if isinstance(v, _dt.time):
+                    return ((v.hour * 60 + v.minute) * 60 + v.second) * 1_000_000 + v.microsecond
+                raise _type_error(column, v, "TIME")
+
+            return to_micros, None
+
+        def to_millis(v: Any) -> int:
+            if isinstance(v, _dt.time):
+                us = ((v.hour * 60 + v.minute) * 60 + v.second) * 1_000_000 + v.microsecond
+            elif isinstance(v, _dt.timedelta):
+                us = td_micros(v)
+            else:
+                raise _type_error(column, v, "TIME")
+            if not 0 <= us < _ONE_DAY_US:
+                raise ValueError(
+                    f"TIME value of column {column.name!r} is outside 00:00:00-23:59:59.999, which "
+                    "time_precision_mode='connect' (Kafka Connect Time) cannot represent; use "
+                    "time_precision_mode='adaptive_time_microseconds'"
+                )
+            return us // 1000
+
+        return to_millis, None
+
+    # ---- spatial ------------------------------------------------------------------------
+    if t in _GEOMETRY_TYPES:
+
+        def to_geometry(v: Any) -> dict[str, Any]:
+            if not isinstance(v, (bytes, bytearray, memoryview)):
+                raise _type_error(column, v, "Geometry")
+            v = bytes(v)
+            if len(v) < 4:
+                raise ValueError(f"Geometry value of column {column.name!r} is shorter than its SRID prefix")
+            # MySQL internal geometry format: 4-byte little-endian SRID followed by the WKB.
+            return {"wkb": v[4:], "srid": int.from_bytes(v[:4], "little")}
+
+        return to_geometry, None
+
+    raise UnsupportedTypeError(column, table)  # pragma: no cover
+
+
+# --------------------------------------------------------------------------------------------
+# Public converter API
+# --------------------------------------------------------------------------------------------
+
+
+def _identity(v: Any) -> Any:
+    return v
+
+
+def quote_identifier(name: str) -> str:
+    """Back-quote a MySQL identifier (a back-quote inside the name is doubled)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def select_expression(column: ColumnSchema) -> str:
+    """The snapshot ``SELECT`` expression that makes pymysql deliver what the binlog delivers.
+
+    The text protocol renders ``FLOAT`` with only 6 significant digits (MariaDB returns
+    ``16777217`` stored as float32 ``16777216`` as ``"16777200"``), while the binlog carries the
+    exact float32. ``(col + 0e0)`` makes the server send the exact value as DOUBLE (works on every
+    MySQL/MariaDB version, unlike ``CAST(... AS DOUBLE)``); every other column is selected as is.
+
+    Returns:
+        e.g. ``"`price`"`` or ``"(`ratio` + 0e0) AS `ratio`"``.
+    """
+    q = quote_identifier(column.name)
+    if _canonical(column) == "float":
+        return f"({q} + 0e0) AS {q}"
+    return q
+
+
+def value_converter(
+    column: ColumnSchema,
+    options: TypeOptions,
+    source: Literal["pymysql", "binlog"],
+    *,
+    table: str | None = None,
+) -> Callable[[Any], Any]:
+    """A function converting one raw value of ``column`` into its Debezium value.
+
+    Args:
+        column: the column.
+        options: the type options.
+        source: ``"pymysql"`` (snapshot SELECT, default pymysql conversions, session
+            ``time_zone='+00:00'``) or ``"binlog"`` (python-mysql-replication 1.0.17 row images).
+        table: optional ``database.table`` used only in error messages.
+
+    Returns:
+        ``f(raw) -> value``. ``None`` becomes ``None``, except for the documented zero-value cases
+        of NOT NULL columns (see below). Value shapes (Python objects, ready for
+        ``pyarrow.array(..., type=arrow_field(...).type)``):
+
+        * integers -> ``int``; BIGINT UNSIGNED -> ``Decimal`` (precise) or wrapped ``int`` (long);
+        * FLOAT -> ``float`` rounded to the nearest float32; FLOAT(M,D), DOUBLE -> ``float``;
+        * DECIMAL -> ``Decimal`` quantized to the column scale (precise, p <= 38), ``float``
+          (double), plain-notation ``str`` (string mode, or precise with p > 38);
+        * text -> ``str`` (bytes are decoded with the column charset, malformed sequences
+          replaced as Java's ``new String(bytes, charset)`` does; 4-byte UTF-8 round-trips);
+        * binary -> ``bytes`` / base64 / url-safe base64 / lower-case hex ``str``; BINARY(n) is
+          right-padded with 0x00 to n bytes (Debezium DBZ-254: the binlog strips the padding);
+        * BIT(1) -> ``bool``; BIT(n) -> little-endian ``bytes`` of ceil(n/8) bytes;
+        * JSON -> compact JSON ``str`` (``separators=(",", ":")``, non-ASCII kept). JSON text
+          (pymysql, MariaDB's LONGTEXT from the binlog) is parsed and re-serialized so both
+          sources agree; non-integer numbers go through IEEE double, which is how MySQL stores
+          them anyway; text that is not valid JSON is kept as stored;
+        * ENUM -> ``str`` (an ``int`` input is the binlog's 1-based index, 0 -> ``""``);
+        * SET -> ``str``, members comma-separated in declaration order;
+        * YEAR -> ``int``;
+        * DATE -> ``int`` days since 1970-01-01;
+        * DATETIME -> ``int`` ms (fsp 0-3, or connect mode) or us (fsp 4-6) since the epoch,
+          the wall-clock value read as UTC;
+        * TIMESTAMP -> ISO-8601 UTC ``str`` ending in ``Z``; the fraction has exactly fsp digits
+          when fsp > 0 (Debezium 2.2+, DBZ-5996) and is omitted when fsp = 0;
+        * TIME -> ``int`` us (may be negative, |value| < 839 h; Debezium's
+          ``convertDurationToMicroseconds``) or, in connect mode, ms in [0, 86_400_000) (other
+          values raise ``ValueError``, as Kafka Connect Time cannot hold them); with
+          ``source="binlog"`` the library's wrong fraction of negative TIME(fsp>0) values is
+          corrected (see :func:`_fix_binlog_negative_time`);
+        * geometries -> ``{"wkb": bytes, "srid": int}``.
+
+        Zero values (Debezium "Temporal types": "represents zero-values as null values when the
+        column definition allows null values, or as the epoch day when the column does not allow
+        null values"): zero/invalid DATE/DATETIME/TIMESTAMP -> ``None`` when nullable, else
+        ``0`` / ``0`` / ``"1970-01-01T00:00:00Z"``. Because python-mysql-replication already turns
+        zero DATE/DATETIME into ``None``, a ``None`` of a NOT NULL temporal column also maps to the
+        epoch value; a ``None`` of a NOT NULL SET (the library's empty set) maps to ``""``.
+
+    Raises:
+        UnsupportedTypeError: the column type is not supported (at build time).
+        ValueError: ``source`` is not one of the two sources (at build time); a raw value has an
+            unexpected Python type or is out of range (when the returned function is called).
+    """
+    core, none_value = _build(column, options, source, table)
+    if core is None:
+        return _identity
+    if none_value is None:
+        return lambda v: None if v is None else core(v)
+    return lambda v: none_value if v is None else core(v)
+
+
+_MISSING = object()
+
+
+class TableConverter:
+    """Pre-built per-table converters (no per-row type lookup).
+
+    Args:
+        table: the table schema (columns are used in ordinal order).
+        options: the type options.
+        source: ``"pymysql"`` or ``"binlog"`` (see :func:`value_converter`).
+
+    Attributes:
+        table: the table schema.
+        columns: the columns in ordinal order.
+        names: their names.
+        arrow_schema: :func:`arrow_schema` of the table.
+
+    Raises:
+        UnsupportedTypeError: a column type is not supported (names table, column, type and fix).
+    """
+
+    def __init__(self, table: TableSchema, options: TypeOptions, source: Literal["pymysql", "binlog"]):
+        self.table = table
+        self.options = options
+        self.source = source
+        self.columns: tuple[ColumnSchema, ...] = tuple(_ordered_columns(table))
+        self.names: tuple[str, ...] = tuple(c.name for c in self.columns)
+        qn = table.qualified_name
+        self.arrow_schema: pa.Schema = arrow_schema(table, options)
+        built = [_build(c, options, source, qn) for c in self.columns]
+        self._cores: tuple[Core, ...] = tuple(b[0] for b in built)
+        self._none_values: tuple[Any, ...] = tuple(b[1] for b in built)
+        self._converters: tuple[Callable[[Any], Any], ...] = tuple(
+            value_converter(c, options, source, table=qn) for c in self.columns
+        )
+        self._lower_names = tuple(n.lower() for n in self.names)
+
+    def __repr__(self) -> str:
+        return f"TableConverter({self.table.qualified_name}, source={self.source!r})"
+
+    def convert_row(self, values: Sequence[Any]) -> tuple:
+        """Convert one raw row given in column (ordinal) order.
+
+        Raises:
+            ValueError: ``values`` does not have one value per column, or a value cannot be
+                converted.
+        """
+        if len(values) != len(self._converters):
+            raise ValueError(
+                f"Row of {self.table.qualified_name} has {len(values)} values, expected "
+                f"{len(self._converters)} ({', '.join(self.names)})"
+            )
+        return tuple(conv(v) for conv, v in zip(self._converters, values))
+
+    def convert_row_dict(
+        self, row: Mapping[str, Any], none_sources: Mapping[str, str] | None = None
+    ) -> tuple:
+        """Convert one raw row keyed by column name (python-mysql-replication row images).
+
+        Args:
+            row: ``{column name: raw value}``, e.g. ``event.rows[i]["values"]``.
+            none_sources: optional python-mysql-replication ``none_sources`` of the same image
+                (``event.rows[i]["none_sources"]``), which says *why* a value is ``None``. When
+                given, ``"empty set"`` is converted as the empty SET ``""`` (the library returns
+                an empty SET as ``None``, indistinguishable from NULL in a nullable column), and
+                ``"cols bitmap"`` (column absent from a MINIMAL image) / ``"same with before
+                values"`` (partial JSON) become ``None`` without conversion.
+
+        Returns:
+            The converted values in column (ordinal) order. A column missing from ``row``
+            (e.g. ``binlog_row_image=MINIMAL``) becomes ``None`` without conversion, so a NOT NULL
+            temporal column is *not* turned into its epoch fallback. Names are matched exactly,
+            then case-insensitively.
+        """
+        out = []
+        lowered: dict[str, Any] | None = None
+        for name, lname, conv in zip(self.names, self._lower_names, self._converters):
+            v = row.get(name, _MISSING)
+            if v is _MISSING:
+                if lowered is None:
+                    lowered = {str(k).lower(): val for k, val in row.items()}
+                v = lowered.get(lname, _MISSING)
+                if v is _MISSING:
+                    out.append(None)
+                    continue
+            if v is None and none_sources:
+                reason = none_sources.get(name)
+                if reason == "empty set":
+                    v = ""
+                elif reason in ("cols bitmap", "same with before values"):
+                    out.append(None)
+                    continue
+            out.append(conv(v))
+        return tuple(out)
+
+    def convert_columns(self, rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
+        """Convert raw rows (column order) column-wise: one list of Debezium values per column."""
+        n = len(self._cores)
+        for r in rows:
+            if len(r) != n:
+                raise ValueError(
+                    f"Row of {self.table.qualified_name} has {len(r)} values, expected {n}"
+                )
+        cols: list[list[Any]] = []
+        for i, (core, nv) in enumerate(zip(self._cores, self._none_values)):
+            raw = [r[i] for r in rows]
+            if core is None:
+                cols.append(raw)
+            else:
+                cols.append([nv if v is None else core(v) for v in raw])
+        return cols
+
+    def to_record_batch(self, rows: Sequence[Sequence[Any]]) -> pa.RecordBatch:
+        """Convert raw rows given in column order into a record batch with :attr:`arrow_schema`.
+
+        Built column-wise (one ``pyarrow.array`` per column).
+
+        Raises:
+            ValueError: a row has the wrong number of values or a value cannot be converted.
+        """
+        cols = self.convert_columns(rows)
+        arrays = [
+            pa.array(values, type=field.type, from_pandas=False)
+            for values, field in zip(cols, self.arrow_schema)
+        ]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
