@@ -255,3 +255,136 @@ def snapshot_events(
     return pa.RecordBatch.from_arrays(arrays, names=names).cast(
         change_log_schema(after.schema, primary_key)
     )
+
+
+class ChangeEventBuilder:
+    """Accumulates streamed change events of one table (one schema version) column-wise.
+
+    Rows arrive already converted to Debezium values (tuples in column order, ``None`` for an
+    absent image); :meth:`to_record_batch` builds the change-log batch without per-row dicts.
+
+    Args:
+        value_schema: Arrow schema of the table's columns (``types.arrow_schema``).
+        primary_key: key column names (empty: keyless table, no ``key`` column).
+        server_name / database / table: the ``source`` identity fields.
+    """
+
+    def __init__(self, value_schema: pa.Schema, primary_key: tuple[str, ...], *, server_name: str, database: str, table: str):
+        self.value_schema = value_schema
+        self.primary_key = primary_key
+        self.server_name = server_name
+        self.database = database
+        self.table = table
+        names = [f.name.lower() for f in value_schema]
+        self._key_idx = [names.index(k.lower()) for k in primary_key]
+        self.before: list[tuple | None] = []
+        self.after: list[tuple | None] = []
+        self.op: list[str] = []
+        self.ts_ms: list[int] = []
+        self.src_ts: list[int] = []
+        self.server_id: list[int] = []
+        self.gtid: list[str | None] = []
+        self.file: list[str] = []
+        self.pos: list[int] = []
+        self.row: list[int] = []
+        self.thread: list[int | None] = []
+        self.query: list[str | None] = []
+        self.snapshot: list[str] = []
+        self.tx_id: list[str | None] = []
+        self.tx_total: list[int | None] = []
+        self.tx_coll: list[int | None] = []
+
+    def __len__(self) -> int:
+        return len(self.op)
+
+    def key_of(self, image: tuple) -> tuple:
+        return tuple(image[i] for i in self._key_idx)
+
+    def add(
+        self, op: str, before: tuple | None, after: tuple | None, *, file: str, pos: int, row: int,
+        ts_ms: int, source_ts_ms: int, server_id: int, gtid: str | None = None,
+        thread: int | None = None, query: str | None = None, snapshot: str = "false",
+        tx: tuple[str, int, int] | None = None,
+    ) -> None:
+        """Append one event (Debezium op ``c|u|d|r|t``)."""
+        self.op.append(op)
+        self.before.append(before)
+        self.after.append(after)
+        self.ts_ms.append(ts_ms)
+        self.src_ts.append(source_ts_ms)
+        self.server_id.append(server_id)
+        self.gtid.append(gtid)
+        self.file.append(file)
+        self.pos.append(pos)
+        self.row.append(row)
+        self.thread.append(thread)
+        self.query.append(query)
+        self.snapshot.append(snapshot)
+        if tx is None:
+            self.tx_id.append(None)
+            self.tx_total.append(None)
+            self.tx_coll.append(None)
+        else:
+            self.tx_id.append(tx[0])
+            self.tx_total.append(tx[1])
+            self.tx_coll.append(tx[2])
+
+    def _images(self, images: list[tuple | None], fields: list[pa.Field]) -> pa.Array:
+        n = len(images)
+        mask = pa.array([img is None for img in images], pa.bool_())
+        width = len(fields)
+        filled = [img if img is not None else (None,) * width for img in images]
+        cols = list(zip(*filled)) if n else [()] * width
+        arrays = [pa.array(list(c), type=f.type) for c, f in zip(cols, fields)]
+        return pa.StructArray.from_arrays(arrays, fields=fields, mask=mask)
+
+    def to_record_batch(self) -> pa.RecordBatch:
+        """The accumulated events as a change-log batch (:func:`change_log_schema`)."""
+        fields = list(self.value_schema)
+        n = len(self.op)
+        arrays: list[pa.Array] = []
+        names: list[str] = []
+        kt = key_type(self.value_schema, self.primary_key)
+        if kt is not None:
+            keys = [
+                self.key_of(a if a is not None else b) if (a is not None or b is not None) else None
+                for a, b in zip(self.after, self.before)
+            ]
+            arrays.append(self._images(keys, list(kt)))
+            names.append("key")
+        has_tx = any(t is not None for t in self.tx_id)
+        arrays += [
+            self._images(self.before, fields),
+            self._images(self.after, fields),
+            pa.StructArray.from_arrays(
+                [
+                    _const(CONNECTOR_VERSION, pa.string(), n),
+                    _const(CONNECTOR_NAME, pa.string(), n),
+                    _const(self.server_name, pa.string(), n),
+                    pa.array(self.src_ts, pa.int64()),
+                    pa.array(self.snapshot, pa.string()),
+                    _const(self.database, pa.string(), n),
+                    pa.nulls(n, pa.string()),
+                    _const(self.table, pa.string(), n),
+                    pa.array(self.server_id, pa.int64()),
+                    pa.array(self.gtid, pa.string()),
+                    pa.array(self.file, pa.string()),
+                    pa.array(self.pos, pa.int64()),
+                    pa.array(self.row, pa.int32()),
+                    pa.array(self.thread, pa.int64()),
+                    pa.array(self.query, pa.string()),
+                ],
+                fields=list(SOURCE_TYPE),
+            ),
+            pa.array(self.op, pa.string()),
+            pa.array(self.ts_ms, pa.int64()),
+            pa.StructArray.from_arrays(
+                [pa.array(self.tx_id, pa.string()), pa.array(self.tx_total, pa.int64()), pa.array(self.tx_coll, pa.int64())],
+                fields=list(TRANSACTION_TYPE),
+                mask=pa.array([t is None for t in self.tx_id], pa.bool_()),
+            )
+            if has_tx
+            else pa.nulls(n, TRANSACTION_TYPE),
+        ]
+        names += ["before", "after", "source", "op", "ts_ms", "transaction"]
+        return pa.RecordBatch.from_arrays(arrays, schema=change_log_schema(self.value_schema, self.primary_key))

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from .events import BinlogPosition, change_log_schema
+from .events import BinlogPosition
 from .sink.lake import LakeWriter, TableWriteResult
 from .source.connection import ConnectionSettings
 from .source.schema import TableSchema
@@ -77,11 +77,12 @@ def run_snapshot(
                 key[0],
                 key[1],
                 snap.scan(key),
-                change_schema=change_log_schema(value_schema, schema.primary_key),
                 value_schema=value_schema,
+                primary_key=schema.primary_key,
                 app_id=SNAPSHOT_APP_ID,
                 version=snap.position.as_version(),
                 position=snap.position,
+                snapshot_position=snap.position,
             )
             log.info(
                 "Snapshot of %s.%s: %d rows in %.2fs (changelog v%s, state v%s)",

@@ -4,11 +4,20 @@ Layout below the lake root (``StorageSettings.base_uri``)::
 
     <server>/<database>/<table>/changelog   Delta table, append-only Debezium envelopes
     <server>/<database>/<table>/state       Delta table, one row per primary key (latest wins)
+    <server>/_schema_history                Delta table, schema change events (see schema_history)
+    _staging/...                            uncommitted files of in-flight batches (safe to delete)
 
 Data path: Arrow record batches of change events (bounded size) → ``spark.createDataFrame`` → Spark
-computes the state rows (``after`` image, or ``before`` for deletes, plus metadata columns) → the
-``mysql_cdc_delta_files`` data source writes Parquet from the executors → one Delta commit per
-dataset and batch (:mod:`.delta`), idempotent by batch identity.
+computes the state rows (``after`` image, ``before`` for deletes, plus metadata columns), keeps the
+newest event per key → the ``mysql_cdc_delta_files`` data source writes Parquet from the executors
+→ one Delta commit per dataset and batch (:mod:`.delta`).
+
+Current-state semantics (DBLog / Debezium "latest wins"): every state row carries its ordering key
+``(__binlog_file, __binlog_pos, __binlog_row)``; a row replaces the stored one only if its key is
+greater. Snapshot rows take ``__binlog_row = -1`` at the snapshot position, so they order before
+any binlog event at that position. Hence a batch may be re-applied, and a snapshot and a stream
+window may commit in either order: the state converges to the same rows. Deletes and TRUNCATE
+leave tombstones (``__deleted = true``).
 """
 
 from __future__ import annotations
@@ -20,18 +29,21 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 import pyarrow as pa
+import pyarrow.dataset as pads
 
+from ..errors import SinkError
 from ..events import BinlogPosition, state_schema
-from .delta import CommitOutcome, commit_files
+from .delta import CommitOutcome, commit_files, open_table
 from .spark_files import FORMAT_NAME, DeltaFilesDataSource, encode_schema
 from .storage import StorageSettings
 
 log = logging.getLogger(__name__)
+
+ORDER_COLS = ("__binlog_file", "__binlog_pos", "__binlog_row")
 
 
 @dataclass(frozen=True)
@@ -58,28 +70,73 @@ class TableWriteResult:
     extra: dict = field(default_factory=dict)
 
 
-def state_columns(value_names: list[str]):
+def _q(name: str) -> str:
+    """Double-quoted SQL identifier for delta-rs (DataFusion) predicates."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def newer_predicate(s: str = "s", t: str = "t") -> str:
+    """SQL predicate: the source row's ordering key is greater than the target row's."""
+    f, p, r = (_q(c) for c in ORDER_COLS)
+    return (
+        f"({s}.{f} > {t}.{f}) OR ({s}.{f} = {t}.{f} AND {s}.{p} > {t}.{p}) "
+        f"OR ({s}.{f} = {t}.{f} AND {s}.{p} = {t}.{p} AND {s}.{r} > {t}.{r})"
+    )
+
+
+def older_than(pos: BinlogPosition, row: int, t: str = "t") -> str:
+    """SQL predicate: the target row's ordering key is below ``(pos.file, pos.pos, row)``."""
+    f, p, r = (_q(c) for c in ORDER_COLS)
+    file = pos.file.replace("'", "''")
+    return (
+        f"({t}.{f} < '{file}') OR ({t}.{f} = '{file}' AND {t}.{p} < {pos.pos}) "
+        f"OR ({t}.{f} = '{file}' AND {t}.{p} = {pos.pos} AND {t}.{r} < {row})"
+    )
+
+
+def state_columns(value_names: Sequence[str], keyless: bool = False):
     """Spark column expressions turning change events into current-state rows.
 
     The row image is ``after`` (``before`` for deletes, so a tombstone keeps its key and last
     values), followed by the ``__op``/``__deleted``/``__ts_ms``/``__source_ts_ms``/``__snapshot``/
-    ``__binlog_file``/``__binlog_pos``/``__binlog_row``/``__gtid`` metadata columns.
+    ``__binlog_file``/``__binlog_pos``/``__binlog_row``/``__gtid`` metadata columns. Read events
+    (``op=r``) order before binlog events at the same position (``__binlog_row = -1``).
     """
     from pyspark.sql import functions as F
 
-    img = F.when(F.col("op") == "d", F.col("before")).otherwise(F.col("after"))
+    img = F.when(F.col("op").isin("d", "t"), F.col("before")).otherwise(F.col("after"))
     cols = [img.getField(n).alias(n) for n in value_names]
     return cols + [
         F.col("op").alias("__op"),
-        (F.col("op") == "d").alias("__deleted"),
+        F.col("op").isin("d", "t").alias("__deleted"),
         F.col("ts_ms").alias("__ts_ms"),
         F.col("source.ts_ms").alias("__source_ts_ms"),
         F.col("source.snapshot").alias("__snapshot"),
         F.col("source.file").alias("__binlog_file"),
         F.col("source.pos").alias("__binlog_pos"),
-        F.col("source.row").alias("__binlog_row"),
+        F.when(F.col("op") == "r", F.lit(-1)).otherwise(F.col("source.row")).cast("int").alias("__binlog_row"),
         F.col("source.gtid").alias("__gtid"),
     ]
+
+
+def union_struct(a: pa.DataType, b: pa.DataType) -> pa.DataType:
+    """Union of two struct types by child name (``a``'s order first); other types: ``b`` wins."""
+    if not (pa.types.is_struct(a) and pa.types.is_struct(b)):
+        return b
+    fields = {f.name: f for f in a}
+    for f in b:
+        fields[f.name] = fields[f.name].with_type(union_struct(fields[f.name].type, f.type)) if f.name in fields else f
+    return pa.struct(list(fields.values()))
+
+
+def union_schema(a: pa.Schema | None, b: pa.Schema) -> pa.Schema:
+    """Union of two schemas, merging struct children (columns are only ever added)."""
+    if a is None:
+        return b
+    fields = {f.name: f for f in a}
+    for f in b:
+        fields[f.name] = fields[f.name].with_type(union_struct(fields[f.name].type, f.type)) if f.name in fields else f
+    return pa.schema(list(fields.values()))
 
 
 class LakeWriter:
@@ -92,14 +149,7 @@ class LakeWriter:
         rows_per_file: upper bound of rows per Parquet data file.
     """
 
-    def __init__(
-        self,
-        spark,
-        storage: StorageSettings,
-        server_name: str,
-        *,
-        rows_per_file: int = 1_000_000,
-    ):
+    def __init__(self, spark, storage: StorageSettings, server_name: str, *, rows_per_file: int = 1_000_000):
         self.spark = spark
         self.storage = storage
         self.server_name = server_name
@@ -112,8 +162,8 @@ class LakeWriter:
         return TablePaths(changelog=f"{base}/changelog", state=f"{base}/state")
 
     # -- one Spark job ----------------------------------------------------------------------
-    def _write_files(self, df, table_uri: str, schema: pa.Schema, staging: str) -> list[dict]:
-        manifest = os.path.join(staging, f"manifest-{uuid.uuid4().hex}.json")
+    def _write_files(self, df, table_uri: str, schema: pa.Schema, manifests: str) -> list[dict]:
+        manifest = os.path.join(manifests, f"manifest-{uuid.uuid4().hex}.json")
         (
             df.write.format(FORMAT_NAME)
             .mode("append")
@@ -127,74 +177,232 @@ class LakeWriter:
         with open(manifest) as fh:
             return json.load(fh)
 
+    def _evolve(self, table_uri: str, schema: pa.Schema) -> pa.Schema:
+        """Add columns/struct children of ``schema`` missing from the Delta table; return the union."""
+        dt = open_table(self.storage, table_uri)
+        if dt is None:
+            return schema
+        current = pa.schema(dt.schema().to_arrow())
+        union = union_schema(current, schema)
+        if union.equals(current):
+            return current
+        from deltalake import write_deltalake
+
+        try:
+            write_deltalake(
+                table_uri, union.empty_table(), mode="append", schema_mode="merge",
+                storage_options=self.storage.delta_storage_options(),
+            )
+        except Exception as e:
+            raise SinkError(
+                f"Cannot evolve the schema of {table_uri} to {union} ({e}). A column type change "
+                "that Delta cannot widen needs a re-snapshot of the table into a new location."
+            ) from e
+        return union
+
+    # -- a batch of one table ----------------------------------------------------------------
     def write_table_batch(
         self,
         database: str,
         table: str,
         batches: Iterable[pa.RecordBatch],
         *,
-        change_schema: pa.Schema,
         value_schema: pa.Schema,
+        primary_key: tuple[str, ...],
         app_id: str,
         version: int,
-        state_mode: Literal["overwrite"] = "overwrite",
         position: BinlogPosition | None = None,
+        snapshot_position: BinlogPosition | None = None,
+        truncated_at: BinlogPosition | None = None,
     ) -> TableWriteResult:
-        """Write a snapshot batch of one table: append to its change log, replace its state.
+        """Append a batch of change events to the change log and apply it to the current state.
 
-        ``batches`` is consumed lazily, one Spark job per record batch (memory is bounded by the
-        batch size, not the table size). Both datasets are committed only after every batch is
-        written, each in one atomic Delta commit tagged ``(app_id, version)``; a retry of the same
-        batch identity commits nothing and leaves one copy.
+        Args:
+            batches: change-log record batches (consumed lazily, one Spark job each; they may
+                have different column sets after DDL: the lake schema is the union).
+            value_schema: the newest column schema of the table (state table columns).
+            primary_key: key columns; empty = keyless (every column is the key).
+            app_id / version: batch identity (idempotent commits, see :mod:`.delta`).
+            position: position recorded in the commit metadata.
+            snapshot_position: set for an initial/full snapshot at that position: keys absent from
+                the snapshot and older than it become tombstones.
+            truncated_at: position of the last TRUNCATE in the batch: rows older than it become
+                tombstones after the batch is applied.
 
         Raises:
-            SinkError: a Delta commit failed (nothing of that dataset was published).
+            SinkError: a commit failed or the schema cannot evolve (nothing of that dataset
+                was published).
         """
         started = time.monotonic()
         paths = self.paths(database, table)
-        st_schema = state_schema(value_schema)
-        names = [f.name for f in value_schema]
-        staging = tempfile.mkdtemp(prefix="cdc-stage-")
+        key = list(primary_key) or [f.name for f in value_schema]
+        manifests = tempfile.mkdtemp(prefix="cdc-manifests-")
+        staging_uri = self.storage.uri("_staging", self.server_name, database, table, uuid.uuid4().hex)
         log_files: list[dict] = []
-        state_files: list[dict] = []
         rows_by_op: dict[str, int] = {}
+        state_dfs = []
+        log_schema: pa.Schema | None = None
+        names: list[str] = []
         jobs = 0
+        meta = {"dagster_mysql_cdc.position": str(position)} if position else {}
         try:
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
                 ops = batch.column(batch.schema.get_field_index("op"))
-                for op, cnt in zip(*_value_counts(ops)):
+                vc = ops.value_counts()
+                for op, cnt in zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()):
                     rows_by_op[op] = rows_by_op.get(op, 0) + cnt
+                log_schema = union_schema(log_schema, batch.schema)
                 df = self.spark.createDataFrame(pa.Table.from_batches([batch]))
-                log_files += self._write_files(df, paths.changelog, change_schema, staging)
-                state_df = df.select(*state_columns(names))
-                state_files += self._write_files(state_df, paths.state, st_schema, staging)
-                jobs += 2
-            meta = {"dagster_mysql_cdc.position": str(position)} if position else {}
+                log_files += self._write_files(df, paths.changelog, batch.schema, manifests)
+                jobs += 1
+                batch_names = [f.name for f in batch.schema.field("after").type]
+                names += [n for n in batch_names if n not in names]
+                state_dfs.append(df.select(*state_columns(batch_names)))
+            # -- change log: one commit
+            if log_schema is not None:
+                self._evolve(paths.changelog, log_schema)
             log_commit = commit_files(
-                self.storage, paths.changelog, change_schema, log_files,
-                mode="append", app_id=app_id, version=version, metadata=meta,
+                self.storage, paths.changelog,
+                log_schema or _empty_log_schema(value_schema, primary_key),
+                log_files, mode="append", app_id=app_id, version=version, metadata=meta,
             )
-            state_commit = commit_files(
-                self.storage, paths.state, st_schema, state_files,
-                mode=state_mode, app_id=app_id, version=version, metadata=meta,
+            # -- current state
+            st_schema = union_schema(state_schema(value_schema), _state_schema_of(names, log_schema)) if log_schema else state_schema(value_schema)
+            state_commit, state_jobs = self._apply_state(
+                paths.state, state_dfs, st_schema, key, bool(primary_key), manifests, staging_uri,
+                app_id=app_id, version=version, metadata=meta,
+                snapshot_position=snapshot_position, truncated_at=truncated_at,
             )
+            jobs += state_jobs
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            shutil.rmtree(manifests, ignore_errors=True)
         return TableWriteResult(
-            database=database,
-            table=table,
-            rows=sum(rows_by_op.values()),
-            rows_by_op=rows_by_op,
-            paths=paths,
-            changelog=log_commit,
-            state=state_commit,
-            seconds=time.monotonic() - started,
-            spark_jobs=jobs,
+            database=database, table=table, rows=sum(rows_by_op.values()), rows_by_op=rows_by_op,
+            paths=paths, changelog=log_commit, state=state_commit,
+            seconds=time.monotonic() - started, spark_jobs=jobs,
         )
 
+    def _apply_state(
+        self, uri, state_dfs, st_schema, key, keyed, manifests, staging_uri, *, app_id, version,
+        metadata, snapshot_position, truncated_at,
+    ) -> tuple[CommitOutcome, int]:
+        """Merge the batch's state rows into the state table (see the module docs for semantics)."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
 
-def _value_counts(arr: pa.Array) -> tuple[list[str], list[int]]:
-    vc = arr.value_counts()
-    return vc.field("values").to_pylist(), vc.field("counts").to_pylist()
+        dt = open_table(self.storage, uri)
+        if dt is not None:
+            done = dt.transaction_version(app_id)
+            if done is not None and done >= version:
+                return CommitOutcome(False, dt.version(), 0, 0), 0
+        df = None
+        for part in state_dfs:
+            df = part if df is None else df.unionByName(part, allowMissingColumns=True)
+        if df is not None:  # newest event per key; a live row wins a tie with a tombstone
+            order = [F.col(c).desc() for c in ORDER_COLS] + [F.col("__deleted").asc()]
+            w = Window.partitionBy(*[F.col(k) for k in key]).orderBy(*order)
+            df = df.withColumn("__rn", F.row_number().over(w)).where(F.col("__rn") == 1).drop("__rn")
+        if dt is None and truncated_at is None:
+            # First write of this table: files go straight into the table, one commit.
+            files = self._write_files(df, uri, st_schema, manifests) if df is not None else []
+            outcome = commit_files(
+                self.storage, uri, st_schema, files, mode="append", app_id=app_id, version=version,
+                metadata=metadata,
+            )
+            return outcome, int(df is not None)
+        jobs = 0
+        try:
+            if dt is None:  # a TRUNCATE of a table never written before: start empty
+                commit_files(self.storage, uri, st_schema, [], mode="append", app_id=app_id + "/init", version=0)
+            self._evolve(uri, st_schema)
+            dt = open_table(self.storage, uri)
+            assert dt is not None
+            if df is not None:
+                files = self._write_files(df, staging_uri, st_schema, manifests)
+                jobs += 1
+                fs = self.storage.pyarrow_filesystem()
+                base = self.storage.fs_path(staging_uri)
+                source = pads.dataset(
+                    [f"{base}/{f['path']}" for f in files], schema=st_schema, filesystem=fs, format="parquet"
+                )
+                on = " AND ".join(
+                    (f"t.{_q(k)} = s.{_q(k)}" if keyed else f"t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)}")
+                    for k in key
+                )
+                merger = (
+                    dt.merge(source.scanner().to_reader(), predicate=on, source_alias="s", target_alias="t", merge_schema=True)
+                    .when_matched_update_all(predicate=newer_predicate())
+                    .when_not_matched_insert_all()
+                )
+                if snapshot_position is not None:
+                    # keys missing from a full snapshot were deleted before it
+                    merger = merger.when_not_matched_by_source_update(
+                        updates=_tombstone_updates(snapshot_position, "r"),
+                        predicate=f"(t.{_q('__deleted')} = false) AND ({older_than(snapshot_position, -1)})",
+                    )
+                metrics = merger.execute()
+                log.debug("merge into %s: %s", uri, metrics)
+                _delete_files(self.storage, staging_uri, files)
+                dt.update_incremental()
+            elif snapshot_position is not None:  # empty snapshot: every older row was deleted
+                dt.update(
+                    updates=_tombstone_updates(snapshot_position, "r"),
+                    predicate=f"({_q('__deleted')} = false) AND ({_older_plain(snapshot_position, -1)})",
+                )
+            if truncated_at is not None:
+                dt.update(
+                    updates=_tombstone_updates(truncated_at, "t"),
+                    predicate=f"({_q('__deleted')} = false) AND ({_older_plain(truncated_at)})",
+                )
+            # record the batch identity (a commit carrying only the txn action)
+            outcome = commit_files(
+                self.storage, uri, st_schema, [], mode="append", app_id=app_id, version=version, metadata=metadata
+            )
+            return CommitOutcome(True, outcome.table_version, 0, 0), jobs
+        except SinkError:
+            raise
+        except Exception as e:
+            raise SinkError(f"Applying the batch to {uri} failed: {type(e).__name__}: {e}") from e
+
+
+def _older_plain(pos: BinlogPosition, row: int = 0) -> str:
+    f, p, r = (_q(c) for c in ORDER_COLS)
+    file = pos.file.replace("'", "''")
+    return (
+        f"({f} < '{file}') OR ({f} = '{file}' AND {p} < {pos.pos}) "
+        f"OR ({f} = '{file}' AND {p} = {pos.pos} AND {r} < {row})"
+    )
+
+
+def _tombstone_updates(pos: BinlogPosition, op: str) -> dict[str, str]:
+    file = pos.file.replace("'", "''")
+    return {
+        '"__deleted"': "true",
+        '"__op"': f"'{op}'",
+        '"__binlog_file"': f"'{file}'",
+        '"__binlog_pos"': str(int(pos.pos)),
+        '"__binlog_row"': "-1" if op == "r" else "0",
+    }
+
+
+def _state_schema_of(names: list[str], log_schema: pa.Schema) -> pa.Schema:
+    after = {f.name: f for f in log_schema.field("after").type}
+    return state_schema(pa.schema([after[n] for n in names]))
+
+
+def _empty_log_schema(value_schema: pa.Schema, primary_key: tuple[str, ...]) -> pa.Schema:
+    from ..events import change_log_schema
+
+    return change_log_schema(value_schema, primary_key)
+
+
+def _delete_files(storage: StorageSettings, uri: str, files: list[dict]) -> None:
+    fs = storage.pyarrow_filesystem()
+    base = storage.fs_path(uri)
+    for f in files:
+        try:
+            fs.delete_file(f"{base}/{f['path']}")
+        except Exception:
+            pass
