@@ -1,16 +1,22 @@
 """Example code location: Debezium's ``inventory`` database captured into a Delta lake.
 
     make infra && bash infra/load_dataset.sh inventory
-    dagster dev -f definitions.py        # then open http://127.0.0.1:3000 and materialize
+    dagster dev -f definitions.py        # then open http://127.0.0.1:3000
+
+Materialize the table assets to snapshot them; turn on ``dbserver1_cdc_binlog_sensor`` to stream
+the binlog into the lake continuously.
 """
 
 import dagster as dg
 
 from assets.inventory import build_inventory_assets, lake_resource, mysql_resource
+from dagster_mysql_cdc import build_mysql_cdc_sensor
 
 mysql = mysql_resource()
+inventory_cdc = build_inventory_assets(mysql)
 
 defs = dg.Definitions(
-    assets=[build_inventory_assets(mysql)],
+    assets=[inventory_cdc],
+    sensors=[build_mysql_cdc_sensor(inventory_cdc, minimum_interval_seconds=15)],
     resources={"mysql": mysql, "lake": lake_resource()},
 )

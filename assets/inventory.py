@@ -75,6 +75,6 @@ def captured_tables(mysql: MySqlCdcResource):
 def build_inventory_assets(mysql: MySqlCdcResource) -> dg.AssetsDefinition:
     @mysql_cdc_assets(tables=captured_tables(mysql), server_name=SERVER_NAME)
     def inventory_cdc(context: dg.AssetExecutionContext, mysql: MySqlCdcResource, lake: CdcLakeResource):
-        yield from mysql.snapshot(context=context, lake=lake)
+        yield from mysql.sync(context=context, lake=lake)
 
     return inventory_cdc

@@ -13,7 +13,9 @@ from .dagster_integration import (
     MySqlCdcResource,
     MySqlCdcTableProps,
     build_mysql_cdc_asset_specs,
+    build_mysql_cdc_sensor,
     mysql_cdc_assets,
+    run_sensor_ticks,
 )
 from .errors import (
     CdcError,
@@ -42,5 +44,7 @@ __all__ = [
     "SourceConnectionError",
     "UnknownTableError",
     "build_mysql_cdc_asset_specs",
+    "build_mysql_cdc_sensor",
+    "run_sensor_ticks",
     "mysql_cdc_assets",
 ]

@@ -16,8 +16,10 @@ from .events import BinlogPosition
 from .sink.lake import LakeWriter, TableWriteResult
 from .source.connection import ConnectionSettings
 from .source.schema import TableSchema
+from .source.schema_history import SchemaHistory, snapshot_records
 from .source.snapshot import ConsistentSnapshot, SnapshotOptions
 from .source.types import TableConverter, TypeOptions
+from .stream import snapshot_history_app_id
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,7 @@ def run_snapshot(
     options: SnapshotOptions,
     server_name: str,
     need_streaming: bool = True,
+    history: SchemaHistory | None = None,
 ) -> Iterator[SnapshotTableResult]:
     """Snapshot ``tables`` consistently and write each to the lake.
 
@@ -54,6 +57,10 @@ def run_snapshot(
     source fails before a Spark JVM is started).
     ``options.include_data=False`` (``snapshot.mode=no_data``) creates empty datasets with the
     right schema and records the position.
+
+    ``history``: when given, one ``CREATE`` schema-history record per table is appended at the
+    snapshot position after all tables are written (Debezium records the snapshot's schema the
+    same way), so streaming from that position decodes events with these schemas.
 
     Yields:
         one :class:`SnapshotTableResult` per table, in the order given, after its data is committed.
@@ -67,6 +74,7 @@ def run_snapshot(
         settings, tables, type_options, options, server_name, need_streaming=need_streaming
     ) as snap:
         assert snap.position is not None
+        results: list[SnapshotTableResult] = []
         if not isinstance(writer, LakeWriter):
             writer = writer()
         for key in snap.tables:
@@ -89,11 +97,18 @@ def run_snapshot(
                 key[0], key[1], result.rows, time.monotonic() - t0,
                 result.changelog.table_version, result.state.table_version,
             )
-            yield SnapshotTableResult(
+            results.append(SnapshotTableResult(
                 schema=schema,
                 position=snap.position,
                 write=result,
                 lock_kind=snap.lock_kind,
                 lock_seconds=snap.lock_seconds,
                 snapshot_seconds=time.monotonic() - started,
+            ))
+        if history is not None:
+            history.append(
+                snapshot_records(snap.position, [snap.schemas[k] for k in snap.tables], snap.create_statements, snap.info.server_id),
+                app_id=snapshot_history_app_id(snap.tables),
+                version=snap.position.as_version(),
             )
+    yield from results

@@ -126,7 +126,7 @@ def test_materialization_fails_with_the_preflight_message(inventory_db, local_st
 
     @mysql_cdc_assets(tables=["inventory.no_such_table"], server_name="srv")
     def cdc(context: dg.AssetExecutionContext, mysql: MySqlCdcResource, lake: CdcLakeResource):
-        yield from mysql.snapshot(context=context, lake=lake)
+        yield from mysql.sync(context=context, lake=lake)
 
     mysql = MySqlCdcResource(host=MYSQL_HOST, port=MYSQL_PORT, user="cdc", password=CDC_PASSWORD, server_name="srv")
     with pytest.raises(UnknownTableError, match="no_such_table"):

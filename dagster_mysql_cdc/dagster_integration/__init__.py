@@ -1,7 +1,10 @@
 """Dagster integration: resources, translator, spec builder and the ``@mysql_cdc_assets`` decorator."""
 
+from .cursor import CorruptCursorError, StreamCursor
 from .decorator import mysql_cdc_assets
+from .local import run_sensor_ticks
 from .resources import DEFAULT_SPARK_CONFIG, SNAPSHOT_MODES, CdcLakeResource, MySqlCdcResource
+from .sensor import build_mysql_cdc_sensor
 from .translator import (
     DagsterMySqlCdcTranslator,
     MySqlCdcTableProps,
@@ -9,6 +12,10 @@ from .translator import (
 )
 
 __all__ = [
+    "CorruptCursorError",
+    "StreamCursor",
+    "build_mysql_cdc_sensor",
+    "run_sensor_ticks",
     "CdcLakeResource",
     "DEFAULT_SPARK_CONFIG",
     "DagsterMySqlCdcTranslator",

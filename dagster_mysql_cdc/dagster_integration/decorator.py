@@ -23,11 +23,11 @@ def mysql_cdc_assets(
     """Decorate a function that materializes captured tables; one asset per table.
 
     The multi-asset is subsettable: materializing one table from the UI snapshots only that
-    table. The body usually is ``yield from mysql.snapshot(context=context, lake=lake)``::
+    table. The body usually is ``yield from mysql.sync(context=context, lake=lake)``::
 
         @mysql_cdc_assets(tables=mysql.discover_tables(), server_name=mysql.server_name)
         def inventory(context: dg.AssetExecutionContext, mysql: MySqlCdcResource, lake: CdcLakeResource):
-            yield from mysql.snapshot(context=context, lake=lake)
+            yield from mysql.sync(context=context, lake=lake)
 
     Args:
         tables: captured tables, as schemas (preferred: column schema and comments in the UI) or

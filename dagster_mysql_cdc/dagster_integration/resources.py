@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -11,7 +12,11 @@ from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 
 from ..errors import ConfigurationError, SourceConnectionError, UnknownTableError
+from ..events import BinlogPosition
 from ..pipeline import SnapshotTableResult, run_snapshot
+from ..source.connection import server_info
+from ..source.schema_history import SchemaHistory
+from ..stream import StreamOptions, run_window
 from ..sink.lake import LakeWriter
 from ..sink.storage import StorageSettings
 from ..source.catalog import list_tables, read_table_schemas
@@ -20,12 +25,19 @@ from ..source.filters import TableFilter
 from ..source.schema import TableSchema
 from ..source.snapshot import SnapshotOptions
 from ..source.types import TypeOptions
-from .translator import table_of_spec
+from .translator import BINLOG_METADATA_KEY, TABLE_METADATA_KEY, table_of_spec
 
 log = logging.getLogger(__name__)
 
 #: Debezium ``snapshot.mode`` values understood here.
 SNAPSHOT_MODES = ("initial", "initial_only", "no_data", "when_needed", "always", "never")
+
+#: Run tags set by the binlog sensor.
+MODE_TAG = "dagster_mysql_cdc/mode"
+WINDOW_START_TAG = "dagster_mysql_cdc/window_start"
+WINDOW_END_TAG = "dagster_mysql_cdc/window_end"
+SNAPSHOT_MODE_TAG = "dagster_mysql_cdc/snapshot_mode"
+REQUEST_TAG = "dagster_mysql_cdc/request"
 
 DEFAULT_SPARK_CONFIG: dict[str, Any] = {
     "spark.master": "local[2]",
@@ -74,6 +86,16 @@ class MySqlCdcResource(dg.ConfigurableResource):
     bigint_unsigned_handling_mode: str = Field(default="precise", description="precise or long (bigint.unsigned.handling.mode).")
     binary_handling_mode: str = Field(default="bytes", description="bytes, base64, base64-url-safe or hex (binary.handling.mode).")
     connect_timeout: int = Field(default=10, description="Seconds to wait for a connection (connect.timeout.ms / 1000).")
+    skip_unparseable_ddl: bool = Field(
+        default=False, description="Log and skip DDL sqlglot cannot parse (schema.history.internal.skip.unparseable.ddl)."
+    )
+    provide_transaction_metadata: bool = Field(
+        default=False, description="Fill the `transaction` struct of change events (provide.transaction.metadata)."
+    )
+    stream_batch_rows: int = Field(default=100_000, description="Events per Arrow batch / Spark job while streaming.")
+    binlog_read_timeout: int = Field(
+        default=3600, description="Seconds a streaming run may spend reading its binlog window before it fails (and is retried)."
+    )
 
     # -- derived settings ---------------------------------------------------------------------
     def connection_settings(self) -> ConnectionSettings:
@@ -91,16 +113,17 @@ class MySqlCdcResource(dg.ConfigurableResource):
             binary_handling_mode=self.binary_handling_mode,  # type: ignore[arg-type]
         )
 
-    def snapshot_options(self) -> SnapshotOptions:
-        if self.snapshot_mode not in SNAPSHOT_MODES:
+    def snapshot_options(self, mode: str | None = None) -> SnapshotOptions:
+        mode = mode or self.snapshot_mode
+        if mode not in SNAPSHOT_MODES:
             raise ConfigurationError(
-                f"snapshot_mode={self.snapshot_mode!r} is not valid; use one of {SNAPSHOT_MODES}"
+                f"snapshot_mode={mode!r} is not valid; use one of {SNAPSHOT_MODES}"
             )
         return SnapshotOptions(
             locking_mode=self.snapshot_locking_mode,  # type: ignore[arg-type]
             fetch_size=self.snapshot_fetch_size,
             batch_rows=self.snapshot_batch_rows,
-            include_data=self.snapshot_mode != "no_data",
+            include_data=mode != "no_data",
         )
 
     def table_filter(self) -> TableFilter:
@@ -153,6 +176,43 @@ class MySqlCdcResource(dg.ConfigurableResource):
         return [schemas[k] for k in wanted]
 
     # -- materialization ------------------------------------------------------------------------
+    def stream_options(self) -> StreamOptions:
+        return StreamOptions(
+            skip_unparseable_ddl=self.skip_unparseable_ddl,
+            provide_transaction_metadata=self.provide_transaction_metadata,
+            batch_rows=self.stream_batch_rows,
+            deadline_s=float(self.binlog_read_timeout),
+        )
+
+    def sync(self, context: dg.AssetExecutionContext, lake: CdcLakeResource) -> Iterator[dg.MaterializeResult]:
+        """Materialize the selected assets: a binlog window when the run was requested by the
+        binlog sensor (run tags ``dagster_mysql_cdc/mode=stream`` + window), otherwise a consistent
+        snapshot of the selected tables (a UI "Materialize" or a backfill).
+
+        Yields:
+            one ``MaterializeResult`` per snapshotted or changed table, then one for the server's
+            binlog asset when it is selected.
+        """
+        tags = context.run.tags
+        if tags.get(MODE_TAG) == "stream":
+            yield from self.stream(context, lake)
+        else:
+            yield from self.snapshot(context, lake)
+
+    def _selection(self, context: dg.AssetExecutionContext) -> tuple[dict, dg.AssetKey | None]:
+        specs = {s.key: s for s in context.assets_def.specs}
+        keys_by_table: dict[tuple[str, str], dg.AssetKey] = {}
+        binlog_key = None
+        for k in context.selected_asset_keys:
+            spec = specs.get(k)
+            if spec is None:
+                continue
+            if BINLOG_METADATA_KEY in (spec.metadata or {}):
+                binlog_key = k
+            else:
+                keys_by_table[table_of_spec(spec)] = k
+        return keys_by_table, binlog_key
+
     def snapshot(
         self, context: dg.AssetExecutionContext, lake: CdcLakeResource
     ) -> Iterator[dg.MaterializeResult]:
@@ -160,28 +220,122 @@ class MySqlCdcResource(dg.ConfigurableResource):
 
         All selected tables are read in one consistent snapshot (one binlog position). Metadata per
         table: ``dagster/row_count``, rows by op, binlog file/pos/GTID set of the snapshot, snapshot
-        and lock durations, change-log/state URIs and Delta versions, column schema.
+        and lock durations, change-log/state URIs and Delta versions, column schema. The schema of
+        each table is recorded in the schema history at the snapshot position.
         """
-        specs = {s.key: s for s in context.assets_def.specs}
-        selected = [specs[k] for k in context.selected_asset_keys if k in specs]
-        keys_by_table = {table_of_spec(s): s.key for s in selected}
+        keys_by_table, binlog_key = self._selection(context)
         tables = sorted(keys_by_table)
-        opts = self.snapshot_options()
+        if not tables:
+            tables = [table_of_spec(s) for s in context.assets_def.specs if TABLE_METADATA_KEY in (s.metadata or {})]
+        mode = context.run.tags.get(SNAPSHOT_MODE_TAG, self.snapshot_mode)
+        opts = self.snapshot_options(mode)
+        storage = lake.storage_settings()
+        history = SchemaHistory(storage, self.server_name)
         context.log.info(
             f"Snapshot of {len(tables)} table(s) from {self.user}@{self.host}:{self.port} "
-            f"(snapshot_mode={self.snapshot_mode}, locking={opts.locking_mode}) into {lake.base_uri}"
+            f"(snapshot_mode={mode}, locking={opts.locking_mode}) into {lake.base_uri}"
         )
+        last = None
         for r in run_snapshot(
             self.connection_settings(), tables, lambda: lake.get_writer(self.server_name),
             type_options=self.type_options(), options=opts, server_name=self.server_name,
-            need_streaming=self.snapshot_mode != "initial_only",
+            need_streaming=mode != "initial_only", history=history,
         ):
-            key = keys_by_table[(r.schema.database, r.schema.table)]
+            last = r
             context.log.info(
                 f"{r.schema.qualified_name}: {r.write.rows} rows at {r.position} "
                 f"({'committed' if r.write.state.committed else 'already committed, skipped'})"
             )
-            yield dg.MaterializeResult(asset_key=key, metadata=snapshot_metadata(r))
+            key = keys_by_table.get((r.schema.database, r.schema.table))
+            if key is not None:
+                yield dg.MaterializeResult(asset_key=key, metadata=snapshot_metadata(r))
+        if binlog_key is not None and last is not None:
+            yield dg.MaterializeResult(
+                asset_key=binlog_key,
+                metadata={
+                    "kind": "snapshot",
+                    **position_metadata("snapshot", last.position),
+                    "tables": dg.MetadataValue.json([f"{d}.{t}" for d, t in tables]),
+                    "schema_history_uri": dg.MetadataValue.path(history.uri),
+                },
+            )
+
+    def stream(self, context: dg.AssetExecutionContext, lake: CdcLakeResource) -> Iterator[dg.MaterializeResult]:
+        """Process the binlog window named by the run's tags (requested by the binlog sensor).
+
+        Raises:
+            ConfigurationError: the run tags do not name a valid window.
+        """
+        tags = context.run.tags
+        try:
+            start = BinlogPosition.from_dict(json.loads(tags[WINDOW_START_TAG]))
+            end = BinlogPosition.from_dict(json.loads(tags[WINDOW_END_TAG]))
+        except (KeyError, ValueError) as e:
+            raise ConfigurationError(
+                f"Streaming run without a valid binlog window in its tags ({e}); stream runs are "
+                "requested by the binlog sensor (build_mysql_cdc_sensor)."
+            ) from None
+        keys_by_table, binlog_key = self._selection(context)
+        settings = self.connection_settings()
+        conn = connect(settings)
+        try:
+            info = server_info(conn)
+        finally:
+            conn.close()
+        storage = lake.storage_settings()
+        context.log.info(f"Binlog window {start} -> {end}")
+        result = run_window(
+            settings, info, replica_server_id=self.server_id, start=start, end=end,
+            writer=lake.get_writer(self.server_name), history=SchemaHistory(storage, self.server_name),
+            table_filter=self.table_filter(), type_options=self.type_options(),
+            options=self.stream_options(), server_name=self.server_name,
+        )
+        for (db, t), w in result.tables.items():
+            key = keys_by_table.get((db, t))
+            if key is None:
+                context.log.warning(f"{db}.{t} changed but has no asset in this code location; its data was written")
+                continue
+            yield dg.MaterializeResult(
+                asset_key=key,
+                metadata={
+                    "rows_by_op": dg.MetadataValue.json(w.rows_by_op),
+                    "rows": dg.MetadataValue.int(w.rows),
+                    **position_metadata("window_start", start),
+                    **position_metadata("window_end", end),
+                    "lag_ms": dg.MetadataValue.int(result.lag_ms or 0),
+                    "changelog_uri": dg.MetadataValue.path(w.paths.changelog),
+                    "state_uri": dg.MetadataValue.path(w.paths.state),
+                    "changelog_delta_version": dg.MetadataValue.int(w.changelog.table_version),
+                    "committed": dg.MetadataValue.bool(w.changelog.committed),
+                },
+            )
+        if binlog_key is not None:
+            yield dg.MaterializeResult(
+                asset_key=binlog_key,
+                metadata={
+                    "kind": "stream",
+                    **position_metadata("window_start", start),
+                    **position_metadata("window_end", end),
+                    "events_read": dg.MetadataValue.int(result.events_read),
+                    "transactions": dg.MetadataValue.int(result.transactions),
+                    "rows": dg.MetadataValue.int(result.rows),
+                    "ddl_statements": dg.MetadataValue.int(result.ddl_statements),
+                    "tables_changed": dg.MetadataValue.json(
+                        {f"{d}.{t}": w.rows_by_op for (d, t), w in result.tables.items()}
+                    ),
+                    "lag_ms": dg.MetadataValue.int(result.lag_ms or 0),
+                    "seconds": dg.MetadataValue.float(round(result.seconds, 3)),
+                },
+            )
+
+
+def position_metadata(prefix: str, pos: BinlogPosition) -> dict[str, Any]:
+    """``<prefix>_file``, ``<prefix>_pos``, ``<prefix>_gtid_set`` metadata entries."""
+    return {
+        f"{prefix}_file": pos.file,
+        f"{prefix}_pos": dg.MetadataValue.int(pos.pos),
+        f"{prefix}_gtid_set": pos.gtid_set or "",
+    }
 
 
 def snapshot_metadata(r: SnapshotTableResult) -> dict[str, Any]:

@@ -18,6 +18,8 @@ from ..source.schema import TableSchema
 #: Spec metadata key holding ``database.table``: how a run maps selected assets back to tables.
 TABLE_METADATA_KEY = "dagster_mysql_cdc/table"
 SERVER_METADATA_KEY = "dagster_mysql_cdc/server"
+#: Spec metadata key marking the binlog-stream asset of a server.
+BINLOG_METADATA_KEY = "dagster_mysql_cdc/binlog"
 
 
 @dataclass(frozen=True)
@@ -80,13 +82,33 @@ class DagsterMySqlCdcTranslator:
         )
 
 
+    def get_binlog_asset_spec(self, server_name: str) -> dg.AssetSpec:
+        """The server's binlog-stream asset: committed position, lag and schema history.
+
+        Materialized by every streaming window (Debezium's heartbeat: it advances even when no
+        captured table changed) and by snapshots (the schema history records they add).
+        """
+        return dg.AssetSpec(
+            key=dg.AssetKey([server_name, "binlog"]),
+            description=(
+                f"Binlog stream of MySQL server `{server_name}`: each materialization is a committed "
+                "window of the binlog (position, GTID set, lag) and its schema-history records."
+            ),
+            group_name=f"{server_name}_cdc".replace("-", "_"),
+            kinds={"mysql", "delta"},
+            metadata={BINLOG_METADATA_KEY: server_name, SERVER_METADATA_KEY: server_name},
+        )
+
+
 def build_mysql_cdc_asset_specs(
     tables: Sequence[TableSchema | str],
     *,
     server_name: str,
     translator: DagsterMySqlCdcTranslator | None = None,
+    include_binlog: bool = True,
 ) -> list[dg.AssetSpec]:
-    """One ``AssetSpec`` per captured table.
+    """One ``AssetSpec`` per captured table (skippable: a streaming window only materializes the
+    tables it changed), plus the server's binlog-stream asset.
 
     Args:
         tables: schemas read from the server (``MySqlCdcResource.discover_tables()``) or bare
@@ -110,7 +132,9 @@ def build_mysql_cdc_asset_specs(
         spec = translator.get_asset_spec(props)
         if TABLE_METADATA_KEY not in (spec.metadata or {}):
             spec = spec.merge_attributes(metadata={TABLE_METADATA_KEY: props.qualified_name})
-        specs.append(spec)
+        specs.append(spec.replace_attributes(skippable=True))
+    if include_binlog:
+        specs.append(translator.get_binlog_asset_spec(server_name))
     keys = [s.key for s in specs]
     dups = {k for k in keys if keys.count(k) > 1}
     if dups:

@@ -259,7 +259,7 @@ class LakeWriter:
                 jobs += 1
                 batch_names = [f.name for f in batch.schema.field("after").type]
                 names += [n for n in batch_names if n not in names]
-                state_dfs.append(df.select(*state_columns(batch_names)))
+                state_dfs.append(df.where(df["op"] != "t").select(*state_columns(batch_names)))
             # -- change log: one commit
             if log_schema is not None:
                 self._evolve(paths.changelog, log_schema)
@@ -269,7 +269,7 @@ class LakeWriter:
                 log_files, mode="append", app_id=app_id, version=version, metadata=meta,
             )
             # -- current state
-            st_schema = union_schema(state_schema(value_schema), _state_schema_of(names, log_schema)) if log_schema else state_schema(value_schema)
+            st_schema = _state_schema_of(names, log_schema, value_schema)
             state_commit, state_jobs = self._apply_state(
                 paths.state, state_dfs, st_schema, key, bool(primary_key), manifests, staging_uri,
                 app_id=app_id, version=version, metadata=meta,
@@ -304,6 +304,7 @@ class LakeWriter:
             order = [F.col(c).desc() for c in ORDER_COLS] + [F.col("__deleted").asc()]
             w = Window.partitionBy(*[F.col(k) for k in key]).orderBy(*order)
             df = df.withColumn("__rn", F.row_number().over(w)).where(F.col("__rn") == 1).drop("__rn")
+            df = df.select(*[F.col(n) if n in df.columns else F.lit(None).alias(n) for n in st_schema.names])
         if dt is None and truncated_at is None:
             # First write of this table: files go straight into the table, one commit.
             files = self._write_files(df, uri, st_schema, manifests) if df is not None else []
@@ -387,9 +388,14 @@ def _tombstone_updates(pos: BinlogPosition, op: str) -> dict[str, str]:
     }
 
 
-def _state_schema_of(names: list[str], log_schema: pa.Schema) -> pa.Schema:
-    after = {f.name: f for f in log_schema.field("after").type}
-    return state_schema(pa.schema([after[n] for n in names]))
+def _state_schema_of(names: list[str], log_schema: pa.Schema | None, value_schema: pa.Schema) -> pa.Schema:
+    """State schema: the newest columns first, then columns only older events had, then metadata."""
+    fields = list(value_schema)
+    if log_schema is not None:
+        seen = {f.name for f in fields}
+        after = {f.name: f for f in log_schema.field("after").type}
+        fields += [after[n] for n in names if n not in seen]
+    return state_schema(pa.schema(fields))
 
 
 def _empty_log_schema(value_schema: pa.Schema, primary_key: tuple[str, ...]) -> pa.Schema:

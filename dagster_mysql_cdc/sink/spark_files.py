@@ -112,7 +112,7 @@ class DeltaFilesWriter(DataSourceArrowWriter):
             for batch in iterator:
                 if batch.num_rows == 0:
                     continue
-                table = pa.Table.from_batches([batch]).cast(schema)
+                table = pa.Table.from_batches([batch]).select(schema.names).cast(schema)
                 if writer is None:
                     rel = f"part-{uuid.uuid4().hex}.snappy.parquet"
                     writer = pq.ParquetWriter(

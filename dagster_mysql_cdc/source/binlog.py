@@ -224,7 +224,13 @@ class BinlogReader:
                         f"{self.deadline_s:.0f}s (at {self.position}); the window is retried."
                     )
                 if isinstance(ev, RotateEvent):
-                    file = ev.next_binlog
+                    if ev.next_binlog != file:
+                        # The start of a binlog file is a transaction boundary.
+                        file = ev.next_binlog
+                        self.position = BinlogPosition(file, int(ev.position), gtid_set)
+                        if self._reached_end(self.position):
+                            done = True
+                            break
                     continue
                 end_pos = ev.packet.log_pos
                 start_pos = end_pos - ev.packet.event_size

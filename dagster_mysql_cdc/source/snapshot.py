@@ -115,6 +115,7 @@ class ConsistentSnapshot:
         self.need_streaming = need_streaming
         self.position: BinlogPosition | None = None
         self.schemas: dict[tuple[str, str], TableSchema] = {}
+        self.create_statements: dict[tuple[str, str], str] = {}
         self.info: ServerInfo | None = None
         self.lock_kind: str = "none"
         self.lock_seconds: float = 0.0
@@ -172,6 +173,9 @@ class ConsistentSnapshot:
             missing = [f"{d}.{t}" for d, t in self.tables if (d, t) not in self.schemas]
             if missing:
                 raise UnknownTableError(f"Table(s) vanished before the snapshot: {missing}")
+            for d, t in self.tables:
+                cur.execute(f"SHOW CREATE TABLE {_q(d)}.{_q(t)}")
+                self.create_statements[(d, t)] = cur.fetchone()[1]
             if self.lock_kind == "global" and mode == "minimal":
                 cur.execute("UNLOCK TABLES")
                 self.lock_seconds = time.monotonic() - self._lock_started

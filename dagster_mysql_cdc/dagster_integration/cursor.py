@@ -1,0 +1,216 @@
+"""The binlog sensor's cursor and its pure planning step (no I/O: unit-testable).
+
+The cursor is small JSON kept by Dagster for the sensor::
+
+    {"v": 1,
+     "committed": {"file": "mysql-bin.000003", "pos": 1234, "gtid_set": "0-1-42"} | null,
+     "inflight": {"kind": "stream" | "snapshot", "start": {...} | null, "end": {...} | null,
+                  "attempt": 1, "run_key": "..."} | null,
+     "snapshot_done": true,
+     "last_error": "..." | null}
+
+``committed`` is the replication offset: everything before it is durably in the lake. It only
+moves when the run that wrote a window (or the snapshot) has succeeded (the design's exactly-once
+protocol: runs are idempotent per window, the cursor is advanced after success).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..errors import ConfigurationError
+from ..events import BinlogPosition
+
+CURSOR_VERSION = 1
+
+
+class CorruptCursorError(ConfigurationError):
+    """The sensor cursor cannot be read; nothing is reset silently."""
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """The run the sensor is waiting for."""
+
+    kind: str  # "stream" | "snapshot"
+    run_key: str
+    attempt: int = 1
+    start: BinlogPosition | None = None
+    end: BinlogPosition | None = None
+    snapshot_mode: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "run_key": self.run_key,
+            "attempt": self.attempt,
+            "start": self.start.to_dict() if self.start else None,
+            "end": self.end.to_dict() if self.end else None,
+            "snapshot_mode": self.snapshot_mode,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> InFlight:
+        return cls(
+            kind=d["kind"],
+            run_key=d["run_key"],
+            attempt=int(d.get("attempt", 1)),
+            start=BinlogPosition.from_dict(d["start"]) if d.get("start") else None,
+            end=BinlogPosition.from_dict(d["end"]) if d.get("end") else None,
+            snapshot_mode=d.get("snapshot_mode"),
+        )
+
+
+@dataclass(frozen=True)
+class StreamCursor:
+    """Parsed sensor cursor (see module docs)."""
+
+    committed: BinlogPosition | None = None
+    inflight: InFlight | None = None
+    snapshot_done: bool = False
+    last_error: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "v": CURSOR_VERSION,
+                "committed": self.committed.to_dict() if self.committed else None,
+                "inflight": self.inflight.to_dict() if self.inflight else None,
+                "snapshot_done": self.snapshot_done,
+                "last_error": self.last_error,
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def parse(cls, text: str | None, sensor_name: str = "<sensor>") -> StreamCursor:
+        """Parse a cursor string; ``None``/empty is the initial state.
+
+        Raises:
+            CorruptCursorError: not JSON, wrong version or malformed positions. The message says
+                how to reset (which re-snapshots) or set a position explicitly.
+        """
+        if not text:
+            return cls()
+        fix = (
+            f"Fix it with `dagster sensor cursor {sensor_name} --set '<json>'` (see docs: "
+            f"operations) or delete it with `dagster sensor cursor {sensor_name} --delete` to start "
+            "over from a new snapshot."
+        )
+        try:
+            d = json.loads(text)
+            if not isinstance(d, dict) or d.get("v") != CURSOR_VERSION:
+                raise ValueError(f"expected an object with v={CURSOR_VERSION}")
+            return cls(
+                committed=BinlogPosition.from_dict(d["committed"]) if d.get("committed") else None,
+                inflight=InFlight.from_dict(d["inflight"]) if d.get("inflight") else None,
+                snapshot_done=bool(d.get("snapshot_done", False)),
+                last_error=d.get("last_error"),
+            )
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptCursorError(
+                f"The cursor of sensor {sensor_name} is corrupt ({e}): {text[:200]!r}. {fix}"
+            ) from None
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """What the sensor read from the source this tick."""
+
+    current: BinlogPosition
+    binlog_files: list[tuple[str, int]] = field(default_factory=list)  # (name, size) oldest first
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Outcome of one tick: at most one run to request, the new cursor, and why."""
+
+    cursor: StreamCursor
+    request: InFlight | None = None
+    skip_reason: str | None = None
+    warnings: tuple[str, ...] = ()
+
+
+def window_key(kind: str, start: BinlogPosition | None, end: BinlogPosition | None, attempt: int) -> str:
+    """Deterministic run key of a window (a keyed run is launched at most once)."""
+    s = f"{start.file}:{start.pos}" if start else "-"
+    e = f"{end.file}:{end.pos}" if end else "-"
+    return f"{kind}:{s}:{e}:a{attempt}"
+
+
+def normalize(pos: BinlogPosition, files: list[tuple[str, int]]) -> BinlogPosition:
+    """Move a position at the very end of a file to the start of the next file."""
+    names = [f for f, _ in files]
+    if pos.file in names:
+        i = names.index(pos.file)
+        size = files[i][1]
+        if pos.pos >= size and i + 1 < len(files):
+            return replace(pos, file=names[i + 1], pos=4)
+    return pos
+
+
+def plan_stream_window(
+    cursor: StreamCursor,
+    server: ServerState,
+    *,
+    snapshot_mode: str,
+    retention_margin_files: int = 1,
+) -> Plan:
+    """Decide the next step when no run is in flight.
+
+    - no committed offset: request the initial snapshot (``never``: start at the oldest binlog);
+    - ``initial_only`` after the snapshot: nothing to do;
+    - committed file purged: request a snapshot for ``when_needed``, else raise;
+    - caught up: skip; otherwise request ``[committed, end)`` where ``end`` is the server's
+      current position, or the end of the committed file when the server has moved on to a newer
+      file (one window never spans files, which bounds its size by ``max_binlog_size``).
+
+    Raises:
+        ConfigurationError: the committed binlog file was purged and ``snapshot_mode`` is not
+            ``when_needed``; the message names the missing file and the fix.
+    """
+    assert cursor.inflight is None
+    files = server.binlog_files
+    names = [f for f, _ in files]
+    if cursor.committed is None:
+        if snapshot_mode == "never":
+            if not files:
+                return Plan(cursor, skip_reason="the server has no binlog files")
+            start = BinlogPosition(names[0], 4, "")
+            return Plan(replace(cursor, committed=start, snapshot_done=True), skip_reason=f"snapshot_mode=never: streaming from {start}")
+        return Plan(cursor, request=InFlight("snapshot", window_key("snapshot", None, server.current, 1), 1, None, server.current, snapshot_mode))
+    if snapshot_mode == "initial_only":
+        return Plan(cursor, skip_reason="snapshot_mode=initial_only: the snapshot is done, streaming is off")
+    committed = cursor.committed
+    warnings: list[str] = []
+    if names and committed.file not in names:
+        if snapshot_mode == "when_needed":
+            return Plan(
+                cursor,
+                request=InFlight("snapshot", window_key("resnapshot", committed, server.current, 1), 1, committed, server.current, snapshot_mode),
+                warnings=(f"Binlog file {committed.file} of the committed offset was purged; re-snapshotting (snapshot_mode=when_needed).",),
+            )
+        raise ConfigurationError(
+            f"The committed offset {committed} is no longer on the server: binlog file "
+            f"{committed.file} was purged (oldest is {names[0]}). Changes made since are lost to "
+            "streaming. Re-snapshot: set snapshot_mode='when_needed' (automatic) or delete the "
+            "sensor cursor to start over; then increase binlog retention (binlog_expire_logs_seconds)."
+        )
+    if names and committed.file in names[:retention_margin_files] and len(names) > 1:
+        warnings.append(
+            f"The committed offset is in {committed.file}, among the {retention_margin_files} oldest "
+            "binlog file(s): it will be lost if the server purges them before streaming catches up."
+        )
+    committed = normalize(committed, files)
+    if committed.sort_key() >= server.current.sort_key():
+        return Plan(replace(cursor, committed=committed), skip_reason=f"caught up at {committed}", warnings=tuple(warnings))
+    end = server.current
+    if committed.file != end.file and committed.file in names:
+        end = BinlogPosition(committed.file, files[names.index(committed.file)][1], None)
+    return Plan(
+        replace(cursor, committed=committed),
+        request=InFlight("stream", window_key("stream", committed, end, 1), 1, committed, end),
+        warnings=tuple(warnings),
+    )

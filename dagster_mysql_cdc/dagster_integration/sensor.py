@@ -1,0 +1,192 @@
+"""The binlog sensor: plans streaming windows, keeps the replication offset in its cursor.
+
+Each tick is light (a few metadata queries, far inside Dagster's 60 s sensor budget) and never
+writes data (Dagster guidance: sensors plan, runs do the work):
+
+1. If a run is in flight (found by its run key tag): on success, commit its window end (or the
+   snapshot position) to the cursor; on failure or cancellation re-request the same window with
+   ``attempt + 1`` (a keyed run launches at most once); otherwise wait.
+2. With nothing in flight: request the initial snapshot, or the next window ``[committed, end)``
+   (see :func:`.cursor.plan_stream_window`), or skip with the reason (caught up, ...).
+
+Runs are idempotent per window (Delta ``txn`` identities), so a run that died after committing
+part of its window, or a sensor that died between a run's success and its cursor update, loses
+and duplicates nothing: the window is simply re-run or re-committed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+
+import dagster as dg
+
+from ..events import BinlogPosition
+from ..source.connection import binlog_files, connect, current_position, server_info
+from .cursor import InFlight, Plan, ServerState, StreamCursor, plan_stream_window, window_key
+from .resources import (
+    MODE_TAG,
+    REQUEST_TAG,
+    SNAPSHOT_MODE_TAG,
+    WINDOW_END_TAG,
+    WINDOW_START_TAG,
+    MySqlCdcResource,
+)
+from .translator import BINLOG_METADATA_KEY
+
+log = logging.getLogger(__name__)
+
+_FAILED = {dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
+
+
+def _binlog_key(assets_def: dg.AssetsDefinition) -> dg.AssetKey:
+    for spec in assets_def.specs:
+        if BINLOG_METADATA_KEY in (spec.metadata or {}):
+            return spec.key
+    raise ValueError(
+        f"{assets_def.node_def.name} has no binlog asset; build it with @mysql_cdc_assets "
+        "(include_binlog=True)"
+    )
+
+
+def _reported_end(instance, run_id: str, binlog_key: dg.AssetKey, prefix: str) -> BinlogPosition | None:
+    """The position the run reported on the binlog asset (``<prefix>_file/_pos/_gtid_set``)."""
+    records = instance.get_records_for_run(run_id=run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
+    for rec in records:
+        mat = rec.event_log_entry.asset_materialization
+        if mat is None or mat.asset_key != binlog_key:
+            continue
+        md = mat.metadata
+        f, p = md.get(f"{prefix}_file"), md.get(f"{prefix}_pos")
+        if f is None or p is None:
+            continue
+        g = md.get(f"{prefix}_gtid_set")
+        return BinlogPosition(str(f.value), int(p.value), (str(g.value) or None) if g is not None else None)
+    return None
+
+
+def _request(inflight: InFlight, keys: Sequence[dg.AssetKey]) -> dg.RunRequest:
+    tags = {REQUEST_TAG: inflight.run_key}
+    if inflight.kind == "stream":
+        tags.update(
+            {
+                MODE_TAG: "stream",
+                WINDOW_START_TAG: json.dumps(inflight.start.to_dict()),
+                WINDOW_END_TAG: json.dumps(inflight.end.to_dict()),
+            }
+        )
+    else:
+        tags[MODE_TAG] = "snapshot"
+        if inflight.snapshot_mode:
+            tags[SNAPSHOT_MODE_TAG] = inflight.snapshot_mode
+    return dg.RunRequest(run_key=inflight.run_key, asset_selection=list(keys), tags=tags)
+
+
+def evaluate_tick(
+    cursor: StreamCursor,
+    mysql: MySqlCdcResource,
+    instance,
+    assets_def: dg.AssetsDefinition,
+    *,
+    retention_margin_files: int = 1,
+) -> tuple[Plan, list[dg.RunRequest]]:
+    """One sensor evaluation (see module docs). Returns the plan and the run requests.
+
+    Raises:
+        ConfigurationError: purged binlog without ``when_needed``; corrupt cursor (earlier).
+        SourceConnectionError: the server is unreachable (the tick fails, the cursor is kept).
+    """
+    binlog_key = _binlog_key(assets_def)
+    keys = list(assets_def.keys)
+    notes: list[str] = []
+    if cursor.inflight is not None:
+        inf = cursor.inflight
+        runs = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: inf.run_key}), limit=1)
+        if not runs:
+            # Requested but not created yet (or the request was lost): same key, launched at most once.
+            return Plan(cursor, skip_reason=f"waiting for run {inf.run_key} to be created"), [_request(inf, keys)]
+        run = runs[0]
+        if run.status == dg.DagsterRunStatus.SUCCESS:
+            if inf.kind == "stream":
+                end = _reported_end(instance, run.run_id, binlog_key, "window_end") or inf.end
+                cursor = replace(cursor, committed=end, inflight=None, last_error=None)
+                notes.append(f"committed window {inf.start} -> {end} (run {run.run_id[:8]})")
+            else:
+                pos = _reported_end(instance, run.run_id, binlog_key, "snapshot")
+                if pos is None:
+                    cursor = replace(cursor, inflight=None, last_error="snapshot run reported no position")
+                    return Plan(cursor, skip_reason="snapshot run succeeded but reported no position; re-planning"), []
+                cursor = replace(cursor, committed=pos, inflight=None, snapshot_done=True, last_error=None)
+                notes.append(f"snapshot committed at {pos} (run {run.run_id[:8]})")
+        elif run.status in _FAILED:
+            retry = replace(inf, attempt=inf.attempt + 1, run_key=window_key(inf.kind, inf.start, inf.end, inf.attempt + 1))
+            cursor = replace(cursor, inflight=retry, last_error=f"run {run.run_id} {run.status.value}")
+            return (
+                Plan(cursor, skip_reason=f"run {run.run_id[:8]} {run.status.value}: retrying window as attempt {retry.attempt}"),
+                [_request(retry, keys)],
+            )
+        else:
+            return Plan(cursor, skip_reason=f"run {run.run_id[:8]} for {inf.run_key} is {run.status.value}"), []
+    conn = connect(mysql.connection_settings())
+    try:
+        info = server_info(conn)
+        state = ServerState(current=current_position(conn, info), binlog_files=binlog_files(conn))
+    finally:
+        conn.close()
+    plan = plan_stream_window(cursor, state, snapshot_mode=mysql.snapshot_mode, retention_margin_files=retention_margin_files)
+    if notes:
+        plan = replace(plan, skip_reason="; ".join(notes + ([plan.skip_reason] if plan.skip_reason else [])))
+    if plan.request is None:
+        return plan, []
+    return replace(plan, cursor=replace(plan.cursor, inflight=plan.request)), [_request(plan.request, keys)]
+
+
+def build_mysql_cdc_sensor(
+    assets_def: dg.AssetsDefinition,
+    *,
+    name: str | None = None,
+    minimum_interval_seconds: int = 30,
+    retention_margin_files: int = 1,
+    default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
+    mysql_resource_key: str = "mysql",
+) -> dg.SensorDefinition:
+    """The binlog sensor for a ``@mysql_cdc_assets`` definition.
+
+    Args:
+        assets_def: the multi-asset built by :func:`mysql_cdc_assets` (tables + binlog asset).
+        name: sensor name (default ``<op name>_binlog_sensor``).
+        minimum_interval_seconds: seconds between ticks (the streaming latency floor).
+        retention_margin_files: warn when the committed offset is in one of this many oldest
+            binlog files (it may be purged before streaming catches up).
+        default_status: turn the sensor on by default with ``DefaultSensorStatus.RUNNING``.
+        mysql_resource_key: resource key of the :class:`MySqlCdcResource`.
+    """
+    sensor_name = name or f"{assets_def.node_def.name}_binlog_sensor"
+
+    @dg.sensor(
+        name=sensor_name,
+        minimum_interval_seconds=minimum_interval_seconds,
+        target=assets_def,
+        default_status=default_status,
+        required_resource_keys={mysql_resource_key},
+        description=(
+            "Streams the MySQL binlog into the lake: requests one run per binlog window and keeps "
+            "the committed replication offset (file/pos, GTID set) in its cursor."
+        ),
+    )
+    def _sensor(context: dg.SensorEvaluationContext):
+        mysql: MySqlCdcResource = getattr(context.resources, mysql_resource_key)
+        cursor = StreamCursor.parse(context.cursor, sensor_name)
+        plan, requests = evaluate_tick(
+            cursor, mysql, context.instance, assets_def, retention_margin_files=retention_margin_files
+        )
+        for w in plan.warnings:
+            context.log.warning(w)
+        new_cursor = plan.cursor.to_json()
+        if requests:
+            return dg.SensorResult(run_requests=requests, cursor=new_cursor)
+        return dg.SensorResult(skip_reason=plan.skip_reason or "nothing to do", cursor=new_cursor)
+
+    return _sensor

@@ -1,0 +1,178 @@
+"""Schema history: every schema change with its binlog position, stored in the lake.
+
+Debezium keeps a *schema history topic* so that after a restart it can rebuild the table schemas
+as of the resume position and decode old events with the schema they were written with. Here the
+history is a Delta table ``<lake>/<server>/_schema_history`` whose rows are Debezium *schema change
+events* (``databaseName``, ``ddl``, ``tableChanges``) plus their position. It is both the internal
+history and the user-facing schema-change dataset.
+
+``tableChanges`` is JSON: ``[{"type": "CREATE"|"ALTER"|"DROP", "id": "db.table",
+"previousId": "db.old"|null, "table": <TableSchema.to_dict()>|null}]`` — full table definitions,
+so replaying the history needs no DDL parsing. Initial snapshots record one ``CREATE`` change per
+snapshotted table at the snapshot position (Debezium does the same when it snapshots the schema).
+
+Records order by ``(file_seq, pos, seq)``; :meth:`SchemaHistory.catalog_at` replays every record at
+or before a position.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from ..events import BinlogPosition, now_ms
+from ..sink.storage import StorageSettings
+from .ddl import DdlOutcome
+from .schema import TableSchema
+
+log = logging.getLogger(__name__)
+
+HISTORY_SCHEMA = pa.schema(
+    [
+        ("file_seq", pa.int64()),
+        ("file", pa.string()),
+        ("pos", pa.int64()),
+        ("seq", pa.int32()),
+        ("gtid", pa.string()),
+        ("server_id", pa.int64()),
+        ("ts_ms", pa.int64()),
+        ("databaseName", pa.string()),
+        ("schemaName", pa.string()),
+        ("ddl", pa.string()),
+        ("tableChanges", pa.string()),
+        ("snapshot", pa.bool_()),
+    ]
+)
+
+
+@dataclass
+class HistoryRecord:
+    """One schema change event at a position (``pos`` = end of the DDL event)."""
+
+    position: BinlogPosition
+    seq: int
+    database: str | None
+    ddl: str
+    table_changes: list[dict]
+    ts_ms: int
+    server_id: int = 0
+    gtid: str | None = None
+    snapshot: bool = False
+
+    def to_row(self) -> dict:
+        return {
+            "file_seq": self.position.file_seq,
+            "file": self.position.file,
+            "pos": self.position.pos,
+            "seq": self.seq,
+            "gtid": self.gtid,
+            "server_id": self.server_id,
+            "ts_ms": self.ts_ms,
+            "databaseName": self.database,
+            "schemaName": None,
+            "ddl": self.ddl,
+            "tableChanges": json.dumps(self.table_changes),
+            "snapshot": self.snapshot,
+        }
+
+
+def records_from_outcome(
+    outcome: DdlOutcome, position: BinlogPosition, seq: int, ts_ms: int, server_id: int, gtid: str | None
+) -> HistoryRecord:
+    """A history record for one applied DDL statement."""
+    changes = []
+    for c in outcome.table_changes:
+        changes.append(
+            {
+                "type": c.type,
+                "id": f"{c.database}.{c.table}",
+                "previousId": f"{c.previous_name[0]}.{c.previous_name[1]}" if c.previous_name else None,
+                "table": c.schema.to_dict() if c.schema is not None else None,
+            }
+        )
+    return HistoryRecord(position, seq, outcome.database, outcome.statement, changes, ts_ms, server_id, gtid)
+
+
+def snapshot_records(position: BinlogPosition, schemas: Sequence[TableSchema], ddl: dict[tuple[str, str], str], server_id: int) -> list[HistoryRecord]:
+    """``CREATE`` records of the tables read by a snapshot at ``position``."""
+    ts = now_ms()
+    return [
+        HistoryRecord(
+            position, i, s.database, ddl.get((s.database, s.table), f"-- snapshot of {s.qualified_name}"),
+            [{"type": "CREATE", "id": s.qualified_name, "previousId": None, "table": s.to_dict()}],
+            ts, server_id, position.gtid_set, snapshot=True,
+        )
+        for i, s in enumerate(schemas)
+    ]
+
+
+def apply_table_changes(catalog: dict[tuple[str, str], TableSchema], changes: list[dict]) -> None:
+    """Apply ``tableChanges`` entries to a ``{(db, table): TableSchema}`` dict in place."""
+    for ch in changes:
+        db, _, t = ch["id"].partition(".")
+        if ch.get("previousId"):
+            pdb, _, pt = ch["previousId"].partition(".")
+            catalog.pop((pdb, pt), None)
+        if ch["type"] == "DROP" or ch.get("table") is None:
+            catalog.pop((db, t), None)
+        else:
+            catalog[(db, t)] = TableSchema.from_dict(ch["table"])
+
+
+class SchemaHistory:
+    """The persisted schema history of one server (see module docs).
+
+    Args:
+        storage: lake location.
+        server_name: logical server name (path segment).
+    """
+
+    def __init__(self, storage: StorageSettings, server_name: str):
+        self.storage = storage
+        self.uri = storage.uri(server_name, "_schema_history")
+
+    def read(self) -> pa.Table:
+        """All records, ordered by position (empty table if there is no history yet)."""
+        from deltalake import DeltaTable
+
+        opts = self.storage.delta_storage_options()
+        if not DeltaTable.is_deltatable(self.uri, storage_options=opts):
+            return HISTORY_SCHEMA.empty_table()
+        t = DeltaTable(self.uri, storage_options=opts).to_pyarrow_table()
+        return t.sort_by([("file_seq", "ascending"), ("pos", "ascending"), ("seq", "ascending")])
+
+    def catalog_at(self, position: BinlogPosition | None) -> dict[tuple[str, str], TableSchema]:
+        """Table schemas in force at ``position`` (every record at or before it replayed)."""
+        catalog: dict[tuple[str, str], TableSchema] = {}
+        limit = position.sort_key() if position is not None else None
+        for r in self.read().to_pylist():
+            if limit is not None and (r["file_seq"], r["pos"]) > limit:
+                break
+            apply_table_changes(catalog, json.loads(r["tableChanges"]))
+        return catalog
+
+    def append(self, records: Sequence[HistoryRecord], *, app_id: str, version: int) -> bool:
+        """Append records in one idempotent commit (skipped if ``(app_id, version)`` is done).
+
+        Returns:
+            ``True`` if committed, ``False`` if this batch was already in the history.
+        """
+        if not records:
+            return False
+        from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+        opts = self.storage.delta_storage_options()
+        if DeltaTable.is_deltatable(self.uri, storage_options=opts):
+            done = DeltaTable(self.uri, storage_options=opts).transaction_version(app_id)
+            if done is not None and done >= version:
+                return False
+        table = pa.Table.from_pylist([r.to_row() for r in records], schema=HISTORY_SCHEMA)
+        write_deltalake(
+            self.uri, table, mode="append", storage_options=opts,
+            commit_properties=CommitProperties(app_transactions=[Transaction(app_id=app_id, version=version)]),
+        )
+        return True
