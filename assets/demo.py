@@ -1,69 +1,166 @@
 """The main job: capture Debezium's ``inventory`` database into the lake through Dagster.
 
-Run with ``make demo`` (starts MariaDB + SeaweedFS, loads inventory, then runs this module).
-Materializes every inventory table asset twice, into the embedded local lake (``.lake/``) and
-into the SeaweedFS S3 bucket, and prints for each table the source row count next to the lake's
-count and where the files are.
+Run with ``make demo`` (starts MariaDB + SeaweedFS, loads inventory, then runs this module). For
+each lake — the SeaweedFS S3 bucket and the embedded local filesystem (``.lake/``) — it:
+
+1. drives the binlog sensor in-process: its first tick requests the initial snapshot of every
+   inventory table, the run materializes the table assets;
+2. applies a scripted workload to ``inventory`` (inserts, updates including a primary-key change,
+   deletes, ``ALTER TABLE ... ADD COLUMN``, ``TRUNCATE`` of a scratch table);
+3. ticks the sensor until it is caught up (each tick requests one binlog window run);
+4. prints per table the source row count next to the lake's, the change-log events by op, a few
+   change events in Debezium's envelope, the schema history, and checks that the lake state equals
+   the source row for row.
 """
 
-from __future__ import annotations
-
+import json
 import os
+import shutil
 import sys
 import time
+import uuid
 
 import dagster as dg
 import pymysql
 from deltalake import DeltaTable
 
 from assets.inventory import build_inventory_assets, lake_resource, mysql_resource
+from dagster_mysql_cdc import build_mysql_cdc_sensor, run_sensor_ticks
+from dagster_mysql_cdc.events import STATE_META_NAMES
+from dagster_mysql_cdc.source.catalog import read_table_schemas
+from dagster_mysql_cdc.source.types import TableConverter, TypeOptions
+
+SCRATCH = "inventory.demo_scratch"
 
 
-def lake_targets() -> list[str]:
-    bucket = os.environ.get("CDC_S3_BUCKET", "lake")
-    return [os.environ.get("CDC_LAKE_URI", ".lake"), f"s3://{bucket}/demo"]
+def root_conn():
+    return pymysql.connect(
+        host=os.environ.get("CDC_MYSQL_HOST", "127.0.0.1"), port=int(os.environ.get("CDC_MYSQL_PORT", "3307")),
+        user="root", password=os.environ.get("CDC_MYSQL_ROOT_PASSWORD", "root-secret"),
+        autocommit=True, init_command="SET time_zone='+00:00'",
+    )
 
 
-def source_counts(mysql) -> dict[str, int]:
-    m = mysql.process_config_and_initialize()
-    conn = pymysql.connect(**m.connection_settings().pymysql_kwargs())
-    out = {}
-    with conn.cursor() as cur:
-        for t in m.discover_tables():
-            cur.execute(f"SELECT COUNT(*) FROM `{t.database}`.`{t.table}`")
-            out[t.table] = cur.fetchone()[0]
-    conn.close()
-    return out
+def prepare_scratch() -> None:
+    with root_conn() as c, c.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {SCRATCH}")
+        cur.execute(f"CREATE TABLE {SCRATCH} (id INT PRIMARY KEY, note VARCHAR(40)) COMMENT 'scratch table of the demo'")
+        cur.execute(f"INSERT INTO {SCRATCH} VALUES (1,'one'),(2,'two'),(3,'three')")
+
+
+WORKLOAD = [
+    "INSERT INTO inventory.customers VALUES (default,'Sarah','Thompson','kitt@acme.com')",
+    "INSERT INTO inventory.products VALUES (default,'robot','Toy robot',1.25),(default,'kite','Red kite',0.4)",
+    "UPDATE inventory.customers SET first_name='Anne Marie' WHERE id=1004",
+    "UPDATE inventory.products SET id=120 WHERE name='kite'",  # primary-key change: d + c
+    "DELETE FROM inventory.orders WHERE order_number=10004",
+    "ALTER TABLE inventory.customers ADD COLUMN phone VARCHAR(20) NULL",
+    "UPDATE inventory.customers SET phone='+1-555-0100' WHERE id=1001",
+    "INSERT INTO inventory.customers VALUES (default,'Edward','Smith','edsmith@example.com','+1-555-0101')",
+    f"TRUNCATE TABLE {SCRATCH}",
+    f"INSERT INTO {SCRATCH} VALUES (10,'after truncate')",
+    "UPDATE inventory.products_on_hand SET quantity=quantity+1 WHERE product_id IN (101,102)",
+]
+
+
+def apply_workload() -> None:
+    with root_conn() as c, c.cursor() as cur:
+        for sql in WORKLOAD:
+            cur.execute(sql)
+            print(f"  mysql> {sql}")
+
+
+def source_rows(db: str, table: str) -> tuple[list[dict], list[str]]:
+    with root_conn() as c:
+        schema = read_table_schemas(c, [(db, table)])[(db, table)]
+        with c.cursor() as cur:
+            cur.execute(f"SELECT * FROM `{db}`.`{table}`")
+            rows = TableConverter(schema, TypeOptions(), "pymysql").to_record_batch(list(cur.fetchall())).to_pylist()
+    key = list(schema.primary_key)
+    return sorted(rows, key=lambda r: tuple(r[k] for k in key)), key
+
+
+def lake_rows(storage, uri: str, key: list[str], columns: list[str]) -> list[dict]:
+    t = DeltaTable(uri, storage_options=storage.delta_storage_options()).to_pyarrow_table()
+    rows = [r for r in t.to_pylist() if not r["__deleted"]]
+    rows = [{c: r.get(c) for c in columns} for r in rows]
+    return sorted(rows, key=lambda r: tuple(r[k] for k in key))
+
+
+def report(storage, server: str, tables: list[str]) -> bool:
+    ok = True
+    opts = storage.delta_storage_options()
+    print(f"\n{'table':<18}{'source':>8}{'lake':>7}  change log by op              state table")
+    for table in tables:
+        expected, key = source_rows("inventory", table)
+        base = storage.uri(server, "inventory", table)
+        cols = list(expected[0]) if expected else key
+        live = lake_rows(storage, f"{base}/state", key, cols)
+        log = DeltaTable(f"{base}/changelog", storage_options=opts).to_pyarrow_table(columns=["op"])
+        ops = dict(sorted(zip(*[log.column("op").value_counts().field(f).to_pylist() for f in ("values", "counts")])))
+        same = live == expected
+        ok &= same
+        print(f"{table:<18}{len(expected):>8}{len(live):>7}  {json.dumps(ops):<29} {base}/state{'' if same else '   <-- MISMATCH'}")
+    return ok
+
+
+def show_events(storage, server: str) -> None:
+    uri = storage.uri(server, "inventory", "customers", "changelog")
+    t = DeltaTable(uri, storage_options=storage.delta_storage_options()).to_pyarrow_table()
+    events = [e for e in t.to_pylist() if e["op"] != "r"]
+    events.sort(key=lambda e: (e["source"]["file"], e["source"]["pos"], e["source"]["row"]))
+    print("\ncustomers change events (Debezium envelope, streamed):")
+    for e in events:
+        src = e["source"]
+        print(json.dumps({
+            "op": e["op"], "before": e["before"], "after": e["after"],
+            "source": {k: src[k] for k in ("file", "pos", "row", "gtid", "server_id", "db", "table", "snapshot")},
+        }, default=str))
+    hist = DeltaTable(storage.uri(server, "_schema_history"), storage_options=storage.delta_storage_options())
+    print("\nschema history (DDL with binlog position):")
+    for r in hist.to_pyarrow_table().sort_by([("file_seq", "ascending"), ("pos", "ascending")]).to_pylist():
+        ddl = " ".join(r["ddl"].split())
+        print(f"  {r['file']}:{r['pos']:<8} {ddl[:90]}")
 
 
 def main() -> int:
+    import logging
+
+    logging.getLogger("dagster").setLevel(logging.WARNING)  # run logs stay in the instance
+    prepare_scratch()
     mysql = mysql_resource()
     assets_def = build_inventory_assets(mysql)
-    expected = source_counts(mysql)
-    ok = True
-    for uri in lake_targets():
+    sensor = build_mysql_cdc_sensor(assets_def)
+    tables = sorted(k.path[2] for k in assets_def.keys if len(k.path) == 3)
+    bucket = os.environ.get("CDC_S3_BUCKET", "lake")
+    lakes = [f"s3://{bucket}/demo-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}", os.environ.get("CDC_LAKE_URI", ".lake")]
+    runs = []
+    for uri in lakes:
         lake = lake_resource(uri)
+        storage = lake.storage_settings()
+        if not storage.is_s3:
+            shutil.rmtree(storage.uri(mysql.server_name), ignore_errors=True)
+        instance = dg.DagsterInstance.ephemeral()
+        resources = {"mysql": mysql, "lake": lake}
         t0 = time.monotonic()
-        result = dg.materialize([assets_def], resources={"mysql": mysql, "lake": lake})
-        if not result.success:
-            print(f"materialization into {uri} failed", file=sys.stderr)
-            return 1
-        storage = lake.process_config_and_initialize().storage_settings()
-        print(f"\n== inventory -> {storage.root}  ({time.monotonic() - t0:.1f}s incl. Spark start)")
-        print(f"{'table':<18}{'source':>8}{'lake':>8}{'changelog':>11}  state table")
-        for ev in result.get_asset_materialization_events():
-            md = ev.event_specific_data.materialization.metadata
-            table = ev.asset_key.path[-1]
-            state = DeltaTable(md["state_uri"].value, storage_options=storage.delta_storage_options())
-            live = state.to_pyarrow_table(filters=[("__deleted", "=", False)]).num_rows
-            log = DeltaTable(md["changelog_uri"].value, storage_options=storage.delta_storage_options())
-            n_log = log.to_pyarrow_table(columns=["op"]).num_rows
-            flag = "" if live == expected[table] else "   <-- MISMATCH"
-            ok &= live == expected[table]
-            print(f"{table:<18}{expected[table]:>8}{live:>8}{n_log:>11}  {md['state_uri'].value}{flag}")
-        pos = md["binlog_file"].value, md["binlog_pos"].value
-        print(f"snapshot position: {pos[0]}:{pos[1]}  gtid {md['gtid_set'].value}")
-    print("\nlake state equals source for every table" if ok else "\nMISMATCH between lake and source")
+        ticks = run_sensor_ticks(sensor, assets_def, resources, instance)
+        print(f"\n== initial snapshot into {storage.root}: {ticks.ticks} sensor ticks, "
+              f"{len(ticks.runs)} run(s), {time.monotonic() - t0:.1f}s (incl. Spark start)")
+        print("   sensor:", " | ".join(ticks.skip_reasons))
+        runs.append((uri, lake, storage, instance, resources, ticks.cursor))
+    print("\n== workload on inventory")
+    apply_workload()
+    ok = True
+    for uri, lake, storage, instance, resources, cursor in runs:
+        t0 = time.monotonic()
+        ticks = run_sensor_ticks(sensor, assets_def, resources, instance, cursor=cursor)
+        print(f"\n== streaming into {storage.root}: {ticks.ticks} ticks, {len(ticks.runs)} window run(s), "
+              f"{time.monotonic() - t0:.1f}s")
+        print("   sensor:", " | ".join(ticks.skip_reasons))
+        print("   cursor:", ticks.cursor)
+        ok &= report(storage, mysql.server_name, tables)
+    show_events(runs[0][2], mysql.server_name)
+    print("\nlake state equals source, row for row, in every lake" if ok else "\nMISMATCH between lake and source")
     return 0 if ok else 1
 
 

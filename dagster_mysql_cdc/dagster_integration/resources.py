@@ -361,6 +361,11 @@ def snapshot_metadata(r: SnapshotTableResult) -> dict[str, Any]:
     }
 
 
+def _resolve(value: Any) -> Any:
+    """The value of an unresolved ``dg.EnvVar`` field (a resource used outside a run)."""
+    return value.get_value() if isinstance(value, dg.EnvVar) else value
+
+
 class CdcLakeResource(dg.ConfigurableResource):
     """Where and how captured tables are written: object storage + a Spark session.
 
@@ -385,13 +390,14 @@ class CdcLakeResource(dg.ConfigurableResource):
     )
 
     def storage_settings(self) -> StorageSettings:
+        """Lake settings; ``EnvVar`` fields are resolved (also outside a run)."""
         return StorageSettings(
-            base_uri=self.base_uri,
-            s3_endpoint_url=self.s3_endpoint_url,
-            s3_access_key_id=self.s3_access_key_id,
-            s3_secret_access_key=self.s3_secret_access_key,
-            s3_region=self.s3_region,
-            s3_conditional_put=self.s3_conditional_put,
+            base_uri=_resolve(self.base_uri),
+            s3_endpoint_url=_resolve(self.s3_endpoint_url),
+            s3_access_key_id=_resolve(self.s3_access_key_id),
+            s3_secret_access_key=_resolve(self.s3_secret_access_key),
+            s3_region=_resolve(self.s3_region),
+            s3_conditional_put=_resolve(self.s3_conditional_put),
         )
 
     def get_writer(self, server_name: str) -> LakeWriter:
