@@ -21,6 +21,19 @@ import pyarrow as pa
 
 from .errors import CdcError
 from .events import BinlogPosition, ChangeEventBuilder, now_ms
+from .incremental import (
+    ChunkPlan,
+    IncrementalSnapshotError,
+    IncrementalState,
+    PlannedChunk,
+    load_plan,
+    plan_chunks,
+    read_chunk,
+    save_plan,
+    start_snapshot,
+    stop_snapshot,
+    with_paused,
+)
 from .sink.lake import LakeWriter, TableWriteResult
 from .source.binlog import BinlogReader, DdlStatement, RowsBatch, TransactionCommit
 from .source.catalog import read_table_schemas
@@ -29,6 +42,7 @@ from .source.ddl import SchemaCatalog
 from .source.filters import TableFilter
 from .source.schema import TableSchema
 from .source.schema_history import HistoryRecord, SchemaHistory, records_from_outcome
+from .source.signals import InvalidSignal, Signal, matches_collection, parse_signal
 from .source.types import TableConverter, TypeOptions
 
 log = logging.getLogger(__name__)
@@ -72,6 +86,10 @@ class WindowResult:
     transactions: int = 0
     last_event_ts_ms: int | None = None
     seconds: float = 0.0
+    signal_log: list[str] = field(default_factory=list)
+    chunks: list[dict] = field(default_factory=list)
+    incremental_state: dict | None = None
+    blocking_tables: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def rows(self) -> int:
@@ -124,6 +142,25 @@ def _remap(values: dict, names: list[str]) -> dict:
     return {names[int(k[len("UNKNOWN_COL"):])]: v for k, v in values.items()}
 
 
+@dataclass(frozen=True)
+class IncrementalOptions:
+    """Signal table and incremental snapshot options.
+
+    Attributes:
+        signal_table: ``db.table`` of the signal table (Debezium ``signal.data.collection``);
+            ``None`` disables signals and incremental snapshots.
+        chunk_size: rows per chunk (``incremental.snapshot.chunk.size``).
+        max_chunks_per_run: chunks read per window run (bounds a run's snapshot work).
+        watermark_strategy: ``insert_insert`` or ``insert_delete``
+            (``incremental.snapshot.watermarking.strategy``).
+    """
+
+    signal_table: str | None = None
+    chunk_size: int = 1024
+    max_chunks_per_run: int = 64
+    watermark_strategy: str = "insert_insert"
+
+
 def run_window(
     settings: ConnectionSettings,
     info: ServerInfo,
@@ -137,8 +174,16 @@ def run_window(
     type_options: TypeOptions,
     options: StreamOptions,
     server_name: str,
+    incremental: IncrementalState | None = None,
+    incremental_options: IncrementalOptions | None = None,
 ) -> WindowResult:
     """Read ``[start, end)`` of the binlog and commit its changes to the lake.
+
+    With ``incremental_options.signal_table`` set, signal rows in the binlog are executed in
+    order and an active incremental snapshot reads its next chunks (see :mod:`.incremental`): the
+    window then extends to just after the last chunk's high watermark (``result.end``). A
+    ``blocking`` execute-snapshot ends the window after its transaction and is reported in
+    ``result.blocking_tables`` for the caller to snapshot.
 
     Raises:
         BinlogReadError (and subclasses): see :mod:`.source.binlog`.
@@ -147,19 +192,56 @@ def run_window(
         SinkError: a commit failed.
     """
     t0 = time.monotonic()
+    inc = incremental_options or IncrementalOptions()
+    storage = writer.storage
     catalog = SchemaCatalog(history.catalog_at(start), server_version=info.version)
     result = WindowResult(start=start, end=end)
     tables: dict[tuple[str, str], _TableEvents] = {}
     records: list[HistoryRecord] = []
     fallback_conn = None
     tx_counter: dict = {"total": 0, "per_table": {}, "id": None}
+    sig_key = tuple(inc.signal_table.split(".", 1)) if inc.signal_table else None
+
+    # -- incremental snapshot: plan this window's chunks (reused on retry) ---------------------
+    state_before = incremental.copy() if incremental else None
+    state = incremental.copy() if incremental else None
+    chunks_by_open: dict[str, PlannedChunk] = {}
+    chunks_by_close: dict[str, PlannedChunk] = {}
+    if sig_key and state is not None and state.active and not state.paused:
+        plan = load_plan(storage, server_name, start)
+        if plan is None:
+            conn = connect(settings)
+            try:
+                current = read_table_schemas(conn, [p.key for p in state.tables])
+            finally:
+                conn.close()
+            planned, after, plan_end = plan_chunks(
+                settings, info, state, current, storage=storage, server_name=server_name,
+                signal_table=inc.signal_table, chunk_size=inc.chunk_size,
+                max_chunks=inc.max_chunks_per_run, type_options=type_options,
+                strategy=inc.watermark_strategy,
+            )
+            plan = save_plan(storage, server_name, ChunkPlan(start, plan_end, planned, after.to_dict()))
+        else:
+            result.signal_log.append(f"reusing the chunk plan of an earlier attempt ({len(plan.chunks)} chunks)")
+        state = IncrementalState.from_dict(plan.state_after)
+        for c in plan.chunks:
+            chunks_by_open[c.open_id] = c
+            chunks_by_close[c.close_id] = c
+        if plan.end is not None and plan.end.sort_key() > end.sort_key():
+            end = plan.end
+            result.end = end
+    open_windows: dict[str, tuple[PlannedChunk, set]] = {}  # table -> (chunk, touched keys)
+    stopped: set[str] = set()
+    blocking: list[tuple[str, str]] = []
+
     reader = BinlogReader(
         settings, replica_server_id, start, end, is_mariadb=info.is_mariadb, deadline_s=options.deadline_s
     )
 
     def table_events(db: str, t: str) -> _TableEvents | None:
         nonlocal fallback_conn
-        if not table_filter.matches(db, t):
+        if not table_filter.matches(db, t) or (db, t) == sig_key:
             return None
         schema = catalog.get(db, t)
         if schema is None:
@@ -178,18 +260,129 @@ def run_window(
             te.schema_changed(schema)
         return te
 
+    def captured_tables() -> dict[tuple[str, str], TableSchema]:
+        return {k: v for k, v in catalog.tables().items() if table_filter.matches(*k) and k != sig_key}
+
+    def on_signal(sig: Signal, ev: RowsBatch) -> None:
+        nonlocal state, state_before
+        here = f"{ev.file}:{ev.pos}"
+        if sig.type == "log":
+            result.signal_log.append(f"log signal {sig.id}: " + sig.message.replace("{}", here))
+            return
+        if sig.type == "pause-snapshot":
+            state, state_before = with_paused(state, True), with_paused(state_before, True)
+            result.signal_log.append(f"incremental snapshot paused by {sig.id} at {here}")
+            return
+        if sig.type == "resume-snapshot":
+            state, state_before = with_paused(state, False), with_paused(state_before, False)
+            result.signal_log.append(f"incremental snapshot resumed by {sig.id} at {here}")
+            return
+        if sig.type == "stop-snapshot":
+            if sig.data_collections:
+                stopped.update(t for t in open_windows if any(matches_collection(p, t) for p in sig.data_collections))
+                stopped.update(c.table for c in chunks_by_close.values() if any(matches_collection(p, c.table) for p in sig.data_collections))
+            else:
+                stopped.update(c.table for c in chunks_by_close.values())
+            state = stop_snapshot(state, list(sig.data_collections))
+            state_before = stop_snapshot(state_before, list(sig.data_collections))
+            result.signal_log.append(f"incremental snapshot stopped by {sig.id} at {here} ({list(sig.data_collections) or 'all tables'})")
+            return
+        # execute-snapshot
+        known = captured_tables()
+        wanted = sorted({k for k in known for p in sig.data_collections if matches_collection(p, f"{k[0]}.{k[1]}")})
+        unknown = [p for p in sig.data_collections if not any(matches_collection(p, f"{k[0]}.{k[1]}") for k in known)]
+        if unknown:
+            result.signal_log.append(f"signal {sig.id}: unknown or not captured data-collections {unknown}; ignored")
+        if not wanted:
+            result.signal_log.append(f"signal {sig.id}: no captured table matches {list(sig.data_collections)}; skipped")
+            return
+        if sig.snapshot_type == "blocking":
+            blocking.extend(wanted)
+            result.signal_log.append(f"blocking snapshot {sig.id} of {[f'{d}.{t}' for d, t in wanted]}: streaming pauses at {here}")
+            return
+        try:
+            state, msgs = start_snapshot(state, sig.id, wanted, sig.conditions, known)
+            state_before, _ = start_snapshot(state_before, sig.id, wanted, sig.conditions, known)
+        except InvalidSignal as e:
+            result.signal_log.append(f"signal {sig.id} skipped: {e}")
+            return
+        except IncrementalSnapshotError as e:
+            result.signal_log.append(f"signal {sig.id} skipped: {e}")
+            return
+        stopped.difference_update(f"{d}.{t}" for d, t in wanted)
+        result.signal_log.extend(msgs)
+
+    def on_signal_rows(ev: RowsBatch) -> None:
+        for row in ev.rows:
+            values = row.get("values") or row.get("after_values") or {}
+            if ev.op == "d":  # insert_delete strategy: deleting the open row is the high watermark
+                c = chunks_by_close.get(str(values.get("id")))
+                if c is not None:
+                    close_window(c, ev)
+                continue
+            if ev.op != "c":
+                continue
+            try:
+                sig = parse_signal(values)
+            except InvalidSignal as e:
+                result.signal_log.append(f"signal row at {ev.file}:{ev.pos} skipped: {e}")
+                continue
+            if sig.type == "snapshot-window-open":
+                c = chunks_by_open.get(sig.id)
+                if c is not None:
+                    open_windows[c.table] = (c, set())
+                continue
+            if sig.type == "snapshot-window-close":
+                c = chunks_by_close.get(sig.id)
+                if c is not None:
+                    close_window(c, ev)
+                continue
+            on_signal(sig, ev)
+
+    def close_window(c: PlannedChunk, ev: RowsBatch) -> None:
+        _, touched = open_windows.pop(c.table, (c, set()))
+        if c.table in stopped:
+            result.signal_log.append(f"chunk {c.id} of stopped table {c.table} dropped")
+            return
+        db, _, t = c.table.partition(".")
+        te = table_events(db, t)
+        if te is None:
+            return
+        rows = read_chunk(storage, c)
+        names = te.conv.arrow_schema.names
+        cols = {n: rows.column(n).to_pylist() if n in rows.column_names else [None] * rows.num_rows for n in names}
+        emitted = 0
+        now = now_ms()
+        for tup in zip(*[cols[n] for n in names]):
+            if te.builder.key_of(tup) in touched:
+                continue
+            te.builder.add(
+                "r", None, tup, file=ev.file, pos=ev.pos, row=0, ts_ms=now, source_ts_ms=ev.ts_ms,
+                server_id=ev.server_id, snapshot="incremental",
+            )
+            emitted += 1
+        result.chunks.append({"chunk": c.id, "table": c.table, "read": c.rows, "emitted": emitted, "dropped": c.rows - emitted})
+        te.maybe_flush()
+
     try:
         for item in reader:
             if isinstance(item, RowsBatch):
+                if sig_key is not None and (item.database, item.table) == sig_key:
+                    on_signal_rows(item)
+                    continue
                 te = table_events(item.database, item.table)
                 if te is None:
                     continue
-                _add_rows(te, item, tx_counter if options.provide_transaction_metadata else None)
+                window = open_windows.get(f"{item.database}.{item.table}")
+                _add_rows(te, item, tx_counter if options.provide_transaction_metadata else None,
+                          touched=window[1] if window else None)
                 result.last_event_ts_ms = item.ts_ms
                 te.maybe_flush()
             elif isinstance(item, TransactionCommit):
                 result.transactions += 1
                 tx_counter.update(total=0, per_table={}, id=None)
+                if blocking:
+                    break  # streaming pauses here; the caller runs the blocking snapshot
             elif isinstance(item, DdlStatement):
                 outcomes = catalog.apply(
                     item.sql, item.database, skip_unparseable=options.skip_unparseable_ddl, logger=log
@@ -216,6 +409,11 @@ def run_window(
                 result.last_event_ts_ms = item.ts_ms
         result.events_read = reader.events_read
         result.end = reader.position
+        if blocking:
+            # the planned chunks lie after the pause point: they are re-planned later
+            state = state_before
+            result.blocking_tables = list(dict.fromkeys(blocking))
+        result.incremental_state = state.to_dict() if state is not None and (state.active or state.paused) else None
         version = start.as_version()
         for (db, t), te in tables.items():
             te.flush()
@@ -224,17 +422,20 @@ def run_window(
             value_schema = te.conv.arrow_schema
             result.tables[(db, t)] = writer.write_table_batch(
                 db, t, te.batches, value_schema=value_schema, primary_key=te.schema.primary_key,
-                app_id=STREAM_APP_ID, version=version, position=end, truncated_at=te.truncated_at,
+                app_id=STREAM_APP_ID, version=version, position=result.end, truncated_at=te.truncated_at,
             )
         history.append(records, app_id=STREAM_APP_ID, version=version)
     finally:
         if fallback_conn is not None:
             fallback_conn.close()
+    for line in result.signal_log:
+        log.info(line)
     result.seconds = time.monotonic() - t0
     return result
 
 
-def _add_rows(te: _TableEvents, ev: RowsBatch, tx: dict | None) -> None:
+def _add_rows(te: _TableEvents, ev: RowsBatch, tx: dict | None, touched: set | None = None) -> None:
+    """Convert one rows event into change events; record touched keys of an open chunk window."""
     names = te.names
     if ev.column_names and ev.column_names[0].startswith("UNKNOWN_COL"):
         if len(ev.column_names) != len(names):
@@ -270,6 +471,7 @@ def _add_rows(te: _TableEvents, ev: RowsBatch, tx: dict | None) -> None:
         tx["per_table"][key] = tx["per_table"].get(key, 0) + 1
         return (tx["id"], tx["total"], tx["per_table"][key])
 
+    n0 = len(b)
     for i, row in enumerate(ev.rows):
         if ev.op == "u":
             bv, av = row["before_values"], row["after_values"]
@@ -291,6 +493,10 @@ def _add_rows(te: _TableEvents, ev: RowsBatch, tx: dict | None) -> None:
                 b.add("c", None, img, row=i, tx=txinfo(), **common)
             else:
                 b.add("d", img, None, row=i, tx=txinfo(), **common)
+    if touched is not None:
+        for img in b.before[n0:] + b.after[n0:]:
+            if img is not None:
+                touched.add(b.key_of(img))
 
 
 def snapshot_history_app_id(tables: Sequence[tuple[str, str]]) -> str:

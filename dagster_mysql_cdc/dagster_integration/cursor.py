@@ -7,7 +7,9 @@ The cursor is small JSON kept by Dagster for the sensor::
      "inflight": {"kind": "stream" | "snapshot", "start": {...} | null, "end": {...} | null,
                   "attempt": 1, "run_key": "..."} | null,
      "snapshot_done": true,
-     "last_error": "..." | null}
+     "last_error": "..." | null,
+     "incremental": {"snapshot_id", "tables": [{"table", "last_key", "max_key", "chunks", ...}],
+                     "paused", "chunk_seq", "done"} | null}
 
 ``committed`` is the replication offset: everything before it is durably in the lake. It only
 moves when the run that wrote a window (or the snapshot) has succeeded (the design's exactly-once
@@ -71,6 +73,7 @@ class StreamCursor:
     inflight: InFlight | None = None
     snapshot_done: bool = False
     last_error: str | None = None
+    incremental: dict | None = None  # IncrementalState.to_dict() of a running incremental snapshot
 
     def to_json(self) -> str:
         return json.dumps(
@@ -80,6 +83,7 @@ class StreamCursor:
                 "inflight": self.inflight.to_dict() if self.inflight else None,
                 "snapshot_done": self.snapshot_done,
                 "last_error": self.last_error,
+                "incremental": self.incremental,
             },
             sort_keys=True,
         )
@@ -108,6 +112,7 @@ class StreamCursor:
                 inflight=InFlight.from_dict(d["inflight"]) if d.get("inflight") else None,
                 snapshot_done=bool(d.get("snapshot_done", False)),
                 last_error=d.get("last_error"),
+                incremental=d.get("incremental"),
             )
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptCursorError(
@@ -204,6 +209,14 @@ def plan_stream_window(
             "binlog file(s): it will be lost if the server purges them before streaming catches up."
         )
     committed = normalize(committed, files)
+    inc = cursor.incremental
+    if committed.sort_key() >= server.current.sort_key() and inc and inc.get("tables") and not inc.get("paused"):
+        # an incremental snapshot has chunks left: an empty window that only reads chunks
+        return Plan(
+            replace(cursor, committed=committed),
+            request=InFlight("stream", window_key("stream", committed, committed, 1), 1, committed, committed),
+            warnings=tuple(warnings),
+        )
     if committed.sort_key() >= server.current.sort_key():
         return Plan(replace(cursor, committed=committed), skip_reason=f"caught up at {committed}", warnings=tuple(warnings))
     end = server.current

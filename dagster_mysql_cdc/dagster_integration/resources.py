@@ -16,7 +16,9 @@ from ..events import BinlogPosition
 from ..pipeline import SnapshotTableResult, run_snapshot
 from ..source.connection import server_info
 from ..source.schema_history import SchemaHistory
-from ..stream import StreamOptions, run_window
+from ..incremental import IncrementalState
+from ..source.signals import create_signal_table
+from ..stream import IncrementalOptions, StreamOptions, run_window
 from ..sink.lake import LakeWriter
 from ..sink.storage import StorageSettings
 from ..source.catalog import list_tables, read_table_schemas
@@ -38,6 +40,7 @@ WINDOW_START_TAG = "dagster_mysql_cdc/window_start"
 WINDOW_END_TAG = "dagster_mysql_cdc/window_end"
 SNAPSHOT_MODE_TAG = "dagster_mysql_cdc/snapshot_mode"
 REQUEST_TAG = "dagster_mysql_cdc/request"
+INCREMENTAL_TAG = "dagster_mysql_cdc/incremental"
 
 DEFAULT_SPARK_CONFIG: dict[str, Any] = {
     "spark.master": "local[2]",
@@ -93,6 +96,18 @@ class MySqlCdcResource(dg.ConfigurableResource):
         default=False, description="Fill the `transaction` struct of change events (provide.transaction.metadata)."
     )
     stream_batch_rows: int = Field(default=100_000, description="Events per Arrow batch / Spark job while streaming.")
+    signal_data_collection: str | None = Field(
+        default=None,
+        description=(
+            "Signal table 'db.table' (signal.data.collection); default '<db>.debezium_signal' when "
+            "database_include_list names exactly one database, else signals are off."
+        ),
+    )
+    incremental_snapshot_chunk_size: int = Field(default=1024, description="Rows per chunk (incremental.snapshot.chunk.size).")
+    incremental_snapshot_max_chunks_per_run: int = Field(default=64, description="Chunks one window run reads.")
+    incremental_snapshot_watermarking_strategy: str = Field(
+        default="insert_insert", description="insert_insert or insert_delete (incremental.snapshot.watermarking.strategy)."
+    )
     binlog_read_timeout: int = Field(
         default=3600, description="Seconds a streaming run may spend reading its binlog window before it fails (and is retried)."
     )
@@ -183,6 +198,40 @@ class MySqlCdcResource(dg.ConfigurableResource):
             batch_rows=self.stream_batch_rows,
             deadline_s=float(self.binlog_read_timeout),
         )
+
+    def signal_table(self) -> str | None:
+        """The signal table ``db.table`` in use, or ``None`` when signals are off."""
+        if self.signal_data_collection:
+            return self.signal_data_collection
+        dbs = self.table_filter().literal_databases()
+        return f"{dbs[0]}.debezium_signal" if dbs and len(dbs) == 1 else None
+
+    def incremental_options(self) -> IncrementalOptions:
+        return IncrementalOptions(
+            signal_table=self.signal_table(),
+            chunk_size=self.incremental_snapshot_chunk_size,
+            max_chunks_per_run=self.incremental_snapshot_max_chunks_per_run,
+            watermark_strategy=self.incremental_snapshot_watermarking_strategy,
+        )
+
+    def create_signal_table(self) -> str:
+        """Create the signal table if absent (needs CREATE on its database); returns its name.
+
+        Raises:
+            ConfigurationError: no signal table is configured.
+        """
+        me = self.process_config_and_initialize()
+        table = me.signal_table()
+        if not table:
+            raise ConfigurationError(
+                "No signal table: set signal_data_collection='db.debezium_signal' (or include exactly one database)"
+            )
+        conn = connect(me.connection_settings())
+        try:
+            create_signal_table(conn, table)
+        finally:
+            conn.close()
+        return table
 
     def sync(self, context: dg.AssetExecutionContext, lake: CdcLakeResource) -> Iterator[dg.MaterializeResult]:
         """Materialize the selected assets: a binlog window when the run was requested by the
@@ -283,13 +332,33 @@ class MySqlCdcResource(dg.ConfigurableResource):
         finally:
             conn.close()
         storage = lake.storage_settings()
+        try:
+            incremental = IncrementalState.from_dict(json.loads(tags[INCREMENTAL_TAG])) if tags.get(INCREMENTAL_TAG) else None
+        except (ValueError, KeyError, TypeError) as e:
+            raise ConfigurationError(f"Run tag {INCREMENTAL_TAG} is not a valid incremental snapshot state ({e})") from None
         context.log.info(f"Binlog window {start} -> {end}")
+        writer = lake.get_writer(self.server_name)
+        history = SchemaHistory(storage, self.server_name)
         result = run_window(
             settings, info, replica_server_id=self.server_id, start=start, end=end,
-            writer=lake.get_writer(self.server_name), history=SchemaHistory(storage, self.server_name),
+            writer=writer, history=history,
             table_filter=self.table_filter(), type_options=self.type_options(),
             options=self.stream_options(), server_name=self.server_name,
+            incremental=incremental, incremental_options=self.incremental_options(),
         )
+        for line in result.signal_log:
+            context.log.info(line)
+        if result.blocking_tables:
+            # Blocking snapshot: streaming paused at result.end; snapshot, then streaming resumes.
+            context.log.info(f"Blocking snapshot of {[f'{d}.{t}' for d, t in result.blocking_tables]}")
+            for r in run_snapshot(
+                settings, result.blocking_tables, writer, type_options=self.type_options(),
+                options=self.snapshot_options("initial"), server_name=self.server_name, history=history,
+            ):
+                result.signal_log.append(f"blocking snapshot of {r.schema.qualified_name}: {r.write.rows} rows at {r.position}")
+                key = keys_by_table.get((r.schema.database, r.schema.table))
+                if key is not None and (r.schema.database, r.schema.table) not in result.tables:
+                    yield dg.MaterializeResult(asset_key=key, metadata=snapshot_metadata(r))
         for (db, t), w in result.tables.items():
             key = keys_by_table.get((db, t))
             if key is None:
@@ -303,6 +372,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                     **position_metadata("window_start", start),
                     **position_metadata("window_end", end),
                     "lag_ms": dg.MetadataValue.int(result.lag_ms or 0),
+                    "incremental_chunks": dg.MetadataValue.json([c for c in result.chunks if c["table"] == f"{db}.{t}"]),
                     "changelog_uri": dg.MetadataValue.path(w.paths.changelog),
                     "state_uri": dg.MetadataValue.path(w.paths.state),
                     "changelog_delta_version": dg.MetadataValue.int(w.changelog.table_version),
@@ -325,6 +395,9 @@ class MySqlCdcResource(dg.ConfigurableResource):
                     ),
                     "lag_ms": dg.MetadataValue.int(result.lag_ms or 0),
                     "seconds": dg.MetadataValue.float(round(result.seconds, 3)),
+                    "incremental_state": dg.MetadataValue.json(result.incremental_state or {}),
+                    "incremental_chunks": dg.MetadataValue.json(result.chunks),
+                    "signals": dg.MetadataValue.json(result.signal_log),
                 },
             )
 

@@ -27,6 +27,7 @@ from ..events import BinlogPosition
 from ..source.connection import binlog_files, connect, current_position, server_info
 from .cursor import InFlight, Plan, ServerState, StreamCursor, plan_stream_window, window_key
 from .resources import (
+    INCREMENTAL_TAG,
     MODE_TAG,
     REQUEST_TAG,
     SNAPSHOT_MODE_TAG,
@@ -51,6 +52,16 @@ def _binlog_key(assets_def: dg.AssetsDefinition) -> dg.AssetKey:
     )
 
 
+def _reported_json(instance, run_id: str, binlog_key: dg.AssetKey, name: str):
+    """A JSON metadata entry the run reported on the binlog asset (``None`` if absent)."""
+    records = instance.get_records_for_run(run_id=run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
+    for rec in records:
+        mat = rec.event_log_entry.asset_materialization
+        if mat is not None and mat.asset_key == binlog_key and name in mat.metadata:
+            return mat.metadata[name].value
+    return None
+
+
 def _reported_end(instance, run_id: str, binlog_key: dg.AssetKey, prefix: str) -> BinlogPosition | None:
     """The position the run reported on the binlog asset (``<prefix>_file/_pos/_gtid_set``)."""
     records = instance.get_records_for_run(run_id=run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
@@ -67,7 +78,7 @@ def _reported_end(instance, run_id: str, binlog_key: dg.AssetKey, prefix: str) -
     return None
 
 
-def _request(inflight: InFlight, keys: Sequence[dg.AssetKey]) -> dg.RunRequest:
+def _request(inflight: InFlight, keys: Sequence[dg.AssetKey], incremental: dict | None = None) -> dg.RunRequest:
     tags = {REQUEST_TAG: inflight.run_key}
     if inflight.kind == "stream":
         tags.update(
@@ -77,6 +88,8 @@ def _request(inflight: InFlight, keys: Sequence[dg.AssetKey]) -> dg.RunRequest:
                 WINDOW_END_TAG: json.dumps(inflight.end.to_dict()),
             }
         )
+        if incremental:
+            tags[INCREMENTAL_TAG] = json.dumps(incremental, separators=(",", ":"))
     else:
         tags[MODE_TAG] = "snapshot"
         if inflight.snapshot_mode:
@@ -106,12 +119,13 @@ def evaluate_tick(
         runs = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: inf.run_key}), limit=1)
         if not runs:
             # Requested but not created yet (or the request was lost): same key, launched at most once.
-            return Plan(cursor, skip_reason=f"waiting for run {inf.run_key} to be created"), [_request(inf, keys)]
+            return Plan(cursor, skip_reason=f"waiting for run {inf.run_key} to be created"), [_request(inf, keys, cursor.incremental)]
         run = runs[0]
         if run.status == dg.DagsterRunStatus.SUCCESS:
             if inf.kind == "stream":
                 end = _reported_end(instance, run.run_id, binlog_key, "window_end") or inf.end
-                cursor = replace(cursor, committed=end, inflight=None, last_error=None)
+                inc = _reported_json(instance, run.run_id, binlog_key, "incremental_state")
+                cursor = replace(cursor, committed=end, inflight=None, last_error=None, incremental=inc or None)
                 notes.append(f"committed window {inf.start} -> {end} (run {run.run_id[:8]})")
             else:
                 pos = _reported_end(instance, run.run_id, binlog_key, "snapshot")
@@ -125,7 +139,7 @@ def evaluate_tick(
             cursor = replace(cursor, inflight=retry, last_error=f"run {run.run_id} {run.status.value}")
             return (
                 Plan(cursor, skip_reason=f"run {run.run_id[:8]} {run.status.value}: retrying window as attempt {retry.attempt}"),
-                [_request(retry, keys)],
+                [_request(retry, keys, cursor.incremental)],
             )
         else:
             return Plan(cursor, skip_reason=f"run {run.run_id[:8]} for {inf.run_key} is {run.status.value}"), []
@@ -140,7 +154,7 @@ def evaluate_tick(
         plan = replace(plan, skip_reason="; ".join(notes + ([plan.skip_reason] if plan.skip_reason else [])))
     if plan.request is None:
         return plan, []
-    return replace(plan, cursor=replace(plan.cursor, inflight=plan.request)), [_request(plan.request, keys)]
+    return replace(plan, cursor=replace(plan.cursor, inflight=plan.request)), [_request(plan.request, keys, plan.cursor.incremental)]
 
 
 def build_mysql_cdc_sensor(
