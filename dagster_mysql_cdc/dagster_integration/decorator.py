@@ -8,7 +8,8 @@ from typing import Any
 import dagster as dg
 
 from ..source.schema import TableSchema
-from .translator import DagsterMySqlCdcTranslator, build_mysql_cdc_asset_specs
+from .checks import binlog_check_specs, table_check_specs
+from .translator import BINLOG_METADATA_KEY, DagsterMySqlCdcTranslator, build_mysql_cdc_asset_specs
 
 
 def mysql_cdc_assets(
@@ -19,6 +20,7 @@ def mysql_cdc_assets(
     name: str | None = None,
     op_tags: Mapping[str, Any] | None = None,
     pool: str | None = None,
+    checks: bool = True,
 ) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
     """Decorate a function that materializes captured tables; one asset per table.
 
@@ -36,12 +38,22 @@ def mysql_cdc_assets(
         translator: asset spec hooks.
         name: op name (default ``<server_name>_cdc``; must be a valid Python identifier).
         op_tags / pool: passed to ``dg.multi_asset`` (e.g. a pool to serialise snapshots).
+        checks: attach the reconciliation asset checks (:mod:`.checks`) to every table and the
+            binlog-retention check to the binlog asset.
     """
     specs = build_mysql_cdc_asset_specs(tables, server_name=server_name, translator=translator)
     op_name = name or "".join(ch if ch.isalnum() else "_" for ch in server_name) + "_cdc"
+    check_specs = []
+    if checks:
+        for spec in specs:
+            if BINLOG_METADATA_KEY in (spec.metadata or {}):
+                check_specs += binlog_check_specs(spec.key)
+            else:
+                check_specs += table_check_specs(spec.key)
     return dg.multi_asset(
         name=op_name,
         specs=specs,
+        check_specs=check_specs or None,
         can_subset=True,
         op_tags=op_tags,
         pool=pool,

@@ -49,9 +49,12 @@ def run_sensor_ticks(
         if result.skip_message:
             out.skip_reasons.append(result.skip_message)
         for req in result.run_requests or []:
+            selection = dg.AssetSelection.assets(*req.asset_selection).without_checks()
+            if req.asset_check_keys:
+                selection = selection | dg.AssetSelection.checks(*req.asset_check_keys)
             res = dg.materialize(
                 [assets_def], resources=dict(resources), instance=instance,
-                selection=req.asset_selection, tags=dict(req.tags), raise_on_error=raise_on_error,
+                selection=selection, tags=dict(req.tags), raise_on_error=raise_on_error,
             )
             out.runs.append(res)
         if until_caught_up and not result.run_requests and "caught up at" in (result.skip_message or ""):

@@ -27,6 +27,7 @@ from ..source.filters import TableFilter
 from ..source.schema import TableSchema
 from ..source.snapshot import SnapshotOptions
 from ..source.types import TypeOptions
+from .checks import RETENTION, CheckOptions, retention_check, run_table_checks
 from .translator import BINLOG_METADATA_KEY, TABLE_METADATA_KEY, table_of_spec
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,13 @@ class MySqlCdcResource(dg.ConfigurableResource):
     incremental_snapshot_max_chunks_per_run: int = Field(default=64, description="Chunks one window run reads.")
     incremental_snapshot_watermarking_strategy: str = Field(
         default="insert_insert", description="insert_insert or insert_delete (incremental.snapshot.watermarking.strategy)."
+    )
+    checksum_sample_chunks: int = Field(
+        default=0, description="Checksum check: 0 = whole table, N = N evenly spread primary-key chunks."
+    )
+    check_chunk_rows: int = Field(default=10_000, description="Rows per source read of the reconciliation checks.")
+    retention_margin_files: int = Field(
+        default=1, description="binlog_retention check warns when the committed file is among this many oldest files."
     )
     binlog_read_timeout: int = Field(
         default=3600, description="Seconds a streaming run may spend reading its binlog window before it fails (and is retried)."
@@ -233,7 +241,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             conn.close()
         return table
 
-    def sync(self, context: dg.AssetExecutionContext, lake: CdcLakeResource) -> Iterator[dg.MaterializeResult]:
+    def sync(self, context: dg.AssetExecutionContext, lake: CdcLakeResource) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
         """Materialize the selected assets: a binlog window when the run was requested by the
         binlog sensor (run tags ``dagster_mysql_cdc/mode=stream`` + window), otherwise a consistent
         snapshot of the selected tables (a UI "Materialize" or a backfill).
@@ -243,10 +251,79 @@ class MySqlCdcResource(dg.ConfigurableResource):
             binlog asset when it is selected.
         """
         tags = context.run.tags
-        if tags.get(MODE_TAG) == "stream":
-            yield from self.stream(context, lake)
-        else:
-            yield from self.snapshot(context, lake)
+        committed: BinlogPosition | None = None
+        if context.selected_asset_keys:
+            if tags.get(MODE_TAG) == "stream":
+                committed = yield from self.stream(context, lake)
+            else:
+                committed = yield from self.snapshot(context, lake)
+        if context.selected_asset_check_keys:
+            yield from self.run_checks(context, lake, committed)
+
+    def run_checks(
+        self, context: dg.AssetExecutionContext, lake: CdcLakeResource, committed: BinlogPosition | None
+    ) -> Iterator[dg.AssetCheckResult]:
+        """Run the selected reconciliation checks (:mod:`.checks`) at ``committed``.
+
+        ``committed`` is the position this run just committed; for a checks-only run (UI "Execute
+        checks") it is the last committed position reported by the binlog asset.
+        """
+        specs = {s.key: s for s in context.assets_def.specs}
+        if committed is None:
+            committed = self._last_committed(context)
+        settings = self.connection_settings()
+        conn = connect(settings)
+        try:
+            info = server_info(conn)
+        finally:
+            conn.close()
+        by_asset: dict[dg.AssetKey, set[str]] = {}
+        for ck in context.selected_asset_check_keys:
+            by_asset.setdefault(ck.asset_key, set()).add(ck.name)
+        storage = lake.storage_settings()
+        opts = CheckOptions(
+            checksum_sample_chunks=self.checksum_sample_chunks, chunk_rows=self.check_chunk_rows,
+            retention_margin_files=self.retention_margin_files,
+        )
+        for asset_key, names in by_asset.items():
+            spec = specs[asset_key]
+            if BINLOG_METADATA_KEY in (spec.metadata or {}):
+                if RETENTION in names:
+                    yield retention_check(asset_key, settings, committed, opts.retention_margin_files)
+                continue
+            db, table = table_of_spec(spec)
+            state_uri = storage.uri(self.server_name, db, table, "state")
+            from deltalake import DeltaTable
+
+            if committed is None or not DeltaTable.is_deltatable(state_uri, storage_options=storage.delta_storage_options()):
+                for n in sorted(names):
+                    yield dg.AssetCheckResult(
+                        asset_key=asset_key, check_name=n, passed=False,
+                        metadata={"reason": "the table has not been captured yet: materialize it first"},
+                    )
+                continue
+            yield from run_table_checks(
+                key=asset_key, selected=names, settings=settings, info=info, storage=storage,
+                state_uri=state_uri, database=db, table=table, committed=committed,
+                type_options=self.type_options(), options=opts, server_id=self.server_id,
+            )
+
+    def _last_committed(self, context: dg.AssetExecutionContext) -> BinlogPosition | None:
+        """The newest position the binlog asset reported (window end or snapshot)."""
+        binlog_key = next(
+            (s.key for s in context.assets_def.specs if BINLOG_METADATA_KEY in (s.metadata or {})), None
+        )
+        if binlog_key is None:
+            return None
+        ev = context.instance.get_latest_materialization_event(binlog_key)
+        if ev is None or ev.asset_materialization is None:
+            return None
+        md = ev.asset_materialization.metadata
+        for prefix in ("window_end", "snapshot"):
+            if f"{prefix}_file" in md:
+                g = md.get(f"{prefix}_gtid_set")
+                return BinlogPosition(str(md[f"{prefix}_file"].value), int(md[f"{prefix}_pos"].value), (g.value or None) if g else None)
+        return None
 
     def _selection(self, context: dg.AssetExecutionContext) -> tuple[dict, dg.AssetKey | None]:
         specs = {s.key: s for s in context.assets_def.specs}
@@ -308,6 +385,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                     "schema_history_uri": dg.MetadataValue.path(history.uri),
                 },
             )
+        return last.position if last is not None else None
 
     def stream(self, context: dg.AssetExecutionContext, lake: CdcLakeResource) -> Iterator[dg.MaterializeResult]:
         """Process the binlog window named by the run's tags (requested by the binlog sensor).
@@ -400,6 +478,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                     "signals": dg.MetadataValue.json(result.signal_log),
                 },
             )
+        return result.end
 
 
 def position_metadata(prefix: str, pos: BinlogPosition) -> dict[str, Any]:

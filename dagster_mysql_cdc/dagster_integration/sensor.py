@@ -35,6 +35,7 @@ from .resources import (
     WINDOW_START_TAG,
     MySqlCdcResource,
 )
+from .checks import RETENTION, SCHEMA
 from .translator import BINLOG_METADATA_KEY
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,12 @@ def _reported_end(instance, run_id: str, binlog_key: dg.AssetKey, prefix: str) -
     return None
 
 
-def _request(inflight: InFlight, keys: Sequence[dg.AssetKey], incremental: dict | None = None) -> dg.RunRequest:
+def _request(
+    inflight: InFlight, keys: Sequence[dg.AssetKey], incremental: dict | None = None,
+    checks: Sequence[dg.AssetCheckKey] | None = None,
+) -> dg.RunRequest:
+    """The run request of a window or snapshot. Stream windows carry only the cheap checks
+    (schema drift, binlog retention); snapshots run every check of the selected assets."""
     tags = {REQUEST_TAG: inflight.run_key}
     if inflight.kind == "stream":
         tags.update(
@@ -91,10 +97,14 @@ def _request(inflight: InFlight, keys: Sequence[dg.AssetKey], incremental: dict 
         if incremental:
             tags[INCREMENTAL_TAG] = json.dumps(incremental, separators=(",", ":"))
     else:
+        checks = None
         tags[MODE_TAG] = "snapshot"
         if inflight.snapshot_mode:
             tags[SNAPSHOT_MODE_TAG] = inflight.snapshot_mode
-    return dg.RunRequest(run_key=inflight.run_key, asset_selection=list(keys), tags=tags)
+    return dg.RunRequest(
+        run_key=inflight.run_key, asset_selection=list(keys), tags=tags,
+        asset_check_keys=list(checks) if checks is not None else None,
+    )
 
 
 def evaluate_tick(
@@ -113,13 +123,14 @@ def evaluate_tick(
     """
     binlog_key = _binlog_key(assets_def)
     keys = list(assets_def.keys)
+    cheap = [ck for ck in assets_def.check_keys if ck.name in (SCHEMA, RETENTION)]
     notes: list[str] = []
     if cursor.inflight is not None:
         inf = cursor.inflight
         runs = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: inf.run_key}), limit=1)
         if not runs:
             # Requested but not created yet (or the request was lost): same key, launched at most once.
-            return Plan(cursor, skip_reason=f"waiting for run {inf.run_key} to be created"), [_request(inf, keys, cursor.incremental)]
+            return Plan(cursor, skip_reason=f"waiting for run {inf.run_key} to be created"), [_request(inf, keys, cursor.incremental, cheap)]
         run = runs[0]
         if run.status == dg.DagsterRunStatus.SUCCESS:
             if inf.kind == "stream":
@@ -139,7 +150,7 @@ def evaluate_tick(
             cursor = replace(cursor, inflight=retry, last_error=f"run {run.run_id} {run.status.value}")
             return (
                 Plan(cursor, skip_reason=f"run {run.run_id[:8]} {run.status.value}: retrying window as attempt {retry.attempt}"),
-                [_request(retry, keys, cursor.incremental)],
+                [_request(retry, keys, cursor.incremental, cheap)],
             )
         else:
             return Plan(cursor, skip_reason=f"run {run.run_id[:8]} for {inf.run_key} is {run.status.value}"), []
@@ -154,7 +165,7 @@ def evaluate_tick(
         plan = replace(plan, skip_reason="; ".join(notes + ([plan.skip_reason] if plan.skip_reason else [])))
     if plan.request is None:
         return plan, []
-    return replace(plan, cursor=replace(plan.cursor, inflight=plan.request)), [_request(plan.request, keys, plan.cursor.incremental)]
+    return replace(plan, cursor=replace(plan.cursor, inflight=plan.request)), [_request(plan.request, keys, plan.cursor.incremental, cheap)]
 
 
 def build_mysql_cdc_sensor(

@@ -1,0 +1,125 @@
+"""Reconciliation asset checks pass on a faithful lake and fail, with an explanation, when the lake
+is corrupted or the source changes behind the binlog's back."""
+
+import uuid
+
+import dagster as dg
+import pytest
+from deltalake import DeltaTable
+
+from conftest import CDC_PASSWORD, CDC_USER, MYSQL_HOST, MYSQL_PORT, root_connect
+from dagster_mysql_cdc import CdcLakeResource, MySqlCdcResource, mysql_cdc_assets
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+
+@pytest.fixture
+def scratch_db():
+    db = f"chk_{uuid.uuid4().hex[:8]}"
+    conn = root_connect()
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {db}")
+        cur.execute(f"USE {db}")
+        cur.execute(f"CREATE TABLE {db}.items (id INT PRIMARY KEY, name VARCHAR(30), price DECIMAL(8,2), ts DATETIME(6))")
+        cur.execute(
+            f"INSERT INTO {db}.items SELECT seq, CONCAT('item-', seq), seq * 1.25, "
+            f"TIMESTAMP('2024-01-01') + INTERVAL seq SECOND FROM seq_1_to_500"
+        )
+    yield db, conn
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {db}")
+    conn.close()
+
+
+def build(db: str, **kw):
+    mysql = MySqlCdcResource(
+        host=MYSQL_HOST, port=MYSQL_PORT, user=CDC_USER, password=CDC_PASSWORD, server_name=f"srv_{db}",
+        database_include_list=[db], **kw,
+    )
+
+    @mysql_cdc_assets(tables=mysql.discover_tables(), server_name=f"srv_{db}")
+    def cdc(context: dg.AssetExecutionContext, mysql: MySqlCdcResource, lake: CdcLakeResource):
+        yield from mysql.sync(context=context, lake=lake)
+
+    return mysql, cdc
+
+
+def check_results(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluation]:
+    return {e.check_name: e for e in result.get_asset_check_evaluations()}
+
+
+def test_checks_pass_after_snapshot_and_fail_on_corruption(scratch_db, local_storage):
+    db, conn = scratch_db
+    mysql, cdc = build(db)
+    resources = {"mysql": mysql, "lake": CdcLakeResource(base_uri=local_storage.base_uri)}
+    instance = dg.DagsterInstance.ephemeral()
+    first = dg.materialize([cdc], resources=resources, instance=instance)
+    checks = check_results(first)
+    assert {n: c.passed for n, c in checks.items()} == {
+        "row_count_matches_source": True, "checksum_matches_source": True,
+        "schema_matches_source": True, "binlog_retention": True,
+    }
+    assert checks["row_count_matches_source"].metadata["lake_rows"].value == 500
+
+    # corrupt the lake behind the connector's back: one row lost, one value changed
+    state_uri = local_storage.uri(f"srv_{db}", db, "items", "state")
+    dt = DeltaTable(state_uri)
+    dt.delete("id = 7")
+    dt.update(updates={"name": "'tampered'"}, predicate="id = 8")
+    key = dg.AssetKey([f"srv_{db}", db, "items"])
+    only_checks = dg.AssetSelection.checks_for_assets(key)
+    res = dg.materialize([cdc], resources=resources, instance=instance, selection=only_checks)
+    checks = check_results(res)
+    assert not checks["row_count_matches_source"].passed
+    assert checks["row_count_matches_source"].metadata["lake_rows"].value == 499
+    assert not checks["checksum_matches_source"].passed
+    differing = checks["checksum_matches_source"].metadata["differing_keys_sample"].value
+    assert "(7,)" in differing and "(8,)" in differing
+    assert checks["schema_matches_source"].passed
+
+
+def test_checks_ignore_changes_after_committed_position_but_catch_unlogged_ones(scratch_db, local_storage):
+    db, conn = scratch_db
+    mysql, cdc = build(db)
+    resources = {"mysql": mysql, "lake": CdcLakeResource(base_uri=local_storage.base_uri)}
+    instance = dg.DagsterInstance.ephemeral()
+    dg.materialize([cdc], resources=resources, instance=instance)
+    key = dg.AssetKey([f"srv_{db}", db, "items"])
+    only_checks = dg.AssetSelection.checks_for_assets(key)
+    # logged changes after the committed position: the lake is behind, not wrong
+    with conn.cursor() as cur:
+        cur.execute(f"UPDATE {db}.items SET name='changed' WHERE id <= 10")
+        cur.execute(f"DELETE FROM {db}.items WHERE id = 11")
+    checks = check_results(dg.materialize([cdc], resources=resources, instance=instance, selection=only_checks))
+    assert checks["row_count_matches_source"].passed
+    assert checks["checksum_matches_source"].passed
+    assert checks["checksum_matches_source"].metadata["keys_changed_since_committed"].value == 11
+    # a change that never reaches the binlog (sql_log_bin=0): the lake can never see it
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION sql_log_bin = 0")
+        cur.execute(f"UPDATE {db}.items SET price = 0 WHERE id = 100")
+        cur.execute(f"ALTER TABLE {db}.items ADD COLUMN hidden INT NULL")
+        cur.execute("SET SESSION sql_log_bin = 1")
+    checks = check_results(dg.materialize([cdc], resources=resources, instance=instance, selection=only_checks))
+    assert not checks["checksum_matches_source"].passed
+    assert checks["row_count_matches_source"].passed
+    assert not checks["schema_matches_source"].passed
+    assert checks["schema_matches_source"].metadata["missing_in_lake"].value == ["hidden"]
+
+
+def test_retention_check_warns_inside_margin(scratch_db, local_storage):
+    db, _ = scratch_db
+    mysql, cdc = build(db, retention_margin_files=1000)
+    resources = {"mysql": mysql, "lake": CdcLakeResource(base_uri=local_storage.base_uri)}
+    res = dg.materialize([cdc], resources=resources)
+    ret = check_results(res)["binlog_retention"]
+    conn = root_connect()
+    with conn.cursor() as cur:
+        cur.execute("SHOW BINARY LOGS")
+        n_files = len(cur.fetchall())
+    conn.close()
+    if n_files > 1:
+        assert not ret.passed and ret.severity == dg.AssetCheckSeverity.WARN
+        assert "oldest binlog files" in ret.metadata["explanation"].value
+    else:
+        assert ret.passed
