@@ -29,6 +29,7 @@ import shutil
 import tempfile
 import time
 import uuid
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -38,7 +39,7 @@ import pyarrow.dataset as pads
 from ..errors import SinkError
 from ..events import BinlogPosition, state_schema
 from .delta import CommitOutcome, commit_files, open_table
-from .spark_files import FORMAT_NAME, DeltaFilesDataSource, encode_schema
+from .spark_files import FORMAT_NAME, DeltaFilesDataSource, encode_schema, write_storage_ref
 from .storage import StorageSettings
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,9 @@ class LakeWriter:
         self.rows_per_file = rows_per_file
         storage.ensure_root()
         spark.dataSource.register(DeltaFilesDataSource)
+        self._ref_dir = tempfile.mkdtemp(prefix="cdc-ref-")
+        self._storage_ref = write_storage_ref(storage, self._ref_dir)
+        weakref.finalize(self, shutil.rmtree, self._ref_dir, True)
 
     def paths(self, database: str, table: str) -> TablePaths:
         base = self.storage.uri(self.server_name, database, table)
@@ -171,7 +175,7 @@ class LakeWriter:
             .option("arrow_schema", encode_schema(schema))
             .option("manifest", manifest)
             .option("rows_per_file", str(self.rows_per_file))
-            .option("storage_secret", self.storage.to_json())
+            .option("storage_ref", self._storage_ref)
             .save()
         )
         with open(manifest) as fh:

@@ -10,12 +10,16 @@ Usage (done by :class:`dagster_mysql_cdc.sink.lake.LakeWriter`)::
     spark.dataSource.register(DeltaFilesDataSource)
     df.write.format("mysql_cdc_delta_files").mode("append")
       .option("table_uri", uri).option("arrow_schema", b64).option("manifest", "/tmp/m.json")
-      .option("storage_secret", storage.to_json()).save()
+      .option("storage_ref", "/tmp/cdc-storage-xyz.json").save()
 
 Each job's commit (on the driver) writes a JSON manifest ``[{path, size, num_records,
-modification_time}]`` to the local ``manifest`` path; an aborted job deletes its files. The option
-holding credentials is named ``storage_secret`` so Spark's ``spark.redaction.regex`` hides it in
-plans and the UI.
+modification_time}]`` to the local ``manifest`` path; an aborted job deletes its files.
+
+Credentials never travel as data source options (Spark and py4j log options and plans): the
+option ``storage_ref`` names a private (0600) JSON file with the :class:`StorageSettings`, written
+by the driver (:func:`write_storage_ref`). In local mode the executors read the same file; on a
+cluster, ship it with ``spark.files`` or leave the S3 credentials unset and give the executors
+``AWS_*`` environment variables or an instance profile (the AWS default chain).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -69,7 +74,7 @@ class DeltaFilesWriter(DataSourceArrowWriter):
 
     Options: ``table_uri`` (lake URI of the Delta table), ``arrow_schema`` (base64 Arrow schema the
     files must have: Spark's own Arrow types are cast back to it, field metadata included),
-    ``manifest`` (driver-local JSON path), ``storage_secret`` (:class:`StorageSettings` JSON),
+    ``manifest`` (driver-local JSON path), ``storage_ref`` (path of the storage settings file),
     ``rows_per_file`` (default 1,000,000).
     """
 
@@ -77,11 +82,11 @@ class DeltaFilesWriter(DataSourceArrowWriter):
         self.table_uri = options["table_uri"]
         self.schema_b64 = options["arrow_schema"]
         self.manifest = options["manifest"]
-        self.storage_json = options["storage_secret"]
+        self.storage_ref = options["storage_ref"]
         self.rows_per_file = int(options.get("rows_per_file", 1_000_000))
 
     def write(self, iterator) -> FilesWritten:
-        storage = StorageSettings.from_json(self.storage_json)
+        storage = read_storage_ref(self.storage_ref)
         fs = storage.pyarrow_filesystem()
         schema = decode_schema(self.schema_b64)
         base = storage.fs_path(self.table_uri)
@@ -143,9 +148,29 @@ class DeltaFilesWriter(DataSourceArrowWriter):
         os.replace(tmp, self.manifest)
 
     def abort(self, messages) -> None:
-        storage = StorageSettings.from_json(self.storage_json)
+        storage = read_storage_ref(self.storage_ref)
         files = [f for m in messages if m is not None for f in m.files]
         _delete(storage.pyarrow_filesystem(), storage.fs_path(self.table_uri), files)
+
+
+def write_storage_ref(storage: StorageSettings, directory: str) -> str:
+    """Write ``storage`` (with credentials) to a new 0600 file in ``directory``; return its path."""
+    fd, path = tempfile.mkstemp(prefix="cdc-storage-", suffix=".json", dir=directory)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(storage.to_json())
+    os.chmod(path, 0o600)
+    return path
+
+
+def read_storage_ref(path: str) -> StorageSettings:
+    """The storage settings a :func:`write_storage_ref` file holds (an executor may find it under
+    its own working directory when shipped with ``spark.files``)."""
+    if not os.path.exists(path):
+        from pyspark import SparkFiles
+
+        path = SparkFiles.get(os.path.basename(path))
+    with open(path) as fh:
+        return StorageSettings.from_json(fh.read())
 
 
 def _delete(fs, base: str, files: list[dict]) -> None:
