@@ -1,5 +1,6 @@
 """Dagster integration: resources, translator, spec builder and the ``@mysql_cdc_assets`` decorator."""
 
+from .component import MySqlCdcComponent
 from .cursor import CorruptCursorError, StreamCursor
 from .decorator import mysql_cdc_assets
 from .local import run_sensor_ticks
@@ -13,6 +14,7 @@ from .translator import (
 
 __all__ = [
     "CorruptCursorError",
+    "MySqlCdcComponent",
     "StreamCursor",
     "build_mysql_cdc_sensor",
     "run_sensor_ticks",

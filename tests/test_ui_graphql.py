@@ -1,0 +1,227 @@
+"""The Dagster UI serves the example code locations: a real ``dagster-webserver`` on loopback,
+queried through its GraphQL API (what the UI itself uses).
+
+Two code locations: the repo's ``definitions.py`` (Python API) and ``examples/component_project``
+(``MySqlCdcComponent`` in a ``defs.yaml``). Each test starts its own webserver with a temporary
+``DAGSTER_HOME``, waits (bounded) for the code location to load, and always terminates it.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from conftest import CDC_PASSWORD, CDC_USER, MYSQL_HOST, MYSQL_PORT, ROOT, S3_ENDPOINT
+
+pytestmark = pytest.mark.integration
+
+SERVER = "dbserver1"
+INVENTORY_TABLES = ["addresses", "customers", "geom", "orders", "products", "products_on_hand"]
+SENSOR = "dbserver1_cdc_binlog_sensor"
+STARTUP_TIMEOUT_S = 90
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def graphql(url: str, query: str, variables: dict | None = None, timeout: float = 30) -> dict:
+    body = json.dumps({"query": query, "variables": variables or {}}).encode()
+    req = urllib.request.Request(f"{url}/graphql", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        payload = json.loads(resp.read())
+    assert "errors" not in payload, payload["errors"]
+    return payload["data"]
+
+
+WORKSPACE_QUERY = """
+query {
+  workspaceOrError {
+    __typename
+    ... on Workspace {
+      locationEntries {
+        name
+        loadStatus
+        locationOrLoadError {
+          __typename
+          ... on PythonError { message stack }
+        }
+      }
+    }
+  }
+}
+"""
+
+REPOSITORIES_QUERY = """
+query {
+  repositoriesOrError {
+    __typename
+    ... on PythonError { message }
+    ... on RepositoryConnection {
+      nodes {
+        name
+        location { name }
+        assetNodes { assetKey { path } groupName isExecutable opNames }
+        sensors { name minIntervalSeconds sensorState { status } targets { pipelineName } }
+      }
+    }
+  }
+}
+"""
+
+RESOURCES_QUERY = """
+query Resources($selector: RepositorySelector!) {
+  allTopLevelResourceDetailsOrError(repositorySelector: $selector) {
+    __typename
+    ... on PythonError { message }
+    ... on ResourceDetailsList {
+      results { name resourceType configuredValues { key value type } }
+    }
+  }
+  utilizedEnvVarsOrError(repositorySelector: $selector) {
+    __typename
+    ... on EnvVarWithConsumersList { results { envVarName } }
+  }
+}
+"""
+
+
+def wait_until_loaded(url: str, proc: subprocess.Popen, log_path: Path) -> str:
+    """Poll until the webserver answers and its single code location is LOADED; returns its name."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    last = "no answer yet"
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"webserver exited with {proc.returncode}:\n{log_path.read_text()[-4000:]}")
+        try:
+            data = graphql(url, WORKSPACE_QUERY, timeout=5)
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as e:
+            last = repr(e)
+            time.sleep(0.5)
+            continue
+        entries = data["workspaceOrError"].get("locationEntries") or []
+        if entries and all(e["loadStatus"] == "LOADED" for e in entries):
+            (entry,) = entries
+            loc = entry["locationOrLoadError"]
+            assert loc["__typename"] == "RepositoryLocation", f"code location failed to load: {loc}"
+            return entry["name"]
+        last = json.dumps(entries)
+        time.sleep(0.5)
+    pytest.fail(f"webserver not ready within {STARTUP_TIMEOUT_S}s ({last}):\n{log_path.read_text()[-4000:]}")
+
+
+@contextmanager
+def webserver(args: list[str], cwd: Path, tmp_path: Path):
+    """``dagster-webserver <args>`` on a free loopback port; yields (url, location name)."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    port = free_port()
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "CDC_MYSQL_HOST": MYSQL_HOST,
+        "CDC_MYSQL_PORT": str(MYSQL_PORT),
+        "CDC_MYSQL_USER": CDC_USER,
+        "CDC_MYSQL_PASSWORD": CDC_PASSWORD,
+        "CDC_S3_ENDPOINT": S3_ENDPOINT,
+        "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "cdc"),
+        "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "cdc-secret"),
+        "CDC_LAKE_URI": str(tmp_path / "lake"),
+    }
+    log_path = tmp_path / "webserver.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dagster_webserver", *args, "-h", "127.0.0.1", "-p", str(port)],
+            cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        yield url, wait_until_loaded(url, proc, log_path)
+    finally:
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM the webserver (it stops its code server), then SIGKILL its own process group."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the session started for this webserver only
+    except ProcessLookupError:
+        pass
+    if proc.poll() is None:
+        proc.wait(timeout=10)
+
+
+def check_served(url: str, location: str) -> dict:
+    """Assert the CDC assets, the binlog sensor and the resources the UI lists; returns the repo node."""
+    data = graphql(url, REPOSITORIES_QUERY)["repositoriesOrError"]
+    assert data["__typename"] == "RepositoryConnection", data
+    (repo,) = data["nodes"]
+    assert repo["location"]["name"] == location
+
+    assets = {tuple(a["assetKey"]["path"]): a for a in repo["assetNodes"]}
+    for t in INVENTORY_TABLES:
+        node = assets[(SERVER, "inventory", t)]
+        assert node["isExecutable"] and node["opNames"] == ["dbserver1_cdc"]
+    binlog = assets[(SERVER, "binlog")]
+    assert binlog["isExecutable"] and binlog["groupName"] == "dbserver1_cdc"
+
+    sensors = {s["name"]: s for s in repo["sensors"]}
+    assert SENSOR in sensors, sorted(sensors)
+    assert sensors[SENSOR]["sensorState"]["status"] == "STOPPED"  # opt-in streaming
+    assert sensors[SENSOR]["minIntervalSeconds"] == 15
+
+    selector = {"repositoryName": repo["name"], "repositoryLocationName": location}
+    res = graphql(url, RESOURCES_QUERY, {"selector": selector})
+    details = res["allTopLevelResourceDetailsOrError"]
+    assert details["__typename"] == "ResourceDetailsList", details
+    resources = {r["name"]: r for r in details["results"]}
+    assert {"mysql", "lake"} <= set(resources)
+    assert resources["mysql"]["resourceType"].endswith("MySqlCdcResource")
+    values = {v["key"]: v for v in resources["mysql"]["configuredValues"]}
+    assert values["password"]["type"] == "ENV_VAR" and values["password"]["value"] == "CDC_MYSQL_PASSWORD"
+    assert values["server_name"]["value"].strip('"') == SERVER
+    env_vars = {e["envVarName"] for e in res["utilizedEnvVarsOrError"]["results"]}
+    assert "CDC_MYSQL_PASSWORD" in env_vars
+    # The secret itself is never served to the UI.
+    assert CDC_PASSWORD not in json.dumps(res)
+    return repo
+
+
+def test_ui_serves_definitions_py(tmp_path):
+    with webserver(["-f", "definitions.py"], ROOT, tmp_path) as (url, location):
+        assert location == "definitions.py"
+        check_served(url, location)
+
+
+def test_ui_serves_the_component_project(tmp_path):
+    project = ROOT / "examples" / "component_project"
+    with webserver([], project, tmp_path) as (url, location):
+        assert location == "inventory_cdc"
+        repo = check_served(url, location)
+        # the component's translation (group_name/tags) is what the UI shows
+        groups = {tuple(a["assetKey"]["path"]): a["groupName"] for a in repo["assetNodes"]}
+        assert groups[(SERVER, "inventory", "orders")] == "inventory"
+        res = graphql(url, RESOURCES_QUERY, {"selector": {"repositoryName": repo["name"],
+                                                           "repositoryLocationName": location}})
+        lake = {r["name"]: r for r in res["allTopLevelResourceDetailsOrError"]["results"]}["lake"]
+        lake_values = {v["key"]: v for v in lake["configuredValues"]}
+        assert lake_values["s3_secret_access_key"]["type"] == "ENV_VAR"
+        assert lake_values["s3_access_key_id"]["value"] == "AWS_ACCESS_KEY_ID"
