@@ -426,6 +426,12 @@ class MySqlCdcResource(dg.ConfigurableResource):
         )
         for line in result.signal_log:
             context.log.info(line)
+        # The offset this run reached, which the sensor commits: the requested end (with the
+        # server's GTID set) when the reader stopped exactly there, else where it really stopped:
+        # the start of the next file for a window bounded to its file's end (that requested end
+        # has no GTID set), after the requested end when incremental-snapshot chunks extended the
+        # window, before it when a blocking snapshot paused streaming.
+        reached = end if (result.end.file, result.end.pos) == (end.file, end.pos) else result.end
         if result.blocking_tables:
             # Blocking snapshot: streaming paused at result.end; snapshot, then streaming resumes.
             context.log.info(f"Blocking snapshot of {[f'{d}.{t}' for d, t in result.blocking_tables]}")
@@ -448,7 +454,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                     "rows_by_op": dg.MetadataValue.json(w.rows_by_op),
                     "rows": dg.MetadataValue.int(w.rows),
                     **position_metadata("window_start", start),
-                    **position_metadata("window_end", end),
+                    **position_metadata("window_end", reached),
                     "lag_ms": dg.MetadataValue.int(result.lag_ms or 0),
                     "incremental_chunks": dg.MetadataValue.json([c for c in result.chunks if c["table"] == f"{db}.{t}"]),
                     "changelog_uri": dg.MetadataValue.path(w.paths.changelog),
@@ -463,7 +469,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 metadata={
                     "kind": "stream",
                     **position_metadata("window_start", start),
-                    **position_metadata("window_end", end),
+                    **position_metadata("window_end", reached),
                     "events_read": dg.MetadataValue.int(result.events_read),
                     "transactions": dg.MetadataValue.int(result.transactions),
                     "rows": dg.MetadataValue.int(result.rows),
@@ -478,7 +484,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                     "signals": dg.MetadataValue.json(result.signal_log),
                 },
             )
-        return result.end
+        return reached
 
 
 def position_metadata(prefix: str, pos: BinlogPosition) -> dict[str, Any]:

@@ -15,8 +15,10 @@ Guarantees, given the pitfalls of python-mysql-replication 1.0.17 measured here:
   :class:`CompressedTransactionError`;
 - rotation is followed (the library's RotateEvent handling) and positions are tracked per file.
 
-Offsets are only ever reported at transaction boundaries (after XID / COMMIT / a DDL statement),
-so resuming from a reported position never replays half a transaction.
+Offsets are only ever reported at transaction boundaries (after XID / COMMIT / a DDL statement, or
+after a data-less event written between transactions: file header, MariaDB binlog checkpoint, stop
+event), so resuming from a reported position never replays half a transaction, and a window may
+end wherever ``SHOW MASTER STATUS`` pointed.
 """
 
 from __future__ import annotations
@@ -29,12 +31,17 @@ from typing import Any
 
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import (
+    FormatDescriptionEvent,
     GtidEvent,
     MariadbAnnotateRowsEvent,
+    MariadbBinLogCheckPointEvent,
     MariadbGtidEvent,
+    MariadbGtidListEvent,
+    PreviousGtidsEvent,
     QueryEvent,
     RotateEvent,
     RowsQueryLogEvent,
+    StopEvent,
     XidEvent,
 )
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
@@ -49,6 +56,15 @@ try:  # MySQL 8.0.20+ binlog_transaction_compression payload event
     from pymysqlreplication.event import TransactionPayloadEvent  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - depends on library version
     TransactionPayloadEvent = None  # type: ignore[assignment]
+
+
+#: Events written between transactions that carry no data: file headers, MariaDB's binlog
+#: checkpoints (written asynchronously, e.g. after a transaction that follows a rotation) and the
+#: stop event of a server shut down. The server's position (SHOW MASTER STATUS, a window end) can
+#: lie right after them, so their end is a transaction boundary too.
+_BETWEEN_TRANSACTIONS = (
+    FormatDescriptionEvent, MariadbGtidListEvent, MariadbBinLogCheckPointEvent, PreviousGtidsEvent, StopEvent,
+)
 
 
 class BinlogReadError(CdcError):
@@ -193,7 +209,7 @@ class BinlogReader:
             return
         only = [
             WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, QueryEvent, XidEvent, RotateEvent,
-            GtidEvent, MariadbGtidEvent, MariadbAnnotateRowsEvent, RowsQueryLogEvent,
+            GtidEvent, MariadbGtidEvent, MariadbAnnotateRowsEvent, RowsQueryLogEvent, *_BETWEEN_TRANSACTIONS,
         ]
         if TransactionPayloadEvent is not None:
             only.append(TransactionPayloadEvent)
@@ -235,6 +251,17 @@ class BinlogReader:
                 end_pos = ev.packet.log_pos
                 start_pos = end_pos - ev.packet.event_size
                 ts_ms = int(ev.timestamp) * 1000
+                if isinstance(ev, _BETWEEN_TRANSACTIONS):
+                    # artificial events (log_pos 0, e.g. the format description sent when the dump
+                    # starts mid-file) and positions behind us never move the position
+                    if end_pos > 0 and tx_gtid is None and thread is None:
+                        here = BinlogPosition(file, end_pos, gtid_set)
+                        if here.sort_key() > self.position.sort_key():
+                            self.position = here
+                            if self._reached_end(here):
+                                done = True
+                                break
+                    continue
                 if isinstance(ev, (GtidEvent, MariadbGtidEvent)):
                     tx_gtid = ev.gtid
                     query = None

@@ -179,6 +179,8 @@ def validate_filter(sql: str, columns: list[str]) -> str:
             raise UnsafeFilter(f"Filter {sql!r} contains a subquery")
         if not isinstance(node, _ALLOWED):
             raise UnsafeFilter(f"Filter {sql!r} uses {type(node).__name__} ({node.sql(dialect='mysql')[:60]}), which is not allowed")
+        if isinstance(node, exp.In) and not node.expressions and node.args.get("query") is None:
+            raise UnsafeFilter(f"Filter {sql!r} has an empty IN list, which MySQL rejects")
         if isinstance(node, exp.Column):
             if node.table:
                 raise UnsafeFilter(f"Filter {sql!r}: qualified column {node.sql()} is not allowed; use bare column names")
