@@ -15,6 +15,7 @@ from .dagster_integration import (
     MySqlCdcTableProps,
     build_mysql_cdc_asset_specs,
     build_mysql_cdc_sensor,
+    build_pk_range_assets,
     mysql_cdc_assets,
     run_sensor_ticks,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "UnknownTableError",
     "build_mysql_cdc_asset_specs",
     "build_mysql_cdc_sensor",
+    "build_pk_range_assets",
     "run_sensor_ticks",
     "mysql_cdc_assets",
 ]

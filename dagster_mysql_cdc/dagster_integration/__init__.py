@@ -5,6 +5,7 @@ from .cursor import CorruptCursorError, StreamCursor
 from .decorator import mysql_cdc_assets
 from .local import run_sensor_ticks
 from .resources import DEFAULT_SPARK_CONFIG, SNAPSHOT_MODES, CdcLakeResource, MySqlCdcResource
+from .partitions import build_pk_range_assets
 from .sensor import build_mysql_cdc_sensor
 from .translator import (
     DagsterMySqlCdcTranslator,
@@ -17,6 +18,7 @@ __all__ = [
     "MySqlCdcComponent",
     "StreamCursor",
     "build_mysql_cdc_sensor",
+    "build_pk_range_assets",
     "run_sensor_ticks",
     "CdcLakeResource",
     "DEFAULT_SPARK_CONFIG",

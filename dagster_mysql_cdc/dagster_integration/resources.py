@@ -26,7 +26,7 @@ from ..source.connection import ConnectionSettings, connect
 from ..source.filters import TableFilter
 from ..source.schema import TableSchema
 from ..source.snapshot import SnapshotOptions
-from ..source.types import TypeOptions
+from ..source.types import TableConverter, TypeOptions
 from .checks import RETENTION, CheckOptions, retention_check, run_table_checks
 from .translator import BINLOG_METADATA_KEY, TABLE_METADATA_KEY, table_of_spec
 
@@ -108,6 +108,10 @@ class MySqlCdcResource(dg.ConfigurableResource):
     incremental_snapshot_max_chunks_per_run: int = Field(default=64, description="Chunks one window run reads.")
     incremental_snapshot_watermarking_strategy: str = Field(
         default="insert_insert", description="insert_insert or insert_delete (incremental.snapshot.watermarking.strategy)."
+    )
+    pk_range_rows: int = Field(
+        default=100_000,
+        description="Rows per primary-key-range partition of the pk_ranges assets (recomputed after each snapshot; 0 = off).",
     )
     checksum_sample_chunks: int = Field(
         default=0, description="Checksum check: 0 = whole table, N = N evenly spread primary-key chunks."
@@ -325,6 +329,88 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 return BinlogPosition(str(md[f"{prefix}_file"].value), int(md[f"{prefix}_pos"].value), (g.value or None) if g else None)
         return None
 
+    def refresh_pk_ranges(self, instance: dg.DagsterInstance, storage: StorageSettings, tables: Sequence[tuple[str, str]]) -> dict[str, int]:
+        """Recompute the key ranges of ``tables`` (``pk_range_rows`` rows each), store them in the
+        lake and register the partition keys of their ``pk_ranges`` assets. Keyless tables are skipped.
+
+        Returns:
+            ``{"db.table": number of ranges}``
+        """
+        from ..ranges import compute_ranges, ranges_uri, save_ranges
+        from .partitions import pk_ranges_partitions_name
+
+        out: dict[str, int] = {}
+        conn = connect(self.connection_settings())
+        try:
+            schemas = read_table_schemas(conn, tables)
+            for (db, t), schema in schemas.items():
+                if not schema.primary_key:
+                    continue
+                ranges = compute_ranges(conn, schema, self.pk_range_rows)
+                save_ranges(storage, ranges_uri(storage, self.server_name, db, t), ranges)
+                name = pk_ranges_partitions_name(self.server_name, db, t)
+                existing = set(instance.get_dynamic_partitions(name))
+                new = [r.key for r in ranges if r.key not in existing]
+                if new:
+                    instance.add_dynamic_partitions(name, new)
+                out[f"{db}.{t}"] = len(ranges)
+        finally:
+            conn.close()
+        return out
+
+    def resnapshot_range(
+        self, context: dg.AssetExecutionContext, lake: CdcLakeResource, database: str, table: str
+    ) -> dg.MaterializeResult:
+        """Re-snapshot the key range of ``context.partition_key`` (see :mod:`dagster_mysql_cdc.ranges`).
+
+        Raises:
+            ConfigurationError: unknown partition (snapshot the table first), no signal table.
+        """
+        from ..ranges import load_ranges, ranges_uri, snapshot_range
+
+        storage = lake.storage_settings()
+        key = context.partition_key
+        rng = load_ranges(storage, ranges_uri(storage, self.server_name, database, table)).get(key)
+        if rng is None:
+            raise ConfigurationError(
+                f"Partition {key} of {database}.{table} has no key range: materialize the table asset "
+                "(a snapshot recomputes the ranges) and retry."
+            )
+        settings = self.connection_settings()
+        conn = connect(settings)
+        try:
+            info = server_info(conn)
+            schema = read_table_schemas(conn, [(database, table)])[(database, table)]
+        finally:
+            conn.close()
+        snap = snapshot_range(
+            settings, info, schema, rng, signal_table=self.signal_table() or "", type_options=self.type_options(),
+            server_name=self.server_name, replica_server_id=self.server_id + 3,
+        )
+        writer = lake.get_writer(self.server_name)
+        value_schema = TableConverter(schema, self.type_options(), "pymysql").arrow_schema
+        w = writer.write_table_batch(
+            database, table, [snap.batch], value_schema=value_schema, primary_key=schema.primary_key,
+            app_id=f"dagster-mysql-cdc/range/{key}", version=snap.high.as_version(), position=snap.high,
+        )
+        context.log.info(
+            f"{database}.{table} range {key} ({rng.lo} .. {rng.hi}]: read {snap.rows_read} rows, "
+            f"emitted {snap.rows_emitted} at high watermark {snap.high}"
+        )
+        return dg.MaterializeResult(
+            metadata={
+                "range_low_exclusive": dg.MetadataValue.json(rng.lo),
+                "range_high_inclusive": dg.MetadataValue.json(rng.hi),
+                "rows_read": dg.MetadataValue.int(snap.rows_read),
+                "rows_emitted": dg.MetadataValue.int(snap.rows_emitted),
+                "rows_dropped_changed_in_window": dg.MetadataValue.int(snap.rows_read - snap.rows_emitted),
+                **position_metadata("low_watermark", snap.low),
+                **position_metadata("high_watermark", snap.high),
+                "changelog_uri": dg.MetadataValue.path(w.paths.changelog),
+                "state_uri": dg.MetadataValue.path(w.paths.state),
+            }
+        )
+
     def _selection(self, context: dg.AssetExecutionContext) -> tuple[dict, dg.AssetKey | None]:
         specs = {s.key: s for s in context.assets_def.specs}
         keys_by_table: dict[tuple[str, str], dg.AssetKey] = {}
@@ -375,6 +461,8 @@ class MySqlCdcResource(dg.ConfigurableResource):
             key = keys_by_table.get((r.schema.database, r.schema.table))
             if key is not None:
                 yield dg.MaterializeResult(asset_key=key, metadata=snapshot_metadata(r))
+        if last is not None and self.pk_range_rows > 0:
+            self.refresh_pk_ranges(context.instance, storage, [k for k in tables])
         if binlog_key is not None and last is not None:
             yield dg.MaterializeResult(
                 asset_key=binlog_key,
