@@ -239,17 +239,18 @@ class LakeWriter:
         """
         started = time.monotonic()
         paths = self.paths(database, table)
-        key = list(primary_key) or [f.name for f in value_schema]
+        keyed = bool(primary_key)
         manifests = tempfile.mkdtemp(prefix="cdc-manifests-")
-        staging_uri = self.storage.uri("_staging", self.server_name, database, table, uuid.uuid4().hex)
         log_files: list[dict] = []
         rows_by_op: dict[str, int] = {}
-        state_dfs = []
         log_schema: pa.Schema | None = None
         names: list[str] = []
         jobs = 0
         meta = {"dagster_mysql_cdc.position": str(position)} if position else {}
+        state = _StateApplier(self, paths.state, app_id, version, meta, manifests)
         try:
+            if state.skip:
+                log.info("state of %s.%s already has batch %s@%s", database, table, app_id, version)
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
@@ -263,8 +264,13 @@ class LakeWriter:
                 jobs += 1
                 batch_names = [f.name for f in batch.schema.field("after").type]
                 names += [n for n in batch_names if n not in names]
-                state_dfs.append(df.where(df["op"] != "t").select(*state_columns(batch_names)))
-            # -- change log: one commit
+                if not state.skip:
+                    after = {f.name: f for f in batch.schema.field("after").type}
+                    key = list(primary_key) or batch_names
+                    st_b = state_schema(pa.schema([after[n] for n in batch_names]))
+                    rows = df.where(df["op"] != "t").select(*state_columns(batch_names))
+                    jobs += state.apply(rows, st_b, key, keyed, first_is_snapshot=snapshot_position is not None)
+            # -- change log: one commit for the whole batch
             if log_schema is not None:
                 self._evolve(paths.changelog, log_schema)
             log_commit = commit_files(
@@ -272,14 +278,10 @@ class LakeWriter:
                 log_schema or _empty_log_schema(value_schema, primary_key),
                 log_files, mode="append", app_id=app_id, version=version, metadata=meta,
             )
-            # -- current state
-            st_schema = _state_schema_of(names, log_schema, value_schema)
-            state_commit, state_jobs = self._apply_state(
-                paths.state, state_dfs, st_schema, key, bool(primary_key), manifests, staging_uri,
-                app_id=app_id, version=version, metadata=meta,
+            state_commit = state.finish(
+                _state_schema_of(names, log_schema, value_schema),
                 snapshot_position=snapshot_position, truncated_at=truncated_at,
             )
-            jobs += state_jobs
         finally:
             shutil.rmtree(manifests, ignore_errors=True)
         return TableWriteResult(
@@ -288,88 +290,106 @@ class LakeWriter:
             seconds=time.monotonic() - started, spark_jobs=jobs,
         )
 
-    def _apply_state(
-        self, uri, state_dfs, st_schema, key, keyed, manifests, staging_uri, *, app_id, version,
-        metadata, snapshot_position, truncated_at,
-    ) -> tuple[CommitOutcome, int]:
-        """Merge the batch's state rows into the state table (see the module docs for semantics)."""
+
+class _StateApplier:
+    """Applies a table batch to its state table one record batch at a time (bounded memory).
+
+    The first snapshot of a table writes its rows straight into a new table (one commit at the
+    end); otherwise each record batch's state rows (newest per key within the batch, computed by
+    Spark) are staged as Parquet and merged with "latest ordering key wins" — merges commute, so
+    applying the record batches one after the other equals applying the whole batch at once.
+    :meth:`finish` then applies snapshot / TRUNCATE tombstones and records the batch identity.
+    """
+
+    def __init__(self, writer: LakeWriter, uri: str, app_id: str, version: int, metadata: dict, manifests: str):
+        self.w = writer
+        self.uri = uri
+        self.app_id = app_id
+        self.version = version
+        self.metadata = metadata
+        self.manifests = manifests
+        self.dt = open_table(writer.storage, uri)
+        done = self.dt.transaction_version(app_id) if self.dt is not None else None
+        self.skip = done is not None and done >= version
+        self.direct_files: list[dict] = []
+        self.direct_schema: pa.Schema | None = None
+        self.direct = self.dt is None  # nothing to merge with yet
+
+    def apply(self, rows, st_schema: pa.Schema, key: list[str], keyed: bool, *, first_is_snapshot: bool) -> int:
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        dt = open_table(self.storage, uri)
-        if dt is not None:
-            done = dt.transaction_version(app_id)
-            if done is not None and done >= version:
-                return CommitOutcome(False, dt.version(), 0, 0), 0
-        df = None
-        for part in state_dfs:
-            df = part if df is None else df.unionByName(part, allowMissingColumns=True)
-        if df is not None:  # newest event per key; a live row wins a tie with a tombstone
-            order = [F.col(c).desc() for c in ORDER_COLS] + [F.col("__deleted").asc()]
-            w = Window.partitionBy(*[F.col(k) for k in key]).orderBy(*order)
-            df = df.withColumn("__rn", F.row_number().over(w)).where(F.col("__rn") == 1).drop("__rn")
-            df = df.select(*[F.col(n) if n in df.columns else F.lit(None).alias(n) for n in st_schema.names])
-        if dt is None and truncated_at is None:
-            # First write of this table: files go straight into the table, one commit.
-            files = self._write_files(df, uri, st_schema, manifests) if df is not None else []
-            outcome = commit_files(
-                self.storage, uri, st_schema, files, mode="append", app_id=app_id, version=version,
-                metadata=metadata,
-            )
-            return outcome, int(df is not None)
-        jobs = 0
+        if self.direct and first_is_snapshot:
+            # a first snapshot: unique keys, no older rows: write into the table, commit at the end
+            self.direct_files += self.w._write_files(rows.select(*st_schema.names), self.uri, st_schema, self.manifests)
+            self.direct_schema = union_schema(self.direct_schema, st_schema)
+            return 1
+        order = [F.col(c).desc() for c in ORDER_COLS] + [F.col("__deleted").asc()]
+        w = Window.partitionBy(*[F.col(k) for k in key]).orderBy(*order)
+        rows = rows.withColumn("__rn", F.row_number().over(w)).where(F.col("__rn") == 1).drop("__rn")
+        rows = rows.select(*st_schema.names)
+        storage = self.w.storage
+        if self.direct:
+            files = self.w._write_files(rows, self.uri, st_schema, self.manifests)
+            commit_files(storage, self.uri, st_schema, files, mode="append", app_id=self.app_id + "/init", version=0)
+            self.dt = open_table(storage, self.uri)
+            self.direct = False
+            return 1
+        staging_uri = storage.uri("_staging", self.w.server_name, "state", uuid.uuid4().hex)
+        files = self.w._write_files(rows, staging_uri, st_schema, self.manifests)
         try:
-            if dt is None:  # a TRUNCATE of a table never written before: start empty
-                commit_files(self.storage, uri, st_schema, [], mode="append", app_id=app_id + "/init", version=0)
-            self._evolve(uri, st_schema)
-            dt = open_table(self.storage, uri)
-            assert dt is not None
-            if df is not None:
-                files = self._write_files(df, staging_uri, st_schema, manifests)
-                jobs += 1
-                fs = self.storage.pyarrow_filesystem()
-                base = self.storage.fs_path(staging_uri)
-                source = pads.dataset(
-                    [f"{base}/{f['path']}" for f in files], schema=st_schema, filesystem=fs, format="parquet"
-                )
-                on = " AND ".join(
-                    (f"t.{_q(k)} = s.{_q(k)}" if keyed else f"t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)}")
-                    for k in key
-                )
-                merger = (
-                    dt.merge(source.scanner().to_reader(), predicate=on, source_alias="s", target_alias="t", merge_schema=True)
-                    .when_matched_update_all(predicate=newer_predicate())
-                    .when_not_matched_insert_all()
-                )
-                if snapshot_position is not None:
-                    # keys missing from a full snapshot were deleted before it
-                    merger = merger.when_not_matched_by_source_update(
-                        updates=_tombstone_updates(snapshot_position, "r"),
-                        predicate=f"(t.{_q('__deleted')} = false) AND ({older_than(snapshot_position, -1)})",
-                    )
-                metrics = merger.execute()
-                log.debug("merge into %s: %s", uri, metrics)
-                _delete_files(self.storage, staging_uri, files)
-                dt.update_incremental()
-            elif snapshot_position is not None:  # empty snapshot: every older row was deleted
-                dt.update(
+            source = pads.dataset(
+                [f"{storage.fs_path(staging_uri)}/{f['path']}" for f in files], schema=st_schema,
+                filesystem=storage.pyarrow_filesystem(), format="parquet",
+            )
+            on = " AND ".join(
+                (f"t.{_q(k)} = s.{_q(k)}" if keyed else f"t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)}") for k in key
+            )
+            metrics = (
+                self.dt.merge(source.scanner().to_reader(), predicate=on, source_alias="s", target_alias="t", merge_schema=True)
+                .when_matched_update_all(predicate=newer_predicate())
+                .when_not_matched_insert_all()
+                .execute()
+            )
+            log.debug("merge into %s: %s", self.uri, metrics)
+        except Exception as e:
+            raise SinkError(f"Merging into {self.uri} failed: {type(e).__name__}: {e}") from e
+        finally:
+            _delete_files(storage, staging_uri, files)
+        self.dt.update_incremental()
+        return 1
+
+    def finish(self, st_schema: pa.Schema, *, snapshot_position: BinlogPosition | None, truncated_at: BinlogPosition | None) -> CommitOutcome:
+        storage = self.w.storage
+        if self.skip:
+            return CommitOutcome(False, self.dt.version(), 0, 0)
+        try:
+            if self.direct:
+                schema = union_schema(self.direct_schema, st_schema) if self.direct_schema is not None else st_schema
+                if self.direct_files or truncated_at is None:
+                    return commit_files(storage, self.uri, schema, self.direct_files, mode="append",
+                                        app_id=self.app_id, version=self.version, metadata=self.metadata)
+                commit_files(storage, self.uri, schema, [], mode="append", app_id=self.app_id + "/init", version=0)
+                self.dt = open_table(storage, self.uri)
+            self.w._evolve(self.uri, st_schema)
+            self.dt = open_table(storage, self.uri)
+            if snapshot_position is not None:  # keys absent from a full snapshot were deleted before it
+                self.dt.update(
                     updates=_tombstone_updates(snapshot_position, "r"),
                     predicate=f"({_q('__deleted')} = false) AND ({_older_plain(snapshot_position, -1)})",
                 )
             if truncated_at is not None:
-                dt.update(
+                self.dt.update(
                     updates=_tombstone_updates(truncated_at, "t"),
                     predicate=f"({_q('__deleted')} = false) AND ({_older_plain(truncated_at)})",
                 )
-            # record the batch identity (a commit carrying only the txn action)
-            outcome = commit_files(
-                self.storage, uri, st_schema, [], mode="append", app_id=app_id, version=version, metadata=metadata
-            )
-            return CommitOutcome(True, outcome.table_version, 0, 0), jobs
+            outcome = commit_files(storage, self.uri, st_schema, [], mode="append", app_id=self.app_id,
+                                   version=self.version, metadata=self.metadata)
+            return CommitOutcome(True, outcome.table_version, 0, 0)
         except SinkError:
             raise
         except Exception as e:
-            raise SinkError(f"Applying the batch to {uri} failed: {type(e).__name__}: {e}") from e
+            raise SinkError(f"Applying the batch to {self.uri} failed: {type(e).__name__}: {e}") from e
 
 
 def _older_plain(pos: BinlogPosition, row: int = 0) -> str:
