@@ -127,7 +127,7 @@ class IncrementalState:
         tables: tables still to read; the first is the current one.
         done: tables finished (for reporting).
         paused: ``pause-snapshot`` received.
-        chunk_seq: chunks planned so far (chunk ids are ``<snapshot_id>-<seq>``).
+        chunk_seq: chunks planned so far (chunk ids: :func:`chunk_id_for`).
     """
 
     snapshot_id: str
@@ -283,6 +283,16 @@ def read_chunk(storage: StorageSettings, chunk: PlannedChunk) -> pa.Table:
 
 
 # -- planning ----------------------------------------------------------------------------------
+def chunk_id_for(snapshot_id: str, seq: int) -> str:
+    """Id of a chunk: ``<snapshot id prefix>-<seq>-<random>``, at most 39 characters so that its
+    watermark ids (``-o``/``-c`` appended) fit the signal table's ``VARCHAR(42)`` id.
+
+    Unique even when the signal id is long (a 36-character UUID) and when a signal id is reused
+    for a later snapshot while the earlier snapshot's watermark rows are still in the table.
+    """
+    return f"{snapshot_id[:20]}-{seq}-{uuid.uuid4().hex[:8]}"[-39:]
+
+
 def _pk_cols(schema: TableSchema) -> list[str]:
     if not schema.primary_key:
         raise IncrementalSnapshotError(
@@ -352,7 +362,7 @@ def plan_chunks(
                         continue
                     prog.max_key = encode_key(row)
                 state.chunk_seq += 1
-                chunk_id = f"{state.snapshot_id}-{state.chunk_seq}"[:38]
+                chunk_id = chunk_id_for(state.snapshot_id, state.chunk_seq)
                 open_id, close_id = f"{chunk_id}-o", f"{chunk_id}-c"
                 cur.execute(f"INSERT INTO {sig} (id, type, data) VALUES (%s, 'snapshot-window-open', %s)", (open_id, chunk_id))
                 conds = []
@@ -363,8 +373,10 @@ def plan_chunks(
                 conds.append(_row_cmp(pk, "<="))
                 params += decode_key(prog.max_key)
                 cols = ", ".join(select_expression(c) for c in schema.columns)
+                # this query has parameters: pymysql %-formats it, so a '%' of the filter
+                # (modulo, LIKE pattern, string literal) must be doubled
                 cur.execute(
-                    f"SELECT {cols} FROM {tbl} WHERE {' AND '.join(conds)}{where_filter} "
+                    f"SELECT {cols} FROM {tbl} WHERE {' AND '.join(conds)}{where_filter.replace('%', '%%')} "
                     f"ORDER BY {', '.join(quote_identifier(c) for c in pk)} LIMIT {int(chunk_size)}",
                     params,
                 )
@@ -398,22 +410,48 @@ def plan_chunks(
     return chunks, state, end
 
 
+def probe_filter(conn: Any, schema: TableSchema, flt: str) -> None:
+    """Run a validated filter once on the server (``LIMIT 0``: parsed and prepared, nothing read).
+
+    A filter that is safe but that the server rejects (row-constructor arity, out-of-range
+    literal, unsupported CAST type ...) would otherwise fail every window run that reads a chunk.
+
+    Raises:
+        UnsafeFilter: the server rejects the filter.
+        pymysql.err.MySQLError: a client/connection error (transient: the run fails and is retried).
+    """
+    from .source.signals import UnsafeFilter
+
+    tbl = f"{quote_identifier(schema.database)}.{quote_identifier(schema.table)}"
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT 1 FROM {tbl} WHERE ({flt}) LIMIT 0")  # no parameters: '%' stays as is
+            cur.fetchall()
+    except pymysql.err.MySQLError as e:
+        code = e.args[0] if e.args else None
+        if not isinstance(code, int) or code < 1000 or 2000 <= code < 3000:
+            raise  # client-side errors (CR_* 2xxx: lost connection ...): not the filter's fault
+        reason = e.args[1] if len(e.args) > 1 else str(e)
+        raise UnsafeFilter(f"Filter {flt!r} fails on the server for {schema.qualified_name}: ({code}) {reason}") from None
+
+
 def start_snapshot(
     state: IncrementalState | None,
     signal_id: str,
     tables: Sequence[tuple[str, str]],
     conditions: dict[str, str],
     schemas: dict[tuple[str, str], TableSchema],
+    conn: Any = None,
 ) -> tuple[IncrementalState, list[str]]:
     """Apply an ``execute-snapshot`` (incremental) signal: queue ``tables`` (skipping ones already
-    queued). Filters are validated against each table's columns; an unsafe filter skips the whole
-    signal (raises).
+    queued). Filters are validated against each table's columns and, with ``conn``, tried on the
+    server (:func:`probe_filter`); an unsafe or failing filter skips the whole signal (raises).
 
     Returns:
         (new state, log messages)
 
     Raises:
-        UnsafeFilter: a filter is not a safe boolean expression.
+        UnsafeFilter: a filter is not a safe boolean expression, or the server rejects it.
         IncrementalSnapshotError: a table has no primary key.
     """
     from .source.signals import matches_collection
@@ -430,6 +468,8 @@ def start_snapshot(
         for pattern, f in conditions.items():
             if matches_collection(pattern, qualified):
                 flt = validate_filter(f, schema.column_names)
+                if conn is not None:
+                    probe_filter(conn, schema, flt)
         if qualified in queued:
             msgs.append(f"{qualified} is already in the incremental snapshot; not queued again")
             continue

@@ -264,7 +264,7 @@ def run_window(
         return {k: v for k, v in catalog.tables().items() if table_filter.matches(*k) and k != sig_key}
 
     def on_signal(sig: Signal, ev: RowsBatch) -> None:
-        nonlocal state, state_before
+        nonlocal state, state_before, fallback_conn
         here = f"{ev.file}:{ev.pos}"
         if sig.type == "log":
             result.signal_log.append(f"log signal {sig.id}: " + sig.message.replace("{}", here))
@@ -301,7 +301,9 @@ def run_window(
             result.signal_log.append(f"blocking snapshot {sig.id} of {[f'{d}.{t}' for d, t in wanted]}: streaming pauses at {here}")
             return
         try:
-            state, msgs = start_snapshot(state, sig.id, wanted, sig.conditions, known)
+            if sig.conditions and fallback_conn is None:
+                fallback_conn = connect(settings)  # filters are tried on the server once
+            state, msgs = start_snapshot(state, sig.id, wanted, sig.conditions, known, conn=fallback_conn)
             state_before, _ = start_snapshot(state_before, sig.id, wanted, sig.conditions, known)
         except InvalidSignal as e:
             result.signal_log.append(f"signal {sig.id} skipped: {e}")
