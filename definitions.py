@@ -4,11 +4,14 @@
     dagster dev -f definitions.py        # then open http://127.0.0.1:3000
 
 Materialize the table assets to snapshot them; turn on ``dbserver1_cdc_binlog_sensor`` to stream
-the binlog into the lake continuously.
+the binlog into the lake continuously. ``inventory_order_totals`` (assets/downstream.py) is a
+downstream asset recomputed automatically (``AutomationCondition.eager()``) whenever the captured
+``orders`` or ``products`` table changes; turn on ``default_automation_condition_sensor`` for it.
 """
 
 import dagster as dg
 
+from assets.downstream import inventory_order_totals
 from assets.inventory import build_inventory_assets, lake_resource, mysql_resource
 from dagster_mysql_cdc import build_mysql_cdc_sensor
 
@@ -16,7 +19,7 @@ mysql = mysql_resource()
 inventory_cdc = build_inventory_assets(mysql)
 
 defs = dg.Definitions(
-    assets=[inventory_cdc],
+    assets=[inventory_cdc, inventory_order_totals],
     sensors=[build_mysql_cdc_sensor(inventory_cdc, minimum_interval_seconds=15)],
     resources={"mysql": mysql, "lake": lake_resource()},
 )

@@ -415,7 +415,8 @@ def run_window(
             # the planned chunks lie after the pause point: they are re-planned later
             state = state_before
             result.blocking_tables = list(dict.fromkeys(blocking))
-        result.incremental_state = state.to_dict() if state is not None and (state.active or state.paused) else None
+        # a finished snapshot leaves nothing behind (a pause without active tables is a no-op, as in Debezium)
+        result.incremental_state = state.to_dict() if state is not None and state.active else None
         version = start.as_version()
         for (db, t), te in tables.items():
             te.flush()

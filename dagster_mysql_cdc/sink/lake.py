@@ -338,8 +338,13 @@ class _StateApplier:
         staging_uri = storage.uri("_staging", self.w.server_name, "state", uuid.uuid4().hex)
         files = self.w._write_files(rows, staging_uri, st_schema, self.manifests)
         try:
+            # A state row is the image of its newest event: columns of the table that this record
+            # batch does not have (dropped or renamed by a DDL before its events) are read as
+            # nulls, so update_all clears them instead of keeping an older event's values.
+            target = pa.schema(self.dt.schema().to_arrow())
+            wide = pa.schema(list(st_schema) + [f for f in target if f.name not in st_schema.names])
             source = pads.dataset(
-                [f"{storage.fs_path(staging_uri)}/{f['path']}" for f in files], schema=st_schema,
+                [f"{storage.fs_path(staging_uri)}/{f['path']}" for f in files], schema=wide,
                 filesystem=storage.pyarrow_filesystem(), format="parquet",
             )
             on = " AND ".join(
