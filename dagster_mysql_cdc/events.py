@@ -59,6 +59,10 @@ TRANSACTION_TYPE = pa.struct(
     [("id", pa.string()), ("total_order", pa.int64()), ("data_collection_order", pa.int64())]
 )
 
+#: Kafka-header equivalents (Debezium puts ``__debezium.oldkey`` on the create event and
+#: ``__debezium.newkey`` on the delete event of a primary-key change); values are key JSON.
+HEADERS_TYPE = pa.map_(pa.string(), pa.string())
+
 #: Metadata columns of the current-state dataset, after the table's own columns.
 STATE_META_FIELDS = (
     pa.field("__op", pa.string()),
@@ -164,6 +168,7 @@ def change_log_schema(value_schema: pa.Schema, primary_key: tuple[str, ...]) -> 
         pa.field("op", pa.string()),
         pa.field("ts_ms", pa.int64()),
         pa.field("transaction", TRANSACTION_TYPE),
+        pa.field("headers", HEADERS_TYPE),
     ]
     return pa.schema(fields)
 
@@ -250,8 +255,9 @@ def snapshot_events(
         _const("r", pa.string(), n),
         _const(ts, pa.int64(), n),
         pa.nulls(n, TRANSACTION_TYPE),
+        pa.nulls(n, HEADERS_TYPE),
     ]
-    names += ["before", "after", "source", "op", "ts_ms", "transaction"]
+    names += ["before", "after", "source", "op", "ts_ms", "transaction", "headers"]
     return pa.RecordBatch.from_arrays(arrays, names=names).cast(
         change_log_schema(after.schema, primary_key)
     )
@@ -293,6 +299,7 @@ class ChangeEventBuilder:
         self.tx_id: list[str | None] = []
         self.tx_total: list[int | None] = []
         self.tx_coll: list[int | None] = []
+        self.headers: list[list[tuple[str, str]] | None] = []
 
     def __len__(self) -> int:
         return len(self.op)
@@ -304,10 +311,11 @@ class ChangeEventBuilder:
         self, op: str, before: tuple | None, after: tuple | None, *, file: str, pos: int, row: int,
         ts_ms: int, source_ts_ms: int, server_id: int, gtid: str | None = None,
         thread: int | None = None, query: str | None = None, snapshot: str = "false",
-        tx: tuple[str, int, int] | None = None,
+        tx: tuple[str, int, int] | None = None, headers: dict[str, str] | None = None,
     ) -> None:
         """Append one event (Debezium op ``c|u|d|r|t``)."""
         self.op.append(op)
+        self.headers.append(list(headers.items()) if headers else None)
         self.before.append(before)
         self.after.append(after)
         self.ts_ms.append(ts_ms)
@@ -385,6 +393,7 @@ class ChangeEventBuilder:
             )
             if has_tx
             else pa.nulls(n, TRANSACTION_TYPE),
+            pa.array(self.headers, HEADERS_TYPE),
         ]
-        names += ["before", "after", "source", "op", "ts_ms", "transaction"]
+        names += ["before", "after", "source", "op", "ts_ms", "transaction", "headers"]
         return pa.RecordBatch.from_arrays(arrays, schema=change_log_schema(self.value_schema, self.primary_key))

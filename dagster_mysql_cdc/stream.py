@@ -12,6 +12,7 @@ schema history records. Every commit is tagged with the window start, so re-runn
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import time
 from collections.abc import Sequence
@@ -200,6 +201,7 @@ def run_window(
     records: list[HistoryRecord] = []
     fallback_conn = None
     tx_counter: dict = {"total": 0, "per_table": {}, "id": None}
+    tx_records: list[dict] = []
     sig_key = tuple(inc.signal_table.split(".", 1)) if inc.signal_table else None
 
     # -- incremental snapshot: plan this window's chunks (reused on retry) ---------------------
@@ -382,6 +384,8 @@ def run_window(
                 te.maybe_flush()
             elif isinstance(item, TransactionCommit):
                 result.transactions += 1
+                if options.provide_transaction_metadata and tx_counter["total"]:
+                    tx_records += _transaction_records(tx_counter, item)
                 tx_counter.update(total=0, per_table={}, id=None)
                 if blocking:
                     break  # streaming pauses here; the caller runs the blocking snapshot
@@ -428,6 +432,8 @@ def run_window(
                 app_id=STREAM_APP_ID, version=version, position=result.end, truncated_at=te.truncated_at,
             )
         history.append(records, app_id=STREAM_APP_ID, version=version)
+        if tx_records:
+            _append_transactions(storage, server_name, tx_records, version)
     finally:
         if fallback_conn is not None:
             fallback_conn.close()
@@ -483,8 +489,10 @@ def _add_rows(te: _TableEvents, ev: RowsBatch, tx: dict | None, touched: set | N
             before = conv(bv, row.get("before_none_sources"))
             after = conv(av, row.get("after_none_sources"))
             if te.schema.primary_key and b.key_of(before) != b.key_of(after):
-                b.add("d", before, None, row=i, tx=txinfo(), **common)
-                b.add("c", None, after, row=i, tx=txinfo(), **common)
+                # Debezium: delete of the old key + create of the new key, linked by key headers
+                old_key, new_key = _key_json(te.schema.primary_key, b.key_of(before)), _key_json(te.schema.primary_key, b.key_of(after))
+                b.add("d", before, None, row=i, tx=txinfo(), headers={"__debezium.newkey": new_key}, **common)
+                b.add("c", None, after, row=i, tx=txinfo(), headers={"__debezium.oldkey": old_key}, **common)
             else:
                 b.add("u", before, after, row=i, tx=txinfo(), **common)
         else:
@@ -500,6 +508,47 @@ def _add_rows(te: _TableEvents, ev: RowsBatch, tx: dict | None, touched: set | N
         for img in b.before[n0:] + b.after[n0:]:
             if img is not None:
                 touched.add(b.key_of(img))
+
+
+TRANSACTIONS_SCHEMA = pa.schema([
+    ("status", pa.string()),
+    ("id", pa.string()),
+    ("event_count", pa.int64()),
+    ("data_collections", pa.list_(pa.struct([("data_collection", pa.string()), ("event_count", pa.int64())]))),
+    ("ts_ms", pa.int64()),
+    ("file", pa.string()),
+    ("pos", pa.int64()),
+])
+
+
+def _transaction_records(tx: dict, commit: TransactionCommit) -> list[dict]:
+    """Debezium transaction metadata events (``BEGIN`` and ``END`` with per-table event counts)."""
+    base = {"id": tx["id"], "ts_ms": commit.ts_ms, "file": commit.end.file, "pos": commit.end.pos}
+    return [
+        {**base, "status": "BEGIN", "event_count": None, "data_collections": None},
+        {**base, "status": "END", "event_count": tx["total"],
+         "data_collections": [{"data_collection": k, "event_count": v} for k, v in tx["per_table"].items()]},
+    ]
+
+
+def _append_transactions(storage, server_name: str, rows: list[dict], version: int) -> None:
+    """Append to ``<server>/_transactions`` (Debezium's transaction topic), idempotent per window."""
+    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+    uri = storage.uri(server_name, "_transactions")
+    opts = storage.delta_storage_options()
+    if DeltaTable.is_deltatable(uri, storage_options=opts):
+        done = DeltaTable(uri, storage_options=opts).transaction_version(STREAM_APP_ID)
+        if done is not None and done >= version:
+            return
+    write_deltalake(
+        uri, pa.Table.from_pylist(rows, schema=TRANSACTIONS_SCHEMA), mode="append", storage_options=opts,
+        commit_properties=CommitProperties(app_transactions=[Transaction(app_id=STREAM_APP_ID, version=version)]),
+    )
+
+
+def _key_json(columns: Sequence[str], values: tuple) -> str:
+    return json.dumps(dict(zip(columns, values)), default=str, separators=(",", ":"))
 
 
 def snapshot_history_app_id(tables: Sequence[tuple[str, str]]) -> str:
