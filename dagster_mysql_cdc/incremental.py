@@ -185,6 +185,8 @@ class PlannedChunk:
     path: str  # lake URI of the stashed rows (Parquet, the table's value schema)
     open_id: str
     close_id: str
+    low: dict | None = None  # read-only mode: binlog position before the SELECT (low watermark)
+    high: dict | None = None  # read-only mode: binlog position after the SELECT (high watermark)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -321,8 +323,13 @@ def plan_chunks(
     max_chunks: int,
     type_options: TypeOptions,
     strategy: str = "insert_insert",
+    read_only: bool = False,
 ) -> tuple[list[PlannedChunk], IncrementalState, BinlogPosition]:
     """Read up to ``max_chunks`` chunks with watermarks (DBLog steps 1-3 per chunk).
+
+    ``read_only``: write nothing to the source (Debezium's read-only incremental snapshot): the
+    server's binlog position (with its executed GTID set) read just before and just after the
+    chunk ``SELECT`` are the low and high watermarks.
 
     Returns:
         (chunks, state after planning, server position after the last high watermark).
@@ -364,7 +371,11 @@ def plan_chunks(
                 state.chunk_seq += 1
                 chunk_id = chunk_id_for(state.snapshot_id, state.chunk_seq)
                 open_id, close_id = f"{chunk_id}-o", f"{chunk_id}-c"
-                cur.execute(f"INSERT INTO {sig} (id, type, data) VALUES (%s, 'snapshot-window-open', %s)", (open_id, chunk_id))
+                low = high = None
+                if read_only:
+                    low = current_position(conn, info).to_dict()
+                else:
+                    cur.execute(f"INSERT INTO {sig} (id, type, data) VALUES (%s, 'snapshot-window-open', %s)", (open_id, chunk_id))
                 conds = []
                 params: list[Any] = []
                 if prog.last_key is not None:
@@ -381,7 +392,9 @@ def plan_chunks(
                     params,
                 )
                 rows = list(cur.fetchall())
-                if strategy == "insert_insert":
+                if read_only:
+                    high = current_position(conn, info).to_dict()
+                elif strategy == "insert_insert":
                     cur.execute(f"INSERT INTO {sig} (id, type, data) VALUES (%s, 'snapshot-window-close', %s)", (close_id, chunk_id))
                 else:
                     cur.execute(f"DELETE FROM {sig} WHERE id = %s", (open_id,))
@@ -395,7 +408,7 @@ def plan_chunks(
                 os.makedirs(os.path.dirname(storage.fs_path(path)), exist_ok=True)
             with fs.open_output_stream(storage.fs_path(path)) as out:
                 pq.write_table(pa.Table.from_batches([batch], schema=conv.arrow_schema), out)
-            chunks.append(PlannedChunk(chunk_id, prog.table, len(rows), path, open_id, close_id))
+            chunks.append(PlannedChunk(chunk_id, prog.table, len(rows), path, open_id, close_id, low, high))
             prog.chunks += 1
             prog.rows += len(rows)
             idx = [schema.column_names.index(c) for c in pk]

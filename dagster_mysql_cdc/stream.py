@@ -154,12 +154,15 @@ class IncrementalOptions:
         max_chunks_per_run: chunks read per window run (bounds a run's snapshot work).
         watermark_strategy: ``insert_insert`` or ``insert_delete``
             (``incremental.snapshot.watermarking.strategy``).
+        read_only: read-only incremental snapshot (``read.only``): no watermark rows; the binlog
+            positions (and GTID sets) before and after each chunk SELECT are its watermarks.
     """
 
     signal_table: str | None = None
     chunk_size: int = 1024
     max_chunks_per_run: int = 64
     watermark_strategy: str = "insert_insert"
+    read_only: bool = False
 
 
 def run_window(
@@ -209,6 +212,7 @@ def run_window(
     state = incremental.copy() if incremental else None
     chunks_by_open: dict[str, PlannedChunk] = {}
     chunks_by_close: dict[str, PlannedChunk] = {}
+    positional: list[PlannedChunk] = []
     if sig_key and state is not None and state.active and not state.paused:
         plan = load_plan(storage, server_name, start)
         if plan is None:
@@ -221,15 +225,19 @@ def run_window(
                 settings, info, state, current, storage=storage, server_name=server_name,
                 signal_table=inc.signal_table, chunk_size=inc.chunk_size,
                 max_chunks=inc.max_chunks_per_run, type_options=type_options,
-                strategy=inc.watermark_strategy,
+                strategy=inc.watermark_strategy, read_only=inc.read_only,
             )
             plan = save_plan(storage, server_name, ChunkPlan(start, plan_end, planned, after.to_dict()))
         else:
             result.signal_log.append(f"reusing the chunk plan of an earlier attempt ({len(plan.chunks)} chunks)")
         state = IncrementalState.from_dict(plan.state_after)
         for c in plan.chunks:
-            chunks_by_open[c.open_id] = c
-            chunks_by_close[c.close_id] = c
+            if c.low is not None and c.high is not None:
+                positional.append(c)  # read-only watermarks: binlog positions, not rows
+            else:
+                chunks_by_open[c.open_id] = c
+                chunks_by_close[c.close_id] = c
+            chunks_by_close.setdefault(c.close_id, c)  # stop-snapshot bookkeeping
         if plan.end is not None and plan.end.sort_key() > end.sort_key():
             end = plan.end
             result.end = end
@@ -343,6 +351,18 @@ def run_window(
                 continue
             on_signal(sig, ev)
 
+    def positional_watermarks(file: str, pos: int) -> None:
+        """Read-only chunks: open at their low position, close (emit) at their high position."""
+        here = BinlogPosition(file, pos).sort_key()
+        for c in list(positional):
+            low, high = BinlogPosition.from_dict(c.low), BinlogPosition.from_dict(c.high)
+            if here >= high.sort_key():
+                positional.remove(c)
+                open_windows.setdefault(c.table, (c, set()))
+                close_window(c, RowsBatch("", "", "r", [], high.file, high.pos, now_ms(), info.server_id, None, None, None, []))
+            elif here >= low.sort_key() and c.table not in open_windows:
+                open_windows[c.table] = (c, set())
+
     def close_window(c: PlannedChunk, ev: RowsBatch) -> None:
         _, touched = open_windows.pop(c.table, (c, set()))
         if c.table in stopped:
@@ -370,6 +390,11 @@ def run_window(
 
     try:
         for item in reader:
+            if positional:
+                if isinstance(item, RowsBatch):
+                    positional_watermarks(item.file, item.pos)
+                elif isinstance(item, DdlStatement):
+                    positional_watermarks(item.file, item.pos)
             if isinstance(item, RowsBatch):
                 if sig_key is not None and (item.database, item.table) == sig_key:
                     on_signal_rows(item)
@@ -413,6 +438,10 @@ def run_window(
                         if te is not None and ch.schema is not None:
                             te.schema_changed(ch.schema)
                 result.last_event_ts_ms = item.ts_ms
+        if positional and not blocking:  # high watermarks at the very end of the window
+            positional_watermarks(reader.position.file, reader.position.pos)
+            for c in list(positional):  # a high watermark can equal the window end exactly
+                positional_watermarks(c.high["file"], c.high["pos"])
         result.events_read = reader.events_read
         result.end = reader.position
         if blocking:

@@ -120,6 +120,10 @@ class MySqlCdcResource(dg.ConfigurableResource):
     retention_margin_files: int = Field(
         default=1, description="binlog_retention check warns when the committed file is among this many oldest files."
     )
+    incremental_snapshot_read_only: bool = Field(
+        default=False,
+        description="Read-only incremental snapshots (read.only): binlog positions/GTID sets around each chunk SELECT are the watermarks; nothing is written to the source.",
+    )
     binlog_read_timeout: int = Field(
         default=3600, description="Seconds a streaming run may spend reading its binlog window before it fails (and is retried)."
     )
@@ -224,6 +228,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             chunk_size=self.incremental_snapshot_chunk_size,
             max_chunks_per_run=self.incremental_snapshot_max_chunks_per_run,
             watermark_strategy=self.incremental_snapshot_watermarking_strategy,
+            read_only=self.incremental_snapshot_read_only,
         )
 
     def create_signal_table(self) -> str:
