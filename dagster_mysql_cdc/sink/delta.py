@@ -106,7 +106,7 @@ def commit_files(
         done = dt.transaction_version(app_id)
         if done is not None and done >= version:
             log.info("Batch %s@%s already committed to %s; skipping", app_id, version, table_uri)
-            _delete_files(storage, table_uri, files)
+            delete_files(storage, table_uri, files)
             return CommitOutcome(False, dt.version(), 0, 0)
         dt.create_write_transaction(
             actions, mode=mode, schema=_delta_schema(schema), commit_properties=props
@@ -125,7 +125,8 @@ def _delta_schema(schema: pa.Schema):
     return Schema.from_arrow(schema)
 
 
-def _delete_files(storage: StorageSettings, table_uri: str, files: list[dict]) -> None:
+def delete_files(storage: StorageSettings, table_uri: str, files: list[dict]) -> None:
+    """Best-effort removal of uncommitted data files (orphans are invisible and vacuumed anyway)."""
     fs = storage.pyarrow_filesystem()
     base = storage.fs_path(table_uri)
     for f in files:

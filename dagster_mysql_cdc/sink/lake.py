@@ -38,7 +38,7 @@ import pyarrow.dataset as pads
 
 from ..errors import SinkError
 from ..events import BinlogPosition, state_schema
-from .delta import CommitOutcome, commit_files, open_table
+from .delta import CommitOutcome, commit_files, delete_files, open_table
 from .spark_files import FORMAT_NAME, DeltaFilesDataSource, encode_schema, write_storage_ref
 from .storage import StorageSettings
 
@@ -360,7 +360,7 @@ class _StateApplier:
         except Exception as e:
             raise SinkError(f"Merging into {self.uri} failed: {type(e).__name__}: {e}") from e
         finally:
-            _delete_files(storage, staging_uri, files)
+            delete_files(storage, staging_uri, files)
         self.dt.update_incremental()
         return 1
 
@@ -433,11 +433,3 @@ def _empty_log_schema(value_schema: pa.Schema, primary_key: tuple[str, ...]) -> 
     return change_log_schema(value_schema, primary_key)
 
 
-def _delete_files(storage: StorageSettings, uri: str, files: list[dict]) -> None:
-    fs = storage.pyarrow_filesystem()
-    base = storage.fs_path(uri)
-    for f in files:
-        try:
-            fs.delete_file(f"{base}/{f['path']}")
-        except Exception:
-            pass
