@@ -635,6 +635,9 @@ class CdcLakeResource(dg.ConfigurableResource):
         default="etag", description="'etag' for atomic Delta commits via conditional PUT; null to disable."
     )
     rows_per_file: int = Field(default=1_000_000, description="Maximum rows per Parquet data file.")
+    compact_min_files: int = Field(
+        default=64, description="Compact (Delta OPTIMIZE) a change log or state table once it has this many files; 0 = never."
+    )
     pyspark: LazyPySparkResource = Field(
         default_factory=lambda: LazyPySparkResource(spark_config=DEFAULT_SPARK_CONFIG),
         description="dagster-pyspark resource providing the Spark session.",
@@ -655,7 +658,7 @@ class CdcLakeResource(dg.ConfigurableResource):
         """A :class:`LakeWriter` on this resource's Spark session (starts the JVM if needed)."""
         return LakeWriter(
             self.pyspark.spark_session, self.storage_settings(), server_name,
-            rows_per_file=self.rows_per_file,
+            rows_per_file=self.rows_per_file, compact_min_files=self.compact_min_files,
         )
 
 

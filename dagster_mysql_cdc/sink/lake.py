@@ -148,13 +148,20 @@ class LakeWriter:
         storage: lake location and credentials.
         server_name: logical server name (Debezium ``topic.prefix``), first path segment.
         rows_per_file: upper bound of rows per Parquet data file.
+        compact_min_files: compact a dataset (Delta ``OPTIMIZE``: small files rewritten into
+            large ones, ``dataChange=false``, readers unaffected) once it has this many files;
+            ``0`` disables. Keeps the file count of tables fed by many small windows bounded.
     """
 
-    def __init__(self, spark, storage: StorageSettings, server_name: str, *, rows_per_file: int = 1_000_000):
+    def __init__(
+        self, spark, storage: StorageSettings, server_name: str, *, rows_per_file: int = 1_000_000,
+        compact_min_files: int = 64,
+    ):
         self.spark = spark
         self.storage = storage
         self.server_name = server_name
         self.rows_per_file = rows_per_file
+        self.compact_min_files = compact_min_files
         storage.ensure_root()
         spark.dataSource.register(DeltaFilesDataSource)
         self._ref_dir = tempfile.mkdtemp(prefix="cdc-ref-")
@@ -180,6 +187,25 @@ class LakeWriter:
         )
         with open(manifest) as fh:
             return json.load(fh)
+
+    def maybe_compact(self, table_uri: str) -> dict | None:
+        """Compact ``table_uri`` when it has ``compact_min_files`` files or more.
+
+        Compaction is an optimisation: a failure (e.g. a concurrent writer won the commit) is
+        logged and left for the next batch, never raised.
+        """
+        if self.compact_min_files <= 0:
+            return None
+        dt = open_table(self.storage, table_uri)
+        if dt is None or len(dt.file_uris()) < self.compact_min_files:
+            return None
+        try:
+            metrics = dt.optimize.compact(target_size=256 * 1024 * 1024)
+            log.info("compacted %s: %s", table_uri, {k: metrics.get(k) for k in ("numFilesAdded", "numFilesRemoved")})
+            return metrics
+        except Exception as e:  # pragma: no cover - depends on concurrent writers
+            log.warning("compaction of %s skipped: %s", table_uri, e)
+            return None
 
     def _evolve(self, table_uri: str, schema: pa.Schema) -> pa.Schema:
         """Add columns/struct children of ``schema`` missing from the Delta table; return the union."""
@@ -284,6 +310,8 @@ class LakeWriter:
             )
         finally:
             shutil.rmtree(manifests, ignore_errors=True)
+        for uri in (paths.changelog, paths.state):
+            self.maybe_compact(uri)
         return TableWriteResult(
             database=database, table=table, rows=sum(rows_by_op.values()), rows_by_op=rows_by_op,
             paths=paths, changelog=log_commit, state=state_commit,

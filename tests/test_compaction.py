@@ -1,0 +1,33 @@
+"""Many small batches do not leave many small files: the writer compacts (Delta OPTIMIZE)."""
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from dagster_mysql_cdc.events import BinlogPosition, ChangeEventBuilder
+from dagster_mysql_cdc.sink.lake import LakeWriter
+
+pytestmark = [pytest.mark.spark]
+
+
+def test_small_batches_are_compacted_and_state_is_exact(spark, local_storage):
+    value_schema = pa.schema([("id", pa.int32()), ("v", pa.string())])
+    writer = LakeWriter(spark, local_storage, "s", compact_min_files=6)
+    expected: dict[int, str] = {}
+    for i in range(14):
+        b = ChangeEventBuilder(value_schema, ("id",), server_name="s", database="d", table="t")
+        pos = BinlogPosition("mysql-bin.000001", 1000 + i * 100)
+        for k in range(i, i + 5):  # overlapping keys: later batches update earlier rows
+            before = (k, expected[k]) if k in expected else None
+            b.add("u" if before else "c", before, (k, f"b{i}"), file=pos.file, pos=pos.pos, row=k - i,
+                  ts_ms=0, source_ts_ms=0, server_id=1)
+            expected[k] = f"b{i}"
+        writer.write_table_batch("d", "t", [b.to_record_batch()], value_schema=value_schema, primary_key=("id",),
+                                 app_id="test/stream", version=pos.as_version(), position=pos)
+    paths = writer.paths("d", "t")
+    state = DeltaTable(paths.state)
+    log = DeltaTable(paths.changelog)
+    assert len(state.file_uris()) < 6 and len(log.file_uris()) < 8, "files stay bounded by compaction"
+    rows = {r["id"]: r["v"] for r in state.to_pyarrow_table().to_pylist() if not r["__deleted"]}
+    assert rows == expected
+    assert log.to_pyarrow_table().num_rows == 14 * 5
