@@ -67,8 +67,8 @@ def order_totals(orders: pa.Table, products: pa.Table) -> pa.Table:
             "orders": pc.cast(joined["order_number_count"], pa.int64()),
             "total_quantity": pc.cast(joined["quantity_sum"], pa.int64()),
             "total_weight": pc.round(weight, 3),
-            # io.debezium.time.Date (int32 days since 1970-01-01) -> date32 has the same physical value
-            "last_order_date": pc.cast(joined["order_date_max"], pa.int32()).view(pa.date32()),
+            # io.debezium.time.Date is int32 days since 1970-01-01, exactly Arrow's date32
+            "last_order_date": pc.cast(pc.cast(joined["order_date_max"], pa.int32()), pa.date32()),
         },
         schema=TOTALS_SCHEMA,
     )

@@ -193,6 +193,9 @@ class CdcLakeArgs(Resolvable):
         str | None, _str_field("'etag' for atomic Delta commits via conditional PUT; null to disable.", optional=True)
     ] = _lake_default("s3_conditional_put")
     rows_per_file: Annotated[int, _doc("Maximum rows per Parquet data file.")] = _lake_default("rows_per_file")
+    compact_min_files: Annotated[int, _doc("Compact a table once it has this many files (0 = never).")] = (
+        _lake_default("compact_min_files")
+    )
     spark_config: Annotated[
         dict[str, Any],
         _doc(
@@ -392,6 +395,31 @@ class MySqlCdcComponent(Component, Resolvable):
     binlog_read_timeout: Annotated[
         int, _doc("Seconds a streaming run may spend reading its binlog window before it fails.")
     ] = _resource_default("binlog_read_timeout")
+    signal_data_collection: Annotated[
+        str | None, _str_field("Signal table 'db.table' (signal.data.collection); default '<db>.debezium_signal' for one included database.", optional=True)
+    ] = _resource_default("signal_data_collection")
+    incremental_snapshot_chunk_size: Annotated[int, _doc("Rows per chunk (incremental.snapshot.chunk.size).")] = (
+        _resource_default("incremental_snapshot_chunk_size")
+    )
+    incremental_snapshot_max_chunks_per_run: Annotated[int, _doc("Chunks one window run reads.")] = (
+        _resource_default("incremental_snapshot_max_chunks_per_run")
+    )
+    incremental_snapshot_watermarking_strategy: Annotated[
+        str, _doc("insert_insert or insert_delete (incremental.snapshot.watermarking.strategy).")
+    ] = _resource_default("incremental_snapshot_watermarking_strategy")
+    incremental_snapshot_read_only: Annotated[
+        bool, _doc("Read-only incremental snapshots: binlog positions as watermarks, nothing written to the source.")
+    ] = _resource_default("incremental_snapshot_read_only")
+    pk_range_rows: Annotated[int, _doc("Rows per primary-key-range partition (0 = off).")] = _resource_default("pk_range_rows")
+    checksum_sample_chunks: Annotated[int, _doc("Checksum check: 0 = whole table, N = N key chunks.")] = (
+        _resource_default("checksum_sample_chunks")
+    )
+    check_chunk_rows: Annotated[int, _doc("Rows per source read of the reconciliation checks.")] = (
+        _resource_default("check_chunk_rows")
+    )
+    retention_margin_files: Annotated[int, _doc("binlog_retention check: warn within this many oldest files.")] = (
+        _resource_default("retention_margin_files")
+    )
     lake: Annotated[CdcLakeArgs, _doc("The lake: storage location, S3 settings, Spark properties.")] = field(
         default_factory=CdcLakeArgs
     )
@@ -470,6 +498,15 @@ class MySqlCdcComponent(Component, Resolvable):
             provide_transaction_metadata=self.provide_transaction_metadata,
             stream_batch_rows=self.stream_batch_rows,
             binlog_read_timeout=self.binlog_read_timeout,
+            signal_data_collection=self.signal_data_collection,
+            incremental_snapshot_chunk_size=self.incremental_snapshot_chunk_size,
+            incremental_snapshot_max_chunks_per_run=self.incremental_snapshot_max_chunks_per_run,
+            incremental_snapshot_watermarking_strategy=self.incremental_snapshot_watermarking_strategy,
+            incremental_snapshot_read_only=self.incremental_snapshot_read_only,
+            pk_range_rows=self.pk_range_rows,
+            checksum_sample_chunks=self.checksum_sample_chunks,
+            check_chunk_rows=self.check_chunk_rows,
+            retention_margin_files=self.retention_margin_files,
         )
 
     def build_lake_resource(self) -> CdcLakeResource:
@@ -484,6 +521,7 @@ class MySqlCdcComponent(Component, Resolvable):
             s3_region=lk.s3_region,
             s3_conditional_put=lk.s3_conditional_put,
             rows_per_file=lk.rows_per_file,
+            compact_min_files=lk.compact_min_files,
             pyspark=LazyPySparkResource(spark_config={**DEFAULT_SPARK_CONFIG, **(lk.spark_config or {})}),
         )
 

@@ -166,6 +166,9 @@ class LakeWriter:
         spark.dataSource.register(DeltaFilesDataSource)
         self._ref_dir = tempfile.mkdtemp(prefix="cdc-ref-")
         self._storage_ref = write_storage_ref(storage, self._ref_dir)
+        if not str(spark.conf.get("spark.master", "local")).startswith("local"):
+            # cluster executors do not share the driver's disk: ship the settings file with the job
+            spark.sparkContext.addFile(self._storage_ref)
         weakref.finalize(self, shutil.rmtree, self._ref_dir, True)
 
     def paths(self, database: str, table: str) -> TablePaths:

@@ -18,8 +18,9 @@ modification_time}]`` to the local ``manifest`` path; an aborted job deletes its
 Credentials never travel as data source options (Spark and py4j log options and plans): the
 option ``storage_ref`` names a private (0600) JSON file with the :class:`StorageSettings`, written
 by the driver (:func:`write_storage_ref`). In local mode the executors read the same file; on a
-cluster, ship it with ``spark.files`` or leave the S3 credentials unset and give the executors
-``AWS_*`` environment variables or an instance profile (the AWS default chain).
+cluster the writer ships it with ``SparkContext.addFile`` and executors find it through
+``SparkFiles`` (or leave the S3 credentials unset and give the executors ``AWS_*`` environment
+variables or an instance profile: the AWS default chain).
 """
 
 from __future__ import annotations
