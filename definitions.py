@@ -12,14 +12,14 @@ downstream asset recomputed automatically (``AutomationCondition.eager()``) when
 import dagster as dg
 
 from assets.downstream import inventory_order_totals
-from assets.inventory import build_inventory_assets, lake_resource, mysql_resource
+from assets.inventory import build_inventory_assets, build_inventory_range_assets, lake_resource, mysql_resource
 from dagster_mysql_cdc import build_mysql_cdc_sensor
 
 mysql = mysql_resource()
 inventory_cdc = build_inventory_assets(mysql)
 
 defs = dg.Definitions(
-    assets=[inventory_cdc, inventory_order_totals],
+    assets=[inventory_cdc, *build_inventory_range_assets(mysql), inventory_order_totals],
     sensors=[build_mysql_cdc_sensor(inventory_cdc, minimum_interval_seconds=15)],
     resources={"mysql": mysql, "lake": lake_resource()},
 )

@@ -16,6 +16,7 @@ import dagster as dg
 
 from dagster_mysql_cdc import (
     CdcLakeResource,
+    build_pk_range_assets,
     MySqlCdcResource,
     SourceConnectionError,
     mysql_cdc_assets,
@@ -78,3 +79,8 @@ def build_inventory_assets(mysql: MySqlCdcResource) -> dg.AssetsDefinition:
         yield from mysql.sync(context=context, lake=lake)
 
     return inventory_cdc
+
+
+def build_inventory_range_assets(mysql: MySqlCdcResource) -> list[dg.AssetsDefinition]:
+    """Per-table primary-key-range partitioned assets: backfills re-snapshot chosen key ranges."""
+    return build_pk_range_assets(captured_tables(mysql), server_name=SERVER_NAME)

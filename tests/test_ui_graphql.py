@@ -72,7 +72,8 @@ query {
       nodes {
         name
         location { name }
-        assetNodes { assetKey { path } groupName isExecutable opNames }
+        assetNodes { assetKey { path } groupName isExecutable opNames isPartitioned
+          assetChecksOrError { __typename ... on AssetChecks { checks { name } } } }
         sensors { name minIntervalSeconds sensorState { status } targets { pipelineName } }
       }
     }
@@ -182,6 +183,10 @@ def check_served(url: str, location: str) -> dict:
         assert node["isExecutable"] and node["opNames"] == ["dbserver1_cdc"]
     binlog = assets[(SERVER, "binlog")]
     assert binlog["isExecutable"] and binlog["groupName"] == "dbserver1_cdc"
+    checks = {n: {c["name"] for c in a["assetChecksOrError"].get("checks", [])} for n, a in assets.items()}
+    assert checks[(SERVER, "inventory", "orders")] == {
+        "row_count_matches_source", "checksum_matches_source", "schema_matches_source"}
+    assert checks[(SERVER, "binlog")] == {"binlog_retention"}
 
     sensors = {s["name"]: s for s in repo["sensors"]}
     assert SENSOR in sensors, sorted(sensors)
@@ -208,7 +213,10 @@ def check_served(url: str, location: str) -> dict:
 def test_ui_serves_definitions_py(tmp_path):
     with webserver(["-f", "definitions.py"], ROOT, tmp_path) as (url, location):
         assert location == "definitions.py"
-        check_served(url, location)
+        repo = check_served(url, location)
+        ranges = {tuple(a["assetKey"]["path"]): a for a in repo["assetNodes"] if a["assetKey"]["path"][-1] == "pk_ranges"}
+        assert set(ranges) >= {(SERVER, "inventory", t, "pk_ranges") for t in INVENTORY_TABLES}
+        assert all(a["isPartitioned"] for a in ranges.values())
 
 
 def test_ui_serves_the_component_project(tmp_path):
