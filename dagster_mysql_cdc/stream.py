@@ -14,8 +14,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import shutil
+import tempfile
+import uuid
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -71,7 +75,7 @@ class StreamOptions:
 
     skip_unparseable_ddl: bool = False
     provide_transaction_metadata: bool = False
-    batch_rows: int = 100_000
+    batch_rows: int = 50_000
     deadline_s: float | None = None
 
 
@@ -106,13 +110,22 @@ class WindowResult:
 class _TableEvents:
     """Events of one table in the window: finished batches + the builder of the current schema."""
 
-    def __init__(self, schema: TableSchema, options: TypeOptions, server_name: str, batch_rows: int):
+    def __init__(self, schema: TableSchema, options: TypeOptions, server_name: str, batch_rows: int, spill_dir: str):
         self.options = options
         self.server_name = server_name
         self.batch_rows = batch_rows
-        self.batches: list[pa.RecordBatch] = []
+        self.spill_dir = spill_dir
+        self.spilled: list[str] = []  # finished batches, as Arrow IPC files on local disk
         self.truncated_at: BinlogPosition | None = None
         self._set_schema(schema)
+
+    @property
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        """The finished batches, read back one at a time (memory stays bounded by one batch)."""
+        for path in self.spilled:
+            with pa.OSFile(path, "rb") as src:
+                batches = pa.ipc.open_file(src).read_all().to_batches()
+            yield from batches
 
     def _set_schema(self, schema: TableSchema) -> None:
         self.schema = schema
@@ -125,7 +138,11 @@ class _TableEvents:
 
     def flush(self) -> None:
         if len(self.builder):
-            self.batches.append(self.builder.to_record_batch())
+            batch = self.builder.to_record_batch()
+            path = os.path.join(self.spill_dir, f"{uuid.uuid4().hex}.arrow")
+            with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, batch.schema) as w:
+                w.write_batch(batch)
+            self.spilled.append(path)
             self._set_schema(self.schema)
 
     def schema_changed(self, schema: TableSchema) -> None:
@@ -205,6 +222,7 @@ def run_window(
     fallback_conn = None
     tx_counter: dict = {"total": 0, "per_table": {}, "id": None}
     tx_records: list[dict] = []
+    spill_dir = tempfile.mkdtemp(prefix="cdc-window-")
     sig_key = tuple(inc.signal_table.split(".", 1)) if inc.signal_table else None
 
     # -- incremental snapshot: plan this window's chunks (reused on retry) ---------------------
@@ -265,7 +283,7 @@ def run_window(
             catalog.put(schema)  # seed the catalog for later DDL
         te = tables.get((db, t))
         if te is None:
-            te = tables[(db, t)] = _TableEvents(schema, type_options, server_name, options.batch_rows)
+            te = tables[(db, t)] = _TableEvents(schema, type_options, server_name, options.batch_rows, spill_dir)
         else:
             te.schema_changed(schema)
         return te
@@ -453,7 +471,7 @@ def run_window(
         version = start.as_version()
         for (db, t), te in tables.items():
             te.flush()
-            if not te.batches:
+            if not te.spilled:
                 continue
             value_schema = te.conv.arrow_schema
             result.tables[(db, t)] = writer.write_table_batch(
@@ -464,6 +482,7 @@ def run_window(
         if tx_records:
             _append_transactions(storage, server_name, tx_records, version)
     finally:
+        shutil.rmtree(spill_dir, ignore_errors=True)
         if fallback_conn is not None:
             fallback_conn.close()
     for line in result.signal_log:

@@ -96,7 +96,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
     provide_transaction_metadata: bool = Field(
         default=False, description="Fill the `transaction` struct of change events (provide.transaction.metadata)."
     )
-    stream_batch_rows: int = Field(default=100_000, description="Events per Arrow batch / Spark job while streaming.")
+    stream_batch_rows: int = Field(default=50_000, description="Events per Arrow batch / Spark job while streaming (bounds the run's memory).")
     signal_data_collection: str | None = Field(
         default=None,
         description=(
