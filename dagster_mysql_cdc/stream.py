@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from .errors import CdcError
-from .events import BinlogPosition, ChangeEventBuilder, now_ms
+from .events import BinlogPosition, ChangeEventBuilder, now_ms, snapshot_events
 from .incremental import (
     ChunkPlan,
     IncrementalSnapshotError,
@@ -122,10 +122,22 @@ class _TableEvents:
     @property
     def batches(self) -> Iterator[pa.RecordBatch]:
         """The finished batches, read back one at a time (memory stays bounded by one batch)."""
-        for path in self.spilled:
+        pending: list[pa.RecordBatch] = []
+        rows = 0
+
+        def merged() -> pa.RecordBatch:
+            return pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+
+        for path in self.spilled:  # consecutive batches of one schema are merged up to batch_rows
             with pa.OSFile(path, "rb") as src:
-                batches = pa.ipc.open_file(src).read_all().to_batches()
-            yield from batches
+                table = pa.ipc.open_file(src).read_all()
+            if pending and (not table.schema.equals(pending[0].schema) or rows + table.num_rows > self.batch_rows):
+                yield merged()
+                pending, rows = [], 0
+            pending += table.to_batches()
+            rows += table.num_rows
+        if pending:
+            yield merged()
 
     def _set_schema(self, schema: TableSchema) -> None:
         self.schema = schema
@@ -138,12 +150,20 @@ class _TableEvents:
 
     def flush(self) -> None:
         if len(self.builder):
-            batch = self.builder.to_record_batch()
-            path = os.path.join(self.spill_dir, f"{uuid.uuid4().hex}.arrow")
-            with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, batch.schema) as w:
-                w.write_batch(batch)
-            self.spilled.append(path)
+            self._spill(self.builder.to_record_batch())
             self._set_schema(self.schema)
+
+    def _spill(self, batch: pa.RecordBatch) -> None:
+        path = os.path.join(self.spill_dir, f"{uuid.uuid4().hex}.arrow")
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, batch.schema) as w:
+            w.write_batch(batch)
+        self.spilled.append(path)
+
+    def append_batch(self, batch: pa.RecordBatch) -> None:
+        """Add a ready change-log batch (built column-wise, e.g. a snapshot chunk)."""
+        self.flush()
+        if batch.num_rows:
+            self._spill(batch)
 
     def schema_changed(self, schema: TableSchema) -> None:
         if schema != self.schema:
@@ -391,20 +411,26 @@ def run_window(
         if te is None:
             return
         rows = read_chunk(storage, c)
-        names = te.conv.arrow_schema.names
-        cols = {n: rows.column(n).to_pylist() if n in rows.column_names else [None] * rows.num_rows for n in names}
-        emitted = 0
-        now = now_ms()
-        for tup in zip(*[cols[n] for n in names]):
-            if te.builder.key_of(tup) in touched:
-                continue
-            te.builder.add(
-                "r", None, tup, file=ev.file, pos=ev.pos, row=0, ts_ms=now, source_ts_ms=ev.ts_ms,
-                server_id=ev.server_id, snapshot="incremental",
-            )
-            emitted += 1
+        target = te.conv.arrow_schema
+        # the chunk's rows in the table's current column layout, built column-wise (no per-row work)
+        batch = pa.RecordBatch.from_arrays(
+            [
+                (rows.column(f.name).combine_chunks() if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)).cast(f.type)
+                for f in target
+            ],
+            schema=target,
+        )
+        if touched:
+            pk = te.schema.primary_key
+            key_cols = [batch.column(target.get_field_index(k)).to_pylist() for k in pk]
+            batch = batch.filter(pa.array([tuple(k) not in touched for k in zip(*key_cols)], pa.bool_()))
+        emitted = batch.num_rows
+        te.append_batch(snapshot_events(
+            batch, primary_key=te.schema.primary_key, server_name=server_name, server_id=ev.server_id,
+            database=te.schema.database, table=te.schema.table, position=BinlogPosition(ev.file, ev.pos),
+            snapshot_flags=pa.repeat(pa.scalar("incremental"), emitted), snapshot_ts_ms=ev.ts_ms,
+        ))
         result.chunks.append({"chunk": c.id, "table": c.table, "read": c.rows, "emitted": emitted, "dropped": c.rows - emitted})
-        te.maybe_flush()
 
     try:
         for item in reader:
