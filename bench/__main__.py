@@ -1,0 +1,7 @@
+"""``python -m bench``: both benchmarks (see :mod:`bench.all`)."""
+
+import sys
+
+from .all import main
+
+sys.exit(main())
