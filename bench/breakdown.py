@@ -33,7 +33,7 @@ def _print(title: str, rows: list[tuple[str, float]], n: int, base_us: float | N
 
 
 def streaming(settings, info, start, end, db: str, table: str, lake_dir: str, server_name: str,
-              server_id: int, base_us: float | None, limit: int = 50_000) -> None:
+              server_id: int, base_us: float | None, limit: int = 50_000, spark=None) -> None:
     """Time conversion / event building of captured binlog rows of ``db.table``."""
     from dagster_mysql_cdc import stream as S
     from dagster_mysql_cdc.sink.storage import StorageSettings
@@ -71,8 +71,14 @@ def streaming(settings, info, start, end, db: str, table: str, lake_dir: str, se
         for img in images:
             f(img)
 
+    import inspect
+    import tempfile
+
+    spill = tempfile.mkdtemp(prefix="bench-spill-")
+    extra = {"spill_dir": spill} if "spill_dir" in inspect.signature(S._TableEvents).parameters else {}
+
     def add_rows():
-        te = S._TableEvents(schema, opts, server_name, 10**9)
+        te = S._TableEvents(schema, opts, server_name, 10**9, **extra)  # never flushes here
         for item in items:
             S._add_rows(te, item, None)
         return te
@@ -82,24 +88,39 @@ def streaming(settings, info, start, end, db: str, table: str, lake_dir: str, se
     def flush():
         te.builder.to_record_batch()
 
+    import os
+    import shutil
+
+    def spill_roundtrip():
+        path = os.path.join(spill, "x.arrow")
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, built.schema) as w:
+            w.write_batch(built)
+        with pa.OSFile(path, "rb") as src:
+            pa.ipc.open_file(src).read_all().combine_chunks()
+
     t_conv = _t(all_rows)
     t_add = _t(add_rows)
     t_flush = _t(flush)
+    built = te.builder.to_record_batch()
+    t_spill = _t(spill_roundtrip)
+    shutil.rmtree(spill, ignore_errors=True)
     rows = [
         (f"convert_row_dict, all {len(images):,} images (u = 2 images)", t_conv),
         ("_add_rows total (convert + envelope + builder.add)", t_add),
         ("  of which envelope/builder.add/key compare (by difference)", t_add - t_conv),
         ("ChangeEventBuilder.to_record_batch (lists -> Arrow)", t_flush),
+        ("spill batch to Arrow IPC file + read back (if the sink spills)", t_spill),
     ]
     for col in conv.columns:
         f = value_converter(col, opts, "binlog")
         vals = [img.get(col.name) for img in images]
         rows.append((f"  column {col.name} {col.column_type}", _t(lambda: [f(v) for v in vals])))
-    batch = te.builder.to_record_batch()
-    rows += _alternatives(conv, [img.get("doc") for img in images], [img.get("updated") for img in images], batch)
+    rows += _alternatives(conv, [img.get("doc") for img in images], [img.get("updated") for img in images], built)
     _print("streaming: our per-row Python path", rows, n, base_us)
     n_cols = len(conv.columns)
-    print(f"  (total of our path ~ {1e6 * (t_add + t_flush) / n:.1f} us/row change over {n_cols} columns)")
+    print(f"  (total of our path ~ {1e6 * (t_add + t_flush + (t_spill if extra else 0)) / n:.1f} us/row change over {n_cols} columns)")
+    if spark is not None:
+        spark_steps(spark, built, ("id",), base_us)
 
 
 def _alternatives(conv, docs: list, stamps: list, events: pa.RecordBatch) -> list[tuple[str, float]]:
@@ -216,3 +237,53 @@ def snapshot(settings, db: str, table: str, server_name: str, base_us: float | N
                          database=db, table=table, position=pos, snapshot_flags=flags)
     out += _alternatives(conv, [r[names.index("doc")] for r in rows], [r[names.index("updated")] for r in rows], ev)
     _print("snapshot: our per-row Python path", out, n, base_us)
+
+
+def spark_steps(spark, events: pa.RecordBatch, key: tuple[str, ...], base_us: float | None) -> None:
+    """Where the Spark part of the sink goes, on one change-log batch: each step timed alone
+    (best of 3, µs per event). The library's own data source and state expressions are used."""
+    import os
+    import tempfile
+
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from dagster_mysql_cdc.events import state_schema
+    from dagster_mysql_cdc.sink.lake import ORDER_COLS, LakeWriter, state_columns
+    from dagster_mysql_cdc.sink.storage import StorageSettings
+
+    n = events.num_rows
+    table = pa.Table.from_batches([events])
+    names = [f.name for f in events.schema.field("after").type]
+    with tempfile.TemporaryDirectory() as d:
+        w = LakeWriter(spark, StorageSettings(base_uri=os.path.join(d, "lake")), "bench")
+        manifests = os.path.join(d, "m")
+        os.makedirs(manifests)
+        counter = iter(range(10**6))
+
+        def df():
+            return spark.createDataFrame(table)
+
+        def state_rows(x):
+            rows = x.where(x["op"] != "t").select(*state_columns(names))
+            order = [F.col(c).desc() for c in ORDER_COLS] + [F.col("__deleted").asc()]
+            win = Window.partitionBy(*[F.col(k) for k in key]).orderBy(*order)
+            return rows.withColumn("__rn", F.row_number().over(win)).where(F.col("__rn") == 1).drop("__rn")
+
+        after = {f.name: f for f in events.schema.field("after").type}
+        st_schema = state_schema(pa.schema([after[k] for k in names]))
+        base = df()
+        steps = [
+            ("createDataFrame(Arrow table) (driver -> JVM)", lambda: df()),
+            ("  + count() (materialise in the JVM)", lambda: df().count()),
+            ("change log: df.write noop (JVM scan only)", lambda: base.write.format("noop").mode("overwrite").save()),
+            ("change log: native Spark Parquet writer (file://)",
+             lambda: base.write.mode("overwrite").parquet(os.path.join(d, f"native-{next(counter)}"))),
+            ("change log: our Python data source (JVM -> Arrow -> worker -> Parquet)",
+             lambda: w._write_files(base, os.path.join(d, f"ds-{next(counter)}"), events.schema, manifests)),
+            ("state: dedup window, noop sink", lambda: state_rows(base).write.format("noop").mode("overwrite").save()),
+            ("state: dedup window + our Python data source (staging Parquet)",
+             lambda: w._write_files(state_rows(base).select(*st_schema.names), os.path.join(d, f"st-{next(counter)}"),
+                                    st_schema, manifests)),
+        ]
+        _print("Spark steps of the sink on one change-log batch", [(k, _t(f)) for k, f in steps], n, base_us)

@@ -356,7 +356,7 @@ def run(args: argparse.Namespace) -> dict[str, list[C.Measurement]]:
         )
         print(f"c {C.phase_summary(c.notes.get('phases', {}))}")
         B.streaming(settings, info, start, end, db, TABLE, template, SERVER, C.SERVER_IDS["sample"],
-                    base_us=1e6 / a.rate)
+                    base_us=1e6 / a.rate, spark=spark)
         if args.profile:
             lp = lake_copy_1("profile")
             wp = LakeWriter(spark, StorageSettings(base_uri=lp), SERVER)
