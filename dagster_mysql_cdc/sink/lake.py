@@ -95,7 +95,7 @@ def older_than(pos: BinlogPosition, row: int, t: str = "t") -> str:
     )
 
 
-def state_columns(value_names: Sequence[str], keyless: bool = False):
+def state_columns(value_names: Sequence[str], replaced_before: bool = False):
     """Spark column expressions turning change events into current-state rows.
 
     The row image is ``after`` (``before`` for deletes, so a tombstone keeps its key and last
@@ -105,11 +105,16 @@ def state_columns(value_names: Sequence[str], keyless: bool = False):
     """
     from pyspark.sql import functions as F
 
-    img = F.when(F.col("op").isin("d", "t"), F.col("before")).otherwise(F.col("after"))
+    if replaced_before:
+        # keyless tables: an update replaces the row identified by its before image
+        img, op, deleted = F.col("before"), F.lit("d"), F.lit(True)
+    else:
+        img = F.when(F.col("op").isin("d", "t"), F.col("before")).otherwise(F.col("after"))
+        op, deleted = F.col("op"), F.col("op").isin("d", "t")
     cols = [img.getField(n).alias(n) for n in value_names]
     return cols + [
-        F.col("op").alias("__op"),
-        F.col("op").isin("d", "t").alias("__deleted"),
+        op.alias("__op"),
+        deleted.alias("__deleted"),
         F.col("ts_ms").alias("__ts_ms"),
         F.col("source.ts_ms").alias("__source_ts_ms"),
         F.col("source.snapshot").alias("__snapshot"),
@@ -298,6 +303,8 @@ class LakeWriter:
                     key = list(primary_key) or batch_names
                     st_b = state_schema(pa.schema([after[n] for n in batch_names]))
                     rows = df.where(df["op"] != "t").select(*state_columns(batch_names))
+                    if not keyed:  # every column is the key: an update deletes its before image
+                        rows = rows.unionByName(df.where(df["op"] == "u").select(*state_columns(batch_names, replaced_before=True)))
                     jobs += state.apply(rows, st_b, key, keyed, first_is_snapshot=snapshot_position is not None)
             # -- change log: one commit for the whole batch
             if log_schema is not None:
@@ -379,7 +386,7 @@ class _StateApplier:
                 filesystem=storage.pyarrow_filesystem(), format="parquet",
             )
             on = " AND ".join(
-                (f"t.{_q(k)} = s.{_q(k)}" if keyed else f"t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)}") for k in key
+                (f"t.{_q(k)} = s.{_q(k)}" if keyed else f"(t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)})") for k in key
             )
             metrics = (
                 self.dt.merge(source.scanner().to_reader(), predicate=on, source_alias="s", target_alias="t", merge_schema=True)
