@@ -569,15 +569,15 @@ def print_table(title: str, results: dict[str, list[Measurement]], baseline: str
 def print_machine() -> None:
     import deltalake
     import pyarrow
-    import pymysql as _pm
     import pyspark
 
     try:
         from importlib.metadata import version
 
         repl = version("mysql-replication")
+        pm_version = version("PyMySQL")  # pymysql.__version__ is its MySQLdb-compat version
     except Exception:  # pragma: no cover
-        repl = "?"
+        repl = pm_version = "?"
     model = "?"
     try:
         with open("/proc/cpuinfo") as fh:
@@ -616,7 +616,7 @@ def print_machine() -> None:
     print(
         f"[machine] nproc={os.cpu_count()} RAM={mem} CPU={model!r} load={os.getloadavg()[0]:.2f}\n"
         f"[machine] Python {platform.python_version()} pyspark {pyspark.__version__} deltalake "
-        f"{deltalake.__version__} mysql-replication {repl} pymysql {_pm.__version__} pyarrow "
+        f"{deltalake.__version__} mysql-replication {repl} PyMySQL {pm_version} pyarrow "
         f"{pyarrow.__version__}; server {server} at {MYSQL_HOST}:{MYSQL_PORT}",
         flush=True,
     )
