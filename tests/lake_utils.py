@@ -5,7 +5,10 @@ from __future__ import annotations
 import pyarrow as pa
 from deltalake import DeltaTable
 
+from conftest import root_connect
 from dagster_mysql_cdc.events import STATE_META_NAMES
+from dagster_mysql_cdc.source.catalog import read_table_schemas
+from dagster_mysql_cdc.source.types import TableConverter, TypeOptions
 from dagster_mysql_cdc.sink.storage import StorageSettings
 
 
@@ -21,3 +24,19 @@ def live_state_rows(storage: StorageSettings, uri: str, key: list[str]) -> list[
         for m in STATE_META_NAMES:
             r.pop(m, None)
     return sorted(rows, key=lambda r: tuple(r[k] for k in key))
+
+
+def source_rows(db: str, table: str) -> tuple[list[dict], list[str]]:
+    """Rows of a source table converted with the Debezium mapping the lake uses, sorted by primary
+    key; returns (rows, key columns)."""
+    conn = root_connect()
+    try:
+        schema = read_table_schemas(conn, [(db, table)])[(db, table)]
+        conv = TableConverter(schema, TypeOptions(), "pymysql")
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT * FROM `{db}`.`{table}`")
+            rows = conv.to_record_batch(list(cur.fetchall())).to_pylist()
+    finally:
+        conn.close()
+    key = list(schema.primary_key)
+    return sorted(rows, key=lambda r: tuple(r[k] for k in key)), key

@@ -31,9 +31,7 @@ from dagster_mysql_cdc.events import BinlogPosition
 from dagster_mysql_cdc.incremental import load_plan
 from dagster_mysql_cdc.sink.lake import LakeWriter
 from dagster_mysql_cdc.sink.storage import StorageSettings
-from dagster_mysql_cdc.source.catalog import read_table_schemas
-from dagster_mysql_cdc.source.types import TableConverter, TypeOptions
-from lake_utils import live_state_rows, read_delta
+from lake_utils import live_state_rows, read_delta, source_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -86,20 +84,6 @@ def master_position() -> BinlogPosition:
         conn.close()
     return BinlogPosition(f, int(p), None)
 
-
-def source_rows(db: str, table: str) -> tuple[list[dict], list[str]]:
-    """Rows of a source table with the Debezium mapping (as test_snapshot.source_rows), by key."""
-    conn = root_connect()
-    try:
-        schema = read_table_schemas(conn, [(db, table)])[(db, table)]
-        conv = TableConverter(schema, TypeOptions(), "pymysql")
-        with conn.cursor() as cur:
-            cur.execute(f"SELECT * FROM `{db}`.`{table}`")
-            rows = conv.to_record_batch(list(cur.fetchall())).to_pylist()
-    finally:
-        conn.close()
-    key = list(schema.primary_key)
-    return sorted(rows, key=lambda r: tuple(r[k] for k in key)), key
 
 
 def signal(db: str, sid: str, type_: str, data: Any = None) -> None:

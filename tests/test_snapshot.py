@@ -7,9 +7,7 @@ import pytest
 
 from conftest import CDC_PASSWORD, CDC_USER, MYSQL_HOST, MYSQL_PORT, root_connect
 from dagster_mysql_cdc import CdcLakeResource, MySqlCdcResource, mysql_cdc_assets
-from dagster_mysql_cdc.source.catalog import read_table_schemas
-from dagster_mysql_cdc.source.types import TableConverter, TypeOptions
-from lake_utils import live_state_rows, read_delta
+from lake_utils import live_state_rows, read_delta, source_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -47,20 +45,6 @@ def materialize(mysql: MySqlCdcResource, storage, tables=None, selection=None):
     # table assets only ([server, db, table]); the [server, "binlog"] asset is checked separately
     return {tuple(m.asset_key.path): m.metadata for m in mats if len(m.asset_key.path) == 3}
 
-
-def source_rows(db: str, table: str) -> tuple[list[dict], list[str]]:
-    """Rows of a source table converted with the same Debezium mapping, sorted by primary key."""
-    conn = root_connect()
-    try:
-        schema = read_table_schemas(conn, [(db, table)])[(db, table)]
-        conv = TableConverter(schema, TypeOptions(), "pymysql")
-        with conn.cursor() as cur:
-            cur.execute(f"SELECT * FROM `{db}`.`{table}`")
-            rows = conv.to_record_batch(list(cur.fetchall())).to_pylist()
-    finally:
-        conn.close()
-    key = list(schema.primary_key)
-    return sorted(rows, key=lambda r: tuple(r[k] for k in key)), key
 
 
 def test_inventory_snapshot_equals_source(inventory_db, storage):

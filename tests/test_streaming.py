@@ -40,10 +40,8 @@ from dagster_mysql_cdc.dagster_integration.resources import (
 from dagster_mysql_cdc.events import BinlogPosition
 from dagster_mysql_cdc.sink.storage import StorageSettings
 from dagster_mysql_cdc.source.binlog import BinlogReader, RowsBatch
-from dagster_mysql_cdc.source.catalog import read_table_schemas
-from dagster_mysql_cdc.source.types import TableConverter, TypeOptions
 from killable_run import build, mysql_resource, request_selection
-from lake_utils import live_state_rows, read_delta
+from lake_utils import live_state_rows, read_delta, source_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -99,20 +97,6 @@ def binlog_file_names() -> list[str]:
     finally:
         conn.close()
 
-
-def source_rows(db: str, table: str) -> tuple[list[dict], list[str]]:
-    """Rows of a source table with the Debezium mapping (as test_snapshot.source_rows), by key."""
-    conn = root_connect()
-    try:
-        schema = read_table_schemas(conn, [(db, table)])[(db, table)]
-        conv = TableConverter(schema, TypeOptions(), "pymysql")
-        with conn.cursor() as cur:
-            cur.execute(f"SELECT * FROM `{db}`.`{table}`")
-            rows = conv.to_record_batch(list(cur.fetchall())).to_pylist()
-    finally:
-        conn.close()
-    key = list(schema.primary_key)
-    return sorted(rows, key=lambda r: tuple(r[k] for k in key)), key
 
 
 # -- lake helpers ------------------------------------------------------------------------------
