@@ -177,6 +177,36 @@ class NullWriter:
         none = CommitOutcome(False, 0, 0, 0)
         return TableWriteResult(database, table, sum(rows_by_op.values()), rows_by_op, TablePaths("", ""), none, none, 0.0)
 
+    def open_table_batch(self, database, table, *, primary_key, app_id, version, snapshot_position=None):
+        return _NullTableBatch(self, database, table)
+
+
+class _NullTableBatch:
+    """What ``LakeWriter.open_table_batch`` returns, for :class:`NullWriter`: counts, writes nothing."""
+
+    def __init__(self, writer, database, table):
+        self.writer, self.database, self.table = writer, database, table
+        self.batches = 0
+        self.counts: dict[str, int] = {}
+
+    def add(self, batch):
+        self.batches += 1
+        vc = batch.column(batch.schema.get_field_index("op")).value_counts()
+        for op, cnt in zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()):
+            self.counts[op] = self.counts.get(op, 0) + cnt
+
+    def abort(self):
+        pass
+
+    def commit(self, *, value_schema, position=None, truncated_at=None):
+        from dagster_mysql_cdc.sink.delta import CommitOutcome
+        from dagster_mysql_cdc.sink.lake import TablePaths, TableWriteResult
+
+        self.writer.batches += self.batches
+        none = CommitOutcome(False, 0, 0, 0)
+        return TableWriteResult(self.database, self.table, sum(self.counts.values()), self.counts, TablePaths("", ""),
+                                none, none, 0.0)
+
 
 def window(settings, info, start, end, db: str, server_id: int, writer, lake_dir: str) -> tuple[int, dict]:
     """(b)/(c) the library's ``run_window`` with ``writer``; history read from ``lake_dir``."""

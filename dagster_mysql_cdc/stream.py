@@ -14,12 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import shutil
-import tempfile
-import uuid
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -39,7 +35,7 @@ from .incremental import (
     stop_snapshot,
     with_paused,
 )
-from .sink.lake import LakeWriter, TableWriteResult
+from .sink.lake import LakeWriter, TableBatch, TableWriteResult
 from .source.binlog import BinlogReader, DdlStatement, RowsBatch, TransactionCommit
 from .source.catalog import read_table_schemas
 from .source.connection import ConnectionSettings, ServerInfo, connect
@@ -108,36 +104,21 @@ class WindowResult:
 
 
 class _TableEvents:
-    """Events of one table in the window: finished batches + the builder of the current schema."""
+    """Events of one table in the window: the builder of the current schema, finished record
+    batches on their way to the sink (merged up to ``batch_rows`` while their schema is the same),
+    and the table's :class:`~.sink.lake.TableBatch`, opened with the first record batch."""
 
-    def __init__(self, schema: TableSchema, options: TypeOptions, server_name: str, batch_rows: int, spill_dir: str):
+    def __init__(self, schema: TableSchema, options: TypeOptions, server_name: str, batch_rows: int,
+                 open_sink: Callable[[TableSchema], TableBatch]):
         self.options = options
         self.server_name = server_name
         self.batch_rows = batch_rows
-        self.spill_dir = spill_dir
-        self.spilled: list[str] = []  # finished batches, as Arrow IPC files on local disk
+        self.open_sink = open_sink
+        self.sink: TableBatch | None = None
+        self.pending: list[pa.RecordBatch] = []
+        self.pending_rows = 0
         self.truncated_at: BinlogPosition | None = None
         self._set_schema(schema)
-
-    @property
-    def batches(self) -> Iterator[pa.RecordBatch]:
-        """The finished batches, read back one at a time (memory stays bounded by one batch)."""
-        pending: list[pa.RecordBatch] = []
-        rows = 0
-
-        def merged() -> pa.RecordBatch:
-            return pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
-
-        for path in self.spilled:  # consecutive batches of one schema are merged up to batch_rows
-            with pa.OSFile(path, "rb") as src:
-                table = pa.ipc.open_file(src).read_all()
-            if pending and (not table.schema.equals(pending[0].schema) or rows + table.num_rows > self.batch_rows):
-                yield merged()
-                pending, rows = [], 0
-            pending += table.to_batches()
-            rows += table.num_rows
-        if pending:
-            yield merged()
 
     def _set_schema(self, schema: TableSchema) -> None:
         self.schema = schema
@@ -150,20 +131,41 @@ class _TableEvents:
 
     def flush(self) -> None:
         if len(self.builder):
-            self._spill(self.builder.to_record_batch())
+            self._finished(self.builder.to_record_batch())
             self._set_schema(self.schema)
 
-    def _spill(self, batch: pa.RecordBatch) -> None:
-        path = os.path.join(self.spill_dir, f"{uuid.uuid4().hex}.arrow")
-        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, batch.schema) as w:
-            w.write_batch(batch)
-        self.spilled.append(path)
+    def _finished(self, batch: pa.RecordBatch) -> None:
+        if self.pending and (
+            not batch.schema.equals(self.pending[0].schema) or self.pending_rows + batch.num_rows > self.batch_rows
+        ):
+            self.hand_over()
+        self.pending.append(batch)
+        self.pending_rows += batch.num_rows
+        if self.pending_rows >= self.batch_rows:
+            self.hand_over()
+
+    def hand_over(self) -> None:
+        """Pass the pending record batches (as one) to the sink thread."""
+        if not self.pending:
+            return
+        batch = self.pending[0] if len(self.pending) == 1 else (
+            pa.Table.from_batches(self.pending).combine_chunks().to_batches()[0]
+        )
+        self.pending, self.pending_rows = [], 0
+        if self.sink is None:
+            self.sink = self.open_sink(self.schema)
+        self.sink.add(batch)
+
+    def finish(self) -> None:
+        """Everything built so far goes to the sink."""
+        self.flush()
+        self.hand_over()
 
     def append_batch(self, batch: pa.RecordBatch) -> None:
         """Add a ready change-log batch (built column-wise, e.g. a snapshot chunk)."""
         self.flush()
         if batch.num_rows:
-            self._spill(batch)
+            self._finished(batch)
 
     def schema_changed(self, schema: TableSchema) -> None:
         if schema != self.schema:
@@ -242,7 +244,6 @@ def run_window(
     fallback_conn = None
     tx_counter: dict = {"total": 0, "per_table": {}, "id": None}
     tx_records: list[dict] = []
-    spill_dir = tempfile.mkdtemp(prefix="cdc-window-")
     sig_key = tuple(inc.signal_table.split(".", 1)) if inc.signal_table else None
 
     # -- incremental snapshot: plan this window's chunks (reused on retry) ---------------------
@@ -303,10 +304,17 @@ def run_window(
             catalog.put(schema)  # seed the catalog for later DDL
         te = tables.get((db, t))
         if te is None:
-            te = tables[(db, t)] = _TableEvents(schema, type_options, server_name, options.batch_rows, spill_dir)
+            te = tables[(db, t)] = _TableEvents(schema, type_options, server_name, options.batch_rows, open_sink(db, t))
         else:
             te.schema_changed(schema)
         return te
+
+    def open_sink(db: str, t: str) -> Callable[[TableSchema], TableBatch]:
+        def opener(schema: TableSchema) -> TableBatch:
+            return writer.open_table_batch(
+                db, t, primary_key=schema.primary_key, app_id=STREAM_APP_ID, version=start.as_version(),
+            )
+        return opener
 
     def captured_tables() -> dict[tuple[str, str], TableSchema]:
         return {k: v for k, v in catalog.tables().items() if table_filter.matches(*k) and k != sig_key}
@@ -495,20 +503,22 @@ def run_window(
         # a finished snapshot leaves nothing behind (a pause without active tables is a no-op, as in Debezium)
         result.incremental_state = state.to_dict() if state is not None and state.active else None
         version = start.as_version()
+        for te in tables.values():
+            te.finish()
         for (db, t), te in tables.items():
-            te.flush()
-            if not te.spilled:
-                continue
-            value_schema = te.conv.arrow_schema
-            result.tables[(db, t)] = writer.write_table_batch(
-                db, t, te.batches, value_schema=value_schema, primary_key=te.schema.primary_key,
-                app_id=STREAM_APP_ID, version=version, position=result.end, truncated_at=te.truncated_at,
-            )
+            if te.sink is not None:
+                result.tables[(db, t)] = te.sink.commit(
+                    value_schema=te.conv.arrow_schema, position=result.end, truncated_at=te.truncated_at,
+                )
         history.append(records, app_id=STREAM_APP_ID, version=version)
         if tx_records:
             _append_transactions(storage, server_name, tx_records, version)
+    except BaseException:
+        for te in tables.values():
+            if te.sink is not None:
+                te.sink.abort()
+        raise
     finally:
-        shutil.rmtree(spill_dir, ignore_errors=True)
         if fallback_conn is not None:
             fallback_conn.close()
     for line in result.signal_log:

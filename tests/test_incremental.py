@@ -369,7 +369,7 @@ def test_failed_run_mid_snapshot_retries_with_the_saved_plan(scratch_db, make_cd
         raise RuntimeError("injected crash after the chunk plan was saved")
 
     with monkeypatch.context() as m:
-        m.setattr(LakeWriter, "write_table_batch", crash)
+        m.setattr(LakeWriter, "open_table_batch", crash)
         log = cdc.tick(raise_on_error=False)
     (failed,) = log.runs
     assert not failed.success and calls, "the window run failed in the lake writer"

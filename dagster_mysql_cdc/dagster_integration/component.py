@@ -196,6 +196,9 @@ class CdcLakeArgs(Resolvable):
     compact_min_files: Annotated[int, _doc("Compact a table once it has this many files (0 = never).")] = (
         _lake_default("compact_min_files")
     )
+    sink_pipeline_depth: Annotated[
+        int, _doc("Record batches queued for the sink thread while the next ones are read (0 = in turn).")
+    ] = _lake_default("sink_pipeline_depth")
     spark_config: Annotated[
         dict[str, Any],
         _doc(
@@ -522,6 +525,7 @@ class MySqlCdcComponent(Component, Resolvable):
             s3_conditional_put=lk.s3_conditional_put,
             rows_per_file=lk.rows_per_file,
             compact_min_files=lk.compact_min_files,
+            sink_pipeline_depth=lk.sink_pipeline_depth,
             pyspark=LazyPySparkResource(spark_config={**DEFAULT_SPARK_CONFIG, **(lk.spark_config or {})}),
         )
 

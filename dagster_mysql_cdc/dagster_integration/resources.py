@@ -638,6 +638,11 @@ class CdcLakeResource(dg.ConfigurableResource):
     compact_min_files: int = Field(
         default=64, description="Compact (Delta OPTIMIZE) a change log or state table once it has this many files; 0 = never."
     )
+    sink_pipeline_depth: int = Field(
+        default=2,
+        description="Record batches queued for the sink thread while the next ones are read (reading "
+        "overlaps writing; memory grows with it); 0 = read and write in turn.",
+    )
     pyspark: LazyPySparkResource = Field(
         default_factory=lambda: LazyPySparkResource(spark_config=DEFAULT_SPARK_CONFIG),
         description="dagster-pyspark resource providing the Spark session.",
@@ -659,6 +664,7 @@ class CdcLakeResource(dg.ConfigurableResource):
         return LakeWriter(
             self.pyspark.spark_session, self.storage_settings(), server_name,
             rows_per_file=self.rows_per_file, compact_min_files=self.compact_min_files,
+            pipeline_depth=self.sink_pipeline_depth,
         )
 
 

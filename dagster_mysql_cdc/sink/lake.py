@@ -5,12 +5,15 @@ Layout below the lake root (``StorageSettings.base_uri``)::
     <server>/<database>/<table>/changelog   Delta table, append-only Debezium envelopes
     <server>/<database>/<table>/state       Delta table, one row per primary key (latest wins)
     <server>/_schema_history                Delta table, schema change events (see schema_history)
-    _staging/...                            uncommitted files of in-flight batches (safe to delete)
+    _staging/<server>/incremental/          incremental-snapshot chunk plans and chunk files
 
-Data path: Arrow record batches of change events (bounded size) → ``spark.createDataFrame`` → Spark
-computes the state rows (``after`` image, ``before`` for deletes, plus metadata columns), keeps the
-newest event per key → the ``mysql_cdc_delta_files`` data source writes Parquet from the executors
-→ one Delta commit per dataset and batch (:mod:`.delta`).
+Data path: Arrow record batches of change events (bounded size) are handed to a sink thread, so
+the caller reads the next record batch (binlog or snapshot scan) while the previous one is written:
+the record batch becomes a DataFrame of Arrow IPC chunks and the ``mysql_cdc_delta_files`` data
+source writes the change log's Parquet from the executors (:mod:`.spark_files`); the state rows
+(``after`` image, ``before`` for deletes, plus metadata columns, newest event per key) are computed
+in Arrow (:mod:`.state_rows`) and merged by delta-rs; a first snapshot's state rows are written by
+the same Spark job as its change log. One Delta commit per dataset and batch (:mod:`.delta`).
 
 Current-state semantics (DBLog / Debezium "latest wins"): every state row carries its ordering key
 ``(__binlog_file, __binlog_pos, __binlog_row)``; a row replaces the stored one only if its key is
@@ -27,25 +30,24 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 import time
 import uuid
 import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-import pyarrow.dataset as pads
 
 from ..errors import SinkError
 from ..events import BinlogPosition, state_schema
-from .delta import CommitOutcome, commit_files, delete_files, open_table
-from .spark_files import FORMAT_NAME, DeltaFilesDataSource, encode_schema, write_storage_ref
+from .delta import CommitOutcome, commit_files, open_table
+from .spark_files import FORMAT_NAME, DeltaFilesDataSource, FileOutput, encode_outputs, payload_frame, write_storage_ref
+from .state_rows import ORDER_COLS, newest_per_key, state_rows
 from .storage import StorageSettings
 
 log = logging.getLogger(__name__)
-
-ORDER_COLS = ("__binlog_file", "__binlog_pos", "__binlog_row")
-
 
 @dataclass(frozen=True)
 class TablePaths:
@@ -156,17 +158,23 @@ class LakeWriter:
         compact_min_files: compact a dataset (Delta ``OPTIMIZE``: small files rewritten into
             large ones, ``dataChange=false``, readers unaffected) once it has this many files;
             ``0`` disables. Keeps the file count of tables fed by many small windows bounded.
+        pipeline_depth: record batches that may wait for or be in the sink thread while the
+            caller reads the next ones (reading overlaps writing; memory stays bounded by
+            ``pipeline_depth + 1`` record batches). ``0`` writes in the caller's thread.
     """
 
     def __init__(
         self, spark, storage: StorageSettings, server_name: str, *, rows_per_file: int = 1_000_000,
-        compact_min_files: int = 64,
+        compact_min_files: int = 64, pipeline_depth: int = 2,
     ):
         self.spark = spark
         self.storage = storage
         self.server_name = server_name
         self.rows_per_file = rows_per_file
         self.compact_min_files = compact_min_files
+        self.pipeline_depth = pipeline_depth
+        self._pool: ThreadPoolExecutor | None = None
+        self._slots: threading.BoundedSemaphore | None = None
         storage.ensure_root()
         spark.dataSource.register(DeltaFilesDataSource)
         self._ref_dir = tempfile.mkdtemp(prefix="cdc-ref-")
@@ -181,13 +189,14 @@ class LakeWriter:
         return TablePaths(changelog=f"{base}/changelog", state=f"{base}/state")
 
     # -- one Spark job ----------------------------------------------------------------------
-    def _write_files(self, df, table_uri: str, schema: pa.Schema, manifests: str) -> list[dict]:
+    def _write_files(self, events: pa.Table, outputs: list[FileOutput], manifests: str) -> list[list[dict]]:
+        """One Spark job: the executors write ``events`` (change-log rows) as Parquet data files of
+        each output (see :mod:`.spark_files`); returns the files written, per output."""
         manifest = os.path.join(manifests, f"manifest-{uuid.uuid4().hex}.json")
         (
-            df.write.format(FORMAT_NAME)
+            payload_frame(self.spark, events).write.format(FORMAT_NAME)
             .mode("append")
-            .option("table_uri", table_uri)
-            .option("arrow_schema", encode_schema(schema))
+            .option("outputs", encode_outputs(outputs))
             .option("manifest", manifest)
             .option("rows_per_file", str(self.rows_per_file))
             .option("storage_ref", self._storage_ref)
@@ -255,9 +264,13 @@ class LakeWriter:
     ) -> TableWriteResult:
         """Append a batch of change events to the change log and apply it to the current state.
 
+        Shorthand for :meth:`open_table_batch`, :meth:`TableBatch.add` of every record batch and
+        :meth:`TableBatch.commit`: ``batches`` is consumed in the calling thread (e.g. a snapshot
+        scan) while the sink thread writes the previous record batches.
+
         Args:
-            batches: change-log record batches (consumed lazily, one Spark job each; they may
-                have different column sets after DDL: the lake schema is the union).
+            batches: change-log record batches (consumed lazily; they may have different column
+                sets after DDL: the lake schema is the union).
             value_schema: the newest column schema of the table (state table columns).
             primary_key: key columns; empty = keyless (every column is the key).
             app_id / version: batch identity (idempotent commits, see :mod:`.delta`).
@@ -271,61 +284,194 @@ class LakeWriter:
             SinkError: a commit failed or the schema cannot evolve (nothing of that dataset
                 was published).
         """
-        started = time.monotonic()
-        paths = self.paths(database, table)
-        keyed = bool(primary_key)
-        manifests = tempfile.mkdtemp(prefix="cdc-manifests-")
-        log_files: list[dict] = []
-        rows_by_op: dict[str, int] = {}
-        log_schema: pa.Schema | None = None
-        names: list[str] = []
-        jobs = 0
-        meta = {"dagster_mysql_cdc.position": str(position)} if position else {}
-        state = _StateApplier(self, paths.state, app_id, version, meta, manifests)
+        tb = self.open_table_batch(
+            database, table, primary_key=primary_key, app_id=app_id, version=version,
+            snapshot_position=snapshot_position,
+        )
         try:
-            if state.skip:
-                log.info("state of %s.%s already has batch %s@%s", database, table, app_id, version)
             for batch in batches:
-                if batch.num_rows == 0:
-                    continue
-                ops = batch.column(batch.schema.get_field_index("op"))
-                vc = ops.value_counts()
-                for op, cnt in zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()):
-                    rows_by_op[op] = rows_by_op.get(op, 0) + cnt
-                log_schema = union_schema(log_schema, batch.schema)
-                df = self.spark.createDataFrame(pa.Table.from_batches([batch]))
-                log_files += self._write_files(df, paths.changelog, batch.schema, manifests)
-                jobs += 1
-                batch_names = [f.name for f in batch.schema.field("after").type]
-                names += [n for n in batch_names if n not in names]
-                if not state.skip:
-                    after = {f.name: f for f in batch.schema.field("after").type}
-                    key = list(primary_key) or batch_names
-                    st_b = state_schema(pa.schema([after[n] for n in batch_names]))
-                    rows = df.where(df["op"] != "t").select(*state_columns(batch_names))
-                    if not keyed:  # every column is the key: an update deletes its before image
-                        rows = rows.unionByName(df.where(df["op"] == "u").select(*state_columns(batch_names, replaced_before=True)))
-                    jobs += state.apply(rows, st_b, key, keyed, first_is_snapshot=snapshot_position is not None)
-            # -- change log: one commit for the whole batch
-            if log_schema is not None:
-                self._evolve(paths.changelog, log_schema)
+                tb.add(batch)
+        except BaseException:
+            tb.abort()
+            raise
+        return tb.commit(value_schema=value_schema, position=position, truncated_at=truncated_at)
+
+    def open_table_batch(
+        self,
+        database: str,
+        table: str,
+        *,
+        primary_key: tuple[str, ...],
+        app_id: str,
+        version: int,
+        snapshot_position: BinlogPosition | None = None,
+    ) -> TableBatch:
+        """Start a batch of one table: record batches are written as they are added.
+
+        The change log's data files are written by Spark on the sink thread as record batches
+        arrive and stay invisible until :meth:`TableBatch.commit` publishes them in one Delta
+        commit; state rows are merged per record batch ("latest wins" merges commute, so a
+        killed batch is simply applied again). See :class:`TableBatch`.
+        """
+        return TableBatch(self, database, table, primary_key=tuple(primary_key), app_id=app_id,
+                          version=version, snapshot_position=snapshot_position)
+
+    def _submit(self, tb: TableBatch, batch: pa.RecordBatch) -> Future:
+        """Run ``tb._write(batch)`` on the sink thread; blocks while ``pipeline_depth`` record
+        batches are already waiting or being written (bounded memory, back-pressure on the reader)."""
+        if self.pipeline_depth <= 0:
+            f: Future = Future()
+            try:
+                f.set_result(tb._write(batch))
+            except BaseException as e:
+                f.set_exception(e)
+            return f
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cdc-sink")
+            self._slots = threading.BoundedSemaphore(self.pipeline_depth)
+            weakref.finalize(self, self._pool.shutdown, False)
+        self._slots.acquire()
+        try:
+            f = self._pool.submit(tb._write, batch)
+        except BaseException:
+            self._slots.release()
+            raise
+        f.add_done_callback(lambda _f: self._slots.release())
+        return f
+
+
+class TableBatch:
+    """One table's part of a batch (a stream window or a snapshot) while it is being written.
+
+    :meth:`add` hands a change-log record batch to the writer's sink thread, which writes its
+    Parquet data files with Spark (uncommitted) and merges its state rows (newest per key,
+    computed in Arrow by :mod:`.state_rows`) into the state table; :meth:`commit` waits for
+    them and publishes the change log in one Delta commit, then applies snapshot / TRUNCATE
+    tombstones to the state and records the batch identity ``(app_id, version)`` in both tables.
+    A batch whose identity a table already has is skipped for that table (exactly-once retries).
+
+    Not thread-safe: one producer thread calls :meth:`add` / :meth:`commit` / :meth:`abort`.
+    """
+
+    def __init__(self, writer: LakeWriter, database: str, table: str, *, primary_key: tuple[str, ...],
+                 app_id: str, version: int, snapshot_position: BinlogPosition | None):
+        self.w = writer
+        self.database, self.table = database, table
+        self.primary_key = primary_key
+        self.app_id, self.version = app_id, version
+        self.snapshot_position = snapshot_position
+        self.paths = writer.paths(database, table)
+        self.started = time.monotonic()
+        self.manifests = tempfile.mkdtemp(prefix="cdc-manifests-")
+        self.log_files: list[dict] = []
+        self.rows_by_op: dict[str, int] = {}
+        self.log_schema: pa.Schema | None = None
+        self.names: list[str] = []
+        self.jobs = 0
+        self.futures: list[Future] = []
+        self.state = _StateApplier(writer, self.paths.state, app_id, version, self.manifests)
+        if self.state.skip:
+            log.info("state of %s.%s already has batch %s@%s", database, table, app_id, version)
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        """Queue ``batch`` (change-log rows) for writing; blocks while the sink thread is busy
+        with ``pipeline_depth`` batches.
+
+        Raises:
+            SinkError: an earlier record batch of this table failed to write (the batch is dead:
+                call :meth:`abort`).
+        """
+        if batch.num_rows == 0:
+            return
+        self._raise_failed()
+        self.futures.append(self.w._submit(self, batch))
+
+    def _raise_failed(self) -> None:
+        for f in self.futures:
+            if f.done() and f.exception() is not None:
+                raise f.exception()
+
+    def _wait(self) -> None:
+        for f in self.futures:
+            f.result()
+
+    def abort(self) -> None:
+        """Stop: cancel queued record batches, wait for the one being written, drop temp files.
+        Written data files stay uncommitted (invisible; removed by Delta VACUUM)."""
+        for f in self.futures:
+            f.cancel()
+        for f in self.futures:
+            try:
+                f.result()
+            except BaseException:
+                pass
+        shutil.rmtree(self.manifests, ignore_errors=True)
+
+    # -- on the sink thread ------------------------------------------------------------------
+    def _write(self, batch: pa.RecordBatch) -> None:
+        ops = batch.column(batch.schema.get_field_index("op"))
+        vc = ops.value_counts()
+        for op, cnt in zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()):
+            self.rows_by_op[op] = self.rows_by_op.get(op, 0) + cnt
+        self.log_schema = union_schema(self.log_schema, batch.schema)
+        batch_names = [f.name for f in batch.schema.field("after").type]
+        self.names += [n for n in batch_names if n not in self.names]
+        after = {f.name: f for f in batch.schema.field("after").type}
+        st_b = state_schema(pa.schema([after[n] for n in batch_names]))
+        events = pa.Table.from_batches([batch])
+        outputs = [FileOutput(self.paths.changelog, batch.schema)]
+        # a first snapshot (unique keys, no older rows): the same Spark job writes the state rows,
+        # committed at the end; otherwise they are merged below
+        direct = not self.state.skip and self.state.direct and self.snapshot_position is not None
+        if direct:
+            outputs.append(FileOutput(self.paths.state, st_b, kind="state", value_names=tuple(batch_names)))
+        files = self.w._write_files(events, outputs, self.manifests)
+        self.jobs += 1
+        self.log_files += files[0]
+        if direct:
+            self.state.add_direct(files[1], st_b)
+        elif not self.state.skip:
+            rows = state_rows(events, batch_names, keyless=not self.primary_key)
+            self.state.merge(rows, st_b, list(self.primary_key) or batch_names, bool(self.primary_key))
+
+    # -- on the producer thread --------------------------------------------------------------
+    def commit(self, *, value_schema: pa.Schema, position: BinlogPosition | None = None,
+               truncated_at: BinlogPosition | None = None) -> TableWriteResult:
+        """Wait for the queued record batches, then publish the batch (see the class docs).
+
+        Args:
+            value_schema: the newest column schema of the table (state table columns).
+            position: position recorded in the commit metadata.
+            truncated_at: position of the last TRUNCATE in the batch (older rows → tombstones).
+
+        Raises:
+            SinkError: a write or commit failed (nothing of that dataset was published).
+        """
+        meta = {"dagster_mysql_cdc.position": str(position)} if position else {}
+        storage = self.w.storage
+        try:
+            self._wait()
+            if self.log_schema is not None:
+                self.w._evolve(self.paths.changelog, self.log_schema)
             log_commit = commit_files(
-                self.storage, paths.changelog,
-                log_schema or _empty_log_schema(value_schema, primary_key),
-                log_files, mode="append", app_id=app_id, version=version, metadata=meta,
+                storage, self.paths.changelog,
+                self.log_schema or _empty_log_schema(value_schema, self.primary_key),
+                self.log_files, mode="append", app_id=self.app_id, version=self.version, metadata=meta,
             )
-            state_commit = state.finish(
-                _state_schema_of(names, log_schema, value_schema),
-                snapshot_position=snapshot_position, truncated_at=truncated_at,
+            state_commit = self.state.finish(
+                _state_schema_of(self.names, self.log_schema, value_schema), metadata=meta,
+                snapshot_position=self.snapshot_position, truncated_at=truncated_at,
             )
-        finally:
-            shutil.rmtree(manifests, ignore_errors=True)
-        for uri in (paths.changelog, paths.state):
-            self.maybe_compact(uri)
+        except BaseException:
+            self.abort()
+            raise
+        shutil.rmtree(self.manifests, ignore_errors=True)
+        for uri in (self.paths.changelog, self.paths.state):
+            self.w.maybe_compact(uri)
         return TableWriteResult(
-            database=database, table=table, rows=sum(rows_by_op.values()), rows_by_op=rows_by_op,
-            paths=paths, changelog=log_commit, state=state_commit,
-            seconds=time.monotonic() - started, spark_jobs=jobs,
+            database=self.database, table=self.table, rows=sum(self.rows_by_op.values()),
+            rows_by_op=dict(self.rows_by_op), paths=self.paths, changelog=log_commit, state=state_commit,
+            seconds=time.monotonic() - self.started, spark_jobs=self.jobs,
         )
 
 
@@ -333,18 +479,17 @@ class _StateApplier:
     """Applies a table batch to its state table one record batch at a time (bounded memory).
 
     The first snapshot of a table writes its rows straight into a new table (one commit at the
-    end); otherwise each record batch's state rows (newest per key within the batch, computed by
-    Spark) are staged as Parquet and merged with "latest ordering key wins" — merges commute, so
-    applying the record batches one after the other equals applying the whole batch at once.
-    :meth:`finish` then applies snapshot / TRUNCATE tombstones and records the batch identity.
+    end); otherwise each record batch's state rows (newest per key within the record batch) are
+    merged with "latest ordering key wins" — merges commute, so applying the record batches one
+    after the other equals applying the whole batch at once. :meth:`finish` then applies
+    snapshot / TRUNCATE tombstones and records the batch identity.
     """
 
-    def __init__(self, writer: LakeWriter, uri: str, app_id: str, version: int, metadata: dict, manifests: str):
+    def __init__(self, writer: LakeWriter, uri: str, app_id: str, version: int, manifests: str):
         self.w = writer
         self.uri = uri
         self.app_id = app_id
         self.version = version
-        self.metadata = metadata
         self.manifests = manifests
         self.dt = open_table(writer.storage, uri)
         done = self.dt.transaction_version(app_id) if self.dt is not None else None
@@ -353,43 +498,35 @@ class _StateApplier:
         self.direct_schema: pa.Schema | None = None
         self.direct = self.dt is None  # nothing to merge with yet
 
-    def apply(self, rows, st_schema: pa.Schema, key: list[str], keyed: bool, *, first_is_snapshot: bool) -> int:
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
+    def add_direct(self, files: list[dict], st_schema: pa.Schema) -> None:
+        """Record state files of a first snapshot (written by Spark, committed by :meth:`finish`)."""
+        self.direct_files += files
+        self.direct_schema = union_schema(self.direct_schema, st_schema)
 
-        if self.direct and first_is_snapshot:
-            # a first snapshot: unique keys, no older rows: write into the table, commit at the end
-            self.direct_files += self.w._write_files(rows.select(*st_schema.names), self.uri, st_schema, self.manifests)
-            self.direct_schema = union_schema(self.direct_schema, st_schema)
-            return 1
-        order = [F.col(c).desc() for c in ORDER_COLS] + [F.col("__deleted").asc()]
-        w = Window.partitionBy(*[F.col(k) for k in key]).orderBy(*order)
-        rows = rows.withColumn("__rn", F.row_number().over(w)).where(F.col("__rn") == 1).drop("__rn")
-        rows = rows.select(*st_schema.names)
+    def merge(self, rows: pa.Table, st_schema: pa.Schema, key: list[str], keyed: bool) -> None:
+        """Merge state rows (one record batch's, any number per key) into the state table."""
         storage = self.w.storage
-        if self.direct:
-            files = self.w._write_files(rows, self.uri, st_schema, self.manifests)
-            commit_files(storage, self.uri, st_schema, files, mode="append", app_id=self.app_id + "/init", version=0)
+        if self.direct:  # no table yet (streaming before any snapshot): create it empty
+            commit_files(storage, self.uri, st_schema, [], mode="append", app_id=self.app_id + "/init", version=0)
             self.dt = open_table(storage, self.uri)
             self.direct = False
-            return 1
-        staging_uri = storage.uri("_staging", self.w.server_name, "state", uuid.uuid4().hex)
-        files = self.w._write_files(rows, staging_uri, st_schema, self.manifests)
+        rows = newest_per_key(rows, key)
         try:
             # A state row is the image of its newest event: columns of the table that this record
-            # batch does not have (dropped or renamed by a DDL before its events) are read as
-            # nulls, so update_all clears them instead of keeping an older event's values.
+            # batch does not have (dropped or renamed by a DDL before its events) are nulls, so
+            # update_all clears them instead of keeping an older event's values.
             target = pa.schema(self.dt.schema().to_arrow())
             wide = pa.schema(list(st_schema) + [f for f in target if f.name not in st_schema.names])
-            source = pads.dataset(
-                [f"{storage.fs_path(staging_uri)}/{f['path']}" for f in files], schema=wide,
-                filesystem=storage.pyarrow_filesystem(), format="parquet",
+            source = pa.table(
+                [rows.column(f.name).cast(f.type) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
+                 for f in wide],
+                schema=wide,
             )
             on = " AND ".join(
                 (f"t.{_q(k)} = s.{_q(k)}" if keyed else f"(t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)})") for k in key
             )
             metrics = (
-                self.dt.merge(source.scanner().to_reader(), predicate=on, source_alias="s", target_alias="t", merge_schema=True)
+                self.dt.merge(source, predicate=on, source_alias="s", target_alias="t", merge_schema=True)
                 .when_matched_update_all(predicate=newer_predicate())
                 .when_not_matched_insert_all()
                 .execute()
@@ -397,12 +534,10 @@ class _StateApplier:
             log.debug("merge into %s: %s", self.uri, metrics)
         except Exception as e:
             raise SinkError(f"Merging into {self.uri} failed: {type(e).__name__}: {e}") from e
-        finally:
-            delete_files(storage, staging_uri, files)
         self.dt.update_incremental()
-        return 1
 
-    def finish(self, st_schema: pa.Schema, *, snapshot_position: BinlogPosition | None, truncated_at: BinlogPosition | None) -> CommitOutcome:
+    def finish(self, st_schema: pa.Schema, *, metadata: dict, snapshot_position: BinlogPosition | None,
+               truncated_at: BinlogPosition | None) -> CommitOutcome:
         storage = self.w.storage
         if self.skip:
             return CommitOutcome(False, self.dt.version(), 0, 0)
@@ -411,7 +546,7 @@ class _StateApplier:
                 schema = union_schema(self.direct_schema, st_schema) if self.direct_schema is not None else st_schema
                 if self.direct_files or truncated_at is None:
                     return commit_files(storage, self.uri, schema, self.direct_files, mode="append",
-                                        app_id=self.app_id, version=self.version, metadata=self.metadata)
+                                        app_id=self.app_id, version=self.version, metadata=metadata)
                 commit_files(storage, self.uri, schema, [], mode="append", app_id=self.app_id + "/init", version=0)
                 self.dt = open_table(storage, self.uri)
             self.w._evolve(self.uri, st_schema)
@@ -427,7 +562,7 @@ class _StateApplier:
                     predicate=f"({_q('__deleted')} = false) AND ({_older_plain(truncated_at)})",
                 )
             outcome = commit_files(storage, self.uri, st_schema, [], mode="append", app_id=self.app_id,
-                                   version=self.version, metadata=self.metadata)
+                                   version=self.version, metadata=metadata)
             return CommitOutcome(True, outcome.table_version, 0, 0)
         except SinkError:
             raise

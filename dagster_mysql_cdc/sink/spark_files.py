@@ -1,19 +1,27 @@
-"""A PySpark Python data source that writes Parquet data files for a Delta table.
+"""A PySpark Python data source that writes Parquet data files for Delta tables.
 
 Spark executors write the data files straight to the lake with pyarrow (``pyarrow.fs`` S3 or local
 filesystem), so it works with a Spark that has no ``hadoop-aws``/s3a jars; the files are invisible
 until :mod:`.delta` commits them to the table's Delta log in one atomic commit. This is the classic
 two-phase file commit of Spark's own ``FileFormatWriter``: tasks write, the job commit publishes.
 
+The DataFrame written holds **Arrow IPC payloads**: one row per chunk of change events, column
+``payload`` (binary, an Arrow IPC stream; :func:`payload_frame`). Spark distributes the chunks over
+its tasks like any rows, but the JVM never converts individual events (a nested Debezium envelope
+row costs ~27 µs of CPU through ``createDataFrame`` + the Python writer, a payload chunk ~10 µs per
+event, measured in docs/benchmarks.md). Each task decodes its chunks and writes one or more
+**outputs**: the events as they are (a change log) and/or their current-state rows
+(:func:`.state_rows.state_rows`, for a table's first snapshot), so one Spark job writes both.
+
 Usage (done by :class:`dagster_mysql_cdc.sink.lake.LakeWriter`)::
 
     spark.dataSource.register(DeltaFilesDataSource)
-    df.write.format("mysql_cdc_delta_files").mode("append")
-      .option("table_uri", uri).option("arrow_schema", b64).option("manifest", "/tmp/m.json")
+    payload_frame(spark, arrow_table).write.format("mysql_cdc_delta_files").mode("append")
+      .option("outputs", encode_outputs([FileOutput(uri, schema)])).option("manifest", "/tmp/m.json")
       .option("storage_ref", "/tmp/cdc-storage-xyz.json").save()
 
-Each job's commit (on the driver) writes a JSON manifest ``[{path, size, num_records,
-modification_time}]`` to the local ``manifest`` path; an aborted job deletes its files.
+Each job's commit (on the driver) writes a JSON manifest: per output, ``[{path, size,
+num_records, modification_time}]``; an aborted job deletes its files.
 
 Credentials never travel as data source options (Spark and py4j log options and plans): the
 option ``storage_ref`` names a private (0600) JSON file with the :class:`StorageSettings`, written
@@ -27,10 +35,12 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import os
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -40,6 +50,9 @@ from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterComm
 from .storage import StorageSettings
 
 FORMAT_NAME = "mysql_cdc_delta_files"
+
+#: Upper bound of one payload chunk (bytes of Arrow data before IPC framing).
+PAYLOAD_CHUNK_BYTES = 8 * 1024 * 1024
 
 
 def encode_schema(schema: pa.Schema) -> str:
@@ -52,11 +65,80 @@ def decode_schema(text: str) -> pa.Schema:
     return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))
 
 
+@dataclass(frozen=True)
+class FileOutput:
+    """One dataset a write job produces from the payload events.
+
+    Attributes:
+        table_uri: lake URI of the Delta table the files are for.
+        schema: Arrow schema of the files (rows are cast to it, field metadata included).
+        kind: ``"events"`` writes the change events as they are; ``"state"`` writes their
+            current-state rows (:func:`.state_rows.state_rows`, no deduplication: for a first
+            snapshot, whose keys are unique).
+        value_names: the table's columns (``kind="state"`` only).
+    """
+
+    table_uri: str
+    schema: pa.Schema
+    kind: str = "events"
+    value_names: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"table_uri": self.table_uri, "schema": encode_schema(self.schema), "kind": self.kind,
+                "value_names": list(self.value_names)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> FileOutput:
+        return cls(d["table_uri"], decode_schema(d["schema"]), d["kind"], tuple(d["value_names"]))
+
+    def rows(self, events: pa.Table) -> pa.Table:
+        """This output's rows of a chunk of change events, cast to :attr:`schema`."""
+        if self.kind == "state":
+            from .state_rows import state_rows
+
+            events = state_rows(events, self.value_names)
+        elif self.kind != "events":
+            raise ValueError(f"unknown output kind {self.kind!r}")
+        return events.select(self.schema.names).cast(self.schema)
+
+
+def encode_outputs(outputs: Sequence[FileOutput]) -> str:
+    """Outputs → the ``outputs`` data source option (base64 JSON)."""
+    return base64.b64encode(json.dumps([o.to_dict() for o in outputs]).encode()).decode("ascii")
+
+
+def decode_outputs(text: str) -> list[FileOutput]:
+    """Inverse of :func:`encode_outputs`."""
+    return [FileOutput.from_dict(d) for d in json.loads(base64.b64decode(text))]
+
+
+def payload_frame(spark, table: pa.Table, *, chunk_bytes: int = PAYLOAD_CHUNK_BYTES, min_chunks: int | None = None):
+    """A DataFrame with one ``payload`` row (Arrow IPC stream bytes) per chunk of ``table``.
+
+    Args:
+        table: change events (any schema; kept exactly, metadata included).
+        chunk_bytes: target size of a chunk.
+        min_chunks: at least this many chunks (default: Spark's default parallelism, so every
+            core gets work).
+    """
+    n = max(1, min(table.num_rows, max(min_chunks or spark.sparkContext.defaultParallelism,
+                                       math.ceil(table.nbytes / chunk_bytes))))
+    step = math.ceil(table.num_rows / n) if table.num_rows else 1
+    bufs = []
+    for off in range(0, max(table.num_rows, 1), step):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as w:
+            w.write_table(table.slice(off, step))
+        bufs.append(sink.getvalue().to_pybytes())
+    return spark.createDataFrame(pa.table({"payload": pa.array(bufs, pa.binary())}))
+
+
 @dataclass
 class FilesWritten(WriterCommitMessage):
-    """Commit message of one write task: the data files it wrote (paths relative to the table)."""
+    """Commit message of one write task: per output, the data files it wrote (paths relative to
+    the output's table)."""
 
-    files: list[dict] = field(default_factory=list)
+    files: list[list[dict]] = field(default_factory=list)
 
 
 class DeltaFilesDataSource(DataSource):
@@ -70,18 +152,63 @@ class DeltaFilesDataSource(DataSource):
         return DeltaFilesWriter(dict(self.options))
 
 
-class DeltaFilesWriter(DataSourceArrowWriter):
-    """Writes each task's Arrow batches as Parquet files of at most ``rows_per_file`` rows.
+class _OutputFiles:
+    """Parquet files of one output in one task, rotated every ``rows_per_file`` rows."""
 
-    Options: ``table_uri`` (lake URI of the Delta table), ``arrow_schema`` (base64 Arrow schema the
-    files must have: Spark's own Arrow types are cast back to it, field metadata included),
-    ``manifest`` (driver-local JSON path), ``storage_ref`` (path of the storage settings file),
-    ``rows_per_file`` (default 1,000,000).
+    def __init__(self, out: FileOutput, storage: StorageSettings, fs, rows_per_file: int):
+        self.out = out
+        self.fs = fs
+        self.base = storage.fs_path(out.table_uri)
+        if not storage.is_s3:
+            os.makedirs(self.base, exist_ok=True)
+        self.rows_per_file = rows_per_file
+        self.files: list[dict] = []
+        self.writer = None
+        self.rel = ""
+        self.rows = 0
+
+    def write(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        if self.writer is None:
+            self.rel = f"part-{uuid.uuid4().hex}.snappy.parquet"
+            self.writer = pq.ParquetWriter(f"{self.base}/{self.rel}", self.out.schema, filesystem=self.fs,
+                                           compression="snappy")
+            self.rows = 0
+        self.writer.write_table(table)
+        self.rows += table.num_rows
+        if self.rows >= self.rows_per_file:
+            self.close()
+
+    def close(self) -> None:
+        if self.writer is None:
+            return
+        self.writer.close()
+        self.writer = None
+        info = self.fs.get_file_info(f"{self.base}/{self.rel}")
+        self.files.append({"path": self.rel, "size": int(info.size), "num_records": self.rows,
+                           "modification_time": int(time.time() * 1000)})
+
+    def discard(self) -> None:
+        if self.writer is not None:
+            try:
+                self.writer.close()
+            except Exception:
+                pass
+            self.files.append({"path": self.rel, "size": 0, "num_records": 0, "modification_time": 0})
+            self.writer = None
+        _delete(self.fs, self.base, self.files)
+
+
+class DeltaFilesWriter(DataSourceArrowWriter):
+    """Writes each task's payload chunks as Parquet files of at most ``rows_per_file`` rows.
+
+    Options: ``outputs`` (:func:`encode_outputs`), ``manifest`` (driver-local JSON path),
+    ``storage_ref`` (path of the storage settings file), ``rows_per_file`` (default 1,000,000).
     """
 
     def __init__(self, options: dict[str, str]):
-        self.table_uri = options["table_uri"]
-        self.schema_b64 = options["arrow_schema"]
+        self.outputs_b64 = options["outputs"]
         self.manifest = options["manifest"]
         self.storage_ref = options["storage_ref"]
         self.rows_per_file = int(options.get("rows_per_file", 1_000_000))
@@ -89,60 +216,28 @@ class DeltaFilesWriter(DataSourceArrowWriter):
     def write(self, iterator) -> FilesWritten:
         storage = read_storage_ref(self.storage_ref)
         fs = storage.pyarrow_filesystem()
-        schema = decode_schema(self.schema_b64)
-        base = storage.fs_path(self.table_uri)
-        if not storage.is_s3:
-            os.makedirs(base, exist_ok=True)
-        files: list[dict] = []
-        writer = None
-        rel = ""
-        rows = 0
-
-        def close():
-            nonlocal writer
-            if writer is None:
-                return
-            writer.close()
-            info = fs.get_file_info(f"{base}/{rel}")
-            files.append(
-                {
-                    "path": rel,
-                    "size": int(info.size),
-                    "num_records": rows,
-                    "modification_time": int(time.time() * 1000),
-                }
-            )
-            writer = None
-
+        outs = [_OutputFiles(o, storage, fs, self.rows_per_file) for o in decode_outputs(self.outputs_b64)]
         try:
             for batch in iterator:
-                if batch.num_rows == 0:
-                    continue
-                table = pa.Table.from_batches([batch]).select(schema.names).cast(schema)
-                if writer is None:
-                    rel = f"part-{uuid.uuid4().hex}.snappy.parquet"
-                    writer = pq.ParquetWriter(
-                        f"{base}/{rel}", schema, filesystem=fs, compression="snappy"
-                    )
-                    rows = 0
-                writer.write_table(table)
-                rows += table.num_rows
-                if rows >= self.rows_per_file:
-                    close()
-            close()
+                for buf in batch.column(0):
+                    events = pa.ipc.open_stream(buf.as_buffer()).read_all()
+                    for o in outs:
+                        o.write(o.out.rows(events))
+            for o in outs:
+                o.close()
         except BaseException:
-            if writer is not None:
-                try:
-                    writer.close()
-                except Exception:
-                    pass
-                files.append({"path": rel, "size": 0, "num_records": 0, "modification_time": 0})
-            _delete(fs, base, files)
+            for o in outs:
+                o.discard()
             raise
-        return FilesWritten(files=files)
+        return FilesWritten(files=[o.files for o in outs])
 
     def commit(self, messages) -> None:
-        files = [f for m in messages if m is not None for f in m.files]
+        n = len(decode_outputs(self.outputs_b64))
+        files: list[list[dict]] = [[] for _ in range(n)]
+        for m in messages:
+            if m is not None:
+                for i, fl in enumerate(m.files):
+                    files[i] += fl
         tmp = self.manifest + ".tmp"
         with open(tmp, "w") as fh:
             json.dump(files, fh)
@@ -150,8 +245,12 @@ class DeltaFilesWriter(DataSourceArrowWriter):
 
     def abort(self, messages) -> None:
         storage = read_storage_ref(self.storage_ref)
-        files = [f for m in messages if m is not None for f in m.files]
-        _delete(storage.pyarrow_filesystem(), storage.fs_path(self.table_uri), files)
+        fs = storage.pyarrow_filesystem()
+        outputs = decode_outputs(self.outputs_b64)
+        for m in messages:
+            if m is not None:
+                for o, fl in zip(outputs, m.files):
+                    _delete(fs, storage.fs_path(o.table_uri), fl)
 
 
 def write_storage_ref(storage: StorageSettings, directory: str) -> str:
