@@ -5,20 +5,8 @@ each table's change log (Debezium envelopes) and current state as Delta tables o
 filesystem or any S3 API endpoint.
 """
 
-from .dagster_integration import (
-    DEFAULT_SPARK_CONFIG,
-    SNAPSHOT_MODES,
-    CdcLakeResource,
-    DagsterMySqlCdcTranslator,
-    MySqlCdcComponent,
-    MySqlCdcResource,
-    MySqlCdcTableProps,
-    build_mysql_cdc_asset_specs,
-    build_mysql_cdc_sensor,
-    build_pk_range_assets,
-    mysql_cdc_assets,
-    run_sensor_ticks,
-)
+from typing import TYPE_CHECKING
+
 from .errors import (
     CdcError,
     ConfigurationError,
@@ -30,6 +18,54 @@ from .errors import (
 from .events import BinlogPosition
 
 __version__ = "0.1.0"
+
+# The Dagster integration is imported on first use (PEP 562): Spark's Python workers import
+# ``dagster_mysql_cdc.sink`` for every write job, and must not pay for importing Dagster.
+_DAGSTER_NAMES = (
+    "DEFAULT_SPARK_CONFIG",
+    "SNAPSHOT_MODES",
+    "CdcLakeResource",
+    "DagsterMySqlCdcTranslator",
+    "MySqlCdcComponent",
+    "MySqlCdcResource",
+    "MySqlCdcTableProps",
+    "build_mysql_cdc_asset_specs",
+    "build_mysql_cdc_sensor",
+    "build_pk_range_assets",
+    "mysql_cdc_assets",
+    "run_sensor_ticks",
+)
+
+if TYPE_CHECKING:
+    from .dagster_integration import (
+        DEFAULT_SPARK_CONFIG,
+        SNAPSHOT_MODES,
+        CdcLakeResource,
+        DagsterMySqlCdcTranslator,
+        MySqlCdcComponent,
+        MySqlCdcResource,
+        MySqlCdcTableProps,
+        build_mysql_cdc_asset_specs,
+        build_mysql_cdc_sensor,
+        build_pk_range_assets,
+        mysql_cdc_assets,
+        run_sensor_ticks,
+    )
+
+
+def __getattr__(name: str):
+    if name in _DAGSTER_NAMES:
+        from . import dagster_integration
+
+        value = getattr(dagster_integration, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_DAGSTER_NAMES))
+
 
 __all__ = [
     "BinlogPosition",
