@@ -149,30 +149,36 @@ def table_stats(uri: str) -> dict:
     }
 
 
+def table_stats_prev_checkpoint(uri: str, version: int) -> int:
+    """Version of the newest checkpoint at or below ``version`` (-1: none)."""
+    cps = [int(os.path.basename(p).split(".")[0]) for p in glob.glob(os.path.join(uri, "_delta_log", "*.checkpoint*.parquet"))]
+    return max([c for c in cps if c <= version], default=-1)
+
+
 def _local(uri: str) -> str:
     return uri[len("file://"):] if uri.startswith("file://") else uri
 
 
 # -- readers -------------------------------------------------------------------------------------
 def readers(spark) -> dict:
-    """name -> fn(uri, files) returning rows read; every one reads all rows and columns."""
+    """name -> fn(uri, version, files) returning rows read; every one reads all rows and columns."""
     import duckdb
     import pyarrow.dataset as ds
     from deltalake import DeltaTable
 
     con = duckdb.connect()
 
-    def delta_rs(uri, files):
-        return DeltaTable(uri).to_pyarrow_table().num_rows
+    def delta_rs(uri, version, files):
+        return DeltaTable(uri, version=version).to_pyarrow_table().num_rows
 
-    def delta_open(uri, files):
-        DeltaTable(uri).file_uris()
+    def delta_open(uri, version, files):
+        DeltaTable(uri, version=version).file_uris()
         return 0
 
-    def pa_dataset(uri, files):
+    def pa_dataset(uri, version, files):
         return ds.dataset(files, format="parquet").to_table().num_rows
 
-    def duck(uri, files):
+    def duck(uri, version, files):
         return con.read_parquet(files, union_by_name=True).to_arrow_table().num_rows
 
     out = {
@@ -188,20 +194,28 @@ def readers(spark) -> dict:
         except Exception as e:
             ok = "DATA_SOURCE_NOT_FOUND" not in str(e) and "Failed to find data source" not in str(e)
         if ok:
-            def spark_delta(uri, files):
-                return spark.read.format("delta").load(uri).count()  # noqa: B023
+            def spark_delta(uri, version, files):
+                r = spark.read.format("delta")
+                if version is not None:
+                    r = r.option("versionAsOf", version)
+                return r.load(uri).count()
             out["spark read.format('delta') (count)"] = spark_delta
         else:
             print("[read] Spark has no Delta data source (delta-spark jars not on the classpath): Spark reader skipped")
     return out
 
 
-def compare_reads(pairs: dict[str, str], fns: dict, repeat: int) -> dict:
+def _uv(t) -> tuple[str, int | None]:
+    return t if isinstance(t, tuple) else (t, None)
+
+
+def compare_reads(pairs: dict, fns: dict, repeat: int) -> dict:
     """Interleaved timing: for every repetition, every reader, every table (order alternated).
-    Returns {reader: {name: [seconds...]}}; checks all tables of a reader return the same rows."""
+    ``pairs``: name -> uri or (uri, version). Returns {reader: {name: [seconds...]}}; checks that
+    the tables of one reader return the same rows (except the ``@`` time-travel pair)."""
     from deltalake import DeltaTable
 
-    files = {name: [_local(p) for p in DeltaTable(uri).file_uris()] for name, uri in pairs.items()}
+    files = {name: [_local(p) for p in DeltaTable(*_uv(t)).file_uris()] for name, t in pairs.items()}
     times: dict[str, dict[str, list[float]]] = {r: {n: [] for n in pairs} for r in fns}
     rows: dict[str, dict[str, int]] = {r: {} for r in fns}
     names = list(pairs)
@@ -210,13 +224,13 @@ def compare_reads(pairs: dict[str, str], fns: dict, repeat: int) -> dict:
             order = names if rep % 2 == 0 else names[::-1]
             for name in order:
                 t0 = time.perf_counter()
-                n = fn(pairs[name], files[name])
+                n = fn(*_uv(pairs[name]), files[name])
                 dt = time.perf_counter() - t0
                 rows[rname][name] = n
                 if rep:
                     times[rname][name].append(dt)
     for rname, by in rows.items():
-        if len(set(by.values())) != 1:
+        if len({v for k, v in by.items() if "@" not in k}) != 1:
             raise AssertionError(f"{rname}: tables returned different row counts {by}")
     return {"times": times, "rows": rows, "files": {n: len(f) for n, f in files.items()}}
 
@@ -256,7 +270,7 @@ def check_state(state_uri: str, root, db: str, deleted: set[int]) -> str:
 
 # -- driver --------------------------------------------------------------------------------------
 def run(args: argparse.Namespace) -> dict:
-    from deltalake import DeltaTable, write_deltalake
+    from deltalake import DeltaTable
 
     from dagster_mysql_cdc.pipeline import run_snapshot
     from dagster_mysql_cdc.sink.lake import LakeWriter
@@ -365,46 +379,80 @@ def run(args: argparse.Namespace) -> dict:
         print(f"[check] {check}\n[check] {log_check}", flush=True)
         report["check"] = [check, log_check]
 
-        # -- fresh copies (one write of the current rows each) + diagnosis copies
-        copies = os.path.join(tmp, "copies")
-        pairs = {}
-        for name, uri in (("state", paths.state), ("changelog", paths.changelog)):
-            data = DeltaTable(uri).to_pyarrow_table()
-            fresh = os.path.join(copies, f"{name}-fresh")
-            write_deltalake(fresh, data)
-            pairs[name] = {"lake": uri, "fresh": fresh}
-        diag = {}
-        cp_copy = os.path.join(copies, "state-checkpointed")
-        shutil.copytree(paths.state, cp_copy)
-        DeltaTable(cp_copy).create_checkpoint()
-        diag["state + create_checkpoint()"] = cp_copy
-        opt_copy = os.path.join(copies, "state-optimized")
-        shutil.copytree(paths.state, opt_copy)
-        dto = DeltaTable(opt_copy)
-        dto.optimize.compact()
-        DeltaTable(opt_copy).create_checkpoint()
-        diag["state + optimize.compact() + create_checkpoint()"] = opt_copy
-
-        fns = readers(spark)
-        final = {name: {"lake": table_stats(p["lake"]), "fresh": table_stats(p["fresh"])} for name, p in pairs.items()}
-        for k, uri in diag.items():
-            final.setdefault("diag", {})[k] = table_stats(uri)
-        report["final"] = final
-        results = {}
-        for name, p in pairs.items():
-            tables = {"lake": p["lake"], "fresh": p["fresh"]}
-            if name == "state":
-                tables.update(diag)
-            print(f"[read] {name}: timing {len(fns)} readers x {len(tables)} tables, interleaved, best of {args.repeat} ...",
-                  flush=True)
-            results[name] = compare_reads(tables, fns, args.repeat)
-        report["reads"] = results
+        read_phase(paths.state, paths.changelog, os.path.join(tmp, "copies"), spark, args.repeat, report)
         print_report(report)
         if args.json:
             with open(args.json, "w") as fh:
                 json.dump(report, fh, indent=1, default=str)
             print(f"[json] {args.json}")
     return report
+
+
+def copy_as_of(uri: str, dest: str, version: int | None = None) -> str:
+    """Copy of a Delta table as a reader saw it at ``version`` (default: now): its log up to that
+    version (later commits and the ``_last_checkpoint`` hint dropped) and its live data files only
+    (removed files are not needed and would make the copy large)."""
+    from deltalake import DeltaTable
+
+    dt = DeltaTable(uri, version=version)
+    v = dt.version()
+    os.makedirs(os.path.join(dest, "_delta_log"))
+    for p in glob.glob(os.path.join(uri, "_delta_log", "*")):
+        b = os.path.basename(p)
+        if b[:20].isdigit() and int(b[:20]) <= v and os.path.isfile(p):
+            shutil.copy2(p, os.path.join(dest, "_delta_log", b))
+    for f in dt.file_uris():
+        rel = os.path.relpath(_local(f), uri)
+        os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
+        shutil.copy2(_local(f), os.path.join(dest, rel))
+    assert DeltaTable(dest).version() == v
+    return dest
+
+
+def read_phase(state_uri: str, log_uri: str, copies: str, spark, repeat: int, report: dict) -> None:
+    """Fresh copies, worst-checkpoint-phase copy, diagnosis copies; interleaved timed reads."""
+    from deltalake import DeltaTable, write_deltalake
+
+    pairs = {}
+    for name, uri in (("state", state_uri), ("changelog", log_uri)):
+        fresh = os.path.join(copies, f"{name}-fresh")
+        write_deltalake(fresh, DeltaTable(uri).to_pyarrow_table())  # one write of the current rows
+        pairs[name] = {"lake": uri, "fresh": fresh}
+    # the state just before its last checkpoint: the longest JSON log tail a reader replays
+    st_now = table_stats(state_uri)
+    worst = {}
+    if st_now["last_checkpoint"]:
+        v = st_now["last_checkpoint"] - 1
+        cut = copy_as_of(state_uri, os.path.join(copies, "state-at-worst"), v)
+        fresh_v = os.path.join(copies, "state-fresh-at-worst")
+        write_deltalake(fresh_v, DeltaTable(cut).to_pyarrow_table())
+        worst = {"lake @ v%d" % v: cut, "fresh @ v%d" % v: fresh_v}
+        report["worst_version"] = v
+        report["worst_replay"] = v - table_stats_prev_checkpoint(state_uri, v)
+    diag = {}
+    cp_copy = copy_as_of(state_uri, os.path.join(copies, "state-checkpointed"))
+    DeltaTable(cp_copy).create_checkpoint()
+    diag["state + create_checkpoint()"] = cp_copy
+    opt_copy = copy_as_of(state_uri, os.path.join(copies, "state-optimized"))
+    DeltaTable(opt_copy).optimize.compact()
+    DeltaTable(opt_copy).create_checkpoint()
+    diag["state + optimize.compact() + create_checkpoint()"] = opt_copy
+
+    fns = readers(spark)
+    final = {name: {"lake": table_stats(p["lake"]), "fresh": table_stats(p["fresh"])} for name, p in pairs.items()}
+    for k, uri in {**worst, **diag}.items():
+        final.setdefault("diag", {})[k] = table_stats(uri)
+    report["final"] = final
+    results = {}
+    for name, p in pairs.items():
+        tables = {"lake": p["lake"], "fresh": p["fresh"]}
+        if name == "state":
+            tables.update(worst)
+            tables.update(diag)
+        print(f"[read] {name}: timing {len(fns)} readers x {len(tables)} tables, interleaved, best of {repeat} ...",
+              flush=True)
+        results[name] = compare_reads(tables, fns, repeat)
+    report["reads"] = results
 
 
 def _timed(fn) -> float:
@@ -414,8 +462,10 @@ def _timed(fn) -> float:
 
 
 def print_report(r: dict) -> None:
-    n = r["batches"]
+    n = r.get("batches")
     print()
+    if not r.get("samples"):
+        return _print_reads(r)
     print(f"== small files: {n:,} stream windows of ~{r['rows_per_batch']} row changes (run_window, library defaults)")
     print(f"{'batch':>6} {'state live':>10} {'per batch':>9} {'on disk':>8} {'version':>8} {'ckpts':>5} {'replay':>6} "
           f"{'read ms':>8} | {'log live':>8} {'on disk':>8} {'version':>8} {'ckpts':>5} | {'window s':>8}")
@@ -432,6 +482,10 @@ def print_report(r: dict) -> None:
           f"(ratio live files / batches {last['state']['live_files'] / n:.3f}, peak {peak / n:.3f}); "
           f"change log: {last['changelog']['live_files']} at the end, peak {peak_log}; "
           f"compactions {last['compactions']}")
+    _print_reads(r)
+
+
+def _print_reads(r: dict) -> None:
     for name, res in r["reads"].items():
         times = res["times"]
         tables = list(next(iter(times.values())))
@@ -451,6 +505,13 @@ def print_report(r: dict) -> None:
             ratio = min(times[main_r]["lake"]) / min(times[main_r]["fresh"])
             print(f"   ratio lake / fresh copy ({main_r}): {ratio:.2f}x  target <= {TARGET_RATIO:.1f}x "
                   f"{'MET' if ratio <= TARGET_RATIO else 'MISSED'}")
+            at = [t for t in tables if t.startswith("lake @")]
+            if at:
+                fr = [t for t in tables if t.startswith("fresh @")][0]
+                for rname, by in times.items():
+                    w = min(by[at[0]]) / min(by[fr])
+                    print(f"   worst checkpoint phase ({at[0]} vs {fr}, {r.get('worst_replay')} JSON commits replayed), "
+                          f"{rname}: {w:.2f}x  target <= {TARGET_RATIO:.1f}x {'MET' if w <= TARGET_RATIO else 'MISSED'}")
     print()
 
 
@@ -464,6 +525,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=7, help="repetitions of every timed read (best is reported)")
     p.add_argument("--keep", action="store_true", help="keep the scratch lake directory")
     p.add_argument("--server-id", type=int, default=SERVER_ID, help=f"replication client id (default {SERVER_ID})")
+    p.add_argument("--reads-from", default=None, metavar="LAKE",
+                   help="only the read comparison, on the lake kept (--keep) by an earlier run")
     p.add_argument("--json", default=None, help="also write the figures to this JSON file")
     return p
 
@@ -476,10 +539,30 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"[machine] library imported from {os.path.dirname(dagster_mysql_cdc.__file__)}", flush=True)
     try:
-        run(args)
+        if args.reads_from:
+            reads_only(args)
+        else:
+            run(args)
     finally:
         C.stop_spark()
     return 0
+
+
+def reads_only(args: argparse.Namespace) -> dict:
+    """The read comparison of a kept lake (``--reads-from``), e.g. again on a quieter machine."""
+    found = glob.glob(os.path.join(args.reads_from, SERVER, "*", TABLE, "state"))
+    if len(found) != 1:
+        raise SystemExit(f"no single {SERVER}/<db>/{TABLE}/state table under {args.reads_from}: {found}")
+    state = found[0]
+    report: dict = {"reads_from": args.reads_from}
+    with C.scratch_dir("bench-small-reads-", args.keep) as tmp:
+        read_phase(state, os.path.join(os.path.dirname(state), "changelog"), os.path.join(tmp, "copies"),
+                   None, args.repeat, report)
+        print_report(report)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(report, fh, indent=1, default=str)
+    return report
 
 
 if __name__ == "__main__":
