@@ -26,12 +26,14 @@ transformation names them with ``add.fields`` / ``delete.handling.mode=rewrite``
 
 from __future__ import annotations
 
+import operator
 import re
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 CONNECTOR_NAME = "mysql"
 CONNECTOR_VERSION = "dagster-mysql-cdc-0.1.0"
@@ -266,8 +268,18 @@ def snapshot_events(
 class ChangeEventBuilder:
     """Accumulates streamed change events of one table (one schema version) column-wise.
 
-    Rows arrive already converted to Debezium values (tuples in column order, ``None`` for an
-    absent image); :meth:`to_record_batch` builds the change-log batch without per-row dicts.
+    Two ways to add events, not to be mixed with images in one builder:
+
+    * :meth:`add`: one event whose images are tuples of *converted* Debezium values in column order
+      (``None`` for an absent image), e.g. rows re-read for an incremental snapshot.
+    * :meth:`add_raw`: the rows of one binlog rows event, images as python-mysql-replication's
+      row dicts, kept *raw* and converted column by column (Arrow-vectorised where possible) by
+      the given :class:`~.source.types.TableConverter` in :meth:`to_record_batch`.
+
+    Storage is per column (present images only, plus the position of each event's image), and
+    the ``source`` fields that are constant for a rows event (file, pos, timestamps, server id,
+    GTID, thread, query, snapshot flag) are stored once per event group and expanded with an
+    Arrow ``take`` at the end: no per-row dicts or tuples.
 
     Args:
         value_schema: Arrow schema of the table's columns (``types.arrow_schema``).
@@ -283,29 +295,53 @@ class ChangeEventBuilder:
         self.table = table
         names = [f.name.lower() for f in value_schema]
         self._key_idx = [names.index(k.lower()) for k in primary_key]
-        self.before: list[tuple | None] = []
-        self.after: list[tuple | None] = []
+        width = len(value_schema)
+        self._width = width
+        self._names = tuple(f.name for f in value_schema)
+        self._getter = operator.itemgetter(*self._names) if width else None
+        # per side: present images column-wise, each event's index into them (None: absent image),
+        # (column, index) of values that are NULL without conversion (raw mode)
+        self._cols: dict[str, list[list]] = {"before": [[] for _ in range(width)], "after": [[] for _ in range(width)]}
+        self._idx: dict[str, list[int | None]] = {"before": [], "after": []}
+        self._force_null: dict[str, list[tuple[int, int]]] = {"before": [], "after": []}
+        self._converter = None  # TableConverter of raw images (add_raw); None: converted images
+        self._mode: str | None = None  # "converted" | "raw" once an image was added
         self.op: list[str] = []
-        self.ts_ms: list[int] = []
-        self.src_ts: list[int] = []
-        self.server_id: list[int] = []
-        self.gtid: list[str | None] = []
-        self.file: list[str] = []
-        self.pos: list[int] = []
-        self.row: list[int] = []
-        self.thread: list[int | None] = []
-        self.query: list[str | None] = []
-        self.snapshot: list[str] = []
-        self.tx_id: list[str | None] = []
-        self.tx_total: list[int | None] = []
-        self.tx_coll: list[int | None] = []
-        self.headers: list[list[tuple[str, str]] | None] = []
+        self._row: list[int] = []
+        self._group: list[int] = []  # per event: index into _groups
+        # per event group: (ts_ms, source_ts_ms, snapshot, server_id, gtid, file, pos, thread, query)
+        self._groups: list[tuple] = []
+        self._tx: list[tuple[str, int, int] | None] | None = None  # created with the first tx
+        self._headers: dict[int, list[tuple[str, str]]] = {}
 
     def __len__(self) -> int:
         return len(self.op)
 
     def key_of(self, image: tuple) -> tuple:
+        """The key values of a converted image (tuple in column order)."""
         return tuple(image[i] for i in self._key_idx)
+
+    # -- adding ------------------------------------------------------------------------------
+    def _set_mode(self, mode: str) -> None:
+        if self._mode is None:
+            self._mode = mode
+        elif self._mode != mode:
+            raise ValueError("ChangeEventBuilder: converted (add) and raw (add_raw) images cannot be mixed")
+
+    def _group_of(self, key: tuple) -> int:
+        if self._groups and self._groups[-1] == key:
+            return len(self._groups) - 1
+        self._groups.append(key)
+        return len(self._groups) - 1
+
+    def _add_tx(self, n: int, tx: list | None) -> None:
+        if tx is None:
+            if self._tx is not None:
+                self._tx.extend([None] * n)
+            return
+        if self._tx is None:
+            self._tx = [None] * (len(self.op) - n)
+        self._tx.extend(tx)
 
     def add(
         self, op: str, before: tuple | None, after: tuple | None, *, file: str, pos: int, row: int,
@@ -313,87 +349,250 @@ class ChangeEventBuilder:
         thread: int | None = None, query: str | None = None, snapshot: str = "false",
         tx: tuple[str, int, int] | None = None, headers: dict[str, str] | None = None,
     ) -> None:
-        """Append one event (Debezium op ``c|u|d|r|t``)."""
-        self.op.append(op)
-        self.headers.append(list(headers.items()) if headers else None)
-        self.before.append(before)
-        self.after.append(after)
-        self.ts_ms.append(ts_ms)
-        self.src_ts.append(source_ts_ms)
-        self.server_id.append(server_id)
-        self.gtid.append(gtid)
-        self.file.append(file)
-        self.pos.append(pos)
-        self.row.append(row)
-        self.thread.append(thread)
-        self.query.append(query)
-        self.snapshot.append(snapshot)
-        if tx is None:
-            self.tx_id.append(None)
-            self.tx_total.append(None)
-            self.tx_coll.append(None)
-        else:
-            self.tx_id.append(tx[0])
-            self.tx_total.append(tx[1])
-            self.tx_coll.append(tx[2])
+        """Append one event (Debezium op ``c|u|d|r|t``) with converted images (or ``None``).
 
-    def _images(self, images: list[tuple | None], fields: list[pa.Field]) -> pa.Array:
-        n = len(images)
-        mask = pa.array([img is None for img in images], pa.bool_())
-        width = len(fields)
-        filled = [img if img is not None else (None,) * width for img in images]
-        cols = list(zip(*filled)) if n else [()] * width
-        arrays = [pa.array(list(c), type=f.type) for c, f in zip(cols, fields)]
-        return pa.StructArray.from_arrays(arrays, fields=fields, mask=mask)
+        Raises:
+            ValueError: the builder already holds raw images (:meth:`add_raw`).
+        """
+        for side, image in (("before", before), ("after", after)):
+            idx = self._idx[side]
+            if image is None:
+                idx.append(None)
+                continue
+            self._set_mode("converted")
+            cols = self._cols[side]
+            idx.append(len(cols[0]) if cols else 0)
+            for c, v in zip(cols, image):
+                c.append(v)
+        if headers:
+            self._headers[len(self.op)] = list(headers.items())
+        self.op.append(op)
+        self._row.append(row)
+        self._group.append(self._group_of((ts_ms, source_ts_ms, snapshot, server_id, gtid, file, pos, thread, query)))
+        self._add_tx(1, None if tx is None else [tx])
+
+    def add_raw(
+        self, converter: Any, ops: str | list[str], before: list[dict | None] | None,
+        after: list[dict | None] | None, *, before_none_sources: list[dict | None] | None = None,
+        after_none_sources: list[dict | None] | None = None, rows: list[int] | None = None,
+        file: str, pos: int, ts_ms: int, source_ts_ms: int, server_id: int, gtid: str | None = None,
+        thread: int | None = None, query: str | None = None, snapshot: str = "false",
+        tx: list[tuple[str, int, int]] | None = None, headers: dict[int, dict[str, str]] | None = None,
+    ) -> None:
+        """Append the events of one binlog rows event, with raw images.
+
+        Args:
+            converter: the table's ``TableConverter`` (source ``"binlog"``); every raw image of
+                this builder is converted by it in :meth:`to_record_batch`.
+            ops: the op of every event, or one op per event.
+            before / after: per event the library's row dict (``{column: raw value}``, keyed by
+                the converter's column names) or ``None`` (no image); ``None`` for the whole list:
+                no event has that image.
+            before_none_sources / after_none_sources: the library's ``none_sources`` per image
+                (same length as ``before``/``after``), applied as
+                ``TableConverter.convert_row_dict`` does: ``"empty set"`` is the empty SET,
+                ``"cols bitmap"``/``"same with before values"`` are NULL without conversion.
+            rows: ``source.row`` per event (default ``0..n-1``).
+            tx: ``(id, total_order, data_collection_order)`` per event, or ``None``.
+            headers: event offset (0-based, within this call) -> headers of that event.
+            file, pos, ts_ms, source_ts_ms, server_id, gtid, thread, query, snapshot: the
+                ``source`` fields shared by all events of the call.
+
+        Raises:
+            ValueError: the builder already holds converted images (:meth:`add`), or a converter
+                other than the one of earlier raw images is given.
+        """
+        n = len(before) if before is not None else len(after) if after is not None else len(ops)
+        if not n:
+            return
+        if before is not None or after is not None:
+            self._set_mode("raw")
+            if self._converter is None:
+                if tuple(converter.names) != self._names:
+                    raise ValueError("ChangeEventBuilder.add_raw: the converter's columns differ from the value schema")
+                self._converter = converter
+            elif converter is not self._converter:
+                raise ValueError("ChangeEventBuilder.add_raw: one builder converts with one TableConverter")
+        for side, images, nss in (("before", before, before_none_sources), ("after", after, after_none_sources)):
+            idx = self._idx[side]
+            if images is None:
+                idx.extend([None] * n)
+                continue
+            self._extend_raw(side, images, nss)
+        start = len(self.op)
+        if headers:
+            for k, h in headers.items():
+                self._headers[start + k] = list(h.items())
+        self.op.extend([ops] * n if isinstance(ops, str) else ops)
+        self._row.extend(range(n) if rows is None else rows)
+        g = self._group_of((ts_ms, source_ts_ms, snapshot, server_id, gtid, file, pos, thread, query))
+        self._group.extend([g] * n)
+        self._add_tx(n, tx)
+
+    def _extend_raw(self, side: str, images: list[dict | None], nss: list[dict | None] | None) -> None:
+        cols = self._cols[side]
+        idx = self._idx[side]
+        width = self._width
+        base = len(cols[0]) if width else 0
+        if not width:
+            idx.extend([None if img is None else 0 for img in images])
+            return
+        try:
+            if width == 1:
+                getter = self._getter
+                columns = [[getter(img) for img in images]]
+            else:
+                columns = list(zip(*map(self._getter, images)))
+            for c, col in zip(cols, columns):
+                c.extend(col)
+            idx.extend(range(base, base + len(images)))
+        except (KeyError, TypeError):  # absent images, or columns missing from an image
+            self._extend_raw_slow(side, images, nss, base)
+            return
+        if nss is not None and any(nss):
+            self._apply_none_sources(side, nss, base)
+
+    def _extend_raw_slow(self, side: str, images: list[dict | None], nss: list[dict | None] | None, base: int) -> None:
+        cols = self._cols[side]
+        idx = self._idx[side]
+        names = self._names
+        k = base
+        for j, img in enumerate(images):
+            if img is None:
+                idx.append(None)
+                continue
+            lowered = None
+            for ci, (name, c) in enumerate(zip(names, cols)):
+                v = img.get(name, _MISSING)
+                if v is _MISSING:
+                    if lowered is None:
+                        lowered = {str(key).lower(): val for key, val in img.items()}
+                    v = lowered.get(name.lower(), _MISSING)
+                    if v is _MISSING:  # e.g. binlog_row_image=MINIMAL: NULL, not converted
+                        c.append(None)
+                        self._force_null[side].append((ci, k))
+                        continue
+                c.append(v)
+            idx.append(k)
+            k += 1
+        if nss is not None:
+            present = [ns for ns, img in zip(nss, images) if img is not None]
+            if any(present):
+                self._apply_none_sources(side, present, base)
+
+    def _apply_none_sources(self, side: str, nss: list[dict | None], base: int) -> None:
+        cols = self._cols[side]
+        pos_of = {name: i for i, name in enumerate(self._names)}
+        for k, ns in enumerate(nss, start=base):
+            if not ns:
+                continue
+            for name, reason in ns.items():
+                if reason == "null":
+                    continue
+                ci = pos_of.get(name)
+                if ci is None or cols[ci][k] is not None:
+                    continue
+                if reason == "empty set":
+                    cols[ci][k] = ""  # the library's empty SET (python-mysql-replication returns None)
+                elif reason in ("cols bitmap", "same with before values"):
+                    self._force_null[side].append((ci, k))
+
+    # -- building ----------------------------------------------------------------------------
+    def _side(self, side: str, n: int) -> tuple[list[pa.Array], pa.Array]:
+        """Children (one array per column, ``n`` events long) and the validity of one image side."""
+        fields = list(self.value_schema)
+        cols = self._cols[side]
+        if self._converter is not None:
+            arrays = self._converter.column_arrays(cols)
+        else:
+            arrays = [pa.array(c, type=f.type, from_pandas=False) for c, f in zip(cols, fields)]
+        forced = self._force_null[side]
+        if forced:
+            for ci in {ci for ci, _ in forced}:
+                mask = [False] * len(arrays[ci])
+                for cj, k in forced:
+                    if cj == ci:
+                        mask[k] = True
+                arrays[ci] = pc.if_else(pa.array(mask, pa.bool_()), pa.scalar(None, arrays[ci].type), arrays[ci])
+        idx = self._idx[side]
+        present = len(cols[0]) if cols else 0
+        if present == n and (not present or (idx[0] == 0 and idx[-1] == n - 1)) and None not in idx:
+            valid = pa.repeat(pa.scalar(True), n)  # every event has this image, in order
+            return arrays, valid
+        take = pa.array(idx, pa.int64())
+        return [a.take(take) for a in arrays], take.is_valid()
 
     def to_record_batch(self) -> pa.RecordBatch:
-        """The accumulated events as a change-log batch (:func:`change_log_schema`)."""
+        """The accumulated events as a change-log batch (:func:`change_log_schema`).
+
+        Raises:
+            ValueError: a raw value cannot be converted (see ``TableConverter.column_arrays``).
+        """
         fields = list(self.value_schema)
         n = len(self.op)
         arrays: list[pa.Array] = []
-        names: list[str] = []
+        before, before_valid = self._side("before", n)
+        after, after_valid = self._side("after", n)
         kt = key_type(self.value_schema, self.primary_key)
         if kt is not None:
-            keys = [
-                self.key_of(a if a is not None else b) if (a is not None or b is not None) else None
-                for a, b in zip(self.after, self.before)
-            ]
-            arrays.append(self._images(keys, list(kt)))
-            names.append("key")
-        has_tx = any(t is not None for t in self.tx_id)
+            key_children = [pc.if_else(after_valid, after[i], before[i]) for i in self._key_idx]
+            arrays.append(pa.StructArray.from_arrays(
+                key_children, fields=list(kt), mask=pc.invert(pc.or_(after_valid, before_valid))
+            ))
+        groups = list(zip(*self._groups)) if self._groups else [()] * 9
+        gidx = pa.array(self._group, pa.int32())
+
+        def per_event(i: int, typ: pa.DataType) -> pa.Array:
+            return pa.array(groups[i], typ).take(gidx)
+
+        tx = self._tx
         arrays += [
-            self._images(self.before, fields),
-            self._images(self.after, fields),
+            pa.StructArray.from_arrays(before, fields=fields, mask=pc.invert(before_valid)),
+            pa.StructArray.from_arrays(after, fields=fields, mask=pc.invert(after_valid)),
             pa.StructArray.from_arrays(
                 [
                     _const(CONNECTOR_VERSION, pa.string(), n),
                     _const(CONNECTOR_NAME, pa.string(), n),
                     _const(self.server_name, pa.string(), n),
-                    pa.array(self.src_ts, pa.int64()),
-                    pa.array(self.snapshot, pa.string()),
+                    per_event(1, pa.int64()),  # source ts_ms
+                    per_event(2, pa.string()),  # snapshot
                     _const(self.database, pa.string(), n),
                     pa.nulls(n, pa.string()),
                     _const(self.table, pa.string(), n),
-                    pa.array(self.server_id, pa.int64()),
-                    pa.array(self.gtid, pa.string()),
-                    pa.array(self.file, pa.string()),
-                    pa.array(self.pos, pa.int64()),
-                    pa.array(self.row, pa.int32()),
-                    pa.array(self.thread, pa.int64()),
-                    pa.array(self.query, pa.string()),
+                    per_event(3, pa.int64()),  # server_id
+                    per_event(4, pa.string()),  # gtid
+                    per_event(5, pa.string()),  # file
+                    per_event(6, pa.int64()),  # pos
+                    pa.array(self._row, pa.int32()),
+                    per_event(7, pa.int64()),  # thread
+                    per_event(8, pa.string()),  # query
                 ],
                 fields=list(SOURCE_TYPE),
             ),
             pa.array(self.op, pa.string()),
-            pa.array(self.ts_ms, pa.int64()),
+            per_event(0, pa.int64()),  # ts_ms
             pa.StructArray.from_arrays(
-                [pa.array(self.tx_id, pa.string()), pa.array(self.tx_total, pa.int64()), pa.array(self.tx_coll, pa.int64())],
+                [
+                    pa.array([t and t[0] for t in tx], pa.string()),
+                    pa.array([t and t[1] for t in tx], pa.int64()),
+                    pa.array([t and t[2] for t in tx], pa.int64()),
+                ],
                 fields=list(TRANSACTION_TYPE),
-                mask=pa.array([t is None for t in self.tx_id], pa.bool_()),
+                mask=pa.array([t is None for t in tx], pa.bool_()),
             )
-            if has_tx
+            if tx is not None and any(t is not None for t in tx)
             else pa.nulls(n, TRANSACTION_TYPE),
-            pa.array(self.headers, HEADERS_TYPE),
+            self._headers_array(n),
         ]
-        names += ["before", "after", "source", "op", "ts_ms", "transaction", "headers"]
         return pa.RecordBatch.from_arrays(arrays, schema=change_log_schema(self.value_schema, self.primary_key))
+
+    def _headers_array(self, n: int) -> pa.Array:
+        if not self._headers:
+            return pa.nulls(n, HEADERS_TYPE)
+        values: list[list[tuple[str, str]] | None] = [None] * n
+        for k, h in self._headers.items():
+            values[k] = h
+        return pa.array(values, HEADERS_TYPE)
+
+
+_MISSING = object()

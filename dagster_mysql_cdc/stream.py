@@ -528,7 +528,15 @@ def run_window(
 
 
 def _add_rows(te: _TableEvents, ev: RowsBatch, tx: dict | None, touched: set | None = None) -> None:
-    """Convert one rows event into change events; record touched keys of an open chunk window."""
+    """Add one rows event's change events to the table's builder; record touched keys of an open
+    chunk window.
+
+    The row images stay raw and are converted column-wise when the builder is flushed
+    (``ChangeEventBuilder.add_raw``); only the primary-key values of updates (to detect a key
+    change) and, inside a chunk window, of every image are converted here, per row. A key change
+    becomes a delete of the old key + a create of the new key with ``__debezium.newkey`` /
+    ``__debezium.oldkey`` headers, as Debezium emits it.
+    """
     names = te.names
     if ev.column_names and ev.column_names[0].startswith("UNKNOWN_COL"):
         if len(ev.column_names) != len(names):
@@ -546,52 +554,84 @@ def _add_rows(te: _TableEvents, ev: RowsBatch, tx: dict | None, touched: set | N
                 f"{ev.column_names}, but the schema history at that position has {names}. The history "
                 "is out of sync with the server (a DDL was missed or skipped); re-snapshot the table."
             )
-    conv = te.conv.convert_row_dict
-    b = te.builder
-    now = now_ms()
+    rows = ev.rows
+    if not rows:
+        return
+    conv = te.conv
+    pk = te.schema.primary_key
     common = dict(
-        file=ev.file, pos=ev.pos, ts_ms=now, source_ts_ms=ev.ts_ms, server_id=ev.server_id,
+        file=ev.file, pos=ev.pos, ts_ms=now_ms(), source_ts_ms=ev.ts_ms, server_id=ev.server_id,
         gtid=ev.gtid, thread=ev.thread, query=ev.query,
     )
-
-    def txinfo():
-        if tx is None:
-            return None
-        if tx["id"] is None:
-            tx["id"] = ev.gtid or f"{ev.file}:{ev.pos}"
-        tx["total"] += 1
-        key = te.schema.qualified_name
-        tx["per_table"][key] = tx["per_table"].get(key, 0) + 1
-        return (tx["id"], tx["total"], tx["per_table"][key])
-
-    n0 = len(b)
-    for i, row in enumerate(ev.rows):
-        if ev.op == "u":
-            bv, av = row["before_values"], row["after_values"]
-            if remap:
-                bv, av = _remap(bv, names), _remap(av, names)
-            before = conv(bv, row.get("before_none_sources"))
-            after = conv(av, row.get("after_none_sources"))
-            if te.schema.primary_key and b.key_of(before) != b.key_of(after):
+    keyf = conv.primary_key_function() if pk and (ev.op == "u" or touched is not None) else None
+    if touched is not None and not pk:
+        touched.add(())
+    if ev.op == "u":
+        before = [r["before_values"] for r in rows]
+        after = [r["after_values"] for r in rows]
+        if remap:
+            before, after = [_remap(v, names) for v in before], [_remap(v, names) for v in after]
+        bns = [r.get("before_none_sources") for r in rows]
+        ans = [r.get("after_none_sources") for r in rows]
+        ops: str | list[str] = "u"
+        rownos: list[int] | None = None
+        headers: dict[int, dict[str, str]] | None = None
+        if keyf is not None:
+            bk = [keyf(v, ns) for v, ns in zip(before, bns)]
+            ak = [keyf(v, ns) for v, ns in zip(after, ans)]
+            if touched is not None:
+                touched.update(bk)
+                touched.update(ak)
+            if bk != ak:
                 # Debezium: delete of the old key + create of the new key, linked by key headers
-                old_key, new_key = _key_json(te.schema.primary_key, b.key_of(before)), _key_json(te.schema.primary_key, b.key_of(after))
-                b.add("d", before, None, row=i, tx=txinfo(), headers={"__debezium.newkey": new_key}, **common)
-                b.add("c", None, after, row=i, tx=txinfo(), headers={"__debezium.oldkey": old_key}, **common)
-            else:
-                b.add("u", before, after, row=i, tx=txinfo(), **common)
-        else:
-            v = row["values"]
-            if remap:
-                v = _remap(v, names)
-            img = conv(v, row.get("none_sources"))
-            if ev.op == "c":
-                b.add("c", None, img, row=i, tx=txinfo(), **common)
-            else:
-                b.add("d", img, None, row=i, tx=txinfo(), **common)
-    if touched is not None:
-        for img in b.before[n0:] + b.after[n0:]:
-            if img is not None:
-                touched.add(b.key_of(img))
+                ops, rownos, headers = [], [], {}
+                b2: list = []
+                a2: list = []
+                bns2: list = []
+                ans2: list = []
+                for i, (bv, av, bn, an, k0, k1) in enumerate(zip(before, after, bns, ans, bk, ak)):
+                    if k0 == k1:
+                        ops.append("u")
+                        b2.append(bv), a2.append(av), bns2.append(bn), ans2.append(an), rownos.append(i)
+                        continue
+                    headers[len(ops)] = {"__debezium.newkey": _key_json(pk, k1)}
+                    ops.append("d")
+                    b2.append(bv), a2.append(None), bns2.append(bn), ans2.append(None), rownos.append(i)
+                    headers[len(ops)] = {"__debezium.oldkey": _key_json(pk, k0)}
+                    ops.append("c")
+                    b2.append(None), a2.append(av), bns2.append(None), ans2.append(an), rownos.append(i)
+                before, after, bns, ans = b2, a2, bns2, ans2
+        te.builder.add_raw(
+            conv, ops, before, after, before_none_sources=bns, after_none_sources=ans, rows=rownos,
+            tx=_tx_orders(tx, ev, te, len(before)), headers=headers, **common,
+        )
+        return
+    values = [r["values"] for r in rows]
+    if remap:
+        values = [_remap(v, names) for v in values]
+    nss = [r.get("none_sources") for r in rows]
+    if keyf is not None and touched is not None:
+        touched.update(keyf(v, ns) for v, ns in zip(values, nss))
+    tx_orders = _tx_orders(tx, ev, te, len(values))
+    if ev.op == "c":
+        te.builder.add_raw(conv, "c", None, values, after_none_sources=nss, tx=tx_orders, **common)
+    else:
+        te.builder.add_raw(conv, "d", values, None, before_none_sources=nss, tx=tx_orders, **common)
+
+
+def _tx_orders(tx: dict | None, ev: RowsBatch, te: _TableEvents, n: int) -> list[tuple[str, int, int]] | None:
+    """Debezium transaction metadata of ``n`` consecutive events of ``te``'s table:
+    ``(id, total_order, data_collection_order)`` each (1-based orders), advancing ``tx``."""
+    if tx is None:
+        return None
+    if tx["id"] is None:
+        tx["id"] = ev.gtid or f"{ev.file}:{ev.pos}"
+    key = te.schema.qualified_name
+    t0, c0 = tx["total"], tx["per_table"].get(key, 0)
+    tx["total"] = t0 + n
+    tx["per_table"][key] = c0 + n
+    tid = tx["id"]
+    return [(tid, t0 + j, c0 + j) for j in range(1, n + 1)]
 
 
 TRANSACTIONS_SCHEMA = pa.schema([

@@ -41,12 +41,23 @@ import base64
 import datetime as _dt
 import decimal
 import json
+import re
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pymysql.converters as _pymysql_conv
+from pymysql.constants import FIELD_TYPE
+
+try:  # a declared dependency; the json module is the (slower, identical) fallback
+    import orjson as _orjson
+
+    _orjson_loads, _orjson_dumps = _orjson.loads, _orjson.dumps
+except ImportError:  # pragma: no cover
+    _orjson = None
 
 from ..errors import ConfigurationError
 from .schema import ColumnSchema, TableSchema
@@ -63,6 +74,7 @@ __all__ = [
     "SUPPORTED_DATA_TYPES",
     "select_expression",
     "quote_identifier",
+    "snapshot_decoders",
 ]
 
 Source = Literal["pymysql", "binlog"]
@@ -607,12 +619,37 @@ def _json_text(obj: Any) -> str:
     return json.dumps(str(obj), ensure_ascii=False)
 
 
-def _compact_json_text(text: str) -> str:
+def _compact_json_text_stdlib(text: str) -> str:
     try:
         parsed = json.loads(text)
     except ValueError:
         return text  # not valid JSON (MariaDB LONGTEXT without the CHECK): keep as stored
     return json.dumps(parsed, separators=(",", ":"), ensure_ascii=False)
+
+
+# orjson output that may differ from ``json.dumps``: a float in exponent notation (Python writes
+# ``1e+16``/``1e-05``, orjson ``1e16``), or a float below 1e-4 that orjson writes in plain notation
+# (``0.00001``); integers beyond 64 bits, which orjson parses as floats, also end up in exponent
+# notation. Such text (and its false positives, e.g. a string containing ``"2e5"``) takes the
+# ``json`` module path.
+_ORJSON_RISKY = re.compile(r"[0-9][eE]|0\.0000")
+
+
+def _compact_json_text(text: str) -> str:
+    """Compact JSON text (``json.dumps(json.loads(text), separators=(",", ":"),
+    ensure_ascii=False)``), byte-identical to it, computed with orjson where that is provably the
+    same: orjson's compact output equals ``json``'s for everything but the number renderings
+    matched by :data:`_ORJSON_RISKY`, and it rejects what ``json`` renders specially (``NaN``,
+    ``Infinity``, lone surrogates, nesting deeper than 255); all of those fall back to ``json``.
+    Text that is not valid JSON is returned unchanged."""
+    if _orjson is not None:
+        try:
+            out = _orjson_dumps(_orjson_loads(text)).decode()
+        except (ValueError, TypeError):  # orjson.JSONDecodeError / JSONEncodeError are ValueError/TypeError
+            return _compact_json_text_stdlib(text)
+        if _ORJSON_RISKY.search(out) is None:
+            return out
+    return _compact_json_text_stdlib(text)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1029,6 +1066,218 @@ def value_converter(
     return lambda v: none_value if v is None else core(v)
 
 
+# --------------------------------------------------------------------------------------------
+# Column-wise conversion to Arrow
+# --------------------------------------------------------------------------------------------
+
+#: ``f(raw values of one column) -> pa.Array`` of the column's :func:`arrow_field` type.
+ArrayConverter = Callable[[Sequence[Any]], pa.Array]
+
+# What a vectorised attempt may raise when the raw values are not of the expected shape (the
+# per-value path then decides, raising the same errors as it always did).
+_FAST_ERRORS = (pa.ArrowException, TypeError, ValueError, OverflowError)
+
+
+def _floor_div(x: pa.Array, d: int) -> pa.Array:
+    """Integer division rounding towards minus infinity (``pc.divide`` truncates towards zero)."""
+    q = pc.divide(x, d)
+    if (pc.min(x).as_py() or 0) >= 0:
+        return q
+    return pc.if_else(pc.less(pc.subtract(x, pc.multiply(q, d)), 0), pc.subtract(q, 1), q)
+
+
+def _array_converter(
+    column: ColumnSchema, options: TypeOptions, source: str, core: Core, none_value: Any, typ: pa.DataType,
+    *, text: bool = False,
+) -> ArrayConverter:
+    """``f(values) -> pa.Array``, always equal to
+    ``pa.array([none_value if v is None else core(v) for v in values], typ)``.
+
+    For the common types the whole column is converted by Arrow (``pa.array`` with the target or a
+    temporal type, then Arrow casts and string kernels), which is identical to the per-value
+    converter for the raw values both sources deliver. Whenever the values are not of the shape
+    the vectorised path expects (e.g. pymysql's zero-date strings, ``date`` objects in a DATETIME
+    column, bytes in a text column), Arrow raises or the result type tells, and the column goes
+    through the per-value converter instead.
+
+    With ``text=True`` (``source="pymysql"`` only) the values of the column types read as text by
+    :func:`snapshot_decoders` arrive as the server's text (``str``), are parsed by Arrow casts, and
+    on the per-value path first get pymysql's own decoder, so the result is what the default
+    decoders + ``core`` give.
+    """
+    t = _canonical(column)
+    binlog = source == "binlog"
+    decode = _TEXT_DECODERS.get(t) if text else None
+
+    def generic(values: Sequence[Any]) -> pa.Array:
+        if decode is not None:
+            values = [decode(v) if v.__class__ is str else v for v in values]
+        if core is None:
+            return pa.array(values, type=typ, from_pandas=False)
+        if none_value is None:
+            return pa.array([None if v is None else core(v) for v in values], type=typ, from_pandas=False)
+        return pa.array([none_value if v is None else core(v) for v in values], type=typ, from_pandas=False)
+
+    def attempt(fast: Callable[[Sequence[Any]], pa.Array | None]) -> ArrayConverter:
+        def convert(values: Sequence[Any]) -> pa.Array:
+            try:
+                out = fast(values)
+            except _FAST_ERRORS:
+                out = None
+            return generic(values) if out is None else out
+
+        return convert
+
+    def parsed(vs: Sequence[Any], to: pa.DataType) -> pa.Array:
+        """Raw values as an Arrow array of type ``to`` (text: parsed by an Arrow cast)."""
+        if decode is None:
+            return pa.array(vs, type=to, from_pandas=False)
+        strings = pa.array(vs, type=pa.string(), from_pandas=False)  # non-str values raise
+        if pa.types.is_temporal(to) and pc.any(pc.starts_with(strings, "0000")).as_py():
+            # year 0 (zero dates, '0000-01-01'): Arrow parses it, Python's datetime cannot
+            raise ValueError("year 0")
+        return strings.cast(to)
+
+    nv_scalar = None if none_value is None else pa.scalar(none_value, type=typ)
+
+    def fill(arr: pa.Array) -> pa.Array:
+        return arr if nv_scalar is None or not arr.null_count else arr.fill_null(nv_scalar)
+
+    if t in _INT_TYPES and not (t == "bigint" and column.unsigned):
+        # pa.array takes Python ints (and, like int(), integral floats/Decimals); bool is rejected
+        return attempt(lambda vs: parsed(vs, typ))
+    if t == "bigint":  # unsigned
+        if options.bigint_unsigned_handling_mode == "precise":
+            return attempt(lambda vs: parsed(vs, pa.uint64()).cast(typ))
+        # long: the two's-complement wrap of Debezium's Java long, bit for bit
+        return attempt(lambda vs: parsed(vs, pa.uint64()).view(pa.int64()))
+    if t == "double" or (t == "float" and column.scale is not None):
+        # text: Arrow's string -> double parsing is correctly rounded, as float(str)
+        return attempt(lambda vs: parsed(vs, pa.float64()))
+    if t in _TEXT_TYPES or t == "enum" or t == "set":
+
+        def strings(vs: Sequence[Any]) -> pa.Array | None:
+            arr = pa.array(vs, from_pandas=False)  # inferred: only all-str (or all-None) is used
+            if arr.type == pa.string():
+                return fill(arr)
+            if arr.type == pa.null():
+                return fill(arr.cast(pa.string()))
+            return None
+
+        return attempt(strings)
+    if t in _BINARY_TYPES and options.binary_handling_mode == "bytes":
+        pad_to = int(column.length) if (t == "binary" and column.length) else 0
+
+        def binaries(vs: Sequence[Any]) -> pa.Array | None:
+            arr = pa.array(vs, from_pandas=False)
+            if arr.type == pa.null():
+                return arr.cast(pa.binary())
+            if arr.type != pa.binary():
+                return None
+            if pad_to and arr.null_count < len(arr) and pc.min(pc.binary_length(arr)).as_py() < pad_to:
+                return None  # BINARY(n) values without their padding (binlog): re-padded per value
+            return arr
+
+        return attempt(binaries)
+    if t == "decimal" and pa.types.is_decimal(typ):
+        # pa.array with a decimal type takes only int and Decimal, and (like the string cast)
+        # raises when a value has more fraction digits than the scale (the per-value path rounds
+        # those half-even) or does not fit the precision; exact values are rescaled exactly, like
+        # Decimal.quantize
+        return attempt(lambda vs: parsed(vs, typ))
+    if t == "date":
+        # date32 takes date and datetime (the date part, as core's v.date()); strings raise
+        return attempt(lambda vs: fill(parsed(vs, pa.date32()).cast(pa.int32())))
+    if t == "datetime":
+        millis = options.time_precision_mode == "connect" or _fsp(column) <= 3
+
+        def epoch(vs: Sequence[Any]) -> pa.Array:
+            # naive datetimes are taken as wall-clock UTC, aware ones converted to UTC (as core);
+            # date objects and (without text) strings raise
+            us = parsed(vs, pa.timestamp("us")).cast(pa.int64())
+            return fill(_floor_div(us, 1000) if millis else us)
+
+        return attempt(epoch)
+    if t == "timestamp":
+        fsp = _fsp(column)
+        unit = {0: "s", 3: "ms", 6: "us"}.get(fsp, "us")
+        keep = 19 if fsp == 0 else 20 + fsp  # "YYYY-MM-DD HH:MM:SS" + "." + fsp digits
+
+        def iso(vs: Sequence[Any]) -> pa.Array | None:
+            ts = parsed(vs, pa.timestamp("us"))
+            us = ts.cast(pa.int64())
+            if len(us) and us.null_count < len(us) and pc.min(us).as_py() < 0:
+                return None  # before 1970 (not a TIMESTAMP value): per value
+            # fsp 0/3: a safe cast raises on digits beyond the column's precision, which core
+            # renders differently (fsp 0) or truncates (fsp 3): those values go per value
+            out = ts.cast(pa.timestamp(unit)).cast(pa.string())
+            if unit == "us" and fsp != 6:
+                out = pc.utf8_slice_codeunits(out, 0, keep)
+            out = pc.binary_join_element_wise(pc.replace_substring(out, " ", "T", max_replacements=1), "Z", "")
+            if binlog:
+                # python-mysql-replication's zero TIMESTAMP is datetime(1970, 1, 1)
+                zero = pc.equal(us, 0)
+                if pc.any(zero).as_py():
+                    out = pc.if_else(zero, pa.scalar(none_value, pa.string()), out)
+            return fill(out)
+
+        return attempt(iso)
+    if t == "json" and _orjson is not None:
+        loads, dumps = _orjson_loads, _orjson_dumps
+
+        def json_texts(vs: Sequence[Any]) -> pa.Array | None:
+            kind = pa.array(vs, from_pandas=False).type
+            if kind != pa.string():  # bytes/objects of MySQL binary JSON, or all NULL
+                return None
+            # orjson.loads/dumps raise (-> per value, json module) on what json renders
+            # differently: NaN/Infinity, lone surrogates, deep nesting
+            # (decoded at once: keeping orjson's bytes objects alive is twice as slow)
+            out = pa.array([None if v is None else dumps(loads(v)).decode() for v in vs], pa.string())
+            risky = pc.match_substring_regex(out, _ORJSON_RISKY.pattern)
+            if pc.any(risky).as_py():
+                texts = out.to_pylist()
+                for i in pc.indices_nonzero(risky).to_pylist():
+                    texts[i] = _compact_json_text_stdlib(vs[i])
+                out = pa.array(texts, pa.string())
+            return out
+
+        return attempt(json_texts)
+    return generic
+
+
+# pymysql field types the snapshot reads as text (see snapshot_decoders), and the decoder pymysql
+# would have applied, per canonical column type (the SELECT of select_expression turns FLOAT into
+# DOUBLE).
+_TEXT_FIELD_TYPES = frozenset(
+    {
+        FIELD_TYPE.TINY, FIELD_TYPE.SHORT, FIELD_TYPE.INT24, FIELD_TYPE.LONG, FIELD_TYPE.LONGLONG,
+        FIELD_TYPE.DOUBLE, FIELD_TYPE.DECIMAL, FIELD_TYPE.NEWDECIMAL, FIELD_TYPE.DATE,
+        FIELD_TYPE.DATETIME, FIELD_TYPE.TIMESTAMP,
+    }
+)
+_TEXT_DECODERS: dict[str, Callable[[str], Any]] = {
+    **{t: int for t in _INT_TYPES},
+    "float": float,
+    "double": float,
+    "decimal": decimal.Decimal,
+    "date": _pymysql_conv.convert_date,
+    "datetime": _pymysql_conv.convert_datetime,
+    "timestamp": _pymysql_conv.convert_datetime,
+}
+
+
+def snapshot_decoders(decoders: Mapping[int, Any]) -> dict[int, Any]:
+    """pymysql ``Connection.decoders`` for a snapshot ``SELECT`` read by
+    ``TableConverter.to_record_batch(rows, text_values=True)``.
+
+    ``decoders`` (the connection's own) without the decoders of the integer, DOUBLE, DECIMAL,
+    DATE, DATETIME and TIMESTAMP field types: their values then arrive as the server's text
+    (``str``) and are parsed column-wise by Arrow instead of one Python call per value. Every
+    other field type keeps its decoder.
+    """
+    return {k: v for k, v in decoders.items() if k not in _TEXT_FIELD_TYPES}
+
+
 _MISSING = object()
 
 
@@ -1065,6 +1314,18 @@ class TableConverter:
             value_converter(c, options, source, table=qn) for c in self.columns
         )
         self._lower_names = tuple(n.lower() for n in self.names)
+        self._array_converters: tuple[ArrayConverter, ...] = tuple(
+            _array_converter(c, options, source, core, nv, f.type)
+            for c, (core, nv), f in zip(self.columns, built, self.arrow_schema)
+        )
+        self._text_array_converters: tuple[ArrayConverter, ...] = (
+            tuple(
+                _array_converter(c, options, source, core, nv, f.type, text=True)
+                for c, (core, nv), f in zip(self.columns, built, self.arrow_schema)
+            )
+            if source == "pymysql"
+            else self._array_converters
+        )
 
     def __repr__(self) -> str:
         return f"TableConverter({self.table.qualified_name}, source={self.source!r})"
@@ -1124,6 +1385,49 @@ class TableConverter:
             out.append(conv(v))
         return tuple(out)
 
+    def key_function(self, key_columns: Sequence[str]) -> Callable[..., tuple]:
+        """``f(row, none_sources=None) -> tuple``: the converted values of ``key_columns`` of one
+        python-mysql-replication row image, exactly as :meth:`convert_row_dict` converts them.
+
+        Raises:
+            ValueError: a key column is not a column of the table (at build time).
+        """
+        specs = []
+        for k in key_columns:
+            try:
+                i = self._lower_names.index(k.lower())
+            except ValueError:
+                raise ValueError(f"Key column {k!r} is not a column of {self.table.qualified_name}") from None
+            specs.append((self.names[i], self._lower_names[i], self._converters[i]))
+
+        def key(row: Mapping[str, Any], none_sources: Mapping[str, str] | None = None) -> tuple:
+            out = []
+            for name, lname, conv in specs:
+                v = row.get(name, _MISSING)
+                if v is _MISSING:
+                    v = {str(kk).lower(): vv for kk, vv in row.items()}.get(lname, _MISSING)
+                    if v is _MISSING:
+                        out.append(None)
+                        continue
+                if v is None and none_sources:
+                    reason = none_sources.get(name)
+                    if reason == "empty set":
+                        v = ""
+                    elif reason in ("cols bitmap", "same with before values"):
+                        out.append(None)
+                        continue
+                out.append(conv(v))
+            return tuple(out)
+
+        return key
+
+    def primary_key_function(self) -> Callable[..., tuple]:
+        """:meth:`key_function` of the table's primary key (built once per converter)."""
+        f = self.__dict__.get("_pk_function")
+        if f is None:
+            f = self._pk_function = self.key_function(self.table.primary_key)
+        return f
+
     def convert_columns(self, rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
         """Convert raw rows (column order) column-wise: one list of Debezium values per column."""
         n = len(self._cores)
@@ -1141,17 +1445,48 @@ class TableConverter:
                 cols.append([nv if v is None else core(v) for v in raw])
         return cols
 
-    def to_record_batch(self, rows: Sequence[Sequence[Any]]) -> pa.RecordBatch:
+    def column_arrays(self, columns: Sequence[Sequence[Any]], *, text_values: bool = False) -> list[pa.Array]:
+        """Convert raw values given per column (ordinal order) into Arrow arrays.
+
+        Args:
+            columns: one sequence of raw values (``None`` = NULL) per column, all of one length.
+            text_values: (``source="pymysql"`` only) the rows were read with
+                :func:`snapshot_decoders`, so integer/DOUBLE/DECIMAL/DATE/DATETIME/TIMESTAMP values
+                are the server's text (``str``); the result is the same as for rows read with
+                pymysql's default decoders.
+
+        Returns:
+            One array per column with the column's :func:`arrow_field` type, holding exactly
+            what :func:`value_converter` gives per value. The common types (integers, DOUBLE,
+            DECIMAL (p <= 38), text, ENUM, SET strings, bytes, DATE, DATETIME, TIMESTAMP, JSON
+            text) are converted by Arrow (JSON: orjson) for the whole column; a column whose raw
+            values are not of the expected Python type (zero dates, etc.) and every other type
+            use the per-value converter.
+
+        Raises:
+            ValueError: the number of sequences differs from the number of columns, or a value
+                cannot be converted.
+        """
+        if len(columns) != len(self._array_converters):
+            raise ValueError(
+                f"{len(columns)} columns of values for {self.table.qualified_name}, expected "
+                f"{len(self._array_converters)} ({', '.join(self.names)})"
+            )
+        convs = self._text_array_converters if text_values else self._array_converters
+        return [conv(values) for conv, values in zip(convs, columns)]
+
+    def to_record_batch(self, rows: Sequence[Sequence[Any]], *, text_values: bool = False) -> pa.RecordBatch:
         """Convert raw rows given in column order into a record batch with :attr:`arrow_schema`.
 
-        Built column-wise (one ``pyarrow.array`` per column).
+        Built column-wise with :meth:`column_arrays` (rows are transposed once);
+        ``text_values``: see there.
 
         Raises:
             ValueError: a row has the wrong number of values or a value cannot be converted.
         """
-        cols = self.convert_columns(rows)
-        arrays = [
-            pa.array(values, type=field.type, from_pandas=False)
-            for values, field in zip(cols, self.arrow_schema)
-        ]
-        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
+        n = len(self._cores)
+        if rows and set(map(len, rows)) != {n}:
+            bad = next(len(r) for r in rows if len(r) != n)
+            raise ValueError(f"Row of {self.table.qualified_name} has {bad} values, expected {n}")
+        cols = list(zip(*rows)) if rows else [()] * n
+        return pa.RecordBatch.from_arrays(self.column_arrays(cols, text_values=text_values), schema=self.arrow_schema)
