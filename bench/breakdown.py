@@ -75,7 +75,9 @@ def streaming(settings, info, start, end, db: str, table: str, lake_dir: str, se
     import tempfile
 
     spill = tempfile.mkdtemp(prefix="bench-spill-")
-    extra = {"spill_dir": spill} if "spill_dir" in inspect.signature(S._TableEvents).parameters else {}
+    params = inspect.signature(S._TableEvents).parameters
+    # the library's _TableEvents: (schema, options, server_name, batch_rows, spill_dir | open_sink)
+    extra = {"spill_dir": spill} if "spill_dir" in params else {"open_sink": lambda schema: None}
 
     def add_rows():
         te = S._TableEvents(schema, opts, server_name, 10**9, **extra)  # never flushes here
@@ -102,23 +104,32 @@ def streaming(settings, info, start, end, db: str, table: str, lake_dir: str, se
     t_add = _t(add_rows)
     t_flush = _t(flush)
     built = te.builder.to_record_batch()
-    t_spill = _t(spill_roundtrip)
+    spills = "spill_dir" in extra
+    t_spill = _t(spill_roundtrip) if spills else 0.0
     shutil.rmtree(spill, ignore_errors=True)
     rows = [
-        (f"convert_row_dict, all {len(images):,} images (u = 2 images)", t_conv),
-        ("_add_rows total (convert + envelope + builder.add)", t_add),
-        ("  of which envelope/builder.add/key compare (by difference)", t_add - t_conv),
-        ("ChangeEventBuilder.to_record_batch (lists -> Arrow)", t_flush),
-        ("spill batch to Arrow IPC file + read back (if the sink spills)", t_spill),
+        (f"(reference, not on the path) convert_row_dict per value, {len(images):,} images", t_conv),
+        ("_add_rows total (row dicts -> raw columns, key checks, builder)", t_add),
+        ("ChangeEventBuilder.to_record_batch (column-wise conversion + envelope)", t_flush),
     ]
-    for col in conv.columns:
-        f = value_converter(col, opts, "binlog")
-        vals = [img.get(col.name) for img in images]
-        rows.append((f"  column {col.name} {col.column_type}", _t(lambda: [f(v) for v in vals])))
+    if spills:
+        rows.append(("spill batch to Arrow IPC file + read back", t_spill))
+    raw_cols = getattr(te.builder, "_cols", None)
+    if raw_cols is not None and hasattr(conv, "column_arrays"):
+        # what to_record_batch spends per column (both images of every event)
+        for k, col in enumerate(conv.columns):
+            ac = conv._array_converters[k]
+            b_vals, a_vals = raw_cols["before"][k], raw_cols["after"][k]
+            rows.append((f"  column {col.name} {col.column_type} (column-wise)", _t(lambda: (ac(b_vals), ac(a_vals)))))
+    else:
+        for col in conv.columns:
+            f = value_converter(col, opts, "binlog")
+            vals = [img.get(col.name) for img in images]
+            rows.append((f"  column {col.name} {col.column_type}", _t(lambda: [f(v) for v in vals])))
     rows += _alternatives(conv, [img.get("doc") for img in images], [img.get("updated") for img in images], built)
     _print("streaming: our per-row Python path", rows, n, base_us)
     n_cols = len(conv.columns)
-    print(f"  (total of our path ~ {1e6 * (t_add + t_flush + (t_spill if extra else 0)) / n:.1f} us/row change over {n_cols} columns)")
+    print(f"  (total of our path ~ {1e6 * (t_add + t_flush + t_spill) / n:.1f} us/row change over {n_cols} columns)")
     if spark is not None:
         spark_steps(spark, built, ("id",), base_us)
 
@@ -201,14 +212,33 @@ def snapshot(settings, db: str, table: str, server_name: str, base_us: float | N
 
     opts = TypeOptions()
     conn = connect(settings)
+    sql = None
     try:
         schema = read_table_schemas(conn, [(db, table)])[(db, table)]
-        cur = conn.cursor(pymysql.cursors.SSCursor)
-        cur.execute(
-            "SELECT " + ", ".join(select_expression(c) for c in schema.columns) + f" FROM {db}.{table} LIMIT {limit}"
-        )
-        rows = list(cur.fetchall())
-        cur.close()
+        sql = "SELECT " + ", ".join(select_expression(c) for c in schema.columns) + f" FROM {db}.{table} LIMIT {limit}"
+
+        def fetch() -> list:
+            cur = conn.cursor(pymysql.cursors.SSCursor)
+            cur.execute(sql)
+            out = list(cur.fetchall())
+            cur.close()
+            return out
+
+        t_fetch_default = _t(fetch, 2)
+        rows = fetch()
+        text_rows = None
+        try:
+            from dagster_mysql_cdc.source.types import snapshot_decoders
+        except ImportError:  # library before the text read
+            snapshot_decoders = None
+        if snapshot_decoders is not None:
+            saved = conn.decoders
+            conn.decoders = snapshot_decoders(saved)
+            try:
+                t_fetch_text = _t(fetch, 2)
+                text_rows = fetch()
+            finally:
+                conn.decoders = saved
     finally:
         conn.close()
     n = len(rows)
@@ -218,20 +248,33 @@ def snapshot(settings, db: str, table: str, server_name: str, base_us: float | N
     batch = conv.to_record_batch(rows)
     pos = BinlogPosition("mysql-bin.000001", 4)
     flags = pa.array(["true"] * n, pa.string())
-    cols = conv.convert_columns(rows)
     out = [
-        ("TableConverter.to_record_batch (convert + pa.array)", _t(lambda: conv.to_record_batch(rows))),
-        ("  of which convert_columns (Python per value)", _t(lambda: conv.convert_columns(rows))),
-        ("  of which pa.array of converted columns", _t(lambda: [pa.array(c, type=f.type) for c, f in zip(cols, conv.arrow_schema)])),
+        ("fetch with pymysql's default decoders (what variant a does)", t_fetch_default),
+    ]
+    if text_rows is not None:
+        assert conv.to_record_batch(text_rows, text_values=True).equals(batch)
+        out += [
+            ("fetch with snapshot_decoders (numbers/temporals as text; the library)", t_fetch_text),
+            ("TableConverter.to_record_batch(text_values=True) (the library)",
+             _t(lambda: conv.to_record_batch(text_rows, text_values=True))),
+        ]
+    out += [
+        ("TableConverter.to_record_batch of default-decoded rows", _t(lambda: conv.to_record_batch(rows))),
+        ("(reference) convert_columns, Python per value", _t(lambda: conv.convert_columns(rows))),
         ("snapshot_events (envelope, Arrow only)", _t(lambda: snapshot_events(
             batch, primary_key=schema.primary_key, server_name=server_name, server_id=1, database=db,
             table=table, position=pos, snapshot_flags=flags))),
         ("flags list (['true'] * n + pa.array)", _t(lambda: pa.array(["true"] * n, pa.string()))),
     ]
+    src = text_rows if text_rows is not None else rows
     for i, col in enumerate(conv.columns):
-        f = value_converter(col, opts, "pymysql")
-        vals = [r[i] for r in rows]
-        out.append((f"  column {col.name} {col.column_type}", _t(lambda: [f(v) for v in vals])))
+        vals = [r[i] for r in src]
+        if text_rows is not None:
+            f = conv._text_array_converters[i]
+            out.append((f"  column {col.name} {col.column_type} (column-wise, text)", _t(lambda: f(vals))))
+        else:
+            f = value_converter(col, opts, "pymysql")
+            out.append((f"  column {col.name} {col.column_type}", _t(lambda: [f(v) for v in vals])))
     names = list(conv.names)
     ev = snapshot_events(batch, primary_key=schema.primary_key, server_name=server_name, server_id=1,
                          database=db, table=table, position=pos, snapshot_flags=flags)

@@ -21,7 +21,9 @@ variables ``binlog_snapshot_file``/``binlog_snapshot_position`` (exact, no lock 
 it is read without a lock and is only safe when no DDL runs concurrently (Debezium's warning).
 
 Rows stream from an unbuffered cursor and leave as Arrow batches of at most ``batch_rows`` rows:
-no table is ever held in memory.
+no table is ever held in memory. Numbers and temporals are read as the server's text
+(``types.snapshot_decoders``) and converted column-wise by Arrow, which gives the same values as
+pymysql's decoders at a fraction of the per-value cost.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from ..events import BinlogPosition, change_log_schema, now_ms, snapshot_events
 from .catalog import read_table_schemas
 from .connection import ConnectionSettings, ServerInfo, connect, current_position, preflight, server_info
 from .schema import TableSchema
-from .types import TableConverter, TypeOptions, select_expression
+from .types import TableConverter, TypeOptions, select_expression, snapshot_decoders
 
 log = logging.getLogger(__name__)
 
@@ -239,9 +241,19 @@ class ConsistentSnapshot:
             return
         sql = "SELECT " + ", ".join(select_expression(c) for c in schema.columns) + f" FROM {_q(table[0])}.{_q(table[1])}"
         assert self.position is not None and self.info is not None
-        cur = self._conn.cursor(pymysql.cursors.SSCursor)
+        conn = self._conn
+        cur = conn.cursor(pymysql.cursors.SSCursor)
         try:
-            cur.execute(sql)
+            # numbers and temporals arrive as the server's text and are parsed column-wise by
+            # Arrow (TableConverter.to_record_batch(text_values=True)): no pymysql decoder call
+            # per value. The decoders are picked when the result's columns are described, i.e.
+            # inside execute().
+            saved = conn.decoders
+            conn.decoders = snapshot_decoders(saved)
+            try:
+                cur.execute(sql)
+            finally:
+                conn.decoders = saved
             prev = None
             first_batch = True
             for chunk in self._chunks(cur):
@@ -276,7 +288,7 @@ class ConsistentSnapshot:
             flags[0] = "first" if first_overall else "first_in_data_collection"
         if last_in_table:
             flags[-1] = "last" if last_table else "last_in_data_collection"
-        after = conv.to_record_batch(rows)
+        after = conv.to_record_batch(rows, text_values=True)
         return snapshot_events(
             after,
             primary_key=schema.primary_key,
