@@ -285,7 +285,10 @@ def run_window(
     blocking: list[tuple[str, str]] = []
 
     reader = BinlogReader(
-        settings, replica_server_id, start, end, is_mariadb=info.is_mariadb, deadline_s=options.deadline_s
+        settings, replica_server_id, start, end, is_mariadb=info.is_mariadb, deadline_s=options.deadline_s,
+        # rows of tables that are neither captured nor the signal table are never decoded (the
+        # loop below skips them anyway); their events still arrive, so positions are unchanged
+        rows_filter=lambda db, t: (db, t) == sig_key or table_filter.matches(db, t),
     )
 
     def table_events(db: str, t: str) -> _TableEvents | None:
