@@ -437,6 +437,21 @@ def read_phase(state_uri: str, log_uri: str, copies: str, spark, repeat: int, re
     DeltaTable(opt_copy).optimize.compact()
     DeltaTable(opt_copy).create_checkpoint()
     diag["state + optimize.compact() + create_checkpoint()"] = opt_copy
+    if st_now["last_checkpoint"] and st_now["last_checkpoint"] >= 10:
+        # what a checkpoint every 10 commits (delta.checkpointInterval=10) would leave at worst
+        v10 = table_stats_prev_checkpoint(state_uri, st_now["last_checkpoint"] - 1) + 9
+        diag[f"state @ v{v10} (checkpoint + 9 commits)"] = copy_as_of(state_uri, os.path.join(copies, "state-cp9"), v10)
+        report["cp9_version"] = v10
+    exp_copy = copy_as_of(state_uri, os.path.join(copies, "state-no-tombstones"))
+    DeltaTable(exp_copy).alter.set_table_properties({"delta.deletedFileRetentionDuration": "interval 0 seconds"})
+    DeltaTable(exp_copy).create_checkpoint()
+    diag["state + create_checkpoint(), tombstones expired"] = exp_copy
+    cl_copy = copy_as_of(state_uri, os.path.join(copies, "state-cleaned"))
+    DeltaTable(cl_copy).alter.set_table_properties({"delta.deletedFileRetentionDuration": "interval 0 seconds",
+                                                    "delta.logRetentionDuration": "interval 0 seconds"})
+    DeltaTable(cl_copy).create_checkpoint()
+    DeltaTable(cl_copy).cleanup_metadata()
+    diag["... + cleanup_metadata() (old log entries deleted)"] = cl_copy
 
     fns = readers(spark)
     final = {name: {"lake": table_stats(p["lake"]), "fresh": table_stats(p["fresh"])} for name, p in pairs.items()}
@@ -492,14 +507,16 @@ def _print_reads(r: dict) -> None:
         nrows = next(iter(res["rows"].values()))["lake"]
         print(f"\n-- full read of the {name} ({nrows:,} rows); "
               f"files: " + ", ".join(f"{t} {res['files'][t]}" for t in tables))
-        print(f"   {'reader':<58} " + " ".join(f"{t[:24]:>24}" for t in tables))
+        for i, t in enumerate(tables):
+            print(f"   [{i}] {t}")
+        print(f"   {'reader':<58} " + " ".join(f"{'[%d]' % i:>20}" for i in range(len(tables))))
         for rname, by in times.items():
             fresh = min(by["fresh"])
             cells = []
             for t in tables:
                 b = min(by[t])
-                cells.append(f"{b * 1e3:9.1f} ms {b / fresh:5.2f}x" if fresh > 0 else f"{b * 1e3:9.1f} ms")
-            print(f"   {rname:<58} " + " ".join(f"{c:>24}" for c in cells))
+                cells.append(f"{b * 1e3:7.1f} ms {b / fresh:5.2f}x" if fresh > 0 else f"{b * 1e3:7.1f} ms")
+            print(f"   {rname[:58]:<58} " + " ".join(f"{c:>20}" for c in cells))
         if name == "state":
             main_r = next(iter(times))
             ratio = min(times[main_r]["lake"]) / min(times[main_r]["fresh"])
