@@ -1,0 +1,707 @@
+"""Fault injection against the real services (issue 5): the capture must neither lose nor duplicate
+data whatever dies when.
+
+- a run worker SIGKILLed at seeded random points (before, during, after its commits), retried by
+  the sensor, with more DML in between (CI: 10 iterations; ``soak``: 100+);
+- SeaweedFS stopped while a run commits to the S3 lake;
+- the sensor dying between a run's success and the storage of its new cursor (stale cursors);
+- a 16 MB JSON value through snapshot and streaming; one large transaction (200k rows in CI, 1M
+  rows in the soak variant).
+
+Every test ends with the same proof: the live state equals the source row for row, and no binlog
+event (``op`` c/u/d/t) is in a change log twice (:func:`assert_unique_binlog_events`).
+
+Soak variants are deselected by default (``-m 'not soak'`` in pyproject) and skipped unless
+``CDC_SOAK=1``: ``CDC_SOAK=1 python -m pytest -m soak tests/test_faults.py`` (``CDC_SOAK_SEED``,
+``CDC_SOAK_ITERATIONS``).
+
+No ``from __future__ import annotations``: Dagster reads the ``context`` annotation of the asset
+functions defined through :mod:`killable_run`.
+"""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+from urllib.parse import urlparse
+
+import dagster as dg
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from deltalake import DeltaTable
+
+from conftest import ROOT, S3_ENDPOINT, root_connect, run_infra
+from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
+from dagster_mysql_cdc.dagster_integration.resources import MODE_TAG, REQUEST_TAG, WINDOW_END_TAG, WINDOW_START_TAG
+from dagster_mysql_cdc.events import STATE_META_NAMES
+from dagster_mysql_cdc.sink.storage import StorageSettings
+from dagster_mysql_cdc.source.catalog import read_table_schemas
+from dagster_mysql_cdc.source.types import TableConverter, TypeOptions
+from lake_utils import read_delta
+
+# The streaming suite's deployment harness, seeded DML generator and fixtures (reused, not copied).
+from test_streaming import (  # noqa: F401  (make_cdc, scratch_db: fixtures)
+    RANDOM_TABLES,
+    Cdc,
+    RandomDml,
+    delta_versions,
+    error_chain,
+    make_cdc,
+    master_position,
+    scratch_db,
+    sql,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+SOAK = os.environ.get("CDC_SOAK") == "1"
+SOAK_SKIP = "soak test: CDC_SOAK=1 python -m pytest -m soak tests/test_faults.py"
+
+
+# -- proofs --------------------------------------------------------------------------------------
+
+
+def assert_unique_binlog_events(table: pa.Table, where: str = "") -> int:
+    """Proves no binlog event reached the change log twice.
+
+    Among ``c``/``u``/``d``/``t`` events every ordering key ``(source.file, source.pos,
+    source.row)`` occurs once, except the pair a primary-key update becomes (one ``d`` of the old
+    key and one ``c`` of the new key at the same position). Works in Arrow, so a 1M-event change
+    log is fine. Returns the number of binlog events checked.
+    """
+    src = table.column("source").combine_chunks()
+    flat = pa.table({
+        "file": pc.struct_field(src, "file"), "pos": pc.struct_field(src, "pos"),
+        "row": pc.struct_field(src, "row"), "op": table.column("op"),
+    })
+    flat = flat.filter(pc.is_in(flat["op"], pa.array(["c", "u", "d", "t"])))
+    if flat.num_rows == 0:
+        return 0
+    g = flat.group_by(["file", "pos", "row"]).aggregate([("op", "count"), ("op", "min"), ("op", "max")])
+    pk_change = pc.and_(pc.equal(g["op_count"], 2), pc.and_(pc.equal(g["op_min"], "c"), pc.equal(g["op_max"], "d")))
+    bad = g.filter(pc.and_(pc.greater(g["op_count"], 1), pc.invert(pk_change)))
+    assert bad.num_rows == 0, f"{where}: binlog events in the change log more than once: {bad.slice(0, 20).to_pylist()}"
+    return flat.num_rows
+
+
+def source_table(db: str, table: str) -> tuple[pa.Table, list[str]]:
+    """A source table converted with the Debezium mapping the lake uses (Arrow, sorted by key)."""
+    conn = root_connect()
+    try:
+        schema = read_table_schemas(conn, [(db, table)])[(db, table)]
+        conv = TableConverter(schema, TypeOptions(), "pymysql")
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT * FROM `{db}`.`{table}`")
+            batch = conv.to_record_batch(list(cur.fetchall()))
+    finally:
+        conn.close()
+    key = list(schema.primary_key)
+    t = pa.Table.from_batches([batch])
+    return t.sort_by([(k, "ascending") for k in key]), key
+
+
+def assert_state_equals_source(storage: StorageSettings, uri: str, db: str, table: str) -> int:
+    """Proves the live rows of a state table (tombstones and metadata columns dropped) equal the
+    source table row for row, value for value. Arrow throughout (fine for 1M rows). Returns the
+    row count."""
+    expected, key = source_table(db, table)
+    state = read_delta(storage, uri)
+    live = state.filter(pc.invert(state["__deleted"])).drop_columns([m for m in STATE_META_NAMES if m in state.column_names])
+    live = live.sort_by([(k, "ascending") for k in key])
+    extra = [c for c in live.column_names if c not in expected.column_names]
+    for c in extra:  # columns the source no longer has must be null on every live row
+        assert live[c].null_count == live.num_rows, f"{db}.{table}: dropped column {c} has values"
+    live = live.select(expected.column_names)
+    assert live.num_rows == expected.num_rows, f"{db}.{table}: {live.num_rows} live rows in the lake, {expected.num_rows} in the source"
+    for name in expected.column_names:
+        a, b = live[name].combine_chunks(), expected[name].combine_chunks()
+        if not a.equals(b.cast(a.type) if a.type != b.type else b):
+            diff = [i for i, (x, y) in enumerate(zip(a.to_pylist(), b.to_pylist())) if x != y][:5]
+            raise AssertionError(
+                f"{db}.{table}.{name} differs from the source at rows {diff}: "
+                f"lake {[a[i].as_py() for i in diff]!r:.300} source {[b[i].as_py() for i in diff]!r:.300}"
+            )
+    return expected.num_rows
+
+
+def assert_lake_matches_source(cdc: Cdc, db: str, tables: list[str], replay: bool = True) -> None:
+    """Final proof of every fault test: state == source, no binlog event twice in a change log,
+    and (``replay``) the change log replays to the source (test_streaming's ``Cdc.check``)."""
+    for t in tables:
+        assert_state_equals_source(cdc.storage, cdc.uri(db, t, "state"), db, t)
+        assert_unique_binlog_events(read_delta(cdc.storage, cdc.uri(db, t, "changelog")), f"{db}.{t}")
+    if replay:
+        cdc.check(db, tables)
+
+
+def create_random_tables(db: str) -> list[str]:
+    sql(*(ddl.replace("CREATE TABLE ", f"CREATE TABLE `{db}`.") for ddl in RANDOM_TABLES.values()))
+    return list(RANDOM_TABLES)
+
+
+def file_instance(tmp_path: Path) -> dg.DagsterInstance:
+    """A file-based Dagster instance a child run process can share with the test."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("")
+    return dg.DagsterInstance.local_temp(str(home))
+
+
+def runs_of(cdc: Cdc, run_key: str) -> list[dg.DagsterRun]:
+    return cdc.instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: run_key}))
+
+
+def window_of(req: dg.RunRequest) -> tuple[str, str]:
+    return req.tags[WINDOW_START_TAG], req.tags[WINDOW_END_TAG]
+
+
+# -- 1. SIGKILL of a run at seeded random points ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KillPlan:
+    """When to SIGKILL a run process.
+
+    ``early``: ``delay`` s after spawn, inside process start-up (no commit possible yet);
+    ``timed``: ``delay`` s after spawn, anywhere in the run's life;
+    ``commit``: ``delay`` s after the ``nth`` new Delta commit of the run appeared (mid-window);
+    ``after``: ``delay`` s after the run reported its first materialization (every commit of the
+    window made, the run not yet successful).
+    """
+
+    kind: str
+    delay: float
+    nth: int = 1
+
+
+def kill_plans(rng: random.Random, n: int) -> list[KillPlan]:
+    """``n`` seeded kill points, every kind about equally often (so each phase is exercised)."""
+    kinds = (["early", "timed", "commit", "after"] * (n // 4 + 1))[:n]
+    rng.shuffle(kinds)
+    plans = []
+    for k in kinds:
+        if k == "early":
+            plans.append(KillPlan(k, rng.uniform(0.05, 2.5)))
+        elif k == "timed":
+            plans.append(KillPlan(k, rng.uniform(0.05, 10.0)))
+        elif k == "commit":
+            plans.append(KillPlan(k, rng.choice([0.0, rng.uniform(0.0, 0.4)]), rng.randint(1, 4)))
+        else:
+            plans.append(KillPlan(k, rng.choice([0.0, rng.uniform(0.0, 0.5)])))
+    return plans
+
+
+@dataclass
+class KillOutcome:
+    plan: KillPlan
+    run_key: str
+    commits_before_kill: int = 0
+    killed: bool = True
+    status: Optional[str] = None
+    seconds: float = 0.0
+
+
+def lake_commit_count(uris: list[str]) -> int:
+    return sum(delta_versions(u) for u in uris)
+
+
+def run_child_and_kill(cdc: Cdc, req: dg.RunRequest, plan: KillPlan, watch: list[str], log_path: Path,
+                       timeout: float = 240) -> KillOutcome:
+    """Run ``req`` in a child process (``killable_run.py``: the run worker) and SIGKILL its process
+    group (Python and the Spark JVM) at the point ``plan`` names. The run may also finish first
+    (``killed`` False): a kill point after the run's end."""
+    spec = {
+        **cdc.spec,
+        "instance_dir": cdc.instance.root_directory,
+        "tags": dict(req.tags),
+        "selection": [list(k.path) for k in req.asset_selection],
+        "checks": [[list(c.asset_key.path), c.name] for c in req.asset_check_keys or []],
+    }
+    before = lake_commit_count(watch)
+    out = KillOutcome(plan, req.run_key)
+    t0 = time.monotonic()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "killable_run.py"), json.dumps(spec)],
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    try:
+        fire_at = None
+        if plan.kind in ("early", "timed"):
+            fire_at = t0 + plan.delay
+        while True:
+            now = time.monotonic()
+            if proc.poll() is not None:
+                out.killed = False
+                break
+            if fire_at is None:
+                if plan.kind == "commit" and lake_commit_count(watch) - before >= plan.nth:
+                    fire_at = now + plan.delay
+                elif plan.kind == "after":
+                    runs = runs_of(cdc, req.run_key)
+                    if runs and cdc.instance.get_records_for_run(
+                        run_id=runs[0].run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION, limit=1
+                    ).records:
+                        fire_at = now + plan.delay
+            if fire_at is not None and now >= fire_at:
+                os.killpg(proc.pid, signal.SIGKILL)
+                break
+            if now - t0 > timeout:
+                raise AssertionError(f"run {req.run_key} neither finished nor reached {plan} in {timeout}s:\n"
+                                     f"{log_path.read_text()[-3000:]}")
+            time.sleep(0.01)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the JVM too, even when Python exited
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    out.seconds = time.monotonic() - t0
+    out.commits_before_kill = lake_commit_count(watch) - before
+    runs = runs_of(cdc, req.run_key)
+    out.status = runs[0].status.value if runs else None
+    if not out.killed:
+        assert out.status == "SUCCESS", f"run {req.run_key} ended {out.status} without a kill:\n{log_path.read_text()[-3000:]}"
+    return out
+
+
+def sigkill_campaign(cdc: Cdc, db: str, tables: list[str], seed: int, iterations: int, tmp_path: Path) -> list[KillOutcome]:
+    """The SIGKILL scenario, proving nothing is lost or duplicated whatever point a run dies at.
+
+    Each iteration: seeded random DML (inserts, updates, deletes, key changes, multi-table
+    transactions, some rolled back); the sensor requests a window (or the retry of the last
+    one); the run executes in a child process and is SIGKILLed at the iteration's kill point; the
+    test reports the dead run failed (as run monitoring would) and ticks the sensor, which must
+    re-request the same window as the next attempt; that retry either runs to completion in
+    process or is itself run (and killed) by the next iteration. Finally everything runs to the
+    end and the lake is compared with the source.
+    """
+    rng = random.Random(seed)
+    plans = kill_plans(rng, iterations)
+    dml = RandomDml(db, seed=rng.randrange(2**31))
+    watch = [cdc.uri(db, t, k) for t in tables for k in ("changelog", "state")]
+    outcomes: list[KillOutcome] = []
+    pending: Optional[dg.RunRequest] = None
+    try:
+        for t in tables:
+            dml.insert(t, 20)
+        cdc.ticks()  # initial snapshot, then caught up
+        for i, plan in enumerate(plans):
+            dml.round(rng.randint(8, 25))
+            if pending is None:
+                res = cdc.tick_once()
+                (pending,) = res.run_requests  # DML happened: a new window (the last one was committed)
+                assert pending.tags[MODE_TAG] == "stream" and pending.run_key.endswith(":a1"), pending.run_key
+            req = pending
+            out = run_child_and_kill(cdc, req, plan, watch, tmp_path / f"run{i:03d}.log")
+            outcomes.append(out)
+            runs = runs_of(cdc, req.run_key)
+            if not out.killed:
+                pending = None  # it succeeded; the next tick commits it
+                continue
+            if not runs:  # killed before the run was created: the sensor asks for it again
+                res = cdc.tick_once()
+                (again,) = res.run_requests
+                assert again.run_key == req.run_key, (again.run_key, req.run_key)
+                continue
+            (run,) = runs
+            assert run.status in (dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.NOT_STARTED,
+                                  dg.DagsterRunStatus.STARTING), (out, run.status)
+            res = cdc.tick_once()
+            assert not res.run_requests and "is " in (res.skip_message or ""), res.skip_message  # waits for it
+            cdc.instance.report_run_failed(run)  # run monitoring detects the dead worker
+            res = cdc.tick_once()
+            (retry,) = res.run_requests
+            attempt = int(req.run_key.rsplit(":a", 1)[1])
+            assert retry.run_key.endswith(f":a{attempt + 1}") and window_of(retry) == window_of(req), (req.run_key, retry.run_key)
+            if rng.random() < 0.5:
+                cdc.run(retry)
+                pending = None
+            else:
+                pending = retry  # the next iteration runs (and kills) the retry
+        if pending is not None:
+            cdc.run(pending)
+        target = master_position()
+        cdc.ticks(target)
+        assert cdc.committed().sort_key() >= target.sort_key()
+        assert_lake_matches_source(cdc, db, tables)
+    finally:
+        dml.close()
+        summary = "\n".join(
+            f"  {o.run_key[-6:]:>6} {o.plan.kind:6} delay={o.plan.delay:5.2f} nth={o.plan.nth} "
+            f"commits_before_kill={o.commits_before_kill:2d} killed={o.killed} status={o.status} {o.seconds:5.1f}s"
+            for o in outcomes
+        )
+        print(f"SIGKILL campaign seed={seed} iterations={iterations}:\n{summary}")
+    return outcomes
+
+
+def test_sigkill_at_seeded_random_points(scratch_db, make_cdc, tmp_path):
+    db = scratch_db
+    tables = create_random_tables(db)
+    cdc = make_cdc(db, instance=file_instance(tmp_path), stream_batch_rows=40)
+    outcomes = sigkill_campaign(cdc, db, tables, seed=5, iterations=10, tmp_path=tmp_path)
+    killed = [o for o in outcomes if o.killed]
+    assert len(killed) >= 8, "most runs were killed"
+    assert any(o.commits_before_kill == 0 for o in killed), "some runs died before any commit"
+    assert any(o.commits_before_kill > 0 for o in killed), "some runs died after some of their commits"
+
+
+@pytest.mark.soak
+@pytest.mark.skipif(not SOAK, reason=SOAK_SKIP)
+@pytest.mark.timeout(12 * 3600)
+def test_sigkill_soak(scratch_db, make_cdc, tmp_path):
+    seed = int(os.environ.get("CDC_SOAK_SEED") or random.SystemRandom().randrange(10**9))
+    iterations = int(os.environ.get("CDC_SOAK_ITERATIONS", "100"))
+    print(f"CDC_SOAK_SEED={seed} CDC_SOAK_ITERATIONS={iterations}")
+    db = scratch_db
+    tables = create_random_tables(db)
+    cdc = make_cdc(db, instance=file_instance(tmp_path), stream_batch_rows=40)
+    outcomes = sigkill_campaign(cdc, db, tables, seed=seed, iterations=iterations, tmp_path=tmp_path)
+    assert any(o.killed for o in outcomes)
+
+
+# -- 2. SeaweedFS stopped while a run commits to the S3 lake ---------------------------------------
+
+
+@pytest.fixture
+def restartable_seaweedfs():
+    """SeaweedFS may be stopped by the test; it is started again afterwards, whatever happened
+    (the rest of the suite needs it). Fails when the S3 endpoint is not ours to stop."""
+    yield
+    run_infra("infra/seaweedfs.sh", "start")
+
+
+def s3_commit_count(storage: StorageSettings, prefix_uri: str, client) -> int:
+    """Delta commits (``_delta_log/*.json``) below ``prefix_uri`` on S3."""
+    bucket, _, prefix = storage.fs_path(prefix_uri).partition("/")
+    n = 0
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
+        n += sum(1 for o in page.get("Contents", []) if "/_delta_log/" in o["Key"] and o["Key"].endswith(".json"))
+    return n
+
+
+def s3_answers(storage: StorageSettings) -> bool:
+    from botocore.config import Config
+
+    import boto3
+
+    c = boto3.client(
+        "s3", endpoint_url=storage.s3_endpoint_url, aws_access_key_id=storage.s3_access_key_id,
+        aws_secret_access_key=storage.s3_secret_access_key, region_name=storage.s3_region,
+        config=Config(connect_timeout=1, read_timeout=2, retries={"max_attempts": 1}),
+    )
+    try:
+        c.list_buckets()
+        return True
+    except Exception:
+        return False
+
+
+def failure_text(result: dg.ExecuteInProcessResult) -> str:
+    """The run's step failures with their whole cause chains."""
+    parts = []
+    for ev in result.get_step_failure_events():
+        err = ev.event_specific_data.error
+        while err is not None:
+            parts.append(f"{err.cls_name}: {err.message}")
+            err = err.cause or err.context
+    return "\n".join(parts)
+
+
+def test_seaweedfs_stopped_mid_commit_then_retry(scratch_db, make_cdc, s3_storage, restartable_seaweedfs):
+    db = scratch_db
+    tables = ["s1", "s2"]
+    for t in tables:
+        sql(f"CREATE TABLE `{db}`.{t} (id INT NOT NULL PRIMARY KEY, v VARCHAR(40), n INT)",
+            f"INSERT INTO `{db}`.{t} VALUES " + ", ".join(f"({i}, 'v{i}', {i})" for i in range(1, 51)))
+    cdc = make_cdc(db, storage=s3_storage, stream_batch_rows=500)
+    cdc.ticks()
+    for t in tables:  # a window of many record batches: the run commits for a while
+        sql(*(f"INSERT INTO `{db}`.{t} VALUES " + ", ".join(f"({i}, 'new{i}', {i})" for i in range(b, b + 500))
+              for b in range(1000, 4000, 500)),
+            f"UPDATE `{db}`.{t} SET v = CONCAT(v, '+'), n = n * 2 WHERE id % 3 = 0",
+            f"DELETE FROM `{db}`.{t} WHERE id % 7 = 0",
+            f"UPDATE `{db}`.{t} SET id = id + 100000 WHERE id BETWEEN 10 AND 20")
+    target = master_position()
+    (req,) = cdc.tick_once().run_requests
+
+    client = s3_storage.boto3_client()
+    prefix = cdc.storage.uri(cdc.server, db)
+    before = s3_commit_count(s3_storage, prefix, client)
+    stopped = threading.Event()
+    watch_error: list[BaseException] = []
+
+    def stop_at_first_commit():
+        try:
+            deadline = time.monotonic() + 300
+            while s3_commit_count(s3_storage, prefix, client) == before:
+                assert time.monotonic() < deadline, "the run made no commit in 300 s"
+                time.sleep(0.05)
+            run_infra("infra/seaweedfs.sh", "stop")
+            stopped.set()
+        except BaseException as e:  # reported by the test thread
+            watch_error.append(e)
+
+    watcher = threading.Thread(target=stop_at_first_commit, daemon=True)
+    watcher.start()
+    t0 = time.monotonic()
+    result = dg.materialize(
+        [cdc.assets], resources=cdc.resources, instance=cdc.instance,
+        selection=dg.AssetSelection.assets(*req.asset_selection).without_checks()
+        | dg.AssetSelection.checks(*(req.asset_check_keys or [])),
+        tags=dict(req.tags), raise_on_error=False,
+    )
+    failed_after = time.monotonic() - t0
+    watcher.join(60)
+    assert not watch_error, watch_error
+    assert stopped.is_set(), "SeaweedFS was not stopped while the run wrote"
+    assert not s3_answers(s3_storage), "S3 still answers after `infra/seaweedfs.sh stop` (not our SeaweedFS?)"
+    assert not result.success, "the run succeeded although the lake went away mid-window"
+    text = failure_text(result)
+    print(f"run failed {failed_after:.1f}s after it started:\n{text[:1500]}")
+
+    # the sensor retries the same window; the first attempt fails again while S3 is down
+    (retry,) = cdc.tick_once().run_requests
+    assert retry.run_key.endswith(":a2") and window_of(retry) == window_of(req)
+    run_infra("infra/seaweedfs.sh", "start")
+    cdc.run(retry)
+    cdc.ticks(target)
+    assert cdc.committed().sort_key() >= target.sort_key()
+    assert_lake_matches_source(cdc, db, tables)
+    for t in tables:  # the window's batches are in each dataset once, whatever the first attempt did
+        for kind in ("changelog", "state"):
+            batches = [c.get("dagster_mysql_cdc.batch") for c in
+                       DeltaTable(cdc.uri(db, t, kind), storage_options=s3_storage.delta_storage_options()).history()]
+            stream = [b for b in batches if b and b.startswith("dagster-mysql-cdc/stream@")]
+            assert len(stream) == len(set(stream)), (t, kind, stream)
+
+    # the failure names what failed and where: a SinkError with the S3 endpoint
+    endpoint = urlparse(S3_ENDPOINT).netloc
+    clear = "SinkError" in text and endpoint in text
+    if not clear and "PythonException" in text:
+        pytest.xfail("known bug (see docs/operations.md, fault tests): a lake write that fails in a Spark task "
+                     "surfaces as a raw PythonException/OSError naming only bucket and key, not a SinkError "
+                     f"naming the S3 endpoint; proposed fix in lake.py ({text.splitlines()[0][:200]})")
+    assert clear, f"the run's error is not a SinkError naming the S3 endpoint {endpoint}:\n{text[:3000]}"
+
+
+# -- 3. the sensor dies between a run's success and the storage of its new cursor ----------------
+
+
+def launch(cdc: Cdc, req: dg.RunRequest) -> bool:
+    """What the daemon does with a run request: a keyed run is launched at most once. Returns
+    whether it ran."""
+    if runs_of(cdc, req.run_key):
+        return False
+    cdc.run(req)
+    return True
+
+
+def stream_batch_ids(cdc: Cdc, db: str, table: str, kind: str) -> list[str]:
+    """The stream batch identities committed to a dataset, in commit order."""
+    hist = DeltaTable(cdc.uri(db, table, kind), storage_options=cdc.storage.delta_storage_options()).history()
+    return [c["dagster_mysql_cdc.batch"] for c in reversed(hist)
+            if (c.get("dagster_mysql_cdc.batch") or "").startswith("dagster-mysql-cdc/stream@")]
+
+
+def test_sensor_death_before_cursor_update_recommits_idempotently(scratch_db, make_cdc):
+    """Stale cursors that still name the finished run: re-evaluating them commits the same
+    window again (no data written twice), or re-requests a run key that was already launched
+    (the daemon does not launch it twice) and then commits that run."""
+    db = scratch_db
+    tables = create_random_tables(db)
+    dml = RandomDml(db, seed=31)
+    try:
+        for t in tables:
+            dml.insert(t, 15)
+        cdc = make_cdc(db)
+        cdc.ticks()
+
+        # (a) run 1 succeeded; the tick that saw it (committed its window, requested window 2)
+        # died before its cursor was stored and before the daemon launched its request
+        dml.round(15)
+        (r1,) = cdc.tick_once().run_requests
+        cdc.run(r1)
+        stale = cdc.cursor
+        dml.round(10)
+        (lost,) = cdc.tick_once().run_requests
+        cdc.cursor = stale
+        dml.round(10)
+        (r2,) = cdc.tick_once().run_requests
+        assert StreamCursor.parse(cdc.cursor).committed == StreamCursor.parse(stale).inflight.end
+        assert json.loads(r2.tags[WINDOW_START_TAG]) == json.loads(lost.tags[WINDOW_START_TAG])
+        assert launch(cdc, r2)
+
+        # (b) the tick that saw run 2 succeed requested window 3, the daemon launched it and it
+        # succeeded, but the cursor naming it was lost: the re-evaluated tick re-requests the
+        # same run key (no DML since), which the daemon does not launch twice
+        stale = cdc.cursor
+        dml.round(10)
+        (r3,) = cdc.tick_once().run_requests
+        assert launch(cdc, r3)
+        cdc.cursor = stale
+        (again,) = cdc.tick_once().run_requests
+        assert again.run_key == r3.run_key
+        assert not launch(cdc, again)
+
+        target = master_position()
+        cdc.ticks(target)
+        assert cdc.committed().sort_key() >= target.sort_key()
+        assert_lake_matches_source(cdc, db, tables)
+        for t in tables:
+            for kind in ("changelog", "state"):
+                ids = stream_batch_ids(cdc, db, t, kind)
+                assert len(ids) == len(set(ids)), (t, kind, ids)
+    finally:
+        dml.close()
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "known bug: stream batches are identified by the window START only (Delta txn version = "
+    "start.as_version()), so a longer window with the same start is skipped as already committed "
+    "and its extra events are lost; see the fix proposed with the fault suite"))
+def test_sensor_death_after_next_window_ran_loses_nothing(scratch_db, make_cdc):
+    """The tick that saw run N succeed requested window N+1 = [P1, P2); the daemon launched it and
+    it committed, but the tick's cursor was never stored. More changes arrive; the stale cursor is
+    re-evaluated: it commits run N again and requests [P1, P3), a new run key with the same start.
+    The changes in [P2, P3) must reach the lake (and [P1, P2) must not be there twice)."""
+    db = scratch_db
+    tables = create_random_tables(db)
+    dml = RandomDml(db, seed=47)
+    try:
+        for t in tables:
+            dml.insert(t, 15)
+        cdc = make_cdc(db)
+        cdc.ticks()
+        dml.round(15)
+        (r1,) = cdc.tick_once().run_requests
+        cdc.run(r1)
+        stale = cdc.cursor  # names run 1 in flight: the last cursor the instance stored
+
+        dml.round(10)
+        (r2,) = cdc.tick_once().run_requests  # commits run 1, requests [P1, P2)
+        assert launch(cdc, r2)  # the daemon launched it; the sensor process died before storing its cursor
+        dml.round(10)  # changes after P2
+        cdc.cursor = stale
+        (r2b,) = cdc.tick_once().run_requests
+        assert json.loads(r2b.tags[WINDOW_START_TAG]) == json.loads(r2.tags[WINDOW_START_TAG])
+        assert r2b.run_key != r2.run_key, "a longer window: a new run key"
+        assert launch(cdc, r2b)
+
+        target = master_position()
+        cdc.ticks(target)
+        assert cdc.committed().sort_key() >= target.sort_key()
+        assert_lake_matches_source(cdc, db, tables)
+    finally:
+        dml.close()
+
+
+# -- 4. a 16 MB JSON value -------------------------------------------------------------------------
+
+JSON_BYTES = 16 * 1024 * 1024 + 4096  # past the 16 MiB (0xFFFFFF) MySQL protocol packet boundary
+
+
+def big_json(seed: int, size: int = JSON_BYTES) -> str:
+    """A JSON document of at least ``size`` UTF-8 bytes (nested objects, numbers, 4-byte UTF-8)."""
+    rng = random.Random(seed)
+    items, n = [], 0
+    while n < size:
+        item = {"i": len(items), "s": "😀 ünï " + "".join(rng.choice("abcdefghij") for _ in range(200)),
+                "f": rng.random(), "l": [rng.randint(-10**12, 10**12), None, True]}
+        items.append(item)
+        n += len(json.dumps(item, ensure_ascii=False).encode()) + 2
+    return json.dumps({"seed": seed, "items": items}, ensure_ascii=False)
+
+
+def test_16mb_json_value_through_snapshot_and_streaming(scratch_db, make_cdc):
+    db = scratch_db
+    sql(f"CREATE TABLE `{db}`.docs (id INT NOT NULL PRIMARY KEY, doc JSON NULL, note VARCHAR(20))")
+    docs = {1: big_json(1)}
+    conn = root_connect(max_allowed_packet=256 * 1024 * 1024)  # the client's limit (server: 256M, infra/mariadb.sh)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO `{db}`.docs VALUES (1, %s, 'snap'), (2, '{{}}', 'small')", [docs[1]])
+        cdc = make_cdc(db)
+        cdc.ticks()  # snapshot
+        docs[3], docs[2] = big_json(3), big_json(2)
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO `{db}`.docs VALUES (3, %s, 'stream')", [docs[3]])
+            cur.execute(f"UPDATE `{db}`.docs SET doc = %s, note = 'updated' WHERE id = 2", [docs[2]])  # 16 MB after image
+            cur.execute(f"UPDATE `{db}`.docs SET note = 'touched' WHERE id = 1")  # 16 MB before and after images
+            cur.execute(f"SELECT id, doc FROM `{db}`.docs ORDER BY id")
+            source = {i: json.loads(d) for i, d in cur.fetchall()}
+    finally:
+        conn.close()
+    assert all(len(docs[i].encode()) >= JSON_BYTES for i in docs)
+    target = master_position()
+    cdc.ticks(target)
+
+    state = {r["id"]: r for r in live_rows(cdc, db, "docs")}
+    assert sorted(state) == [1, 2, 3]
+    for i in (1, 2, 3):
+        assert json.loads(state[i]["doc"]) == source[i] == json.loads(docs[i]), f"row {i}: lake JSON differs"
+    events = read_delta(cdc.storage, cdc.uri(db, "docs", "changelog")).to_pylist()
+    by_op = {}
+    for e in events:
+        by_op.setdefault(e["op"], []).append(e)
+    snap = {e["after"]["id"]: e["after"]["doc"] for e in by_op["r"]}
+    assert json.loads(snap[1]) == json.loads(docs[1])
+    (c,) = by_op["c"]
+    assert json.loads(c["after"]["doc"]) == source[3]
+    upd = {e["after"]["id"]: e for e in by_op["u"]}
+    assert json.loads(upd[2]["after"]["doc"]) == source[2]
+    assert json.loads(upd[1]["before"]["doc"]) == json.loads(upd[1]["after"]["doc"]) == source[1]
+    assert_lake_matches_source(cdc, db, ["docs"], replay=False)
+
+
+def live_rows(cdc: Cdc, db: str, table: str) -> list[dict]:
+    t = read_delta(cdc.storage, cdc.uri(db, table, "state"))
+    return [r for r in t.filter(pc.invert(t["__deleted"])).to_pylist()]
+
+
+# -- 5. one large transaction ----------------------------------------------------------------------
+
+
+def large_transaction(scratch_db, make_cdc, rows: int) -> None:
+    """One ``INSERT ... SELECT`` of ``rows`` rows (one transaction, one binlog event group)
+    streamed in one window: the state equals the source and the change log has each row's
+    ``c`` event exactly once."""
+    db = scratch_db
+    sql(f"CREATE TABLE `{db}`.big (id BIGINT NOT NULL PRIMARY KEY, qty INT, name VARCHAR(64), "
+        f"price DECIMAL(12,2), created DATETIME(6), doc JSON, day DATE)",
+        f"INSERT INTO `{db}`.big VALUES (0, 0, 'before', 0, NOW(6), '{{}}', CURDATE())")
+    cdc = make_cdc(db)
+    cdc.ticks()
+    sql(f"INSERT INTO `{db}`.big SELECT seq, seq % 1000, CONCAT('name-', seq), seq / 100, "
+        f"TIMESTAMPADD(SECOND, seq, '2020-01-01'), JSON_OBJECT('k', seq, 'tag', 'abc'), "
+        f"DATE_ADD('2000-01-01', INTERVAL seq % 9000 DAY) FROM `{db}`.seq_1_to_{rows}")
+    target = master_position()
+    t0 = time.monotonic()
+    log = cdc.ticks(target)
+    secs = time.monotonic() - t0
+    assert assert_state_equals_source(cdc.storage, cdc.uri(db, "big", "state"), db, "big") == rows + 1
+    changelog = read_delta(cdc.storage, cdc.uri(db, "big", "changelog"))
+    assert assert_unique_binlog_events(changelog, f"{db}.big") == rows
+    assert pc.sum(pc.equal(changelog["op"], "c")).as_py() == rows
+    print(f"{rows:,} row transaction streamed in {secs:.1f}s ({len(log.runs)} runs)")
+
+
+def test_large_transaction_200k_rows(scratch_db, make_cdc):
+    large_transaction(scratch_db, make_cdc, 200_000)
+
+
+@pytest.mark.soak
+@pytest.mark.skipif(not SOAK, reason=SOAK_SKIP)
+@pytest.mark.timeout(3 * 3600)
+def test_large_transaction_1m_rows(scratch_db, make_cdc):
+    large_transaction(scratch_db, make_cdc, 1_000_000)
