@@ -566,6 +566,20 @@ def _add_rows(te: _TableEvents, ev: RowsBatch, tx: dict | None, touched: set | N
         file=ev.file, pos=ev.pos, ts_ms=now_ms(), source_ts_ms=ev.ts_ms, server_id=ev.server_id,
         gtid=ev.gtid, thread=ev.thread, query=ev.query,
     )
+    def tx_orders(n: int) -> list[tuple[str, int, int]] | None:
+        """Debezium transaction metadata of the next ``n`` events of this table:
+        ``(id, total_order, data_collection_order)`` each (1-based orders), advancing ``tx``."""
+        if tx is None:
+            return None
+        if tx["id"] is None:
+            tx["id"] = ev.gtid or f"{ev.file}:{ev.pos}"
+        key = te.schema.qualified_name
+        t0, c0 = tx["total"], tx["per_table"].get(key, 0)
+        tx["total"] = t0 + n
+        tx["per_table"][key] = c0 + n
+        tid = tx["id"]
+        return [(tid, t0 + j, c0 + j) for j in range(1, n + 1)]
+
     keyf = conv.primary_key_function() if pk and (ev.op == "u" or touched is not None) else None
     if touched is not None and not pk:
         touched.add(())
@@ -579,6 +593,8 @@ def _add_rows(te: _TableEvents, ev: RowsBatch, tx: dict | None, touched: set | N
         ops: str | list[str] = "u"
         rownos: list[int] | None = None
         headers: dict[int, dict[str, str]] | None = None
+        if keyf is not None and touched is None and conv.primary_keys_unchanged(before, after):
+            keyf = None  # no key changed (equal raw values convert to equal key values)
         if keyf is not None:
             bk = [keyf(v, ns) for v, ns in zip(before, bns)]
             ak = [keyf(v, ns) for v, ns in zip(after, ans)]
@@ -606,7 +622,7 @@ def _add_rows(te: _TableEvents, ev: RowsBatch, tx: dict | None, touched: set | N
                 before, after, bns, ans = b2, a2, bns2, ans2
         te.builder.add_raw(
             conv, ops, before, after, before_none_sources=bns, after_none_sources=ans, rows=rownos,
-            tx=_tx_orders(tx, ev, te, len(before)), headers=headers, **common,
+            tx=tx_orders(len(before)), headers=headers, **common,
         )
         return
     values = [r["values"] for r in rows]
@@ -615,26 +631,11 @@ def _add_rows(te: _TableEvents, ev: RowsBatch, tx: dict | None, touched: set | N
     nss = [r.get("none_sources") for r in rows]
     if keyf is not None and touched is not None:
         touched.update(keyf(v, ns) for v, ns in zip(values, nss))
-    tx_orders = _tx_orders(tx, ev, te, len(values))
+    orders = tx_orders(len(values))
     if ev.op == "c":
-        te.builder.add_raw(conv, "c", None, values, after_none_sources=nss, tx=tx_orders, **common)
+        te.builder.add_raw(conv, "c", None, values, after_none_sources=nss, tx=orders, **common)
     else:
-        te.builder.add_raw(conv, "d", values, None, before_none_sources=nss, tx=tx_orders, **common)
-
-
-def _tx_orders(tx: dict | None, ev: RowsBatch, te: _TableEvents, n: int) -> list[tuple[str, int, int]] | None:
-    """Debezium transaction metadata of ``n`` consecutive events of ``te``'s table:
-    ``(id, total_order, data_collection_order)`` each (1-based orders), advancing ``tx``."""
-    if tx is None:
-        return None
-    if tx["id"] is None:
-        tx["id"] = ev.gtid or f"{ev.file}:{ev.pos}"
-    key = te.schema.qualified_name
-    t0, c0 = tx["total"], tx["per_table"].get(key, 0)
-    tx["total"] = t0 + n
-    tx["per_table"][key] = c0 + n
-    tid = tx["id"]
-    return [(tid, t0 + j, c0 + j) for j in range(1, n + 1)]
+        te.builder.add_raw(conv, "d", values, None, before_none_sources=nss, tx=orders, **common)
 
 
 TRANSACTIONS_SCHEMA = pa.schema([

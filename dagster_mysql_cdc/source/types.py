@@ -41,6 +41,7 @@ import base64
 import datetime as _dt
 import decimal
 import json
+import operator
 import re
 import struct
 from collections.abc import Callable, Mapping, Sequence
@@ -1427,6 +1428,26 @@ class TableConverter:
         if f is None:
             f = self._pk_function = self.key_function(self.table.primary_key)
         return f
+
+    def primary_keys_unchanged(self, before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]) -> bool:
+        """Whether each pair of python-mysql-replication row images (an update's before/after)
+        has the same raw, non-NULL value in every primary-key column, so the converted keys are
+        equal too. A cheap check without conversion; ``False`` also when it cannot tell (a key
+        column missing from an image, a NULL, no primary key).
+        """
+        pk = self.table.primary_key
+        if not pk:
+            return False
+        try:
+            get = operator.itemgetter(*pk)
+            b, a = list(map(get, before)), list(map(get, after))
+        except (KeyError, TypeError):
+            return False
+        if b != a:
+            return False
+        if len(pk) == 1:
+            return None not in b
+        return not any(None in k for k in b)
 
     def convert_columns(self, rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
         """Convert raw rows (column order) column-wise: one list of Debezium values per column."""
