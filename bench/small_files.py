@@ -390,8 +390,8 @@ def run(args: argparse.Namespace) -> dict:
 
 def copy_as_of(uri: str, dest: str, version: int | None = None) -> str:
     """Copy of a Delta table as a reader saw it at ``version`` (default: now): its log up to that
-    version (later commits and the ``_last_checkpoint`` hint dropped) and its live data files only
-    (removed files are not needed and would make the copy large)."""
+    version, the ``_last_checkpoint`` hint of that moment (newest checkpoint at or below it) and
+    its live data files only (removed files are not needed and would make the copy large)."""
     from deltalake import DeltaTable
 
     dt = DeltaTable(uri, version=version)
@@ -401,6 +401,16 @@ def copy_as_of(uri: str, dest: str, version: int | None = None) -> str:
         b = os.path.basename(p)
         if b[:20].isdigit() and int(b[:20]) <= v and os.path.isfile(p):
             shutil.copy2(p, os.path.join(dest, "_delta_log", b))
+    cp = table_stats_prev_checkpoint(uri, v)
+    if cp >= 0:  # the hint a reader had at that version (without it delta-rs lists the whole log)
+        import pyarrow.parquet as pq
+
+        path = os.path.join(uri, "_delta_log", f"{cp:020d}.checkpoint.parquet")
+        t = pq.read_table(path, columns=["add"])
+        hint = {"version": cp, "size": t.num_rows, "sizeInBytes": os.path.getsize(path),
+                "numOfAddFiles": t.num_rows - t.column("add").null_count}
+        with open(os.path.join(dest, "_delta_log", "_last_checkpoint"), "w") as fh:
+            json.dump(hint, fh, separators=(",", ":"))
     for f in dt.file_uris():
         rel = os.path.relpath(_local(f), uri)
         os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
