@@ -4,6 +4,7 @@ full read of the state table is not slower than 2x a freshly written copy (issue
     python -m bench.small_files                  # 1,000 windows of 10 row changes each
     python -m bench.small_files --quick          # 150 windows (compaction runs twice)
     python -m bench.small_files --batches 500 --rows-per-batch 20 --keep
+    python -m bench.small_files --reads-from /tmp/bench-small-XXXX/lake --repeat 25   # reads only
 
 Set-up (not timed): a scratch database with the 10-column mixed-type table of the other
 benchmarks (``_common.TABLE_DDL``), ``--initial-rows`` rows, and an initial snapshot of it into a
@@ -27,8 +28,14 @@ At the end:
   pyarrow dataset over the live file list, duckdb ``read_parquet`` over the live file list, and
   Spark ``read.format("delta")`` when the Delta Spark jars are on the classpath (they are not by
   default). The issue's target: state-table read time <= 2x the fresh copy's;
-* diagnosis on copies of the state table: the same read after ``create_checkpoint()`` and after
-  ``optimize.compact()`` + ``create_checkpoint()``, to separate log-replay from small-file costs.
+* the state as a reader saw it just before its last checkpoint (a copy with the log cut there and
+  that moment's ``_last_checkpoint`` hint: the longest JSON tail to replay) vs a fresh copy of
+  the same rows;
+* diagnosis on copies of the state table: checkpoint + 9 commits (the worst case with
+  ``delta.checkpointInterval=10``), ``create_checkpoint()``, ``optimize.compact()``, a checkpoint
+  without remove tombstones, and ``cleanup_metadata()``: log replay vs small-file costs.
+
+Results and analysis: docs/benchmarks.md, "Small files".
 """
 
 from __future__ import annotations
