@@ -1,5 +1,7 @@
 """Many small batches do not leave many small files: the writer compacts (Delta OPTIMIZE)."""
 
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
@@ -28,6 +30,11 @@ def test_small_batches_are_compacted_and_state_is_exact(spark, local_storage):
     state = DeltaTable(paths.state)
     log = DeltaTable(paths.changelog)
     assert len(state.file_uris()) < 6 and len(log.file_uris()) < 8, "files stay bounded by compaction"
+    # a reader replays at most 9 JSON commits after a checkpoint (2-3 commits per small batch)
+    for dt in (state, log):
+        assert dt.metadata().configuration.get("delta.checkpointInterval") == "10"
+    cps = sorted(int(p.name.split(".")[0]) for p in (Path(paths.state) / "_delta_log").glob("*.checkpoint.parquet"))
+    assert cps and state.version() - cps[-1] <= 10, (state.version(), cps)
     rows = {r["id"]: r["v"] for r in state.to_pyarrow_table().to_pylist() if not r["__deleted"]}
     assert rows == expected
     assert log.to_pyarrow_table().num_rows == 14 * 5
