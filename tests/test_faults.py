@@ -442,7 +442,7 @@ def test_seaweedfs_stopped_mid_commit_then_retry(scratch_db, make_cdc, s3_storag
     client = s3_storage.boto3_client()
     prefix = cdc.storage.uri(cdc.server, db)
     before = s3_commit_count(s3_storage, prefix, client)
-    stopped = threading.Event()
+    stopped, cancel = threading.Event(), threading.Event()
     watch_error: list[BaseException] = []
 
     def stop_at_first_commit():
@@ -450,6 +450,8 @@ def test_seaweedfs_stopped_mid_commit_then_retry(scratch_db, make_cdc, s3_storag
             deadline = time.monotonic() + 300
             while s3_commit_count(s3_storage, prefix, client) == before:
                 assert time.monotonic() < deadline, "the run made no commit in 300 s"
+                if cancel.is_set():
+                    return  # the run is over: never stop SeaweedFS behind the test's back
                 time.sleep(0.05)
             run_infra("infra/seaweedfs.sh", "stop")
             stopped.set()
@@ -467,6 +469,7 @@ def test_seaweedfs_stopped_mid_commit_then_retry(scratch_db, make_cdc, s3_storag
     )
     failed_after = time.monotonic() - t0
     watcher.join(60)
+    cancel.set()
     assert not watch_error, watch_error
     assert stopped.is_set(), "SeaweedFS was not stopped while the run wrote"
     assert not s3_answers(s3_storage), "S3 still answers after `infra/seaweedfs.sh stop` (not our SeaweedFS?)"
