@@ -585,10 +585,6 @@ def test_sensor_death_before_cursor_update_recommits_idempotently(scratch_db, ma
         dml.close()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "known bug: stream batches are identified by the window START only (Delta txn version = "
-    "start.as_version()), so a longer window with the same start is skipped as already committed "
-    "and its extra events are lost; see the fix proposed with the fault suite"))
 def test_sensor_death_after_next_window_ran_loses_nothing(scratch_db, make_cdc):
     """The tick that saw run N succeed requested window N+1 = [P1, P2); the daemon launched it and
     it committed, but the tick's cursor was never stored. More changes arrive; the stale cursor is

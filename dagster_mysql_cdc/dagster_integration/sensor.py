@@ -79,13 +79,42 @@ def _reported_end(instance, run_id: str, binlog_key: dg.AssetKey, prefix: str) -
     return None
 
 
+SERVER_TAG = "dagster_mysql_cdc/server"
+
+
+def _window_run_starting_at(instance, start: BinlogPosition, server: str) -> InFlight | None:
+    """The latest attempt of a stream window of this server (``topic.prefix``) that starts at
+    ``start``, if any run was ever requested for one."""
+    best: InFlight | None = None
+    stem, _, seq = start.file.rpartition(".")
+    # the planner moves an offset at the very end of a file to the start of the next file
+    candidates = [start, replace(start, file=f"{stem}.{int(seq) + 1:0{len(seq)}d}", pos=4)] if seq.isdigit() else [start]
+    runs = [r for c in candidates
+            for r in instance.get_runs(
+                filters=dg.RunsFilter(tags={WINDOW_START_TAG: json.dumps(c.to_dict()), SERVER_TAG: server}), limit=50)]
+    for run in runs:
+        if run.tags.get(MODE_TAG) != "stream":
+            continue
+        key = run.tags.get(REQUEST_TAG, "")
+        try:
+            attempt = int(key.rsplit(":a", 1)[1])
+            end = BinlogPosition.from_dict(json.loads(run.tags[WINDOW_END_TAG]))
+        except (IndexError, ValueError, KeyError):
+            continue
+        if best is None or attempt > best.attempt:
+            best = InFlight("stream", key, attempt, BinlogPosition.from_dict(json.loads(run.tags[WINDOW_START_TAG])), end)
+    return best
+
+
 def _request(
     inflight: InFlight, keys: Sequence[dg.AssetKey], incremental: dict | None = None,
-    checks: Sequence[dg.AssetCheckKey] | None = None,
+    checks: Sequence[dg.AssetCheckKey] | None = None, server: str | None = None,
 ) -> dg.RunRequest:
     """The run request of a window or snapshot. Stream windows carry only the cheap checks
     (schema drift, binlog retention); snapshots run every check of the selected assets."""
     tags = {REQUEST_TAG: inflight.run_key}
+    if server:
+        tags[SERVER_TAG] = server
     if inflight.kind == "stream":
         tags.update(
             {
@@ -125,12 +154,22 @@ def evaluate_tick(
     keys = list(assets_def.keys)
     cheap = [ck for ck in assets_def.check_keys if ck.name in (SCHEMA, RETENTION)]
     notes: list[str] = []
+    if cursor.inflight is None and cursor.snapshot_done and cursor.committed is not None:
+        adopted = _window_run_starting_at(instance, cursor.committed, mysql.server_name)
+        if adopted is not None:
+            # A window starting at the committed offset was requested before, but the cursor that
+            # recorded it was lost (the sensor died before storing it, or was set back). Its run
+            # may have committed some tables with the Delta txn identity (app, start): a different
+            # window with the same start would be skipped there and its extra events lost. So
+            # continue exactly that window (commit it, wait for it, or retry it).
+            cursor = replace(cursor, inflight=adopted)
+            notes.append(f"resuming window {adopted.run_key} requested by an earlier tick")
     if cursor.inflight is not None:
         inf = cursor.inflight
         runs = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: inf.run_key}), limit=1)
         if not runs:
             # Requested but not created yet (or the request was lost): same key, launched at most once.
-            return Plan(cursor, skip_reason=f"waiting for run {inf.run_key} to be created"), [_request(inf, keys, cursor.incremental, cheap)]
+            return Plan(cursor, skip_reason=f"waiting for run {inf.run_key} to be created"), [_request(inf, keys, cursor.incremental, cheap, mysql.server_name)]
         run = runs[0]
         if run.status == dg.DagsterRunStatus.SUCCESS:
             if inf.kind == "stream":
@@ -138,6 +177,10 @@ def evaluate_tick(
                 inc = _reported_json(instance, run.run_id, binlog_key, "incremental_state")
                 cursor = replace(cursor, committed=end, inflight=None, last_error=None, incremental=inc or None)
                 notes.append(f"committed window {inf.start} -> {end} (run {run.run_id[:8]})")
+                following = _window_run_starting_at(instance, end, mysql.server_name)
+                if following is not None:  # requested by a tick whose cursor was lost: continue it next tick
+                    cursor = replace(cursor, inflight=following)
+                    return Plan(cursor, skip_reason="; ".join(notes + [f"resuming window {following.run_key}"])), []
             else:
                 pos = _reported_end(instance, run.run_id, binlog_key, "snapshot")
                 if pos is None:
@@ -150,7 +193,7 @@ def evaluate_tick(
             cursor = replace(cursor, inflight=retry, last_error=f"run {run.run_id} {run.status.value}")
             return (
                 Plan(cursor, skip_reason=f"run {run.run_id[:8]} {run.status.value}: retrying window as attempt {retry.attempt}"),
-                [_request(retry, keys, cursor.incremental, cheap)],
+                [_request(retry, keys, cursor.incremental, cheap, mysql.server_name)],
             )
         else:
             return Plan(cursor, skip_reason=f"run {run.run_id[:8]} for {inf.run_key} is {run.status.value}"), []
@@ -165,7 +208,7 @@ def evaluate_tick(
         plan = replace(plan, skip_reason="; ".join(notes + ([plan.skip_reason] if plan.skip_reason else [])))
     if plan.request is None:
         return plan, []
-    return replace(plan, cursor=replace(plan.cursor, inflight=plan.request)), [_request(plan.request, keys, plan.cursor.incremental, cheap)]
+    return replace(plan, cursor=replace(plan.cursor, inflight=plan.request)), [_request(plan.request, keys, plan.cursor.incremental, cheap, mysql.server_name)]
 
 
 def build_mysql_cdc_sensor(

@@ -127,7 +127,7 @@ def commit_files(
     except SinkError:
         raise
     except Exception as e:
-        raise SinkError(f"Delta commit to {table_uri} failed: {type(e).__name__}: {e}") from e
+        raise SinkError(f"Delta commit to {table_uri} on {storage.location()} failed: {type(e).__name__}: {e}") from e
 
 
 def ensure_table_properties(dt: DeltaTable) -> None:

@@ -193,15 +193,21 @@ class LakeWriter:
         """One Spark job: the executors write ``events`` (change-log rows) as Parquet data files of
         each output (see :mod:`.spark_files`); returns the files written, per output."""
         manifest = os.path.join(manifests, f"manifest-{uuid.uuid4().hex}.json")
-        (
-            payload_frame(self.spark, events).write.format(FORMAT_NAME)
-            .mode("append")
-            .option("outputs", encode_outputs(outputs))
-            .option("manifest", manifest)
-            .option("rows_per_file", str(self.rows_per_file))
-            .option("storage_ref", self._storage_ref)
-            .save()
-        )
+        try:
+            (
+                payload_frame(self.spark, events).write.format(FORMAT_NAME)
+                .mode("append")
+                .option("outputs", encode_outputs(outputs))
+                .option("manifest", manifest)
+                .option("rows_per_file", str(self.rows_per_file))
+                .option("storage_ref", self._storage_ref)
+                .save()
+            )
+        except Exception as e:  # a Spark task's error arrives as a long PythonException/Py4JJavaError
+            where = ", ".join(o.table_uri for o in outputs)
+            raise SinkError(
+                f"Writing data files to {where} on {self.storage.location()} failed: {_root_cause(e)}"
+            ) from e
         with open(manifest) as fh:
             return json.load(fh)
 
@@ -533,7 +539,7 @@ class _StateApplier:
             )
             log.debug("merge into %s: %s", self.uri, metrics)
         except Exception as e:
-            raise SinkError(f"Merging into {self.uri} failed: {type(e).__name__}: {e}") from e
+            raise SinkError(f"Merging into {self.uri} on {self.w.storage.location()} failed: {type(e).__name__}: {e}") from e
         self.dt.update_incremental()
 
     def finish(self, st_schema: pa.Schema, *, metadata: dict, snapshot_position: BinlogPosition | None,
@@ -567,7 +573,7 @@ class _StateApplier:
         except SinkError:
             raise
         except Exception as e:
-            raise SinkError(f"Applying the batch to {self.uri} failed: {type(e).__name__}: {e}") from e
+            raise SinkError(f"Applying the batch to {self.uri} on {self.w.storage.location()} failed: {type(e).__name__}: {e}") from e
 
 
 def _older_plain(pos: BinlogPosition, row: int = 0) -> str:
@@ -598,6 +604,14 @@ def _state_schema_of(names: list[str], log_schema: pa.Schema | None, value_schem
         after = {f.name: f for f in log_schema.field("after").type}
         fields += [after[n] for n in names if n not in seen]
     return state_schema(pa.schema(fields))
+
+
+def _root_cause(e: BaseException) -> str:
+    """The last ``Error:`` line of an exception's text (the executor's own error inside Spark's
+    wrapping), or its first line."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    causes = [ln for ln in lines if "Error:" in ln or "Exception:" in ln]
+    return (causes[-1] if causes else (lines[0] if lines else type(e).__name__))[:1000]
 
 
 def _empty_log_schema(value_schema: pa.Schema, primary_key: tuple[str, ...]) -> pa.Schema:

@@ -69,6 +69,12 @@ class StorageSettings:
         p = urlparse(self.base_uri).path if self.base_uri.startswith("file:") else self.base_uri
         return os.path.abspath(p)
 
+    def location(self) -> str:
+        """Where the lake is, for error messages (never credentials)."""
+        if self.is_s3:
+            return f"S3 endpoint {self.s3_endpoint_url}" if self.s3_endpoint_url else f"S3 (AWS, region {self.s3_region})"
+        return "the local filesystem"
+
     def uri(self, *parts: str) -> str:
         """URI of a path below the root (``parts`` joined with ``/``)."""
         return "/".join([self.root, *(p.strip("/") for p in parts if p)])
