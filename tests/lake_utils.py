@@ -26,17 +26,23 @@ def live_state_rows(storage: StorageSettings, uri: str, key: list[str]) -> list[
     return sorted(rows, key=lambda r: tuple(r[k] for k in key))
 
 
-def source_rows(db: str, table: str) -> tuple[list[dict], list[str]]:
-    """Rows of a source table converted with the Debezium mapping the lake uses, sorted by primary
-    key; returns (rows, key columns)."""
+def source_table(db: str, table: str) -> tuple[pa.Table, list[str]]:
+    """A source table converted with the Debezium mapping the lake uses (Arrow, sorted by primary
+    key); returns (table, key columns)."""
     conn = root_connect()
     try:
         schema = read_table_schemas(conn, [(db, table)])[(db, table)]
         conv = TableConverter(schema, TypeOptions(), "pymysql")
         with conn.cursor() as cur:
             cur.execute(f"SELECT * FROM `{db}`.`{table}`")
-            rows = conv.to_record_batch(list(cur.fetchall())).to_pylist()
+            batch = conv.to_record_batch(list(cur.fetchall()))
     finally:
         conn.close()
     key = list(schema.primary_key)
-    return sorted(rows, key=lambda r: tuple(r[k] for k in key)), key
+    return pa.Table.from_batches([batch]).sort_by([(k, "ascending") for k in key]), key
+
+
+def source_rows(db: str, table: str) -> tuple[list[dict], list[str]]:
+    """:func:`source_table` as a list of row dicts; returns (rows, key columns)."""
+    t, key = source_table(db, table)
+    return t.to_pylist(), key

@@ -27,8 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 from urllib.parse import urlparse
@@ -44,9 +43,7 @@ from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
 from dagster_mysql_cdc.dagster_integration.resources import MODE_TAG, REQUEST_TAG, WINDOW_END_TAG, WINDOW_START_TAG
 from dagster_mysql_cdc.events import STATE_META_NAMES
 from dagster_mysql_cdc.sink.storage import StorageSettings
-from dagster_mysql_cdc.source.catalog import read_table_schemas
-from dagster_mysql_cdc.source.types import TableConverter, TypeOptions
-from lake_utils import read_delta
+from lake_utils import read_delta, source_table
 
 # The streaming suite's deployment harness, seeded DML generator and fixtures (reused, not copied).
 from test_streaming import (  # noqa: F401  (make_cdc, scratch_db: fixtures)
@@ -54,7 +51,6 @@ from test_streaming import (  # noqa: F401  (make_cdc, scratch_db: fixtures)
     Cdc,
     RandomDml,
     delta_versions,
-    error_chain,
     make_cdc,
     master_position,
     scratch_db,
@@ -91,22 +87,6 @@ def assert_unique_binlog_events(table: pa.Table, where: str = "") -> int:
     bad = g.filter(pc.and_(pc.greater(g["op_count"], 1), pc.invert(pk_change)))
     assert bad.num_rows == 0, f"{where}: binlog events in the change log more than once: {bad.slice(0, 20).to_pylist()}"
     return flat.num_rows
-
-
-def source_table(db: str, table: str) -> tuple[pa.Table, list[str]]:
-    """A source table converted with the Debezium mapping the lake uses (Arrow, sorted by key)."""
-    conn = root_connect()
-    try:
-        schema = read_table_schemas(conn, [(db, table)])[(db, table)]
-        conv = TableConverter(schema, TypeOptions(), "pymysql")
-        with conn.cursor() as cur:
-            cur.execute(f"SELECT * FROM `{db}`.`{table}`")
-            batch = conv.to_record_batch(list(cur.fetchall()))
-    finally:
-        conn.close()
-    key = list(schema.primary_key)
-    t = pa.Table.from_batches([batch])
-    return t.sort_by([(k, "ascending") for k in key]), key
 
 
 def assert_state_equals_source(storage: StorageSettings, uri: str, db: str, table: str) -> int:

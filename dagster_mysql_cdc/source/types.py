@@ -1282,6 +1282,41 @@ def snapshot_decoders(decoders: Mapping[int, Any]) -> dict[int, Any]:
 _MISSING = object()
 
 
+class _LoweredRow:
+    """A row image keyed by lower-case column names, built on first use."""
+
+    __slots__ = ("row", "_d")
+
+    def __init__(self, row: Mapping[str, Any]):
+        self.row = row
+        self._d: dict[str, Any] | None = None
+
+    def get(self, lname: str) -> Any:
+        if self._d is None:
+            self._d = {str(k).lower(): v for k, v in self.row.items()}
+        return self._d.get(lname, _MISSING)
+
+
+def _raw_image_value(row: Mapping[str, Any], name: str, lname: str, none_sources: Mapping[str, str] | None,
+                     lowered: _LoweredRow) -> Any:
+    """The raw value of column ``name`` in a python-mysql-replication row image, or ``_MISSING``
+    when the image has no value for it (absent, or ``None`` because the column is not in the
+    event's column bitmap / unchanged in a MINIMAL image). A ``None`` that the library reports as
+    "empty set" is the empty SET value ``""``. Names match exactly, then case-insensitively."""
+    v = row.get(name, _MISSING)
+    if v is _MISSING:
+        v = lowered.get(lname)
+        if v is _MISSING:
+            return _MISSING
+    if v is None and none_sources:
+        reason = none_sources.get(name)
+        if reason == "empty set":
+            return ""
+        if reason in ("cols bitmap", "same with before values"):
+            return _MISSING
+    return v
+
+
 class TableConverter:
     """Pre-built per-table converters (no per-row type lookup).
 
@@ -1365,25 +1400,11 @@ class TableConverter:
             temporal column is *not* turned into its epoch fallback. Names are matched exactly,
             then case-insensitively.
         """
+        lowered = _LoweredRow(row)
         out = []
-        lowered: dict[str, Any] | None = None
         for name, lname, conv in zip(self.names, self._lower_names, self._converters):
-            v = row.get(name, _MISSING)
-            if v is _MISSING:
-                if lowered is None:
-                    lowered = {str(k).lower(): val for k, val in row.items()}
-                v = lowered.get(lname, _MISSING)
-                if v is _MISSING:
-                    out.append(None)
-                    continue
-            if v is None and none_sources:
-                reason = none_sources.get(name)
-                if reason == "empty set":
-                    v = ""
-                elif reason in ("cols bitmap", "same with before values"):
-                    out.append(None)
-                    continue
-            out.append(conv(v))
+            v = _raw_image_value(row, name, lname, none_sources, lowered)
+            out.append(None if v is _MISSING else conv(v))
         return tuple(out)
 
     def key_function(self, key_columns: Sequence[str]) -> Callable[..., tuple]:
@@ -1402,22 +1423,11 @@ class TableConverter:
             specs.append((self.names[i], self._lower_names[i], self._converters[i]))
 
         def key(row: Mapping[str, Any], none_sources: Mapping[str, str] | None = None) -> tuple:
+            lowered = _LoweredRow(row)
             out = []
             for name, lname, conv in specs:
-                v = row.get(name, _MISSING)
-                if v is _MISSING:
-                    v = {str(kk).lower(): vv for kk, vv in row.items()}.get(lname, _MISSING)
-                    if v is _MISSING:
-                        out.append(None)
-                        continue
-                if v is None and none_sources:
-                    reason = none_sources.get(name)
-                    if reason == "empty set":
-                        v = ""
-                    elif reason in ("cols bitmap", "same with before values"):
-                        out.append(None)
-                        continue
-                out.append(conv(v))
+                v = _raw_image_value(row, name, lname, none_sources, lowered)
+                out.append(None if v is _MISSING else conv(v))
             return tuple(out)
 
         return key
