@@ -293,6 +293,9 @@ def spark_steps(spark, events: pa.RecordBatch, key: tuple[str, ...], base_us: fl
 
     from dagster_mysql_cdc.events import state_schema
     from dagster_mysql_cdc.sink.lake import ORDER_COLS, LakeWriter, state_columns
+    from dagster_mysql_cdc.sink.spark_files import FileOutput
+    from dagster_mysql_cdc.sink.state_rows import newest_per_key
+    from dagster_mysql_cdc.sink.state_rows import state_rows as arrow_state_rows
     from dagster_mysql_cdc.sink.storage import StorageSettings
 
     n = events.num_rows
@@ -322,17 +325,22 @@ def spark_steps(spark, events: pa.RecordBatch, key: tuple[str, ...], base_us: fl
             ("change log: df.write noop (JVM scan only)", lambda: base.write.format("noop").mode("overwrite").save()),
             ("change log: native Spark Parquet writer (file://)",
              lambda: base.write.mode("overwrite").parquet(os.path.join(d, f"native-{next(counter)}"))),
-            ("change log: our Python data source (JVM -> Arrow -> worker -> Parquet)",
-             lambda: w._write_files(base, os.path.join(d, f"ds-{next(counter)}"), events.schema, manifests)),
-            ("state: dedup window, noop sink", lambda: state_rows(base).write.format("noop").mode("overwrite").save()),
-            ("state: dedup window + our Python data source (staging Parquet)",
-             lambda: w._write_files(state_rows(base).select(*st_schema.names), os.path.join(d, f"st-{next(counter)}"),
-                                    st_schema, manifests)),
+            ("change log, the library: Arrow IPC payload -> our Python data source -> Parquet",
+             lambda: w._write_files(table, [FileOutput(os.path.join(d, f"ds-{next(counter)}"), events.schema)], manifests)),
+            ("first snapshot, the library: change log + state files in one payload job",
+             lambda: w._write_files(table, [
+                 FileOutput(os.path.join(d, f"ds-{next(counter)}"), events.schema),
+                 FileOutput(os.path.join(d, f"st-{next(counter)}"), st_schema, kind="state", value_names=tuple(names)),
+             ], manifests)),
+            ("state: dedup window in Spark (the former way), noop sink",
+             lambda: state_rows(base).write.format("noop").mode("overwrite").save()),
+            ("state, the library: state rows + newest per key in Arrow",
+             lambda: newest_per_key(arrow_state_rows(table, names), list(key) or names)),
         ]
         timed = []
         for k, f in steps:
             try:
                 timed.append((k, _t(f)))
-            except Exception as e:  # a sink internal this step calls changed (e.g. _write_files)
+            except Exception as e:  # a sink internal this step calls changed
                 print(f"  [spark steps] skipped {k!r}: {type(e).__name__}: {str(e)[:120]}")
         _print("Spark steps of the sink on one change-log batch", timed, n, base_us)
