@@ -513,25 +513,35 @@ def stream_batch_ids(cdc: Cdc, db: str, table: str, kind: str) -> list[str]:
             if (c.get("dagster_mysql_cdc.batch") or "").startswith("dagster-mysql-cdc/stream@")]
 
 
-def test_sensor_death_before_cursor_update_recommits_idempotently(scratch_db, make_cdc):
-    """Stale cursors that still name the finished run: re-evaluating them commits the same
-    window again (no data written twice), or re-requests a run key that was already launched
-    (the daemon does not launch it twice) and then commits that run."""
-    db = scratch_db
+def one_window_run(db: str, make_cdc, seed: int):
+    """Random tables of 15 rows each, snapshotted, then one round of seeded DML streamed by a first
+    window run that succeeded. Returns (tables, dml, cdc, the cursor naming that run in flight);
+    the caller closes ``dml``."""
     tables = create_random_tables(db)
-    dml = RandomDml(db, seed=31)
+    dml = RandomDml(db, seed=seed)
     try:
         for t in tables:
             dml.insert(t, 15)
         cdc = make_cdc(db)
         cdc.ticks()
-
-        # (a) run 1 succeeded; the tick that saw it (committed its window, requested window 2)
-        # died before its cursor was stored and before the daemon launched its request
         dml.round(15)
         (r1,) = cdc.tick_once().run_requests
         cdc.run(r1)
-        stale = cdc.cursor
+    except BaseException:
+        dml.close()
+        raise
+    return tables, dml, cdc, cdc.cursor
+
+
+def test_sensor_death_before_cursor_update_recommits_idempotently(scratch_db, make_cdc):
+    """Stale cursors that still name the finished run: re-evaluating them commits the same
+    window again (no data written twice), or re-requests a run key that was already launched
+    (the daemon does not launch it twice) and then commits that run."""
+    db = scratch_db
+    # (a) run 1 succeeded; the tick that saw it (committed its window, requested window 2)
+    # died before its cursor was stored and before the daemon launched its request
+    tables, dml, cdc, stale = one_window_run(db, make_cdc, seed=31)
+    try:
         dml.round(10)
         (lost,) = cdc.tick_once().run_requests
         cdc.cursor = stale
@@ -571,18 +581,9 @@ def test_sensor_death_after_next_window_ran_loses_nothing(scratch_db, make_cdc):
     re-evaluated: it commits run N again and requests [P1, P3), a new run key with the same start.
     The changes in [P2, P3) must reach the lake (and [P1, P2) must not be there twice)."""
     db = scratch_db
-    tables = create_random_tables(db)
-    dml = RandomDml(db, seed=47)
+    # stale names run 1 in flight: the last cursor the instance stored
+    tables, dml, cdc, stale = one_window_run(db, make_cdc, seed=47)
     try:
-        for t in tables:
-            dml.insert(t, 15)
-        cdc = make_cdc(db)
-        cdc.ticks()
-        dml.round(15)
-        (r1,) = cdc.tick_once().run_requests
-        cdc.run(r1)
-        stale = cdc.cursor  # names run 1 in flight: the last cursor the instance stored
-
         dml.round(10)
         (r2,) = cdc.tick_once().run_requests  # commits run 1, requests [P1, P2)
         assert launch(cdc, r2)  # the daemon launched it; the sensor process died before storing its cursor
