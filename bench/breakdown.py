@@ -284,15 +284,12 @@ def snapshot(settings, db: str, table: str, server_name: str, base_us: float | N
 
 def spark_steps(spark, events: pa.RecordBatch, key: tuple[str, ...], base_us: float | None) -> None:
     """Where the Spark part of the sink goes, on one change-log batch: each step timed alone
-    (best of 3, µs per event). The library's own data source and state expressions are used."""
+    (best of 3, µs per event). The library's own data source and state-row functions are used."""
     import os
     import tempfile
 
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
     from dagster_mysql_cdc.events import state_schema
-    from dagster_mysql_cdc.sink.lake import ORDER_COLS, LakeWriter, state_columns
+    from dagster_mysql_cdc.sink.lake import LakeWriter
     from dagster_mysql_cdc.sink.spark_files import FileOutput
     from dagster_mysql_cdc.sink.state_rows import newest_per_key
     from dagster_mysql_cdc.sink.state_rows import state_rows as arrow_state_rows
@@ -310,12 +307,6 @@ def spark_steps(spark, events: pa.RecordBatch, key: tuple[str, ...], base_us: fl
         def df():
             return spark.createDataFrame(table)
 
-        def state_rows(x):
-            rows = x.where(x["op"] != "t").select(*state_columns(names))
-            order = [F.col(c).desc() for c in ORDER_COLS] + [F.col("__deleted").asc()]
-            win = Window.partitionBy(*[F.col(k) for k in key]).orderBy(*order)
-            return rows.withColumn("__rn", F.row_number().over(win)).where(F.col("__rn") == 1).drop("__rn")
-
         after = {f.name: f for f in events.schema.field("after").type}
         st_schema = state_schema(pa.schema([after[k] for k in names]))
         base = df()
@@ -332,8 +323,6 @@ def spark_steps(spark, events: pa.RecordBatch, key: tuple[str, ...], base_us: fl
                  FileOutput(os.path.join(d, f"ds-{next(counter)}"), events.schema),
                  FileOutput(os.path.join(d, f"st-{next(counter)}"), st_schema, kind="state", value_names=tuple(names)),
              ], manifests)),
-            ("state: dedup window in Spark (the former way), noop sink",
-             lambda: state_rows(base).write.format("noop").mode("overwrite").save()),
             ("state, the library: state rows + newest per key in Arrow",
              lambda: newest_per_key(arrow_state_rows(table, names), list(key) or names)),
         ]

@@ -1,9 +1,10 @@
 """The Arrow state-row computation (sink/state_rows.py) agrees with the Spark expressions.
 
-The sink computes state rows (newest event per key) in Arrow on the driver; the first snapshot
-of a table and the documented reference (``lake.state_columns`` + a ``row_number`` window) do it
-in Spark. Both are run here over the same random change events, keyed and keyless, with nulls,
-repeated keys, ties and every op, and must give the same rows.
+The sink computes state rows (newest event per key) in Arrow, on the driver and in the Spark tasks
+that write a first snapshot. The reference here is the same computation in Spark
+(:func:`state_columns` + a ``row_number`` window), which the library used before. Both are run
+over the same random change events, keyed and keyless, with nulls, repeated keys, ties and every
+op, and must give the same rows.
 """
 
 import datetime as dt
@@ -13,8 +14,9 @@ import random
 import pyarrow as pa
 import pytest
 
-from dagster_mysql_cdc.events import BinlogPosition, ChangeEventBuilder
-from dagster_mysql_cdc.sink.lake import state_columns
+from collections.abc import Sequence
+
+from dagster_mysql_cdc.events import ChangeEventBuilder
 from dagster_mysql_cdc.sink.state_rows import ORDER_COLS, newest_per_key, state_rows
 
 VALUE_SCHEMA = pa.schema([
@@ -68,6 +70,37 @@ def random_batch(seed: int, keyed: bool, n: int = 400) -> pa.RecordBatch:
             live[k] = image(k)
             b.add("r", None, live[k], snapshot="true", **{**common, "row": 0})
     return b.to_record_batch()
+
+
+def state_columns(value_names: Sequence[str], replaced_before: bool = False):
+    """The reference: Spark column expressions turning change events into current-state rows
+    (the library's state rows before they were computed in Arrow).
+
+    The row image is ``after`` (``before`` for deletes, so a tombstone keeps its key and last
+    values), followed by the ``__op``/``__deleted``/``__ts_ms``/``__source_ts_ms``/``__snapshot``/
+    ``__binlog_file``/``__binlog_pos``/``__binlog_row``/``__gtid`` metadata columns. Read events
+    (``op=r``) order before binlog events at the same position (``__binlog_row = -1``).
+    """
+    from pyspark.sql import functions as F
+
+    if replaced_before:
+        # keyless tables: an update replaces the row identified by its before image
+        img, op, deleted = F.col("before"), F.lit("d"), F.lit(True)
+    else:
+        img = F.when(F.col("op").isin("d", "t"), F.col("before")).otherwise(F.col("after"))
+        op, deleted = F.col("op"), F.col("op").isin("d", "t")
+    cols = [img.getField(n).alias(n) for n in value_names]
+    return cols + [
+        op.alias("__op"),
+        deleted.alias("__deleted"),
+        F.col("ts_ms").alias("__ts_ms"),
+        F.col("source.ts_ms").alias("__source_ts_ms"),
+        F.col("source.snapshot").alias("__snapshot"),
+        F.col("source.file").alias("__binlog_file"),
+        F.col("source.pos").alias("__binlog_pos"),
+        F.when(F.col("op") == "r", F.lit(-1)).otherwise(F.col("source.row")).cast("int").alias("__binlog_row"),
+        F.col("source.gtid").alias("__gtid"),
+    ]
 
 
 def spark_newest(spark, batch: pa.RecordBatch, key: list[str], keyless: bool) -> list[dict]:

@@ -35,7 +35,7 @@ import time
 import uuid
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -85,46 +85,6 @@ def newer_predicate(s: str = "s", t: str = "t") -> str:
         f"({s}.{f} > {t}.{f}) OR ({s}.{f} = {t}.{f} AND {s}.{p} > {t}.{p}) "
         f"OR ({s}.{f} = {t}.{f} AND {s}.{p} = {t}.{p} AND {s}.{r} > {t}.{r})"
     )
-
-
-def older_than(pos: BinlogPosition, row: int, t: str = "t") -> str:
-    """SQL predicate: the target row's ordering key is below ``(pos.file, pos.pos, row)``."""
-    f, p, r = (_q(c) for c in ORDER_COLS)
-    file = pos.file.replace("'", "''")
-    return (
-        f"({t}.{f} < '{file}') OR ({t}.{f} = '{file}' AND {t}.{p} < {pos.pos}) "
-        f"OR ({t}.{f} = '{file}' AND {t}.{p} = {pos.pos} AND {t}.{r} < {row})"
-    )
-
-
-def state_columns(value_names: Sequence[str], replaced_before: bool = False):
-    """Spark column expressions turning change events into current-state rows.
-
-    The row image is ``after`` (``before`` for deletes, so a tombstone keeps its key and last
-    values), followed by the ``__op``/``__deleted``/``__ts_ms``/``__source_ts_ms``/``__snapshot``/
-    ``__binlog_file``/``__binlog_pos``/``__binlog_row``/``__gtid`` metadata columns. Read events
-    (``op=r``) order before binlog events at the same position (``__binlog_row = -1``).
-    """
-    from pyspark.sql import functions as F
-
-    if replaced_before:
-        # keyless tables: an update replaces the row identified by its before image
-        img, op, deleted = F.col("before"), F.lit("d"), F.lit(True)
-    else:
-        img = F.when(F.col("op").isin("d", "t"), F.col("before")).otherwise(F.col("after"))
-        op, deleted = F.col("op"), F.col("op").isin("d", "t")
-    cols = [img.getField(n).alias(n) for n in value_names]
-    return cols + [
-        op.alias("__op"),
-        deleted.alias("__deleted"),
-        F.col("ts_ms").alias("__ts_ms"),
-        F.col("source.ts_ms").alias("__source_ts_ms"),
-        F.col("source.snapshot").alias("__snapshot"),
-        F.col("source.file").alias("__binlog_file"),
-        F.col("source.pos").alias("__binlog_pos"),
-        F.when(F.col("op") == "r", F.lit(-1)).otherwise(F.col("source.row")).cast("int").alias("__binlog_row"),
-        F.col("source.gtid").alias("__gtid"),
-    ]
 
 
 def union_struct(a: pa.DataType, b: pa.DataType) -> pa.DataType:

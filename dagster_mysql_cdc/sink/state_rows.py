@@ -6,8 +6,8 @@ metadata columns of :data:`dagster_mysql_cdc.events.STATE_META_FIELDS` (Debezium
 computes those rows for one change-log record batch with pyarrow compute kernels, which run in
 C++ and release the GIL: on the driver's sink thread (rows merged into the state table), so the
 binlog reader is not held up, and in the Spark tasks that write a first snapshot's state files.
-The same rows, computed with Spark column expressions, are :func:`.lake.state_columns`
-(``tests/test_state_rows.py`` checks that the two agree).
+``tests/test_state_rows.py`` checks them against the same computation in Spark (column
+expressions and a ``row_number`` window).
 
 Ordering: an event is newer when its ordering key ``(__binlog_file, __binlog_pos, __binlog_row)``
 is greater; snapshot reads (``op=r``) take ``__binlog_row = -1`` so they order before binlog events
