@@ -168,6 +168,34 @@ def is_range_lost(e: BaseException) -> bool:
     return cause is not None and cause is not e and is_range_lost(cause)
 
 
+def run_repetitions(repeat: int, repetition, results: dict, *, on_range_lost=None,
+                    retry_note: str = "repeating") -> None:
+    """Run ``repetition(rep, attempt) -> {variant: Measurement}`` ``repeat`` times and append each
+    measurement to ``results[variant]``. A repetition that another user of the server spoiled (a
+    purge, a lost connection, a restart during it: :func:`is_range_lost`) is run again, up to
+    :data:`MAX_ATTEMPTS` times, after ``on_range_lost()`` (e.g. regenerating the binlog range)."""
+    for rep in range(repeat):
+        if repeat > 1:
+            print(f"-- repetition {rep + 1}/{repeat}")
+        for attempt in range(MAX_ATTEMPTS):
+            started = server_started_at()
+            try:
+                out = repetition(rep, attempt)
+                if abs(server_started_at() - started) > 2:
+                    raise RangeLost("the server restarted during the repetition")
+                break
+            except Exception as e:
+                if not is_range_lost(e) or attempt == MAX_ATTEMPTS - 1:
+                    raise
+                print(f"       !! measurement invalidated by another user of the server ({type(e).__name__}: "
+                      f"{e}); {retry_note}", flush=True)
+                wait_server().close()
+                if on_range_lost is not None:
+                    on_range_lost()
+        for k, m in out.items():
+            results[k].append(m)
+
+
 # -- Spark ---------------------------------------------------------------------------------------
 _SPARK = None
 

@@ -141,24 +141,7 @@ def run(args: argparse.Namespace) -> dict[str, list[C.Measurement]]:
             print(f"       c check: {verify_lake(lc, db, n)}")
             return out
 
-        for rep in range(args.repeat):
-            if args.repeat > 1:
-                print(f"-- repetition {rep + 1}/{args.repeat}")
-            for attempt in range(C.MAX_ATTEMPTS):
-                started = C.server_started_at()
-                try:
-                    out = repetition(rep, attempt)
-                    if abs(C.server_started_at() - started) > 2:
-                        raise C.RangeLost("the server restarted during the repetition")
-                    break
-                except Exception as e:
-                    if not C.is_range_lost(e) or attempt == C.MAX_ATTEMPTS - 1:
-                        raise
-                    print(f"       !! measurement invalidated by another user of the server ({type(e).__name__}: "
-                          f"{e}); repeating", flush=True)
-                    C.wait_server().close()
-            for k, m in out.items():
-                results[k].append(m)
+        C.run_repetitions(args.repeat, repetition, results)
         C.print_table(
             f"snapshot, {n:,} rows (best of {args.repeat}); ratio = rows/s vs (a)", results, "a", {"c": 0.8}
         )

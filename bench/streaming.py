@@ -346,25 +346,12 @@ def run(args: argparse.Namespace) -> dict[str, list[C.Measurement]]:
                 print(f"       c0 {C.phase_summary(wf.phases)}")
             return out
 
-        for rep in range(args.repeat):
-            if args.repeat > 1:
-                print(f"-- repetition {rep + 1}/{args.repeat}")
-            for attempt in range(C.MAX_ATTEMPTS):
-                started = C.server_started_at()
-                try:
-                    out = repetition(rep, attempt)
-                    if abs(C.server_started_at() - started) > 2:
-                        raise C.RangeLost("the server restarted during the repetition")
-                    break
-                except Exception as e:
-                    if not C.is_range_lost(e) or attempt == C.MAX_ATTEMPTS - 1:
-                        raise
-                    print(f"       !! measurement invalidated by another user of the server ({type(e).__name__}: "
-                          f"{e}); regenerating the binlog range and repeating", flush=True)
-                    C.wait_server().close()
-                    rng = prepare()
-            for k, m in out.items():
-                results[k].append(m)
+        def regenerate() -> None:
+            nonlocal rng
+            rng = prepare()
+
+        C.run_repetitions(args.repeat, repetition, results, on_range_lost=regenerate,
+                          retry_note="regenerating the binlog range and repeating")
         info, start, end = rng["info"], rng["start"], rng["end"]
         template = rng["template"]
 
