@@ -4,43 +4,30 @@ nothing is written to the source, and the lake still converges under concurrent 
 import random
 import threading
 import time
-import uuid
 
-import dagster as dg
 import pymysql
 import pytest
 from deltalake import DeltaTable
 
-from conftest import CDC_PASSWORD, CDC_USER, MYSQL_HOST, MYSQL_PORT, root_connect, root_settings
-from dagster_mysql_cdc import CdcLakeResource, MySqlCdcResource, build_mysql_cdc_sensor, mysql_cdc_assets, run_sensor_ticks
+from conftest import root_settings
+from sensor_harness import SensorDriven, capture_resource, scratch_database
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
 def test_read_only_incremental_snapshot_converges_without_writing_watermarks(local_storage):
-    db = f"ro_{uuid.uuid4().hex[:8]}"
-    conn = root_connect()
-    with conn.cursor() as cur:
-        cur.execute(f"CREATE DATABASE {db}")
-        cur.execute(f"USE {db}")
-        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), n INT)")
-        cur.execute("INSERT INTO t SELECT seq, CONCAT('v', seq), seq FROM seq_1_to_20000")
-    try:
-        mysql = MySqlCdcResource(
-            host=MYSQL_HOST, port=MYSQL_PORT, user=CDC_USER, password=CDC_PASSWORD, server_name=db,
-            database_include_list=[db], snapshot_mode="no_data", incremental_snapshot_chunk_size=1000,
+    with scratch_database("ro") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"USE {db}")
+            cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), n INT)")
+            cur.execute("INSERT INTO t SELECT seq, CONCAT('v', seq), seq FROM seq_1_to_20000")
+        mysql = capture_resource(
+            db, snapshot_mode="no_data", incremental_snapshot_chunk_size=1000,
             incremental_snapshot_max_chunks_per_run=4, incremental_snapshot_read_only=True,
         )
         mysql.create_signal_table()
-
-        @mysql_cdc_assets(tables=mysql.discover_tables(), server_name=db)
-        def cdc(context: dg.AssetExecutionContext, mysql: MySqlCdcResource, lake: CdcLakeResource):
-            yield from mysql.sync(context=context, lake=lake)
-
-        sensor = build_mysql_cdc_sensor(cdc)
-        instance = dg.DagsterInstance.ephemeral()
-        resources = {"mysql": mysql, "lake": CdcLakeResource(base_uri=local_storage.base_uri)}
-        ticks = run_sensor_ticks(sensor, cdc, resources, instance)
+        cdc = SensorDriven(mysql, local_storage.base_uri)
+        cdc.ticks()
         with conn.cursor() as cur:
             cur.execute(f"INSERT INTO {db}.debezium_signal VALUES ('ro-1', 'execute-snapshot', '{{\"data-collections\": [\"{db}.t\"]}}')")
         stop = threading.Event()
@@ -64,15 +51,15 @@ def test_read_only_incremental_snapshot_converges_without_writing_watermarks(loc
         th = threading.Thread(target=writer)
         th.start()
         try:
-            ticks = run_sensor_ticks(sensor, cdc, resources, instance, cursor=ticks.cursor, until_caught_up=False, max_ticks=6)
+            cdc.ticks(until_caught_up=False, max_ticks=6)
         finally:
             stop.set()
             th.join()
         for _ in range(10):
-            ticks = run_sensor_ticks(sensor, cdc, resources, instance, cursor=ticks.cursor)
-            if '"incremental": null' in ticks.cursor:
+            cdc.ticks()
+            if '"incremental": null' in cdc.cursor:
                 break
-        assert '"incremental": null' in ticks.cursor
+        assert '"incremental": null' in cdc.cursor
         st = DeltaTable(local_storage.uri(db, db, "t", "state")).to_pyarrow_table().to_pylist()
         lake = sorted((r["id"], r["v"], r["n"]) for r in st if not r["__deleted"])
         with conn.cursor() as cur:
@@ -82,7 +69,3 @@ def test_read_only_incremental_snapshot_converges_without_writing_watermarks(loc
             signal_rows = list(cur.fetchall())
         assert lake == src
         assert signal_rows == [("ro-1", "execute-snapshot")], "read-only mode writes no watermark rows"
-    finally:
-        with conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS {db}")
-        conn.close()
