@@ -14,7 +14,6 @@ from pydantic import Field
 from ..errors import ConfigurationError, SourceConnectionError, UnknownTableError
 from ..events import BinlogPosition
 from ..pipeline import SnapshotTableResult, run_snapshot
-from ..source.connection import server_info
 from ..source.schema_history import SchemaHistory
 from ..incremental import IncrementalState
 from ..source.signals import create_signal_table
@@ -22,7 +21,7 @@ from ..stream import IncrementalOptions, StreamOptions, run_window
 from ..sink.lake import LakeWriter
 from ..sink.storage import StorageSettings
 from ..source.catalog import list_tables, read_table_schemas
-from ..source.connection import ConnectionSettings, connect
+from ..source.connection import ConnectionSettings, ServerInfo, connect, server_info
 from ..source.filters import TableFilter
 from ..source.schema import TableSchema
 from ..source.snapshot import SnapshotOptions
@@ -134,6 +133,14 @@ class MySqlCdcResource(dg.ConfigurableResource):
             host=self.host, port=self.port, user=self.user, password=self.password,
             connect_timeout=self.connect_timeout,
         )
+
+    def _server_info(self, settings: ConnectionSettings) -> ServerInfo:
+        """Version, flavour and replication settings of the source (one short connection)."""
+        conn = connect(settings)
+        try:
+            return server_info(conn)
+        finally:
+            conn.close()
 
     def type_options(self) -> TypeOptions:
         """Raises ConfigurationError/ValueError naming a bad mode value."""
@@ -281,11 +288,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
         if committed is None:
             committed = self._last_committed(context)
         settings = self.connection_settings()
-        conn = connect(settings)
-        try:
-            info = server_info(conn)
-        finally:
-            conn.close()
+        info = self._server_info(settings)
         by_asset: dict[dg.AssetKey, set[str]] = {}
         for ck in context.selected_asset_check_keys:
             by_asset.setdefault(ck.asset_key, set()).add(ck.name)
@@ -497,11 +500,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             ) from None
         keys_by_table, binlog_key = self._selection(context)
         settings = self.connection_settings()
-        conn = connect(settings)
-        try:
-            info = server_info(conn)
-        finally:
-            conn.close()
+        info = self._server_info(settings)
         storage = lake.storage_settings()
         try:
             incremental = IncrementalState.from_dict(json.loads(tags[INCREMENTAL_TAG])) if tags.get(INCREMENTAL_TAG) else None
