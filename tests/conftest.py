@@ -14,6 +14,7 @@ from pathlib import Path
 import pymysql
 import pytest
 
+from dagster_mysql_cdc.events import BinlogPosition
 from dagster_mysql_cdc.sink.storage import StorageSettings
 from dagster_mysql_cdc.source.connection import ConnectionSettings
 
@@ -49,6 +50,20 @@ def root_connect(port: int = MYSQL_PORT, **kw) -> pymysql.connections.Connection
             f"MariaDB at {MYSQL_HOST}:{port} is not reachable ({e}); start it with `make infra`",
             pytrace=False,
         )
+
+
+def master_position() -> BinlogPosition:
+    """The server's current binlog position (``SHOW MASTER STATUS``) with its GTID position."""
+    conn = root_connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW MASTER STATUS")
+            f, p = cur.fetchone()[:2]
+            cur.execute("SELECT @@GLOBAL.gtid_binlog_pos")
+            g = cur.fetchone()[0]
+    finally:
+        conn.close()
+    return BinlogPosition(f, int(p), g or None)
 
 
 def run_infra(*args: str) -> None:

@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 
-from conftest import ROOT, S3_ENDPOINT, root_connect, run_infra
+from conftest import ROOT, S3_ENDPOINT, master_position, root_connect, run_infra
 from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
 from dagster_mysql_cdc.dagster_integration.resources import MODE_TAG, REQUEST_TAG, WINDOW_END_TAG, WINDOW_START_TAG
 from dagster_mysql_cdc.events import STATE_META_NAMES
@@ -52,7 +52,6 @@ from test_streaming import (  # noqa: F401  (make_cdc, scratch_db: fixtures)
     RandomDml,
     delta_versions,
     make_cdc,
-    master_position,
     scratch_db,
     sql,
 )

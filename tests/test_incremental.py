@@ -22,7 +22,7 @@ from typing import Any, Optional
 import dagster as dg
 import pytest
 
-from conftest import CDC_PASSWORD, CDC_USER, MYSQL_HOST, MYSQL_PORT, root_connect
+from conftest import CDC_PASSWORD, CDC_USER, MYSQL_HOST, MYSQL_PORT, master_position, root_connect
 from dagster_mysql_cdc import CdcLakeResource, MySqlCdcResource, build_mysql_cdc_sensor, mysql_cdc_assets
 from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
 from dagster_mysql_cdc.dagster_integration.local import TickLog, run_sensor_ticks
@@ -72,17 +72,6 @@ def query(statement: str, params: Optional[list] = None) -> list[tuple]:
             return [tuple(r) for r in cur.fetchall()]
     finally:
         conn.close()
-
-
-def master_position() -> BinlogPosition:
-    conn = root_connect()
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SHOW MASTER STATUS")
-            f, p = cur.fetchone()[:2]
-    finally:
-        conn.close()
-    return BinlogPosition(f, int(p), None)
 
 
 

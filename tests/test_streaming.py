@@ -26,7 +26,7 @@ import pymysql
 import pytest
 from deltalake import DeltaTable
 
-from conftest import CDC_PASSWORD, CDC_USER, MYSQL_HOST, MYSQL_PORT, ROOT, cdc_settings, root_connect, run_infra
+from conftest import CDC_PASSWORD, CDC_USER, MYSQL_HOST, MYSQL_PORT, ROOT, cdc_settings, master_position, root_connect, run_infra
 from dagster_mysql_cdc import build_mysql_cdc_sensor
 from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
 from dagster_mysql_cdc.dagster_integration.local import TickLog, run_sensor_ticks
@@ -73,19 +73,6 @@ def sql(*statements: str, params: Optional[list] = None) -> None:
                 cur.execute(s, params) if params is not None else cur.execute(s)
     finally:
         conn.close()
-
-
-def master_position() -> BinlogPosition:
-    conn = root_connect()
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SHOW MASTER STATUS")
-            f, p = cur.fetchone()[:2]
-            cur.execute("SELECT @@GLOBAL.gtid_binlog_pos")
-            g = cur.fetchone()[0]
-    finally:
-        conn.close()
-    return BinlogPosition(f, int(p), g or None)
 
 
 def binlog_file_names() -> list[str]:
