@@ -34,6 +34,18 @@ S3_ENDPOINT = env("CDC_S3_ENDPOINT", "http://127.0.0.1:8333")
 S3_BUCKET = env("CDC_S3_BUCKET", "lake")
 
 
+#: Environment of the `dg` / `dagster` subprocesses (the values infra/env.sh exports).
+SERVICE_ENV = {
+    "CDC_MYSQL_HOST": MYSQL_HOST,
+    "CDC_MYSQL_PORT": str(MYSQL_PORT),
+    "CDC_MYSQL_USER": CDC_USER,
+    "CDC_MYSQL_PASSWORD": CDC_PASSWORD,
+    "CDC_S3_ENDPOINT": S3_ENDPOINT,
+    "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "cdc"),
+    "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "cdc-secret"),
+}
+
+
 def root_settings(port: int = MYSQL_PORT) -> ConnectionSettings:
     return ConnectionSettings(host=MYSQL_HOST, port=port, user="root", password=ROOT_PASSWORD)
 

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from dagster.components.testing import create_defs_folder_sandbox
 
-from conftest import CDC_PASSWORD, CDC_USER, MYSQL_HOST, MYSQL_PORT, ROOT, S3_ENDPOINT, root_connect, run_infra
+from conftest import CDC_PASSWORD, CDC_USER, MYSQL_HOST, MYSQL_PORT, ROOT, S3_ENDPOINT, SERVICE_ENV, root_connect, run_infra
 from dagster_mysql_cdc import CdcLakeResource, MySqlCdcComponent, MySqlCdcResource, SourceConnectionError
 from dagster_mysql_cdc.dagster_integration.component import (
     MySqlCdcScaffoldParams,
@@ -36,16 +36,6 @@ INVENTORY_TABLES = ["addresses", "customers", "geom", "orders", "products", "pro
 EXAMPLE_PROJECT = ROOT / "examples" / "component_project"
 PASSWORD_ENV = "CDC_TEST_COMPONENT_PASSWORD"
 
-#: Environment of the `dg` / `dagster` subprocesses (the values infra/env.sh exports).
-SERVICE_ENV = {
-    "CDC_MYSQL_HOST": MYSQL_HOST,
-    "CDC_MYSQL_PORT": str(MYSQL_PORT),
-    "CDC_MYSQL_USER": CDC_USER,
-    "CDC_MYSQL_PASSWORD": CDC_PASSWORD,
-    "CDC_S3_ENDPOINT": S3_ENDPOINT,
-    "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "cdc"),
-    "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "cdc-secret"),
-}
 
 
 @pytest.fixture(scope="module", autouse=True)

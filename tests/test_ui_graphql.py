@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CDC_PASSWORD, CDC_USER, MYSQL_HOST, MYSQL_PORT, ROOT, S3_ENDPOINT
+from conftest import CDC_PASSWORD, ROOT, SERVICE_ENV
 
 pytestmark = pytest.mark.integration
 
@@ -132,13 +132,7 @@ def webserver(args: list[str], cwd: Path, tmp_path: Path):
     env = {
         **os.environ,
         "DAGSTER_HOME": str(home),
-        "CDC_MYSQL_HOST": MYSQL_HOST,
-        "CDC_MYSQL_PORT": str(MYSQL_PORT),
-        "CDC_MYSQL_USER": CDC_USER,
-        "CDC_MYSQL_PASSWORD": CDC_PASSWORD,
-        "CDC_S3_ENDPOINT": S3_ENDPOINT,
-        "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "cdc"),
-        "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "cdc-secret"),
+        **SERVICE_ENV,
         "CDC_LAKE_URI": str(tmp_path / "lake"),
     }
     log_path = tmp_path / "webserver.log"
