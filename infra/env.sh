@@ -11,6 +11,15 @@ fi
 export CDC_ROOT
 export CDC_INFRA_DIR="${CDC_INFRA_DIR:-$CDC_ROOT/.infra}"
 
+# The project environment (uv.lock -> .venv, made by infra/install.sh). CDC_UV: the uv binary (the
+# one on PATH, else the one infra/install.sh bootstraps under .infra/tools).
+export CDC_UV_VERSION="${CDC_UV_VERSION:-0.13.9}"
+if [ -z "${CDC_UV:-}" ]; then
+  CDC_UV="$(command -v uv 2>/dev/null || echo "$CDC_INFRA_DIR/tools/bin/uv")"
+fi
+export CDC_UV
+export CDC_PYTHON="${CDC_PYTHON:-$CDC_ROOT/.venv/bin/python}"
+
 # MariaDB (the "main" instance started by infra/mariadb.sh)
 export CDC_MYSQL_HOST="${CDC_MYSQL_HOST:-127.0.0.1}"
 export CDC_MYSQL_PORT="${CDC_MYSQL_PORT:-3307}"
@@ -29,4 +38,5 @@ export CDC_WEED_VOLUME_PORT="${CDC_WEED_VOLUME_PORT:-8080}"
 export CDC_WEED_FILER_PORT="${CDC_WEED_FILER_PORT:-8888}"
 
 # Sample databases (inventory/, sakila/)
-export CDC_DATASETS_DIR="${CDC_DATASETS_DIR:-$CDC_ROOT/../shared/datasets}"
+export CDC_DATASETS_DIR="${CDC_DATASETS_DIR:-$CDC_ROOT/infra/datasets}"
+export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"  # Spark binds loopback (no "hostname resolves to a loopback address" WARN)

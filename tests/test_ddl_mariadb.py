@@ -26,15 +26,23 @@ pytestmark = pytest.mark.integration
 HOST = os.environ.get("CDC_MYSQL_HOST", "127.0.0.1")
 PORT = int(os.environ.get("CDC_MYSQL_PORT", "3307"))
 ROOT_PASSWORD = os.environ.get("CDC_MYSQL_ROOT_PASSWORD", "root-secret")
-DATASETS = Path(os.environ.get("CDC_DATASETS_DIR", "/work/shared/datasets"))
+DATASETS = Path(
+    os.environ.get("CDC_DATASETS_DIR", Path(__file__).resolve().parent.parent / "infra" / "datasets")
+)
 BINLOG_SERVER_ID = 4343
 
 
 def _connect(db: str | None = None) -> pymysql.connections.Connection:
     try:
         return pymysql.connect(
-            host=HOST, port=PORT, user="root", password=ROOT_PASSWORD, database=db,
-            autocommit=True, connect_timeout=10, charset="utf8mb4",
+            host=HOST,
+            port=PORT,
+            user="root",
+            password=ROOT_PASSWORD,
+            database=db,
+            autocommit=True,
+            connect_timeout=10,
+            charset="utf8mb4",
         )
     except pymysql.err.OperationalError as e:
         pytest.fail(
@@ -100,7 +108,11 @@ def assert_same_schema(parsed: TableSchema, server: TableSchema, context: str = 
     assert parsed.database == server.database and parsed.table == server.table, where
     assert parsed.column_names == server.column_names, f"{where}: column order"
     for p, s in zip(parsed.columns, server.columns):
-        expected = s if p.charset is not None else s.__class__(**{**s.to_dict(), "charset": None, "enum_values": s.enum_values})
+        expected = (
+            s
+            if p.charset is not None
+            else s.__class__(**{**s.to_dict(), "charset": None, "enum_values": s.enum_values})
+        )
         assert p == expected, f"{where}: column {s.name}:\n parsed {p}\n server {s}"
     assert parsed.primary_key == server.primary_key, f"{where}: primary key"
     assert parsed.comment == server.comment, f"{where}: table comment"
@@ -137,8 +149,17 @@ def _load_script(conn, cat: SchemaCatalog, path: Path, db: str, create_db_sql: s
                 cur.execute(stmt)
         if head.startswith(("CREATE TABLE", "ALTER TABLE")):
             assert not outcome.ignored and outcome.table_changes, stmt
-        elif head.startswith(("CREATE VIEW", "CREATE TRIGGER", "CREATE PROCEDURE", "CREATE FUNCTION",
-                              "CREATE DEFINER", "SET ", "INSERT INTO")):
+        elif head.startswith(
+            (
+                "CREATE VIEW",
+                "CREATE TRIGGER",
+                "CREATE PROCEDURE",
+                "CREATE FUNCTION",
+                "CREATE DEFINER",
+                "SET ",
+                "INSERT INTO",
+            )
+        ):
             assert outcome.ignored, stmt
     return outcomes
 
@@ -163,7 +184,10 @@ def test_inventory_schema(scratch_db, server_version):
     conn = _connect()
     cat = SchemaCatalog(server_version=server_version)
     _load_script(
-        conn, cat, DATASETS / "inventory" / "inventory.sql", scratch_db,
+        conn,
+        cat,
+        DATASETS / "inventory" / "inventory.sql",
+        scratch_db,
         f"CREATE DATABASE {scratch_db} CHARACTER SET utf8mb4",
     )
     assert_catalog_matches(cat, conn, scratch_db, "inventory.sql")
