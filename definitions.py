@@ -12,7 +12,12 @@ downstream asset recomputed automatically (``AutomationCondition.eager()``) when
 import dagster as dg
 
 from assets.downstream import inventory_order_totals
-from assets.inventory import build_inventory_assets, build_inventory_range_assets, lake_resource, mysql_resource
+from assets.inventory import (
+    build_inventory_assets,
+    build_inventory_range_assets,
+    lake_resource,
+    mysql_resource,
+)
 from dagster_mysql_cdc import build_mysql_cdc_sensor
 
 mysql = mysql_resource()

@@ -11,6 +11,9 @@ each lake — the SeaweedFS S3 bucket and the embedded local filesystem (``.lake
 4. prints per table the source row count next to the lake's, the change-log events by op, a few
    change events in Debezium's envelope, the schema history, and checks that the lake state equals
    the source row for row.
+
+The console shows progress and the comparison; Dagster's full event stream (DEBUG) goes to
+``$CDC_INFRA_DIR/demo-dagster.log`` (``--verbose`` prints it on the console as well).
 """
 
 import json
@@ -26,7 +29,6 @@ from deltalake import DeltaTable
 
 from assets.inventory import build_inventory_assets, lake_resource, mysql_resource
 from dagster_mysql_cdc import build_mysql_cdc_sensor, run_sensor_ticks
-from dagster_mysql_cdc.events import STATE_META_NAMES
 from dagster_mysql_cdc.source.catalog import read_table_schemas
 from dagster_mysql_cdc.source.types import TableConverter, TypeOptions
 
@@ -35,16 +37,21 @@ SCRATCH = "inventory.demo_scratch"
 
 def root_conn():
     return pymysql.connect(
-        host=os.environ.get("CDC_MYSQL_HOST", "127.0.0.1"), port=int(os.environ.get("CDC_MYSQL_PORT", "3307")),
-        user="root", password=os.environ.get("CDC_MYSQL_ROOT_PASSWORD", "root-secret"),
-        autocommit=True, init_command="SET time_zone='+00:00'",
+        host=os.environ.get("CDC_MYSQL_HOST", "127.0.0.1"),
+        port=int(os.environ.get("CDC_MYSQL_PORT", "3307")),
+        user="root",
+        password=os.environ.get("CDC_MYSQL_ROOT_PASSWORD", "root-secret"),
+        autocommit=True,
+        init_command="SET time_zone='+00:00'",
     )
 
 
 def prepare_scratch() -> None:
     with root_conn() as c, c.cursor() as cur:
         cur.execute(f"DROP TABLE IF EXISTS {SCRATCH}")
-        cur.execute(f"CREATE TABLE {SCRATCH} (id INT PRIMARY KEY, note VARCHAR(40)) COMMENT 'scratch table of the demo'")
+        cur.execute(
+            f"CREATE TABLE {SCRATCH} (id INT PRIMARY KEY, note VARCHAR(40)) COMMENT 'scratch table of the demo'"
+        )
         cur.execute(f"INSERT INTO {SCRATCH} VALUES (1,'one'),(2,'two'),(3,'three')")
 
 
@@ -75,7 +82,11 @@ def source_rows(db: str, table: str) -> tuple[list[dict], list[str]]:
         schema = read_table_schemas(c, [(db, table)])[(db, table)]
         with c.cursor() as cur:
             cur.execute(f"SELECT * FROM `{db}`.`{table}`")
-            rows = TableConverter(schema, TypeOptions(), "pymysql").to_record_batch(list(cur.fetchall())).to_pylist()
+            rows = (
+                TableConverter(schema, TypeOptions(), "pymysql")
+                .to_record_batch(list(cur.fetchall()))
+                .to_pylist()
+            )
     key = list(schema.primary_key)
     return sorted(rows, key=lambda r: tuple(r[k] for k in key)), key
 
@@ -97,10 +108,14 @@ def report(storage, server: str, tables: list[str]) -> bool:
         cols = list(expected[0]) if expected else key
         live = lake_rows(storage, f"{base}/state", key, cols)
         log = DeltaTable(f"{base}/changelog", storage_options=opts).to_pyarrow_table(columns=["op"])
-        ops = dict(sorted(zip(*[log.column("op").value_counts().field(f).to_pylist() for f in ("values", "counts")])))
+        ops = dict(
+            sorted(zip(*[log.column("op").value_counts().field(f).to_pylist() for f in ("values", "counts")]))
+        )
         same = live == expected
         ok &= same
-        print(f"{table:<18}{len(expected):>8}{len(live):>7}  {json.dumps(ops):<29} {base}/state{'' if same else '   <-- MISMATCH'}")
+        print(
+            f"{table:<18}{len(expected):>8}{len(live):>7}  {json.dumps(ops):<29} {base}/state{'' if same else '   <-- MISMATCH'}"
+        )
     return ok
 
 
@@ -112,10 +127,20 @@ def show_events(storage, server: str) -> None:
     print("\ncustomers change events (Debezium envelope, streamed):")
     for e in events:
         src = e["source"]
-        print(json.dumps({
-            "op": e["op"], "before": e["before"], "after": e["after"],
-            "source": {k: src[k] for k in ("file", "pos", "row", "gtid", "server_id", "db", "table", "snapshot")},
-        }, default=str))
+        print(
+            json.dumps(
+                {
+                    "op": e["op"],
+                    "before": e["before"],
+                    "after": e["after"],
+                    "source": {
+                        k: src[k]
+                        for k in ("file", "pos", "row", "gtid", "server_id", "db", "table", "snapshot")
+                    },
+                },
+                default=str,
+            )
+        )
     hist = DeltaTable(storage.uri(server, "_schema_history"), storage_options=storage.delta_storage_options())
     print("\nschema history (DDL with binlog position):")
     for r in hist.to_pyarrow_table().sort_by([("file_seq", "ascending"), ("pos", "ascending")]).to_pylist():
@@ -123,17 +148,32 @@ def show_events(storage, server: str) -> None:
         print(f"  {r['file']}:{r['pos']:<8} {ddl[:90]}")
 
 
-def main() -> int:
-    import logging
+def write_event_log(instances: list[dg.DagsterInstance], path: str) -> None:
+    """Writes every event of every run of ``instances`` to ``path``, one line each, oldest run first."""
+    with open(path, "w", encoding="utf-8") as f:
+        for instance in instances:
+            for run in reversed(instance.get_runs()):
+                for e in instance.all_logs(run.run_id):
+                    kind = e.dagster_event.event_type_value if e.dagster_event else "LOG"
+                    ts = time.strftime("%H:%M:%S", time.localtime(e.timestamp))
+                    f.write(f"{ts} {run.run_id[:8]} {e.step_key or '-'} {kind} {e.user_message}\n")
 
-    logging.getLogger("dagster").setLevel(logging.WARNING)  # run logs stay in the instance
+
+def main() -> int:
+    verbose = "--verbose" in sys.argv[1:]
+    log_level = "DEBUG" if verbose else "WARNING"
+    event_log = os.path.join(os.environ.get("CDC_INFRA_DIR", ".infra"), "demo-dagster.log")
+    os.makedirs(os.path.dirname(event_log), exist_ok=True)
     prepare_scratch()
     mysql = mysql_resource()
     assets_def = build_inventory_assets(mysql)
     sensor = build_mysql_cdc_sensor(assets_def)
     tables = sorted(k.path[2] for k in assets_def.keys if len(k.path) == 3)
     bucket = os.environ.get("CDC_S3_BUCKET", "lake")
-    lakes = [f"s3://{bucket}/demo-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}", os.environ.get("CDC_LAKE_URI", ".lake")]
+    lakes = [
+        f"s3://{bucket}/demo-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}",
+        os.environ.get("CDC_LAKE_URI", ".lake"),
+    ]
     runs = []
     for uri in lakes:
         lake = lake_resource(uri)
@@ -142,25 +182,42 @@ def main() -> int:
             shutil.rmtree(storage.uri(mysql.server_name), ignore_errors=True)
         instance = dg.DagsterInstance.ephemeral()
         resources = {"mysql": mysql, "lake": lake}
+        print(
+            f"\n.. initial snapshot of {len(tables)} tables into {storage.root} (the first run starts Spark)",
+            flush=True,
+        )
         t0 = time.monotonic()
-        ticks = run_sensor_ticks(sensor, assets_def, resources, instance)
-        print(f"\n== initial snapshot into {storage.root}: {ticks.ticks} sensor ticks, "
-              f"{len(ticks.runs)} run(s), {time.monotonic() - t0:.1f}s (incl. Spark start)")
+        ticks = run_sensor_ticks(sensor, assets_def, resources, instance, run_log_level=log_level)
+        print(
+            f"\n== initial snapshot into {storage.root}: {ticks.ticks} sensor ticks, "
+            f"{len(ticks.runs)} run(s), {time.monotonic() - t0:.1f}s (incl. Spark start)"
+        )
         print("   sensor:", " | ".join(ticks.skip_reasons))
         runs.append((uri, lake, storage, instance, resources, ticks.cursor))
     print("\n== workload on inventory")
     apply_workload()
     ok = True
-    for uri, lake, storage, instance, resources, cursor in runs:
+    for _uri, _lake, storage, instance, resources, cursor in runs:
+        print(f"\n.. streaming the binlog into {storage.root}", flush=True)
         t0 = time.monotonic()
-        ticks = run_sensor_ticks(sensor, assets_def, resources, instance, cursor=cursor)
-        print(f"\n== streaming into {storage.root}: {ticks.ticks} ticks, {len(ticks.runs)} window run(s), "
-              f"{time.monotonic() - t0:.1f}s")
+        ticks = run_sensor_ticks(
+            sensor, assets_def, resources, instance, cursor=cursor, run_log_level=log_level
+        )
+        print(
+            f"\n== streaming into {storage.root}: {ticks.ticks} ticks, {len(ticks.runs)} window run(s), "
+            f"{time.monotonic() - t0:.1f}s"
+        )
         print("   sensor:", " | ".join(ticks.skip_reasons))
         print("   cursor:", ticks.cursor)
         ok &= report(storage, mysql.server_name, tables)
     show_events(runs[0][2], mysql.server_name)
-    print("\nlake state equals source, row for row, in every lake" if ok else "\nMISMATCH between lake and source")
+    write_event_log([r[3] for r in runs], event_log)
+    print(f"\nDagster event log of every run: {event_log}")
+    print(
+        "\nlake state equals source, row for row, in every lake"
+        if ok
+        else "\nMISMATCH between lake and source"
+    )
     return 0 if ok else 1
 
 

@@ -59,7 +59,9 @@ def order_totals(orders: pa.Table, products: pa.Table) -> pa.Table:
         [("order_number", "count"), ("quantity", "sum"), ("order_date", "max")]
     )
     joined = per_product.join(products, keys="product_id", right_keys="id", join_type="left outer")
-    weight = pc.multiply(pc.cast(joined["quantity_sum"], pa.float64()), pc.cast(joined["weight"], pa.float64()))
+    weight = pc.multiply(
+        pc.cast(joined["quantity_sum"], pa.float64()), pc.cast(joined["weight"], pa.float64())
+    )
     out = pa.table(
         {
             "product_id": pc.cast(joined["product_id"], pa.int32()),
@@ -81,7 +83,9 @@ def order_totals(orders: pa.Table, products: pa.Table) -> pa.Table:
     kinds={"delta", "pyarrow"},
     deps=[ORDERS, PRODUCTS],
     automation_condition=dg.AutomationCondition.eager(),
-    freshness_policy=dg.FreshnessPolicy.time_window(fail_window=dt.timedelta(days=1), warn_window=dt.timedelta(hours=12)),
+    freshness_policy=dg.FreshnessPolicy.time_window(
+        fail_window=dt.timedelta(days=1), warn_window=dt.timedelta(hours=12)
+    ),
     description=(
         "Orders, units and shipped weight per product, from the live rows of the captured "
         "`inventory.orders` and `inventory.products` state tables; recomputed whenever either changes."
@@ -91,10 +95,13 @@ def inventory_order_totals(context: dg.AssetExecutionContext, lake: CdcLakeResou
     storage = lake.storage_settings()  # no Spark: only the lake location and credentials
     opts = storage.delta_storage_options()
     orders = live_rows(
-        storage.uri(SERVER_NAME, "inventory", "orders", "state"), opts,
+        storage.uri(SERVER_NAME, "inventory", "orders", "state"),
+        opts,
         ["order_number", "order_date", "quantity", "product_id"],
     )
-    products = live_rows(storage.uri(SERVER_NAME, "inventory", "products", "state"), opts, ["id", "name", "weight"])
+    products = live_rows(
+        storage.uri(SERVER_NAME, "inventory", "products", "state"), opts, ["id", "name", "weight"]
+    )
     totals = order_totals(orders, products)
     uri = storage.uri(*TOTALS_PATH)
     write_deltalake(uri, totals, mode="overwrite", schema_mode="overwrite", storage_options=opts)

@@ -8,7 +8,6 @@ definitions.py`` works after ``make infra`` without sourcing anything.
 ``s3://<bucket>/<prefix>``, which then uses ``CDC_S3_ENDPOINT`` and the ``AWS_*`` credentials.
 """
 
-
 import logging
 import os
 
@@ -16,9 +15,9 @@ import dagster as dg
 
 from dagster_mysql_cdc import (
     CdcLakeResource,
-    build_pk_range_assets,
     MySqlCdcResource,
     SourceConnectionError,
+    build_pk_range_assets,
     mysql_cdc_assets,
 )
 

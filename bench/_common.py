@@ -85,7 +85,9 @@ def cdc_settings() -> ConnectionSettings:
 
 def root_connect() -> pymysql.connections.Connection:
     """Root connection for set-up (DDL, data generation), autocommit, UTC."""
-    kw = ConnectionSettings(host=MYSQL_HOST, port=MYSQL_PORT, user="root", password=ROOT_PASSWORD).pymysql_kwargs()
+    kw = ConnectionSettings(
+        host=MYSQL_HOST, port=MYSQL_PORT, user="root", password=ROOT_PASSWORD
+    ).pymysql_kwargs()
     return pymysql.connect(**kw)
 
 
@@ -168,8 +170,9 @@ def is_range_lost(e: BaseException) -> bool:
     return cause is not None and cause is not e and is_range_lost(cause)
 
 
-def run_repetitions(repeat: int, repetition, results: dict, *, on_range_lost=None,
-                    retry_note: str = "repeating") -> None:
+def run_repetitions(
+    repeat: int, repetition, results: dict, *, on_range_lost=None, retry_note: str = "repeating"
+) -> None:
     """Run ``repetition(rep, attempt) -> {variant: Measurement}`` ``repeat`` times and append each
     measurement to ``results[variant]``. A repetition that another user of the server spoiled (a
     purge, a lost connection, a restart during it: :func:`is_range_lost`) is run again, up to
@@ -187,8 +190,11 @@ def run_repetitions(repeat: int, repetition, results: dict, *, on_range_lost=Non
             except Exception as e:
                 if not is_range_lost(e) or attempt == MAX_ATTEMPTS - 1:
                     raise
-                print(f"       !! measurement invalidated by another user of the server ({type(e).__name__}: "
-                      f"{e}); {retry_note}", flush=True)
+                print(
+                    f"       !! measurement invalidated by another user of the server ({type(e).__name__}: "
+                    f"{e}); {retry_note}",
+                    flush=True,
+                )
                 wait_server().close()
                 if on_range_lost is not None:
                     on_range_lost()
@@ -218,7 +224,9 @@ def get_spark():
         _SPARK = LazyPySparkResource(spark_config=conf).spark_session
         _SPARK.sparkContext.setLogLevel("ERROR")
         _SPARK.range(1).count()
-        print(f"[spark] session started in {time.perf_counter() - t0:.1f}s (not timed): {DEFAULT_SPARK_CONFIG['spark.master']}")
+        print(
+            f"[spark] session started in {time.perf_counter() - t0:.1f}s (not timed): {DEFAULT_SPARK_CONFIG['spark.master']}"
+        )
         warm_up_sink(_SPARK)
     return _SPARK
 
@@ -242,15 +250,41 @@ def warm_up_sink(spark) -> None:
     with scratch_dir("bench-warm-") as d:
         value = pa.record_batch([pa.array([1], pa.int64())], names=["id"])
         pos = BinlogPosition("mysql-bin.000001", 4)
-        ev = snapshot_events(value, primary_key=("id",), server_name="warm", server_id=1, database="w",
-                             table="t", position=pos, snapshot_flags=pa.array(["last"]))
+        ev = snapshot_events(
+            value,
+            primary_key=("id",),
+            server_name="warm",
+            server_id=1,
+            database="w",
+            table="t",
+            position=pos,
+            snapshot_flags=pa.array(["last"]),
+        )
         w = LakeWriter(spark, StorageSettings(base_uri=d), "warm")
         t0 = time.perf_counter()
-        w.write_table_batch("w", "t", [ev], value_schema=value.schema, primary_key=("id",), app_id="warm",
-                            version=1, position=pos, snapshot_position=pos)
+        w.write_table_batch(
+            "w",
+            "t",
+            [ev],
+            value_schema=value.schema,
+            primary_key=("id",),
+            app_id="warm",
+            version=1,
+            position=pos,
+            snapshot_position=pos,
+        )
         t1 = time.perf_counter()
-        w.write_table_batch("w", "t", [ev], value_schema=value.schema, primary_key=("id",), app_id="warm",
-                            version=2, position=pos, snapshot_position=pos)
+        w.write_table_batch(
+            "w",
+            "t",
+            [ev],
+            value_schema=value.schema,
+            primary_key=("id",),
+            app_id="warm",
+            version=2,
+            position=pos,
+            snapshot_position=pos,
+        )
         t2 = time.perf_counter()
     _WARMED = True
     print(
@@ -301,6 +335,7 @@ class TimedLakeWriter:
                         return fn(*a, **kw)
                     finally:
                         self._add(name, t0)
+
                 return timed
 
             def _write_files(self, *a, **kw):
@@ -488,7 +523,10 @@ def wait_quiet() -> float:
     t0 = time.monotonic()
     load = os.getloadavg()[0]
     if limit > 0 and load > limit:
-        print(f"       (load {load:.2f} > {limit}: waiting up to {budget:.0f}s for a quieter machine)", flush=True)
+        print(
+            f"       (load {load:.2f} > {limit}: waiting up to {budget:.0f}s for a quieter machine)",
+            flush=True,
+        )
         while load > limit and time.monotonic() - t0 < budget:
             time.sleep(5)
             load = os.getloadavg()[0]
@@ -502,10 +540,15 @@ def measure(key: str, label: str, fn: Callable[[], tuple[int, dict]]) -> Measure
     rows, notes = fn()
     after = cpu_snapshot()
     m = Measurement(
-        key, label, rows, after.t - before.t,
+        key,
+        label,
+        rows,
+        after.t - before.t,
         cpu_self=after.self_s - before.self_s,
         # a Spark Python worker that exits between the samples takes its CPU with it: n/a then
-        cpu_children=(after.children_s - before.children_s) if after.children_s >= before.children_s else float("nan"),
+        cpu_children=(after.children_s - before.children_s)
+        if after.children_s >= before.children_s
+        else float("nan"),
         cpu_server=after.server_s - before.server_s,
         notes=notes,
     )
@@ -523,7 +566,9 @@ def best(ms: list[Measurement]) -> Measurement:
     return max(ms, key=lambda m: m.rate)
 
 
-def print_table(title: str, results: dict[str, list[Measurement]], baseline: str, targets: dict[str, float]) -> None:
+def print_table(
+    title: str, results: dict[str, list[Measurement]], baseline: str, targets: dict[str, float]
+) -> None:
     """Results table (best of the repetitions) with each variant's ratio to ``baseline``."""
     base = best(results[baseline])
     print()
@@ -537,7 +582,9 @@ def print_table(title: str, results: dict[str, list[Measurement]], baseline: str
         ratio = m.rate / base.rate
         tgt = targets.get(key)
         verdict = "" if tgt is None else f">= {tgt:.2f} {'MET' if ratio >= tgt else 'MISSED'}"
-        reps = "" if len(ms) == 1 else f"  (best of {len(ms)}: " + ", ".join(f"{x.rate:,.0f}" for x in ms) + ")"
+        reps = (
+            "" if len(ms) == 1 else f"  (best of {len(ms)}: " + ", ".join(f"{x.rate:,.0f}" for x in ms) + ")"
+        )
         print(
             f"{key:<4} {m.label:<58} {m.rows:>9,} {m.seconds:>8.2f} {m.rate:>10,.0f} {1e6 / m.rate:>7.1f} "
             f"{ratio:>5.2f}x  {verdict:<14} {m.cpu_us_per_row:>10.1f} {base.cpu_us_per_row / m.cpu_us_per_row:>8.2f}x{reps}"
@@ -589,9 +636,15 @@ def print_machine() -> None:
         import subprocess
 
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "dagster_mysql_cdc"], cwd=root,
-                               capture_output=True, text=True).stdout.strip()
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "dagster_mysql_cdc"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         rev += " (library files modified in the working tree)" if dirty else ""
     except Exception:
         pass
@@ -611,9 +664,15 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeat", type=int, default=1, help="repetitions of every variant (best is reported)")
     p.add_argument("--profile", action="store_true", help="profile the end-to-end variant with pyinstrument")
     p.add_argument("--keep", action="store_true", help="keep the scratch lake directories")
-    p.add_argument("--max-load", type=float, default=QUIET["max_load"],
-                   help="wait before each variant until the 1-min load average is below this (0: never wait)")
-    p.add_argument("--max-wait", type=float, default=QUIET["max_wait"], help="longest wait for --max-load, seconds")
+    p.add_argument(
+        "--max-load",
+        type=float,
+        default=QUIET["max_load"],
+        help="wait before each variant until the 1-min load average is below this (0: never wait)",
+    )
+    p.add_argument(
+        "--max-wait", type=float, default=QUIET["max_wait"], help="longest wait for --max-load, seconds"
+    )
 
 
 def rows_of(args: argparse.Namespace) -> int:
@@ -660,7 +719,9 @@ def run_profiled(fn: Callable[[], object], top: int = 25) -> None:
     print(f"[profile] top {top} by SELF time:")
     for (fn_name, where), s in sorted(selft.items(), key=lambda kv: -kv[1])[:top]:
         print(f"  {s:7.2f}s {100 * s / total:5.1f}%  {fn_name:<38} {where}")
-    print(f"[profile] top {top} by CUMULATIVE time (dagster_mysql_cdc, pymysqlreplication, pyspark, deltalake, pyarrow):")
+    print(
+        f"[profile] top {top} by CUMULATIVE time (dagster_mysql_cdc, pymysqlreplication, pyspark, deltalake, pyarrow):"
+    )
     keep = ("dagster_mysql_cdc", "pymysqlreplication", "pyspark", "deltalake", "pyarrow", "pymysql", "py4j")
     rows = [(k, v) for k, v in cum.items() if any(x in k[1] for x in keep)]
     for (fn_name, where), s in sorted(rows, key=lambda kv: -kv[1])[:top]:
@@ -676,8 +737,13 @@ def run_profiled(fn: Callable[[], object], top: int = 25) -> None:
 def session_text(session) -> str:
     from pyinstrument.renderers import ConsoleRenderer
 
-    r = ConsoleRenderer(unicode=False, color=False, show_all=False, short_mode=False,
-                        processor_options={"filter_threshold": 0.02})
+    r = ConsoleRenderer(
+        unicode=False,
+        color=False,
+        show_all=False,
+        short_mode=False,
+        processor_options={"filter_threshold": 0.02},
+    )
     return r.render(session)
 
 

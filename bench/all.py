@@ -41,7 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         C.stop_spark()
     print(f"\n== summary ({time.perf_counter() - t0:.0f}s)")
-    print(f"{'benchmark':<10} {'rows':>9} {'(a) rows/s':>11} {'(b) rows/s':>11} {'(c) rows/s':>11} {'b/a':>5} {'c/a':>5}  target c/a")
+    print(
+        f"{'benchmark':<10} {'rows':>9} {'(a) rows/s':>11} {'(b) rows/s':>11} {'(c) rows/s':>11} {'b/a':>5} {'c/a':>5}  target c/a"
+    )
     for name, a, b, c, tgt in summary:
         ca = c.rate / a.rate
         print(

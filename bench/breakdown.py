@@ -32,8 +32,20 @@ def _print(title: str, rows: list[tuple[str, float]], n: int, base_us: float | N
         print(f"  {label:<58} {us:7.2f} us{rel}")
 
 
-def streaming(settings, info, start, end, db: str, table: str, lake_dir: str, server_name: str,
-              server_id: int, base_us: float | None, limit: int = 50_000, spark=None) -> None:
+def streaming(
+    settings,
+    info,
+    start,
+    end,
+    db: str,
+    table: str,
+    lake_dir: str,
+    server_name: str,
+    server_id: int,
+    base_us: float | None,
+    limit: int = 50_000,
+    spark=None,
+) -> None:
     """Time conversion / event building of captured binlog rows of ``db.table``."""
     from dagster_mysql_cdc import stream as S
     from dagster_mysql_cdc.sink.storage import StorageSettings
@@ -120,16 +132,27 @@ def streaming(settings, info, start, end, db: str, table: str, lake_dir: str, se
         for k, col in enumerate(conv.columns):
             ac = conv._array_converters[k]
             b_vals, a_vals = raw_cols["before"][k], raw_cols["after"][k]
-            rows.append((f"  column {col.name} {col.column_type} (column-wise)", _t(lambda: (ac(b_vals), ac(a_vals)))))
+            rows.append(
+                (
+                    f"  column {col.name} {col.column_type} (column-wise)",
+                    _t(lambda ac=ac, b_vals=b_vals, a_vals=a_vals: (ac(b_vals), ac(a_vals))),
+                )
+            )
     else:
         for col in conv.columns:
             f = value_converter(col, opts, "binlog")
             vals = [img.get(col.name) for img in images]
-            rows.append((f"  column {col.name} {col.column_type}", _t(lambda: [f(v) for v in vals])))
-    rows += _alternatives(conv, [img.get("doc") for img in images], [img.get("updated") for img in images], built)
+            rows.append(
+                (f"  column {col.name} {col.column_type}", _t(lambda f=f, vals=vals: [f(v) for v in vals]))
+            )
+    rows += _alternatives(
+        conv, [img.get("doc") for img in images], [img.get("updated") for img in images], built
+    )
     _print("streaming: our per-row Python path", rows, n, base_us)
     n_cols = len(conv.columns)
-    print(f"  (total of our path ~ {1e6 * (t_add + t_flush + t_spill) / n:.1f} us/row change over {n_cols} columns)")
+    print(
+        f"  (total of our path ~ {1e6 * (t_add + t_flush + t_spill) / n:.1f} us/row change over {n_cols} columns)"
+    )
     if spark is not None:
         spark_steps(spark, built, ("id",), base_us)
 
@@ -150,23 +173,40 @@ def _alternatives(conv, docs: list, stamps: list, events: pa.RecordBatch) -> lis
         import orjson
 
         same = sum(
-            orjson.dumps(orjson.loads(d)).decode() == json.dumps(json.loads(d), separators=(",", ":"), ensure_ascii=False)
+            orjson.dumps(orjson.loads(d)).decode()
+            == json.dumps(json.loads(d), separators=(",", ":"), ensure_ascii=False)
             for d in docs
         )
-        out.append((f"ALT doc json via orjson loads+dumps ({same}/{len(docs)} identical here)",
-                    _t(lambda: [orjson.dumps(orjson.loads(d)).decode() for d in docs])))
+        out.append(
+            (
+                f"ALT doc json via orjson loads+dumps ({same}/{len(docs)} identical here)",
+                _t(lambda: [orjson.dumps(orjson.loads(d)).decode() for d in docs]),
+            )
+        )
     except ImportError:
         pass
     ts = [v for v in stamps if isinstance(v, dt.datetime)]
     if ts:
-        out.append(("ALT updated timestamp(3): pa.array(datetimes) + pc.strftime",
-                    _t(lambda: pc.strftime(pa.array(ts, pa.timestamp("ms")), format="%Y-%m-%dT%H:%M:%SZ"))))
+        out.append(
+            (
+                "ALT updated timestamp(3): pa.array(datetimes) + pc.strftime",
+                _t(lambda: pc.strftime(pa.array(ts, pa.timestamp("ms")), format="%Y-%m-%dT%H:%M:%SZ")),
+            )
+        )
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "x.parquet")
-        out.append(("FLOOR change-log batch -> Parquet with pyarrow (driver, snappy)",
-                    _t(lambda: pq.write_table(pa.Table.from_batches([events]), path, compression="snappy"))))
-    out.append(("ALT state rows (image + newest per key) in Arrow, no Spark", _t(lambda: _arrow_state(events))))
-    print(f"  [arrow] change-log batch: {events.nbytes / max(1, events.num_rows):.0f} bytes per event in memory")
+        out.append(
+            (
+                "FLOOR change-log batch -> Parquet with pyarrow (driver, snappy)",
+                _t(lambda: pq.write_table(pa.Table.from_batches([events]), path, compression="snappy")),
+            )
+        )
+    out.append(
+        ("ALT state rows (image + newest per key) in Arrow, no Spark", _t(lambda: _arrow_state(events)))
+    )
+    print(
+        f"  [arrow] change-log batch: {events.nbytes / max(1, events.num_rows):.0f} bytes per event in memory"
+    )
     return out
 
 
@@ -189,19 +229,30 @@ def _arrow_state(events: pa.RecordBatch) -> pa.Table:
     cols["__binlog_pos"] = src.field("pos")
     cols["__binlog_row"] = src.field("row")
     st = pa.table(cols)
-    order = pc.sort_indices(st, sort_keys=[("id", "ascending"), ("__binlog_file", "descending"),
-                                          ("__binlog_pos", "descending"), ("__binlog_row", "descending")])
+    order = pc.sort_indices(
+        st,
+        sort_keys=[
+            ("id", "ascending"),
+            ("__binlog_file", "descending"),
+            ("__binlog_pos", "descending"),
+            ("__binlog_row", "descending"),
+        ],
+    )
     st = st.take(order)
     ids = st.column("id").combine_chunks()
     n = len(ids)
     if n == 0:
         return st
     first = pc.not_equal(ids.slice(1), ids.slice(0, n - 1))
-    mask = pa.concat_arrays([pa.array([True]), first.combine_chunks() if hasattr(first, "combine_chunks") else first])
+    mask = pa.concat_arrays(
+        [pa.array([True]), first.combine_chunks() if hasattr(first, "combine_chunks") else first]
+    )
     return st.filter(mask)
 
 
-def snapshot(settings, db: str, table: str, server_name: str, base_us: float | None, limit: int = 100_000) -> None:
+def snapshot(
+    settings, db: str, table: str, server_name: str, base_us: float | None, limit: int = 100_000
+) -> None:
     """Time conversion / event building of ``limit`` scanned rows of ``db.table``."""
     import pymysql
 
@@ -215,7 +266,11 @@ def snapshot(settings, db: str, table: str, server_name: str, base_us: float | N
     sql = None
     try:
         schema = read_table_schemas(conn, [(db, table)])[(db, table)]
-        sql = "SELECT " + ", ".join(select_expression(c) for c in schema.columns) + f" FROM {db}.{table} LIMIT {limit}"
+        sql = (
+            "SELECT "
+            + ", ".join(select_expression(c) for c in schema.columns)
+            + f" FROM {db}.{table} LIMIT {limit}"
+        )
 
         def fetch() -> list:
             cur = conn.cursor(pymysql.cursors.SSCursor)
@@ -255,15 +310,29 @@ def snapshot(settings, db: str, table: str, server_name: str, base_us: float | N
         assert conv.to_record_batch(text_rows, text_values=True).equals(batch)
         out += [
             ("fetch with snapshot_decoders (numbers/temporals as text; the library)", t_fetch_text),
-            ("TableConverter.to_record_batch(text_values=True) (the library)",
-             _t(lambda: conv.to_record_batch(text_rows, text_values=True))),
+            (
+                "TableConverter.to_record_batch(text_values=True) (the library)",
+                _t(lambda: conv.to_record_batch(text_rows, text_values=True)),
+            ),
         ]
     out += [
         ("TableConverter.to_record_batch of default-decoded rows", _t(lambda: conv.to_record_batch(rows))),
         ("(reference) convert_columns, Python per value", _t(lambda: conv.convert_columns(rows))),
-        ("snapshot_events (envelope, Arrow only)", _t(lambda: snapshot_events(
-            batch, primary_key=schema.primary_key, server_name=server_name, server_id=1, database=db,
-            table=table, position=pos, snapshot_flags=flags))),
+        (
+            "snapshot_events (envelope, Arrow only)",
+            _t(
+                lambda: snapshot_events(
+                    batch,
+                    primary_key=schema.primary_key,
+                    server_name=server_name,
+                    server_id=1,
+                    database=db,
+                    table=table,
+                    position=pos,
+                    snapshot_flags=flags,
+                )
+            ),
+        ),
         ("flags list (['true'] * n + pa.array)", _t(lambda: pa.array(["true"] * n, pa.string()))),
     ]
     src = text_rows if text_rows is not None else rows
@@ -271,14 +340,31 @@ def snapshot(settings, db: str, table: str, server_name: str, base_us: float | N
         vals = [r[i] for r in src]
         if text_rows is not None:
             f = conv._text_array_converters[i]
-            out.append((f"  column {col.name} {col.column_type} (column-wise, text)", _t(lambda: f(vals))))
+            out.append(
+                (
+                    f"  column {col.name} {col.column_type} (column-wise, text)",
+                    _t(lambda f=f, vals=vals: f(vals)),
+                )
+            )
         else:
             f = value_converter(col, opts, "pymysql")
-            out.append((f"  column {col.name} {col.column_type}", _t(lambda: [f(v) for v in vals])))
+            out.append(
+                (f"  column {col.name} {col.column_type}", _t(lambda f=f, vals=vals: [f(v) for v in vals]))
+            )
     names = list(conv.names)
-    ev = snapshot_events(batch, primary_key=schema.primary_key, server_name=server_name, server_id=1,
-                         database=db, table=table, position=pos, snapshot_flags=flags)
-    out += _alternatives(conv, [r[names.index("doc")] for r in rows], [r[names.index("updated")] for r in rows], ev)
+    ev = snapshot_events(
+        batch,
+        primary_key=schema.primary_key,
+        server_name=server_name,
+        server_id=1,
+        database=db,
+        table=table,
+        position=pos,
+        snapshot_flags=flags,
+    )
+    out += _alternatives(
+        conv, [r[names.index("doc")] for r in rows], [r[names.index("updated")] for r in rows], ev
+    )
     _print("snapshot: our per-row Python path", out, n, base_us)
 
 
@@ -313,18 +399,40 @@ def spark_steps(spark, events: pa.RecordBatch, key: tuple[str, ...], base_us: fl
         steps = [
             ("createDataFrame(Arrow table) (driver -> JVM)", lambda: df()),
             ("  + count() (materialise in the JVM)", lambda: df().count()),
-            ("change log: df.write noop (JVM scan only)", lambda: base.write.format("noop").mode("overwrite").save()),
-            ("change log: native Spark Parquet writer (file://)",
-             lambda: base.write.mode("overwrite").parquet(os.path.join(d, f"native-{next(counter)}"))),
-            ("change log, the library: Arrow IPC payload -> our Python data source -> Parquet",
-             lambda: w._write_files(table, [FileOutput(os.path.join(d, f"ds-{next(counter)}"), events.schema)], manifests)),
-            ("first snapshot, the library: change log + state files in one payload job",
-             lambda: w._write_files(table, [
-                 FileOutput(os.path.join(d, f"ds-{next(counter)}"), events.schema),
-                 FileOutput(os.path.join(d, f"st-{next(counter)}"), st_schema, kind="state", value_names=tuple(names)),
-             ], manifests)),
-            ("state, the library: state rows + newest per key in Arrow",
-             lambda: newest_per_key(arrow_state_rows(table, names), list(key) or names)),
+            (
+                "change log: df.write noop (JVM scan only)",
+                lambda: base.write.format("noop").mode("overwrite").save(),
+            ),
+            (
+                "change log: native Spark Parquet writer (file://)",
+                lambda: base.write.mode("overwrite").parquet(os.path.join(d, f"native-{next(counter)}")),
+            ),
+            (
+                "change log, the library: Arrow IPC payload -> our Python data source -> Parquet",
+                lambda: w._write_files(
+                    table, [FileOutput(os.path.join(d, f"ds-{next(counter)}"), events.schema)], manifests
+                ),
+            ),
+            (
+                "first snapshot, the library: change log + state files in one payload job",
+                lambda: w._write_files(
+                    table,
+                    [
+                        FileOutput(os.path.join(d, f"ds-{next(counter)}"), events.schema),
+                        FileOutput(
+                            os.path.join(d, f"st-{next(counter)}"),
+                            st_schema,
+                            kind="state",
+                            value_names=tuple(names),
+                        ),
+                    ],
+                    manifests,
+                ),
+            ),
+            (
+                "state, the library: state rows + newest per key in Arrow",
+                lambda: newest_per_key(arrow_state_rows(table, names), list(key) or names),
+            ),
         ]
         timed = []
         for k, f in steps:

@@ -17,7 +17,13 @@ import dagster as dg
 import pymysql
 import pymysql.cursors
 
-from dagster_mysql_cdc import CdcLakeResource, MySqlCdcResource, build_mysql_cdc_sensor, mysql_cdc_assets, run_sensor_ticks
+from dagster_mysql_cdc import (
+    CdcLakeResource,
+    MySqlCdcResource,
+    build_mysql_cdc_sensor,
+    mysql_cdc_assets,
+    run_sensor_ticks,
+)
 
 from ._common import CDC_PASSWORD, CDC_USER, MYSQL_HOST, MYSQL_PORT, ROOT_PASSWORD
 
@@ -28,14 +34,20 @@ def main(argv=None) -> int:
     ap.add_argument("--chunk", type=int, default=5000)
     args = ap.parse_args(argv)
     db = f"bench_inc_{uuid.uuid4().hex[:6]}"
-    root = pymysql.connect(host=MYSQL_HOST, port=MYSQL_PORT, user="root", password=ROOT_PASSWORD, autocommit=True)
+    root = pymysql.connect(
+        host=MYSQL_HOST, port=MYSQL_PORT, user="root", password=ROOT_PASSWORD, autocommit=True
+    )
     with root.cursor() as cur:
         cur.execute(f"CREATE DATABASE {db}")
         cur.execute(f"USE {db}")
-        cur.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, qty INT, name VARCHAR(64), price DECIMAL(12,2), "
-                    "created DATETIME(6), flag TINYINT, score DOUBLE, doc JSON, day DATE)")
-        cur.execute(f"INSERT INTO t SELECT seq, seq % 1000, CONCAT('name-', seq), seq / 100, NOW(6), seq % 2, "
-                    f"seq * 1.5, JSON_OBJECT('k', seq), CURDATE() FROM seq_1_to_{int(args.rows)}")
+        cur.execute(
+            "CREATE TABLE t (id BIGINT PRIMARY KEY, qty INT, name VARCHAR(64), price DECIMAL(12,2), "
+            "created DATETIME(6), flag TINYINT, score DOUBLE, doc JSON, day DATE)"
+        )
+        cur.execute(
+            f"INSERT INTO t SELECT seq, seq % 1000, CONCAT('name-', seq), seq / 100, NOW(6), seq % 2, "
+            f"seq * 1.5, JSON_OBJECT('k', seq), CURDATE() FROM seq_1_to_{int(args.rows)}"
+        )
     try:
         conn = pymysql.connect(host=MYSQL_HOST, port=MYSQL_PORT, user=CDC_USER, password=CDC_PASSWORD)
         t0 = time.monotonic()
@@ -47,10 +59,19 @@ def main(argv=None) -> int:
         raw_s = time.monotonic() - t0
         conn.close()
 
-        mysql = MySqlCdcResource(host=MYSQL_HOST, port=MYSQL_PORT, user=CDC_USER, password=CDC_PASSWORD,
-                                 server_name=db, database_include_list=[db], snapshot_mode="no_data", server_id=5811,
-                                 incremental_snapshot_chunk_size=args.chunk, incremental_snapshot_max_chunks_per_run=1000,
-                                 pk_range_rows=0)
+        mysql = MySqlCdcResource(
+            host=MYSQL_HOST,
+            port=MYSQL_PORT,
+            user=CDC_USER,
+            password=CDC_PASSWORD,
+            server_name=db,
+            database_include_list=[db],
+            snapshot_mode="no_data",
+            server_id=5811,
+            incremental_snapshot_chunk_size=args.chunk,
+            incremental_snapshot_max_chunks_per_run=1000,
+            pk_range_rows=0,
+        )
         mysql.create_signal_table()
 
         @mysql_cdc_assets(tables=mysql.discover_tables(tables=[f"{db}.t"]), server_name=db, checks=False)
@@ -62,18 +83,26 @@ def main(argv=None) -> int:
         instance = dg.DagsterInstance.ephemeral()
         ticks = run_sensor_ticks(sensor, cdc, resources, instance)  # no_data snapshot; JVM started
         with root.cursor() as cur:
-            cur.execute(f"INSERT INTO {db}.debezium_signal VALUES ('b1','execute-snapshot','{{\"data-collections\":[\"{db}.t\"]}}')")
+            cur.execute(
+                f"INSERT INTO {db}.debezium_signal VALUES ('b1','execute-snapshot','{{\"data-collections\":[\"{db}.t\"]}}')"
+            )
         t0 = time.monotonic()
         for _ in range(20):
             ticks = run_sensor_ticks(sensor, cdc, resources, instance, cursor=ticks.cursor)
-            if '"incremental": null' in (ticks.cursor or "") and "caught up" in (ticks.skip_reasons[-1] if ticks.skip_reasons else ""):
+            if '"incremental": null' in (ticks.cursor or "") and "caught up" in (
+                ticks.skip_reasons[-1] if ticks.skip_reasons else ""
+            ):
                 break
         inc_s = time.monotonic() - t0
         raw_rate, inc_rate = n / raw_s, args.rows / inc_s
         print(f"table of {args.rows:,} rows, chunk {args.chunk}")
         print(f"  raw pymysql SSCursor scan      {raw_rate:>12,.0f} rows/s ({raw_s:.1f}s)")
-        print(f"  incremental snapshot into lake {inc_rate:>12,.0f} rows/s ({inc_s:.1f}s, sensor-driven, JVM already up)")
-        print(f"  ratio incremental / raw scan: {inc_rate / raw_rate:.2f}  (issue target for snapshots: >= 0.8)")
+        print(
+            f"  incremental snapshot into lake {inc_rate:>12,.0f} rows/s ({inc_s:.1f}s, sensor-driven, JVM already up)"
+        )
+        print(
+            f"  ratio incremental / raw scan: {inc_rate / raw_rate:.2f}  (issue target for snapshots: >= 0.8)"
+        )
     finally:
         with root.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS {db}")

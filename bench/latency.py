@@ -9,7 +9,6 @@ max against the target ``p95 <= interval + 5 s``.
     python -m bench.latency --seconds 60 --interval 5 --rate 1000
 """
 
-
 import argparse
 import tempfile
 import threading
@@ -38,12 +37,23 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     db = f"bench_lat_{uuid.uuid4().hex[:6]}"
-    root = pymysql.connect(host=MYSQL_HOST, port=MYSQL_PORT, user="root", password=ROOT_PASSWORD, autocommit=True)
+    root = pymysql.connect(
+        host=MYSQL_HOST, port=MYSQL_PORT, user="root", password=ROOT_PASSWORD, autocommit=True
+    )
     with root.cursor() as cur:
         cur.execute(f"CREATE DATABASE {db}")
-        cur.execute(f"CREATE TABLE {db}.t (id BIGINT PRIMARY KEY, v VARCHAR(32), n INT, marker_ns BIGINT NULL)")
-    mysql = MySqlCdcResource(host=MYSQL_HOST, port=MYSQL_PORT, user=CDC_USER, password=CDC_PASSWORD,
-                             server_name=db, database_include_list=[db], server_id=5801)
+        cur.execute(
+            f"CREATE TABLE {db}.t (id BIGINT PRIMARY KEY, v VARCHAR(32), n INT, marker_ns BIGINT NULL)"
+        )
+    mysql = MySqlCdcResource(
+        host=MYSQL_HOST,
+        port=MYSQL_PORT,
+        user=CDC_USER,
+        password=CDC_PASSWORD,
+        server_name=db,
+        database_include_list=[db],
+        server_id=5801,
+    )
     lake_dir = tempfile.mkdtemp(prefix="bench-lat-")
 
     @mysql_cdc_assets(tables=mysql.discover_tables(), server_name=db, checks=False)
@@ -62,7 +72,13 @@ def main(argv: list[str] | None = None) -> int:
             result = sensor.evaluate_tick(ctx)
         cursor = result.cursor or cursor
         for req in result.run_requests or []:
-            dg.materialize([cdc], resources=resources, instance=instance, selection=req.asset_selection, tags=dict(req.tags))
+            dg.materialize(
+                [cdc],
+                resources=resources,
+                instance=instance,
+                selection=req.asset_selection,
+                tags=dict(req.tags),
+            )
             runs += 1
         return runs
 
@@ -72,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
 
     def writer() -> None:
-        w = pymysql.connect(host=MYSQL_HOST, port=MYSQL_PORT, user="root", password=ROOT_PASSWORD, autocommit=False)
+        w = pymysql.connect(
+            host=MYSQL_HOST, port=MYSQL_PORT, user="root", password=ROOT_PASSWORD, autocommit=False
+        )
         per_batch = max(1, args.rate // 100)
         next_id, next_marker = 1, time.monotonic()
         with w.cursor() as cur:
@@ -102,7 +120,11 @@ def main(argv: list[str] | None = None) -> int:
             n_runs += tick()
             seen_ns = time.time_ns()
             state = DeltaTable(f"{lake_dir}/{db}/{db}/t/state").to_pyarrow_table(columns=["id", "v"])
-            visible = {i for i, v in zip(state.column("id").to_pylist(), state.column("v").to_pylist()) if v == "marker"}
+            visible = {
+                i
+                for i, v in zip(state.column("id").to_pylist(), state.column("v").to_pylist())
+                if v == "marker"
+            }
             for mid, t_commit in list(markers.items()):
                 if mid in visible and mid not in latencies:
                     latencies[mid] = (seen_ns - t_commit) / 1e9
@@ -113,10 +135,14 @@ def main(argv: list[str] | None = None) -> int:
     lat = list(latencies.values())
     p50, p95 = percentile(lat, 50), percentile(lat, 95)
     target = args.interval + 5
-    print(f"latency COMMIT -> visible in lake state, writer ~{args.rate} changes/s, sensor every {args.interval:.0f}s, "
-          f"{args.seconds:.0f}s, {n_runs} window runs, {len(lat)} markers")
-    print(f"  p50 {p50:.2f}s  p95 {p95:.2f}s  max {max(lat) if lat else float('nan'):.2f}s   target p95 <= {target:.0f}s: "
-          f"{'MET' if p95 <= target else 'NOT MET'} (ratio p95/target {p95 / target:.2f})")
+    print(
+        f"latency COMMIT -> visible in lake state, writer ~{args.rate} changes/s, sensor every {args.interval:.0f}s, "
+        f"{args.seconds:.0f}s, {n_runs} window runs, {len(lat)} markers"
+    )
+    print(
+        f"  p50 {p50:.2f}s  p95 {p95:.2f}s  max {max(lat) if lat else float('nan'):.2f}s   target p95 <= {target:.0f}s: "
+        f"{'MET' if p95 <= target else 'NOT MET'} (ratio p95/target {p95 / target:.2f})"
+    )
     with root.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS {db}")
     return 0

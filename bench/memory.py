@@ -67,7 +67,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rows", type=int, default=1_000_000)
     args = ap.parse_args(argv)
     db = f"bench_mem_{uuid.uuid4().hex[:6]}"
-    root = pymysql.connect(host=MYSQL_HOST, port=MYSQL_PORT, user="root", password=ROOT_PASSWORD, autocommit=True)
+    root = pymysql.connect(
+        host=MYSQL_HOST, port=MYSQL_PORT, user="root", password=ROOT_PASSWORD, autocommit=True
+    )
     with root.cursor() as cur:
         cur.execute(f"CREATE DATABASE {db}")
         cur.execute(f"USE {db}")
@@ -86,22 +88,40 @@ def main(argv=None) -> int:
         f, p = cur.fetchone()[:2]
         end = {"file": f, "pos": int(p), "gtid_set": None}
     lake = tempfile.mkdtemp(prefix="bench-mem-")
-    payload = json.dumps({"host": MYSQL_HOST, "port": MYSQL_PORT, "user": CDC_USER, "password": CDC_PASSWORD,
-                          "db": db, "lake": lake, "start": start, "end": end})
-    out = subprocess.run([sys.executable, "-c", CHILD, payload], capture_output=True, text=True, cwd=os.getcwd())
-    line = next((l for l in out.stdout.splitlines() if l.startswith("RESULT ")), None)
+    payload = json.dumps(
+        {
+            "host": MYSQL_HOST,
+            "port": MYSQL_PORT,
+            "user": CDC_USER,
+            "password": CDC_PASSWORD,
+            "db": db,
+            "lake": lake,
+            "start": start,
+            "end": end,
+        }
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, payload], capture_output=True, text=True, cwd=os.getcwd()
+    )
+    line = next((ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")), None)
     with root.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS {db}")
     if line is None:
         print(out.stdout[-3000:], out.stderr[-3000:])
         return 1
-    r = json.loads(line[len("RESULT "):])
+    r = json.loads(line[len("RESULT ") :])
     py_mb, jvm_mb = r["py_peak_kb"] / 1024, r["jvm_peak_kb"] / 1024
-    print(f"one transaction of {r['rows']:,} row changes, window run {r['seconds']:.1f}s ({r['rows'] / r['seconds']:,.0f} rows/s)")
-    print(f"  peak RSS: python run process {py_mb:,.0f} MB (before the window {r['py_before_kb'] / 1024:,.0f} MB), "
-          f"Spark JVM {jvm_mb:,.0f} MB, sum {py_mb + jvm_mb:,.0f} MB")
-    print(f"  target <= 1024 MB for the run process: {'MET' if py_mb <= 1024 else 'NOT MET'} (ratio {py_mb / 1024:.2f}); "
-          f"JVM heap is capped by spark.driver.memory (2g default)")
+    print(
+        f"one transaction of {r['rows']:,} row changes, window run {r['seconds']:.1f}s ({r['rows'] / r['seconds']:,.0f} rows/s)"
+    )
+    print(
+        f"  peak RSS: python run process {py_mb:,.0f} MB (before the window {r['py_before_kb'] / 1024:,.0f} MB), "
+        f"Spark JVM {jvm_mb:,.0f} MB, sum {py_mb + jvm_mb:,.0f} MB"
+    )
+    print(
+        f"  target <= 1024 MB for the run process: {'MET' if py_mb <= 1024 else 'NOT MET'} (ratio {py_mb / 1024:.2f}); "
+        f"JVM heap is capped by spark.driver.memory (2g default)"
+    )
     return 0
 
 

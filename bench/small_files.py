@@ -142,7 +142,9 @@ def table_stats(uri: str) -> dict:
     last_cp = None
     if checkpoints:
         last_cp = max(int(os.path.basename(p).split(".")[0]) for p in checkpoints)
-    on_disk = [p for p in glob.glob(os.path.join(uri, "**", "*.parquet"), recursive=True) if "/_delta_log/" not in p]
+    on_disk = [
+        p for p in glob.glob(os.path.join(uri, "**", "*.parquet"), recursive=True) if "/_delta_log/" not in p
+    ]
     version = dt.version()
     return {
         "version": version,
@@ -158,12 +160,15 @@ def table_stats(uri: str) -> dict:
 
 def table_stats_prev_checkpoint(uri: str, version: int) -> int:
     """Version of the newest checkpoint at or below ``version`` (-1: none)."""
-    cps = [int(os.path.basename(p).split(".")[0]) for p in glob.glob(os.path.join(uri, "_delta_log", "*.checkpoint*.parquet"))]
+    cps = [
+        int(os.path.basename(p).split(".")[0])
+        for p in glob.glob(os.path.join(uri, "_delta_log", "*.checkpoint*.parquet"))
+    ]
     return max([c for c in cps if c <= version], default=-1)
 
 
 def _local(uri: str) -> str:
-    return uri[len("file://"):] if uri.startswith("file://") else uri
+    return uri[len("file://") :] if uri.startswith("file://") else uri
 
 
 # -- readers -------------------------------------------------------------------------------------
@@ -201,14 +206,18 @@ def readers(spark) -> dict:
         except Exception as e:
             ok = "DATA_SOURCE_NOT_FOUND" not in str(e) and "Failed to find data source" not in str(e)
         if ok:
+
             def spark_delta(uri, version, files):
                 r = spark.read.format("delta")
                 if version is not None:
                     r = r.option("versionAsOf", version)
                 return r.load(uri).count()
+
             out["spark read.format('delta') (count)"] = spark_delta
         else:
-            print("[read] Spark has no Delta data source (delta-spark jars not on the classpath): Spark reader skipped")
+            print(
+                "[read] Spark has no Delta data source (delta-spark jars not on the classpath): Spark reader skipped"
+            )
     return out
 
 
@@ -268,7 +277,9 @@ def check_state(state_uri: str, root, db: str, deleted: set[int]) -> str:
         problems.append(f"{len(ids) - len(set(ids))} duplicate keys in the state")
     if live != src:
         bad = [(a, b) for a, b in zip(live, src) if a != b][:2]
-        problems.append(f"live rows differ from the source ({len(live)} vs {len(src)} rows; first diffs {bad})")
+        problems.append(
+            f"live rows differ from the source ({len(live)} vs {len(src)} rows; first diffs {bad})"
+        )
     if tomb != deleted:
         problems.append(f"tombstones {len(tomb)} != deleted keys {len(deleted)}")
     verdict = "OK" if not problems else "MISMATCH: " + "; ".join(problems)
@@ -293,9 +304,15 @@ def run(args: argparse.Namespace) -> dict:
     every = args.sample_every or (max(1, n_batches // 10) if args.quick else 100)
     settings = C.cdc_settings()
     spark = C.get_spark()
-    print(f"\n### small-files benchmark: {n_batches:,} stream windows of ~{args.rows_per_batch} row changes "
-          f"on a {args.initial_rows:,}-row table")
-    report: dict = {"batches": n_batches, "rows_per_batch": args.rows_per_batch, "initial_rows": args.initial_rows}
+    print(
+        f"\n### small-files benchmark: {n_batches:,} stream windows of ~{args.rows_per_batch} row changes "
+        f"on a {args.initial_rows:,}-row table"
+    )
+    report: dict = {
+        "batches": n_batches,
+        "rows_per_batch": args.rows_per_batch,
+        "initial_rows": args.initial_rows,
+    }
 
     class CountingWriter(LakeWriter):
         """The library's LakeWriter, defaults unchanged; counts the compactions it runs."""
@@ -318,19 +335,31 @@ def run(args: argparse.Namespace) -> dict:
         t0 = time.perf_counter()
         wl.fill(args.initial_rows)
         writer = CountingWriter(spark, storage, SERVER)  # library defaults (compact_min_files=64)
-        print(f"[writer] LakeWriter defaults: compact_min_files={writer.compact_min_files}, "
-              f"rows_per_file={writer.rows_per_file:,}, pipeline_depth={getattr(writer, 'pipeline_depth', 'n/a')}")
+        print(
+            f"[writer] LakeWriter defaults: compact_min_files={writer.compact_min_files}, "
+            f"rows_per_file={writer.rows_per_file:,}, pipeline_depth={getattr(writer, 'pipeline_depth', 'n/a')}"
+        )
         history = SchemaHistory(storage, SERVER)
-        list(run_snapshot(
-            settings, [(db, TABLE)], writer, type_options=TypeOptions(),
-            options=SnapshotOptions(locking_mode="none"), server_name=SERVER, history=history,
-        ))
+        list(
+            run_snapshot(
+                settings,
+                [(db, TABLE)],
+                writer,
+                type_options=TypeOptions(),
+                options=SnapshotOptions(locking_mode="none"),
+                server_name=SERVER,
+                history=history,
+            )
+        )
         paths = writer.paths(db, TABLE)
         conn = connect(settings)
         info = server_info(conn)
         start = current_position(conn, info)
-        print(f"[data] {args.initial_rows:,} rows inserted and snapshotted in {time.perf_counter() - t0:.1f}s; "
-              f"streaming from {start.file}:{start.pos}", flush=True)
+        print(
+            f"[data] {args.initial_rows:,} rows inserted and snapshotted in {time.perf_counter() - t0:.1f}s; "
+            f"streaming from {start.file}:{start.pos}",
+            flush=True,
+        )
 
         samples: list[dict] = []
 
@@ -338,9 +367,16 @@ def run(args: argparse.Namespace) -> dict:
             st, lg = table_stats(paths.state), table_stats(paths.changelog)
             best_read = min(_timed(lambda: DeltaTable(paths.state).to_pyarrow_table()) for _ in range(3))
             recent = window_s[-every:] if window_s else [float("nan")]
-            s = {"batch": i, "state": st, "changelog": lg, "state_read_s": best_read,
-                 "window_s_mean": sum(recent) / len(recent), "compactions": dict(writer.compactions),
-                 "elapsed_s": time.perf_counter() - t_stream, "load": os.getloadavg()[0]}
+            s = {
+                "batch": i,
+                "state": st,
+                "changelog": lg,
+                "state_read_s": best_read,
+                "window_s_mean": sum(recent) / len(recent),
+                "compactions": dict(writer.compactions),
+                "elapsed_s": time.perf_counter() - t_stream,
+                "load": os.getloadavg()[0],
+            }
             samples.append(s)
             print(
                 f"  [{i:>5}] state: {st['live_files']:>3} live files ({st['live_files'] / max(1, i):.3f}/batch), "
@@ -361,9 +397,17 @@ def run(args: argparse.Namespace) -> dict:
                 end = current_position(conn, info)
                 w0 = time.perf_counter()
                 res = run_window(
-                    settings, info, replica_server_id=args.server_id, start=start, end=end, writer=writer,
-                    history=history, table_filter=TableFilter(database_include_list=(db,)),
-                    type_options=TypeOptions(), options=StreamOptions(), server_name=SERVER,
+                    settings,
+                    info,
+                    replica_server_id=args.server_id,
+                    start=start,
+                    end=end,
+                    writer=writer,
+                    history=history,
+                    table_filter=TableFilter(database_include_list=(db,)),
+                    type_options=TypeOptions(),
+                    options=StreamOptions(),
+                    server_name=SERVER,
                 )
                 window_s.append(time.perf_counter() - w0)
                 # what the sensor commits as the next start (see MySqlCdcResource.sync)
@@ -373,10 +417,16 @@ def run(args: argparse.Namespace) -> dict:
         finally:
             conn.close()
         stream_s = time.perf_counter() - t_stream
-        report.update(samples=samples, stream_s=stream_s, changes=dict(wl.done),
-                      window_s={"mean": sum(window_s) / len(window_s), "min": min(window_s), "max": max(window_s)})
-        print(f"[stream] {n_batches:,} windows in {stream_s:.0f}s (window: mean {report['window_s']['mean']:.2f}s, "
-              f"min {report['window_s']['min']:.2f}s, max {report['window_s']['max']:.2f}s); changes {wl.done}")
+        report.update(
+            samples=samples,
+            stream_s=stream_s,
+            changes=dict(wl.done),
+            window_s={"mean": sum(window_s) / len(window_s), "min": min(window_s), "max": max(window_s)},
+        )
+        print(
+            f"[stream] {n_batches:,} windows in {stream_s:.0f}s (window: mean {report['window_s']['mean']:.2f}s, "
+            f"min {report['window_s']['min']:.2f}s, max {report['window_s']['max']:.2f}s); changes {wl.done}"
+        )
 
         # -- correctness
         check = check_state(paths.state, root, db, wl.deleted)
@@ -414,8 +464,12 @@ def copy_as_of(uri: str, dest: str, version: int | None = None) -> str:
 
         path = os.path.join(uri, "_delta_log", f"{cp:020d}.checkpoint.parquet")
         t = pq.read_table(path, columns=["add"])
-        hint = {"version": cp, "size": t.num_rows, "sizeInBytes": os.path.getsize(path),
-                "numOfAddFiles": t.num_rows - t.column("add").null_count}
+        hint = {
+            "version": cp,
+            "size": t.num_rows,
+            "sizeInBytes": os.path.getsize(path),
+            "numOfAddFiles": t.num_rows - t.column("add").null_count,
+        }
         with open(os.path.join(dest, "_delta_log", "_last_checkpoint"), "w") as fh:
             json.dump(hint, fh, separators=(",", ":"))
     for f in dt.file_uris():
@@ -443,7 +497,7 @@ def read_phase(state_uri: str, log_uri: str, copies: str, spark, repeat: int, re
         cut = copy_as_of(state_uri, os.path.join(copies, "state-at-worst"), v)
         fresh_v = os.path.join(copies, "state-fresh-at-worst")
         write_deltalake(fresh_v, DeltaTable(cut).to_pyarrow_table())
-        worst = {"lake @ v%d" % v: cut, "fresh @ v%d" % v: fresh_v}
+        worst = {f"lake @ v{v}": cut, f"fresh @ v{v}": fresh_v}
         report["worst_version"] = v
         report["worst_replay"] = v - table_stats_prev_checkpoint(state_uri, v)
     diag = {}
@@ -457,21 +511,31 @@ def read_phase(state_uri: str, log_uri: str, copies: str, spark, repeat: int, re
     if st_now["last_checkpoint"] and st_now["last_checkpoint"] >= 10:
         # what a checkpoint every 10 commits (delta.checkpointInterval=10) would leave at worst
         v10 = table_stats_prev_checkpoint(state_uri, st_now["last_checkpoint"] - 1) + 9
-        diag[f"state @ v{v10} (checkpoint + 9 commits)"] = copy_as_of(state_uri, os.path.join(copies, "state-cp9"), v10)
+        diag[f"state @ v{v10} (checkpoint + 9 commits)"] = copy_as_of(
+            state_uri, os.path.join(copies, "state-cp9"), v10
+        )
         report["cp9_version"] = v10
     exp_copy = copy_as_of(state_uri, os.path.join(copies, "state-no-tombstones"))
-    DeltaTable(exp_copy).alter.set_table_properties({"delta.deletedFileRetentionDuration": "interval 0 seconds"})
+    DeltaTable(exp_copy).alter.set_table_properties(
+        {"delta.deletedFileRetentionDuration": "interval 0 seconds"}
+    )
     DeltaTable(exp_copy).create_checkpoint()
     diag["state + create_checkpoint(), tombstones expired"] = exp_copy
     cl_copy = copy_as_of(state_uri, os.path.join(copies, "state-cleaned"))
-    DeltaTable(cl_copy).alter.set_table_properties({"delta.deletedFileRetentionDuration": "interval 0 seconds",
-                                                    "delta.logRetentionDuration": "interval 0 seconds"})
+    DeltaTable(cl_copy).alter.set_table_properties(
+        {
+            "delta.deletedFileRetentionDuration": "interval 0 seconds",
+            "delta.logRetentionDuration": "interval 0 seconds",
+        }
+    )
     DeltaTable(cl_copy).create_checkpoint()
     DeltaTable(cl_copy).cleanup_metadata()
     diag["... + cleanup_metadata() (old log entries deleted)"] = cl_copy
 
     fns = readers(spark)
-    final = {name: {"lake": table_stats(p["lake"]), "fresh": table_stats(p["fresh"])} for name, p in pairs.items()}
+    final = {
+        name: {"lake": table_stats(p["lake"]), "fresh": table_stats(p["fresh"])} for name, p in pairs.items()
+    }
     for k, uri in {**worst, **diag}.items():
         final.setdefault("diag", {})[k] = table_stats(uri)
     report["final"] = final
@@ -481,8 +545,10 @@ def read_phase(state_uri: str, log_uri: str, copies: str, spark, repeat: int, re
         if name == "state":
             tables.update(worst)
             tables.update(diag)
-        print(f"[read] {name}: timing {len(fns)} readers x {len(tables)} tables, interleaved, best of {repeat} ...",
-              flush=True)
+        print(
+            f"[read] {name}: timing {len(fns)} readers x {len(tables)} tables, interleaved, best of {repeat} ...",
+            flush=True,
+        )
         results[name] = compare_reads(tables, fns, repeat)
     report["reads"] = results
 
@@ -498,22 +564,30 @@ def print_report(r: dict) -> None:
     print()
     if not r.get("samples"):
         return _print_reads(r)
-    print(f"== small files: {n:,} stream windows of ~{r['rows_per_batch']} row changes (run_window, library defaults)")
-    print(f"{'batch':>6} {'state live':>10} {'per batch':>9} {'on disk':>8} {'version':>8} {'ckpts':>5} {'replay':>6} "
-          f"{'read ms':>8} | {'log live':>8} {'on disk':>8} {'version':>8} {'ckpts':>5} | {'window s':>8}")
+    print(
+        f"== small files: {n:,} stream windows of ~{r['rows_per_batch']} row changes (run_window, library defaults)"
+    )
+    print(
+        f"{'batch':>6} {'state live':>10} {'per batch':>9} {'on disk':>8} {'version':>8} {'ckpts':>5} {'replay':>6} "
+        f"{'read ms':>8} | {'log live':>8} {'on disk':>8} {'version':>8} {'ckpts':>5} | {'window s':>8}"
+    )
     for s in r["samples"]:
         st, lg = s["state"], s["changelog"]
-        print(f"{s['batch']:>6} {st['live_files']:>10} {st['live_files'] / max(1, s['batch']):>9.3f} {st['disk_files']:>8} "
-              f"{st['version']:>8} {st['checkpoints']:>5} {st['commits_to_replay']:>6} {s['state_read_s'] * 1e3:>8.1f} | "
-              f"{lg['live_files']:>8} {lg['disk_files']:>8} {lg['version']:>8} {lg['checkpoints']:>5} | "
-              f"{s['window_s_mean']:>8.2f}")
+        print(
+            f"{s['batch']:>6} {st['live_files']:>10} {st['live_files'] / max(1, s['batch']):>9.3f} {st['disk_files']:>8} "
+            f"{st['version']:>8} {st['checkpoints']:>5} {st['commits_to_replay']:>6} {s['state_read_s'] * 1e3:>8.1f} | "
+            f"{lg['live_files']:>8} {lg['disk_files']:>8} {lg['version']:>8} {lg['checkpoints']:>5} | "
+            f"{s['window_s_mean']:>8.2f}"
+        )
     last = r["samples"][-1]
     peak = max(s["state"]["live_files"] for s in r["samples"])
     peak_log = max(s["changelog"]["live_files"] for s in r["samples"])
-    print(f"state live files: {last['state']['live_files']} at the end, peak {peak} over {n:,} batches "
-          f"(ratio live files / batches {last['state']['live_files'] / n:.3f}, peak {peak / n:.3f}); "
-          f"change log: {last['changelog']['live_files']} at the end, peak {peak_log}; "
-          f"compactions {last['compactions']}")
+    print(
+        f"state live files: {last['state']['live_files']} at the end, peak {peak} over {n:,} batches "
+        f"(ratio live files / batches {last['state']['live_files'] / n:.3f}, peak {peak / n:.3f}); "
+        f"change log: {last['changelog']['live_files']} at the end, peak {peak_log}; "
+        f"compactions {last['compactions']}"
+    )
     _print_reads(r)
 
 
@@ -522,11 +596,13 @@ def _print_reads(r: dict) -> None:
         times = res["times"]
         tables = list(next(iter(times.values())))
         nrows = next(iter(res["rows"].values()))["lake"]
-        print(f"\n-- full read of the {name} ({nrows:,} rows); "
-              f"files: " + ", ".join(f"{t} {res['files'][t]}" for t in tables))
+        print(
+            f"\n-- full read of the {name} ({nrows:,} rows); "
+            f"files: " + ", ".join(f"{t} {res['files'][t]}" for t in tables)
+        )
         for i, t in enumerate(tables):
             print(f"   [{i}] {t}")
-        print(f"   {'reader':<58} " + " ".join(f"{'[%d]' % i:>20}" for i in range(len(tables))))
+        print(f"   {'reader':<58} " + " ".join(f"{f'[{i}]':>20}" for i in range(len(tables))))
         for rname, by in times.items():
             fresh = min(by["fresh"])
             cells = []
@@ -537,30 +613,46 @@ def _print_reads(r: dict) -> None:
         if name == "state":
             main_r = next(iter(times))
             ratio = min(times[main_r]["lake"]) / min(times[main_r]["fresh"])
-            print(f"   ratio lake / fresh copy ({main_r}): {ratio:.2f}x  target <= {TARGET_RATIO:.1f}x "
-                  f"{'MET' if ratio <= TARGET_RATIO else 'MISSED'}")
+            print(
+                f"   ratio lake / fresh copy ({main_r}): {ratio:.2f}x  target <= {TARGET_RATIO:.1f}x "
+                f"{'MET' if ratio <= TARGET_RATIO else 'MISSED'}"
+            )
             at = [t for t in tables if t.startswith("lake @")]
             if at:
                 fr = [t for t in tables if t.startswith("fresh @")][0]
                 for rname, by in times.items():
                     w = min(by[at[0]]) / min(by[fr])
-                    print(f"   worst checkpoint phase ({at[0]} vs {fr}, {r.get('worst_replay')} JSON commits replayed), "
-                          f"{rname}: {w:.2f}x  target <= {TARGET_RATIO:.1f}x {'MET' if w <= TARGET_RATIO else 'MISSED'}")
+                    print(
+                        f"   worst checkpoint phase ({at[0]} vs {fr}, {r.get('worst_replay')} JSON commits replayed), "
+                        f"{rname}: {w:.2f}x  target <= {TARGET_RATIO:.1f}x {'MET' if w <= TARGET_RATIO else 'MISSED'}"
+                    )
     print()
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench.small_files", description=__doc__.split("\n")[0])
-    p.add_argument("--batches", type=int, default=None, help=f"stream windows (default 1000; --quick: {QUICK_BATCHES})")
+    p.add_argument(
+        "--batches", type=int, default=None, help=f"stream windows (default 1000; --quick: {QUICK_BATCHES})"
+    )
     p.add_argument("--rows-per-batch", type=int, default=10, help="row changes per window (one transaction)")
-    p.add_argument("--initial-rows", type=int, default=10_000, help="rows of the table before streaming (snapshotted)")
+    p.add_argument(
+        "--initial-rows", type=int, default=10_000, help="rows of the table before streaming (snapshotted)"
+    )
     p.add_argument("--quick", action="store_true", help=f"sanity run: {QUICK_BATCHES} windows")
-    p.add_argument("--sample-every", type=int, default=None, help="record file counts every N windows (default 100)")
+    p.add_argument(
+        "--sample-every", type=int, default=None, help="record file counts every N windows (default 100)"
+    )
     p.add_argument("--repeat", type=int, default=7, help="repetitions of every timed read (best is reported)")
     p.add_argument("--keep", action="store_true", help="keep the scratch lake directory")
-    p.add_argument("--server-id", type=int, default=SERVER_ID, help=f"replication client id (default {SERVER_ID})")
-    p.add_argument("--reads-from", default=None, metavar="LAKE",
-                   help="only the read comparison, on the lake kept (--keep) by an earlier run")
+    p.add_argument(
+        "--server-id", type=int, default=SERVER_ID, help=f"replication client id (default {SERVER_ID})"
+    )
+    p.add_argument(
+        "--reads-from",
+        default=None,
+        metavar="LAKE",
+        help="only the read comparison, on the lake kept (--keep) by an earlier run",
+    )
     p.add_argument("--json", default=None, help="also write the figures to this JSON file")
     return p
 
@@ -590,8 +682,14 @@ def reads_only(args: argparse.Namespace) -> dict:
     state = found[0]
     report: dict = {"reads_from": args.reads_from}
     with C.scratch_dir("bench-small-reads-", args.keep) as tmp:
-        read_phase(state, os.path.join(os.path.dirname(state), "changelog"), os.path.join(tmp, "copies"),
-                   None, args.repeat, report)
+        read_phase(
+            state,
+            os.path.join(os.path.dirname(state), "changelog"),
+            os.path.join(tmp, "copies"),
+            None,
+            args.repeat,
+            report,
+        )
         print_report(report)
     if args.json:
         with open(args.json, "w") as fh:

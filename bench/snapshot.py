@@ -83,14 +83,23 @@ def end_to_end(settings, db: str, writer, lake_dir: str) -> tuple[int, dict]:
     from dagster_mysql_cdc.source.types import TypeOptions
 
     storage = StorageSettings(base_uri=lake_dir)
-    res = list(run_snapshot(
-        settings, [(db, TABLE)], writer, type_options=TypeOptions(), options=SnapshotOptions(),
-        server_name=SERVER, history=SchemaHistory(storage, SERVER),
-    ))
+    res = list(
+        run_snapshot(
+            settings,
+            [(db, TABLE)],
+            writer,
+            type_options=TypeOptions(),
+            options=SnapshotOptions(),
+            server_name=SERVER,
+            history=SchemaHistory(storage, SERVER),
+        )
+    )
     r = res[0]
     return r.write.rows, {
-        "sink_s": round(r.write.seconds, 2), "spark_jobs": r.write.spark_jobs,
-        "snapshot_s": round(r.snapshot_seconds, 2), "lock": (r.lock_kind, round(r.lock_seconds, 3)),
+        "sink_s": round(r.write.seconds, 2),
+        "spark_jobs": r.write.spark_jobs,
+        "snapshot_s": round(r.snapshot_seconds, 2),
+        "lock": (r.lock_kind, round(r.lock_seconds, 3)),
     }
 
 
@@ -120,20 +129,32 @@ def run(args: argparse.Namespace) -> dict[str, list[C.Measurement]]:
             cur.fetchall()
             cur.execute(
                 "SELECT data_length + index_length FROM information_schema.tables "
-                "WHERE table_schema = %s AND table_name = %s", (db, TABLE),
+                "WHERE table_schema = %s AND table_name = %s",
+                (db, TABLE),
             )
             size = cur.fetchone()[0] or 0
-        print(f"[data] {n:,} rows inserted in {time.perf_counter() - t0:.1f}s (~{size / 1e6:.0f} MB InnoDB)", flush=True)
+        print(
+            f"[data] {n:,} rows inserted in {time.perf_counter() - t0:.1f}s (~{size / 1e6:.0f} MB InnoDB)",
+            flush=True,
+        )
         # warm the buffer pool so (a) does not pay the first read from disk
         raw_scan(settings, db)
+
         def repetition(rep: int, attempt: int) -> dict[str, C.Measurement]:
             out = {}
-            out["a"] = C.measure("a", "raw pymysql SSCursor SELECT * + fetchmany", lambda: raw_scan(settings, db))
-            out["b"] = C.measure("b", "ConsistentSnapshot.scan -> Arrow events (no sink)", lambda: our_scan(settings, db))
+            out["a"] = C.measure(
+                "a", "raw pymysql SSCursor SELECT * + fetchmany", lambda: raw_scan(settings, db)
+            )
+            out["b"] = C.measure(
+                "b", "ConsistentSnapshot.scan -> Arrow events (no sink)", lambda: our_scan(settings, db)
+            )
             lc = os.path.join(tmp, f"e2e-{rep}-{attempt}")
             writer = C.TimedLakeWriter.create(spark, StorageSettings(base_uri=lc), SERVER)
-            m = C.measure("c", "run_snapshot end-to-end -> local Delta (JVM start excluded)",
-                          lambda: end_to_end(settings, db, writer, lc))
+            m = C.measure(
+                "c",
+                "run_snapshot end-to-end -> local Delta (JVM start excluded)",
+                lambda: end_to_end(settings, db, writer, lc),
+            )
             m.notes["phases"] = dict(writer.phases)
             out["c"] = m
             print(f"       c: {m.notes}")
@@ -146,7 +167,9 @@ def run(args: argparse.Namespace) -> dict[str, list[C.Measurement]]:
             f"snapshot, {n:,} rows (best of {args.repeat}); ratio = rows/s vs (a)", results, "a", {"c": 0.8}
         )
         a, b, c = (C.best(results[k]) for k in "abc")
-        print(f"ratio (b)/(a) = {b.rate / a.rate:.2f}   ratio (c)/(a) = {c.rate / a.rate:.2f} (target >= 0.80)")
+        print(
+            f"ratio (b)/(a) = {b.rate / a.rate:.2f}   ratio (c)/(a) = {c.rate / a.rate:.2f} (target >= 0.80)"
+        )
         print(
             f"c breakdown: CPU python driver {c.cpu_self:.1f}s, Spark JVM+workers {c.cpu_children:.1f}s, "
             f"mariadbd {c.cpu_server:.1f}s"

@@ -163,8 +163,20 @@ class NullWriter:
         self.storage = storage  # run_window reads it (incremental-snapshot chunk plans)
         self.batches = 0
 
-    def write_table_batch(self, database, table, batches, *, value_schema, primary_key, app_id, version,
-                          position=None, snapshot_position=None, truncated_at=None):
+    def write_table_batch(
+        self,
+        database,
+        table,
+        batches,
+        *,
+        value_schema,
+        primary_key,
+        app_id,
+        version,
+        position=None,
+        snapshot_position=None,
+        truncated_at=None,
+    ):
         from dagster_mysql_cdc.sink.delta import CommitOutcome
         from dagster_mysql_cdc.sink.lake import TablePaths, TableWriteResult
 
@@ -175,7 +187,9 @@ class NullWriter:
             for op, cnt in zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()):
                 rows_by_op[op] = rows_by_op.get(op, 0) + cnt
         none = CommitOutcome(False, 0, 0, 0)
-        return TableWriteResult(database, table, sum(rows_by_op.values()), rows_by_op, TablePaths("", ""), none, none, 0.0)
+        return TableWriteResult(
+            database, table, sum(rows_by_op.values()), rows_by_op, TablePaths("", ""), none, none, 0.0
+        )
 
     def open_table_batch(self, database, table, *, primary_key, app_id, version, snapshot_position=None):
         return _NullTableBatch(self, database, table)
@@ -204,8 +218,16 @@ class _NullTableBatch:
 
         self.writer.batches += self.batches
         none = CommitOutcome(False, 0, 0, 0)
-        return TableWriteResult(self.database, self.table, sum(self.counts.values()), self.counts, TablePaths("", ""),
-                                none, none, 0.0)
+        return TableWriteResult(
+            self.database,
+            self.table,
+            sum(self.counts.values()),
+            self.counts,
+            TablePaths("", ""),
+            none,
+            none,
+            0.0,
+        )
 
 
 def window(settings, info, start, end, db: str, server_id: int, writer, lake_dir: str) -> tuple[int, dict]:
@@ -218,9 +240,17 @@ def window(settings, info, start, end, db: str, server_id: int, writer, lake_dir
 
     storage = StorageSettings(base_uri=lake_dir)
     res = run_window(
-        settings, info, replica_server_id=server_id, start=start, end=end, writer=writer,
-        history=SchemaHistory(storage, SERVER), table_filter=TableFilter(database_include_list=(db,)),
-        type_options=TypeOptions(), options=StreamOptions(), server_name=SERVER,
+        settings,
+        info,
+        replica_server_id=server_id,
+        start=start,
+        end=end,
+        writer=writer,
+        history=SchemaHistory(storage, SERVER),
+        table_filter=TableFilter(database_include_list=(db,)),
+        type_options=TypeOptions(),
+        options=StreamOptions(),
+        server_name=SERVER,
     )
     tw = res.tables.get((db, TABLE))
     rows = tw.rows if tw else 0
@@ -281,11 +311,17 @@ def run(args: argparse.Namespace) -> dict[str, list[C.Measurement]]:
             # template lake: empty snapshot of the table (schema history + empty state/changelog)
             template = os.path.join(tmp, f"template-{k}")
             storage = StorageSettings(base_uri=template)
-            list(run_snapshot(
-                settings, [(db, TABLE)], LakeWriter(spark, storage, SERVER), type_options=TypeOptions(),
-                options=SnapshotOptions(locking_mode="none"), server_name=SERVER,
-                history=SchemaHistory(storage, SERVER),
-            ))
+            list(
+                run_snapshot(
+                    settings,
+                    [(db, TABLE)],
+                    LakeWriter(spark, storage, SERVER),
+                    type_options=TypeOptions(),
+                    options=SnapshotOptions(locking_mode="none"),
+                    server_name=SERVER,
+                    history=SchemaHistory(storage, SERVER),
+                )
+            )
             conn = connect(settings)
             try:
                 info = server_info(conn)
@@ -315,21 +351,37 @@ def run(args: argparse.Namespace) -> dict[str, list[C.Measurement]]:
             info, start, end, expect = rng["info"], rng["start"], rng["end"], rng["expect"]
             out = {}
             out["a"] = C.measure(
-                "a", "raw python-mysql-replication iteration",
-                lambda: raw_library(settings, start, end, db, C.SERVER_IDS["raw"]))
+                "a",
+                "raw python-mysql-replication iteration",
+                lambda: raw_library(settings, start, end, db, C.SERVER_IDS["raw"]),
+            )
             out["b0"] = C.measure(
-                "b0", "our BinlogReader (no decode)",
-                lambda: our_reader(settings, info, start, end, db, C.SERVER_IDS["reader"]))
+                "b0",
+                "our BinlogReader (no decode)",
+                lambda: our_reader(settings, info, start, end, db, C.SERVER_IDS["reader"]),
+            )
             lb = lake_copy(rng["template"], f"null-{rep}-{attempt}")
             out["b"] = C.measure(
-                "b", "run_window, null sink (reader+history+convert+Arrow)",
-                lambda: window(settings, info, start, end, db, C.SERVER_IDS["null_sink"],
-                               NullWriter(StorageSettings(base_uri=lb)), lb))
+                "b",
+                "run_window, null sink (reader+history+convert+Arrow)",
+                lambda: window(
+                    settings,
+                    info,
+                    start,
+                    end,
+                    db,
+                    C.SERVER_IDS["null_sink"],
+                    NullWriter(StorageSettings(base_uri=lb)),
+                    lb,
+                ),
+            )
             lc = lake_copy(rng["template"], f"e2e-{rep}-{attempt}")
             writer = C.TimedLakeWriter.create(spark, StorageSettings(base_uri=lc), SERVER)
             m = C.measure(
-                "c", "run_window end-to-end -> local Delta (JVM start excluded)",
-                lambda: window(settings, info, start, end, db, C.SERVER_IDS["end_to_end"], writer, lc))
+                "c",
+                "run_window end-to-end -> local Delta (JVM start excluded)",
+                lambda: window(settings, info, start, end, db, C.SERVER_IDS["end_to_end"], writer, lc),
+            )
             m.notes["phases"] = dict(writer.phases)
             out["c"] = m
             print(f"       c: {m.notes}")
@@ -339,8 +391,10 @@ def run(args: argparse.Namespace) -> dict[str, list[C.Measurement]]:
                 lf = os.path.join(tmp, f"fresh-{rep}-{attempt}")
                 wf = C.TimedLakeWriter.create(spark, StorageSettings(base_uri=lf), SERVER)
                 m0 = C.measure(
-                    "c0", "run_window end-to-end, empty lake (no history, no merge)",
-                    lambda: window(settings, info, start, end, db, C.SERVER_IDS["end_to_end_fresh"], wf, lf))
+                    "c0",
+                    "run_window end-to-end, empty lake (no history, no merge)",
+                    lambda: window(settings, info, start, end, db, C.SERVER_IDS["end_to_end_fresh"], wf, lf),
+                )
                 out["c0"] = m0
                 print(f"       c0: {m0.notes}")
                 print(f"       c0 {C.phase_summary(wf.phases)}")
@@ -350,8 +404,13 @@ def run(args: argparse.Namespace) -> dict[str, list[C.Measurement]]:
             nonlocal rng
             rng = prepare()
 
-        C.run_repetitions(args.repeat, repetition, results, on_range_lost=regenerate,
-                          retry_note="regenerating the binlog range and repeating")
+        C.run_repetitions(
+            args.repeat,
+            repetition,
+            results,
+            on_range_lost=regenerate,
+            retry_note="regenerating the binlog range and repeating",
+        )
         info, start, end = rng["info"], rng["start"], rng["end"]
         template = rng["template"]
 
@@ -359,21 +418,38 @@ def run(args: argparse.Namespace) -> dict[str, list[C.Measurement]]:
             return lake_copy(template, name)
 
         a = C.best(results["a"])
-        print(f"[data] range: {a.notes['events']:,} events read by the raw reader; rows of other tables in it: {a.notes['other_rows']:,}")
+        print(
+            f"[data] range: {a.notes['events']:,} events read by the raw reader; rows of other tables in it: {a.notes['other_rows']:,}"
+        )
         C.print_table(
             f"streaming, {n:,} row changes (best of {args.repeat}); ratio = rows/s vs (a)",
-            results, "a", {"c": 0.9},
+            results,
+            "a",
+            {"c": 0.9},
         )
         b, c = C.best(results["b"]), C.best(results["c"])
-        print(f"ratio (b)/(a) = {b.rate / a.rate:.2f}   ratio (c)/(a) = {c.rate / a.rate:.2f} (target >= 0.90)")
+        print(
+            f"ratio (b)/(a) = {b.rate / a.rate:.2f}   ratio (c)/(a) = {c.rate / a.rate:.2f} (target >= 0.90)"
+        )
         print(
             f"c breakdown: window {c.notes['window_s']}s = sink {c.notes['sink_s']}s "
             f"({c.notes['spark_jobs']} Spark jobs) + source/convert {c.notes['window_s'] - c.notes['sink_s']:.2f}s; "
             f"CPU: python driver {c.cpu_self:.1f}s, Spark JVM+workers {c.cpu_children:.1f}s, mariadbd {c.cpu_server:.1f}s"
         )
         print(f"c {C.phase_summary(c.notes.get('phases', {}))}")
-        B.streaming(settings, info, start, end, db, TABLE, template, SERVER, C.SERVER_IDS["sample"],
-                    base_us=1e6 / a.rate, spark=spark)
+        B.streaming(
+            settings,
+            info,
+            start,
+            end,
+            db,
+            TABLE,
+            template,
+            SERVER,
+            C.SERVER_IDS["sample"],
+            base_us=1e6 / a.rate,
+            spark=spark,
+        )
         if args.profile:
             lp = lake_copy_1("profile")
             wp = LakeWriter(spark, StorageSettings(base_uri=lp), SERVER)
@@ -385,8 +461,11 @@ def run(args: argparse.Namespace) -> dict[str, list[C.Measurement]]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench.streaming", description=__doc__.split("\n")[0])
     C.add_common_args(p)
-    p.add_argument("--fresh-lake", action="store_true",
-                   help="also run (c0): end-to-end into an empty lake (first write: no state merge)")
+    p.add_argument(
+        "--fresh-lake",
+        action="store_true",
+        help="also run (c0): end-to-end into an empty lake (first write: no state merge)",
+    )
     return p
 
 

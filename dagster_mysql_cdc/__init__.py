@@ -7,6 +7,7 @@ filesystem or any S3 API endpoint.
 
 from typing import TYPE_CHECKING
 
+from ._version import __version__ as __version__
 from .errors import (
     CdcError,
     ConfigurationError,
@@ -16,8 +17,6 @@ from .errors import (
     UnknownTableError,
 )
 from .events import BinlogPosition
-
-__version__ = "0.1.0"
 
 # The Dagster integration is imported on first use (PEP 562): Spark's Python workers import
 # ``dagster_mysql_cdc.sink`` for every write job, and must not pay for importing Dagster.

@@ -35,8 +35,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ._version import __version__
+
 CONNECTOR_NAME = "mysql"
-CONNECTOR_VERSION = "dagster-mysql-cdc-0.1.0"
+CONNECTOR_VERSION = f"dagster-mysql-cdc-{__version__}"
 
 SOURCE_TYPE = pa.struct(
     [
@@ -245,9 +247,7 @@ def snapshot_events(
     if kt is not None:
         idx = {f.name.lower(): i for i, f in enumerate(after.schema)}
         arrays.append(
-            pa.StructArray.from_arrays(
-                [after.column(idx[k.lower()]) for k in primary_key], fields=list(kt)
-            )
+            pa.StructArray.from_arrays([after.column(idx[k.lower()]) for k in primary_key], fields=list(kt))
         )
         names.append("key")
     arrays += [
@@ -260,9 +260,7 @@ def snapshot_events(
         pa.nulls(n, HEADERS_TYPE),
     ]
     names += ["before", "after", "source", "op", "ts_ms", "transaction", "headers"]
-    return pa.RecordBatch.from_arrays(arrays, names=names).cast(
-        change_log_schema(after.schema, primary_key)
-    )
+    return pa.RecordBatch.from_arrays(arrays, names=names).cast(change_log_schema(after.schema, primary_key))
 
 
 class ChangeEventBuilder:
@@ -287,7 +285,15 @@ class ChangeEventBuilder:
         server_name / database / table: the ``source`` identity fields.
     """
 
-    def __init__(self, value_schema: pa.Schema, primary_key: tuple[str, ...], *, server_name: str, database: str, table: str):
+    def __init__(
+        self,
+        value_schema: pa.Schema,
+        primary_key: tuple[str, ...],
+        *,
+        server_name: str,
+        database: str,
+        table: str,
+    ):
         self.value_schema = value_schema
         self.primary_key = primary_key
         self.server_name = server_name
@@ -301,7 +307,10 @@ class ChangeEventBuilder:
         self._getter = operator.itemgetter(*self._names) if width else None
         # per side: present images column-wise, each event's index into them (None: absent image),
         # (column, index) of values that are NULL without conversion (raw mode)
-        self._cols: dict[str, list[list]] = {"before": [[] for _ in range(width)], "after": [[] for _ in range(width)]}
+        self._cols: dict[str, list[list]] = {
+            "before": [[] for _ in range(width)],
+            "after": [[] for _ in range(width)],
+        }
         self._idx: dict[str, list[int | None]] = {"before": [], "after": []}
         self._force_null: dict[str, list[tuple[int, int]]] = {"before": [], "after": []}
         self._converter = None  # TableConverter of raw images (add_raw); None: converted images
@@ -344,10 +353,23 @@ class ChangeEventBuilder:
         self._tx.extend(tx)
 
     def add(
-        self, op: str, before: tuple | None, after: tuple | None, *, file: str, pos: int, row: int,
-        ts_ms: int, source_ts_ms: int, server_id: int, gtid: str | None = None,
-        thread: int | None = None, query: str | None = None, snapshot: str = "false",
-        tx: tuple[str, int, int] | None = None, headers: dict[str, str] | None = None,
+        self,
+        op: str,
+        before: tuple | None,
+        after: tuple | None,
+        *,
+        file: str,
+        pos: int,
+        row: int,
+        ts_ms: int,
+        source_ts_ms: int,
+        server_id: int,
+        gtid: str | None = None,
+        thread: int | None = None,
+        query: str | None = None,
+        snapshot: str = "false",
+        tx: tuple[str, int, int] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         """Append one event (Debezium op ``c|u|d|r|t``) with converted images (or ``None``).
 
@@ -368,16 +390,32 @@ class ChangeEventBuilder:
             self._headers[len(self.op)] = list(headers.items())
         self.op.append(op)
         self._row.append(row)
-        self._group.append(self._group_of((ts_ms, source_ts_ms, snapshot, server_id, gtid, file, pos, thread, query)))
+        self._group.append(
+            self._group_of((ts_ms, source_ts_ms, snapshot, server_id, gtid, file, pos, thread, query))
+        )
         self._add_tx(1, None if tx is None else [tx])
 
     def add_raw(
-        self, converter: Any, ops: str | list[str], before: list[dict | None] | None,
-        after: list[dict | None] | None, *, before_none_sources: list[dict | None] | None = None,
-        after_none_sources: list[dict | None] | None = None, rows: list[int] | None = None,
-        file: str, pos: int, ts_ms: int, source_ts_ms: int, server_id: int, gtid: str | None = None,
-        thread: int | None = None, query: str | None = None, snapshot: str = "false",
-        tx: list[tuple[str, int, int]] | None = None, headers: dict[int, dict[str, str]] | None = None,
+        self,
+        converter: Any,
+        ops: str | list[str],
+        before: list[dict | None] | None,
+        after: list[dict | None] | None,
+        *,
+        before_none_sources: list[dict | None] | None = None,
+        after_none_sources: list[dict | None] | None = None,
+        rows: list[int] | None = None,
+        file: str,
+        pos: int,
+        ts_ms: int,
+        source_ts_ms: int,
+        server_id: int,
+        gtid: str | None = None,
+        thread: int | None = None,
+        query: str | None = None,
+        snapshot: str = "false",
+        tx: list[tuple[str, int, int]] | None = None,
+        headers: dict[int, dict[str, str]] | None = None,
     ) -> None:
         """Append the events of one binlog rows event, with raw images.
 
@@ -409,11 +447,16 @@ class ChangeEventBuilder:
             self._set_mode("raw")
             if self._converter is None:
                 if tuple(converter.names) != self._names:
-                    raise ValueError("ChangeEventBuilder.add_raw: the converter's columns differ from the value schema")
+                    raise ValueError(
+                        "ChangeEventBuilder.add_raw: the converter's columns differ from the value schema"
+                    )
                 self._converter = converter
             elif converter is not self._converter:
                 raise ValueError("ChangeEventBuilder.add_raw: one builder converts with one TableConverter")
-        for side, images, nss in (("before", before, before_none_sources), ("after", after, after_none_sources)):
+        for side, images, nss in (
+            ("before", before, before_none_sources),
+            ("after", after, after_none_sources),
+        ):
             idx = self._idx[side]
             if images is None:
                 idx.extend([None] * n)
@@ -452,12 +495,14 @@ class ChangeEventBuilder:
         if nss is not None and any(nss):
             self._apply_none_sources(side, nss, base)
 
-    def _extend_raw_slow(self, side: str, images: list[dict | None], nss: list[dict | None] | None, base: int) -> None:
+    def _extend_raw_slow(
+        self, side: str, images: list[dict | None], nss: list[dict | None] | None, base: int
+    ) -> None:
         cols = self._cols[side]
         idx = self._idx[side]
         names = self._names
         k = base
-        for j, img in enumerate(images):
+        for img in images:
             if img is None:
                 idx.append(None)
                 continue
@@ -513,7 +558,9 @@ class ChangeEventBuilder:
                 for cj, k in forced:
                     if cj == ci:
                         mask[k] = True
-                arrays[ci] = pc.if_else(pa.array(mask, pa.bool_()), pa.scalar(None, arrays[ci].type), arrays[ci])
+                arrays[ci] = pc.if_else(
+                    pa.array(mask, pa.bool_()), pa.scalar(None, arrays[ci].type), arrays[ci]
+                )
         idx = self._idx[side]
         present = len(cols[0]) if cols else 0
         if present == n and (not present or (idx[0] == 0 and idx[-1] == n - 1)) and None not in idx:
@@ -536,9 +583,11 @@ class ChangeEventBuilder:
         kt = key_type(self.value_schema, self.primary_key)
         if kt is not None:
             key_children = [pc.if_else(after_valid, after[i], before[i]) for i in self._key_idx]
-            arrays.append(pa.StructArray.from_arrays(
-                key_children, fields=list(kt), mask=pc.invert(pc.or_(after_valid, before_valid))
-            ))
+            arrays.append(
+                pa.StructArray.from_arrays(
+                    key_children, fields=list(kt), mask=pc.invert(pc.or_(after_valid, before_valid))
+                )
+            )
         groups = list(zip(*self._groups)) if self._groups else [()] * 9
         gidx = pa.array(self._group, pa.int32())
 
@@ -584,7 +633,9 @@ class ChangeEventBuilder:
             else pa.nulls(n, TRANSACTION_TYPE),
             self._headers_array(n),
         ]
-        return pa.RecordBatch.from_arrays(arrays, schema=change_log_schema(self.value_schema, self.primary_key))
+        return pa.RecordBatch.from_arrays(
+            arrays, schema=change_log_schema(self.value_schema, self.primary_key)
+        )
 
     def _headers_array(self, n: int) -> pa.Array:
         if not self._headers:

@@ -254,7 +254,11 @@ def save_plan(storage: StorageSettings, server_name: str, plan: ChunkPlan) -> Ch
             storage.boto3_client().put_object(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")
             return plan
         except botocore.exceptions.ClientError as e:
-            if e.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
+            if e.response.get("Error", {}).get("Code") in (
+                "PreconditionFailed",
+                "412",
+                "ConditionalRequestConflict",
+            ):
                 existing = load_plan(storage, server_name, plan.start)
                 if existing is not None:
                     return existing
@@ -338,7 +342,9 @@ def plan_chunks(
         IncrementalSnapshotError: a table has no primary key.
     """
     if strategy not in WATERMARK_STRATEGIES:
-        raise IncrementalSnapshotError(f"watermark strategy {strategy!r} is not one of {WATERMARK_STRATEGIES}")
+        raise IncrementalSnapshotError(
+            f"watermark strategy {strategy!r} is not one of {WATERMARK_STRATEGIES}"
+        )
     state = state.copy()
     chunks: list[PlannedChunk] = []
     sdb, _, stable = signal_table.partition(".")
@@ -375,7 +381,10 @@ def plan_chunks(
                 if read_only:
                     low = current_position(conn, info).to_dict()
                 else:
-                    cur.execute(f"INSERT INTO {sig} (id, type, data) VALUES (%s, 'snapshot-window-open', %s)", (open_id, chunk_id))
+                    cur.execute(
+                        f"INSERT INTO {sig} (id, type, data) VALUES (%s, 'snapshot-window-open', %s)",
+                        (open_id, chunk_id),
+                    )
                 conds = []
                 params: list[Any] = []
                 if prog.last_key is not None:
@@ -395,13 +404,18 @@ def plan_chunks(
                 if read_only:
                     high = current_position(conn, info).to_dict()
                 elif strategy == "insert_insert":
-                    cur.execute(f"INSERT INTO {sig} (id, type, data) VALUES (%s, 'snapshot-window-close', %s)", (close_id, chunk_id))
+                    cur.execute(
+                        f"INSERT INTO {sig} (id, type, data) VALUES (%s, 'snapshot-window-close', %s)",
+                        (close_id, chunk_id),
+                    )
                 else:
                     cur.execute(f"DELETE FROM {sig} WHERE id = %s", (open_id,))
                     close_id = open_id
             conv = TableConverter(schema, type_options, "pymysql")
             batch = conv.to_record_batch(rows)
-            path = storage.uri("_staging", server_name, "incremental", f"{chunk_id}-{uuid.uuid4().hex[:8]}.parquet")
+            path = storage.uri(
+                "_staging", server_name, "incremental", f"{chunk_id}-{uuid.uuid4().hex[:8]}.parquet"
+            )
             if not storage.is_s3:
                 import os
 
@@ -445,7 +459,9 @@ def probe_filter(conn: Any, schema: TableSchema, flt: str) -> None:
         if not isinstance(code, int) or code < 1000 or 2000 <= code < 3000:
             raise  # client-side errors (CR_* 2xxx: lost connection ...): not the filter's fault
         reason = e.args[1] if len(e.args) > 1 else str(e)
-        raise UnsafeFilter(f"Filter {flt!r} fails on the server for {schema.qualified_name}: ({code}) {reason}") from None
+        raise UnsafeFilter(
+            f"Filter {flt!r} fails on the server for {schema.qualified_name}: ({code}) {reason}"
+        ) from None
 
 
 def start_snapshot(

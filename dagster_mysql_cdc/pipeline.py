@@ -94,20 +94,31 @@ def run_snapshot(
             )
             log.info(
                 "Snapshot of %s.%s: %d rows in %.2fs (changelog v%s, state v%s)",
-                key[0], key[1], result.rows, time.monotonic() - t0,
-                result.changelog.table_version, result.state.table_version,
+                key[0],
+                key[1],
+                result.rows,
+                time.monotonic() - t0,
+                result.changelog.table_version,
+                result.state.table_version,
             )
-            results.append(SnapshotTableResult(
-                schema=schema,
-                position=snap.position,
-                write=result,
-                lock_kind=snap.lock_kind,
-                lock_seconds=snap.lock_seconds,
-                snapshot_seconds=time.monotonic() - started,
-            ))
+            results.append(
+                SnapshotTableResult(
+                    schema=schema,
+                    position=snap.position,
+                    write=result,
+                    lock_kind=snap.lock_kind,
+                    lock_seconds=snap.lock_seconds,
+                    snapshot_seconds=time.monotonic() - started,
+                )
+            )
         if history is not None:
             history.append(
-                snapshot_records(snap.position, [snap.schemas[k] for k in snap.tables], snap.create_statements, snap.info.server_id),
+                snapshot_records(
+                    snap.position,
+                    [snap.schemas[k] for k in snap.tables],
+                    snap.create_statements,
+                    snap.info.server_id,
+                ),
                 app_id=snapshot_history_app_id(snap.tables),
                 version=snap.position.as_version(),
             )

@@ -53,7 +53,9 @@ def compute_ranges(conn: Any, schema: TableSchema, rows_per_partition: int) -> l
         ConfigurationError: the table has no primary key.
     """
     if not schema.primary_key:
-        raise ConfigurationError(f"{schema.qualified_name} has no primary key: it cannot be split into key ranges")
+        raise ConfigurationError(
+            f"{schema.qualified_name} has no primary key: it cannot be split into key ranges"
+        )
     pk = list(schema.primary_key)
     cols = ", ".join(quote_identifier(c) for c in pk)
     tbl = f"{quote_identifier(schema.database)}.{quote_identifier(schema.table)}"
@@ -65,7 +67,10 @@ def compute_ranges(conn: Any, schema: TableSchema, rows_per_partition: int) -> l
             if last is not None:
                 where = f"WHERE ({cols}) > ({', '.join(['%s'] * len(pk))})"
                 params = decode_key(last)
-            cur.execute(f"SELECT {cols} FROM {tbl} {where} ORDER BY {cols} LIMIT 1 OFFSET {int(rows_per_partition) - 1}", params)
+            cur.execute(
+                f"SELECT {cols} FROM {tbl} {where} ORDER BY {cols} LIMIT 1 OFFSET {int(rows_per_partition) - 1}",
+                params,
+            )
             row = cur.fetchone()
             if row is None:
                 break
@@ -155,10 +160,19 @@ def snapshot_range(
     try:
         low = current_position(conn, info)
         with conn.cursor() as cur:
-            cur.execute(f"INSERT INTO {sig} (id, type, data) VALUES (%s, 'snapshot-window-open', %s)", (wid + "-o", wid))
-            cur.execute(f"SELECT {', '.join(select_expression(c) for c in schema.columns)} FROM {tbl} {where} ORDER BY {cols_pk}", params)
+            cur.execute(
+                f"INSERT INTO {sig} (id, type, data) VALUES (%s, 'snapshot-window-open', %s)",
+                (wid + "-o", wid),
+            )
+            cur.execute(
+                f"SELECT {', '.join(select_expression(c) for c in schema.columns)} FROM {tbl} {where} ORDER BY {cols_pk}",
+                params,
+            )
             rows = list(cur.fetchall())
-            cur.execute(f"INSERT INTO {sig} (id, type, data) VALUES (%s, 'snapshot-window-close', %s)", (wid + "-c", wid))
+            cur.execute(
+                f"INSERT INTO {sig} (id, type, data) VALUES (%s, 'snapshot-window-close', %s)",
+                (wid + "-c", wid),
+            )
         high = current_position(conn, info)
     finally:
         conn.close()
@@ -169,7 +183,9 @@ def snapshot_range(
     touched: set[tuple] = set()
     hw: tuple[str, int, int, int] | None = None
     inside = False
-    for item in BinlogReader(settings, replica_server_id, low, high, is_mariadb=info.is_mariadb, deadline_s=600):
+    for item in BinlogReader(
+        settings, replica_server_id, low, high, is_mariadb=info.is_mariadb, deadline_s=600
+    ):
         if not isinstance(item, RowsBatch):
             continue
         if (item.database, item.table) == (sdb, st):
@@ -190,15 +206,30 @@ def snapshot_range(
     if hw is None:
         raise ConfigurationError(f"high watermark {wid} not found in the binlog between {low} and {high}")
     pconv = TableConverter(schema, type_options, "pymysql")
-    builder = ChangeEventBuilder(pconv.arrow_schema, schema.primary_key, server_name=server_name,
-                                 database=schema.database, table=schema.table)
+    builder = ChangeEventBuilder(
+        pconv.arrow_schema,
+        schema.primary_key,
+        server_name=server_name,
+        database=schema.database,
+        table=schema.table,
+    )
     batch = pconv.to_record_batch(rows)
     now = now_ms()
     emitted = 0
     for tup in zip(*[c.to_pylist() for c in batch.columns]):
         if builder.key_of(tup) in touched:
             continue
-        builder.add("r", None, tup, file=hw[0], pos=hw[1], row=0, ts_ms=now, source_ts_ms=hw[2],
-                    server_id=hw[3], snapshot="incremental")
+        builder.add(
+            "r",
+            None,
+            tup,
+            file=hw[0],
+            pos=hw[1],
+            row=0,
+            ts_ms=now,
+            source_ts_ms=hw[2],
+            server_id=hw[3],
+            snapshot="incremental",
+        )
         emitted += 1
     return RangeSnapshot(builder.to_record_batch(), len(rows), emitted, low, BinlogPosition(hw[0], hw[1]))

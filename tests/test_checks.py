@@ -5,9 +5,9 @@ import uuid
 
 import dagster as dg
 import pytest
+from conftest import CDC_PASSWORD, CDC_USER, MYSQL_HOST, MYSQL_PORT, root_connect
 from deltalake import DeltaTable
 
-from conftest import CDC_PASSWORD, CDC_USER, MYSQL_HOST, MYSQL_PORT, root_connect
 from dagster_mysql_cdc import CdcLakeResource, MySqlCdcResource, mysql_cdc_assets
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -20,7 +20,9 @@ def scratch_db():
     with conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE {db}")
         cur.execute(f"USE {db}")
-        cur.execute(f"CREATE TABLE {db}.items (id INT PRIMARY KEY, name VARCHAR(30), price DECIMAL(8,2), ts DATETIME(6))")
+        cur.execute(
+            f"CREATE TABLE {db}.items (id INT PRIMARY KEY, name VARCHAR(30), price DECIMAL(8,2), ts DATETIME(6))"
+        )
         cur.execute(
             f"INSERT INTO {db}.items SELECT seq, CONCAT('item-', seq), seq * 1.25, "
             f"TIMESTAMP('2024-01-01') + INTERVAL seq SECOND FROM seq_1_to_500"
@@ -33,8 +35,13 @@ def scratch_db():
 
 def build(db: str, **kw):
     mysql = MySqlCdcResource(
-        host=MYSQL_HOST, port=MYSQL_PORT, user=CDC_USER, password=CDC_PASSWORD, server_name=f"srv_{db}",
-        database_include_list=[db], **kw,
+        host=MYSQL_HOST,
+        port=MYSQL_PORT,
+        user=CDC_USER,
+        password=CDC_PASSWORD,
+        server_name=f"srv_{db}",
+        database_include_list=[db],
+        **kw,
     )
 
     @mysql_cdc_assets(tables=mysql.discover_tables(), server_name=f"srv_{db}")
@@ -56,8 +63,10 @@ def test_checks_pass_after_snapshot_and_fail_on_corruption(scratch_db, local_sto
     first = dg.materialize([cdc], resources=resources, instance=instance)
     checks = check_results(first)
     assert {n: c.passed for n, c in checks.items()} == {
-        "row_count_matches_source": True, "checksum_matches_source": True,
-        "schema_matches_source": True, "binlog_retention": True,
+        "row_count_matches_source": True,
+        "checksum_matches_source": True,
+        "schema_matches_source": True,
+        "binlog_retention": True,
     }
     assert checks["row_count_matches_source"].metadata["lake_rows"].value == 500
 
@@ -90,7 +99,9 @@ def test_checks_ignore_changes_after_committed_position_but_catch_unlogged_ones(
     with conn.cursor() as cur:
         cur.execute(f"UPDATE {db}.items SET name='changed' WHERE id <= 10")
         cur.execute(f"DELETE FROM {db}.items WHERE id = 11")
-    checks = check_results(dg.materialize([cdc], resources=resources, instance=instance, selection=only_checks))
+    checks = check_results(
+        dg.materialize([cdc], resources=resources, instance=instance, selection=only_checks)
+    )
     assert checks["row_count_matches_source"].passed
     assert checks["checksum_matches_source"].passed
     assert checks["checksum_matches_source"].metadata["keys_changed_since_committed"].value == 11
@@ -100,7 +111,9 @@ def test_checks_ignore_changes_after_committed_position_but_catch_unlogged_ones(
         cur.execute(f"UPDATE {db}.items SET price = 0 WHERE id = 100")
         cur.execute(f"ALTER TABLE {db}.items ADD COLUMN hidden INT NULL")
         cur.execute("SET SESSION sql_log_bin = 1")
-    checks = check_results(dg.materialize([cdc], resources=resources, instance=instance, selection=only_checks))
+    checks = check_results(
+        dg.materialize([cdc], resources=resources, instance=instance, selection=only_checks)
+    )
     assert not checks["checksum_matches_source"].passed
     assert checks["row_count_matches_source"].passed
     assert not checks["schema_matches_source"].passed

@@ -21,11 +21,28 @@ def test_small_batches_are_compacted_and_state_is_exact(spark, local_storage):
         pos = BinlogPosition("mysql-bin.000001", 1000 + i * 100)
         for k in range(i, i + 5):  # overlapping keys: later batches update earlier rows
             before = (k, expected[k]) if k in expected else None
-            b.add("u" if before else "c", before, (k, f"b{i}"), file=pos.file, pos=pos.pos, row=k - i,
-                  ts_ms=0, source_ts_ms=0, server_id=1)
+            b.add(
+                "u" if before else "c",
+                before,
+                (k, f"b{i}"),
+                file=pos.file,
+                pos=pos.pos,
+                row=k - i,
+                ts_ms=0,
+                source_ts_ms=0,
+                server_id=1,
+            )
             expected[k] = f"b{i}"
-        writer.write_table_batch("d", "t", [b.to_record_batch()], value_schema=value_schema, primary_key=("id",),
-                                 app_id="test/stream", version=pos.as_version(), position=pos)
+        writer.write_table_batch(
+            "d",
+            "t",
+            [b.to_record_batch()],
+            value_schema=value_schema,
+            primary_key=("id",),
+            app_id="test/stream",
+            version=pos.as_version(),
+            position=pos,
+        )
     paths = writer.paths("d", "t")
     state = DeltaTable(paths.state)
     log = DeltaTable(paths.changelog)
@@ -33,7 +50,9 @@ def test_small_batches_are_compacted_and_state_is_exact(spark, local_storage):
     # a reader replays at most 9 JSON commits after a checkpoint (2-3 commits per small batch)
     for dt in (state, log):
         assert dt.metadata().configuration.get("delta.checkpointInterval") == "10"
-    cps = sorted(int(p.name.split(".")[0]) for p in (Path(paths.state) / "_delta_log").glob("*.checkpoint.parquet"))
+    cps = sorted(
+        int(p.name.split(".")[0]) for p in (Path(paths.state) / "_delta_log").glob("*.checkpoint.parquet")
+    )
     assert cps and state.version() - cps[-1] <= 10, (state.version(), cps)
     rows = {r["id"]: r["v"] for r in state.to_pyarrow_table().to_pylist() if not r["__deleted"]}
     assert rows == expected

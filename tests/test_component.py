@@ -16,9 +16,20 @@ from pathlib import Path
 import dagster as dg
 import pytest
 import yaml
+from conftest import (
+    CDC_PASSWORD,
+    CDC_USER,
+    MYSQL_HOST,
+    MYSQL_PORT,
+    ROOT,
+    S3_ENDPOINT,
+    SERVICE_ENV,
+    root_connect,
+    run_infra,
+)
 from dagster.components.testing import create_defs_folder_sandbox
+from lake_utils import live_state_rows
 
-from conftest import CDC_PASSWORD, CDC_USER, MYSQL_HOST, MYSQL_PORT, ROOT, S3_ENDPOINT, SERVICE_ENV, root_connect, run_infra
 from dagster_mysql_cdc import CdcLakeResource, MySqlCdcComponent, MySqlCdcResource, SourceConnectionError
 from dagster_mysql_cdc.dagster_integration.component import (
     MySqlCdcScaffoldParams,
@@ -27,7 +38,6 @@ from dagster_mysql_cdc.dagster_integration.component import (
 )
 from dagster_mysql_cdc.dagster_integration.translator import BINLOG_METADATA_KEY, TABLE_METADATA_KEY
 from dagster_mysql_cdc.sink.storage import StorageSettings
-from lake_utils import live_state_rows
 
 pytestmark = pytest.mark.integration
 
@@ -35,7 +45,6 @@ SERVER = "dbserver1"
 INVENTORY_TABLES = ["addresses", "customers", "geom", "orders", "products", "products_on_hand"]
 EXAMPLE_PROJECT = ROOT / "examples" / "component_project"
 PASSWORD_ENV = "CDC_TEST_COMPONENT_PASSWORD"
-
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -168,7 +177,11 @@ def test_yaml_component_builds_assets_sensor_and_resources():
     mysql, lake = defs.resources["mysql"], defs.resources["lake"]
     assert isinstance(mysql, MySqlCdcResource) and isinstance(lake, CdcLakeResource)
     assert (mysql.host, mysql.port, mysql.user, mysql.server_name, mysql.server_id) == (
-        MYSQL_HOST, MYSQL_PORT, CDC_USER, SERVER, 5501,
+        MYSQL_HOST,
+        MYSQL_PORT,
+        CDC_USER,
+        SERVER,
+        5501,
     )
     assert mysql.database_include_list == ["inventory"]
     # `{{ env.X }}` secrets stay environment variables (never rendered into the definitions)
@@ -196,7 +209,12 @@ def test_capture_options_reach_the_resource():
         bigint_unsigned_handling_mode="long",
         binary_handling_mode="hex",
         binlog_read_timeout=120,
-        sensor={"enabled": True, "name": "inv_stream", "default_status": "running", "minimum_interval_seconds": 5},
+        sensor={
+            "enabled": True,
+            "name": "inv_stream",
+            "default_status": "running",
+            "minimum_interval_seconds": 5,
+        },
         op={"name": "inventory_capture", "tags": {"team": "data"}, "pool": "mysql_snapshots"},
     )
     with create_defs_folder_sandbox() as sandbox:
@@ -217,7 +235,9 @@ def test_capture_options_reach_the_resource():
     assert ad.op.tags.get("team") == "data" and ad.op.pool == "mysql_snapshots"
     (sensor,) = defs.sensors
     assert (sensor.name, sensor.default_status, sensor.minimum_interval_seconds) == (
-        "inv_stream", dg.DefaultSensorStatus.RUNNING, 5,
+        "inv_stream",
+        dg.DefaultSensorStatus.RUNNING,
+        5,
     )
 
 
@@ -310,17 +330,23 @@ def test_custom_resource_keys_and_no_sensor():
 
 
 def test_two_servers_in_one_project():
-    other = base_attributes(tables=["inventory.orders"], mysql_resource_key="mysql_b", lake_resource_key="lake_b")
+    other = base_attributes(
+        tables=["inventory.orders"], mysql_resource_key="mysql_b", lake_resource_key="lake_b"
+    )
     other["connection"] = {**other["connection"], "server_name": "dbserver2", "server_id": 5502}
     with create_defs_folder_sandbox() as sandbox:
         for name, attrs in (("server_a", base_attributes()), ("server_b", other)):
             sandbox.scaffold_component(
-                component_cls=MySqlCdcComponent, defs_path=name,
+                component_cls=MySqlCdcComponent,
+                defs_path=name,
                 defs_yaml_contents={"type": "dagster_mysql_cdc.MySqlCdcComponent", "attributes": attrs},
             )
         with sandbox.build_all_defs() as defs:
             keys = all_keys(defs)
-            assert {s.name for s in defs.sensors} == {"dbserver1_cdc_binlog_sensor", "dbserver2_cdc_binlog_sensor"}
+            assert {s.name for s in defs.sensors} == {
+                "dbserver1_cdc_binlog_sensor",
+                "dbserver2_cdc_binlog_sensor",
+            }
             assert {"mysql", "lake", "mysql_b", "lake_b"} <= set(defs.resources)
     assert dg.AssetKey(["dbserver2", "inventory", "orders"]) in keys
     assert dg.AssetKey(["dbserver2", "binlog"]) in keys and dg.AssetKey([SERVER, "binlog"]) in keys
@@ -383,8 +409,13 @@ def test_dg_list_components_lists_the_component(tmp_path):
 
 
 def test_scaffolder_writes_a_loadable_defs_yaml():
-    params = {"port": MYSQL_PORT, "database": "inventory", "lake_base_uri": "s3://lake/scaffolded",
-              "password_env_var": PASSWORD_ENV, "s3_endpoint_url": S3_ENDPOINT}
+    params = {
+        "port": MYSQL_PORT,
+        "database": "inventory",
+        "lake_base_uri": "s3://lake/scaffolded",
+        "password_env_var": PASSWORD_ENV,
+        "s3_endpoint_url": S3_ENDPOINT,
+    }
     with create_defs_folder_sandbox() as sandbox:
         path = sandbox.scaffold_component(component_cls=MySqlCdcComponent, scaffold_params=params)
         doc = yaml.safe_load((path / "defs.yaml").read_text())
@@ -403,15 +434,18 @@ def make_dg_project(root: Path, name: str) -> Path:
     (root / name / "defs").mkdir(parents=True)
     (root / name / "__init__.py").write_text("")
     (root / name / "defs" / "__init__.py").write_text("")
-    (root / name / "definitions.py").write_text(textwrap.dedent("""\
+    (root / name / "definitions.py").write_text(
+        textwrap.dedent("""\
         from pathlib import Path
         import dagster as dg
 
         @dg.definitions
         def defs():
             return dg.load_from_defs_folder(path_within_project=Path(__file__).parent)
-        """))
-    (root / "pyproject.toml").write_text(textwrap.dedent(f"""\
+        """)
+    )
+    (root / "pyproject.toml").write_text(
+        textwrap.dedent(f"""\
         [project]
         name = "{name}"
         version = "0.0.1"
@@ -421,15 +455,29 @@ def make_dg_project(root: Path, name: str) -> Path:
 
         [tool.dg.project]
         root_module = "{name}"
-        """))
+        """)
+    )
     return root
 
 
 def test_dg_scaffold_defs_cli_into_a_project(tmp_path):
     proj = make_dg_project(tmp_path / "proj", "cdc_scaffold_proj")
-    run([dg_exe(), "scaffold", "defs", "dagster_mysql_cdc.MySqlCdcComponent", "inventory_cdc",
-         "--port", str(MYSQL_PORT), "--database", "inventory", "--lake-base-uri", str(tmp_path / "lake")],
-        cwd=proj)
+    run(
+        [
+            dg_exe(),
+            "scaffold",
+            "defs",
+            "dagster_mysql_cdc.MySqlCdcComponent",
+            "inventory_cdc",
+            "--port",
+            str(MYSQL_PORT),
+            "--database",
+            "inventory",
+            "--lake-base-uri",
+            str(tmp_path / "lake"),
+        ],
+        cwd=proj,
+    )
     defs_yaml = proj / "cdc_scaffold_proj" / "defs" / "inventory_cdc" / "defs.yaml"
     doc = yaml.safe_load(defs_yaml.read_text())
     assert doc["type"] == "dagster_mysql_cdc.MySqlCdcComponent"
@@ -484,6 +532,9 @@ def test_yaml_component_snapshots_a_table(tmp_path):
     finally:
         conn.close()
     assert mat.materialization.metadata["dagster/row_count"].value == expected
-    rows = live_state_rows(StorageSettings(base_uri=str(tmp_path / "lake")),
-                           mat.materialization.metadata["state_uri"].value, ["id"])
+    rows = live_state_rows(
+        StorageSettings(base_uri=str(tmp_path / "lake")),
+        mat.materialization.metadata["state_uri"].value,
+        ["id"],
+    )
     assert len(rows) == expected and {"id", "first_name", "last_name", "email"} <= set(rows[0])

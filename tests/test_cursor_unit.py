@@ -30,8 +30,10 @@ def committed_at(file: str, pos: int, gtid: str | None = "0-1-10", **kw) -> Stre
 
 def plan(cursor: StreamCursor, *, mode: str = "initial", files=FILES, current=CURRENT, margin: int = 1):
     return plan_stream_window(
-        cursor, ServerState(current=current, binlog_files=list(files)),
-        snapshot_mode=mode, retention_margin_files=margin,
+        cursor,
+        ServerState(current=current, binlog_files=list(files)),
+        snapshot_mode=mode,
+        retention_margin_files=margin,
     )
 
 
@@ -61,7 +63,9 @@ def test_round_trip_with_inflight():
 
 def test_round_trip_snapshot_inflight():
     end = BinlogPosition(F1, 4, "0-1-1")
-    c = StreamCursor(inflight=InFlight("snapshot", window_key("snapshot", None, end, 1), 1, None, end, "initial"))
+    c = StreamCursor(
+        inflight=InFlight("snapshot", window_key("snapshot", None, end, 1), 1, None, end, "initial")
+    )
     assert StreamCursor.parse(c.to_json()) == c
 
 

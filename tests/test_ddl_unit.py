@@ -128,8 +128,15 @@ TYPE_CASES = [
 def test_column_types(ddl_type, data_type, unsigned, length, precision, scale):
     cat = cat_with(f"CREATE TABLE t (c {ddl_type})")
     assert col(cat, "t", "c") == ColumnSchema(
-        name="c", data_type=data_type, position=1, nullable=True, unsigned=unsigned,
-        length=length, precision=precision, scale=scale, charset=None,
+        name="c",
+        data_type=data_type,
+        position=1,
+        nullable=True,
+        unsigned=unsigned,
+        length=length,
+        precision=precision,
+        scale=scale,
+        charset=None,
     )
 
 
@@ -178,7 +185,12 @@ def test_enum_and_set_values_with_quotes_and_commas():
         " CHARSET=utf8mb4"
     )
     e, s = col(cat, "t", "e"), col(cat, "t", "s")
-    assert (e.data_type, e.enum_values, e.nullable, e.charset) == ("enum", ("a", "it's", "b'c", "x,y"), False, "utf8mb4")
+    assert (e.data_type, e.enum_values, e.nullable, e.charset) == (
+        "enum",
+        ("a", "it's", "b'c", "x,y"),
+        False,
+        "utf8mb4",
+    )
     assert (s.data_type, s.enum_values, s.charset) == ("set", ("x", "y"), "latin1")
     assert e.column_type == "enum('a','it''s','b''c','x,y')"
 
@@ -209,7 +221,16 @@ def test_nullability_rules():
         "CREATE TABLE t (a INT NOT NULL, b INT NULL, c INT, d INT AUTO_INCREMENT, e SERIAL, "
         "f TIMESTAMP, g TIMESTAMP NULL, h INT DEFAULT NULL, KEY (d))"
     )
-    assert [c.nullable for c in cat.get(DB, "t").columns] == [False, True, True, False, False, True, True, True]
+    assert [c.nullable for c in cat.get(DB, "t").columns] == [
+        False,
+        True,
+        True,
+        False,
+        False,
+        True,
+        True,
+        True,
+    ]
     serial = col(cat, "t", "e")
     assert (serial.data_type, serial.unsigned) == ("bigint", True)
     assert cat.get(DB, "t").primary_key == ()
@@ -237,7 +258,9 @@ def test_defaults_comments_and_table_options():
     t = cat.get(DB, "t")
     assert t.comment == "orders table"
     assert t.column("id").comment == "the id"
-    assert t.column("name") == ColumnSchema("name", "varchar", 2, False, length=20, charset="utf8mb4", comment="it's a name")
+    assert t.column("name") == ColumnSchema(
+        "name", "varchar", 2, False, length=20, charset="utf8mb4", comment="it's a name"
+    )
     assert t.column("ts").precision == 6 and not t.column("ts").nullable
     assert t.column_names == ["id", "name", "ts", "gen", "inv"]
 
@@ -259,9 +282,12 @@ def test_defaults_comments_and_table_options():
         # sqlglot cannot parse these key parts: token fallback
         ("CREATE TABLE t (a INT, b VARCHAR(10), PRIMARY KEY (a, b(5)))", ("a", "b")),
         ("CREATE TABLE t (a INT, b INT, PRIMARY KEY USING BTREE (b))", ("b",)),
-        ("CREATE TABLE t (a INT, b INT, UNIQUE KEY u (a), KEY k (b), INDEX (a, b), FULLTEXT (b), "
-         "SPATIAL KEY s (a), CONSTRAINT fk FOREIGN KEY (a) REFERENCES o (x) ON DELETE CASCADE, "
-         "CHECK (a > 0))", ()),
+        (
+            "CREATE TABLE t (a INT, b INT, UNIQUE KEY u (a), KEY k (b), INDEX (a, b), FULLTEXT (b), "
+            "SPATIAL KEY s (a), CONSTRAINT fk FOREIGN KEY (a) REFERENCES o (x) ON DELETE CASCADE, "
+            "CHECK (a > 0))",
+            (),
+        ),
         ("CREATE TABLE t (a INT NOT NULL UNIQUE, b INT)", ()),
     ],
 )
@@ -340,8 +366,12 @@ def test_create_table_like():
 
 @pytest.mark.parametrize(
     "ddl",
-    ["CREATE TABLE t2 AS SELECT * FROM t", "CREATE TABLE t2 SELECT a FROM t",
-     "CREATE TABLE t2 (a INT) SELECT a FROM t", "CREATE TABLE t2 (a INT) IGNORE SELECT a FROM t"],
+    [
+        "CREATE TABLE t2 AS SELECT * FROM t",
+        "CREATE TABLE t2 SELECT a FROM t",
+        "CREATE TABLE t2 (a INT) SELECT a FROM t",
+        "CREATE TABLE t2 (a INT) IGNORE SELECT a FROM t",
+    ],
 )
 def test_create_table_as_select_is_unparseable(ddl):
     cat = cat_with("CREATE TABLE t (a INT)")
@@ -360,7 +390,10 @@ def test_charset_sources():
     for db in ("d1", "d2", "d3", "seeded"):
         one(cat, "CREATE TABLE t (a VARCHAR(3), b INT, c TEXT)", db)
     assert [col(cat, "t", "a", db).charset for db in ("d1", "d2", "d3", "seeded")] == [
-        "utf8mb4", "latin1", None, "latin1",
+        "utf8mb4",
+        "latin1",
+        None,
+        "latin1",
     ]
     assert col(cat, "t", "b", "d1").charset is None
     one(cat, "CREATE TABLE t2 (a VARCHAR(3)) COLLATE utf8mb3_general_ci", "d1")
@@ -377,11 +410,15 @@ def test_charset_sources():
 
 @pytest.fixture
 def cat():
-    return cat_with("CREATE TABLE t (id INT NOT NULL, a INT, b VARCHAR(10), PRIMARY KEY (id)) CHARSET utf8mb4")
+    return cat_with(
+        "CREATE TABLE t (id INT NOT NULL, a INT, b VARCHAR(10), PRIMARY KEY (id)) CHARSET utf8mb4"
+    )
 
 
 def test_add_column_positions(cat):
-    o = one(cat, "ALTER TABLE t ADD COLUMN c INT FIRST, ADD d INT AFTER a, ADD e DATE, ADD COLUMN f BIT AFTER `e`")
+    o = one(
+        cat, "ALTER TABLE t ADD COLUMN c INT FIRST, ADD d INT AFTER a, ADD e DATE, ADD COLUMN f BIT AFTER `e`"
+    )
     assert names(cat, "t") == ["c", "id", "a", "d", "b", "e", "f"]
     assert [c.position for c in cat.get(DB, "t").columns] == [1, 2, 3, 4, 5, 6, 7]
     [change] = o.table_changes
@@ -411,7 +448,9 @@ def test_drop_columns(cat):
 def test_modify_and_change(cat):
     one(cat, "ALTER TABLE t MODIFY COLUMN b VARCHAR(50) CHARACTER SET latin1 NOT NULL COMMENT 'bee' FIRST")
     assert names(cat, "t") == ["b", "id", "a"]
-    assert col(cat, "t", "b") == ColumnSchema("b", "varchar", 1, False, length=50, charset="latin1", comment="bee")
+    assert col(cat, "t", "b") == ColumnSchema(
+        "b", "varchar", 1, False, length=50, charset="latin1", comment="bee"
+    )
     one(cat, "ALTER TABLE t MODIFY b VARCHAR(60)")  # full redefinition: comment/NOT NULL/charset reset
     assert col(cat, "t", "b") == ColumnSchema("b", "varchar", 1, True, length=60, charset="utf8mb4")
     one(cat, "ALTER TABLE t CHANGE COLUMN a a2 BIGINT UNSIGNED NOT NULL AFTER b, CHANGE id id SMALLINT")
@@ -429,7 +468,9 @@ def test_rename_column_updates_primary_key(cat):
 
 def test_alter_column_default_has_no_effect(cat):
     before = cat.get(DB, "t")
-    o = one(cat, "ALTER TABLE t ALTER COLUMN a SET DEFAULT 5, ALTER COLUMN b DROP DEFAULT, ALTER a SET DEFAULT 1")
+    o = one(
+        cat, "ALTER TABLE t ALTER COLUMN a SET DEFAULT 5, ALTER COLUMN b DROP DEFAULT, ALTER a SET DEFAULT 1"
+    )
     assert cat.get(DB, "t") == before and o.table_changes[0].type == "ALTER"
 
 
@@ -471,11 +512,27 @@ def test_alter_rename_to_other_database_with_column_change(cat):
 def test_table_options_and_index_specs_do_not_change_columns(cat):
     before = cat.get(DB, "t")
     for spec in [
-        "ENGINE=InnoDB", "AUTO_INCREMENT=100", "ROW_FORMAT=DYNAMIC", "ALGORITHM=INPLACE, LOCK=NONE",
-        "ADD INDEX i (a)", "ADD UNIQUE KEY u (b)", "ADD FULLTEXT INDEX f (b)", "ADD SPATIAL INDEX s (a)",
-        "ADD CONSTRAINT fk FOREIGN KEY (a) REFERENCES o (x)", "DROP FOREIGN KEY fk", "DROP INDEX i",
-        "DROP KEY u", "ADD CHECK (a > 0)", "DROP CONSTRAINT c", "DROP CHECK c", "RENAME INDEX i TO j",
-        "ADD INDEX pre (b(3))", "FORCE", "ORDER BY a", "ALTER INDEX i INVISIBLE", "ENGINE InnoDB, FORCE",
+        "ENGINE=InnoDB",
+        "AUTO_INCREMENT=100",
+        "ROW_FORMAT=DYNAMIC",
+        "ALGORITHM=INPLACE, LOCK=NONE",
+        "ADD INDEX i (a)",
+        "ADD UNIQUE KEY u (b)",
+        "ADD FULLTEXT INDEX f (b)",
+        "ADD SPATIAL INDEX s (a)",
+        "ADD CONSTRAINT fk FOREIGN KEY (a) REFERENCES o (x)",
+        "DROP FOREIGN KEY fk",
+        "DROP INDEX i",
+        "DROP KEY u",
+        "ADD CHECK (a > 0)",
+        "DROP CONSTRAINT c",
+        "DROP CHECK c",
+        "RENAME INDEX i TO j",
+        "ADD INDEX pre (b(3))",
+        "FORCE",
+        "ORDER BY a",
+        "ALTER INDEX i INVISIBLE",
+        "ENGINE InnoDB, FORCE",
     ]:
         o = one(cat, f"ALTER TABLE t {spec}")
         assert cat.get(DB, "t") == before, spec
@@ -502,8 +559,14 @@ def test_convert_to_character_set():
     one(cat, "ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
     t = cat.get(DB, "t")
     assert [(c.data_type, c.charset) for c in t.columns] == [
-        ("int", None), ("mediumtext", "utf8mb4"), ("varchar", "utf8mb4"), ("enum", "utf8mb4"),
-        ("text", "utf8mb4"), ("longtext", "utf8mb4"), ("blob", None), ("varbinary", None),
+        ("int", None),
+        ("mediumtext", "utf8mb4"),
+        ("varchar", "utf8mb4"),
+        ("enum", "utf8mb4"),
+        ("text", "utf8mb4"),
+        ("longtext", "utf8mb4"),
+        ("blob", None),
+        ("varbinary", None),
         ("json", "utf8mb4"),
     ]
     one(cat, "ALTER TABLE t ADD z VARCHAR(2)")
@@ -541,11 +604,18 @@ def test_alter_out_of_sync_raises_and_leaves_catalog_unchanged(cat):
 
 def test_seeded_catalog_from_snapshot_schema():
     snap = TableSchema(
-        "inventory", "customers",
-        (ColumnSchema("id", "int", 1, False), ColumnSchema("email", "varchar", 2, False, length=255, charset="utf8mb4")),
-        ("id",), "",
+        "inventory",
+        "customers",
+        (
+            ColumnSchema("id", "int", 1, False),
+            ColumnSchema("email", "varchar", 2, False, length=255, charset="utf8mb4"),
+        ),
+        ("id",),
+        "",
     )
-    cat = SchemaCatalog({("inventory", "customers"): snap}, table_charsets={("inventory", "customers"): "utf8mb4"})
+    cat = SchemaCatalog(
+        {("inventory", "customers"): snap}, table_charsets={("inventory", "customers"): "utf8mb4"}
+    )
     one(cat, "ALTER TABLE customers ADD COLUMN phone VARCHAR(20) AFTER id", "inventory")
     t = cat.get("inventory", "customers")
     assert t.column_names == ["id", "phone", "email"]
@@ -567,7 +637,16 @@ def test_mariadb_and_mysql_column_attributes_sqlglot_does_not_know():
     t = cat.get(DB, "g")
     assert t.column_names == ["a", "b", "d", "s", "p", "t", "g", "f", "storage", "v"]
     assert [c.data_type for c in t.columns] == [
-        "int", "int", "varchar", "int", "point", "text", "geometry", "int", "int", "int",
+        "int",
+        "int",
+        "varchar",
+        "int",
+        "point",
+        "text",
+        "geometry",
+        "int",
+        "int",
+        "int",
     ]
     assert not t.column("s").nullable and not t.column("g").nullable  # SERIAL DEFAULT VALUE
     one(cat, "ALTER TABLE g ADD COLUMN z TEXT COMPRESSED AFTER a, MODIFY d VARCHAR(20) COMPRESSED NOT NULL")
@@ -594,8 +673,10 @@ def test_mysql8_ctas_binlog_form():
     )
     t = cat.get(DB, "ctas")
     assert [(c.name, c.data_type, c.nullable, c.charset) for c in t.columns] == [
-        ("id", "int", False, None), ("b", "varchar", True, "utf8mb4"),
-        ("g", "geometry", False, None), ("j", "json", True, None),
+        ("id", "int", False, None),
+        ("b", "varchar", True, "utf8mb4"),
+        ("g", "geometry", False, None),
+        ("j", "json", True, None),
     ]
 
 
@@ -616,9 +697,14 @@ def test_mariadb_modify_change_if_exists_and_partitioning(cat):
     one(cat, "ALTER TABLE t CHANGE COLUMN IF EXISTS a a2 INT FIRST, MODIFY COLUMN IF EXISTS nope INT")
     assert names(cat, "t") == ["a2", "id", "b"]
     before = cat.get(DB, "t")
-    for spec in ["PARTITION BY HASH(id) PARTITIONS 4", "REMOVE PARTITIONING",
-                 "ADD PARTITION (PARTITION p1 VALUES LESS THAN (10))", "DROP PARTITION p1",
-                 "TRUNCATE PARTITION p0", "COALESCE PARTITION 2"]:
+    for spec in [
+        "PARTITION BY HASH(id) PARTITIONS 4",
+        "REMOVE PARTITIONING",
+        "ADD PARTITION (PARTITION p1 VALUES LESS THAN (10))",
+        "DROP PARTITION p1",
+        "TRUNCATE PARTITION p0",
+        "COALESCE PARTITION 2",
+    ]:
         one(cat, f"ALTER TABLE t {spec}")
         assert cat.get(DB, "t") == before, spec
 
@@ -692,21 +778,47 @@ def test_alter_database_is_ignored():
 # ----------------------------------------------------------------------------------------------
 
 IGNORED = [
-    "BEGIN", "COMMIT", "ROLLBACK", "XA START 'x'", "SET NAMES utf8mb4", "SET @a = 1, SESSION sql_mode = ''",
-    "GRANT ALL PRIVILEGES ON *.* TO 'u'@'%'", "REVOKE SELECT ON shop.t FROM 'u'@'%'",
-    "CREATE USER 'u'@'%' IDENTIFIED BY 'p'", "DROP USER 'u'@'%'", "RENAME USER 'a'@'%' TO 'b'@'%'",
-    "FLUSH PRIVILEGES", "FLUSH TABLES", "ANALYZE TABLE t", "OPTIMIZE TABLE t", "REPAIR TABLE t",
-    "CREATE VIEW v AS SELECT * FROM t", "CREATE OR REPLACE ALGORITHM=UNDEFINED DEFINER=`root`@`%` SQL SECURITY DEFINER VIEW v AS SELECT 1",
-    "DROP VIEW IF EXISTS v", "ALTER VIEW v AS SELECT 2",
-    "CREATE INDEX i ON t (a)", "CREATE UNIQUE INDEX u ON t (a)", "DROP INDEX i ON t",
-    "CREATE TEMPORARY TABLE tmp (a INT)", "DROP TEMPORARY TABLE tmp",
+    "BEGIN",
+    "COMMIT",
+    "ROLLBACK",
+    "XA START 'x'",
+    "SET NAMES utf8mb4",
+    "SET @a = 1, SESSION sql_mode = ''",
+    "GRANT ALL PRIVILEGES ON *.* TO 'u'@'%'",
+    "REVOKE SELECT ON shop.t FROM 'u'@'%'",
+    "CREATE USER 'u'@'%' IDENTIFIED BY 'p'",
+    "DROP USER 'u'@'%'",
+    "RENAME USER 'a'@'%' TO 'b'@'%'",
+    "FLUSH PRIVILEGES",
+    "FLUSH TABLES",
+    "ANALYZE TABLE t",
+    "OPTIMIZE TABLE t",
+    "REPAIR TABLE t",
+    "CREATE VIEW v AS SELECT * FROM t",
+    "CREATE OR REPLACE ALGORITHM=UNDEFINED DEFINER=`root`@`%` SQL SECURITY DEFINER VIEW v AS SELECT 1",
+    "DROP VIEW IF EXISTS v",
+    "ALTER VIEW v AS SELECT 2",
+    "CREATE INDEX i ON t (a)",
+    "CREATE UNIQUE INDEX u ON t (a)",
+    "DROP INDEX i ON t",
+    "CREATE TEMPORARY TABLE tmp (a INT)",
+    "DROP TEMPORARY TABLE tmp",
     "CREATE DEFINER=`root`@`localhost` TRIGGER trg AFTER INSERT ON t FOR EACH ROW BEGIN INSERT INTO log VALUES (1); DROP TABLE t; END",
     "CREATE PROCEDURE p() BEGIN ALTER TABLE t DROP COLUMN a; DROP TABLE t; END",
     "CREATE FUNCTION f(x INT) RETURNS INT DETERMINISTIC BEGIN DECLARE y INT; SET y = x; RETURN y; END",
     "CREATE EVENT e ON SCHEDULE EVERY 1 DAY DO BEGIN TRUNCATE t; END",
-    "DROP PROCEDURE IF EXISTS p", "DROP FUNCTION f", "DROP TRIGGER trg", "DROP EVENT e",
-    "INSERT INTO t VALUES (1)", "UPDATE t SET a = 1", "DELETE FROM t", "REPLACE INTO t VALUES (1)",
-    "CREATE SEQUENCE s", "CREATE ROLE r", "LOCK TABLES t WRITE", "UNLOCK TABLES",
+    "DROP PROCEDURE IF EXISTS p",
+    "DROP FUNCTION f",
+    "DROP TRIGGER trg",
+    "DROP EVENT e",
+    "INSERT INTO t VALUES (1)",
+    "UPDATE t SET a = 1",
+    "DELETE FROM t",
+    "REPLACE INTO t VALUES (1)",
+    "CREATE SEQUENCE s",
+    "CREATE ROLE r",
+    "LOCK TABLES t WRITE",
+    "UNLOCK TABLES",
     "/* just a comment */ SELECT 1",
 ]
 
@@ -779,9 +891,7 @@ def test_skip_unparseable_logs_warning_and_keeps_catalog(caplog):
     cat = cat_with("CREATE TABLE t (a INT)")
     before = cat.tables()
     log = ListLogger()
-    outcomes = cat.apply(
-        "ALTER TABLE t ADD b INT WIBBLE WOBBLE", DB, skip_unparseable=True, logger=log
-    )
+    outcomes = cat.apply("ALTER TABLE t ADD b INT WIBBLE WOBBLE", DB, skip_unparseable=True, logger=log)
     assert [o.ignored for o in outcomes] == [True]
     assert cat.tables() == before
     assert len(log.warnings) == 1 and "ALTER TABLE t ADD b INT WIBBLE WOBBLE" in log.warnings[0]
@@ -800,7 +910,9 @@ def test_apply_is_atomic_per_event():
     assert cat.tables() == before
     outcomes = cat.apply(
         "ALTER TABLE t ADD b INT; ALTER TABLE t DROP COLUMN nope; ALTER TABLE t ADD c INT",
-        DB, skip_unparseable=True, logger=ListLogger(),
+        DB,
+        skip_unparseable=True,
+        logger=ListLogger(),
     )
     assert [o.ignored for o in outcomes] == [False, True, False]
     assert names(cat, "t") == ["a", "b", "c"]

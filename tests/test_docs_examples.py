@@ -13,9 +13,8 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from deltalake import DeltaTable
-
 from conftest import ROOT, root_connect, run_infra
+from deltalake import DeltaTable
 
 if str(ROOT) not in sys.path:  # `assets` is a package of the repository root
     sys.path.insert(0, str(ROOT))
@@ -53,8 +52,12 @@ def source_totals() -> list[dict]:
         conn.close()
     return [
         {
-            "product_id": pid, "product_name": name, "orders": int(n), "total_quantity": int(qty),
-            "total_weight": pytest.approx(float(weight), abs=1e-3), "last_order_date": last,
+            "product_id": pid,
+            "product_name": name,
+            "orders": int(n),
+            "total_quantity": int(qty),
+            "total_weight": pytest.approx(float(weight), abs=1e-3),
+            "last_order_date": last,
         }
         for pid, name, n, qty, weight, last in rows
     ]

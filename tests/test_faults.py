@@ -29,20 +29,14 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 from urllib.parse import urlparse
 
 import dagster as dg
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from deltalake import DeltaTable
-
 from conftest import ROOT, S3_ENDPOINT, master_position, root_connect, run_infra
-from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
-from dagster_mysql_cdc.dagster_integration.resources import MODE_TAG, REQUEST_TAG, WINDOW_END_TAG, WINDOW_START_TAG
-from dagster_mysql_cdc.events import STATE_META_NAMES
-from dagster_mysql_cdc.sink.storage import StorageSettings
+from deltalake import DeltaTable
 from lake_utils import read_delta, source_table
 
 # The streaming suite's deployment harness, seeded DML generator and fixtures (reused, not copied).
@@ -55,6 +49,16 @@ from test_streaming import (  # noqa: F401  (make_cdc, scratch_db: fixtures)
     scratch_db,
     sql,
 )
+
+from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
+from dagster_mysql_cdc.dagster_integration.resources import (
+    MODE_TAG,
+    REQUEST_TAG,
+    WINDOW_END_TAG,
+    WINDOW_START_TAG,
+)
+from dagster_mysql_cdc.events import STATE_META_NAMES
+from dagster_mysql_cdc.sink.storage import StorageSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -74,17 +78,25 @@ def assert_unique_binlog_events(table: pa.Table, where: str = "") -> int:
     log is fine. Returns the number of binlog events checked.
     """
     src = table.column("source").combine_chunks()
-    flat = pa.table({
-        "file": pc.struct_field(src, "file"), "pos": pc.struct_field(src, "pos"),
-        "row": pc.struct_field(src, "row"), "op": table.column("op"),
-    })
+    flat = pa.table(
+        {
+            "file": pc.struct_field(src, "file"),
+            "pos": pc.struct_field(src, "pos"),
+            "row": pc.struct_field(src, "row"),
+            "op": table.column("op"),
+        }
+    )
     flat = flat.filter(pc.is_in(flat["op"], pa.array(["c", "u", "d", "t"])))
     if flat.num_rows == 0:
         return 0
     g = flat.group_by(["file", "pos", "row"]).aggregate([("op", "count"), ("op", "min"), ("op", "max")])
-    pk_change = pc.and_(pc.equal(g["op_count"], 2), pc.and_(pc.equal(g["op_min"], "c"), pc.equal(g["op_max"], "d")))
+    pk_change = pc.and_(
+        pc.equal(g["op_count"], 2), pc.and_(pc.equal(g["op_min"], "c"), pc.equal(g["op_max"], "d"))
+    )
     bad = g.filter(pc.and_(pc.greater(g["op_count"], 1), pc.invert(pk_change)))
-    assert bad.num_rows == 0, f"{where}: binlog events in the change log more than once: {bad.slice(0, 20).to_pylist()}"
+    assert bad.num_rows == 0, (
+        f"{where}: binlog events in the change log more than once: {bad.slice(0, 20).to_pylist()}"
+    )
     return flat.num_rows
 
 
@@ -94,13 +106,17 @@ def assert_state_equals_source(storage: StorageSettings, uri: str, db: str, tabl
     row count."""
     expected, key = source_table(db, table)
     state = read_delta(storage, uri)
-    live = state.filter(pc.invert(state["__deleted"])).drop_columns([m for m in STATE_META_NAMES if m in state.column_names])
+    live = state.filter(pc.invert(state["__deleted"])).drop_columns(
+        [m for m in STATE_META_NAMES if m in state.column_names]
+    )
     live = live.sort_by([(k, "ascending") for k in key])
     extra = [c for c in live.column_names if c not in expected.column_names]
     for c in extra:  # columns the source no longer has must be null on every live row
         assert live[c].null_count == live.num_rows, f"{db}.{table}: dropped column {c} has values"
     live = live.select(expected.column_names)
-    assert live.num_rows == expected.num_rows, f"{db}.{table}: {live.num_rows} live rows in the lake, {expected.num_rows} in the source"
+    assert live.num_rows == expected.num_rows, (
+        f"{db}.{table}: {live.num_rows} live rows in the lake, {expected.num_rows} in the source"
+    )
     for name in expected.column_names:
         a, b = live[name].combine_chunks(), expected[name].combine_chunks()
         if not a.equals(b.cast(a.type) if a.type != b.type else b):
@@ -185,7 +201,7 @@ class KillOutcome:
     run_key: str
     commits_before_kill: int = 0
     killed: bool = True
-    status: Optional[str] = None
+    status: str | None = None
     seconds: float = 0.0
 
 
@@ -193,8 +209,9 @@ def lake_commit_count(uris: list[str]) -> int:
     return sum(delta_versions(u) for u in uris)
 
 
-def run_child_and_kill(cdc: Cdc, req: dg.RunRequest, plan: KillPlan, watch: list[str], log_path: Path,
-                       timeout: float = 240) -> KillOutcome:
+def run_child_and_kill(
+    cdc: Cdc, req: dg.RunRequest, plan: KillPlan, watch: list[str], log_path: Path, timeout: float = 240
+) -> KillOutcome:
     """Run ``req`` in a child process (``killable_run.py``: the run worker) and SIGKILL its process
     group (Python and the Spark JVM) at the point ``plan`` names. The run may also finish first
     (``killed`` False): a kill point after the run's end."""
@@ -211,7 +228,10 @@ def run_child_and_kill(cdc: Cdc, req: dg.RunRequest, plan: KillPlan, watch: list
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             [sys.executable, str(ROOT / "tests" / "killable_run.py"), json.dumps(spec)],
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     try:
         fire_at = None
@@ -227,16 +247,21 @@ def run_child_and_kill(cdc: Cdc, req: dg.RunRequest, plan: KillPlan, watch: list
                     fire_at = now + plan.delay
                 elif plan.kind == "after":
                     runs = runs_of(cdc, req.run_key)
-                    if runs and cdc.instance.get_records_for_run(
-                        run_id=runs[0].run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION, limit=1
-                    ).records:
+                    if (
+                        runs
+                        and cdc.instance.get_records_for_run(
+                            run_id=runs[0].run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION, limit=1
+                        ).records
+                    ):
                         fire_at = now + plan.delay
             if fire_at is not None and now >= fire_at:
                 os.killpg(proc.pid, signal.SIGKILL)
                 break
             if now - t0 > timeout:
-                raise AssertionError(f"run {req.run_key} neither finished nor reached {plan} in {timeout}s:\n"
-                                     f"{log_path.read_text()[-3000:]}")
+                raise AssertionError(
+                    f"run {req.run_key} neither finished nor reached {plan} in {timeout}s:\n"
+                    f"{log_path.read_text()[-3000:]}"
+                )
             time.sleep(0.01)
     finally:
         try:
@@ -249,11 +274,15 @@ def run_child_and_kill(cdc: Cdc, req: dg.RunRequest, plan: KillPlan, watch: list
     runs = runs_of(cdc, req.run_key)
     out.status = runs[0].status.value if runs else None
     if not out.killed:
-        assert out.status == "SUCCESS", f"run {req.run_key} ended {out.status} without a kill:\n{log_path.read_text()[-3000:]}"
+        assert out.status == "SUCCESS", (
+            f"run {req.run_key} ended {out.status} without a kill:\n{log_path.read_text()[-3000:]}"
+        )
     return out
 
 
-def sigkill_campaign(cdc: Cdc, db: str, tables: list[str], seed: int, iterations: int, tmp_path: Path) -> list[KillOutcome]:
+def sigkill_campaign(
+    cdc: Cdc, db: str, tables: list[str], seed: int, iterations: int, tmp_path: Path
+) -> list[KillOutcome]:
     """The SIGKILL scenario, proving nothing is lost or duplicated whatever point a run dies at.
 
     Each iteration: seeded random DML (inserts, updates, deletes, key changes, multi-table
@@ -272,7 +301,7 @@ def sigkill_campaign(cdc: Cdc, db: str, tables: list[str], seed: int, iterations
     retry_in_process = [rng.random() < 0.5 for _ in plans]
     watch = [cdc.uri(db, t, k) for t in tables for k in ("changelog", "state")]
     outcomes: list[KillOutcome] = []
-    pending: Optional[dg.RunRequest] = None
+    pending: dg.RunRequest | None = None
     try:
         for t in tables:
             dml.insert(t, 20)
@@ -290,22 +319,32 @@ def sigkill_campaign(cdc: Cdc, db: str, tables: list[str], seed: int, iterations
             if out.status == "SUCCESS":  # finished (and reported success) before the kill point
                 pending = None  # the next tick commits it
                 continue
-            assert out.status != "FAILURE", f"run {req.run_key} failed by itself:\n{(tmp_path / f'run{i:03d}.log').read_text()[-3000:]}"
+            assert out.status != "FAILURE", (
+                f"run {req.run_key} failed by itself:\n{(tmp_path / f'run{i:03d}.log').read_text()[-3000:]}"
+            )
             if not runs:  # killed before the run was created: the sensor asks for it again
                 res = cdc.tick_once()
                 (again,) = res.run_requests
                 assert again.run_key == req.run_key, (again.run_key, req.run_key)
                 continue
             (run,) = runs
-            assert run.status in (dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.NOT_STARTED,
-                                  dg.DagsterRunStatus.STARTING), (out, run.status)
+            assert run.status in (
+                dg.DagsterRunStatus.STARTED,
+                dg.DagsterRunStatus.NOT_STARTED,
+                dg.DagsterRunStatus.STARTING,
+            ), (out, run.status)
             res = cdc.tick_once()
-            assert not res.run_requests and "is " in (res.skip_message or ""), res.skip_message  # waits for it
+            assert not res.run_requests and "is " in (res.skip_message or ""), (
+                res.skip_message
+            )  # waits for it
             cdc.instance.report_run_failed(run)  # run monitoring detects the dead worker
             res = cdc.tick_once()
             (retry,) = res.run_requests
             attempt = int(req.run_key.rsplit(":a", 1)[1])
-            assert retry.run_key.endswith(f":a{attempt + 1}") and window_of(retry) == window_of(req), (req.run_key, retry.run_key)
+            assert retry.run_key.endswith(f":a{attempt + 1}") and window_of(retry) == window_of(req), (
+                req.run_key,
+                retry.run_key,
+            )
             if retry_in_process[i]:
                 cdc.run(retry)
                 pending = None
@@ -369,18 +408,22 @@ def s3_commit_count(storage: StorageSettings, prefix_uri: str, client) -> int:
     bucket, _, prefix = storage.fs_path(prefix_uri).partition("/")
     n = 0
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
-        n += sum(1 for o in page.get("Contents", []) if "/_delta_log/" in o["Key"] and o["Key"].endswith(".json"))
+        n += sum(
+            1 for o in page.get("Contents", []) if "/_delta_log/" in o["Key"] and o["Key"].endswith(".json")
+        )
     return n
 
 
 def s3_answers(storage: StorageSettings) -> bool:
+    import boto3
     from botocore.config import Config
 
-    import boto3
-
     c = boto3.client(
-        "s3", endpoint_url=storage.s3_endpoint_url, aws_access_key_id=storage.s3_access_key_id,
-        aws_secret_access_key=storage.s3_secret_access_key, region_name=storage.s3_region,
+        "s3",
+        endpoint_url=storage.s3_endpoint_url,
+        aws_access_key_id=storage.s3_access_key_id,
+        aws_secret_access_key=storage.s3_secret_access_key,
+        region_name=storage.s3_region,
         config=Config(connect_timeout=1, read_timeout=2, retries={"max_attempts": 1}),
     )
     try:
@@ -405,16 +448,23 @@ def test_seaweedfs_stopped_mid_commit_then_retry(scratch_db, make_cdc, s3_storag
     db = scratch_db
     tables = ["s1", "s2"]
     for t in tables:
-        sql(f"CREATE TABLE `{db}`.{t} (id INT NOT NULL PRIMARY KEY, v VARCHAR(40), n INT)",
-            f"INSERT INTO `{db}`.{t} VALUES " + ", ".join(f"({i}, 'v{i}', {i})" for i in range(1, 51)))
+        sql(
+            f"CREATE TABLE `{db}`.{t} (id INT NOT NULL PRIMARY KEY, v VARCHAR(40), n INT)",
+            f"INSERT INTO `{db}`.{t} VALUES " + ", ".join(f"({i}, 'v{i}', {i})" for i in range(1, 51)),
+        )
     cdc = make_cdc(db, storage=s3_storage, stream_batch_rows=500)
     cdc.ticks()
     for t in tables:  # a window of many record batches: the run commits for a while
-        sql(*(f"INSERT INTO `{db}`.{t} VALUES " + ", ".join(f"({i}, 'new{i}', {i})" for i in range(b, b + 500))
-              for b in range(1000, 4000, 500)),
+        sql(
+            *(
+                f"INSERT INTO `{db}`.{t} VALUES "
+                + ", ".join(f"({i}, 'new{i}', {i})" for i in range(b, b + 500))
+                for b in range(1000, 4000, 500)
+            ),
             f"UPDATE `{db}`.{t} SET v = CONCAT(v, '+'), n = n * 2 WHERE id % 3 = 0",
             f"DELETE FROM `{db}`.{t} WHERE id % 7 = 0",
-            f"UPDATE `{db}`.{t} SET id = id + 100000 WHERE id BETWEEN 10 AND 20")
+            f"UPDATE `{db}`.{t} SET id = id + 100000 WHERE id BETWEEN 10 AND 20",
+        )
     target = master_position()
     (req,) = cdc.tick_once().run_requests
 
@@ -441,10 +491,13 @@ def test_seaweedfs_stopped_mid_commit_then_retry(scratch_db, make_cdc, s3_storag
     watcher.start()
     t0 = time.monotonic()
     result = dg.materialize(
-        [cdc.assets], resources=cdc.resources, instance=cdc.instance,
+        [cdc.assets],
+        resources=cdc.resources,
+        instance=cdc.instance,
         selection=dg.AssetSelection.assets(*req.asset_selection).without_checks()
         | dg.AssetSelection.checks(*(req.asset_check_keys or [])),
-        tags=dict(req.tags), raise_on_error=False,
+        tags=dict(req.tags),
+        raise_on_error=False,
     )
     failed_after = time.monotonic() - t0
     watcher.join(60)
@@ -466,8 +519,12 @@ def test_seaweedfs_stopped_mid_commit_then_retry(scratch_db, make_cdc, s3_storag
     assert_lake_matches_source(cdc, db, tables)
     for t in tables:  # the window's batches are in each dataset once, whatever the first attempt did
         for kind in ("changelog", "state"):
-            batches = [c.get("dagster_mysql_cdc.batch") for c in
-                       DeltaTable(cdc.uri(db, t, kind), storage_options=s3_storage.delta_storage_options()).history()]
+            batches = [
+                c.get("dagster_mysql_cdc.batch")
+                for c in DeltaTable(
+                    cdc.uri(db, t, kind), storage_options=s3_storage.delta_storage_options()
+                ).history()
+            ]
             stream = [b for b in batches if b and b.startswith("dagster-mysql-cdc/stream@")]
             assert len(stream) == len(set(stream)), (t, kind, stream)
 
@@ -475,9 +532,11 @@ def test_seaweedfs_stopped_mid_commit_then_retry(scratch_db, make_cdc, s3_storag
     endpoint = urlparse(S3_ENDPOINT).netloc
     clear = "SinkError" in text and endpoint in text
     if not clear and "PythonException" in text:
-        pytest.xfail("known bug (see docs/operations.md, fault tests): a lake write that fails in a Spark task "
-                     "surfaces as a raw PythonException/OSError naming only bucket and key, not a SinkError "
-                     f"naming the S3 endpoint; proposed fix in lake.py ({text.splitlines()[0][:200]})")
+        pytest.xfail(
+            "known bug (see docs/operations.md, fault tests): a lake write that fails in a Spark task "
+            "surfaces as a raw PythonException/OSError naming only bucket and key, not a SinkError "
+            f"naming the S3 endpoint; proposed fix in lake.py ({text.splitlines()[0][:200]})"
+        )
     assert clear, f"the run's error is not a SinkError naming the S3 endpoint {endpoint}:\n{text[:3000]}"
 
 
@@ -508,8 +567,11 @@ def daemon_ticks(cdc: Cdc, target, max_ticks: int = 30) -> None:
 def stream_batch_ids(cdc: Cdc, db: str, table: str, kind: str) -> list[str]:
     """The stream batch identities committed to a dataset, in commit order."""
     hist = DeltaTable(cdc.uri(db, table, kind), storage_options=cdc.storage.delta_storage_options()).history()
-    return [c["dagster_mysql_cdc.batch"] for c in reversed(hist)
-            if (c.get("dagster_mysql_cdc.batch") or "").startswith("dagster-mysql-cdc/stream@")]
+    return [
+        c["dagster_mysql_cdc.batch"]
+        for c in reversed(hist)
+        if (c.get("dagster_mysql_cdc.batch") or "").startswith("dagster-mysql-cdc/stream@")
+    ]
 
 
 def one_window_run(db: str, make_cdc, seed: int):
@@ -607,8 +669,12 @@ def big_json(seed: int, size: int = JSON_BYTES) -> str:
     rng = random.Random(seed)
     items, n = [], 0
     while n < size:
-        item = {"i": len(items), "s": "😀 ünï " + "".join(rng.choice("abcdefghij") for _ in range(200)),
-                "f": rng.random(), "l": [rng.randint(-10**12, 10**12), None, True]}
+        item = {
+            "i": len(items),
+            "s": "😀 ünï " + "".join(rng.choice("abcdefghij") for _ in range(200)),
+            "f": rng.random(),
+            "l": [rng.randint(-(10**12), 10**12), None, True],
+        }
         items.append(item)
         n += len(json.dumps(item, ensure_ascii=False).encode()) + 2
     return json.dumps({"seed": seed, "items": items}, ensure_ascii=False)
@@ -618,7 +684,9 @@ def test_16mb_json_value_through_snapshot_and_streaming(scratch_db, make_cdc):
     db = scratch_db
     sql(f"CREATE TABLE `{db}`.docs (id INT NOT NULL PRIMARY KEY, doc JSON NULL, note VARCHAR(20))")
     docs = {1: big_json(1)}
-    conn = root_connect(max_allowed_packet=256 * 1024 * 1024)  # the client's limit (server: 256M, infra/mariadb.sh)
+    conn = root_connect(
+        max_allowed_packet=256 * 1024 * 1024
+    )  # the client's limit (server: 256M, infra/mariadb.sh)
     try:
         with conn.cursor() as cur:
             cur.execute(f"INSERT INTO `{db}`.docs VALUES (1, %s, 'snap'), (2, '{{}}', 'small')", [docs[1]])
@@ -627,8 +695,12 @@ def test_16mb_json_value_through_snapshot_and_streaming(scratch_db, make_cdc):
         docs[3], docs[2] = big_json(3), big_json(2)
         with conn.cursor() as cur:
             cur.execute(f"INSERT INTO `{db}`.docs VALUES (3, %s, 'stream')", [docs[3]])
-            cur.execute(f"UPDATE `{db}`.docs SET doc = %s, note = 'updated' WHERE id = 2", [docs[2]])  # 16 MB after image
-            cur.execute(f"UPDATE `{db}`.docs SET note = 'touched' WHERE id = 1")  # 16 MB before and after images
+            cur.execute(
+                f"UPDATE `{db}`.docs SET doc = %s, note = 'updated' WHERE id = 2", [docs[2]]
+            )  # 16 MB after image
+            cur.execute(
+                f"UPDATE `{db}`.docs SET note = 'touched' WHERE id = 1"
+            )  # 16 MB before and after images
             cur.execute(f"SELECT id, doc FROM `{db}`.docs ORDER BY id")
             source = {i: json.loads(d) for i, d in cur.fetchall()}
     finally:
@@ -668,14 +740,18 @@ def large_transaction(scratch_db, make_cdc, rows: int) -> None:
     streamed in one window: the state equals the source and the change log has each row's
     ``c`` event exactly once."""
     db = scratch_db
-    sql(f"CREATE TABLE `{db}`.big (id BIGINT NOT NULL PRIMARY KEY, qty INT, name VARCHAR(64), "
+    sql(
+        f"CREATE TABLE `{db}`.big (id BIGINT NOT NULL PRIMARY KEY, qty INT, name VARCHAR(64), "
         f"price DECIMAL(12,2), created DATETIME(6), doc JSON, day DATE)",
-        f"INSERT INTO `{db}`.big VALUES (0, 0, 'before', 0, NOW(6), '{{}}', CURDATE())")
+        f"INSERT INTO `{db}`.big VALUES (0, 0, 'before', 0, NOW(6), '{{}}', CURDATE())",
+    )
     cdc = make_cdc(db)
     cdc.ticks()
-    sql(f"INSERT INTO `{db}`.big SELECT seq, seq % 1000, CONCAT('name-', seq), seq / 100, "
+    sql(
+        f"INSERT INTO `{db}`.big SELECT seq, seq % 1000, CONCAT('name-', seq), seq / 100, "
         f"TIMESTAMPADD(SECOND, seq, '2020-01-01'), JSON_OBJECT('k', seq, 'tag', 'abc'), "
-        f"DATE_ADD('2000-01-01', INTERVAL seq % 9000 DAY) FROM `{db}`.seq_1_to_{rows}")
+        f"DATE_ADD('2000-01-01', INTERVAL seq % 9000 DAY) FROM `{db}`.seq_1_to_{rows}"
+    )
     target = master_position()
     t0 = time.monotonic()
     log = cdc.ticks(target)
@@ -703,15 +779,23 @@ def test_large_transaction_1m_rows(scratch_db, make_cdc):
 # checks that the lake (Spark-written Parquet, Delta merge) keeps them exactly.
 
 EXTREMES = {
-    "ti": ("TINYINT", -128, 127), "tu": ("TINYINT UNSIGNED", 0, 255),
-    "si": ("SMALLINT", -32768, 32767), "su": ("SMALLINT UNSIGNED", 0, 65535),
-    "mi": ("MEDIUMINT", -8388608, 8388607), "mu": ("MEDIUMINT UNSIGNED", 0, 16777215),
-    "i": ("INT", -2147483648, 2147483647), "iu": ("INT UNSIGNED", 0, 4294967295),
+    "ti": ("TINYINT", -128, 127),
+    "tu": ("TINYINT UNSIGNED", 0, 255),
+    "si": ("SMALLINT", -32768, 32767),
+    "su": ("SMALLINT UNSIGNED", 0, 65535),
+    "mi": ("MEDIUMINT", -8388608, 8388607),
+    "mu": ("MEDIUMINT UNSIGNED", 0, 16777215),
+    "i": ("INT", -2147483648, 2147483647),
+    "iu": ("INT UNSIGNED", 0, 4294967295),
     "bi": ("BIGINT", -9223372036854775808, 9223372036854775807),
     "bu": ("BIGINT UNSIGNED", 0, 18446744073709551615),
-    "f": ("FLOAT", -3.40282e38, 3.40282e38), "d": ("DOUBLE", -1.7976931348623157e308, 1.7976931348623157e308),
-    "d65": ("DECIMAL(65,30)", "-99999999999999999999999999999999999.999999999999999999999999999999",
-            "99999999999999999999999999999999999.999999999999999999999999999999"),
+    "f": ("FLOAT", -3.40282e38, 3.40282e38),
+    "d": ("DOUBLE", -1.7976931348623157e308, 1.7976931348623157e308),
+    "d65": (
+        "DECIMAL(65,30)",
+        "-99999999999999999999999999999999999.999999999999999999999999999999",
+        "99999999999999999999999999999999999.999999999999999999999999999999",
+    ),
     "d10": ("DECIMAL(10,2)", "-99999999.99", "99999999.99"),
     "y": ("YEAR", 1901, 2155),
 }
@@ -724,11 +808,15 @@ def test_extreme_values_round_trip_through_the_lake(scratch_db, make_cdc):
     lake's state equals the source, value for value."""
     db = scratch_db
     cols = ", ".join(f"`{c}` {t} NULL" for c, (t, _, _) in EXTREMES.items())
-    sql(f"CREATE TABLE `{db}`.ext (id INT NOT NULL PRIMARY KEY, {cols}, txt VARCHAR(64) CHARACTER SET utf8mb4, "
-        f"dte DATE NULL, dtm DATETIME(6) NULL, tsp TIMESTAMP(3) NULL)")
+    sql(
+        f"CREATE TABLE `{db}`.ext (id INT NOT NULL PRIMARY KEY, {cols}, txt VARCHAR(64) CHARACTER SET utf8mb4, "
+        f"dte DATE NULL, dtm DATETIME(6) NULL, tsp TIMESTAMP(3) NULL)"
+    )
     names = list(EXTREMES)
-    insert = (f"INSERT INTO `{db}`.ext (id, {', '.join(f'`{c}`' for c in names)}, txt, dte, dtm, tsp) "
-              f"VALUES (%s, {', '.join(['%s'] * len(names))}, %s, %s, %s, %s)")
+    insert = (
+        f"INSERT INTO `{db}`.ext (id, {', '.join(f'`{c}`' for c in names)}, txt, dte, dtm, tsp) "
+        f"VALUES (%s, {', '.join(['%s'] * len(names))}, %s, %s, %s, %s)"
+    )
     lows = [EXTREMES[c][1] for c in names]
     highs = [EXTREMES[c][2] for c in names]
     zero_dates = ["0000-00-00", "0000-00-00 00:00:00", "0000-00-00 00:00:00"]
@@ -743,13 +831,29 @@ def test_extreme_values_round_trip_through_the_lake(scratch_db, make_cdc):
         finally:
             conn.close()
 
-    run((insert, [1, *lows, TEXT_4BYTE, *zero_dates]), (insert, [2, *highs, TEXT_4BYTE[::-1], "9999-12-31", "9999-12-31 23:59:59.999999", "2038-01-19 03:14:07.999"]))
+    run(
+        (insert, [1, *lows, TEXT_4BYTE, *zero_dates]),
+        (
+            insert,
+            [
+                2,
+                *highs,
+                TEXT_4BYTE[::-1],
+                "9999-12-31",
+                "9999-12-31 23:59:59.999999",
+                "2038-01-19 03:14:07.999",
+            ],
+        ),
+    )
     cdc = make_cdc(db)
     cdc.ticks()
     assert_state_equals_source(cdc.storage, cdc.uri(db, "ext", "state"), db, "ext")
-    run((insert, [3, *highs, TEXT_4BYTE, *zero_dates]), (insert, [4, *lows, TEXT_4BYTE, "1000-01-01", "1000-01-01 00:00:00", "1970-01-01 00:00:01"]),
+    run(
+        (insert, [3, *highs, TEXT_4BYTE, *zero_dates]),
+        (insert, [4, *lows, TEXT_4BYTE, "1000-01-01", "1000-01-01 00:00:00", "1970-01-01 00:00:01"]),
         (f"UPDATE `{db}`.ext SET " + ", ".join(f"`{c}` = %s" for c in names) + " WHERE id = 1", highs),
-        (f"UPDATE `{db}`.ext SET " + ", ".join(f"`{c}` = %s" for c in names) + " WHERE id = 2", lows))
+        (f"UPDATE `{db}`.ext SET " + ", ".join(f"`{c}` = %s" for c in names) + " WHERE id = 2", lows),
+    )
     cdc.ticks(master_position())
     assert assert_state_equals_source(cdc.storage, cdc.uri(db, "ext", "state"), db, "ext") == 4
     assert_lake_matches_source(cdc, db, ["ext"])

@@ -17,12 +17,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, Optional
+from typing import Any
 
 import dagster as dg
 import pytest
-
 from conftest import CDC_PASSWORD, CDC_USER, MYSQL_HOST, MYSQL_PORT, master_position, root_connect
+from lake_utils import live_state_rows, read_delta, source_rows
+
 from dagster_mysql_cdc import CdcLakeResource, MySqlCdcResource, build_mysql_cdc_sensor, mysql_cdc_assets
 from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
 from dagster_mysql_cdc.dagster_integration.local import TickLog, run_sensor_ticks
@@ -31,7 +32,6 @@ from dagster_mysql_cdc.events import BinlogPosition
 from dagster_mysql_cdc.incremental import load_plan
 from dagster_mysql_cdc.sink.lake import LakeWriter
 from dagster_mysql_cdc.sink.storage import StorageSettings
-from lake_utils import live_state_rows, read_delta, source_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -44,13 +44,18 @@ WATERMARK_TYPES = ("snapshot-window-open", "snapshot-window-close")
 @pytest.fixture
 def scratch_db(request):
     """A fresh database only this test writes to (dropped afterwards)."""
-    name = "inc_" + "".join(ch if ch.isalnum() else "_" for ch in request.node.name)[:40] + "_" + uuid.uuid4().hex[:6]
+    name = (
+        "inc_"
+        + "".join(ch if ch.isalnum() else "_" for ch in request.node.name)[:40]
+        + "_"
+        + uuid.uuid4().hex[:6]
+    )
     sql(None, f"CREATE DATABASE `{name}`")
     yield name
     sql(None, f"DROP DATABASE IF EXISTS `{name}`")
 
 
-def sql(db: Optional[str], *statements: str, params: Optional[list] = None) -> None:
+def sql(db: str | None, *statements: str, params: list | None = None) -> None:
     """Run statements as root, each in autocommit (``USE db`` first: MariaDB's ``seq_1_to_N``
     sequence tables resolve in the current database)."""
     conn = root_connect()
@@ -64,7 +69,7 @@ def sql(db: Optional[str], *statements: str, params: Optional[list] = None) -> N
         conn.close()
 
 
-def query(statement: str, params: Optional[list] = None) -> list[tuple]:
+def query(statement: str, params: list | None = None) -> list[tuple]:
     conn = root_connect()
     try:
         with conn.cursor() as cur:
@@ -72,7 +77,6 @@ def query(statement: str, params: Optional[list] = None) -> list[tuple]:
             return [tuple(r) for r in cur.fetchall()]
     finally:
         conn.close()
-
 
 
 def signal(db: str, sid: str, type_: str, data: Any = None) -> None:
@@ -91,12 +95,14 @@ class Writer(threading.Thread):
     """Applies random changes until stopped (its own connection, autocommit). ``step(cur, rnd)``
     makes one change; errors are kept and re-raised by :meth:`finish`."""
 
-    def __init__(self, db: str, step: Callable[[Any, random.Random], None], seed: int = 7, pause: float = 0.002):
+    def __init__(
+        self, db: str, step: Callable[[Any, random.Random], None], seed: int = 7, pause: float = 0.002
+    ):
         super().__init__(daemon=True)
         self.db, self.step, self.rnd, self.pause = db, step, random.Random(seed), pause
         self.done = threading.Event()
         self.ops = 0
-        self.error: Optional[BaseException] = None
+        self.error: BaseException | None = None
 
     def run(self) -> None:
         try:
@@ -138,9 +144,14 @@ class Cdc:
         self.server = f"inc_{uuid.uuid4().hex[:8]}"
         self.storage = StorageSettings(base_uri=str(tmp_path / "lake"))
         fields = dict(
-            host=MYSQL_HOST, port=MYSQL_PORT, user=CDC_USER, password=CDC_PASSWORD,
-            server_name=self.server, server_id=random.randint(1_000_000, 2_000_000_000),
-            database_include_list=[db], snapshot_mode="no_data",
+            host=MYSQL_HOST,
+            port=MYSQL_PORT,
+            user=CDC_USER,
+            password=CDC_PASSWORD,
+            server_name=self.server,
+            server_id=random.randint(1_000_000, 2_000_000_000),
+            database_include_list=[db],
+            snapshot_mode="no_data",
         )
         fields.update(resource_fields)
         self.mysql = MySqlCdcResource(**fields)
@@ -156,7 +167,7 @@ class Cdc:
         self.sensor = build_mysql_cdc_sensor(cdc)
         self.instance = dg.DagsterInstance.ephemeral()
         self.resources = {"mysql": self.mysql, "lake": self.lake}
-        self.cursor: Optional[str] = None
+        self.cursor: str | None = None
         self.runs: list[dg.ExecuteInProcessResult] = []
         self.signals: list[str] = []  # "signals" metadata of every successful stream run, in order
         self.chunks: list[dict] = []  # "incremental_chunks" metadata of every successful stream run
@@ -165,8 +176,14 @@ class Cdc:
     def tick(self, raise_on_error: bool = True) -> TickLog:
         """One sensor tick, executing the run it requests (as the daemon + run launcher would)."""
         log = run_sensor_ticks(
-            self.sensor, self.assets, self.resources, self.instance, cursor=self.cursor,
-            max_ticks=1, until_caught_up=False, raise_on_error=raise_on_error,
+            self.sensor,
+            self.assets,
+            self.resources,
+            self.instance,
+            cursor=self.cursor,
+            max_ticks=1,
+            until_caught_up=False,
+            raise_on_error=raise_on_error,
         )
         self.cursor = log.cursor
         for r in log.runs:
@@ -180,10 +197,15 @@ class Cdc:
     def state(self) -> StreamCursor:
         return StreamCursor.parse(self.cursor)
 
-    def incremental(self) -> Optional[dict]:
+    def incremental(self) -> dict | None:
         return self.state().incremental
 
-    def settle(self, target: Optional[BinlogPosition] = None, until: Optional[Callable[["Cdc"], bool]] = None, max_ticks: int = 40) -> None:
+    def settle(
+        self,
+        target: BinlogPosition | None = None,
+        until: Callable[["Cdc"], bool] | None = None,
+        max_ticks: int = 40,
+    ) -> None:
         """Tick until the committed offset reaches ``target`` (default: the server's position
         now) and ``until(self)`` holds. "Caught up" is no stop condition: other sessions write to
         the shared server."""
@@ -191,7 +213,12 @@ class Cdc:
         for _ in range(max_ticks):
             self.tick()
             c = self.state()
-            if c.snapshot_done and c.committed is not None and c.committed.sort_key() >= target.sort_key() and (until is None or until(self)):
+            if (
+                c.snapshot_done
+                and c.committed is not None
+                and c.committed.sort_key() >= target.sort_key()
+                and (until is None or until(self))
+            ):
                 return
         raise AssertionError(f"not settled in {max_ticks} ticks: cursor {self.cursor}")
 
@@ -331,13 +358,18 @@ def test_incremental_snapshot_of_100k_rows_under_concurrent_writes(scratch_db, m
     keys = cdc.incremental_keys("big", ["id"])
     assert sum(c["emitted"] for c in chunks) == len(keys)
     assert max_key is not None and max_key[0] >= 100_000
-    assert all(1 <= k <= max_key[0] for (k,) in keys), "rows above the max key at start come from the binlog only"
+    assert all(1 <= k <= max_key[0] for (k,) in keys), (
+        "rows above the max key at start come from the binlog only"
+    )
 
 
 def test_failed_run_mid_snapshot_retries_with_the_saved_plan(scratch_db, make_cdc, monkeypatch):
     db = scratch_db
-    sql(db, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), n INT)",
-        "INSERT INTO t SELECT seq, CONCAT('v', seq), seq FROM seq_1_to_10000")
+    sql(
+        db,
+        "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), n INT)",
+        "INSERT INTO t SELECT seq, CONCAT('v', seq), seq FROM seq_1_to_10000",
+    )
     cdc = make_cdc(db, incremental_snapshot_chunk_size=1000, incremental_snapshot_max_chunks_per_run=2)
     cdc.settle()
     signal(db, "snap-crash", "execute-snapshot", {"data-collections": [f"{db}.t"]})
@@ -346,9 +378,12 @@ def test_failed_run_mid_snapshot_retries_with_the_saved_plan(scratch_db, make_cd
     assert before["chunks"] < 8, "enough of the table left for the crash window"
 
     # changes both in the part already read and in the part still to read
-    sql(db, "UPDATE t SET n = -n WHERE id BETWEEN 9000 AND 9010",
+    sql(
+        db,
+        "UPDATE t SET n = -n WHERE id BETWEEN 9000 AND 9010",
         "DELETE FROM t WHERE id BETWEEN 100 AND 110",
-        "INSERT INTO t SELECT seq, 'new', 0 FROM seq_20001_to_20010")
+        "INSERT INTO t SELECT seq, 'new', 0 FROM seq_20001_to_20010",
+    )
     wm_before = watermark_rows(db)
 
     calls = []
@@ -391,8 +426,11 @@ def test_failed_run_mid_snapshot_retries_with_the_saved_plan(scratch_db, make_cd
 def test_pause_resume_stop_and_log_signals(scratch_db, make_cdc):
     db = scratch_db
     table = f"{db}.t"
-    sql(db, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), n INT)",
-        "INSERT INTO t SELECT seq, CONCAT('v', seq), seq FROM seq_1_to_6000")
+    sql(
+        db,
+        "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), n INT)",
+        "INSERT INTO t SELECT seq, CONCAT('v', seq), seq FROM seq_1_to_6000",
+    )
     cdc = make_cdc(db, incremental_snapshot_chunk_size=500, incremental_snapshot_max_chunks_per_run=2)
     cdc.settle()
 
@@ -401,7 +439,9 @@ def test_pause_resume_stop_and_log_signals(scratch_db, make_cdc):
     cdc.settle(until=lambda c: bool(c.incremental()) and c.incremental()["tables"][0]["chunks"] >= 2)
     logs = [s for s in cdc.signals if s.startswith("log signal log-1: ")]
     assert len(logs) == 1, cdc.signals
-    assert re.fullmatch(r"log signal log-1: operator note at mysql-bin\.\d+:\d+ \(before pausing\)", logs[0]), logs
+    assert re.fullmatch(
+        r"log signal log-1: operator note at mysql-bin\.\d+:\d+ \(before pausing\)", logs[0]
+    ), logs
 
     signal(db, "pause-1", "pause-snapshot", {"type": "incremental"})
     cdc.settle()
@@ -437,7 +477,9 @@ def test_pause_resume_stop_and_log_signals(scratch_db, make_cdc):
     assert cdc.incremental() is None, "the only table was stopped"
     assert any(s.startswith("incremental snapshot stopped by stop-1 at mysql-bin.") for s in cdc.signals)
     # the window that read the stop signal had planned chunks of the table: they are dropped
-    assert any(re.fullmatch(rf"chunk \S+ of stopped table {re.escape(table)} dropped", s) for s in cdc.signals), cdc.signals
+    assert any(
+        re.fullmatch(rf"chunk \S+ of stopped table {re.escape(table)} dropped", s) for s in cdc.signals
+    ), cdc.signals
 
     # the lake has exactly a prefix of the table (whole chunks, in key order, each read once) ...
     keys = [k for (k,) in cdc.incremental_keys("t", ["id"])]
@@ -446,14 +488,19 @@ def test_pause_resume_stop_and_log_signals(scratch_db, make_cdc):
     assert stopped_at % 500 == 0 and last_key_before_stop <= stopped_at < 6000
     # ... and otherwise what the binlog brought (row 5999 was updated while paused, 7000 inserted)
     expected, key = source_rows(db, "t")
-    assert cdc.lake_rows("t", key) == [r for r in expected if r["id"] <= stopped_at or r["id"] in (5999, 7000)]
+    assert cdc.lake_rows("t", key) == [
+        r for r in expected if r["id"] <= stopped_at or r["id"] in (5999, 7000)
+    ]
 
 
 def test_additional_conditions_filter_and_injection_attempts(scratch_db, make_cdc):
     db = scratch_db
     table = f"{db}.t"
-    sql(db, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), n INT)",
-        "INSERT INTO t SELECT seq, CONCAT('v', seq), seq FROM seq_1_to_3000")
+    sql(
+        db,
+        "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), n INT)",
+        "INSERT INTO t SELECT seq, CONCAT('v', seq), seq FROM seq_1_to_3000",
+    )
     cdc = make_cdc(db, incremental_snapshot_chunk_size=1000)
     cdc.settle()
 
@@ -466,15 +513,27 @@ def test_additional_conditions_filter_and_injection_attempts(scratch_db, make_cd
         "inj-6": "(id, n) = 1",  # passes the parser, fails on the server
     }
     for sid, flt in attempts.items():
-        signal(db, sid, "execute-snapshot", {
-            "data-collections": [table], "additional-conditions": [{"data-collection": table, "filter": flt}],
-        })
+        signal(
+            db,
+            sid,
+            "execute-snapshot",
+            {
+                "data-collections": [table],
+                "additional-conditions": [{"data-collection": table, "filter": flt}],
+            },
+        )
     sql(db, "INSERT INTO t VALUES (5001, 'streamed', 5001)")
     # '%' in the filter (modulo, LIKE, a literal) must reach the server untouched
     good = "n % 3 = 0 AND v LIKE 'v%' AND v <> '%s'"
-    signal(db, "good", "execute-snapshot", {
-        "data-collections": [table], "additional-conditions": [{"data-collection": table, "filter": good}],
-    })
+    signal(
+        db,
+        "good",
+        "execute-snapshot",
+        {
+            "data-collections": [table],
+            "additional-conditions": [{"data-collection": table, "filter": good}],
+        },
+    )
     cdc.run_snapshot_to_completion()
 
     skipped = {s.split()[1]: s for s in cdc.signals if s.startswith("signal inj-")}
@@ -497,8 +556,11 @@ def test_additional_conditions_filter_and_injection_attempts(scratch_db, make_cd
 
 def test_malformed_and_unknown_signals_are_skipped(scratch_db, make_cdc):
     db = scratch_db
-    sql(db, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))",
-        "INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_1500")
+    sql(
+        db,
+        "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))",
+        "INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_1500",
+    )
     cdc = make_cdc(db, incremental_snapshot_chunk_size=1000)
     cdc.settle()
 
@@ -512,7 +574,10 @@ def test_malformed_and_unknown_signals_are_skipped(scratch_db, make_cdc):
     cdc.run_snapshot_to_completion()
 
     text = "\n".join(cdc.signals)
-    assert re.search(r"signal row at mysql-bin\.\d+:\d+ skipped: Signal 'bad-json' \(execute-snapshot\) has malformed JSON data", text), text
+    assert re.search(
+        r"signal row at mysql-bin\.\d+:\d+ skipped: Signal 'bad-json' \(execute-snapshot\) has malformed JSON data",
+        text,
+    ), text
     assert "skipped: Signal 'not-obj' (execute-snapshot) data must be a JSON object, got list" in text
     assert "skipped: Signal 'bad-type' has unknown type 'snapshot-now'" in text
     assert f"signal unknown-t: unknown or not captured data-collections ['{db}.nope']; ignored" in text
@@ -521,7 +586,9 @@ def test_malformed_and_unknown_signals_are_skipped(scratch_db, make_cdc):
     assert f"incremental snapshot half-known: queued ['{db}.t']" in text
     assert f"{db}.t is already in the incremental snapshot; not queued again" in text
     cdc.check("t")
-    assert len(cdc.incremental_keys("t", ["id"])) == 1501, "1..1500 and 2000 (inserted before the snapshot started)"
+    assert len(cdc.incremental_keys("t", ["id"])) == 1501, (
+        "1..1500 and 2000 (inserted before the snapshot started)"
+    )
 
 
 def test_composite_and_varchar_primary_keys_converge(scratch_db, make_cdc):
@@ -544,7 +611,9 @@ def test_composite_and_varchar_primary_keys_converge(scratch_db, make_cdc):
             elif c < 0.7:
                 cur.execute("UPDATE comp SET v = v + 1, note = 'u' WHERE a = %s AND b = %s", (a, b))
             elif c < 0.85:
-                cur.execute("UPDATE comp SET b = CONCAT(b, 'x') WHERE a = %s AND b = %s", (a, b))  # key change
+                cur.execute(
+                    "UPDATE comp SET b = CONCAT(b, 'x') WHERE a = %s AND b = %s", (a, b)
+                )  # key change
             else:
                 cur.execute("DELETE FROM comp WHERE a = %s AND b = %s", (a, b))
         else:
@@ -586,16 +655,25 @@ def test_composite_and_varchar_primary_keys_converge(scratch_db, make_cdc):
 
 def test_insert_delete_watermarks_leave_no_rows(scratch_db, make_cdc):
     db = scratch_db
-    sql(db, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), n INT)",
-        "INSERT INTO t SELECT seq, CONCAT('v', seq), seq FROM seq_1_to_3000")
+    sql(
+        db,
+        "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), n INT)",
+        "INSERT INTO t SELECT seq, CONCAT('v', seq), seq FROM seq_1_to_3000",
+    )
     cdc = make_cdc(
-        db, incremental_snapshot_chunk_size=1000, incremental_snapshot_max_chunks_per_run=2,
+        db,
+        incremental_snapshot_chunk_size=1000,
+        incremental_snapshot_max_chunks_per_run=2,
         incremental_snapshot_watermarking_strategy="insert_delete",
     )
     cdc.settle()
     signal(db, "snap-id", "execute-snapshot", {"data-collections": [f"{db}.t"]})
-    sql(db, "UPDATE t SET v = 'upd' WHERE id IN (10, 1500, 2999)", "DELETE FROM t WHERE id = 2000",
-        "INSERT INTO t VALUES (3001, 'new', 1)")
+    sql(
+        db,
+        "UPDATE t SET v = 'upd' WHERE id IN (10, 1500, 2999)",
+        "DELETE FROM t WHERE id = 2000",
+        "INSERT INTO t VALUES (3001, 'new', 1)",
+    )
     cdc.run_snapshot_to_completion()
     cdc.check("t")
     assert len(cdc.emitted_chunks("t")) == 3
@@ -607,9 +685,12 @@ def test_insert_delete_watermarks_leave_no_rows(scratch_db, make_cdc):
 
 def test_blocking_snapshot_then_streaming_continues(scratch_db, make_cdc):
     db = scratch_db
-    sql(db, "CREATE TABLE t1 (id INT PRIMARY KEY, v VARCHAR(20), n INT)",
+    sql(
+        db,
+        "CREATE TABLE t1 (id INT PRIMARY KEY, v VARCHAR(20), n INT)",
         "INSERT INTO t1 SELECT seq, CONCAT('v', seq), seq FROM seq_1_to_2000",
-        "CREATE TABLE t2 (id INT PRIMARY KEY, v VARCHAR(20))")
+        "CREATE TABLE t2 (id INT PRIMARY KEY, v VARCHAR(20))",
+    )
     cdc = make_cdc(db)
     cdc.settle()
     assert cdc.lake_rows("t1", ["id"]) == []
@@ -617,12 +698,25 @@ def test_blocking_snapshot_then_streaming_continues(scratch_db, make_cdc):
     sql(db, "INSERT INTO t2 VALUES (1, 'before the signal')")
     signal(db, "block-1", "execute-snapshot", {"data-collections": [f"{db}.t1"], "type": "blocking"})
     # changes after the signal, in the same binlog window: streamed after the blocking snapshot
-    sql(db, "INSERT INTO t2 VALUES (2, 'after the signal'), (3, 'after')",
-        "UPDATE t1 SET v = 'after' WHERE id = 1", "DELETE FROM t1 WHERE id = 2",
-        "INSERT INTO t1 VALUES (5000, 'after', 0)", "UPDATE t2 SET v = 'updated after' WHERE id = 1")
+    sql(
+        db,
+        "INSERT INTO t2 VALUES (2, 'after the signal'), (3, 'after')",
+        "UPDATE t1 SET v = 'after' WHERE id = 1",
+        "DELETE FROM t1 WHERE id = 2",
+        "INSERT INTO t1 VALUES (5000, 'after', 0)",
+        "UPDATE t2 SET v = 'updated after' WHERE id = 1",
+    )
     cdc.settle()
-    assert any(re.fullmatch(rf"blocking snapshot block-1 of \['{db}\.t1'\]: streaming pauses at mysql-bin\.\d+:\d+", s) for s in cdc.signals), cdc.signals
-    assert any(re.fullmatch(rf"blocking snapshot of {db}\.t1: \d+ rows at mysql-bin\.\d+:\d+.*", s) for s in cdc.signals), cdc.signals
+    assert any(
+        re.fullmatch(
+            rf"blocking snapshot block-1 of \['{db}\.t1'\]: streaming pauses at mysql-bin\.\d+:\d+", s
+        )
+        for s in cdc.signals
+    ), cdc.signals
+    assert any(
+        re.fullmatch(rf"blocking snapshot of {db}\.t1: \d+ rows at mysql-bin\.\d+:\d+.*", s)
+        for s in cdc.signals
+    ), cdc.signals
     assert cdc.incremental() is None
     cdc.check("t1")
     rows = cdc.check("t2")

@@ -7,9 +7,8 @@ import time
 
 import pymysql
 import pytest
-from deltalake import DeltaTable
-
 from conftest import root_settings
+from deltalake import DeltaTable
 from sensor_harness import SensorDriven, capture_resource, scratch_database
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -22,14 +21,19 @@ def test_read_only_incremental_snapshot_converges_without_writing_watermarks(loc
             cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), n INT)")
             cur.execute("INSERT INTO t SELECT seq, CONCAT('v', seq), seq FROM seq_1_to_20000")
         mysql = capture_resource(
-            db, snapshot_mode="no_data", incremental_snapshot_chunk_size=1000,
-            incremental_snapshot_max_chunks_per_run=4, incremental_snapshot_read_only=True,
+            db,
+            snapshot_mode="no_data",
+            incremental_snapshot_chunk_size=1000,
+            incremental_snapshot_max_chunks_per_run=4,
+            incremental_snapshot_read_only=True,
         )
         mysql.create_signal_table()
         cdc = SensorDriven(mysql, local_storage.base_uri)
         cdc.ticks()
         with conn.cursor() as cur:
-            cur.execute(f"INSERT INTO {db}.debezium_signal VALUES ('ro-1', 'execute-snapshot', '{{\"data-collections\": [\"{db}.t\"]}}')")
+            cur.execute(
+                f"INSERT INTO {db}.debezium_signal VALUES ('ro-1', 'execute-snapshot', '{{\"data-collections\": [\"{db}.t\"]}}')"
+            )
         stop = threading.Event()
 
         def writer():

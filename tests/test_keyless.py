@@ -3,7 +3,6 @@ columns); inserts, updates and deletes still converge in the current state."""
 
 import pytest
 from deltalake import DeltaTable
-
 from sensor_harness import SensorDriven, capture_resource, scratch_database
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -25,10 +24,17 @@ def test_keyless_table_streams_and_converges(local_storage):
             cur.execute(f"INSERT INTO {db}.log VALUES (4,'w',4.25)")
         cdc.ticks()
         state = DeltaTable(local_storage.uri(db, db, "log", "state")).to_pyarrow_table().to_pylist()
-        live = sorted((r["a"], r["b"], None if r["c"] is None else str(r["c"])) for r in state if not r["__deleted"])
+        live = sorted(
+            (r["a"], r["b"], None if r["c"] is None else str(r["c"])) for r in state if not r["__deleted"]
+        )
         with conn.cursor() as cur:
             cur.execute(f"SELECT a, b, c FROM {db}.log")
             src = sorted((a, b, None if c is None else str(c)) for a, b, c in cur.fetchall())
         assert live == src
-        log = DeltaTable(local_storage.uri(db, db, "log", "changelog")).to_pyarrow_table(columns=["op"]).column("op").to_pylist()
+        log = (
+            DeltaTable(local_storage.uri(db, db, "log", "changelog"))
+            .to_pyarrow_table(columns=["op"])
+            .column("op")
+            .to_pylist()
+        )
         assert sorted(log) == ["c", "d", "r", "r", "r", "u"]

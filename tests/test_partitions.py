@@ -9,9 +9,9 @@ import uuid
 import dagster as dg
 import pymysql
 import pytest
+from conftest import CDC_PASSWORD, CDC_USER, MYSQL_HOST, MYSQL_PORT, root_connect, root_settings
 from deltalake import DeltaTable
 
-from conftest import CDC_PASSWORD, CDC_USER, MYSQL_HOST, MYSQL_PORT, root_connect, root_settings
 from dagster_mysql_cdc import (
     CdcLakeResource,
     MySqlCdcResource,
@@ -34,8 +34,13 @@ def test_backfill_of_two_ranges_during_streaming_converges(local_storage):
         cur.execute("INSERT INTO t SELECT seq, CONCAT('v', seq), seq FROM seq_1_to_4000")
     try:
         mysql = MySqlCdcResource(
-            host=MYSQL_HOST, port=MYSQL_PORT, user=CDC_USER, password=CDC_PASSWORD, server_name=db,
-            database_include_list=[db], pk_range_rows=1000,
+            host=MYSQL_HOST,
+            port=MYSQL_PORT,
+            user=CDC_USER,
+            password=CDC_PASSWORD,
+            server_name=db,
+            database_include_list=[db],
+            pk_range_rows=1000,
         )
         mysql.create_signal_table()
         tables = mysql.discover_tables(tables=[f"{db}.t"])
@@ -51,11 +56,19 @@ def test_backfill_of_two_ranges_during_streaming_converges(local_storage):
         sensor = build_mysql_cdc_sensor(cdc)
         ticks = run_sensor_ticks(sensor, cdc, resources, instance)
         pdef = ranges[0].partitions_def
-        assert instance.get_dynamic_partitions(pdef.name) == ["r000000", "r000001", "r000002", "r000003", "r000004"]
+        assert instance.get_dynamic_partitions(pdef.name) == [
+            "r000000",
+            "r000001",
+            "r000002",
+            "r000003",
+            "r000004",
+        ]
 
         # corrupt two non-adjacent ranges in the lake, then backfill them while a writer runs
         state_uri = local_storage.uri(db, db, "t", "state")
-        DeltaTable(state_uri).update(updates={"v": "'bad'"}, predicate="(id > 0 AND id <= 1000) OR (id > 2000 AND id <= 3000)")
+        DeltaTable(state_uri).update(
+            updates={"v": "'bad'"}, predicate="(id > 0 AND id <= 1000) OR (id > 2000 AND id <= 3000)"
+        )
         stop = threading.Event()
 
         def writer():
@@ -78,11 +91,18 @@ def test_backfill_of_two_ranges_during_streaming_converges(local_storage):
         th.start()
         try:
             for key in ("r000000", "r000002"):
-                res = dg.materialize([cdc, *ranges], resources=resources, instance=instance,
-                                     selection=[ranges[0].key], partition_key=key)
+                res = dg.materialize(
+                    [cdc, *ranges],
+                    resources=resources,
+                    instance=instance,
+                    selection=[ranges[0].key],
+                    partition_key=key,
+                )
                 md = res.get_asset_materialization_events()[0].event_specific_data.materialization.metadata
                 assert md["rows_read"].value >= md["rows_emitted"].value > 500
-                ticks = run_sensor_ticks(sensor, cdc, resources, instance, cursor=ticks.cursor, until_caught_up=False, max_ticks=2)
+                ticks = run_sensor_ticks(
+                    sensor, cdc, resources, instance, cursor=ticks.cursor, until_caught_up=False, max_ticks=2
+                )
         finally:
             stop.set()
             th.join()
@@ -95,7 +115,11 @@ def test_backfill_of_two_ranges_during_streaming_converges(local_storage):
         assert lake_rows == src
         assert not any(v == "bad" for _, v, _ in lake_rows)
         # the changelog carries the range rows as incremental read events
-        log = DeltaTable(local_storage.uri(db, db, "t", "changelog")).to_pyarrow_table(columns=["op", "source"]).to_pylist()
+        log = (
+            DeltaTable(local_storage.uri(db, db, "t", "changelog"))
+            .to_pyarrow_table(columns=["op", "source"])
+            .to_pylist()
+        )
         assert sum(1 for e in log if e["op"] == "r" and e["source"]["snapshot"] == "incremental") > 1000
     finally:
         with conn.cursor() as cur:
@@ -110,14 +134,24 @@ def test_unknown_partition_explains_the_fix(local_storage):
         cur.execute(f"CREATE DATABASE {db}")
         cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY)")
     try:
-        mysql = MySqlCdcResource(host=MYSQL_HOST, port=MYSQL_PORT, user=CDC_USER, password=CDC_PASSWORD,
-                                 server_name=db, database_include_list=[db])
+        mysql = MySqlCdcResource(
+            host=MYSQL_HOST,
+            port=MYSQL_PORT,
+            user=CDC_USER,
+            password=CDC_PASSWORD,
+            server_name=db,
+            database_include_list=[db],
+        )
         ranges = build_pk_range_assets([f"{db}.t"], server_name=db)
         instance = dg.DagsterInstance.ephemeral()
         instance.add_dynamic_partitions(ranges[0].partitions_def.name, ["r000009"])
         with pytest.raises(Exception, match="materialize the table asset"):
-            dg.materialize(ranges, resources={"mysql": mysql, "lake": CdcLakeResource(base_uri=local_storage.base_uri)},
-                           instance=instance, partition_key="r000009")
+            dg.materialize(
+                ranges,
+                resources={"mysql": mysql, "lake": CdcLakeResource(base_uri=local_storage.base_uri)},
+                instance=instance,
+                partition_key="r000009",
+            )
     finally:
         with conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS {db}")

@@ -1,13 +1,12 @@
 """Preflight refuses misconfigured sources with a message naming the setting and the fix."""
 
-
 import dataclasses
 import subprocess
 
 import dagster as dg
 import pytest
-
 from conftest import CDC_PASSWORD, MYSQL_HOST, MYSQL_PORT, ROOT, cdc_settings, root_connect
+
 from dagster_mysql_cdc import MySqlCdcResource, PreflightError, SourceConnectionError, UnknownTableError
 from dagster_mysql_cdc.source.connection import ConnectionSettings, connect, preflight, server_info
 
@@ -128,6 +127,10 @@ def test_materialization_fails_with_the_preflight_message(inventory_db, local_st
     def cdc(context: dg.AssetExecutionContext, mysql: MySqlCdcResource, lake: CdcLakeResource):
         yield from mysql.sync(context=context, lake=lake)
 
-    mysql = MySqlCdcResource(host=MYSQL_HOST, port=MYSQL_PORT, user="cdc", password=CDC_PASSWORD, server_name="srv")
+    mysql = MySqlCdcResource(
+        host=MYSQL_HOST, port=MYSQL_PORT, user="cdc", password=CDC_PASSWORD, server_name="srv"
+    )
     with pytest.raises(UnknownTableError, match="no_such_table"):
-        dg.materialize([cdc], resources={"mysql": mysql, "lake": CdcLakeResource(base_uri=local_storage.base_uri)})
+        dg.materialize(
+            [cdc], resources={"mysql": mysql, "lake": CdcLakeResource(base_uri=local_storage.base_uri)}
+        )

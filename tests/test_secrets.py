@@ -5,9 +5,15 @@ import uuid
 
 import dagster as dg
 import pytest
-
 from conftest import MYSQL_HOST, MYSQL_PORT, S3_BUCKET, S3_ENDPOINT, env, root_connect
-from dagster_mysql_cdc import CdcLakeResource, MySqlCdcResource, build_mysql_cdc_sensor, mysql_cdc_assets, run_sensor_ticks
+
+from dagster_mysql_cdc import (
+    CdcLakeResource,
+    MySqlCdcResource,
+    build_mysql_cdc_sensor,
+    mysql_cdc_assets,
+    run_sensor_ticks,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -24,18 +30,26 @@ def test_secrets_stay_out_of_logs_metadata_and_errors(monkeypatch, caplog):
         cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))")
         cur.execute(f"INSERT INTO {db}.t VALUES (1,'a'),(2,'b')")
         cur.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY '{DB_PASSWORD}'")
-        cur.execute(f"GRANT SELECT, RELOAD, LOCK TABLES, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO '{user}'@'%'")
+        cur.execute(
+            f"GRANT SELECT, RELOAD, LOCK TABLES, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO '{user}'@'%'"
+        )
     monkeypatch.setenv("SEC_TEST_DB_PASSWORD", DB_PASSWORD)
     monkeypatch.setenv("SEC_TEST_S3_SECRET", S3_SECRET)
     caplog.set_level(logging.DEBUG)
     try:
         mysql = MySqlCdcResource(
-            host=MYSQL_HOST, port=MYSQL_PORT, user=user, password=dg.EnvVar("SEC_TEST_DB_PASSWORD"),
-            server_name=db, database_include_list=[db],
+            host=MYSQL_HOST,
+            port=MYSQL_PORT,
+            user=user,
+            password=dg.EnvVar("SEC_TEST_DB_PASSWORD"),
+            server_name=db,
+            database_include_list=[db],
         )
         lake = CdcLakeResource(
-            base_uri=f"s3://{S3_BUCKET}/{db}", s3_endpoint_url=S3_ENDPOINT,
-            s3_access_key_id=env("AWS_ACCESS_KEY_ID", "cdc"), s3_secret_access_key=dg.EnvVar("SEC_TEST_S3_SECRET"),
+            base_uri=f"s3://{S3_BUCKET}/{db}",
+            s3_endpoint_url=S3_ENDPOINT,
+            s3_access_key_id=env("AWS_ACCESS_KEY_ID", "cdc"),
+            s3_secret_access_key=dg.EnvVar("SEC_TEST_S3_SECRET"),
         )
 
         @mysql_cdc_assets(tables=mysql.discover_tables(), server_name=db)
@@ -66,7 +80,9 @@ def test_secrets_stay_out_of_logs_metadata_and_errors(monkeypatch, caplog):
         assert S3_SECRET not in blob
 
         # errors: wrong password, unreachable bucket
-        bad = MySqlCdcResource(host=MYSQL_HOST, port=MYSQL_PORT, user=user, password="wrong-" + DB_PASSWORD, server_name=db)
+        bad = MySqlCdcResource(
+            host=MYSQL_HOST, port=MYSQL_PORT, user=user, password="wrong-" + DB_PASSWORD, server_name=db
+        )
         with pytest.raises(Exception) as e:
             bad.discover_tables()
         assert DB_PASSWORD not in str(e.value) and "Access denied" in str(e.value)

@@ -44,8 +44,12 @@ def row(type_: str | None, data=None, id_: str | None = "sig-1") -> dict:
 def test_execute_snapshot_defaults_to_incremental():
     s = parse_signal(row("execute-snapshot", '{"data-collections": ["inv.customers", "inv\\\\.ord.*"]}'))
     assert s == Signal(
-        id="sig-1", type="execute-snapshot", data_collections=("inv.customers", "inv\\.ord.*"),
-        snapshot_type="incremental", conditions={}, raw={"data-collections": ["inv.customers", "inv\\.ord.*"]},
+        id="sig-1",
+        type="execute-snapshot",
+        data_collections=("inv.customers", "inv\\.ord.*"),
+        snapshot_type="incremental",
+        conditions={},
+        raw={"data-collections": ["inv.customers", "inv\\.ord.*"]},
     )
 
 
@@ -71,7 +75,9 @@ def test_execute_snapshot_additional_conditions():
 
 
 def test_stop_snapshot_with_and_without_collections():
-    assert parse_signal(row("stop-snapshot", '{"data-collections": ["inv.a"], "type": "incremental"}')).data_collections == ("inv.a",)
+    assert parse_signal(
+        row("stop-snapshot", '{"data-collections": ["inv.a"], "type": "incremental"}')
+    ).data_collections == ("inv.a",)
     assert parse_signal(row("stop-snapshot", '{"type": "incremental"}')).data_collections == ()
     assert parse_signal(row("stop-snapshot", None)).data_collections == ()
     assert parse_signal(row("stop-snapshot", '{"data-collections": []}')).data_collections == ()
@@ -114,18 +120,23 @@ def test_type_is_stripped():
 def test_bytes_values_are_decoded():
     s = parse_signal({"id": b"sig-b", "type": b"execute-snapshot", "data": b'{"data-collections": ["d.t"]}'})
     assert (s.id, s.type, s.data_collections) == ("sig-b", "execute-snapshot", ("d.t",))
-    s = parse_signal({"id": b"sig-c", "type": b"log", "data": '{"message": "caf\\u00e9"}'.encode()})
+    s = parse_signal({"id": b"sig-c", "type": b"log", "data": b'{"message": "caf\\u00e9"}'})
     assert s.message == "café"
 
 
-@pytest.mark.parametrize("data", ['{"data-collections": ["d.t"', "not json", "{'data-collections': ['d.t']}", "{,}"])
+@pytest.mark.parametrize(
+    "data", ['{"data-collections": ["d.t"', "not json", "{'data-collections': ['d.t']}", "{,}"]
+)
 def test_malformed_json(data):
     with pytest.raises(InvalidSignal, match=r"'sig-1' \(execute-snapshot\) has malformed JSON data") as e:
         parse_signal(row("execute-snapshot", data))
     assert data[:20] in str(e.value)
 
 
-@pytest.mark.parametrize(("data", "kind"), [("[1, 2]", "list"), ('"d.t"', "str"), ("42", "int"), ("null", "NoneType"), ("true", "bool")])
+@pytest.mark.parametrize(
+    ("data", "kind"),
+    [("[1, 2]", "list"), ('"d.t"', "str"), ("42", "int"), ("null", "NoneType"), ("true", "bool")],
+)
 def test_data_not_an_object(data, kind):
     with pytest.raises(InvalidSignal, match=f"data must be a JSON object, got {kind}"):
         parse_signal(row("execute-snapshot", data))
@@ -138,16 +149,19 @@ def test_unknown_type(type_):
     assert "execute-snapshot" in str(e.value), "the message lists the supported types"
 
 
-@pytest.mark.parametrize("r", [
-    {"id": None, "type": "log", "data": '{"message": "m"}'},
-    {"id": "", "type": "log", "data": '{"message": "m"}'},
-    {"id": "s", "type": None, "data": None},
-    {"id": "s", "type": "", "data": None},
-    {"type": "log", "data": '{"message": "m"}'},
-    {"id": "s"},
-    {},
-    {"UNKNOWN_COL0": "s", "UNKNOWN_COL1": "log", "UNKNOWN_COL2": "{}"},
-])
+@pytest.mark.parametrize(
+    "r",
+    [
+        {"id": None, "type": "log", "data": '{"message": "m"}'},
+        {"id": "", "type": "log", "data": '{"message": "m"}'},
+        {"id": "s", "type": None, "data": None},
+        {"id": "s", "type": "", "data": None},
+        {"type": "log", "data": '{"message": "m"}'},
+        {"id": "s"},
+        {},
+        {"UNKNOWN_COL0": "s", "UNKNOWN_COL1": "log", "UNKNOWN_COL2": "{}"},
+    ],
+)
 def test_missing_id_or_type(r):
     with pytest.raises(InvalidSignal, match="without id or type"):
         parse_signal(r)
@@ -171,28 +185,38 @@ def test_bad_snapshot_type(t):
         parse_signal(row("execute-snapshot", f'{{"data-collections": ["d.t"], "type": {t}}}'))
 
 
-@pytest.mark.parametrize("conds", [
-    '{"data-collection": "d.t", "filter": "id > 1"}',  # an object, not a list
-    '"id > 1"',
-    "5",
-])
+@pytest.mark.parametrize(
+    "conds",
+    [
+        '{"data-collection": "d.t", "filter": "id > 1"}',  # an object, not a list
+        '"id > 1"',
+        "5",
+    ],
+)
 def test_additional_conditions_must_be_a_list(conds):
     with pytest.raises(InvalidSignal, match="additional-conditions must be a list"):
-        parse_signal(row("execute-snapshot", f'{{"data-collections": ["d.t"], "additional-conditions": {conds}}}'))
+        parse_signal(
+            row("execute-snapshot", f'{{"data-collections": ["d.t"], "additional-conditions": {conds}}}')
+        )
 
 
-@pytest.mark.parametrize("entry", [
-    '"id > 1"',
-    '{"data-collection": "d.t"}',
-    '{"filter": "id > 1"}',
-    '{"data-collection": "d.t", "filter": 5}',
-    '{"data-collection": ["d.t"], "filter": "id > 1"}',
-    '{"data-collection": "d.t", "filter": null}',
-    "null",
-])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        '"id > 1"',
+        '{"data-collection": "d.t"}',
+        '{"filter": "id > 1"}',
+        '{"data-collection": "d.t", "filter": 5}',
+        '{"data-collection": ["d.t"], "filter": "id > 1"}',
+        '{"data-collection": "d.t", "filter": null}',
+        "null",
+    ],
+)
 def test_bad_additional_conditions_entry(entry):
     with pytest.raises(InvalidSignal, match="bad additional-conditions entry"):
-        parse_signal(row("execute-snapshot", f'{{"data-collections": ["d.t"], "additional-conditions": [{entry}]}}'))
+        parse_signal(
+            row("execute-snapshot", f'{{"data-collections": ["d.t"], "additional-conditions": [{entry}]}}')
+        )
 
 
 def test_invalid_signal_is_not_a_crash_class():
@@ -212,27 +236,30 @@ def test_signal_table_sql():
 # -- validate_filter -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("sql", "rendered"), [
-    ("id > 5", "id > 5"),
-    ("id >= 5 AND id < 100", "id >= 5 AND id < 100"),
-    ("name = 'a' OR qty IS NULL", "name = 'a' OR qty IS NULL"),
-    ("qty IS NOT NULL", "NOT qty IS NULL"),
-    ("id IN (1, 2, 3)", "id IN (1, 2, 3)"),
-    ("id NOT IN (1, 2)", "NOT id IN (1, 2)"),
-    ("qty BETWEEN 1 AND 10", "qty BETWEEN 1 AND 10"),
-    ("name LIKE 'ab%'", "name LIKE 'ab%'"),
-    ("NOT (id < 3)", "NOT (id < 3)"),
-    ("id % 2 = 0", "id % 2 = 0"),
-    ("qty * 2 + 1 > id - 3", "qty * 2 + 1 > id - 3"),
-    ("`id` > 3", "`id` > 3"),
-    ("ID > 3", "ID > 3"),  # column names are case-insensitive in MySQL
-    ("name <> 'it''s'", "name <> 'it''s'"),
-    ("created >= '2024-01-01 00:00:00'", "created >= '2024-01-01 00:00:00'"),
-    ("CAST(name AS SIGNED) > 3", "CAST(name AS SIGNED) > 3"),
-    ("id <=> NULL", "id <=> NULL"),
-    ("id = -1", "id = -1"),
-    ("TRUE", "TRUE"),
-])
+@pytest.mark.parametrize(
+    ("sql", "rendered"),
+    [
+        ("id > 5", "id > 5"),
+        ("id >= 5 AND id < 100", "id >= 5 AND id < 100"),
+        ("name = 'a' OR qty IS NULL", "name = 'a' OR qty IS NULL"),
+        ("qty IS NOT NULL", "NOT qty IS NULL"),
+        ("id IN (1, 2, 3)", "id IN (1, 2, 3)"),
+        ("id NOT IN (1, 2)", "NOT id IN (1, 2)"),
+        ("qty BETWEEN 1 AND 10", "qty BETWEEN 1 AND 10"),
+        ("name LIKE 'ab%'", "name LIKE 'ab%'"),
+        ("NOT (id < 3)", "NOT (id < 3)"),
+        ("id % 2 = 0", "id % 2 = 0"),
+        ("qty * 2 + 1 > id - 3", "qty * 2 + 1 > id - 3"),
+        ("`id` > 3", "`id` > 3"),
+        ("ID > 3", "ID > 3"),  # column names are case-insensitive in MySQL
+        ("name <> 'it''s'", "name <> 'it''s'"),
+        ("created >= '2024-01-01 00:00:00'", "created >= '2024-01-01 00:00:00'"),
+        ("CAST(name AS SIGNED) > 3", "CAST(name AS SIGNED) > 3"),
+        ("id <=> NULL", "id <=> NULL"),
+        ("id = -1", "id = -1"),
+        ("TRUE", "TRUE"),
+    ],
+)
 def test_simple_predicates_accepted(sql, rendered):
     assert validate_filter(sql, COLUMNS) == rendered
 
@@ -243,44 +270,47 @@ def test_backslash_escaped_quote_stays_inside_the_literal():
     assert out == "name = 'a'' OR sleep(1) OR '''"
 
 
-@pytest.mark.parametrize(("sql", "message"), [
-    ("1=1; DROP TABLE x", "must be a single expression, found 2 statements"),
-    ("id > 1; DELETE FROM t", "must be a single expression, found 2 statements"),
-    ("id IN (SELECT id FROM t)", "contains a subquery"),
-    ("id > (SELECT MAX(id) FROM t)", "contains a subquery"),
-    ("EXISTS (SELECT 1 FROM t)", "Exists"),
-    ("id > 1 -- comment", "contains a comment; comments are not allowed"),
-    ("id > 1 /* hidden */", "contains a comment; comments are not allowed"),
-    ("id > 1 # comment", "contains a comment; comments are not allowed"),
-    ("id > 1 /*! OR 1=1 */", "contains a comment; comments are not allowed"),
-    ("id > 1 /*!50000 OR 1=1 */", "contains a comment; comments are not allowed"),
-    ("sleep(5)", "is not a boolean predicate"),
-    ("id > sleep(5)", "uses Anonymous (SLEEP(5)), which is not allowed"),
-    ("id = 1 AND benchmark(1000000, md5('x'))", "which is not allowed"),
-    ("name = load_file('/etc/passwd')", "which is not allowed"),
-    ("name = USER()", "which is not allowed"),
-    ("id = IF(1, 1, 0)", "which is not allowed"),
-    ("id IN (1, sleep(1))", "which is not allowed"),
-    ("nope > 1", "unknown column 'nope' (columns: id, name, qty, created)"),
-    ("t.id > 1", "qualified column t.id is not allowed; use bare column names"),
-    ("db.t.id > 1", "qualified column db.t.id is not allowed"),
-    ("id > 1 UNION SELECT 1", "is not a boolean expression"),
-    ("SELECT 1", "is not a boolean expression"),
-    ("DROP TABLE x", "is not a boolean expression"),
-    ("id + 1", "is not a boolean predicate"),
-    ("'abc'", "is not a boolean predicate"),
-    ("id", "is not a boolean predicate"),
-    ("1", "is not a boolean predicate"),
-    ("", "must be a single expression, found 0 statements"),
-    ("id > 1) OR (1=1", "is not valid SQL"),
-    ("id = @x", "Parameter"),
-    ("id = @@version", "SessionParameter"),
-    ("id > ?", "Placeholder"),
-    ("name = 0x41", "HexString"),
-    ("name = _utf8'x'", "Introducer"),
-    ("id = CASE WHEN 1 THEN 1 END", "Case"),
-    ("id IN ()", "empty IN list"),
-])
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        ("1=1; DROP TABLE x", "must be a single expression, found 2 statements"),
+        ("id > 1; DELETE FROM t", "must be a single expression, found 2 statements"),
+        ("id IN (SELECT id FROM t)", "contains a subquery"),
+        ("id > (SELECT MAX(id) FROM t)", "contains a subquery"),
+        ("EXISTS (SELECT 1 FROM t)", "Exists"),
+        ("id > 1 -- comment", "contains a comment; comments are not allowed"),
+        ("id > 1 /* hidden */", "contains a comment; comments are not allowed"),
+        ("id > 1 # comment", "contains a comment; comments are not allowed"),
+        ("id > 1 /*! OR 1=1 */", "contains a comment; comments are not allowed"),
+        ("id > 1 /*!50000 OR 1=1 */", "contains a comment; comments are not allowed"),
+        ("sleep(5)", "is not a boolean predicate"),
+        ("id > sleep(5)", "uses Anonymous (SLEEP(5)), which is not allowed"),
+        ("id = 1 AND benchmark(1000000, md5('x'))", "which is not allowed"),
+        ("name = load_file('/etc/passwd')", "which is not allowed"),
+        ("name = USER()", "which is not allowed"),
+        ("id = IF(1, 1, 0)", "which is not allowed"),
+        ("id IN (1, sleep(1))", "which is not allowed"),
+        ("nope > 1", "unknown column 'nope' (columns: id, name, qty, created)"),
+        ("t.id > 1", "qualified column t.id is not allowed; use bare column names"),
+        ("db.t.id > 1", "qualified column db.t.id is not allowed"),
+        ("id > 1 UNION SELECT 1", "is not a boolean expression"),
+        ("SELECT 1", "is not a boolean expression"),
+        ("DROP TABLE x", "is not a boolean expression"),
+        ("id + 1", "is not a boolean predicate"),
+        ("'abc'", "is not a boolean predicate"),
+        ("id", "is not a boolean predicate"),
+        ("1", "is not a boolean predicate"),
+        ("", "must be a single expression, found 0 statements"),
+        ("id > 1) OR (1=1", "is not valid SQL"),
+        ("id = @x", "Parameter"),
+        ("id = @@version", "SessionParameter"),
+        ("id > ?", "Placeholder"),
+        ("name = 0x41", "HexString"),
+        ("name = _utf8'x'", "Introducer"),
+        ("id = CASE WHEN 1 THEN 1 END", "Case"),
+        ("id IN ()", "empty IN list"),
+    ],
+)
 def test_injection_and_non_predicates_rejected(sql, message):
     with pytest.raises(UnsafeFilter) as e:
         validate_filter(sql, COLUMNS)
@@ -291,20 +321,23 @@ def test_injection_and_non_predicates_rejected(sql, message):
 # -- matches_collection ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("pattern", "name", "expected"), [
-    ("inv.customers", "inv.customers", True),
-    ("INV.Customers", "inv.customers", True),
-    ("inv.customers", "inv.customers2", False),
-    ("inv.cust", "inv.customers", False),  # full match, not a prefix
-    ("inv\\.cust.*", "inv.customers", True),
-    ("inv\\..*", "inv.orders", True),
-    ("inv\\..*", "other.orders", False),
-    (".*\\.orders", "a.orders", True),
-    ("inv\\.(a|b)", "inv.b", True),
-    ("inv\\.(a|b)", "inv.c", False),
-    ("inv.[", "inv.customers", False),  # invalid regex: no match, no crash
-    ("inv.(customers", "inv.(customers", True),  # ... but the literal name still matches
-])
+@pytest.mark.parametrize(
+    ("pattern", "name", "expected"),
+    [
+        ("inv.customers", "inv.customers", True),
+        ("INV.Customers", "inv.customers", True),
+        ("inv.customers", "inv.customers2", False),
+        ("inv.cust", "inv.customers", False),  # full match, not a prefix
+        ("inv\\.cust.*", "inv.customers", True),
+        ("inv\\..*", "inv.orders", True),
+        ("inv\\..*", "other.orders", False),
+        (".*\\.orders", "a.orders", True),
+        ("inv\\.(a|b)", "inv.b", True),
+        ("inv\\.(a|b)", "inv.c", False),
+        ("inv.[", "inv.customers", False),  # invalid regex: no match, no crash
+        ("inv.(customers", "inv.(customers", True),  # ... but the literal name still matches
+    ],
+)
 def test_matches_collection(pattern, name, expected):
     assert matches_collection(pattern, name) is expected
 
@@ -312,18 +345,21 @@ def test_matches_collection(pattern, name, expected):
 # -- keys ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("values", [
-    [1],
-    [-(2**63), 2**64 - 1],
-    ["abc", "ünïcødé ✓", ""],
-    [Decimal("12345678901234567890.123456789"), Decimal("-0.001")],
-    [dt.datetime(2024, 2, 29, 23, 59, 59, 123456), dt.datetime(1970, 1, 1)],
-    [dt.date(2024, 2, 29), dt.date(1, 1, 1)],
-    [b"\x00\xffbin", bytearray(b"ba")],
-    [dt.timedelta(hours=-838, minutes=-59), dt.timedelta(seconds=1.5)],
-    [None, True, 1.5],
-    [7, "k", Decimal("1.10"), dt.datetime(2020, 1, 2, 3, 4, 5), dt.date(2020, 1, 2), b"\x01"],
-])
+@pytest.mark.parametrize(
+    "values",
+    [
+        [1],
+        [-(2**63), 2**64 - 1],
+        ["abc", "ünïcødé ✓", ""],
+        [Decimal("12345678901234567890.123456789"), Decimal("-0.001")],
+        [dt.datetime(2024, 2, 29, 23, 59, 59, 123456), dt.datetime(1970, 1, 1)],
+        [dt.date(2024, 2, 29), dt.date(1, 1, 1)],
+        [b"\x00\xffbin", bytearray(b"ba")],
+        [dt.timedelta(hours=-838, minutes=-59), dt.timedelta(seconds=1.5)],
+        [None, True, 1.5],
+        [7, "k", Decimal("1.10"), dt.datetime(2020, 1, 2, 3, 4, 5), dt.date(2020, 1, 2), b"\x01"],
+    ],
+)
 def test_encode_decode_key_round_trip(values):
     encoded = encode_key(values)
     through_json = json.loads(json.dumps(encoded))
@@ -333,8 +369,15 @@ def test_encode_decode_key_round_trip(values):
 
 
 def test_encoded_key_forms():
-    assert encode_key([1, "a", Decimal("1.50"), dt.date(2020, 1, 2), dt.datetime(2020, 1, 2, 3, 4, 5), b"ab"]) == [
-        1, "a", {"dec": "1.50"}, {"d": "2020-01-02"}, {"dt": "2020-01-02T03:04:05"}, {"b64": "YWI="},
+    assert encode_key(
+        [1, "a", Decimal("1.50"), dt.date(2020, 1, 2), dt.datetime(2020, 1, 2, 3, 4, 5), b"ab"]
+    ) == [
+        1,
+        "a",
+        {"dec": "1.50"},
+        {"d": "2020-01-02"},
+        {"dt": "2020-01-02T03:04:05"},
+        {"b64": "YWI="},
     ]
 
 
@@ -345,7 +388,14 @@ def sample_state() -> IncrementalState:
     return IncrementalState(
         snapshot_id="sig-1",
         tables=[
-            TableProgress("d.a", filter="id > 1", last_key=[10, {"dec": "1.5"}], max_key=[99, {"dec": "9"}], chunks=2, rows=20),
+            TableProgress(
+                "d.a",
+                filter="id > 1",
+                last_key=[10, {"dec": "1.5"}],
+                max_key=[99, {"dec": "9"}],
+                chunks=2,
+                rows=20,
+            ),
             TableProgress("d.b"),
         ],
         done=["d.z"],
@@ -360,7 +410,14 @@ def test_state_round_trip_through_json():
     assert d == {
         "snapshot_id": "sig-1",
         "tables": [
-            {"table": "d.a", "filter": "id > 1", "last_key": [10, {"dec": "1.5"}], "max_key": [99, {"dec": "9"}], "chunks": 2, "rows": 20},
+            {
+                "table": "d.a",
+                "filter": "id > 1",
+                "last_key": [10, {"dec": "1.5"}],
+                "max_key": [99, {"dec": "9"}],
+                "chunks": 2,
+                "rows": 20,
+            },
             {"table": "d.b", "filter": None, "last_key": None, "max_key": None, "chunks": 0, "rows": 0},
         ],
         "done": ["d.z"],
@@ -391,9 +448,16 @@ def test_state_copy_is_deep():
 def test_progress_summary():
     p = sample_state().progress()
     assert p == {
-        "snapshot_id": "sig-1", "paused": True, "current_table": "d.a", "current_chunks": 2,
-        "current_rows": 20, "last_key": [10, {"dec": "1.5"}], "max_key": [99, {"dec": "9"}],
-        "queued": ["d.b"], "done": ["d.z"], "chunks_planned": 7,
+        "snapshot_id": "sig-1",
+        "paused": True,
+        "current_table": "d.a",
+        "current_chunks": 2,
+        "current_rows": 20,
+        "last_key": [10, {"dec": "1.5"}],
+        "max_key": [99, {"dec": "9"}],
+        "queued": ["d.b"],
+        "done": ["d.z"],
+        "chunks_planned": 7,
     }
     assert IncrementalState("s").progress()["current_table"] is None
 
@@ -417,19 +481,30 @@ def test_start_snapshot_from_nothing():
 
 def test_start_snapshot_with_conditions_by_name_and_regex():
     st, _ = start_snapshot(
-        None, "sig-1", [("d", "a"), ("d", "b"), ("d", "c")],
-        {"d.a": "id > 5", "d\\.(b|x)": "qty   BETWEEN 1 AND 2"}, SCHEMAS,
+        None,
+        "sig-1",
+        [("d", "a"), ("d", "b"), ("d", "c")],
+        {"d.a": "id > 5", "d\\.(b|x)": "qty   BETWEEN 1 AND 2"},
+        SCHEMAS,
     )
-    assert [(p.table, p.filter) for p in st.tables] == [("d.a", "id > 5"), ("d.b", "qty BETWEEN 1 AND 2"), ("d.c", None)]
+    assert [(p.table, p.filter) for p in st.tables] == [
+        ("d.a", "id > 5"),
+        ("d.b", "qty BETWEEN 1 AND 2"),
+        ("d.c", None),
+    ]
 
 
 def test_start_snapshot_unsafe_filter_skips_the_whole_signal():
-    before = IncrementalState("sig-0", tables=[TableProgress("d.c", last_key=[3], max_key=[9], chunks=1, rows=3)])
+    before = IncrementalState(
+        "sig-0", tables=[TableProgress("d.c", last_key=[3], max_key=[9], chunks=1, rows=3)]
+    )
     with pytest.raises(UnsafeFilter, match="must be a single expression"):
         start_snapshot(before, "sig-1", [("d", "a"), ("d", "b")], {"d.b": "1=1; DROP TABLE d.b"}, SCHEMAS)
     with pytest.raises(UnsafeFilter, match="unknown column 'nope'"):
         start_snapshot(None, "sig-1", [("d", "a")], {"d.a": "nope = 1"}, SCHEMAS)
-    assert before == IncrementalState("sig-0", tables=[TableProgress("d.c", last_key=[3], max_key=[9], chunks=1, rows=3)])
+    assert before == IncrementalState(
+        "sig-0", tables=[TableProgress("d.c", last_key=[3], max_key=[9], chunks=1, rows=3)]
+    )
 
 
 def test_start_snapshot_without_primary_key():
@@ -438,24 +513,35 @@ def test_start_snapshot_without_primary_key():
 
 
 def test_start_snapshot_queues_behind_a_running_one_and_skips_duplicates():
-    running = IncrementalState("sig-0", tables=[TableProgress("d.a", last_key=[3], max_key=[9], chunks=1, rows=3)], chunk_seq=1)
+    running = IncrementalState(
+        "sig-0", tables=[TableProgress("d.a", last_key=[3], max_key=[9], chunks=1, rows=3)], chunk_seq=1
+    )
     st, msgs = start_snapshot(running, "sig-1", [("d", "a"), ("d", "b")], {}, SCHEMAS)
     assert st.snapshot_id == "sig-0", "the running snapshot keeps its id"
-    assert st.tables == [TableProgress("d.a", last_key=[3], max_key=[9], chunks=1, rows=3), TableProgress("d.b")]
+    assert st.tables == [
+        TableProgress("d.a", last_key=[3], max_key=[9], chunks=1, rows=3),
+        TableProgress("d.b"),
+    ]
     assert st.chunk_seq == 1
     assert "d.a is already in the incremental snapshot; not queued again" in msgs
-    assert running.tables == [TableProgress("d.a", last_key=[3], max_key=[9], chunks=1, rows=3)], "input not mutated"
+    assert running.tables == [TableProgress("d.a", last_key=[3], max_key=[9], chunks=1, rows=3)], (
+        "input not mutated"
+    )
     finished = IncrementalState("sig-0", tables=[], done=["d.a"], chunk_seq=4)
     st, _ = start_snapshot(finished, "sig-2", [("d", "a")], {}, SCHEMAS)
     assert st.snapshot_id == "sig-2" and [p.table for p in st.tables] == ["d.a"] and st.chunk_seq == 4
 
 
 def test_stop_snapshot():
-    st = IncrementalState("s", tables=[TableProgress("d.a", chunks=2), TableProgress("d.b"), TableProgress("d.c")], chunk_seq=2)
+    st = IncrementalState(
+        "s", tables=[TableProgress("d.a", chunks=2), TableProgress("d.b"), TableProgress("d.c")], chunk_seq=2
+    )
     assert stop_snapshot(None, ["d.a"]) is None
     assert stop_snapshot(st, []) is None, "no data-collections: stop everything"
     one = stop_snapshot(st, ["d.b"])
-    assert [p.table for p in one.tables] == ["d.a", "d.c"] and one.tables[0].chunks == 2 and one.chunk_seq == 2
+    assert (
+        [p.table for p in one.tables] == ["d.a", "d.c"] and one.tables[0].chunks == 2 and one.chunk_seq == 2
+    )
     assert [p.table for p in stop_snapshot(st, ["D.A", "d\\.c"]).tables] == ["d.b"]
     assert stop_snapshot(st, ["d\\..*"]) is None, "all tables stopped: no snapshot left"
     assert stop_snapshot(st, ["other.x"]) == st

@@ -1,13 +1,12 @@
 """Initial snapshot of Debezium's inventory database through Dagster, into a local and an S3 lake."""
 
-
 import dagster as dg
 import pymysql
 import pytest
-
 from conftest import CDC_PASSWORD, CDC_USER, MYSQL_HOST, MYSQL_PORT, root_connect
-from dagster_mysql_cdc import CdcLakeResource, MySqlCdcResource, mysql_cdc_assets
 from lake_utils import live_state_rows, read_delta, source_rows
+
+from dagster_mysql_cdc import CdcLakeResource, MySqlCdcResource, mysql_cdc_assets
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -46,7 +45,6 @@ def materialize(mysql: MySqlCdcResource, storage, tables=None, selection=None):
     return {tuple(m.asset_key.path): m.metadata for m in mats if len(m.asset_key.path) == 3}
 
 
-
 def test_inventory_snapshot_equals_source(inventory_db, storage):
     mysql = mysql_resource(database_include_list=["inventory"])
     metas = materialize(mysql, storage)
@@ -77,13 +75,27 @@ def test_inventory_values_follow_debezium_mapping(inventory_db, local_storage):
     mysql = mysql_resource(table_include_list=["inventory\\.(customers|orders|addresses)"])
     metas = materialize(mysql, local_storage)
     by_table = {k[2]: m for k, m in metas.items()}
-    customers = {r["id"]: r for r in live_state_rows(local_storage, by_table["customers"]["state_uri"].value, ["id"])}
-    assert customers[1004] == {
-        "id": 1004, "first_name": "Anne", "last_name": "Kretchmar", "email": "annek@noanswer.org"
+    customers = {
+        r["id"]: r for r in live_state_rows(local_storage, by_table["customers"]["state_uri"].value, ["id"])
     }
-    orders = {r["order_number"]: r for r in live_state_rows(local_storage, by_table["orders"]["state_uri"].value, ["order_number"])}
+    assert customers[1004] == {
+        "id": 1004,
+        "first_name": "Anne",
+        "last_name": "Kretchmar",
+        "email": "annek@noanswer.org",
+    }
+    orders = {
+        r["order_number"]: r
+        for r in live_state_rows(local_storage, by_table["orders"]["state_uri"].value, ["order_number"])
+    }
     # DATE -> io.debezium.time.Date, days since epoch (2016-01-16 is day 16816, as in the tutorial)
-    assert orders[10001] == {"order_number": 10001, "order_date": 16816, "purchaser": 1001, "quantity": 1, "product_id": 102}
+    assert orders[10001] == {
+        "order_number": 10001,
+        "order_date": 16816,
+        "purchaser": 1001,
+        "quantity": 1,
+        "product_id": 102,
+    }
     addresses = live_state_rows(local_storage, by_table["addresses"]["state_uri"].value, ["id"])
     assert {a["type"] for a in addresses} == {"SHIPPING", "BILLING", "LIVING"}
     state = read_delta(local_storage, by_table["orders"]["state_uri"].value)
@@ -96,7 +108,9 @@ def test_rerun_same_position_is_idempotent(inventory_db, storage):
     second = materialize(mysql, storage)[(SERVER, "inventory", "customers")]
     assert first["committed"].value is True
     same_position = (first["binlog_file"].value, first["binlog_pos"].value) == (
-        second["binlog_file"].value, second["binlog_pos"].value)
+        second["binlog_file"].value,
+        second["binlog_pos"].value,
+    )
     # a snapshot's identity is its binlog position: the same position is the same batch
     assert second["committed"].value is (not same_position)
     if same_position:
@@ -117,13 +131,29 @@ def test_same_batch_written_twice_leaves_one_copy(spark, storage):
     pos = BinlogPosition("mysql-bin.000007", 1234, "0-1-9")
 
     def batches():
-        yield snapshot_events(after, primary_key=("id",), server_name="s", server_id=1, database="d",
-                              table="t", position=pos, snapshot_flags=pa.array(["true"] * 100))
+        yield snapshot_events(
+            after,
+            primary_key=("id",),
+            server_name="s",
+            server_id=1,
+            database="d",
+            table="t",
+            position=pos,
+            snapshot_flags=pa.array(["true"] * 100),
+        )
 
     writer = LakeWriter(spark, storage, "s")
     results = [
-        writer.write_table_batch("d", "t", batches(), value_schema=value_schema, primary_key=("id",),
-                                 app_id="test/snapshot", version=pos.as_version(), snapshot_position=pos)
+        writer.write_table_batch(
+            "d",
+            "t",
+            batches(),
+            value_schema=value_schema,
+            primary_key=("id",),
+            app_id="test/snapshot",
+            version=pos.as_version(),
+            snapshot_position=pos,
+        )
         for _ in range(2)
     ]
     assert [r.changelog.committed for r in results] == [True, False]
@@ -135,7 +165,9 @@ def test_same_batch_written_twice_leaves_one_copy(spark, storage):
 def test_resnapshot_after_change_replaces_state(inventory_db, local_storage, root_conn):
     with root_conn.cursor() as cur:
         cur.execute("DROP TABLE IF EXISTS inventory.scratch_snap")
-        cur.execute("CREATE TABLE inventory.scratch_snap (id INT PRIMARY KEY, v VARCHAR(20)) COMMENT 'scratch table'")
+        cur.execute(
+            "CREATE TABLE inventory.scratch_snap (id INT PRIMARY KEY, v VARCHAR(20)) COMMENT 'scratch table'"
+        )
         cur.execute("INSERT INTO inventory.scratch_snap VALUES (1,'a'),(2,'b')")
     mysql = mysql_resource(table_include_list=["inventory\\.scratch_snap"])
     tables = mysql.discover_tables()
@@ -146,8 +178,14 @@ def test_resnapshot_after_change_replaces_state(inventory_db, local_storage, roo
         cur.execute("INSERT INTO inventory.scratch_snap VALUES (3,'c')")
     m2 = materialize(mysql, local_storage, tables)[(SERVER, "inventory", "scratch_snap")]
     assert m2["committed"].value is True
-    assert (m2["binlog_file"].value, m2["binlog_pos"].value) != (m1["binlog_file"].value, m1["binlog_pos"].value)
-    assert live_state_rows(local_storage, m2["state_uri"].value, ["id"]) == [{"id": 2, "v": "b"}, {"id": 3, "v": "c"}]
+    assert (m2["binlog_file"].value, m2["binlog_pos"].value) != (
+        m1["binlog_file"].value,
+        m1["binlog_pos"].value,
+    )
+    assert live_state_rows(local_storage, m2["state_uri"].value, ["id"]) == [
+        {"id": 2, "v": "b"},
+        {"id": 3, "v": "c"},
+    ]
     assert len(read_delta(local_storage, m2["changelog_uri"].value)) == 4  # two snapshots appended
     with root_conn.cursor() as cur:
         cur.execute("DROP TABLE inventory.scratch_snap")
@@ -179,7 +217,9 @@ def test_table_lock_fallback_without_reload(inventory_db, local_storage, root_co
             "GRANT SELECT, LOCK TABLES, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'cdc_noreload'@'%'"
         )
     try:
-        mysql = mysql_resource(user="cdc_noreload", password="pw-noreload", table_include_list=["inventory\\.customers"])
+        mysql = mysql_resource(
+            user="cdc_noreload", password="pw-noreload", table_include_list=["inventory\\.customers"]
+        )
         meta = materialize(mysql, local_storage)[(SERVER, "inventory", "customers")]
         assert meta["lock"].value == "tables"
         assert meta["dagster/row_count"].value == 4

@@ -10,22 +10,23 @@ op, and must give the same rows.
 import datetime as dt
 import decimal
 import random
+from collections.abc import Sequence
 
 import pyarrow as pa
 import pytest
 
-from collections.abc import Sequence
-
 from dagster_mysql_cdc.events import ChangeEventBuilder
 from dagster_mysql_cdc.sink.state_rows import ORDER_COLS, newest_per_key, state_rows
 
-VALUE_SCHEMA = pa.schema([
-    ("id", pa.int64()),
-    ("name", pa.string()),
-    ("amount", pa.decimal128(12, 2)),
-    ("at", pa.timestamp("us")),
-    ("flag", pa.int16()),
-])
+VALUE_SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("name", pa.string()),
+        ("amount", pa.decimal128(12, 2)),
+        ("at", pa.timestamp("us")),
+        ("flag", pa.int16()),
+    ]
+)
 
 
 def random_batch(seed: int, keyed: bool, n: int = 400) -> pa.RecordBatch:
@@ -53,8 +54,15 @@ def random_batch(seed: int, keyed: bool, n: int = 400) -> pa.RecordBatch:
         used.add((file, pos))
         k = rng.randint(1, 25)
         op = rng.choice("ccuuddrt") if i % 50 else "t"
-        common = dict(file=file, pos=pos, row=rng.randint(0, 3), ts_ms=i, source_ts_ms=1000 + i, server_id=1,
-                      gtid=rng.choice([None, f"0-1-{i}"]))
+        common = dict(
+            file=file,
+            pos=pos,
+            row=rng.randint(0, 3),
+            ts_ms=i,
+            source_ts_ms=1000 + i,
+            server_id=1,
+            gtid=rng.choice([None, f"0-1-{i}"]),
+        )
         if op == "t":
             b.add("t", None, None, **common)
         elif op == "c" or (op in "ud" and k not in live):
@@ -98,7 +106,10 @@ def state_columns(value_names: Sequence[str], replaced_before: bool = False):
         F.col("source.snapshot").alias("__snapshot"),
         F.col("source.file").alias("__binlog_file"),
         F.col("source.pos").alias("__binlog_pos"),
-        F.when(F.col("op") == "r", F.lit(-1)).otherwise(F.col("source.row")).cast("int").alias("__binlog_row"),
+        F.when(F.col("op") == "r", F.lit(-1))
+        .otherwise(F.col("source.row"))
+        .cast("int")
+        .alias("__binlog_row"),
         F.col("source.gtid").alias("__gtid"),
     ]
 
@@ -123,6 +134,7 @@ def canonical(rows: list[dict]) -> list[tuple]:
         if isinstance(v, dt.datetime):
             return v.replace(tzinfo=None).isoformat()
         return v
+
     return sorted((tuple((k, norm(v)) for k, v in sorted(r.items())) for r in rows), key=repr)
 
 
@@ -147,20 +159,24 @@ def test_arrow_newest_per_key_equals_spark_window(spark, seed, keyed):
     batch = random_batch(seed, keyed)
     key = ["id"] if keyed else VALUE_SCHEMA.names
     ours = newest_per_key(state_rows(batch, VALUE_SCHEMA.names, keyless=not keyed), key)
-    assert ours.num_rows == len({tuple(r[k] for k in key) for r in ours.select(key).to_pylist()}), "one row per key"
+    assert ours.num_rows == len({tuple(r[k] for k in key) for r in ours.select(key).to_pylist()}), (
+        "one row per key"
+    )
     assert canonical(ours.to_pylist()) == canonical(spark_newest(spark, batch, key, keyless=not keyed))
 
 
 def test_newest_per_key_with_nested_key_columns_falls_back_to_python_grouping():
     pos = pa.array([1, 2, 2, 1], pa.int64())
-    rows = pa.table({
-        "g": pa.array([{"x": 1}, {"x": 1}, {"x": 2}, None], pa.struct([("x", pa.int64())])),
-        "__op": ["c", "u", "c", "c"],
-        "__deleted": [False, False, False, False],
-        "__binlog_file": ["f.1"] * 4,
-        "__binlog_pos": pos,
-        "__binlog_row": pa.array([0, 0, 0, 0], pa.int32()),
-    })
+    rows = pa.table(
+        {
+            "g": pa.array([{"x": 1}, {"x": 1}, {"x": 2}, None], pa.struct([("x", pa.int64())])),
+            "__op": ["c", "u", "c", "c"],
+            "__deleted": [False, False, False, False],
+            "__binlog_file": ["f.1"] * 4,
+            "__binlog_pos": pos,
+            "__binlog_row": pa.array([0, 0, 0, 0], pa.int32()),
+        }
+    )
     out = newest_per_key(rows, ["g"]).to_pylist()
     assert sorted(((r["g"]["x"] if r["g"] else None, r["__binlog_pos"]) for r in out), key=repr) == sorted(
         [(1, 2), (2, 2), (None, 1)], key=repr

@@ -19,29 +19,39 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import dagster as dg
 import pymysql
 import pytest
+from conftest import (
+    CDC_PASSWORD,
+    CDC_USER,
+    MYSQL_HOST,
+    MYSQL_PORT,
+    ROOT,
+    cdc_settings,
+    master_position,
+    root_connect,
+    run_infra,
+)
 from deltalake import DeltaTable
+from killable_run import build, mysql_resource, request_selection
+from lake_utils import live_state_rows, read_delta, source_rows
 
-from conftest import CDC_PASSWORD, CDC_USER, MYSQL_HOST, MYSQL_PORT, ROOT, cdc_settings, master_position, root_connect, run_infra
 from dagster_mysql_cdc import build_mysql_cdc_sensor
 from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
 from dagster_mysql_cdc.dagster_integration.local import TickLog, run_sensor_ticks
-from dagster_mysql_cdc.dagster_integration.sensor import _binlog_key, _reported_end
 from dagster_mysql_cdc.dagster_integration.resources import (
     MODE_TAG,
     REQUEST_TAG,
     WINDOW_END_TAG,
     WINDOW_START_TAG,
 )
+from dagster_mysql_cdc.dagster_integration.sensor import _binlog_key, _reported_end
 from dagster_mysql_cdc.events import BinlogPosition
 from dagster_mysql_cdc.sink.storage import StorageSettings
 from dagster_mysql_cdc.source.binlog import BinlogReader, RowsBatch
-from killable_run import build, mysql_resource, request_selection
-from lake_utils import live_state_rows, read_delta, source_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -52,7 +62,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 @pytest.fixture
 def scratch_db(request):
     """A fresh database only this test writes to (dropped afterwards, even after a restart)."""
-    name = "st_" + "".join(ch if ch.isalnum() else "_" for ch in request.node.name)[:40] + "_" + uuid.uuid4().hex[:6]
+    name = (
+        "st_"
+        + "".join(ch if ch.isalnum() else "_" for ch in request.node.name)[:40]
+        + "_"
+        + uuid.uuid4().hex[:6]
+    )
     conn = root_connect()
     with conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE `{name}`")
@@ -64,7 +79,7 @@ def scratch_db(request):
     conn.close()
 
 
-def sql(*statements: str, params: Optional[list] = None) -> None:
+def sql(*statements: str, params: list | None = None) -> None:
     """Run statements as root, each in autocommit."""
     conn = root_connect()
     try:
@@ -83,7 +98,6 @@ def binlog_file_names() -> list[str]:
             return [r[0] for r in cur.fetchall()]
     finally:
         conn.close()
-
 
 
 # -- lake helpers ------------------------------------------------------------------------------
@@ -157,7 +171,7 @@ class Cdc:
     assets: dg.AssetsDefinition = None  # type: ignore[assignment]
     resources: dict[str, Any] = field(default_factory=dict)
     sensor: dg.SensorDefinition = None  # type: ignore[assignment]
-    cursor: Optional[str] = None
+    cursor: str | None = None
 
     def __post_init__(self):
         self.assets, self.resources = build(self.spec)
@@ -167,7 +181,7 @@ class Cdc:
     def server(self) -> str:
         return self.spec["server_name"]
 
-    def ticks(self, target: Optional[BinlogPosition] = None, max_ticks: int = 100) -> TickLog:
+    def ticks(self, target: BinlogPosition | None = None, max_ticks: int = 100) -> TickLog:
         """Tick the sensor (running what it requests, like the daemon + run launcher) until the
         committed offset reaches ``target`` (default: the server's position now).
 
@@ -179,8 +193,13 @@ class Cdc:
         out = TickLog(cursor=self.cursor)
         for _ in range(max_ticks):
             log = run_sensor_ticks(
-                self.sensor, self.assets, self.resources, self.instance, cursor=self.cursor,
-                max_ticks=1, until_caught_up=False,
+                self.sensor,
+                self.assets,
+                self.resources,
+                self.instance,
+                cursor=self.cursor,
+                max_ticks=1,
+                until_caught_up=False,
             )
             self.cursor = out.cursor = log.cursor
             out.ticks += 1
@@ -194,7 +213,9 @@ class Cdc:
 
     def tick_once(self) -> dg.SensorResult:
         """One sensor evaluation (no run), updating the cursor like the daemon does."""
-        with dg.build_sensor_context(instance=self.instance, cursor=self.cursor, resources=self.resources) as ctx:
+        with dg.build_sensor_context(
+            instance=self.instance, cursor=self.cursor, resources=self.resources
+        ) as ctx:
             result = self.sensor.evaluate_tick(ctx)
         if result.cursor is not None:
             self.cursor = result.cursor
@@ -203,8 +224,11 @@ class Cdc:
     def run(self, req: dg.RunRequest) -> dg.ExecuteInProcessResult:
         """Execute a run request in process, as the run launcher would."""
         result = dg.materialize(
-            [self.assets], resources=self.resources, instance=self.instance,
-            selection=request_selection(req.asset_selection, req.asset_check_keys), tags=dict(req.tags),
+            [self.assets],
+            resources=self.resources,
+            instance=self.instance,
+            selection=request_selection(req.asset_selection, req.asset_check_keys),
+            tags=dict(req.tags),
         )
         assert result.success
         return result
@@ -212,12 +236,20 @@ class Cdc:
     def run_window(self, start: BinlogPosition, end: BinlogPosition) -> dg.ExecuteInProcessResult:
         """Run one window ``[start, end)`` directly (even across files, which the sensor never
         plans) and commit its end in the cursor, as the sensor does after a successful run."""
-        result = self.run(dg.RunRequest(
-            asset_selection=list(self.assets.keys),
-            tags={MODE_TAG: "stream", WINDOW_START_TAG: json.dumps(start.to_dict()), WINDOW_END_TAG: json.dumps(end.to_dict())},
-        ))
+        result = self.run(
+            dg.RunRequest(
+                asset_selection=list(self.assets.keys),
+                tags={
+                    MODE_TAG: "stream",
+                    WINDOW_START_TAG: json.dumps(start.to_dict()),
+                    WINDOW_END_TAG: json.dumps(end.to_dict()),
+                },
+            )
+        )
         md = binlog_metadata(result)
-        reached = BinlogPosition(md["window_end_file"], md["window_end_pos"], md["window_end_gtid_set"] or None)
+        reached = BinlogPosition(
+            md["window_end_file"], md["window_end_pos"], md["window_end_gtid_set"] or None
+        )
         self.cursor = StreamCursor(committed=reached, snapshot_done=True).to_json()
         return result
 
@@ -273,22 +305,32 @@ def binlog_metadata(run: dg.ExecuteInProcessResult) -> dict[str, Any]:
 
 
 def materialized_keys(run: dg.ExecuteInProcessResult) -> set[tuple[str, ...]]:
-    return {tuple(e.event_specific_data.materialization.asset_key.path) for e in run.get_asset_materialization_events()}
+    return {
+        tuple(e.event_specific_data.materialization.asset_key.path)
+        for e in run.get_asset_materialization_events()
+    }
 
 
 @pytest.fixture
 def make_cdc(spark, tmp_path):
     """``make_cdc(db, storage=None, instance=None, **resource_fields) -> Cdc``."""
 
-    def make(db: str, storage: Optional[StorageSettings] = None, instance: Optional[dg.DagsterInstance] = None, **kw) -> Cdc:
+    def make(
+        db: str, storage: StorageSettings | None = None, instance: dg.DagsterInstance | None = None, **kw
+    ) -> Cdc:
         storage = storage or StorageSettings(base_uri=str(tmp_path / "lake"))
         spec = dict(
-            host=MYSQL_HOST, port=MYSQL_PORT, user=CDC_USER, password=CDC_PASSWORD,
+            host=MYSQL_HOST,
+            port=MYSQL_PORT,
+            user=CDC_USER,
+            password=CDC_PASSWORD,
             server_name=f"srv_{uuid.uuid4().hex[:8]}",
             server_id=random.randint(1_000_000, 2_000_000_000),
             database_include_list=[db],
-            base_uri=storage.base_uri, s3_endpoint_url=storage.s3_endpoint_url,
-            s3_access_key_id=storage.s3_access_key_id, s3_secret_access_key=storage.s3_secret_access_key,
+            base_uri=storage.base_uri,
+            s3_endpoint_url=storage.s3_endpoint_url,
+            s3_access_key_id=storage.s3_access_key_id,
+            s3_secret_access_key=storage.s3_secret_access_key,
             s3_region=storage.s3_region,
         )
         spec.update(kw)
@@ -339,13 +381,16 @@ class RandomDml:
     def values(self, table: str) -> tuple:
         r = self.rng
         if table == "comp":
-            return (self.maybe(r.randint(-10**6, 10**6)), self.maybe(r.choice(self.TEXTS)[:40]))
+            return (self.maybe(r.randint(-(10**6), 10**6)), self.maybe(r.choice(self.TEXTS)[:40]))
         if table == "strk":
-            return (self.maybe(r.randint(-2**62, 2**62)), self.maybe(r.choice(self.TEXTS) * r.randint(1, 3)))
+            return (
+                self.maybe(r.randint(-(2**62), 2**62)),
+                self.maybe(r.choice(self.TEXTS) * r.randint(1, 3)),
+            )
         ts = datetime(2001, 1, 1) + timedelta(seconds=r.randint(0, 10**9), microseconds=r.randint(0, 999_999))
         doc = {"n": r.randint(0, 1000), "s": r.choice(self.TEXTS), "l": [r.random() < 0.5, None, 1.5]}
         return (
-            self.maybe(Decimal(r.randint(-10**8, 10**8)) / 1000),
+            self.maybe(Decimal(r.randint(-(10**8), 10**8)) / 1000),
             self.maybe(ts),
             self.maybe(json.dumps(doc, ensure_ascii=False)),
             self.maybe(r.choice("xyz")),
@@ -380,7 +425,7 @@ class RandomDml:
         tup = "(" + ", ".join(["%s"] * len(cols)) + ")"
         return f"({', '.join(cols)}) IN ({', '.join([tup] * len(keys))})", [v for k in keys for v in k]
 
-    def insert(self, table: str, n: int, keys: Optional[list[tuple]] = None) -> None:
+    def insert(self, table: str, n: int, keys: list[tuple] | None = None) -> None:
         keys = keys or [self.new_key(table) for _ in range(n)]
         rows = [k + self.values(table) for k in keys]
         width = len(rows[0])
@@ -393,9 +438,14 @@ class RandomDml:
 
     def update_one(self, table: str) -> None:
         for k in self.sample(table, 1, 1):
-            cols = {"comp": ("v", "note"), "strk": ("n", "txt"), "mixed": ("d", "ts", "j", "e", "bits", "f")}[table]
+            cols = {"comp": ("v", "note"), "strk": ("n", "txt"), "mixed": ("d", "ts", "j", "e", "bits", "f")}[
+                table
+            ]
             w, p = self.where(table, [k])
-            self.exec(f"UPDATE {table} SET {', '.join(c + ' = %s' for c in cols)} WHERE {w}", list(self.values(table)) + p)
+            self.exec(
+                f"UPDATE {table} SET {', '.join(c + ' = %s' for c in cols)} WHERE {w}",
+                list(self.values(table)) + p,
+            )
 
     def update_many(self, table: str) -> None:
         keys = self.sample(table, 2, 6)
@@ -404,7 +454,9 @@ class RandomDml:
         w, p = self.where(table, keys)
         delta = self.rng.randint(1, 999)
         if table == "comp":
-            self.exec(f"UPDATE comp SET v = COALESCE(v, 0) + %s, note = %s WHERE {w}", [delta, f"bulk {delta}"] + p)
+            self.exec(
+                f"UPDATE comp SET v = COALESCE(v, 0) + %s, note = %s WHERE {w}", [delta, f"bulk {delta}"] + p
+            )
         elif table == "strk":
             self.exec(f"UPDATE strk SET n = COALESCE(n, 0) DIV 2 + %s WHERE {w}", [delta] + p)
         else:
@@ -418,11 +470,16 @@ class RandomDml:
         for k in self.sample(table, 1, 1):
             w, p = self.where(table, [k])
             if table == "comp":
-                self.exec(f"UPDATE comp SET b = %s, v = %s WHERE {w}", [f"b{self.fresh()}", self.rng.randint(0, 9)] + p)
+                self.exec(
+                    f"UPDATE comp SET b = %s, v = %s WHERE {w}",
+                    [f"b{self.fresh()}", self.rng.randint(0, 9)] + p,
+                )
             elif table == "strk":
                 self.exec(f"UPDATE strk SET k = %s WHERE {w}", [f"k{self.fresh():05d}"] + p)
             else:
-                self.exec(f"UPDATE mixed SET id = %s, f = %s WHERE {w}", [self.fresh(), self.rng.random()] + p)
+                self.exec(
+                    f"UPDATE mixed SET id = %s, f = %s WHERE {w}", [self.fresh(), self.rng.random()] + p
+                )
 
     def update_key_many(self, table: str) -> None:
         if table == "comp":  # b is unique on its own, so (a + 100, b) is a new key
@@ -461,8 +518,16 @@ class RandomDml:
     def one(self) -> None:
         table = self.rng.choice(list(RANDOM_TABLES))
         op = self.rng.choices(
-            [lambda t: self.insert(t, self.rng.randint(1, 5)), self.update_one, self.update_many,
-             self.update_key_one, self.update_key_many, self.delete_one, self.delete_many, self.delete_reinsert],
+            [
+                lambda t: self.insert(t, self.rng.randint(1, 5)),
+                self.update_one,
+                self.update_many,
+                self.update_key_one,
+                self.update_key_many,
+                self.delete_one,
+                self.delete_many,
+                self.delete_reinsert,
+            ],
             weights=[4, 3, 2, 1, 1, 1, 1, 1],
         )[0]
         op(table)
@@ -546,8 +611,18 @@ def test_alter_add_drop_rename_inside_one_window(scratch_db, make_cdc, s3_storag
         return {"id": id, "a": a, "b": b, "c": c, "a2": a2}
 
     # a 4-column row image before ADD c, (id, a, b, c) after it, (id, a, c) after DROP b, (id, a2, c) after RENAME
-    final = [(img(i, c=c, a2=a), img(i, c=c, a2=a + 1)) for i, a, c in
-             [(1, 11, 7), (2, 20, 22), (3, 33, 7), (5, 50, 7), (6, 60, 66), (7, 70, 77), (8, 80, 88)]]
+    final = [
+        (img(i, c=c, a2=a), img(i, c=c, a2=a + 1))
+        for i, a, c in [
+            (1, 11, 7),
+            (2, 20, 22),
+            (3, 33, 7),
+            (5, 50, 7),
+            (6, 60, 66),
+            (7, 70, 77),
+            (8, 80, 88),
+        ]
+    ]
     expected = [
         ("c", None, img(5, 50, "five")),
         ("u", img(1, 10, "one"), img(1, 11, "one")),
@@ -563,7 +638,9 @@ def test_alter_add_drop_rename_inside_one_window(scratch_db, make_cdc, s3_storag
     assert [(x["op"], x["before"], x["after"]) for x in events] == expected
     # the schema history has the three ALTERs at their positions, between the events they split
     hist = read_delta(cdc.storage, cdc.storage.uri(cdc.server, "_schema_history")).to_pylist()
-    alters = sorted((h for h in hist if h["ddl"].upper().startswith("ALTER")), key=lambda h: (h["file_seq"], h["pos"]))
+    alters = sorted(
+        (h for h in hist if h["ddl"].upper().startswith("ALTER")), key=lambda h: (h["file_seq"], h["pos"])
+    )
     assert [h["ddl"].split(".evo ", 1)[1].split()[0] for h in alters] == ["ADD", "DROP", "RENAME"]
     positions = [(file_seq(x["source"]["file"]), x["source"]["pos"]) for x in events]
     cuts = [(h["file_seq"], h["pos"]) for h in alters]
@@ -586,7 +663,9 @@ def delta_versions(uri: str) -> int:
     return len(list(d.glob("*.json"))) if d.exists() else 0
 
 
-def run_in_child_and_kill(cdc: Cdc, req: dg.RunRequest, watch: list[str], log_path: Path, timeout: float = 300) -> str:
+def run_in_child_and_kill(
+    cdc: Cdc, req: dg.RunRequest, watch: list[str], log_path: Path, timeout: float = 300
+) -> str:
     """Run ``req`` in a child process; SIGKILL its process group (Python + Spark JVM) as soon as
     one of the ``watch`` Delta tables gets a new commit. Returns the watched table that moved."""
     before = {u: delta_versions(u) for u in watch}
@@ -600,7 +679,10 @@ def run_in_child_and_kill(cdc: Cdc, req: dg.RunRequest, watch: list[str], log_pa
     with open(log_path, "w") as out:
         proc = subprocess.Popen(
             [sys.executable, str(ROOT / "tests" / "killable_run.py"), json.dumps(spec)],
-            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     moved = None
     deadline = time.monotonic() + timeout
@@ -612,7 +694,9 @@ def run_in_child_and_kill(cdc: Cdc, req: dg.RunRequest, watch: list[str], log_pa
                     break
             else:
                 if proc.poll() is not None:
-                    raise AssertionError(f"the run finished before it could be killed:\n{log_path.read_text()[-3000:]}")
+                    raise AssertionError(
+                        f"the run finished before it could be killed:\n{log_path.read_text()[-3000:]}"
+                    )
                 if time.monotonic() > deadline:
                     raise AssertionError(f"no commit within {timeout}s:\n{log_path.read_text()[-3000:]}")
                 time.sleep(0.005)
@@ -649,7 +733,10 @@ def test_sigkill_mid_write_then_sensor_retry(scratch_db, make_cdc, tmp_path):
         )
     sql(
         "BEGIN",
-        *(f"UPDATE `{db}`.{t} SET n = {rng.randint(1, 99)} WHERE id = {rng.randint(100, 159)}" for t in tables),
+        *(
+            f"UPDATE `{db}`.{t} SET n = {rng.randint(1, 99)} WHERE id = {rng.randint(100, 159)}"
+            for t in tables
+        ),
         f"DELETE FROM `{db}`.t2 WHERE id = 1",
         "COMMIT",
     )
@@ -669,7 +756,9 @@ def test_sigkill_mid_write_then_sensor_retry(scratch_db, make_cdc, tmp_path):
     (run1,) = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: req.run_key}))
     assert run1.status == dg.DagsterRunStatus.STARTED, "killed before the run finished"
     assert delta_versions(moved) > before[moved]
-    assert any(delta_versions(u) == before[u] for u in changelogs), "killed mid-window: a table not yet written"
+    assert any(delta_versions(u) == before[u] for u in changelogs), (
+        "killed mid-window: a table not yet written"
+    )
     res = cdc.tick_once()
     assert not res.run_requests and "STARTED" in res.skip_message
     # run monitoring would detect the dead worker and fail the run
@@ -682,7 +771,11 @@ def test_sigkill_mid_write_then_sensor_retry(scratch_db, make_cdc, tmp_path):
     # attempt 2 runs (in process) to the end; the sensor then commits the window
     cdc.run(req2)
     cdc.ticks()
-    statuses = {r.tags[REQUEST_TAG]: r.status for r in instance.get_runs() if r.tags.get(REQUEST_TAG, "").startswith(req.run_key[:-3])}
+    statuses = {
+        r.tags[REQUEST_TAG]: r.status
+        for r in instance.get_runs()
+        if r.tags.get(REQUEST_TAG, "").startswith(req.run_key[:-3])
+    }
     assert statuses == {req.run_key: dg.DagsterRunStatus.FAILURE, req2.run_key: dg.DagsterRunStatus.SUCCESS}
     assert cdc.committed().sort_key() >= target.sort_key()
     cdc.check(db, tables)
@@ -691,7 +784,11 @@ def test_sigkill_mid_write_then_sensor_retry(scratch_db, make_cdc, tmp_path):
         # the window's batch was committed exactly once to each dataset, whatever the attempts did
         for kind in ("changelog", "state"):
             batches = [c.get("dagster_mysql_cdc.batch") for c in DeltaTable(cdc.uri(db, t, kind)).history()]
-            assert sum(1 for b in batches if b and b.startswith("dagster-mysql-cdc/stream@")) == 1, (t, kind, batches)
+            assert sum(1 for b in batches if b and b.startswith("dagster-mysql-cdc/stream@")) == 1, (
+                t,
+                kind,
+                batches,
+            )
 
 
 # -- 4. rotation and restart -------------------------------------------------------------------
@@ -701,8 +798,10 @@ def test_rotation_and_restart(scratch_db, make_cdc):
     db = scratch_db
     tables = ["r1", "r2"]
     for t in tables:
-        sql(f"CREATE TABLE `{db}`.{t} (id INT NOT NULL PRIMARY KEY, v VARCHAR(20))",
-            f"INSERT INTO `{db}`.{t} VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+        sql(
+            f"CREATE TABLE `{db}`.{t} (id INT NOT NULL PRIMARY KEY, v VARCHAR(20))",
+            f"INSERT INTO `{db}`.{t} VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+        )
     cdc = make_cdc(db)
     cdc.ticks()
     r1, r2 = f"`{db}`.r1", f"`{db}`.r2"
@@ -710,8 +809,13 @@ def test_rotation_and_restart(scratch_db, make_cdc):
     # A: two rotations between statements -> the sensor splits at file ends, three windows
     sql(f"INSERT INTO {r1} VALUES (4, 'd')", f"UPDATE {r2} SET v = 'bb' WHERE id = 2")
     sql("FLUSH BINARY LOGS")
-    sql(f"UPDATE {r1} SET id = 40 WHERE id = 4", "BEGIN", f"DELETE FROM {r2} WHERE id = 1",
-        f"INSERT INTO {r1} VALUES (5, 'e')", "COMMIT")
+    sql(
+        f"UPDATE {r1} SET id = 40 WHERE id = 4",
+        "BEGIN",
+        f"DELETE FROM {r2} WHERE id = 1",
+        f"INSERT INTO {r1} VALUES (5, 'e')",
+        "COMMIT",
+    )
     sql("FLUSH BINARY LOGS")
     sql(f"INSERT INTO {r2} VALUES (6, 'f'), (7, 'g')")
     target = master_position()
@@ -756,8 +860,12 @@ def test_window_may_end_after_data_less_events():
     sql("FLUSH BINARY LOGS")
     end = master_position()
     reader = BinlogReader(
-        cdc_settings(), random.randint(1_000_000, 2_000_000_000), BinlogPosition(end.file, 4, end.gtid_set), end,
-        is_mariadb=True, deadline_s=30,
+        cdc_settings(),
+        random.randint(1_000_000, 2_000_000_000),
+        BinlogPosition(end.file, 4, end.gtid_set),
+        end,
+        is_mariadb=True,
+        deadline_s=30,
     )
     items = list(reader)
     assert (reader.position.file, reader.position.pos) == (end.file, end.pos)
@@ -777,8 +885,10 @@ def error_chain(e: BaseException) -> str:
 
 def test_purged_binlog_fails_then_when_needed_resnapshots(scratch_db, make_cdc):
     db = scratch_db
-    sql(f"CREATE TABLE `{db}`.p (id INT NOT NULL PRIMARY KEY, v VARCHAR(20))",
-        f"INSERT INTO `{db}`.p VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+    sql(
+        f"CREATE TABLE `{db}`.p (id INT NOT NULL PRIMARY KEY, v VARCHAR(20))",
+        f"INSERT INTO `{db}`.p VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+    )
     cdc = make_cdc(db)
     cdc.ticks()
     sql(f"UPDATE `{db}`.p SET v = 'streamed' WHERE id = 1")
@@ -824,9 +934,11 @@ def test_purged_binlog_fails_then_when_needed_resnapshots(scratch_db, make_cdc):
 
 def test_changes_only_in_uncaptured_tables_advance_the_offset(scratch_db, make_cdc):
     db = scratch_db
-    sql(f"CREATE TABLE `{db}`.cap (id INT NOT NULL PRIMARY KEY, v INT)",
+    sql(
+        f"CREATE TABLE `{db}`.cap (id INT NOT NULL PRIMARY KEY, v INT)",
         f"CREATE TABLE `{db}`.other (id INT NOT NULL PRIMARY KEY, v INT)",
-        f"INSERT INTO `{db}`.cap VALUES (1, 1), (2, 2)")
+        f"INSERT INTO `{db}`.cap VALUES (1, 1), (2, 2)",
+    )
     cdc = make_cdc(db, database_include_list=None, table_include_list=[f"{db}\\.cap"])
     cdc.ticks()
     start = cdc.committed()
@@ -858,7 +970,8 @@ def test_sensor_with_large_backlog_returns_quickly(scratch_db, make_cdc):
     with conn.cursor() as cur:
         for b in range(25):
             cur.execute(
-                f"INSERT INTO `{db}`.big VALUES " + ", ".join(f"({i}, {i}, 'row {i}')" for i in range(b * 1000, (b + 1) * 1000))
+                f"INSERT INTO `{db}`.big VALUES "
+                + ", ".join(f"({i}, {i}, 'row {i}')" for i in range(b * 1000, (b + 1) * 1000))
             )
         cur.execute(f"UPDATE `{db}`.big SET v = v + 1")
         assert cur.rowcount == 25_000

@@ -2,7 +2,6 @@
 
 import pytest
 from deltalake import DeltaTable
-
 from sensor_harness import SensorDriven, capture_resource, scratch_database
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -23,7 +22,11 @@ def test_pk_change_headers_and_transaction_events(local_storage):
             cur.execute(f"UPDATE {db}.a SET id=3 WHERE id=1")
             cur.execute("COMMIT")
         cdc.ticks()
-        events = [e for e in DeltaTable(local_storage.uri(db, db, "a", "changelog")).to_pyarrow_table().to_pylist() if e["op"] != "r"]
+        events = [
+            e
+            for e in DeltaTable(local_storage.uri(db, db, "a", "changelog")).to_pyarrow_table().to_pylist()
+            if e["op"] != "r"
+        ]
         events.sort(key=lambda e: (e["source"]["pos"], e["source"]["row"], e["op"] == "c"))
         assert [(e["op"], dict(e["headers"] or [])) for e in events] == [
             ("c", {}),
@@ -38,4 +41,7 @@ def test_pk_change_headers_and_transaction_events(local_storage):
         assert [t["status"] for t in txs] == ["BEGIN", "END"]
         end = txs[1]
         assert end["id"] == tx_ids.pop() and end["event_count"] == 5
-        assert sorted((d["data_collection"], d["event_count"]) for d in end["data_collections"]) == [(f"{db}.a", 3), (f"{db}.b", 2)]
+        assert sorted((d["data_collection"], d["event_count"]) for d in end["data_collections"]) == [
+            (f"{db}.a", 3),
+            (f"{db}.b", 2),
+        ]

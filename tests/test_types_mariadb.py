@@ -393,7 +393,9 @@ def captured():
                 cur.execute("SHOW WARNINGS")
                 warnings = [w for w in cur.fetchall() if w[0] != "Note"]
                 # zero/invalid dates and the like are intended; data truncation is not
-                assert not [w for w in warnings if "truncat" in w[2].lower() and "date" not in w[2].lower()], warnings
+                assert not [
+                    w for w in warnings if "truncat" in w[2].lower() and "date" not in w[2].lower()
+                ], warnings
 
         with _LocalTimeZone("America/Los_Angeles"):
             snap = connect(init_command="SET time_zone='+00:00'")
@@ -504,9 +506,18 @@ def test_binlog_empty_nullable_set_needs_none_sources(captured):
     assert tc.convert_row_dict(values3, none_sources3)[st] is None
 
 
-@pytest.mark.parametrize("options", OPTION_SETS, ids=lambda o: "-".join(
-    [o.decimal_handling_mode, o.time_precision_mode[:7], o.bigint_unsigned_handling_mode, o.binary_handling_mode]
-))
+@pytest.mark.parametrize(
+    "options",
+    OPTION_SETS,
+    ids=lambda o: "-".join(
+        [
+            o.decimal_handling_mode,
+            o.time_precision_mode[:7],
+            o.bigint_unsigned_handling_mode,
+            o.binary_handling_mode,
+        ]
+    ),
+)
 def test_both_sources_agree_and_build_identical_batches(captured, options):
     schema, pymysql_rows, binlog_rows, _ = captured
     snap = TableConverter(schema, options, "pymysql")

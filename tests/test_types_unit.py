@@ -7,6 +7,7 @@ pymysql 1.x default conversions and python-mysql-replication 1.0.17 row events.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 import json
 import struct
@@ -89,7 +90,7 @@ def test_bad_option_value_message(option, bad, allowed):
 
 def test_options_are_frozen_and_hashable():
     o = TypeOptions(decimal_handling_mode="string")
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         o.decimal_handling_mode = "double"  # type: ignore[misc]
     assert hash(o) == hash(TypeOptions(decimal_handling_mode="string"))
 
@@ -116,7 +117,12 @@ SCHEMA_CASES = [
         ("bytes", "org.apache.kafka.connect.data.Decimal"),
         pa.decimal128(20, 0),
     ),
-    (col("bigint", unsigned=True), TypeOptions(bigint_unsigned_handling_mode="long"), ("int64", None), pa.int64()),
+    (
+        col("bigint", unsigned=True),
+        TypeOptions(bigint_unsigned_handling_mode="long"),
+        ("int64", None),
+        pa.int64(),
+    ),
     (col("float"), DEFAULT, ("float32", None), pa.float32()),
     (col("float", precision=7, scale=4), DEFAULT, ("float64", None), pa.float64()),
     (col("double"), DEFAULT, ("float64", None), pa.float64()),
@@ -133,8 +139,18 @@ SCHEMA_CASES = [
         ("bytes", "org.apache.kafka.connect.data.Decimal"),
         pa.string(),
     ),
-    (col("decimal", precision=10, scale=2), TypeOptions(decimal_handling_mode="double"), ("float64", None), pa.float64()),
-    (col("decimal", precision=10, scale=2), TypeOptions(decimal_handling_mode="string"), ("string", None), pa.string()),
+    (
+        col("decimal", precision=10, scale=2),
+        TypeOptions(decimal_handling_mode="double"),
+        ("float64", None),
+        pa.float64(),
+    ),
+    (
+        col("decimal", precision=10, scale=2),
+        TypeOptions(decimal_handling_mode="string"),
+        ("string", None),
+        pa.string(),
+    ),
     (col("varchar", length=10), DEFAULT, ("string", None), pa.string()),
     (col("longtext"), DEFAULT, ("string", None), pa.string()),
     (col("binary", length=4), DEFAULT, ("bytes", None), pa.binary()),
@@ -177,7 +193,9 @@ SCHEMA_CASES += [
 ]
 
 
-@pytest.mark.parametrize("column,options,expected,arrow_type", SCHEMA_CASES, ids=lambda x: getattr(x, "column_type", None))
+@pytest.mark.parametrize(
+    "column,options,expected,arrow_type", SCHEMA_CASES, ids=lambda x: getattr(x, "column_type", None)
+)
 def test_schema_mapping(column, options, expected, arrow_type):
     assert debezium_type(column, options) == expected
     f = arrow_field(column, options)
@@ -612,8 +630,14 @@ def test_time_micros_including_negative():
     assert both(c, -td, -td) == -3020399000000
     neg = -dt.timedelta(seconds=1, microseconds=500000)  # '-00:00:01.500000'
     assert both(c, neg, neg) == -1500000
-    assert both(c, dt.timedelta(hours=13, minutes=37, seconds=3, microseconds=1), dt.timedelta(
-        hours=13, minutes=37, seconds=3, microseconds=1)) == 49023000001
+    assert (
+        both(
+            c,
+            dt.timedelta(hours=13, minutes=37, seconds=3, microseconds=1),
+            dt.timedelta(hours=13, minutes=37, seconds=3, microseconds=1),
+        )
+        == 49023000001
+    )
     assert arrow_roundtrip(c, -3020399000000) == -3020399000000
 
 
@@ -642,7 +666,10 @@ def test_negative_fractional_time_from_binlog(true_value, library_value):
     pymysql_value = sign * dt.timedelta(hours=int(h), minutes=int(m), seconds=int(sec), microseconds=int(us))
     assert conv(col("time", precision=6), "pymysql")(pymysql_value) == expected
     # TIME(0) has no fraction, so the library value is taken as is
-    assert conv(col("time", precision=0), "binlog")(-dt.timedelta(hours=838, minutes=59, seconds=59)) == -3020399000000
+    assert (
+        conv(col("time", precision=0), "binlog")(-dt.timedelta(hours=838, minutes=59, seconds=59))
+        == -3020399000000
+    )
 
 
 def test_time_connect_mode_millis_int32():

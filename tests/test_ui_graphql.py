@@ -19,7 +19,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-
 from conftest import CDC_PASSWORD, ROOT, SERVICE_ENV
 
 pytestmark = pytest.mark.integration
@@ -139,7 +138,11 @@ def webserver(args: list[str], cwd: Path, tmp_path: Path):
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "dagster_webserver", *args, "-h", "127.0.0.1", "-p", str(port)],
-            cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=cwd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -179,7 +182,10 @@ def check_served(url: str, location: str) -> dict:
     assert binlog["isExecutable"] and binlog["groupName"] == "dbserver1_cdc"
     checks = {n: {c["name"] for c in a["assetChecksOrError"].get("checks", [])} for n, a in assets.items()}
     assert checks[(SERVER, "inventory", "orders")] == {
-        "row_count_matches_source", "checksum_matches_source", "schema_matches_source"}
+        "row_count_matches_source",
+        "checksum_matches_source",
+        "schema_matches_source",
+    }
     assert checks[(SERVER, "binlog")] == {"binlog_retention"}
 
     sensors = {s["name"]: s for s in repo["sensors"]}
@@ -208,7 +214,11 @@ def test_ui_serves_definitions_py(tmp_path):
     with webserver(["-f", "definitions.py"], ROOT, tmp_path) as (url, location):
         assert location == "definitions.py"
         repo = check_served(url, location)
-        ranges = {tuple(a["assetKey"]["path"]): a for a in repo["assetNodes"] if a["assetKey"]["path"][-1] == "pk_ranges"}
+        ranges = {
+            tuple(a["assetKey"]["path"]): a
+            for a in repo["assetNodes"]
+            if a["assetKey"]["path"][-1] == "pk_ranges"
+        }
         assert set(ranges) >= {(SERVER, "inventory", t, "pk_ranges") for t in INVENTORY_TABLES}
         assert all(a["isPartitioned"] for a in ranges.values())
 
@@ -221,8 +231,11 @@ def test_ui_serves_the_component_project(tmp_path):
         # the component's translation (group_name/tags) is what the UI shows
         groups = {tuple(a["assetKey"]["path"]): a["groupName"] for a in repo["assetNodes"]}
         assert groups[(SERVER, "inventory", "orders")] == "inventory"
-        res = graphql(url, RESOURCES_QUERY, {"selector": {"repositoryName": repo["name"],
-                                                           "repositoryLocationName": location}})
+        res = graphql(
+            url,
+            RESOURCES_QUERY,
+            {"selector": {"repositoryName": repo["name"], "repositoryLocationName": location}},
+        )
         lake = {r["name"]: r for r in res["allTopLevelResourceDetailsOrError"]["results"]}["lake"]
         lake_values = {v["key"]: v for v in lake["configuredValues"]}
         assert lake_values["s3_secret_access_key"]["type"] == "ENV_VAR"

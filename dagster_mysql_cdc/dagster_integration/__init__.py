@@ -4,8 +4,8 @@ from .component import MySqlCdcComponent
 from .cursor import CorruptCursorError, StreamCursor
 from .decorator import mysql_cdc_assets
 from .local import run_sensor_ticks
-from .resources import DEFAULT_SPARK_CONFIG, SNAPSHOT_MODES, CdcLakeResource, MySqlCdcResource
 from .partitions import build_pk_range_assets
+from .resources import DEFAULT_SPARK_CONFIG, SNAPSHOT_MODES, CdcLakeResource, MySqlCdcResource
 from .sensor import build_mysql_cdc_sensor
 from .translator import (
     DagsterMySqlCdcTranslator,

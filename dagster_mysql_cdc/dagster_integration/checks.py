@@ -58,14 +58,32 @@ TABLE_CHECKS = (ROW_COUNT, CHECKSUM, SCHEMA)
 def table_check_specs(key: dg.AssetKey) -> list[dg.AssetCheckSpec]:
     """The reconciliation checks of one table asset."""
     return [
-        dg.AssetCheckSpec(ROW_COUNT, asset=key, description="Live rows in the lake state equal the source's row count at the committed position."),
-        dg.AssetCheckSpec(CHECKSUM, asset=key, description="Order-independent checksum of key + all columns equals the source's (whole table or a sample of key chunks)."),
-        dg.AssetCheckSpec(SCHEMA, asset=key, description="Every source column exists in the lake state with the same Debezium type."),
+        dg.AssetCheckSpec(
+            ROW_COUNT,
+            asset=key,
+            description="Live rows in the lake state equal the source's row count at the committed position.",
+        ),
+        dg.AssetCheckSpec(
+            CHECKSUM,
+            asset=key,
+            description="Order-independent checksum of key + all columns equals the source's (whole table or a sample of key chunks).",
+        ),
+        dg.AssetCheckSpec(
+            SCHEMA,
+            asset=key,
+            description="Every source column exists in the lake state with the same Debezium type.",
+        ),
     ]
 
 
 def binlog_check_specs(key: dg.AssetKey) -> list[dg.AssetCheckSpec]:
-    return [dg.AssetCheckSpec(RETENTION, asset=key, description="The committed binlog offset is still on the server, outside the retention margin.")]
+    return [
+        dg.AssetCheckSpec(
+            RETENTION,
+            asset=key,
+            description="The committed binlog offset is still on the server, outside the retention margin.",
+        )
+    ]
 
 
 @dataclass(frozen=True)
@@ -101,8 +119,13 @@ def _checksum(rows: Iterable[Sequence]) -> tuple[int, int]:
 
 
 def touched_keys(
-    settings: ConnectionSettings, info: ServerInfo, schema: TableSchema, start: BinlogPosition,
-    end: BinlogPosition, type_options: TypeOptions, server_id: int,
+    settings: ConnectionSettings,
+    info: ServerInfo,
+    schema: TableSchema,
+    start: BinlogPosition,
+    end: BinlogPosition,
+    type_options: TypeOptions,
+    server_id: int,
 ) -> set[tuple]:
     """Converted primary keys of ``schema``'s rows changed by the binlog in ``[start, end)``."""
     if start.sort_key() >= end.sort_key():
@@ -175,13 +198,21 @@ def run_table_checks(
         schema = read_table_schemas(conn, [(database, table)]).get((database, table))
         if schema is None:
             for name in sorted(selected & set(TABLE_CHECKS)):
-                results.append(dg.AssetCheckResult(asset_key=key, check_name=name, passed=False,
-                                                   metadata={"reason": f"{database}.{table} no longer exists on the source"}))
+                results.append(
+                    dg.AssetCheckResult(
+                        asset_key=key,
+                        check_name=name,
+                        passed=False,
+                        metadata={"reason": f"{database}.{table} no longer exists on the source"},
+                    )
+                )
             return results
         conv = TableConverter(schema, type_options, "pymysql")
         from deltalake import DeltaTable
 
-        lake_schema = pa.schema(DeltaTable(state_uri, storage_options=storage.delta_storage_options()).schema().to_arrow())
+        lake_schema = pa.schema(
+            DeltaTable(state_uri, storage_options=storage.delta_storage_options()).schema().to_arrow()
+        )
         lake_cols = {f.name: f for f in lake_schema if f.name not in STATE_META_NAMES}
         if SCHEMA in selected:
             missing = [c for c in conv.arrow_schema.names if c not in lake_cols]
@@ -191,23 +222,43 @@ def run_table_checks(
                 if f.name in lake_cols and not f.type.equals(lake_cols[f.name].type)
             ]
             extra = [c for c in lake_cols if c not in conv.arrow_schema.names]
-            results.append(dg.AssetCheckResult(
-                asset_key=key, check_name=SCHEMA, passed=not missing and not mismatched,
-                metadata={
-                    "missing_in_lake": missing, "type_mismatches": mismatched,
-                    "lake_only_columns": extra,
-                    "explanation": ("source columns missing from the lake: the schema change is not captured yet or was skipped"
-                                    if missing else "lake columns cover the source" + (" (dropped source columns are kept in the lake)" if extra else "")),
-                },
-            ))
+            results.append(
+                dg.AssetCheckResult(
+                    asset_key=key,
+                    check_name=SCHEMA,
+                    passed=not missing and not mismatched,
+                    metadata={
+                        "missing_in_lake": missing,
+                        "type_mismatches": mismatched,
+                        "lake_only_columns": extra,
+                        "explanation": (
+                            "source columns missing from the lake: the schema change is not captured yet or was skipped"
+                            if missing
+                            else "lake columns cover the source"
+                            + (" (dropped source columns are kept in the lake)" if extra else "")
+                        ),
+                    },
+                )
+            )
         if not selected & {ROW_COUNT, CHECKSUM}:
             return results
-        if pos.sort_key() > committed.sort_key() and pos.file == committed.file and pos.pos - committed.pos > options.max_binlog_scan_bytes:
+        if (
+            pos.sort_key() > committed.sort_key()
+            and pos.file == committed.file
+            and pos.pos - committed.pos > options.max_binlog_scan_bytes
+        ):
             for name in sorted(selected & {ROW_COUNT, CHECKSUM}):
-                results.append(dg.AssetCheckResult(
-                    asset_key=key, check_name=name, passed=True, severity=dg.AssetCheckSeverity.WARN,
-                    metadata={"skipped": f"the lake is more than {options.max_binlog_scan_bytes} binlog bytes behind; reconcile after it catches up"},
-                ))
+                results.append(
+                    dg.AssetCheckResult(
+                        asset_key=key,
+                        check_name=name,
+                        passed=True,
+                        severity=dg.AssetCheckSeverity.WARN,
+                        metadata={
+                            "skipped": f"the lake is more than {options.max_binlog_scan_bytes} binlog bytes behind; reconcile after it catches up"
+                        },
+                    )
+                )
             return results
         touched = touched_keys(settings, info, schema, committed, pos, type_options, server_id + 7)
         # compare the columns both sides have (schema drift is the schema check's business)
@@ -216,19 +267,34 @@ def run_table_checks(
         proj = [all_names.index(n) for n in names]
         pk = list(schema.primary_key) or names
         kidx = [names.index(k) for k in pk]
-        lake_rows = [r for r in _lake_live_rows(storage, state_uri, names) if tuple(r[i] for i in kidx) not in touched]
+        lake_rows = [
+            r for r in _lake_live_rows(storage, state_uri, names) if tuple(r[i] for i in kidx) not in touched
+        ]
         src_rows = [
-            p for p in (tuple(r[i] for i in proj) for r in _source_rows(conn, schema, conv, options.chunk_rows))
+            p
+            for p in (tuple(r[i] for i in proj) for r in _source_rows(conn, schema, conv, options.chunk_rows))
             if tuple(p[i] for i in kidx) not in touched
         ]
-        base_md = {"committed_position": str(committed), "source_position": str(pos), "keys_changed_since_committed": len(touched),
-                   "columns_compared": names}
+        base_md = {
+            "committed_position": str(committed),
+            "source_position": str(pos),
+            "keys_changed_since_committed": len(touched),
+            "columns_compared": names,
+        }
         if ROW_COUNT in selected:
-            results.append(dg.AssetCheckResult(
-                asset_key=key, check_name=ROW_COUNT, passed=len(lake_rows) == len(src_rows),
-                metadata={**base_md, "lake_rows": len(lake_rows), "source_rows": len(src_rows),
-                          "explanation": "counts compared over keys not changed since the committed position"},
-            ))
+            results.append(
+                dg.AssetCheckResult(
+                    asset_key=key,
+                    check_name=ROW_COUNT,
+                    passed=len(lake_rows) == len(src_rows),
+                    metadata={
+                        **base_md,
+                        "lake_rows": len(lake_rows),
+                        "source_rows": len(src_rows),
+                        "explanation": "counts compared over keys not changed since the committed position",
+                    },
+                )
+            )
         if CHECKSUM in selected:
             if options.checksum_sample_chunks > 0 and schema.primary_key:
                 sample_keys = _sample_keys(src_rows, kidx, options.checksum_sample_chunks, options.chunk_rows)
@@ -238,13 +304,24 @@ def run_table_checks(
                 lake_sample, src_sample = lake_rows, src_rows
             lsum, ln = _checksum(lake_sample)
             ssum, sn = _checksum(src_sample)
-            md = {**base_md, "lake_checksum": f"{lsum:016x}", "source_checksum": f"{ssum:016x}", "rows_compared": sn,
-                  "scope": "whole table" if lake_sample is lake_rows else f"{options.checksum_sample_chunks} key chunks"}
+            md = {
+                **base_md,
+                "lake_checksum": f"{lsum:016x}",
+                "source_checksum": f"{ssum:016x}",
+                "rows_compared": sn,
+                "scope": "whole table"
+                if lake_sample is lake_rows
+                else f"{options.checksum_sample_chunks} key chunks",
+            }
             if lsum != ssum or ln != sn:
                 lset = {tuple(r) for r in lake_sample}
                 sset = {tuple(r) for r in src_sample}
                 md["differing_keys_sample"] = [str(tuple(r[i] for i in kidx)) for r in list(lset ^ sset)[:10]]
-            results.append(dg.AssetCheckResult(asset_key=key, check_name=CHECKSUM, passed=lsum == ssum and ln == sn, metadata=md))
+            results.append(
+                dg.AssetCheckResult(
+                    asset_key=key, check_name=CHECKSUM, passed=lsum == ssum and ln == sn, metadata=md
+                )
+            )
         return results
     finally:
         try:
@@ -292,19 +369,41 @@ def retention_check(
     finally:
         conn.close()
     names = [f for f, _ in files]
-    md = {"committed_file": committed.file if committed else None, "oldest_file": names[0] if names else None,
-          "binlog_files": len(names), "margin_files": margin_files}
+    md = {
+        "committed_file": committed.file if committed else None,
+        "oldest_file": names[0] if names else None,
+        "binlog_files": len(names),
+        "margin_files": margin_files,
+    }
     if committed is None:
-        return dg.AssetCheckResult(asset_key=key, check_name=RETENTION, passed=True, metadata={**md, "explanation": "nothing committed yet"})
+        return dg.AssetCheckResult(
+            asset_key=key,
+            check_name=RETENTION,
+            passed=True,
+            metadata={**md, "explanation": "nothing committed yet"},
+        )
     if committed.file not in names:
         return dg.AssetCheckResult(
-            asset_key=key, check_name=RETENTION, passed=False,
-            metadata={**md, "explanation": f"{committed.file} was purged: streaming cannot resume; re-snapshot (snapshot_mode=when_needed)"},
+            asset_key=key,
+            check_name=RETENTION,
+            passed=False,
+            metadata={
+                **md,
+                "explanation": f"{committed.file} was purged: streaming cannot resume; re-snapshot (snapshot_mode=when_needed)",
+            },
         )
     at_risk = committed.file in names[:margin_files] and len(names) > 1
     return dg.AssetCheckResult(
-        asset_key=key, check_name=RETENTION, passed=not at_risk,
+        asset_key=key,
+        check_name=RETENTION,
+        passed=not at_risk,
         severity=dg.AssetCheckSeverity.WARN,
-        metadata={**md, "explanation": (f"{committed.file} is among the {margin_files} oldest binlog files: it may be purged before streaming catches up"
-                                         if at_risk else "committed offset is safely within retention")},
+        metadata={
+            **md,
+            "explanation": (
+                f"{committed.file} is among the {margin_files} oldest binlog files: it may be purged before streaming catches up"
+                if at_risk
+                else "committed offset is safely within retention"
+            ),
+        },
     )

@@ -49,8 +49,8 @@ from dagster.components import (
     Component,
     ComponentLoadContext,
     ComponentTypeSpec,
-    Resolvable,
     ResolutionContext,
+    Resolvable,
     Resolver,
     Scaffolder,
     ScaffoldRequest,
@@ -142,8 +142,13 @@ OptionalSecretStr = Annotated[
 
 
 def _str_field(description: str, examples: list[Any] | None = None, *, optional: bool = False) -> Resolver:
-    return Resolver(_resolve_str, model_field_type=str | None if optional else str,
-                    inject_before_resolve=False, description=description, examples=examples)
+    return Resolver(
+        _resolve_str,
+        model_field_type=str | None if optional else str,
+        inject_before_resolve=False,
+        description=description,
+        examples=examples,
+    )
 
 
 def _doc(description: str, examples: list[Any] | None = None) -> Resolver:
@@ -155,8 +160,8 @@ def _doc(description: str, examples: list[Any] | None = None) -> Resolver:
 class MySqlConnectionArgs(Resolvable):
     """The captured server (Debezium ``database.*`` properties and ``topic.prefix``)."""
 
-    host: Annotated[str, _str_field("Server host (database.hostname).", ["127.0.0.1"])] = (
-        _resource_default("host")
+    host: Annotated[str, _str_field("Server host (database.hostname).", ["127.0.0.1"])] = _resource_default(
+        "host"
     )
     port: Annotated[int, _doc("Server port (database.port).", [3306])] = _resource_default("port")
     user: Annotated[str, _str_field("Capture user (database.user).", ["cdc"])] = _resource_default("user")
@@ -190,9 +195,12 @@ class CdcLakeArgs(Resolvable):
     s3_secret_access_key: OptionalSecretStr = None
     s3_region: Annotated[str, _str_field("S3 region.")] = _lake_default("s3_region")
     s3_conditional_put: Annotated[
-        str | None, _str_field("'etag' for atomic Delta commits via conditional PUT; null to disable.", optional=True)
+        str | None,
+        _str_field("'etag' for atomic Delta commits via conditional PUT; null to disable.", optional=True),
     ] = _lake_default("s3_conditional_put")
-    rows_per_file: Annotated[int, _doc("Maximum rows per Parquet data file.")] = _lake_default("rows_per_file")
+    rows_per_file: Annotated[int, _doc("Maximum rows per Parquet data file.")] = _lake_default(
+        "rows_per_file"
+    )
     compact_min_files: Annotated[int, _doc("Compact a table once it has this many files (0 = never).")] = (
         _lake_default("compact_min_files")
     )
@@ -217,9 +225,9 @@ class BinlogSensorArgs(Resolvable):
     default_status: Annotated[
         Literal["running", "stopped"], _doc("Whether the sensor runs as soon as the code location loads.")
     ] = "stopped"
-    minimum_interval_seconds: Annotated[
-        int, _doc("Seconds between ticks (the streaming latency floor).")
-    ] = 30
+    minimum_interval_seconds: Annotated[int, _doc("Seconds between ticks (the streaming latency floor).")] = (
+        30
+    )
     retention_margin_files: Annotated[
         int, _doc("Warn when the committed offset is in one of this many oldest binlog files.")
     ] = 1
@@ -364,7 +372,9 @@ class MySqlCdcComponent(Component, Resolvable):
     table_exclude_list: Annotated[list[str], _doc("Regexes of excluded 'db.table' names.")] = field(
         default_factory=list
     )
-    snapshot_mode: Annotated[SnapshotMode, _doc("Debezium snapshot.mode.")] = _resource_default("snapshot_mode")
+    snapshot_mode: Annotated[SnapshotMode, _doc("Debezium snapshot.mode.")] = _resource_default(
+        "snapshot_mode"
+    )
     snapshot_locking_mode: Annotated[SnapshotLockingMode, _doc("Debezium snapshot.locking.mode.")] = (
         _resource_default("snapshot_locking_mode")
     )
@@ -399,11 +409,15 @@ class MySqlCdcComponent(Component, Resolvable):
         int, _doc("Seconds a streaming run may spend reading its binlog window before it fails.")
     ] = _resource_default("binlog_read_timeout")
     signal_data_collection: Annotated[
-        str | None, _str_field("Signal table 'db.table' (signal.data.collection); default '<db>.debezium_signal' for one included database.", optional=True)
+        str | None,
+        _str_field(
+            "Signal table 'db.table' (signal.data.collection); default '<db>.debezium_signal' for one included database.",
+            optional=True,
+        ),
     ] = _resource_default("signal_data_collection")
-    incremental_snapshot_chunk_size: Annotated[int, _doc("Rows per chunk (incremental.snapshot.chunk.size).")] = (
-        _resource_default("incremental_snapshot_chunk_size")
-    )
+    incremental_snapshot_chunk_size: Annotated[
+        int, _doc("Rows per chunk (incremental.snapshot.chunk.size).")
+    ] = _resource_default("incremental_snapshot_chunk_size")
     incremental_snapshot_max_chunks_per_run: Annotated[int, _doc("Chunks one window run reads.")] = (
         _resource_default("incremental_snapshot_max_chunks_per_run")
     )
@@ -411,18 +425,23 @@ class MySqlCdcComponent(Component, Resolvable):
         str, _doc("insert_insert or insert_delete (incremental.snapshot.watermarking.strategy).")
     ] = _resource_default("incremental_snapshot_watermarking_strategy")
     incremental_snapshot_read_only: Annotated[
-        bool, _doc("Read-only incremental snapshots: binlog positions as watermarks, nothing written to the source.")
+        bool,
+        _doc(
+            "Read-only incremental snapshots: binlog positions as watermarks, nothing written to the source."
+        ),
     ] = _resource_default("incremental_snapshot_read_only")
-    pk_range_rows: Annotated[int, _doc("Rows per primary-key-range partition (0 = off).")] = _resource_default("pk_range_rows")
+    pk_range_rows: Annotated[int, _doc("Rows per primary-key-range partition (0 = off).")] = (
+        _resource_default("pk_range_rows")
+    )
     checksum_sample_chunks: Annotated[int, _doc("Checksum check: 0 = whole table, N = N key chunks.")] = (
         _resource_default("checksum_sample_chunks")
     )
     check_chunk_rows: Annotated[int, _doc("Rows per source read of the reconciliation checks.")] = (
         _resource_default("check_chunk_rows")
     )
-    retention_margin_files: Annotated[int, _doc("binlog_retention check: warn within this many oldest files.")] = (
-        _resource_default("retention_margin_files")
-    )
+    retention_margin_files: Annotated[
+        int, _doc("binlog_retention check: warn within this many oldest files.")
+    ] = _resource_default("retention_margin_files")
     lake: Annotated[CdcLakeArgs, _doc("The lake: storage location, S3 settings, Spark properties.")] = field(
         default_factory=CdcLakeArgs
     )
@@ -432,14 +451,20 @@ class MySqlCdcComponent(Component, Resolvable):
         str, _doc("Resource key of the source resource (change it when a project has several servers).")
     ] = "mysql"
     lake_resource_key: Annotated[str, _doc("Resource key of the lake resource.")] = "lake"
-    translation: Annotated[
-        TranslationFn[MySqlCdcTableProps],
-        TranslationFnResolver[MySqlCdcTableProps](_table_template_vars),
-    ] | None = None
-    binlog_translation: Annotated[
-        TranslationFn[str],
-        TranslationFnResolver[str](_binlog_template_vars),
-    ] | None = None
+    translation: (
+        Annotated[
+            TranslationFn[MySqlCdcTableProps],
+            TranslationFnResolver[MySqlCdcTableProps](_table_template_vars),
+        ]
+        | None
+    ) = None
+    binlog_translation: (
+        Annotated[
+            TranslationFn[str],
+            TranslationFnResolver[str](_binlog_template_vars),
+        ]
+        | None
+    ) = None
 
     def __post_init__(self) -> None:
         # Every YAML field also accepts a template string, so the schema cannot enforce the
@@ -581,8 +606,9 @@ class MySqlCdcComponent(Component, Resolvable):
         # Resource parameters are named after the configured resource keys.
         cdc.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
             [
-                inspect.Parameter("context", inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                  annotation=dg.AssetExecutionContext),
+                inspect.Parameter(
+                    "context", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=dg.AssetExecutionContext
+                ),
                 inspect.Parameter(mysql_key, inspect.Parameter.KEYWORD_ONLY, annotation=MySqlCdcResource),
                 inspect.Parameter(lake_key, inspect.Parameter.KEYWORD_ONLY, annotation=CdcLakeResource),
             ]
@@ -604,7 +630,9 @@ class MySqlCdcComponent(Component, Resolvable):
             minimum_interval_seconds=s.minimum_interval_seconds,
             retention_margin_files=s.retention_margin_files,
             default_status=(
-                dg.DefaultSensorStatus.RUNNING if s.default_status == "running" else dg.DefaultSensorStatus.STOPPED
+                dg.DefaultSensorStatus.RUNNING
+                if s.default_status == "running"
+                else dg.DefaultSensorStatus.STOPPED
             ),
             mysql_resource_key=self.mysql_resource_key,
         )

@@ -184,8 +184,21 @@ def plan_stream_window(
             if not files:
                 return Plan(cursor, skip_reason="the server has no binlog files")
             start = BinlogPosition(names[0], 4, "")
-            return Plan(replace(cursor, committed=start, snapshot_done=True), skip_reason=f"snapshot_mode=never: streaming from {start}")
-        return Plan(cursor, request=InFlight("snapshot", window_key("snapshot", None, server.current, 1), 1, None, server.current, snapshot_mode))
+            return Plan(
+                replace(cursor, committed=start, snapshot_done=True),
+                skip_reason=f"snapshot_mode=never: streaming from {start}",
+            )
+        return Plan(
+            cursor,
+            request=InFlight(
+                "snapshot",
+                window_key("snapshot", None, server.current, 1),
+                1,
+                None,
+                server.current,
+                snapshot_mode,
+            ),
+        )
     if snapshot_mode == "initial_only":
         return Plan(cursor, skip_reason="snapshot_mode=initial_only: the snapshot is done, streaming is off")
     committed = cursor.committed
@@ -194,8 +207,17 @@ def plan_stream_window(
         if snapshot_mode == "when_needed":
             return Plan(
                 cursor,
-                request=InFlight("snapshot", window_key("resnapshot", committed, server.current, 1), 1, committed, server.current, snapshot_mode),
-                warnings=(f"Binlog file {committed.file} of the committed offset was purged; re-snapshotting (snapshot_mode=when_needed).",),
+                request=InFlight(
+                    "snapshot",
+                    window_key("resnapshot", committed, server.current, 1),
+                    1,
+                    committed,
+                    server.current,
+                    snapshot_mode,
+                ),
+                warnings=(
+                    f"Binlog file {committed.file} of the committed offset was purged; re-snapshotting (snapshot_mode=when_needed).",
+                ),
             )
         raise ConfigurationError(
             f"The committed offset {committed} is no longer on the server: binlog file "
@@ -210,15 +232,26 @@ def plan_stream_window(
         )
     committed = normalize(committed, files)
     inc = cursor.incremental
-    if committed.sort_key() >= server.current.sort_key() and inc and inc.get("tables") and not inc.get("paused"):
+    if (
+        committed.sort_key() >= server.current.sort_key()
+        and inc
+        and inc.get("tables")
+        and not inc.get("paused")
+    ):
         # an incremental snapshot has chunks left: an empty window that only reads chunks
         return Plan(
             replace(cursor, committed=committed),
-            request=InFlight("stream", window_key("stream", committed, committed, 1), 1, committed, committed),
+            request=InFlight(
+                "stream", window_key("stream", committed, committed, 1), 1, committed, committed
+            ),
             warnings=tuple(warnings),
         )
     if committed.sort_key() >= server.current.sort_key():
-        return Plan(replace(cursor, committed=committed), skip_reason=f"caught up at {committed}", warnings=tuple(warnings))
+        return Plan(
+            replace(cursor, committed=committed),
+            skip_reason=f"caught up at {committed}",
+            warnings=tuple(warnings),
+        )
     end = server.current
     if committed.file != end.file and committed.file in names:
         end = BinlogPosition(committed.file, files[names.index(committed.file)][1], None)

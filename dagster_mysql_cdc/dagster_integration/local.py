@@ -34,8 +34,14 @@ def run_sensor_ticks(
     max_ticks: int = 50,
     until_caught_up: bool = True,
     raise_on_error: bool = True,
+    run_log_level: str = "DEBUG",
 ) -> TickLog:
     """Evaluate ``sensor`` repeatedly, running what it requests, until it is caught up.
+
+    Args:
+        run_log_level: level of the runs' console logger (Dagster's ``loggers.console.config.log_level``;
+            ``"DEBUG"`` prints every event, as ``dagster job execute`` does). The instance keeps
+            every event whatever the level.
 
     Returns:
         the ticks' log; ``log.cursor`` is the final cursor.
@@ -53,8 +59,13 @@ def run_sensor_ticks(
             if req.asset_check_keys:
                 selection = selection | dg.AssetSelection.checks(*req.asset_check_keys)
             res = dg.materialize(
-                [assets_def], resources=dict(resources), instance=instance,
-                selection=selection, tags=dict(req.tags), raise_on_error=raise_on_error,
+                [assets_def],
+                resources=dict(resources),
+                instance=instance,
+                selection=selection,
+                tags=dict(req.tags),
+                raise_on_error=raise_on_error,
+                run_config={"loggers": {"console": {"config": {"log_level": run_log_level}}}},
             )
             out.runs.append(res)
         if until_caught_up and not result.run_requests and "caught up at" in (result.skip_message or ""):

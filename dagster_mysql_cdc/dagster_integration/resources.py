@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -13,19 +15,19 @@ from pydantic import Field
 
 from ..errors import ConfigurationError, SourceConnectionError, UnknownTableError
 from ..events import BinlogPosition
-from ..pipeline import SnapshotTableResult, run_snapshot
-from ..source.schema_history import SchemaHistory
 from ..incremental import IncrementalState
-from ..source.signals import create_signal_table
-from ..stream import IncrementalOptions, StreamOptions, run_window
+from ..pipeline import SnapshotTableResult, run_snapshot
 from ..sink.lake import LakeWriter
 from ..sink.storage import StorageSettings
 from ..source.catalog import list_tables, read_table_schemas
 from ..source.connection import ConnectionSettings, ServerInfo, connect, server_info
 from ..source.filters import TableFilter
 from ..source.schema import TableSchema
+from ..source.schema_history import SchemaHistory
+from ..source.signals import create_signal_table
 from ..source.snapshot import SnapshotOptions
 from ..source.types import TableConverter, TypeOptions
+from ..stream import IncrementalOptions, StreamOptions, run_window
 from .checks import RETENTION, CheckOptions, retention_check, run_table_checks
 from .translator import BINLOG_METADATA_KEY, TABLE_METADATA_KEY, table_of_spec
 
@@ -53,6 +55,20 @@ DEFAULT_SPARK_CONFIG: dict[str, Any] = {
 }
 
 
+def use_this_python_for_local_spark(spark_config: dict[str, Any]) -> None:
+    """Makes a local Spark's Python workers run this interpreter (``PYSPARK_PYTHON``).
+
+    Spark starts its Python workers with ``PYSPARK_PYTHON`` or else ``python3`` from ``PATH``,
+    which in a virtual environment that is not activated (``.venv/bin/dagster dev``, a daemon's
+    run worker) is another Python without pyarrow or this package. Only for ``local[...]``
+    masters: on a cluster the executors' Python is the cluster's setting. An explicit
+    ``PYSPARK_PYTHON`` or ``spark.pyspark.python`` is left alone. Must run before the session starts.
+    """
+    master = str(spark_config.get("spark.master", "local"))
+    if master.startswith("local") and "spark.pyspark.python" not in spark_config:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
 class MySqlCdcResource(dg.ConfigurableResource):
     """The captured MySQL/MariaDB server and how it is captured.
 
@@ -74,28 +90,56 @@ class MySqlCdcResource(dg.ConfigurableResource):
         default=184054,
         description="Replication client id for the binlog dump (database.server.id); unique per server.",
     )
-    database_include_list: list[str] = Field(default_factory=list, description="Regexes of captured databases.")
-    database_exclude_list: list[str] = Field(default_factory=list, description="Regexes of excluded databases.")
-    table_include_list: list[str] = Field(default_factory=list, description="Regexes of captured 'db.table' names.")
-    table_exclude_list: list[str] = Field(default_factory=list, description="Regexes of excluded 'db.table' names.")
-    snapshot_mode: str = Field(default="initial", description=f"snapshot.mode: one of {SNAPSHOT_MODES}.")
-    snapshot_locking_mode: str = Field(default="minimal", description="snapshot.locking.mode: minimal, extended or none.")
-    snapshot_fetch_size: int = Field(default=10_000, description="Rows per round trip while scanning (snapshot.fetch.size).")
-    snapshot_batch_rows: int = Field(default=100_000, description="Rows per Arrow batch / Spark job (bounds memory).")
-    decimal_handling_mode: str = Field(default="precise", description="precise, double or string (decimal.handling.mode).")
-    time_precision_mode: str = Field(
-        default="adaptive_time_microseconds", description="adaptive_time_microseconds or connect (time.precision.mode)."
+    database_include_list: list[str] = Field(
+        default_factory=list, description="Regexes of captured databases."
     )
-    bigint_unsigned_handling_mode: str = Field(default="precise", description="precise or long (bigint.unsigned.handling.mode).")
-    binary_handling_mode: str = Field(default="bytes", description="bytes, base64, base64-url-safe or hex (binary.handling.mode).")
-    connect_timeout: int = Field(default=10, description="Seconds to wait for a connection (connect.timeout.ms / 1000).")
+    database_exclude_list: list[str] = Field(
+        default_factory=list, description="Regexes of excluded databases."
+    )
+    table_include_list: list[str] = Field(
+        default_factory=list, description="Regexes of captured 'db.table' names."
+    )
+    table_exclude_list: list[str] = Field(
+        default_factory=list, description="Regexes of excluded 'db.table' names."
+    )
+    snapshot_mode: str = Field(default="initial", description=f"snapshot.mode: one of {SNAPSHOT_MODES}.")
+    snapshot_locking_mode: str = Field(
+        default="minimal", description="snapshot.locking.mode: minimal, extended or none."
+    )
+    snapshot_fetch_size: int = Field(
+        default=10_000, description="Rows per round trip while scanning (snapshot.fetch.size)."
+    )
+    snapshot_batch_rows: int = Field(
+        default=100_000, description="Rows per Arrow batch / Spark job (bounds memory)."
+    )
+    decimal_handling_mode: str = Field(
+        default="precise", description="precise, double or string (decimal.handling.mode)."
+    )
+    time_precision_mode: str = Field(
+        default="adaptive_time_microseconds",
+        description="adaptive_time_microseconds or connect (time.precision.mode).",
+    )
+    bigint_unsigned_handling_mode: str = Field(
+        default="precise", description="precise or long (bigint.unsigned.handling.mode)."
+    )
+    binary_handling_mode: str = Field(
+        default="bytes", description="bytes, base64, base64-url-safe or hex (binary.handling.mode)."
+    )
+    connect_timeout: int = Field(
+        default=10, description="Seconds to wait for a connection (connect.timeout.ms / 1000)."
+    )
     skip_unparseable_ddl: bool = Field(
-        default=False, description="Log and skip DDL sqlglot cannot parse (schema.history.internal.skip.unparseable.ddl)."
+        default=False,
+        description="Log and skip DDL sqlglot cannot parse (schema.history.internal.skip.unparseable.ddl).",
     )
     provide_transaction_metadata: bool = Field(
-        default=False, description="Fill the `transaction` struct of change events (provide.transaction.metadata)."
+        default=False,
+        description="Fill the `transaction` struct of change events (provide.transaction.metadata).",
     )
-    stream_batch_rows: int = Field(default=50_000, description="Events per Arrow batch / Spark job while streaming (bounds the run's memory).")
+    stream_batch_rows: int = Field(
+        default=50_000,
+        description="Events per Arrow batch / Spark job while streaming (bounds the run's memory).",
+    )
     signal_data_collection: str | None = Field(
         default=None,
         description=(
@@ -103,10 +147,15 @@ class MySqlCdcResource(dg.ConfigurableResource):
             "database_include_list names exactly one database, else signals are off."
         ),
     )
-    incremental_snapshot_chunk_size: int = Field(default=1024, description="Rows per chunk (incremental.snapshot.chunk.size).")
-    incremental_snapshot_max_chunks_per_run: int = Field(default=64, description="Chunks one window run reads.")
+    incremental_snapshot_chunk_size: int = Field(
+        default=1024, description="Rows per chunk (incremental.snapshot.chunk.size)."
+    )
+    incremental_snapshot_max_chunks_per_run: int = Field(
+        default=64, description="Chunks one window run reads."
+    )
     incremental_snapshot_watermarking_strategy: str = Field(
-        default="insert_insert", description="insert_insert or insert_delete (incremental.snapshot.watermarking.strategy)."
+        default="insert_insert",
+        description="insert_insert or insert_delete (incremental.snapshot.watermarking.strategy).",
     )
     pk_range_rows: int = Field(
         default=100_000,
@@ -115,22 +164,29 @@ class MySqlCdcResource(dg.ConfigurableResource):
     checksum_sample_chunks: int = Field(
         default=0, description="Checksum check: 0 = whole table, N = N evenly spread primary-key chunks."
     )
-    check_chunk_rows: int = Field(default=10_000, description="Rows per source read of the reconciliation checks.")
+    check_chunk_rows: int = Field(
+        default=10_000, description="Rows per source read of the reconciliation checks."
+    )
     retention_margin_files: int = Field(
-        default=1, description="binlog_retention check warns when the committed file is among this many oldest files."
+        default=1,
+        description="binlog_retention check warns when the committed file is among this many oldest files.",
     )
     incremental_snapshot_read_only: bool = Field(
         default=False,
         description="Read-only incremental snapshots (read.only): binlog positions/GTID sets around each chunk SELECT are the watermarks; nothing is written to the source.",
     )
     binlog_read_timeout: int = Field(
-        default=3600, description="Seconds a streaming run may spend reading its binlog window before it fails (and is retried)."
+        default=3600,
+        description="Seconds a streaming run may spend reading its binlog window before it fails (and is retried).",
     )
 
     # -- derived settings ---------------------------------------------------------------------
     def connection_settings(self) -> ConnectionSettings:
         return ConnectionSettings(
-            host=self.host, port=self.port, user=self.user, password=self.password,
+            host=self.host,
+            port=self.port,
+            user=self.user,
+            password=self.password,
             connect_timeout=self.connect_timeout,
         )
 
@@ -154,9 +210,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
     def snapshot_options(self, mode: str | None = None) -> SnapshotOptions:
         mode = mode or self.snapshot_mode
         if mode not in SNAPSHOT_MODES:
-            raise ConfigurationError(
-                f"snapshot_mode={mode!r} is not valid; use one of {SNAPSHOT_MODES}"
-            )
+            raise ConfigurationError(f"snapshot_mode={mode!r} is not valid; use one of {SNAPSHOT_MODES}")
         return SnapshotOptions(
             locking_mode=self.snapshot_locking_mode,  # type: ignore[arg-type]
             fetch_size=self.snapshot_fetch_size,
@@ -166,8 +220,10 @@ class MySqlCdcResource(dg.ConfigurableResource):
 
     def table_filter(self) -> TableFilter:
         return TableFilter(
-            tuple(self.database_include_list), tuple(self.database_exclude_list),
-            tuple(self.table_include_list), tuple(self.table_exclude_list),
+            tuple(self.database_include_list),
+            tuple(self.database_exclude_list),
+            tuple(self.table_include_list),
+            tuple(self.table_exclude_list),
         )
 
     # -- discovery ----------------------------------------------------------------------------
@@ -257,7 +313,9 @@ class MySqlCdcResource(dg.ConfigurableResource):
             conn.close()
         return table
 
-    def sync(self, context: dg.AssetExecutionContext, lake: CdcLakeResource) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
+    def sync(
+        self, context: dg.AssetExecutionContext, lake: CdcLakeResource
+    ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
         """Materialize the selected assets: a binlog window when the run was requested by the
         binlog sensor (run tags ``dagster_mysql_cdc/mode=stream`` + window), otherwise a consistent
         snapshot of the selected tables (a UI "Materialize" or a backfill).
@@ -294,7 +352,8 @@ class MySqlCdcResource(dg.ConfigurableResource):
             by_asset.setdefault(ck.asset_key, set()).add(ck.name)
         storage = lake.storage_settings()
         opts = CheckOptions(
-            checksum_sample_chunks=self.checksum_sample_chunks, chunk_rows=self.check_chunk_rows,
+            checksum_sample_chunks=self.checksum_sample_chunks,
+            chunk_rows=self.check_chunk_rows,
             retention_margin_files=self.retention_margin_files,
         )
         for asset_key, names in by_asset.items():
@@ -307,17 +366,30 @@ class MySqlCdcResource(dg.ConfigurableResource):
             state_uri = storage.uri(self.server_name, db, table, "state")
             from deltalake import DeltaTable
 
-            if committed is None or not DeltaTable.is_deltatable(state_uri, storage_options=storage.delta_storage_options()):
+            if committed is None or not DeltaTable.is_deltatable(
+                state_uri, storage_options=storage.delta_storage_options()
+            ):
                 for n in sorted(names):
                     yield dg.AssetCheckResult(
-                        asset_key=asset_key, check_name=n, passed=False,
+                        asset_key=asset_key,
+                        check_name=n,
+                        passed=False,
                         metadata={"reason": "the table has not been captured yet: materialize it first"},
                     )
                 continue
             yield from run_table_checks(
-                key=asset_key, selected=names, settings=settings, info=info, storage=storage,
-                state_uri=state_uri, database=db, table=table, committed=committed,
-                type_options=self.type_options(), options=opts, server_id=self.server_id,
+                key=asset_key,
+                selected=names,
+                settings=settings,
+                info=info,
+                storage=storage,
+                state_uri=state_uri,
+                database=db,
+                table=table,
+                committed=committed,
+                type_options=self.type_options(),
+                options=opts,
+                server_id=self.server_id,
             )
 
     def _last_committed(self, context: dg.AssetExecutionContext) -> BinlogPosition | None:
@@ -334,10 +406,16 @@ class MySqlCdcResource(dg.ConfigurableResource):
         for prefix in ("window_end", "snapshot"):
             if f"{prefix}_file" in md:
                 g = md.get(f"{prefix}_gtid_set")
-                return BinlogPosition(str(md[f"{prefix}_file"].value), int(md[f"{prefix}_pos"].value), (g.value or None) if g else None)
+                return BinlogPosition(
+                    str(md[f"{prefix}_file"].value),
+                    int(md[f"{prefix}_pos"].value),
+                    (g.value or None) if g else None,
+                )
         return None
 
-    def refresh_pk_ranges(self, instance: dg.DagsterInstance, storage: StorageSettings, tables: Sequence[tuple[str, str]]) -> dict[str, int]:
+    def refresh_pk_ranges(
+        self, instance: dg.DagsterInstance, storage: StorageSettings, tables: Sequence[tuple[str, str]]
+    ) -> dict[str, int]:
         """Recompute the key ranges of ``tables`` (``pk_range_rows`` rows each), store them in the
         lake and register the partition keys of their ``pk_ranges`` assets. Keyless tables are skipped.
 
@@ -392,14 +470,26 @@ class MySqlCdcResource(dg.ConfigurableResource):
         finally:
             conn.close()
         snap = snapshot_range(
-            settings, info, schema, rng, signal_table=self.signal_table() or "", type_options=self.type_options(),
-            server_name=self.server_name, replica_server_id=self.server_id + 3,
+            settings,
+            info,
+            schema,
+            rng,
+            signal_table=self.signal_table() or "",
+            type_options=self.type_options(),
+            server_name=self.server_name,
+            replica_server_id=self.server_id + 3,
         )
         writer = lake.get_writer(self.server_name)
         value_schema = TableConverter(schema, self.type_options(), "pymysql").arrow_schema
         w = writer.write_table_batch(
-            database, table, [snap.batch], value_schema=value_schema, primary_key=schema.primary_key,
-            app_id=f"dagster-mysql-cdc/range/{key}", version=snap.high.as_version(), position=snap.high,
+            database,
+            table,
+            [snap.batch],
+            value_schema=value_schema,
+            primary_key=schema.primary_key,
+            app_id=f"dagster-mysql-cdc/range/{key}",
+            version=snap.high.as_version(),
+            position=snap.high,
         )
         context.log.info(
             f"{database}.{table} range {key} ({rng.lo} .. {rng.hi}]: read {snap.rows_read} rows, "
@@ -446,7 +536,9 @@ class MySqlCdcResource(dg.ConfigurableResource):
         keys_by_table, binlog_key = self._selection(context)
         tables = sorted(keys_by_table)
         if not tables:
-            tables = [table_of_spec(s) for s in context.assets_def.specs if TABLE_METADATA_KEY in (s.metadata or {})]
+            tables = [
+                table_of_spec(s) for s in context.assets_def.specs if TABLE_METADATA_KEY in (s.metadata or {})
+            ]
         mode = context.run.tags.get(SNAPSHOT_MODE_TAG, self.snapshot_mode)
         opts = self.snapshot_options(mode)
         storage = lake.storage_settings()
@@ -457,9 +549,14 @@ class MySqlCdcResource(dg.ConfigurableResource):
         )
         last = None
         for r in run_snapshot(
-            self.connection_settings(), tables, lambda: lake.get_writer(self.server_name),
-            type_options=self.type_options(), options=opts, server_name=self.server_name,
-            need_streaming=mode != "initial_only", history=history,
+            self.connection_settings(),
+            tables,
+            lambda: lake.get_writer(self.server_name),
+            type_options=self.type_options(),
+            options=opts,
+            server_name=self.server_name,
+            need_streaming=mode != "initial_only",
+            history=history,
         ):
             last = r
             context.log.info(
@@ -483,7 +580,9 @@ class MySqlCdcResource(dg.ConfigurableResource):
             )
         return last.position if last is not None else None
 
-    def stream(self, context: dg.AssetExecutionContext, lake: CdcLakeResource) -> Iterator[dg.MaterializeResult]:
+    def stream(
+        self, context: dg.AssetExecutionContext, lake: CdcLakeResource
+    ) -> Iterator[dg.MaterializeResult]:
         """Process the binlog window named by the run's tags (requested by the binlog sensor).
 
         Raises:
@@ -503,18 +602,32 @@ class MySqlCdcResource(dg.ConfigurableResource):
         info = self._server_info(settings)
         storage = lake.storage_settings()
         try:
-            incremental = IncrementalState.from_dict(json.loads(tags[INCREMENTAL_TAG])) if tags.get(INCREMENTAL_TAG) else None
+            incremental = (
+                IncrementalState.from_dict(json.loads(tags[INCREMENTAL_TAG]))
+                if tags.get(INCREMENTAL_TAG)
+                else None
+            )
         except (ValueError, KeyError, TypeError) as e:
-            raise ConfigurationError(f"Run tag {INCREMENTAL_TAG} is not a valid incremental snapshot state ({e})") from None
+            raise ConfigurationError(
+                f"Run tag {INCREMENTAL_TAG} is not a valid incremental snapshot state ({e})"
+            ) from None
         context.log.info(f"Binlog window {start} -> {end}")
         writer = lake.get_writer(self.server_name)
         history = SchemaHistory(storage, self.server_name)
         result = run_window(
-            settings, info, replica_server_id=self.server_id, start=start, end=end,
-            writer=writer, history=history,
-            table_filter=self.table_filter(), type_options=self.type_options(),
-            options=self.stream_options(), server_name=self.server_name,
-            incremental=incremental, incremental_options=self.incremental_options(),
+            settings,
+            info,
+            replica_server_id=self.server_id,
+            start=start,
+            end=end,
+            writer=writer,
+            history=history,
+            table_filter=self.table_filter(),
+            type_options=self.type_options(),
+            options=self.stream_options(),
+            server_name=self.server_name,
+            incremental=incremental,
+            incremental_options=self.incremental_options(),
         )
         for line in result.signal_log:
             context.log.info(line)
@@ -528,17 +641,26 @@ class MySqlCdcResource(dg.ConfigurableResource):
             # Blocking snapshot: streaming paused at result.end; snapshot, then streaming resumes.
             context.log.info(f"Blocking snapshot of {[f'{d}.{t}' for d, t in result.blocking_tables]}")
             for r in run_snapshot(
-                settings, result.blocking_tables, writer, type_options=self.type_options(),
-                options=self.snapshot_options("initial"), server_name=self.server_name, history=history,
+                settings,
+                result.blocking_tables,
+                writer,
+                type_options=self.type_options(),
+                options=self.snapshot_options("initial"),
+                server_name=self.server_name,
+                history=history,
             ):
-                result.signal_log.append(f"blocking snapshot of {r.schema.qualified_name}: {r.write.rows} rows at {r.position}")
+                result.signal_log.append(
+                    f"blocking snapshot of {r.schema.qualified_name}: {r.write.rows} rows at {r.position}"
+                )
                 key = keys_by_table.get((r.schema.database, r.schema.table))
                 if key is not None and (r.schema.database, r.schema.table) not in result.tables:
                     yield dg.MaterializeResult(asset_key=key, metadata=snapshot_metadata(r))
         for (db, t), w in result.tables.items():
             key = keys_by_table.get((db, t))
             if key is None:
-                context.log.warning(f"{db}.{t} changed but has no asset in this code location; its data was written")
+                context.log.warning(
+                    f"{db}.{t} changed but has no asset in this code location; its data was written"
+                )
                 continue
             yield dg.MaterializeResult(
                 asset_key=key,
@@ -548,7 +670,9 @@ class MySqlCdcResource(dg.ConfigurableResource):
                     **position_metadata("window_start", start),
                     **position_metadata("window_end", reached),
                     "lag_ms": dg.MetadataValue.int(result.lag_ms or 0),
-                    "incremental_chunks": dg.MetadataValue.json([c for c in result.chunks if c["table"] == f"{db}.{t}"]),
+                    "incremental_chunks": dg.MetadataValue.json(
+                        [c for c in result.chunks if c["table"] == f"{db}.{t}"]
+                    ),
                     "changelog_uri": dg.MetadataValue.path(w.paths.changelog),
                     "state_uri": dg.MetadataValue.path(w.paths.state),
                     "changelog_delta_version": dg.MetadataValue.int(w.changelog.table_version),
@@ -625,8 +749,12 @@ class CdcLakeResource(dg.ConfigurableResource):
     ``spark_config`` for a cluster); the JVM starts only when a run writes.
     """
 
-    base_uri: str = Field(default=".lake", description="Lake root: local path, file:// or s3://bucket/prefix.")
-    s3_endpoint_url: str | None = Field(default=None, description="S3 API endpoint, e.g. http://127.0.0.1:8333.")
+    base_uri: str = Field(
+        default=".lake", description="Lake root: local path, file:// or s3://bucket/prefix."
+    )
+    s3_endpoint_url: str | None = Field(
+        default=None, description="S3 API endpoint, e.g. http://127.0.0.1:8333."
+    )
     s3_access_key_id: str | None = Field(default=None, description="S3 access key (use EnvVar).")
     s3_secret_access_key: str | None = Field(default=None, description="S3 secret key (use EnvVar).")
     s3_region: str = Field(default="us-east-1", description="S3 region.")
@@ -635,7 +763,8 @@ class CdcLakeResource(dg.ConfigurableResource):
     )
     rows_per_file: int = Field(default=1_000_000, description="Maximum rows per Parquet data file.")
     compact_min_files: int = Field(
-        default=64, description="Compact (Delta OPTIMIZE) a change log or state table once it has this many files; 0 = never."
+        default=64,
+        description="Compact (Delta OPTIMIZE) a change log or state table once it has this many files; 0 = never.",
     )
     sink_pipeline_depth: int = Field(
         default=2,
@@ -660,11 +789,21 @@ class CdcLakeResource(dg.ConfigurableResource):
 
     def get_writer(self, server_name: str) -> LakeWriter:
         """A :class:`LakeWriter` on this resource's Spark session (starts the JVM if needed)."""
+        use_this_python_for_local_spark(dict(self.pyspark.spark_config or {}))
         return LakeWriter(
-            self.pyspark.spark_session, self.storage_settings(), server_name,
-            rows_per_file=self.rows_per_file, compact_min_files=self.compact_min_files,
+            self.pyspark.spark_session,
+            self.storage_settings(),
+            server_name,
+            rows_per_file=self.rows_per_file,
+            compact_min_files=self.compact_min_files,
             pipeline_depth=self.sink_pipeline_depth,
         )
 
 
-__all__ = ["CdcLakeResource", "MySqlCdcResource", "DEFAULT_SPARK_CONFIG", "SNAPSHOT_MODES", "SourceConnectionError"]
+__all__ = [
+    "CdcLakeResource",
+    "MySqlCdcResource",
+    "DEFAULT_SPARK_CONFIG",
+    "SNAPSHOT_MODES",
+    "SourceConnectionError",
+]

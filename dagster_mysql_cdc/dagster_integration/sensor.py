@@ -25,6 +25,7 @@ import dagster as dg
 
 from ..events import BinlogPosition
 from ..source.connection import binlog_files, connect, current_position, server_info
+from .checks import RETENTION, SCHEMA
 from .cursor import InFlight, Plan, ServerState, StreamCursor, plan_stream_window, window_key
 from .resources import (
     INCREMENTAL_TAG,
@@ -35,7 +36,6 @@ from .resources import (
     WINDOW_START_TAG,
     MySqlCdcResource,
 )
-from .checks import RETENTION, SCHEMA
 from .translator import BINLOG_METADATA_KEY
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,9 @@ def _binlog_key(assets_def: dg.AssetsDefinition) -> dg.AssetKey:
 
 def _reported_json(instance, run_id: str, binlog_key: dg.AssetKey, name: str):
     """A JSON metadata entry the run reported on the binlog asset (``None`` if absent)."""
-    records = instance.get_records_for_run(run_id=run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
+    records = instance.get_records_for_run(
+        run_id=run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
+    ).records
     for rec in records:
         mat = rec.event_log_entry.asset_materialization
         if mat is not None and mat.asset_key == binlog_key and name in mat.metadata:
@@ -65,7 +67,9 @@ def _reported_json(instance, run_id: str, binlog_key: dg.AssetKey, name: str):
 
 def _reported_end(instance, run_id: str, binlog_key: dg.AssetKey, prefix: str) -> BinlogPosition | None:
     """The position the run reported on the binlog asset (``<prefix>_file/_pos/_gtid_set``)."""
-    records = instance.get_records_for_run(run_id=run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
+    records = instance.get_records_for_run(
+        run_id=run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
+    ).records
     for rec in records:
         mat = rec.event_log_entry.asset_materialization
         if mat is None or mat.asset_key != binlog_key:
@@ -88,10 +92,19 @@ def _window_run_starting_at(instance, start: BinlogPosition, server: str) -> InF
     best: InFlight | None = None
     stem, _, seq = start.file.rpartition(".")
     # the planner moves an offset at the very end of a file to the start of the next file
-    candidates = [start, replace(start, file=f"{stem}.{int(seq) + 1:0{len(seq)}d}", pos=4)] if seq.isdigit() else [start]
-    runs = [r for c in candidates
-            for r in instance.get_runs(
-                filters=dg.RunsFilter(tags={WINDOW_START_TAG: json.dumps(c.to_dict()), SERVER_TAG: server}), limit=50)]
+    candidates = (
+        [start, replace(start, file=f"{stem}.{int(seq) + 1:0{len(seq)}d}", pos=4)]
+        if seq.isdigit()
+        else [start]
+    )
+    runs = [
+        r
+        for c in candidates
+        for r in instance.get_runs(
+            filters=dg.RunsFilter(tags={WINDOW_START_TAG: json.dumps(c.to_dict()), SERVER_TAG: server}),
+            limit=50,
+        )
+    ]
     for run in runs:
         if run.tags.get(MODE_TAG) != "stream":
             continue
@@ -102,13 +115,18 @@ def _window_run_starting_at(instance, start: BinlogPosition, server: str) -> InF
         except (IndexError, ValueError, KeyError):
             continue
         if best is None or attempt > best.attempt:
-            best = InFlight("stream", key, attempt, BinlogPosition.from_dict(json.loads(run.tags[WINDOW_START_TAG])), end)
+            best = InFlight(
+                "stream", key, attempt, BinlogPosition.from_dict(json.loads(run.tags[WINDOW_START_TAG])), end
+            )
     return best
 
 
 def _request(
-    inflight: InFlight, keys: Sequence[dg.AssetKey], incremental: dict | None = None,
-    checks: Sequence[dg.AssetCheckKey] | None = None, server: str | None = None,
+    inflight: InFlight,
+    keys: Sequence[dg.AssetKey],
+    incremental: dict | None = None,
+    checks: Sequence[dg.AssetCheckKey] | None = None,
+    server: str | None = None,
 ) -> dg.RunRequest:
     """The run request of a window or snapshot. Stream windows carry only the cheap checks
     (schema drift, binlog retention); snapshots run every check of the selected assets."""
@@ -131,7 +149,9 @@ def _request(
         if inflight.snapshot_mode:
             tags[SNAPSHOT_MODE_TAG] = inflight.snapshot_mode
     return dg.RunRequest(
-        run_key=inflight.run_key, asset_selection=list(keys), tags=tags,
+        run_key=inflight.run_key,
+        asset_selection=list(keys),
+        tags=tags,
         asset_check_keys=list(checks) if checks is not None else None,
     )
 
@@ -169,46 +189,67 @@ def evaluate_tick(
         runs = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: inf.run_key}), limit=1)
         if not runs:
             # Requested but not created yet (or the request was lost): same key, launched at most once.
-            return Plan(cursor, skip_reason=f"waiting for run {inf.run_key} to be created"), [_request(inf, keys, cursor.incremental, cheap, mysql.server_name)]
+            return Plan(cursor, skip_reason=f"waiting for run {inf.run_key} to be created"), [
+                _request(inf, keys, cursor.incremental, cheap, mysql.server_name)
+            ]
         run = runs[0]
         if run.status == dg.DagsterRunStatus.SUCCESS:
             if inf.kind == "stream":
                 end = _reported_end(instance, run.run_id, binlog_key, "window_end") or inf.end
                 inc = _reported_json(instance, run.run_id, binlog_key, "incremental_state")
-                cursor = replace(cursor, committed=end, inflight=None, last_error=None, incremental=inc or None)
+                cursor = replace(
+                    cursor, committed=end, inflight=None, last_error=None, incremental=inc or None
+                )
                 notes.append(f"committed window {inf.start} -> {end} (run {run.run_id[:8]})")
                 following = _window_run_starting_at(instance, end, mysql.server_name)
                 if following is not None:  # requested by a tick whose cursor was lost: continue it next tick
                     cursor = replace(cursor, inflight=following)
-                    return Plan(cursor, skip_reason="; ".join(notes + [f"resuming window {following.run_key}"])), []
+                    return Plan(
+                        cursor, skip_reason="; ".join(notes + [f"resuming window {following.run_key}"])
+                    ), []
             else:
                 pos = _reported_end(instance, run.run_id, binlog_key, "snapshot")
                 if pos is None:
                     cursor = replace(cursor, inflight=None, last_error="snapshot run reported no position")
-                    return Plan(cursor, skip_reason="snapshot run succeeded but reported no position; re-planning"), []
+                    return Plan(
+                        cursor, skip_reason="snapshot run succeeded but reported no position; re-planning"
+                    ), []
                 cursor = replace(cursor, committed=pos, inflight=None, snapshot_done=True, last_error=None)
                 notes.append(f"snapshot committed at {pos} (run {run.run_id[:8]})")
         elif run.status in _FAILED:
-            retry = replace(inf, attempt=inf.attempt + 1, run_key=window_key(inf.kind, inf.start, inf.end, inf.attempt + 1))
+            retry = replace(
+                inf,
+                attempt=inf.attempt + 1,
+                run_key=window_key(inf.kind, inf.start, inf.end, inf.attempt + 1),
+            )
             cursor = replace(cursor, inflight=retry, last_error=f"run {run.run_id} {run.status.value}")
             return (
-                Plan(cursor, skip_reason=f"run {run.run_id[:8]} {run.status.value}: retrying window as attempt {retry.attempt}"),
+                Plan(
+                    cursor,
+                    skip_reason=f"run {run.run_id[:8]} {run.status.value}: retrying window as attempt {retry.attempt}",
+                ),
                 [_request(retry, keys, cursor.incremental, cheap, mysql.server_name)],
             )
         else:
-            return Plan(cursor, skip_reason=f"run {run.run_id[:8]} for {inf.run_key} is {run.status.value}"), []
+            return Plan(
+                cursor, skip_reason=f"run {run.run_id[:8]} for {inf.run_key} is {run.status.value}"
+            ), []
     conn = connect(mysql.connection_settings())
     try:
         info = server_info(conn)
         state = ServerState(current=current_position(conn, info), binlog_files=binlog_files(conn))
     finally:
         conn.close()
-    plan = plan_stream_window(cursor, state, snapshot_mode=mysql.snapshot_mode, retention_margin_files=retention_margin_files)
+    plan = plan_stream_window(
+        cursor, state, snapshot_mode=mysql.snapshot_mode, retention_margin_files=retention_margin_files
+    )
     if notes:
         plan = replace(plan, skip_reason="; ".join(notes + ([plan.skip_reason] if plan.skip_reason else [])))
     if plan.request is None:
         return plan, []
-    return replace(plan, cursor=replace(plan.cursor, inflight=plan.request)), [_request(plan.request, keys, plan.cursor.incremental, cheap, mysql.server_name)]
+    return replace(plan, cursor=replace(plan.cursor, inflight=plan.request)), [
+        _request(plan.request, keys, plan.cursor.incremental, cheap, mysql.server_name)
+    ]
 
 
 def build_mysql_cdc_sensor(

@@ -81,7 +81,6 @@ class DagsterMySqlCdcTranslator:
             metadata=metadata,
         )
 
-
     def get_binlog_asset_spec(self, server_name: str) -> dg.AssetSpec:
         """The server's binlog-stream asset: committed position, lag and schema history.
 

@@ -90,7 +90,7 @@ def commit_files(
             partition_values={},
             modification_time=int(f["modification_time"]),
             data_change=True,
-            stats='{"numRecords":%d}' % int(f["num_records"]),
+            stats=f'{{"numRecords":{int(f["num_records"])}}}',
         )
         for f in files
     ]
@@ -119,15 +119,15 @@ def commit_files(
             delete_files(storage, table_uri, files)
             return CommitOutcome(False, dt.version(), 0, 0)
         ensure_table_properties(dt)
-        dt.create_write_transaction(
-            actions, mode=mode, schema=_delta_schema(schema), commit_properties=props
-        )
+        dt.create_write_transaction(actions, mode=mode, schema=_delta_schema(schema), commit_properties=props)
         dt.update_incremental()
         return CommitOutcome(True, dt.version(), len(actions), rows)
     except SinkError:
         raise
     except Exception as e:
-        raise SinkError(f"Delta commit to {table_uri} on {storage.location()} failed: {type(e).__name__}: {e}") from e
+        raise SinkError(
+            f"Delta commit to {table_uri} on {storage.location()} failed: {type(e).__name__}: {e}"
+        ) from e
 
 
 def ensure_table_properties(dt: DeltaTable) -> None:

@@ -34,8 +34,8 @@ import threading
 import time
 import uuid
 import weakref
-from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -43,11 +43,19 @@ import pyarrow as pa
 from ..errors import SinkError
 from ..events import BinlogPosition, state_schema
 from .delta import CommitOutcome, commit_files, open_table
-from .spark_files import FORMAT_NAME, DeltaFilesDataSource, FileOutput, encode_outputs, payload_frame, write_storage_ref
+from .spark_files import (
+    FORMAT_NAME,
+    DeltaFilesDataSource,
+    FileOutput,
+    encode_outputs,
+    payload_frame,
+    write_storage_ref,
+)
 from .state_rows import ORDER_COLS, newest_per_key, state_rows
 from .storage import StorageSettings
 
 log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class TablePaths:
@@ -93,7 +101,9 @@ def union_struct(a: pa.DataType, b: pa.DataType) -> pa.DataType:
         return b
     fields = {f.name: f for f in a}
     for f in b:
-        fields[f.name] = fields[f.name].with_type(union_struct(fields[f.name].type, f.type)) if f.name in fields else f
+        fields[f.name] = (
+            fields[f.name].with_type(union_struct(fields[f.name].type, f.type)) if f.name in fields else f
+        )
     return pa.struct(list(fields.values()))
 
 
@@ -103,7 +113,9 @@ def union_schema(a: pa.Schema | None, b: pa.Schema) -> pa.Schema:
         return b
     fields = {f.name: f for f in a}
     for f in b:
-        fields[f.name] = fields[f.name].with_type(union_struct(fields[f.name].type, f.type)) if f.name in fields else f
+        fields[f.name] = (
+            fields[f.name].with_type(union_struct(fields[f.name].type, f.type)) if f.name in fields else f
+        )
     return pa.schema(list(fields.values()))
 
 
@@ -124,8 +136,14 @@ class LakeWriter:
     """
 
     def __init__(
-        self, spark, storage: StorageSettings, server_name: str, *, rows_per_file: int = 1_000_000,
-        compact_min_files: int = 64, pipeline_depth: int = 2,
+        self,
+        spark,
+        storage: StorageSettings,
+        server_name: str,
+        *,
+        rows_per_file: int = 1_000_000,
+        compact_min_files: int = 64,
+        pipeline_depth: int = 2,
     ):
         self.spark = spark
         self.storage = storage
@@ -155,7 +173,8 @@ class LakeWriter:
         manifest = os.path.join(manifests, f"manifest-{uuid.uuid4().hex}.json")
         try:
             (
-                payload_frame(self.spark, events).write.format(FORMAT_NAME)
+                payload_frame(self.spark, events)
+                .write.format(FORMAT_NAME)
                 .mode("append")
                 .option("outputs", encode_outputs(outputs))
                 .option("manifest", manifest)
@@ -184,7 +203,11 @@ class LakeWriter:
             return None
         try:
             metrics = dt.optimize.compact(target_size=256 * 1024 * 1024)
-            log.info("compacted %s: %s", table_uri, {k: metrics.get(k) for k in ("numFilesAdded", "numFilesRemoved")})
+            log.info(
+                "compacted %s: %s",
+                table_uri,
+                {k: metrics.get(k) for k in ("numFilesAdded", "numFilesRemoved")},
+            )
             return metrics
         except Exception as e:  # pragma: no cover - depends on concurrent writers
             log.warning("compaction of %s skipped: %s", table_uri, e)
@@ -203,7 +226,10 @@ class LakeWriter:
 
         try:
             write_deltalake(
-                table_uri, union.empty_table(), mode="append", schema_mode="merge",
+                table_uri,
+                union.empty_table(),
+                mode="append",
+                schema_mode="merge",
                 storage_options=self.storage.delta_storage_options(),
             )
         except Exception as e:
@@ -251,7 +277,11 @@ class LakeWriter:
                 was published).
         """
         tb = self.open_table_batch(
-            database, table, primary_key=primary_key, app_id=app_id, version=version,
+            database,
+            table,
+            primary_key=primary_key,
+            app_id=app_id,
+            version=version,
             snapshot_position=snapshot_position,
         )
         try:
@@ -279,8 +309,15 @@ class LakeWriter:
         commit; state rows are merged per record batch ("latest wins" merges commute, so a
         killed batch is simply applied again). See :class:`TableBatch`.
         """
-        return TableBatch(self, database, table, primary_key=tuple(primary_key), app_id=app_id,
-                          version=version, snapshot_position=snapshot_position)
+        return TableBatch(
+            self,
+            database,
+            table,
+            primary_key=tuple(primary_key),
+            app_id=app_id,
+            version=version,
+            snapshot_position=snapshot_position,
+        )
 
     def _submit(self, tb: TableBatch, batch: pa.RecordBatch) -> Future:
         """Run ``tb._write(batch)`` on the sink thread; blocks while ``pipeline_depth`` record
@@ -319,8 +356,17 @@ class TableBatch:
     Not thread-safe: one producer thread calls :meth:`add` / :meth:`commit` / :meth:`abort`.
     """
 
-    def __init__(self, writer: LakeWriter, database: str, table: str, *, primary_key: tuple[str, ...],
-                 app_id: str, version: int, snapshot_position: BinlogPosition | None):
+    def __init__(
+        self,
+        writer: LakeWriter,
+        database: str,
+        table: str,
+        *,
+        primary_key: tuple[str, ...],
+        app_id: str,
+        version: int,
+        snapshot_position: BinlogPosition | None,
+    ):
         self.w = writer
         self.database, self.table = database, table
         self.primary_key = primary_key
@@ -401,8 +447,13 @@ class TableBatch:
             self.state.merge(rows, st_b, list(self.primary_key) or batch_names, bool(self.primary_key))
 
     # -- on the producer thread --------------------------------------------------------------
-    def commit(self, *, value_schema: pa.Schema, position: BinlogPosition | None = None,
-               truncated_at: BinlogPosition | None = None) -> TableWriteResult:
+    def commit(
+        self,
+        *,
+        value_schema: pa.Schema,
+        position: BinlogPosition | None = None,
+        truncated_at: BinlogPosition | None = None,
+    ) -> TableWriteResult:
         """Wait for the queued record batches, then publish the batch (see the class docs).
 
         Args:
@@ -420,13 +471,20 @@ class TableBatch:
             if self.log_schema is not None:
                 self.w._evolve(self.paths.changelog, self.log_schema)
             log_commit = commit_files(
-                storage, self.paths.changelog,
+                storage,
+                self.paths.changelog,
                 self.log_schema or _empty_log_schema(value_schema, self.primary_key),
-                self.log_files, mode="append", app_id=self.app_id, version=self.version, metadata=meta,
+                self.log_files,
+                mode="append",
+                app_id=self.app_id,
+                version=self.version,
+                metadata=meta,
             )
             state_commit = self.state.finish(
-                _state_schema_of(self.names, self.log_schema, value_schema), metadata=meta,
-                snapshot_position=self.snapshot_position, truncated_at=truncated_at,
+                _state_schema_of(self.names, self.log_schema, value_schema),
+                metadata=meta,
+                snapshot_position=self.snapshot_position,
+                truncated_at=truncated_at,
             )
         except BaseException:
             self.abort()
@@ -435,9 +493,15 @@ class TableBatch:
         for uri in (self.paths.changelog, self.paths.state):
             self.w.maybe_compact(uri)
         return TableWriteResult(
-            database=self.database, table=self.table, rows=sum(self.rows_by_op.values()),
-            rows_by_op=dict(self.rows_by_op), paths=self.paths, changelog=log_commit, state=state_commit,
-            seconds=time.monotonic() - self.started, spark_jobs=self.jobs,
+            database=self.database,
+            table=self.table,
+            rows=sum(self.rows_by_op.values()),
+            rows_by_op=dict(self.rows_by_op),
+            paths=self.paths,
+            changelog=log_commit,
+            state=state_commit,
+            seconds=time.monotonic() - self.started,
+            spark_jobs=self.jobs,
         )
 
 
@@ -473,7 +537,9 @@ class _StateApplier:
         """Merge state rows (one record batch's, any number per key) into the state table."""
         storage = self.w.storage
         if self.direct:  # no table yet (streaming before any snapshot): create it empty
-            commit_files(storage, self.uri, st_schema, [], mode="append", app_id=self.app_id + "/init", version=0)
+            commit_files(
+                storage, self.uri, st_schema, [], mode="append", app_id=self.app_id + "/init", version=0
+            )
             self.dt = open_table(storage, self.uri)
             self.direct = False
         rows = newest_per_key(rows, key)
@@ -484,12 +550,17 @@ class _StateApplier:
             target = pa.schema(self.dt.schema().to_arrow())
             wide = pa.schema(list(st_schema) + [f for f in target if f.name not in st_schema.names])
             source = pa.table(
-                [rows.column(f.name).cast(f.type) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
-                 for f in wide],
+                [
+                    rows.column(f.name).cast(f.type)
+                    if f.name in rows.column_names
+                    else pa.nulls(rows.num_rows, f.type)
+                    for f in wide
+                ],
                 schema=wide,
             )
             on = " AND ".join(
-                (f"t.{_q(k)} = s.{_q(k)}" if keyed else f"(t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)})") for k in key
+                (f"t.{_q(k)} = s.{_q(k)}" if keyed else f"(t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)})")
+                for k in key
             )
             metrics = (
                 self.dt.merge(source, predicate=on, source_alias="s", target_alias="t", merge_schema=True)
@@ -499,21 +570,43 @@ class _StateApplier:
             )
             log.debug("merge into %s: %s", self.uri, metrics)
         except Exception as e:
-            raise SinkError(f"Merging into {self.uri} on {self.w.storage.location()} failed: {type(e).__name__}: {e}") from e
+            raise SinkError(
+                f"Merging into {self.uri} on {self.w.storage.location()} failed: {type(e).__name__}: {e}"
+            ) from e
         self.dt.update_incremental()
 
-    def finish(self, st_schema: pa.Schema, *, metadata: dict, snapshot_position: BinlogPosition | None,
-               truncated_at: BinlogPosition | None) -> CommitOutcome:
+    def finish(
+        self,
+        st_schema: pa.Schema,
+        *,
+        metadata: dict,
+        snapshot_position: BinlogPosition | None,
+        truncated_at: BinlogPosition | None,
+    ) -> CommitOutcome:
         storage = self.w.storage
         if self.skip:
             return CommitOutcome(False, self.dt.version(), 0, 0)
         try:
             if self.direct:
-                schema = union_schema(self.direct_schema, st_schema) if self.direct_schema is not None else st_schema
+                schema = (
+                    union_schema(self.direct_schema, st_schema)
+                    if self.direct_schema is not None
+                    else st_schema
+                )
                 if self.direct_files or truncated_at is None:
-                    return commit_files(storage, self.uri, schema, self.direct_files, mode="append",
-                                        app_id=self.app_id, version=self.version, metadata=metadata)
-                commit_files(storage, self.uri, schema, [], mode="append", app_id=self.app_id + "/init", version=0)
+                    return commit_files(
+                        storage,
+                        self.uri,
+                        schema,
+                        self.direct_files,
+                        mode="append",
+                        app_id=self.app_id,
+                        version=self.version,
+                        metadata=metadata,
+                    )
+                commit_files(
+                    storage, self.uri, schema, [], mode="append", app_id=self.app_id + "/init", version=0
+                )
                 self.dt = open_table(storage, self.uri)
             self.w._evolve(self.uri, st_schema)
             self.dt = open_table(storage, self.uri)
@@ -527,13 +620,23 @@ class _StateApplier:
                     updates=_tombstone_updates(truncated_at, "t"),
                     predicate=f"({_q('__deleted')} = false) AND ({_older_plain(truncated_at)})",
                 )
-            outcome = commit_files(storage, self.uri, st_schema, [], mode="append", app_id=self.app_id,
-                                   version=self.version, metadata=metadata)
+            outcome = commit_files(
+                storage,
+                self.uri,
+                st_schema,
+                [],
+                mode="append",
+                app_id=self.app_id,
+                version=self.version,
+                metadata=metadata,
+            )
             return CommitOutcome(True, outcome.table_version, 0, 0)
         except SinkError:
             raise
         except Exception as e:
-            raise SinkError(f"Applying the batch to {self.uri} on {self.w.storage.location()} failed: {type(e).__name__}: {e}") from e
+            raise SinkError(
+                f"Applying the batch to {self.uri} on {self.w.storage.location()} failed: {type(e).__name__}: {e}"
+            ) from e
 
 
 def _older_plain(pos: BinlogPosition, row: int = 0) -> str:
@@ -578,5 +681,3 @@ def _empty_log_schema(value_schema: pa.Schema, primary_key: tuple[str, ...]) -> 
     from ..events import change_log_schema
 
     return change_log_schema(value_schema, primary_key)
-
-

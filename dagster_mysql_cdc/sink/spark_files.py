@@ -84,8 +84,12 @@ class FileOutput:
     value_names: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
-        return {"table_uri": self.table_uri, "schema": encode_schema(self.schema), "kind": self.kind,
-                "value_names": list(self.value_names)}
+        return {
+            "table_uri": self.table_uri,
+            "schema": encode_schema(self.schema),
+            "kind": self.kind,
+            "value_names": list(self.value_names),
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> FileOutput:
@@ -112,7 +116,9 @@ def decode_outputs(text: str) -> list[FileOutput]:
     return [FileOutput.from_dict(d) for d in json.loads(base64.b64decode(text))]
 
 
-def payload_frame(spark, table: pa.Table, *, chunk_bytes: int = PAYLOAD_CHUNK_BYTES, min_chunks: int | None = None):
+def payload_frame(
+    spark, table: pa.Table, *, chunk_bytes: int = PAYLOAD_CHUNK_BYTES, min_chunks: int | None = None
+):
     """A DataFrame with one ``payload`` row (Arrow IPC stream bytes) per chunk of ``table``.
 
     Args:
@@ -121,8 +127,13 @@ def payload_frame(spark, table: pa.Table, *, chunk_bytes: int = PAYLOAD_CHUNK_BY
         min_chunks: at least this many chunks (default: Spark's default parallelism, so every
             core gets work).
     """
-    n = max(1, min(table.num_rows, max(min_chunks or spark.sparkContext.defaultParallelism,
-                                       math.ceil(table.nbytes / chunk_bytes))))
+    n = max(
+        1,
+        min(
+            table.num_rows,
+            max(min_chunks or spark.sparkContext.defaultParallelism, math.ceil(table.nbytes / chunk_bytes)),
+        ),
+    )
     step = math.ceil(table.num_rows / n) if table.num_rows else 1
     bufs = []
     for off in range(0, max(table.num_rows, 1), step):
@@ -172,8 +183,9 @@ class _OutputFiles:
             return
         if self.writer is None:
             self.rel = f"part-{uuid.uuid4().hex}.snappy.parquet"
-            self.writer = pq.ParquetWriter(f"{self.base}/{self.rel}", self.out.schema, filesystem=self.fs,
-                                           compression="snappy")
+            self.writer = pq.ParquetWriter(
+                f"{self.base}/{self.rel}", self.out.schema, filesystem=self.fs, compression="snappy"
+            )
             self.rows = 0
         self.writer.write_table(table)
         self.rows += table.num_rows
@@ -186,8 +198,14 @@ class _OutputFiles:
         self.writer.close()
         self.writer = None
         info = self.fs.get_file_info(f"{self.base}/{self.rel}")
-        self.files.append({"path": self.rel, "size": int(info.size), "num_records": self.rows,
-                           "modification_time": int(time.time() * 1000)})
+        self.files.append(
+            {
+                "path": self.rel,
+                "size": int(info.size),
+                "num_records": self.rows,
+                "modification_time": int(time.time() * 1000),
+            }
+        )
 
     def discard(self) -> None:
         if self.writer is not None:

@@ -25,7 +25,9 @@ import pyarrow.compute as pc
 ORDER_COLS = ("__binlog_file", "__binlog_pos", "__binlog_row")
 
 
-def state_rows(batch: pa.RecordBatch | pa.Table, value_names: Sequence[str], *, keyless: bool = False) -> pa.Table:
+def state_rows(
+    batch: pa.RecordBatch | pa.Table, value_names: Sequence[str], *, keyless: bool = False
+) -> pa.Table:
     """State rows of the change events in ``batch`` (one per event, not yet deduplicated).
 
     Args:
@@ -54,7 +56,9 @@ def state_rows(batch: pa.RecordBatch | pa.Table, value_names: Sequence[str], *, 
         "__binlog_row": pc.if_else(pc.equal(op, "r"), pa.scalar(-1, pa.int32()), row),
         "__gtid": pc.struct_field(source, "gtid"),
     }
-    cols = {n: pc.if_else(deleted, pc.struct_field(before, n), pc.struct_field(after, n)) for n in value_names}
+    cols = {
+        n: pc.if_else(deleted, pc.struct_field(before, n), pc.struct_field(after, n)) for n in value_names
+    }
     out = _assemble(cols, op, deleted, meta)
     if keyless:
         upd = pc.equal(op, "u")
@@ -63,10 +67,14 @@ def state_rows(batch: pa.RecordBatch | pa.Table, value_names: Sequence[str], *, 
             olds = {n: pc.struct_field(before, n).take(idx) for n in value_names}
             n_old = len(idx)
             old_meta = {k: v.take(idx) for k, v in meta.items()}
-            out = pa.concat_tables([
-                out,
-                _assemble(olds, pa.repeat(pa.scalar("d"), n_old), pa.repeat(pa.scalar(True), n_old), old_meta),
-            ])
+            out = pa.concat_tables(
+                [
+                    out,
+                    _assemble(
+                        olds, pa.repeat(pa.scalar("d"), n_old), pa.repeat(pa.scalar(True), n_old), old_meta
+                    ),
+                ]
+            )
     return out
 
 

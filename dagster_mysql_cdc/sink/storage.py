@@ -72,7 +72,11 @@ class StorageSettings:
     def location(self) -> str:
         """Where the lake is, for error messages (never credentials)."""
         if self.is_s3:
-            return f"S3 endpoint {self.s3_endpoint_url}" if self.s3_endpoint_url else f"S3 (AWS, region {self.s3_region})"
+            return (
+                f"S3 endpoint {self.s3_endpoint_url}"
+                if self.s3_endpoint_url
+                else f"S3 (AWS, region {self.s3_region})"
+            )
         return "the local filesystem"
 
     def uri(self, *parts: str) -> str:

@@ -27,7 +27,6 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import (
@@ -63,7 +62,11 @@ except ImportError:  # pragma: no cover - depends on library version
 #: stop event of a server shut down. The server's position (SHOW MASTER STATUS, a window end) can
 #: lie right after them, so their end is a transaction boundary too.
 _BETWEEN_TRANSACTIONS = (
-    FormatDescriptionEvent, MariadbGtidListEvent, MariadbBinLogCheckPointEvent, PreviousGtidsEvent, StopEvent,
+    FormatDescriptionEvent,
+    MariadbGtidListEvent,
+    MariadbBinLogCheckPointEvent,
+    PreviousGtidsEvent,
+    StopEvent,
 )
 
 
@@ -217,8 +220,17 @@ class BinlogReader:
         if self._reached_end(self.start):
             return
         only = [
-            WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, QueryEvent, XidEvent, RotateEvent,
-            GtidEvent, MariadbGtidEvent, MariadbAnnotateRowsEvent, RowsQueryLogEvent, *_BETWEEN_TRANSACTIONS,
+            WriteRowsEvent,
+            UpdateRowsEvent,
+            DeleteRowsEvent,
+            QueryEvent,
+            XidEvent,
+            RotateEvent,
+            GtidEvent,
+            MariadbGtidEvent,
+            MariadbAnnotateRowsEvent,
+            RowsQueryLogEvent,
+            *_BETWEEN_TRANSACTIONS,
         ]
         if TransactionPayloadEvent is not None:
             only.append(TransactionPayloadEvent)
@@ -289,7 +301,13 @@ class BinlogReader:
                         "re-snapshot the affected tables."
                     )
                 if isinstance(ev, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
-                    op = "c" if isinstance(ev, WriteRowsEvent) else "u" if isinstance(ev, UpdateRowsEvent) else "d"
+                    op = (
+                        "c"
+                        if isinstance(ev, WriteRowsEvent)
+                        else "u"
+                        if isinstance(ev, UpdateRowsEvent)
+                        else "d"
+                    )
                     decode = True
                     if self.rows_filter is not None:
                         key = (ev.schema, ev.table)
@@ -341,8 +359,14 @@ class BinlogReader:
                     gtid_set = advance_gtid_set(gtid_set, tx_gtid, self.is_mariadb)
                     self.position = BinlogPosition(file, end_pos, gtid_set)
                     yield DdlStatement(
-                        sql=sql, database=schema or None, file=file, pos=start_pos, ts_ms=ts_ms,
-                        server_id=ev.packet.server_id, gtid=tx_gtid, thread=ev.slave_proxy_id,
+                        sql=sql,
+                        database=schema or None,
+                        file=file,
+                        pos=start_pos,
+                        ts_ms=ts_ms,
+                        server_id=ev.packet.server_id,
+                        gtid=tx_gtid,
+                        thread=ev.slave_proxy_id,
                         end=self.position,
                     )
                     tx_gtid, thread, query = None, None, None
@@ -356,4 +380,3 @@ class BinlogReader:
                 f"The binlog ended at {self.position} before the window end {self.end}: the "
                 "position is not (or no longer) on the server."
             )
-

@@ -21,10 +21,7 @@ def list_tables(conn: Any, databases: Sequence[str] | None = None) -> list[tuple
     System schemas (mysql, information_schema, performance_schema, sys) are never returned.
     Views are not tables and are skipped, as in Debezium.
     """
-    sql = (
-        "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
-        "WHERE TABLE_TYPE = 'BASE TABLE'"
-    )
+    sql = "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE'"
     params: list[Any] = []
     if databases:
         sql += " AND TABLE_SCHEMA IN (" + ",".join(["%s"] * len(databases)) + ")"
@@ -80,9 +77,7 @@ def column_from_information_schema(row: dict[str, Any]) -> ColumnSchema:
     )
 
 
-def read_table_schemas(
-    conn: Any, tables: Iterable[tuple[str, str]]
-) -> dict[tuple[str, str], TableSchema]:
+def read_table_schemas(conn: Any, tables: Iterable[tuple[str, str]]) -> dict[tuple[str, str], TableSchema]:
     """Read columns, primary keys and comments of ``tables`` from ``information_schema``.
 
     Args:

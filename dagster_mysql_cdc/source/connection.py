@@ -191,8 +191,10 @@ def current_position(conn: Any, info: ServerInfo) -> BinlogPosition:
                 continue  # MySQL 8.4 removed SHOW MASTER STATUS
         if not row:
             raise PreflightError(
-                ["Binary logging is disabled (log_bin=OFF): start the server with "
-                 "`log_bin=<basename>` (and server_id) so changes can be captured."]
+                [
+                    "Binary logging is disabled (log_bin=OFF): start the server with "
+                    "`log_bin=<basename>` (and server_id) so changes can be captured."
+                ]
             )
         gtid: str | None
         if info.is_mariadb:

@@ -304,22 +304,59 @@ _FLOAT_UNSIGNED = "UINT128"  # DType name produced by "FLOAT UNSIGNED" in _CdcMy
 
 # maximum bytes per character (information_schema.CHARACTER_SETS.MAXLEN)
 _MBMAXLEN = {
-    "big5": 2, "dec8": 1, "cp850": 1, "hp8": 1, "koi8r": 1, "latin1": 1, "latin2": 1, "swe7": 1,
-    "ascii": 1, "ujis": 3, "sjis": 2, "hebrew": 1, "tis620": 1, "euckr": 2, "koi8u": 1,
-    "gb2312": 2, "greek": 1, "cp1250": 1, "gbk": 2, "latin5": 1, "armscii8": 1, "utf8mb3": 3,
-    "ucs2": 2, "cp866": 1, "keybcs2": 1, "macce": 1, "macroman": 1, "cp852": 1, "latin7": 1,
-    "utf8mb4": 4, "cp1251": 1, "utf16": 4, "utf16le": 4, "cp1256": 1, "cp1257": 1, "utf32": 4,
-    "binary": 1, "geostd8": 1, "cp932": 2, "eucjpms": 3, "gb18030": 4,
+    "big5": 2,
+    "dec8": 1,
+    "cp850": 1,
+    "hp8": 1,
+    "koi8r": 1,
+    "latin1": 1,
+    "latin2": 1,
+    "swe7": 1,
+    "ascii": 1,
+    "ujis": 3,
+    "sjis": 2,
+    "hebrew": 1,
+    "tis620": 1,
+    "euckr": 2,
+    "koi8u": 1,
+    "gb2312": 2,
+    "greek": 1,
+    "cp1250": 1,
+    "gbk": 2,
+    "latin5": 1,
+    "armscii8": 1,
+    "utf8mb3": 3,
+    "ucs2": 2,
+    "cp866": 1,
+    "keybcs2": 1,
+    "macce": 1,
+    "macroman": 1,
+    "cp852": 1,
+    "latin7": 1,
+    "utf8mb4": 4,
+    "cp1251": 1,
+    "utf16": 4,
+    "utf16le": 4,
+    "cp1256": 1,
+    "cp1257": 1,
+    "utf32": 4,
+    "binary": 1,
+    "geostd8": 1,
+    "cp932": 2,
+    "eucjpms": 3,
+    "gb18030": 4,
 }
 
-_CHAR_TYPES = frozenset(
-    {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"}
-)
+_CHAR_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"})
 _TEXT_MAX = {"tinytext": 255, "text": 65535, "mediumtext": 16777215, "longtext": 4294967295}
 _BLOB_MAX = {"tinyblob": 255, "blob": 65535, "mediumblob": 16777215, "longblob": 4294967295}
 _TEXT_TO_BLOB = {
-    "char": "binary", "varchar": "varbinary", "tinytext": "tinyblob", "text": "blob",
-    "mediumtext": "mediumblob", "longtext": "longblob",
+    "char": "binary",
+    "varchar": "varbinary",
+    "tinytext": "tinyblob",
+    "text": "blob",
+    "mediumtext": "mediumblob",
+    "longtext": "longblob",
 }
 
 
@@ -392,9 +429,7 @@ def _skip_quoted(sql: str, i: int) -> int:
     return n
 
 
-def _resolve_executable_comments(
-    sql: str, version: int | None, mariadb: bool
-) -> str:
+def _resolve_executable_comments(sql: str, version: int | None, mariadb: bool) -> str:
     """Replace executable comments by their content (when executed) or by a space.
 
     A character scanner that honours quotes and ``--``/``#`` comments; see the module docstring.
@@ -464,8 +499,14 @@ def _executes(ver: int | None, mariadb_only: bool, version: int | None, mariadb:
 
 _NOT_NAME = frozenset(
     {
-        TokenType.L_PAREN, TokenType.R_PAREN, TokenType.COMMA, TokenType.SEMICOLON,
-        TokenType.DOT, TokenType.EQ, TokenType.STRING, TokenType.NUMBER,
+        TokenType.L_PAREN,
+        TokenType.R_PAREN,
+        TokenType.COMMA,
+        TokenType.SEMICOLON,
+        TokenType.DOT,
+        TokenType.EQ,
+        TokenType.STRING,
+        TokenType.NUMBER,
     }
 )
 
@@ -484,7 +525,10 @@ def _tokenize(text: str) -> list[Token]:
 def _word(tok: Token | None) -> str | None:
     """Upper-case keyword/bare word of a token; ``None`` for quoted identifiers, strings, numbers."""
     if tok is None or tok.token_type in (
-        TokenType.IDENTIFIER, TokenType.STRING, TokenType.NUMBER, TokenType.NATIONAL_STRING,
+        TokenType.IDENTIFIER,
+        TokenType.STRING,
+        TokenType.NUMBER,
+        TokenType.NATIONAL_STRING,
     ):
         return None
     return " ".join(tok.text.upper().split())
@@ -608,9 +652,27 @@ class _Toks:
 
 _CREATE_KINDS = frozenset(
     {
-        "TABLE", "DATABASE", "SCHEMA", "INDEX", "VIEW", "PROCEDURE", "FUNCTION", "TRIGGER",
-        "EVENT", "USER", "ROLE", "SERVER", "TABLESPACE", "SEQUENCE", "PACKAGE", "LOGFILE",
-        "SPATIAL REFERENCE SYSTEM", "RESOURCE", "SYNONYM", "TYPE", "MATERIALIZED",
+        "TABLE",
+        "DATABASE",
+        "SCHEMA",
+        "INDEX",
+        "VIEW",
+        "PROCEDURE",
+        "FUNCTION",
+        "TRIGGER",
+        "EVENT",
+        "USER",
+        "ROLE",
+        "SERVER",
+        "TABLESPACE",
+        "SEQUENCE",
+        "PACKAGE",
+        "LOGFILE",
+        "SPATIAL REFERENCE SYSTEM",
+        "RESOURCE",
+        "SYNONYM",
+        "TYPE",
+        "MATERIALIZED",
     }
 )
 _COMPOUND_KINDS = frozenset({"PROCEDURE", "FUNCTION", "TRIGGER", "EVENT", "PACKAGE"})
@@ -683,7 +745,9 @@ class _QuietCommandFallback(logging.Filter):
     active = threading.local()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (getattr(self.active, "on", False) and "Falling back to parsing as a" in record.getMessage())
+        return not (
+            getattr(self.active, "on", False) and "Falling back to parsing as a" in record.getMessage()
+        )
 
 
 _QUIET = _QuietCommandFallback()
@@ -753,7 +817,11 @@ def _json_valid_column(check: exp.Expression | None) -> str | None:
     fname = e.name if isinstance(e, exp.Anonymous) else (e.sql_names()[0] if e.sql_names() else "")
     if str(fname).upper() != "JSON_VALID":
         return None
-    args = e.expressions if isinstance(e, exp.Anonymous) else [a for a in e.args.values() if isinstance(a, exp.Expression)]
+    args = (
+        e.expressions
+        if isinstance(e, exp.Anonymous)
+        else [a for a in e.args.values() if isinstance(a, exp.Expression)]
+    )
     if len(args) == 1 and isinstance(args[0], exp.Column) and not args[0].table:
         return args[0].name
     return None
@@ -801,9 +869,11 @@ def _strip_noop_column_attributes(sub: _Toks, protect_until: int) -> str | None:
             if w in ("REF_SYSTEM_ID", "ENGINE_ATTRIBUTE", "SECONDARY_ENGINE_ATTRIBUTE"):
                 changed, k = True, skip_value(k + 1)
                 continue
-            if w == "SERIAL" and _word(sub.toks[k + 1] if k + 1 < sub.end else None) == "DEFAULT" and _word(
-                sub.toks[k + 2] if k + 2 < sub.end else None
-            ) == "VALUE":
+            if (
+                w == "SERIAL"
+                and _word(sub.toks[k + 1] if k + 1 < sub.end else None) == "DEFAULT"
+                and _word(sub.toks[k + 2] if k + 2 < sub.end else None) == "VALUE"
+            ):
                 out.append("NOT NULL AUTO_INCREMENT UNIQUE")
                 changed, k = True, k + 3
                 continue
@@ -835,7 +905,9 @@ class _State:
 
     def copy(self) -> _State:
         return _State(
-            dict(self.tables), dict(self.table_charsets), dict(self.db_charsets),
+            dict(self.tables),
+            dict(self.table_charsets),
+            dict(self.db_charsets),
             dict(self.json_checks),
         )
 
@@ -884,8 +956,13 @@ class _TableEdit:
     def of(cls, state: _State, key: Key) -> _TableEdit:
         s = state.tables[key]
         return cls(
-            s.database, s.table, s.columns, s.primary_key, s.comment,
-            state.table_charsets.get(key), state.json_checks.get(key, frozenset()),
+            s.database,
+            s.table,
+            s.columns,
+            s.primary_key,
+            s.comment,
+            state.table_charsets.get(key),
+            state.json_checks.get(key, frozenset()),
         )
 
     @property
@@ -956,29 +1033,95 @@ class _TableEdit:
 
 _NO_EFFECT_TABLE_OPTIONS = frozenset(
     {
-        "ENGINE", "AUTO_INCREMENT", "AVG_ROW_LENGTH", "CHECKSUM", "TABLE_CHECKSUM", "COMPRESSION",
-        "CONNECTION", "DATA", "INDEX", "DELAY_KEY_WRITE", "ENCRYPTION", "ENCRYPTED",
-        "ENCRYPTION_KEY_ID", "INSERT_METHOD", "KEY_BLOCK_SIZE", "MAX_ROWS", "MIN_ROWS",
-        "PACK_KEYS", "PASSWORD", "ROW_FORMAT", "STATS_AUTO_RECALC", "STATS_PERSISTENT",
-        "STATS_SAMPLE_PAGES", "TABLESPACE", "STORAGE", "UNION", "PAGE_CHECKSUM",
-        "PAGE_COMPRESSED", "PAGE_COMPRESSION_LEVEL", "TRANSACTIONAL", "IETF_QUOTES", "SEQUENCE",
-        "SECONDARY_ENGINE", "SECONDARY_ENGINE_ATTRIBUTE", "ENGINE_ATTRIBUTE", "AUTOEXTEND_SIZE",
+        "ENGINE",
+        "AUTO_INCREMENT",
+        "AVG_ROW_LENGTH",
+        "CHECKSUM",
+        "TABLE_CHECKSUM",
+        "COMPRESSION",
+        "CONNECTION",
+        "DATA",
+        "INDEX",
+        "DELAY_KEY_WRITE",
+        "ENCRYPTION",
+        "ENCRYPTED",
+        "ENCRYPTION_KEY_ID",
+        "INSERT_METHOD",
+        "KEY_BLOCK_SIZE",
+        "MAX_ROWS",
+        "MIN_ROWS",
+        "PACK_KEYS",
+        "PASSWORD",
+        "ROW_FORMAT",
+        "STATS_AUTO_RECALC",
+        "STATS_PERSISTENT",
+        "STATS_SAMPLE_PAGES",
+        "TABLESPACE",
+        "STORAGE",
+        "UNION",
+        "PAGE_CHECKSUM",
+        "PAGE_COMPRESSED",
+        "PAGE_COMPRESSION_LEVEL",
+        "TRANSACTIONAL",
+        "IETF_QUOTES",
+        "SEQUENCE",
+        "SECONDARY_ENGINE",
+        "SECONDARY_ENGINE_ATTRIBUTE",
+        "ENGINE_ATTRIBUTE",
+        "AUTOEXTEND_SIZE",
         "START TRANSACTION",
     }
 )
 _NO_EFFECT_SPEC_WORDS = _NO_EFFECT_TABLE_OPTIONS | frozenset(
     {
-        "ALGORITHM", "LOCK", "FORCE", "ENABLE", "DISABLE", "DISCARD", "IMPORT", "ORDER",
-        "PARTITION", "PARTITIONS", "REMOVE", "ANALYZE", "CHECK", "OPTIMIZE", "REBUILD", "REPAIR",
-        "TRUNCATE", "COALESCE", "REORGANIZE", "EXCHANGE", "UPGRADE", "SECONDARY_LOAD",
-        "SECONDARY_UNLOAD", "WITH", "WITHOUT", "VALIDATION", "ORDER BY", "PARTITION BY",
+        "ALGORITHM",
+        "LOCK",
+        "FORCE",
+        "ENABLE",
+        "DISABLE",
+        "DISCARD",
+        "IMPORT",
+        "ORDER",
+        "PARTITION",
+        "PARTITIONS",
+        "REMOVE",
+        "ANALYZE",
+        "CHECK",
+        "OPTIMIZE",
+        "REBUILD",
+        "REPAIR",
+        "TRUNCATE",
+        "COALESCE",
+        "REORGANIZE",
+        "EXCHANGE",
+        "UPGRADE",
+        "SECONDARY_LOAD",
+        "SECONDARY_UNLOAD",
+        "WITH",
+        "WITHOUT",
+        "VALIDATION",
+        "ORDER BY",
+        "PARTITION BY",
     }
 )
 _CTAS_WORDS = frozenset({"SELECT", "AS", "IGNORE", "REPLACE", "WITH", "TABLE", "VALUES"})
 _TABLE_ELEMENT_WORDS = frozenset(
     {
-        "PRIMARY", "PRIMARY KEY", "KEY", "INDEX", "UNIQUE", "UNIQUE KEY", "UNIQUE INDEX",
-        "FULLTEXT", "SPATIAL", "FOREIGN", "FOREIGN KEY", "CONSTRAINT", "CHECK", "PERIOD", "LIKE",
+        "PRIMARY",
+        "PRIMARY KEY",
+        "KEY",
+        "INDEX",
+        "UNIQUE",
+        "UNIQUE KEY",
+        "UNIQUE INDEX",
+        "FULLTEXT",
+        "SPATIAL",
+        "FOREIGN",
+        "FOREIGN KEY",
+        "CONSTRAINT",
+        "CHECK",
+        "PERIOD",
+        "LIKE",
     }
 )
 
@@ -1120,7 +1263,9 @@ class _Applier:
 
     # -- helpers --------------------------------------------------------------------------------
 
-    def outcome(self, database: str | None = None, changes: Iterable[TableChange] = (), **kw: Any) -> DdlOutcome:
+    def outcome(
+        self, database: str | None = None, changes: Iterable[TableChange] = (), **kw: Any
+    ) -> DdlOutcome:
         return DdlOutcome(
             self.stmt, database if database is not None else self.default_db, tuple(changes), **kw
         )
@@ -1133,8 +1278,7 @@ class _Applier:
         if db is None:
             if not self.default_db:
                 raise _Fail(
-                    f"table {table!r} is not qualified with a database and the event has no "
-                    "default database"
+                    f"table {table!r} is not qualified with a database and the event has no default database"
                 )
             db = self.default_db
         return db, table
@@ -1241,13 +1385,29 @@ class _Applier:
         enum_values: tuple[str, ...] = ()
         national = False
         simple = {
-            "TINYINT": "tinyint", "SMALLINT": "smallint", "MEDIUMINT": "mediumint", "INT": "int",
-            "BIGINT": "bigint", "UTINYINT": "tinyint", "USMALLINT": "smallint",
-            "UMEDIUMINT": "mediumint", "UINT": "int", "UBIGINT": "bigint", "BOOLEAN": "tinyint",
-            "DOUBLE": "double", "UDOUBLE": "double", "DATE": "date", "TINYTEXT": "tinytext",
-            "MEDIUMTEXT": "mediumtext", "LONGTEXT": "longtext", "TINYBLOB": "tinyblob",
-            "MEDIUMBLOB": "mediumblob", "LONGBLOB": "longblob", "GEOMETRY": "geometry",
-            "UUID": "uuid", "JSON": "json",
+            "TINYINT": "tinyint",
+            "SMALLINT": "smallint",
+            "MEDIUMINT": "mediumint",
+            "INT": "int",
+            "BIGINT": "bigint",
+            "UTINYINT": "tinyint",
+            "USMALLINT": "smallint",
+            "UMEDIUMINT": "mediumint",
+            "UINT": "int",
+            "UBIGINT": "bigint",
+            "BOOLEAN": "tinyint",
+            "DOUBLE": "double",
+            "UDOUBLE": "double",
+            "DATE": "date",
+            "TINYTEXT": "tinytext",
+            "MEDIUMTEXT": "mediumtext",
+            "LONGTEXT": "longtext",
+            "TINYBLOB": "tinyblob",
+            "MEDIUMBLOB": "mediumblob",
+            "LONGBLOB": "longblob",
+            "GEOMETRY": "geometry",
+            "UUID": "uuid",
+            "JSON": "json",
         }
         if tname in simple:
             data_type = simple[tname]
@@ -1410,14 +1570,22 @@ class _Applier:
             if sub.word() == "LIKE":
                 raise _Fail("LIKE inside a column list is only supported as CREATE TABLE t (LIKE o)")
             node = _try_parse(f"CREATE TABLE __cdc_t (__cdc_c INT, {text})")
-            if isinstance(node, exp.Create) and isinstance(node.this, exp.Schema) and len(node.this.expressions) == 2:
+            if (
+                isinstance(node, exp.Create)
+                and isinstance(node.this, exp.Schema)
+                and len(node.this.expressions) == 2
+            ):
                 return node.this.expressions[1]
             pk = self.pk_columns_from_tokens(sub)
             if pk is not None:
                 return exp.PrimaryKey(expressions=[exp.to_identifier(c) for c in pk])
             return exp.Anonymous(this="ignored_table_element")
         node = self.parse_with_stripping(sub, sub.i + 1, "CREATE TABLE __cdc_t ({})")
-        if not (isinstance(node, exp.Create) and isinstance(node.this, exp.Schema) and len(node.this.expressions) == 1):
+        if not (
+            isinstance(node, exp.Create)
+            and isinstance(node.this, exp.Schema)
+            and len(node.this.expressions) == 1
+        ):
             raise _Fail(f"cannot parse column definition {text!r}")
         return node.this.expressions[0]
 
@@ -1451,7 +1619,18 @@ class _Applier:
         """Columns of ``[CONSTRAINT [x]] PRIMARY KEY [USING t] (a(10), b DESC) ...``; else None."""
         k = sub.i
         while k < sub.end and _word(sub.toks[k]) not in ("PRIMARY", "PRIMARY KEY"):
-            if _word(sub.toks[k]) in ("UNIQUE", "KEY", "INDEX", "FOREIGN", "CHECK", "FULLTEXT", "SPATIAL", "UNIQUE KEY", "UNIQUE INDEX", "FOREIGN KEY"):
+            if _word(sub.toks[k]) in (
+                "UNIQUE",
+                "KEY",
+                "INDEX",
+                "FOREIGN",
+                "CHECK",
+                "FULLTEXT",
+                "SPATIAL",
+                "UNIQUE KEY",
+                "UNIQUE INDEX",
+                "FOREIGN KEY",
+            ):
                 return None
             k += 1
         while k < sub.end and sub.toks[k].token_type != TokenType.L_PAREN:
@@ -1507,9 +1686,7 @@ class _Applier:
         sdb, sname = self.qualify(sdb, sname)
         skey = self.state.find(sdb, sname)
         if skey is None:
-            raise _Fail(
-                f"CREATE TABLE ... LIKE {sdb}.{sname}: the source table is not in the schema catalog"
-            )
+            raise _Fail(f"CREATE TABLE ... LIKE {sdb}.{sname}: the source table is not in the schema catalog")
         edit = _TableEdit.of(self.state, skey)
         edit.database, edit.table = db, name
         return edit
@@ -1610,7 +1787,9 @@ class _Applier:
             if not if_exists:
                 self.warn(
                     "DDL %r alters table %s.%s, which is not in the schema catalog; ignored",
-                    _truncate(self.stmt), db, name,
+                    _truncate(self.stmt),
+                    db,
+                    name,
                 )
             return self.ignored(db)
         if t.accept("WAIT"):
@@ -1631,9 +1810,7 @@ class _Applier:
         schema = edit.store(self.state)
         new_key = (edit.database, edit.table)
         prev = key if new_key != key else None
-        return self.outcome(
-            edit.database, [TableChange("ALTER", edit.database, edit.table, schema, prev)]
-        )
+        return self.outcome(edit.database, [TableChange("ALTER", edit.database, edit.table, schema, prev)])
 
     def alter_from_ast(self, edit: _TableEdit, ast: exp.Expression) -> None:
         options = ast.args.get("options") or []
@@ -1676,7 +1853,9 @@ class _Applier:
         elif n == "ModifyColumn":
             self.modify_column(edit, a.this, a.args.get("rename_from"))
         elif n == "RenameColumn":
-            self.rename_column(edit, _ident(a.this), _ident(a.args.get("to")), if_exists=bool(a.args.get("exists")))
+            self.rename_column(
+                edit, _ident(a.this), _ident(a.args.get("to")), if_exists=bool(a.args.get("exists"))
+            )
         elif n == "AlterColumn":
             changed = [k for k in ("dtype", "collate", "using") if a.args.get(k) is not None]
             if changed:
@@ -1780,7 +1959,9 @@ class _Applier:
             if tok is not None and tok.token_type == TokenType.L_PAREN:
                 close = sub.matching_paren(sub.i)
                 for a, b in sub.split(sub.i + 1, close):
-                    node = self.parse_with_stripping(sub.sub(a, b), a + 1, "ALTER TABLE __cdc_t ADD COLUMN {}")
+                    node = self.parse_with_stripping(
+                        sub.sub(a, b), a + 1, "ALTER TABLE __cdc_t ADD COLUMN {}"
+                    )
                     actions = (node.args.get("actions") or []) if isinstance(node, exp.Alter) else []
                     if len(actions) != 1 or _cls(actions[0]) != "ColumnDef":
                         raise _Fail(f"cannot parse column definition {sub.slice(a, b)!r}")
@@ -1789,7 +1970,9 @@ class _Applier:
             if not column_kw and sub.word() in _TABLE_ELEMENT_WORDS:
                 self.table_element(edit, self.element_node(sub.sub(sub.i, sub.end)))
                 return
-            node = self.parse_with_stripping(sub.sub(sub.i, sub.end), sub.i + 1, "ALTER TABLE __cdc_t ADD COLUMN {}")
+            node = self.parse_with_stripping(
+                sub.sub(sub.i, sub.end), sub.i + 1, "ALTER TABLE __cdc_t ADD COLUMN {}"
+            )
             actions = (node.args.get("actions") or []) if isinstance(node, exp.Alter) else []
             if len(actions) != 1 or _cls(actions[0]) != "ColumnDef":
                 raise _Fail(f"cannot parse ALTER TABLE spec {text!r}")
@@ -1797,7 +1980,9 @@ class _Applier:
             return
         if w == "DROP":
             sub.i += 1
-            kw = sub.accept_any("INDEX", "KEY", "CONSTRAINT", "FOREIGN KEY", "CHECK", "PARTITION", "PRIMARY KEY")
+            kw = sub.accept_any(
+                "INDEX", "KEY", "CONSTRAINT", "FOREIGN KEY", "CHECK", "PARTITION", "PRIMARY KEY"
+            )
             if kw is None and sub.accept("FOREIGN", "KEY"):
                 kw = "FOREIGN KEY"
             if kw is None and sub.accept("PRIMARY", "KEY"):
@@ -1807,7 +1992,11 @@ class _Applier:
                 return
             if kw is not None:
                 sub.accept("IF", "EXISTS") or sub.accept("IF EXISTS")
-                if kw in ("INDEX", "KEY", "CONSTRAINT") and not sub.at_end() and sub.peek().text.upper() == "PRIMARY":  # type: ignore[union-attr]
+                if (
+                    kw in ("INDEX", "KEY", "CONSTRAINT")
+                    and not sub.at_end()
+                    and sub.peek().text.upper() == "PRIMARY"
+                ):  # type: ignore[union-attr]
                     edit.primary_key = []
                 return
             sub.accept("COLUMN")
@@ -1872,7 +2061,9 @@ class _Applier:
             if if_exists and target is not None and edit.index(target.text) is None:
                 return  # MariaDB MODIFY/CHANGE COLUMN IF EXISTS of a missing column
             names = 2 if w == "CHANGE" else 1
-            node = self.parse_with_stripping(sub.sub(sub.i, sub.end), sub.i + names, f"ALTER TABLE __cdc_t {w} COLUMN {{}}")
+            node = self.parse_with_stripping(
+                sub.sub(sub.i, sub.end), sub.i + names, f"ALTER TABLE __cdc_t {w} COLUMN {{}}"
+            )
             actions = (node.args.get("actions") or []) if isinstance(node, exp.Alter) else []
             if len(actions) != 1 or _cls(actions[0]) != "ModifyColumn":
                 raise _Fail(f"cannot parse ALTER TABLE spec {text!r}")
@@ -1903,7 +2094,9 @@ class _Applier:
             if key is None:
                 self.warn(
                     "DDL %r renames table %s.%s, which is not in the schema catalog; ignored",
-                    _truncate(self.stmt), odb, oname,
+                    _truncate(self.stmt),
+                    odb,
+                    oname,
                 )
             else:
                 if self.state.find(ndb, nname) is not None:
@@ -2051,7 +2244,17 @@ class _Applier:
         t = self.toks
         t.i = idx + 1
         name = self.default_db
-        if _is_name(t.peek()) and t.word() not in ("DEFAULT", "CHARACTER SET", "CHARSET", "CHARACTER", "COLLATE", "COMMENT", "UPGRADE", "READ", "ENCRYPTION"):
+        if _is_name(t.peek()) and t.word() not in (
+            "DEFAULT",
+            "CHARACTER SET",
+            "CHARSET",
+            "CHARACTER",
+            "COLLATE",
+            "COMMENT",
+            "UPGRADE",
+            "READ",
+            "ENCRYPTION",
+        ):
             name = t.name("database name")
         charset, collation = self.db_options(t)
         charset = charset or _charset_of_collation(collation)

@@ -59,9 +59,7 @@ class ColumnSchema:
             t = f"{t}({self.precision},{self.scale or 0})"
         elif self.data_type in ("datetime", "timestamp", "time") and self.precision:
             t = f"{t}({self.precision})"
-        elif self.length is not None and self.data_type in (
-            "char", "varchar", "binary", "varbinary", "bit"
-        ):
+        elif self.length is not None and self.data_type in ("char", "varchar", "binary", "varbinary", "bit"):
             t = f"{t}({self.length})"
         if self.unsigned:
             t += " unsigned"
@@ -132,8 +130,7 @@ class TableSchema:
             return self._by_name[name.lower()]
         except KeyError:
             raise KeyError(
-                f"Column {name!r} does not exist in {self.qualified_name}; "
-                f"columns are {self.column_names}"
+                f"Column {name!r} does not exist in {self.qualified_name}; columns are {self.column_names}"
             ) from None
 
     def has_column(self, name: str) -> bool:

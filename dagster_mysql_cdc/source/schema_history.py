@@ -97,14 +97,22 @@ def records_from_outcome(
     return HistoryRecord(position, seq, outcome.database, outcome.statement, changes, ts_ms, server_id, gtid)
 
 
-def snapshot_records(position: BinlogPosition, schemas: Sequence[TableSchema], ddl: dict[tuple[str, str], str], server_id: int) -> list[HistoryRecord]:
+def snapshot_records(
+    position: BinlogPosition, schemas: Sequence[TableSchema], ddl: dict[tuple[str, str], str], server_id: int
+) -> list[HistoryRecord]:
     """``CREATE`` records of the tables read by a snapshot at ``position``."""
     ts = now_ms()
     return [
         HistoryRecord(
-            position, i, s.database, ddl.get((s.database, s.table), f"-- snapshot of {s.qualified_name}"),
+            position,
+            i,
+            s.database,
+            ddl.get((s.database, s.table), f"-- snapshot of {s.qualified_name}"),
             [{"type": "CREATE", "id": s.qualified_name, "previousId": None, "table": s.to_dict()}],
-            ts, server_id, position.gtid_set, snapshot=True,
+            ts,
+            server_id,
+            position.gtid_set,
+            snapshot=True,
         )
         for i, s in enumerate(schemas)
     ]
@@ -172,7 +180,12 @@ class SchemaHistory:
                 return False
         table = pa.Table.from_pylist([r.to_row() for r in records], schema=HISTORY_SCHEMA)
         write_deltalake(
-            self.uri, table, mode="append", storage_options=opts,
-            commit_properties=CommitProperties(app_transactions=[Transaction(app_id=app_id, version=version)]),
+            self.uri,
+            table,
+            mode="append",
+            storage_options=opts,
+            commit_properties=CommitProperties(
+                app_transactions=[Transaction(app_id=app_id, version=version)]
+            ),
         )
         return True

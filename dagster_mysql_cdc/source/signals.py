@@ -108,13 +108,17 @@ def parse_signal(row: dict[str, Any], column_names: list[str] | None = None) -> 
         try:
             obj = json.loads(data)
         except json.JSONDecodeError as e:
-            raise InvalidSignal(f"Signal {sid!r} ({stype}) has malformed JSON data ({e}): {str(data)[:200]!r}") from None
+            raise InvalidSignal(
+                f"Signal {sid!r} ({stype}) has malformed JSON data ({e}): {str(data)[:200]!r}"
+            ) from None
         if not isinstance(obj, dict):
-            raise InvalidSignal(f"Signal {sid!r} ({stype}) data must be a JSON object, got {type(obj).__name__}")
+            raise InvalidSignal(
+                f"Signal {sid!r} ({stype}) data must be a JSON object, got {type(obj).__name__}"
+            )
     if stype == "log":
         msg = obj.get("message")
         if not isinstance(msg, str):
-            raise InvalidSignal(f"Signal {sid!r} (log) needs data {{\"message\": \"...\"}}")
+            raise InvalidSignal(f'Signal {sid!r} (log) needs data {{"message": "..."}}')
         return Signal(id=str(sid), type=stype, message=msg, raw=obj)
     if stype in ("pause-snapshot", "resume-snapshot"):
         return Signal(id=str(sid), type=stype, raw=obj)
@@ -122,31 +126,73 @@ def parse_signal(row: dict[str, Any], column_names: list[str] | None = None) -> 
     if isinstance(colls, str):
         colls = [colls]
     if not isinstance(colls, list) or not all(isinstance(c, str) and c for c in colls):
-        raise InvalidSignal(f"Signal {sid!r} ({stype}): data-collections must be a list of table names/regexes")
+        raise InvalidSignal(
+            f"Signal {sid!r} ({stype}): data-collections must be a list of table names/regexes"
+        )
     if stype == "execute-snapshot" and not colls:
         raise InvalidSignal(f"Signal {sid!r} (execute-snapshot) names no data-collections")
     stype_snap = obj.get("type", "incremental")
     if not isinstance(stype_snap, str) or stype_snap.lower() not in ("incremental", "blocking"):
-        raise InvalidSignal(f"Signal {sid!r}: snapshot type {stype_snap!r} must be 'incremental' or 'blocking'")
+        raise InvalidSignal(
+            f"Signal {sid!r}: snapshot type {stype_snap!r} must be 'incremental' or 'blocking'"
+        )
     conditions: dict[str, str] = {}
     conds = obj.get("additional-conditions", [])
     if not isinstance(conds, list):
-        raise InvalidSignal(f"Signal {sid!r}: additional-conditions must be a list of {{data-collection, filter}}")
+        raise InvalidSignal(
+            f"Signal {sid!r}: additional-conditions must be a list of {{data-collection, filter}}"
+        )
     for c in conds:
-        if not isinstance(c, dict) or not isinstance(c.get("data-collection"), str) or not isinstance(c.get("filter"), str):
+        if (
+            not isinstance(c, dict)
+            or not isinstance(c.get("data-collection"), str)
+            or not isinstance(c.get("filter"), str)
+        ):
             raise InvalidSignal(f"Signal {sid!r}: bad additional-conditions entry {c!r}")
         conditions[c["data-collection"]] = c["filter"]
     return Signal(
-        id=str(sid), type=stype, data_collections=tuple(colls), snapshot_type=stype_snap.lower(),
-        conditions=conditions, raw=obj,
+        id=str(sid),
+        type=stype,
+        data_collections=tuple(colls),
+        snapshot_type=stype_snap.lower(),
+        conditions=conditions,
+        raw=obj,
     )
 
 
 _ALLOWED = (
-    exp.Column, exp.Identifier, exp.Literal, exp.Boolean, exp.Null, exp.Paren, exp.Neg, exp.Not,
-    exp.And, exp.Or, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Is, exp.In, exp.Between,
-    exp.Like, exp.ILike, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Tuple, exp.NullSafeEQ,
-    exp.Cast, exp.DataType, exp.DataTypeParam, exp.Var,
+    exp.Column,
+    exp.Identifier,
+    exp.Literal,
+    exp.Boolean,
+    exp.Null,
+    exp.Paren,
+    exp.Neg,
+    exp.Not,
+    exp.And,
+    exp.Or,
+    exp.EQ,
+    exp.NEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+    exp.Is,
+    exp.In,
+    exp.Between,
+    exp.Like,
+    exp.ILike,
+    exp.Add,
+    exp.Sub,
+    exp.Mul,
+    exp.Div,
+    exp.Mod,
+    exp.Tuple,
+    exp.NullSafeEQ,
+    exp.Cast,
+    exp.DataType,
+    exp.DataTypeParam,
+    exp.Var,
 )
 
 
@@ -169,7 +215,9 @@ def validate_filter(sql: str, columns: list[str]) -> str:
     if len(parsed) != 1:
         raise UnsafeFilter(f"Filter {sql!r} must be a single expression, found {len(parsed)} statements")
     tree = parsed[0]
-    if isinstance(tree, (exp.Select, exp.Query, exp.Command, exp.Insert, exp.Update, exp.Delete, exp.Drop, exp.Create)) or not isinstance(tree, exp.Condition):
+    if isinstance(
+        tree, (exp.Select, exp.Query, exp.Command, exp.Insert, exp.Update, exp.Delete, exp.Drop, exp.Create)
+    ) or not isinstance(tree, exp.Condition):
         raise UnsafeFilter(f"Filter {sql!r} is not a boolean expression")
     if not isinstance(tree, (exp.Predicate, exp.Connector, exp.Not, exp.Paren, exp.Boolean)):
         raise UnsafeFilter(f"Filter {sql!r} is not a boolean predicate")
@@ -178,14 +226,20 @@ def validate_filter(sql: str, columns: list[str]) -> str:
         if isinstance(node, (exp.Select, exp.Subquery, exp.Query)):
             raise UnsafeFilter(f"Filter {sql!r} contains a subquery")
         if not isinstance(node, _ALLOWED):
-            raise UnsafeFilter(f"Filter {sql!r} uses {type(node).__name__} ({node.sql(dialect='mysql')[:60]}), which is not allowed")
+            raise UnsafeFilter(
+                f"Filter {sql!r} uses {type(node).__name__} ({node.sql(dialect='mysql')[:60]}), which is not allowed"
+            )
         if isinstance(node, exp.In) and not node.expressions and node.args.get("query") is None:
             raise UnsafeFilter(f"Filter {sql!r} has an empty IN list, which MySQL rejects")
         if isinstance(node, exp.Column):
             if node.table:
-                raise UnsafeFilter(f"Filter {sql!r}: qualified column {node.sql()} is not allowed; use bare column names")
+                raise UnsafeFilter(
+                    f"Filter {sql!r}: qualified column {node.sql()} is not allowed; use bare column names"
+                )
             if node.name.lower() not in known:
-                raise UnsafeFilter(f"Filter {sql!r}: unknown column {node.name!r} (columns: {', '.join(columns)})")
+                raise UnsafeFilter(
+                    f"Filter {sql!r}: unknown column {node.name!r} (columns: {', '.join(columns)})"
+                )
     return tree.sql(dialect="mysql")
 
 

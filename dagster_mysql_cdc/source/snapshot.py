@@ -185,7 +185,10 @@ class ConsistentSnapshot:
         self._remaining = list(self.tables)
         log.info(
             "Snapshot of %d table(s) at %s (lock: %s, held %.3fs)",
-            len(self.tables), self.position, self.lock_kind, self.lock_seconds,
+            len(self.tables),
+            self.position,
+            self.lock_kind,
+            self.lock_seconds,
         )
 
     def _read_position(self, cur) -> BinlogPosition:
@@ -239,7 +242,11 @@ class ConsistentSnapshot:
         conv = TableConverter(schema, self.type_options, "pymysql")
         if not self.options.include_data:
             return
-        sql = "SELECT " + ", ".join(select_expression(c) for c in schema.columns) + f" FROM {_q(table[0])}.{_q(table[1])}"
+        sql = (
+            "SELECT "
+            + ", ".join(select_expression(c) for c in schema.columns)
+            + f" FROM {_q(table[0])}.{_q(table[1])}"
+        )
         assert self.position is not None and self.info is not None
         conn = self._conn
         cur = conn.cursor(pymysql.cursors.SSCursor)
@@ -258,11 +265,15 @@ class ConsistentSnapshot:
             first_batch = True
             for chunk in self._chunks(cur):
                 if prev is not None:
-                    yield self._events(schema, conv, prev, first_batch and first_table, first_batch, False, False)
+                    yield self._events(
+                        schema, conv, prev, first_batch and first_table, first_batch, False, False
+                    )
                     first_batch = False
                 prev = chunk
             if prev is not None:
-                yield self._events(schema, conv, prev, first_batch and first_table, first_batch, True, last_table)
+                yield self._events(
+                    schema, conv, prev, first_batch and first_table, first_batch, True, last_table
+                )
         finally:
             cur.close()
 
@@ -304,4 +315,6 @@ class ConsistentSnapshot:
     def change_log_schema(self, table: tuple[str, str]) -> pa.Schema:
         """Change-log schema of ``table`` (valid inside the context)."""
         schema = self.schemas[table]
-        return change_log_schema(TableConverter(schema, self.type_options, "pymysql").arrow_schema, schema.primary_key)
+        return change_log_schema(
+            TableConverter(schema, self.type_options, "pymysql").arrow_schema, schema.primary_key
+        )

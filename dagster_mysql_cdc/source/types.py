@@ -208,11 +208,26 @@ _GEOMETRY_TYPES = frozenset(
     }
 )
 _OTHER_TYPES = frozenset(
-    {"float", "double", "decimal", "date", "datetime", "timestamp", "time", "year", "enum", "set", "bit", "json"}
+    {
+        "float",
+        "double",
+        "decimal",
+        "date",
+        "datetime",
+        "timestamp",
+        "time",
+        "year",
+        "enum",
+        "set",
+        "bit",
+        "json",
+    }
 )
 
 #: Canonical data types :func:`value_converter` accepts (aliases such as ``integer`` are also accepted).
-SUPPORTED_DATA_TYPES: frozenset[str] = _INT_TYPES | _TEXT_TYPES | _BINARY_TYPES | _GEOMETRY_TYPES | _OTHER_TYPES
+SUPPORTED_DATA_TYPES: frozenset[str] = (
+    _INT_TYPES | _TEXT_TYPES | _BINARY_TYPES | _GEOMETRY_TYPES | _OTHER_TYPES
+)
 
 #: Largest precision Arrow decimal128 / Spark DecimalType can hold.
 MAX_DECIMAL128_PRECISION = 38
@@ -474,7 +489,7 @@ _EPOCH_DATE = _dt.date(1970, 1, 1)
 _EPOCH_ORDINAL = _EPOCH_DATE.toordinal()
 _EPOCH_NAIVE = _dt.datetime(1970, 1, 1)
 _ONE_DAY_US = 86_400_000_000
-_UTC = _dt.timezone.utc
+_UTC = _dt.UTC
 _DEC_CTX = decimal.Context(prec=100, rounding=decimal.ROUND_HALF_EVEN)
 _INT64_WRAP = 1 << 64
 _INT64_MAX = (1 << 63) - 1
@@ -1088,8 +1103,14 @@ def _floor_div(x: pa.Array, d: int) -> pa.Array:
 
 
 def _array_converter(
-    column: ColumnSchema, options: TypeOptions, source: str, core: Core, none_value: Any, typ: pa.DataType,
-    *, text: bool = False,
+    column: ColumnSchema,
+    options: TypeOptions,
+    source: str,
+    core: Core,
+    none_value: Any,
+    typ: pa.DataType,
+    *,
+    text: bool = False,
 ) -> ArrayConverter:
     """``f(values) -> pa.Array``, always equal to
     ``pa.array([none_value if v is None else core(v) for v in values], typ)``.
@@ -1214,7 +1235,9 @@ def _array_converter(
             out = ts.cast(pa.timestamp(unit)).cast(pa.string())
             if unit == "us" and fsp != 6:
                 out = pc.utf8_slice_codeunits(out, 0, keep)
-            out = pc.binary_join_element_wise(pc.replace_substring(out, " ", "T", max_replacements=1), "Z", "")
+            out = pc.binary_join_element_wise(
+                pc.replace_substring(out, " ", "T", max_replacements=1), "Z", ""
+            )
             if binlog:
                 # python-mysql-replication's zero TIMESTAMP is datetime(1970, 1, 1)
                 zero = pc.equal(us, 0)
@@ -1251,9 +1274,17 @@ def _array_converter(
 # DOUBLE).
 _TEXT_FIELD_TYPES = frozenset(
     {
-        FIELD_TYPE.TINY, FIELD_TYPE.SHORT, FIELD_TYPE.INT24, FIELD_TYPE.LONG, FIELD_TYPE.LONGLONG,
-        FIELD_TYPE.DOUBLE, FIELD_TYPE.DECIMAL, FIELD_TYPE.NEWDECIMAL, FIELD_TYPE.DATE,
-        FIELD_TYPE.DATETIME, FIELD_TYPE.TIMESTAMP,
+        FIELD_TYPE.TINY,
+        FIELD_TYPE.SHORT,
+        FIELD_TYPE.INT24,
+        FIELD_TYPE.LONG,
+        FIELD_TYPE.LONGLONG,
+        FIELD_TYPE.DOUBLE,
+        FIELD_TYPE.DECIMAL,
+        FIELD_TYPE.NEWDECIMAL,
+        FIELD_TYPE.DATE,
+        FIELD_TYPE.DATETIME,
+        FIELD_TYPE.TIMESTAMP,
     }
 )
 _TEXT_DECODERS: dict[str, Callable[[str], Any]] = {
@@ -1297,8 +1328,13 @@ class _LoweredRow:
         return self._d.get(lname, _MISSING)
 
 
-def _raw_image_value(row: Mapping[str, Any], name: str, lname: str, none_sources: Mapping[str, str] | None,
-                     lowered: _LoweredRow) -> Any:
+def _raw_image_value(
+    row: Mapping[str, Any],
+    name: str,
+    lname: str,
+    none_sources: Mapping[str, str] | None,
+    lowered: _LoweredRow,
+) -> Any:
     """The raw value of column ``name`` in a python-mysql-replication row image, or ``_MISSING``
     when the image has no value for it (absent, or ``None`` because the column is not in the
     event's column bitmap / unchanged in a MINIMAL image). A ``None`` that the library reports as
@@ -1439,7 +1475,9 @@ class TableConverter:
             f = self._pk_function = self.key_function(self.table.primary_key)
         return f
 
-    def primary_keys_unchanged(self, before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]) -> bool:
+    def primary_keys_unchanged(
+        self, before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]
+    ) -> bool:
         """Whether each pair of python-mysql-replication row images (an update's before/after)
         has the same raw, non-NULL value in every primary-key column, so the converted keys are
         equal too. A cheap check without conversion; ``False`` also when it cannot tell (a key
@@ -1464,9 +1502,7 @@ class TableConverter:
         n = len(self._cores)
         for r in rows:
             if len(r) != n:
-                raise ValueError(
-                    f"Row of {self.table.qualified_name} has {len(r)} values, expected {n}"
-                )
+                raise ValueError(f"Row of {self.table.qualified_name} has {len(r)} values, expected {n}")
         cols: list[list[Any]] = []
         for i, (core, nv) in enumerate(zip(self._cores, self._none_values)):
             raw = [r[i] for r in rows]
@@ -1520,4 +1556,6 @@ class TableConverter:
             bad = next(len(r) for r in rows if len(r) != n)
             raise ValueError(f"Row of {self.table.qualified_name} has {bad} values, expected {n}")
         cols = list(zip(*rows)) if rows else [()] * n
-        return pa.RecordBatch.from_arrays(self.column_arrays(cols, text_values=text_values), schema=self.arrow_schema)
+        return pa.RecordBatch.from_arrays(
+            self.column_arrays(cols, text_values=text_values), schema=self.arrow_schema
+        )
