@@ -12,7 +12,7 @@ from dagster_mysql_cdc.source.connection import ConnectionSettings, connect, pre
 
 pytestmark = pytest.mark.integration
 
-NOLOG_PORT = 3310
+NOLOG_PORT = int(os.environ.get("CDC_MYSQL_NOLOG_PORT", "3310"))
 
 
 def check(settings: ConnectionSettings, tables=(("inventory", "customers"),), info_override=None):
