@@ -1,6 +1,7 @@
 """Preflight refuses misconfigured sources with a message naming the setting and the fix."""
 
 import dataclasses
+import os
 import subprocess
 
 import dagster as dg
