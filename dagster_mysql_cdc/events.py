@@ -29,6 +29,7 @@ from __future__ import annotations
 import operator
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -481,11 +482,13 @@ class ChangeEventBuilder:
             idx.extend([None if img is None else 0 for img in images])
             return
         try:
+            # an image that is None raises TypeError in the getter: handled below
+            getter: Any = self._getter
+            columns: list[Sequence[Any]]
             if width == 1:
-                getter = self._getter
                 columns = [[getter(img) for img in images]]
             else:
-                columns = list(zip(*map(self._getter, images)))
+                columns = list(zip(*map(getter, images)))
             for c, col in zip(cols, columns):
                 c.extend(col)
             idx.extend(range(base, base + len(images)))

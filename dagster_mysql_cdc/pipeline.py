@@ -112,6 +112,7 @@ def run_snapshot(
                 )
             )
         if history is not None:
+            assert snap.info is not None and snap.position is not None  # set when the snapshot began
             history.append(
                 snapshot_records(
                     snap.position,

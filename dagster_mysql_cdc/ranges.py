@@ -63,7 +63,8 @@ def compute_ranges(conn: Any, schema: TableSchema, rows_per_partition: int) -> l
     last = None
     with conn.cursor() as cur:
         while True:
-            where, params = "", []
+            where = ""
+            params: list[Any] = []
             if last is not None:
                 where = f"WHERE ({cols}) > ({', '.join(['%s'] * len(pk))})"
                 params = decode_key(last)

@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
@@ -272,6 +273,7 @@ def run_window(
                 current = read_table_schemas(conn, [p.key for p in state.tables])
             finally:
                 conn.close()
+            assert inc.signal_table is not None  # sig_key is set only with a signal table
             planned, after, plan_end = plan_chunks(
                 settings,
                 info,
@@ -362,7 +364,7 @@ def run_window(
         nonlocal state, state_before, fallback_conn
         here = f"{ev.file}:{ev.pos}"
         if sig.type == "log":
-            result.signal_log.append(f"log signal {sig.id}: " + sig.message.replace("{}", here))
+            result.signal_log.append(f"log signal {sig.id}: " + (sig.message or "").replace("{}", here))
             return
         if sig.type == "pause-snapshot":
             state, state_before = with_paused(state, True), with_paused(state_before, True)
@@ -458,6 +460,7 @@ def run_window(
         """Read-only chunks: open at their low position, close (emit) at their high position."""
         here = BinlogPosition(file, pos).sort_key()
         for c in list(positional):
+            assert c.low is not None and c.high is not None  # read-only chunks carry both positions
             low, high = BinlogPosition.from_dict(c.low), BinlogPosition.from_dict(c.high)
             if here >= high.sort_key():
                 positional.remove(c)
@@ -584,6 +587,7 @@ def run_window(
         if positional and not blocking:  # high watermarks at the very end of the window
             positional_watermarks(reader.position.file, reader.position.pos)
             for c in list(positional):  # a high watermark can equal the window end exactly
+                assert c.high is not None
                 positional_watermarks(c.high["file"], c.high["pos"])
         result.events_read = reader.events_read
         result.end = reader.position
@@ -652,7 +656,7 @@ def _add_rows(te: _TableEvents, ev: RowsBatch, tx: dict | None, touched: set | N
         return
     conv = te.conv
     pk = te.schema.primary_key
-    common = dict(
+    common: dict[str, Any] = dict(
         file=ev.file,
         pos=ev.pos,
         ts_ms=now_ms(),
@@ -705,17 +709,23 @@ def _add_rows(te: _TableEvents, ev: RowsBatch, tx: dict | None, touched: set | N
                 a2: list = []
                 bns2: list = []
                 ans2: list = []
+
+                def emit(op: str, bv: Any, av: Any, bn: Any, an: Any, i: int) -> None:
+                    ops.append(op)
+                    b2.append(bv)
+                    a2.append(av)
+                    bns2.append(bn)
+                    ans2.append(an)
+                    rownos.append(i)
+
                 for i, (bv, av, bn, an, k0, k1) in enumerate(zip(before, after, bns, ans, bk, ak)):
                     if k0 == k1:
-                        ops.append("u")
-                        b2.append(bv), a2.append(av), bns2.append(bn), ans2.append(an), rownos.append(i)
+                        emit("u", bv, av, bn, an, i)
                         continue
                     headers[len(ops)] = {"__debezium.newkey": _key_json(pk, k1)}
-                    ops.append("d")
-                    b2.append(bv), a2.append(None), bns2.append(bn), ans2.append(None), rownos.append(i)
+                    emit("d", bv, None, bn, None, i)
                     headers[len(ops)] = {"__debezium.oldkey": _key_json(pk, k0)}
-                    ops.append("c")
-                    b2.append(None), a2.append(av), bns2.append(None), ans2.append(an), rownos.append(i)
+                    emit("c", None, av, None, an, i)
                 before, after, bns, ans = b2, a2, bns2, ans2
         te.builder.add_raw(
             conv,

@@ -32,6 +32,7 @@ import logging
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import dagster as dg
 import pyarrow as pa
@@ -275,7 +276,7 @@ def run_table_checks(
             for p in (tuple(r[i] for i in proj) for r in _source_rows(conn, schema, conv, options.chunk_rows))
             if tuple(p[i] for i in kidx) not in touched
         ]
-        base_md = {
+        base_md: dict[str, Any] = {
             "committed_position": str(committed),
             "source_position": str(pos),
             "keys_changed_since_committed": len(touched),
@@ -304,7 +305,7 @@ def run_table_checks(
                 lake_sample, src_sample = lake_rows, src_rows
             lsum, ln = _checksum(lake_sample)
             ssum, sn = _checksum(src_sample)
-            md = {
+            md: dict[str, Any] = {
                 **base_md,
                 "lake_checksum": f"{lsum:016x}",
                 "source_checksum": f"{ssum:016x}",

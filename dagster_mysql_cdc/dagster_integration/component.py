@@ -63,7 +63,12 @@ from pydantic import BaseModel
 from ..errors import ConfigurationError, SourceConnectionError
 from ..source.schema import TableSchema
 from ..source.snapshot import LOCKING_MODES
-from ..source.types import TypeOptions
+from ..source.types import (
+    BigintUnsignedHandlingMode,
+    BinaryHandlingMode,
+    DecimalHandlingMode,
+    TimePrecisionMode,
+)
 from .decorator import mysql_cdc_assets
 from .resources import DEFAULT_SPARK_CONFIG, SNAPSHOT_MODES, CdcLakeResource, MySqlCdcResource
 from .sensor import build_mysql_cdc_sensor
@@ -71,13 +76,8 @@ from .translator import DagsterMySqlCdcTranslator, MySqlCdcTableProps
 
 log = logging.getLogger(__name__)
 
-_TYPE_HINTS = typing.get_type_hints(TypeOptions)
 SnapshotMode = Literal[SNAPSHOT_MODES]  # type: ignore[valid-type]
 SnapshotLockingMode = Literal[LOCKING_MODES]  # type: ignore[valid-type]
-DecimalHandlingMode = _TYPE_HINTS["decimal_handling_mode"]
-TimePrecisionMode = _TYPE_HINTS["time_precision_mode"]
-BigintUnsignedHandlingMode = _TYPE_HINTS["bigint_unsigned_handling_mode"]
-BinaryHandlingMode = _TYPE_HINTS["binary_handling_mode"]
 
 
 def _resource_default(name: str) -> Any:

@@ -6,7 +6,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
 import dagster as dg
@@ -497,8 +497,9 @@ class MySqlCdcResource(dg.ConfigurableResource):
         )
         return dg.MaterializeResult(
             metadata={
-                "range_low_exclusive": dg.MetadataValue.json(rng.lo),
-                "range_high_inclusive": dg.MetadataValue.json(rng.hi),
+                # None = unbounded (the first/last range); MetadataValue.json takes None at run time
+                "range_low_exclusive": dg.MetadataValue.json(rng.lo),  # type: ignore[arg-type]
+                "range_high_inclusive": dg.MetadataValue.json(rng.hi),  # type: ignore[arg-type]
                 "rows_read": dg.MetadataValue.int(snap.rows_read),
                 "rows_emitted": dg.MetadataValue.int(snap.rows_emitted),
                 "rows_dropped_changed_in_window": dg.MetadataValue.int(snap.rows_read - snap.rows_emitted),
@@ -525,8 +526,10 @@ class MySqlCdcResource(dg.ConfigurableResource):
 
     def snapshot(
         self, context: dg.AssetExecutionContext, lake: CdcLakeResource
-    ) -> Iterator[dg.MaterializeResult]:
+    ) -> Generator[dg.MaterializeResult, None, BinlogPosition | None]:
         """Snapshot the selected table assets into the lake, one ``MaterializeResult`` each.
+
+        Returns (as the generator's value): the snapshot's binlog position, ``None`` if nothing was read.
 
         All selected tables are read in one consistent snapshot (one binlog position). Metadata per
         table: ``dagster/row_count``, rows by op, binlog file/pos/GTID set of the snapshot, snapshot
@@ -582,8 +585,10 @@ class MySqlCdcResource(dg.ConfigurableResource):
 
     def stream(
         self, context: dg.AssetExecutionContext, lake: CdcLakeResource
-    ) -> Iterator[dg.MaterializeResult]:
+    ) -> Generator[dg.MaterializeResult, None, BinlogPosition | None]:
         """Process the binlog window named by the run's tags (requested by the binlog sensor).
+
+        Returns (as the generator's value): the position the window reached.
 
         Raises:
             ConfigurationError: the run tags do not name a valid window.

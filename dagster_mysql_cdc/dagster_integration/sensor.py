@@ -134,6 +134,7 @@ def _request(
     if server:
         tags[SERVER_TAG] = server
     if inflight.kind == "stream":
+        assert inflight.start is not None and inflight.end is not None  # a window has both ends
         tags.update(
             {
                 MODE_TAG: "stream",
@@ -196,6 +197,7 @@ def evaluate_tick(
         if run.status == dg.DagsterRunStatus.SUCCESS:
             if inf.kind == "stream":
                 end = _reported_end(instance, run.run_id, binlog_key, "window_end") or inf.end
+                assert end is not None  # a stream window always has an end
                 inc = _reported_json(instance, run.run_id, binlog_key, "incremental_state")
                 cursor = replace(
                     cursor, committed=end, inflight=None, last_error=None, incremental=inc or None

@@ -17,7 +17,7 @@ from typing import Literal
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction
-from deltalake.transaction import AddAction, create_table_with_add_actions
+from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 
 from ..errors import SinkError
 from .storage import StorageSettings
@@ -119,7 +119,8 @@ def commit_files(
             delete_files(storage, table_uri, files)
             return CommitOutcome(False, dt.version(), 0, 0)
         ensure_table_properties(dt)
-        dt.create_write_transaction(actions, mode=mode, schema=_delta_schema(schema), commit_properties=props)
+        writes: list[AddAction | RemoveAction] = list(actions)  # deltalake types the list invariantly
+        dt.create_write_transaction(writes, mode=mode, schema=_delta_schema(schema), commit_properties=props)
         dt.update_incremental()
         return CommitOutcome(True, dt.version(), len(actions), rows)
     except SinkError:

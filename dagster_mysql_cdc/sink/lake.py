@@ -37,6 +37,7 @@ import weakref
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -53,6 +54,9 @@ from .spark_files import (
 )
 from .state_rows import ORDER_COLS, newest_per_key, state_rows
 from .storage import StorageSettings
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 log = logging.getLogger(__name__)
 
@@ -325,7 +329,8 @@ class LakeWriter:
         if self.pipeline_depth <= 0:
             f: Future = Future()
             try:
-                f.set_result(tb._write(batch))
+                tb._write(batch)
+                f.set_result(None)
             except BaseException as e:
                 f.set_exception(e)
             return f
@@ -333,13 +338,15 @@ class LakeWriter:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cdc-sink")
             self._slots = threading.BoundedSemaphore(self.pipeline_depth)
             weakref.finalize(self, self._pool.shutdown, False)
-        self._slots.acquire()
+        slots = self._slots
+        assert slots is not None  # made with the pool
+        slots.acquire()
         try:
             f = self._pool.submit(tb._write, batch)
         except BaseException:
-            self._slots.release()
+            slots.release()
             raise
-        f.add_done_callback(lambda _f: self._slots.release())
+        f.add_done_callback(lambda _f: slots.release())
         return f
 
 
@@ -400,8 +407,9 @@ class TableBatch:
 
     def _raise_failed(self) -> None:
         for f in self.futures:
-            if f.done() and f.exception() is not None:
-                raise f.exception()
+            exc = f.exception() if f.done() else None
+            if exc is not None:
+                raise exc
 
     def _wait(self) -> None:
         for f in self.futures:
@@ -528,6 +536,12 @@ class _StateApplier:
         self.direct_schema: pa.Schema | None = None
         self.direct = self.dt is None  # nothing to merge with yet
 
+    def _table(self) -> DeltaTable:
+        """The state table, which exists once :meth:`merge` or :meth:`finish` created it."""
+        if self.dt is None:
+            raise SinkError(f"State table {self.uri} does not exist yet (internal order error)")
+        return self.dt
+
     def add_direct(self, files: list[dict], st_schema: pa.Schema) -> None:
         """Record state files of a first snapshot (written by Spark, committed by :meth:`finish`)."""
         self.direct_files += files
@@ -547,7 +561,7 @@ class _StateApplier:
             # A state row is the image of its newest event: columns of the table that this record
             # batch does not have (dropped or renamed by a DDL before its events) are nulls, so
             # update_all clears them instead of keeping an older event's values.
-            target = pa.schema(self.dt.schema().to_arrow())
+            target = pa.schema(self._table().schema().to_arrow())
             wide = pa.schema(list(st_schema) + [f for f in target if f.name not in st_schema.names])
             source = pa.table(
                 [
@@ -563,7 +577,8 @@ class _StateApplier:
                 for k in key
             )
             metrics = (
-                self.dt.merge(source, predicate=on, source_alias="s", target_alias="t", merge_schema=True)
+                self._table()
+                .merge(source, predicate=on, source_alias="s", target_alias="t", merge_schema=True)
                 .when_matched_update_all(predicate=newer_predicate())
                 .when_not_matched_insert_all()
                 .execute()
@@ -573,7 +588,7 @@ class _StateApplier:
             raise SinkError(
                 f"Merging into {self.uri} on {self.w.storage.location()} failed: {type(e).__name__}: {e}"
             ) from e
-        self.dt.update_incremental()
+        self._table().update_incremental()
 
     def finish(
         self,
@@ -585,7 +600,7 @@ class _StateApplier:
     ) -> CommitOutcome:
         storage = self.w.storage
         if self.skip:
-            return CommitOutcome(False, self.dt.version(), 0, 0)
+            return CommitOutcome(False, self._table().version(), 0, 0)
         try:
             if self.direct:
                 schema = (
@@ -611,12 +626,12 @@ class _StateApplier:
             self.w._evolve(self.uri, st_schema)
             self.dt = open_table(storage, self.uri)
             if snapshot_position is not None:  # keys absent from a full snapshot were deleted before it
-                self.dt.update(
+                self._table().update(
                     updates=_tombstone_updates(snapshot_position, "r"),
                     predicate=f"({_q('__deleted')} = false) AND ({_older_plain(snapshot_position, -1)})",
                 )
             if truncated_at is not None:
-                self.dt.update(
+                self._table().update(
                     updates=_tombstone_updates(truncated_at, "t"),
                     predicate=f"({_q('__deleted')} = false) AND ({_older_plain(truncated_at)})",
                 )

@@ -174,7 +174,7 @@ class _OutputFiles:
             os.makedirs(self.base, exist_ok=True)
         self.rows_per_file = rows_per_file
         self.files: list[dict] = []
-        self.writer = None
+        self.writer: pq.ParquetWriter | None = None
         self.rel = ""
         self.rows = 0
 

@@ -52,9 +52,9 @@ from .connection import ConnectionSettings
 log = logging.getLogger(__name__)
 
 try:  # MySQL 8.0.20+ binlog_transaction_compression payload event
-    from pymysqlreplication.event import TransactionPayloadEvent  # type: ignore[attr-defined]
+    from pymysqlreplication.event import TransactionPayloadEvent
 except ImportError:  # pragma: no cover - depends on library version
-    TransactionPayloadEvent = None  # type: ignore[assignment]
+    TransactionPayloadEvent = None
 
 
 #: Events written between transactions that carry no data: file headers, MariaDB's binlog
@@ -311,9 +311,10 @@ class BinlogReader:
                     decode = True
                     if self.rows_filter is not None:
                         key = (ev.schema, ev.table)
-                        decode = self._decode.get(key)
-                        if decode is None:
-                            decode = self._decode[key] = bool(self.rows_filter(*key))
+                        cached = self._decode.get(key)
+                        if cached is None:
+                            cached = self._decode[key] = bool(self.rows_filter(*key))
+                        decode = cached
                     if not decode:
                         self.rows_skipped += 1
                     yield RowsBatch(

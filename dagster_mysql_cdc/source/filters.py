@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import ConfigurationError
 
@@ -39,6 +39,11 @@ class TableFilter:
     database_exclude_list: tuple[str, ...] = ()
     table_include_list: tuple[str, ...] = ()
     table_exclude_list: tuple[str, ...] = ()
+    # compiled lists (None = no list), set in __post_init__
+    _dbi: list[re.Pattern] | None = field(default=None, init=False, repr=False, compare=False)
+    _dbx: list[re.Pattern] | None = field(default=None, init=False, repr=False, compare=False)
+    _ti: list[re.Pattern] | None = field(default=None, init=False, repr=False, compare=False)
+    _tx: list[re.Pattern] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.database_include_list and self.database_exclude_list:

@@ -106,7 +106,7 @@ class TableSchema:
     columns: tuple[ColumnSchema, ...]
     primary_key: tuple[str, ...] = ()
     comment: str = ""
-    _by_name: dict[str, ColumnSchema] = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+    _by_name: dict[str, ColumnSchema] = field(default=None, compare=False, repr=False)  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {c.name.lower(): c for c in self.columns})

@@ -122,7 +122,7 @@ class ConsistentSnapshot:
         self.lock_kind: str = "none"
         self.lock_seconds: float = 0.0
         self.started_ms: int = 0
-        self._conn = None
+        self._conn: pymysql.connections.Connection | None = None
         self._lock_started = 0.0
         self._in_tx = False
         self._remaining: list[tuple[str, str]] = []
@@ -140,8 +140,13 @@ class ConsistentSnapshot:
     def __exit__(self, exc_type, exc, tb) -> None:
         self._close(ok=exc_type is None)
 
+    def _connection(self) -> pymysql.connections.Connection:
+        if self._conn is None:
+            raise RuntimeError("ConsistentSnapshot is used outside its `with` block")
+        return self._conn
+
     def _begin(self) -> None:
-        conn = self._conn
+        conn = self._connection()
         self.info = server_info(conn)
         for w in preflight(conn, self.info, self.tables, need_streaming=self.need_streaming):
             log.warning(w)
@@ -177,7 +182,10 @@ class ConsistentSnapshot:
                 raise UnknownTableError(f"Table(s) vanished before the snapshot: {missing}")
             for d, t in self.tables:
                 cur.execute(f"SHOW CREATE TABLE {_q(d)}.{_q(t)}")
-                self.create_statements[(d, t)] = cur.fetchone()[1]
+                row = cur.fetchone()
+                if row is None:
+                    raise UnknownTableError(f"Table {d}.{t} vanished before the snapshot")
+                self.create_statements[(d, t)] = row[1]
             if self.lock_kind == "global" and mode == "minimal":
                 cur.execute("UNLOCK TABLES")
                 self.lock_seconds = time.monotonic() - self._lock_started
@@ -199,14 +207,14 @@ class ConsistentSnapshot:
             cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
             status = {k.lower(): v for k, v in cur.fetchall()}
             f, p = status.get("binlog_snapshot_file"), status.get("binlog_snapshot_position")
-            if f:
+            if f and p is not None:
                 cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (f, int(p)))
                 gtid = cur.fetchone()[0] or None
                 return BinlogPosition(file=f, pos=int(p), gtid_set=gtid)
-        return current_position(self._conn, info)
+        return current_position(self._connection(), info)
 
     def _close(self, ok: bool) -> None:
-        conn = self._conn
+        conn = self._connection()
         self._conn = None
         if conn is None:
             return
@@ -248,7 +256,7 @@ class ConsistentSnapshot:
             + f" FROM {_q(table[0])}.{_q(table[1])}"
         )
         assert self.position is not None and self.info is not None
-        conn = self._conn
+        conn = self._connection()
         cur = conn.cursor(pymysql.cursors.SSCursor)
         try:
             # numbers and temporals arrive as the server's text and are parsed column-wise by
@@ -293,6 +301,7 @@ class ConsistentSnapshot:
             yield buf
 
     def _events(self, schema, conv, rows, first_overall, first_in_table, last_in_table, last_table):
+        assert self.info is not None and self.position is not None  # set by _begin
         n = len(rows)
         flags = ["true"] * n
         if first_in_table:

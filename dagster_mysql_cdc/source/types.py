@@ -58,7 +58,7 @@ try:  # a declared dependency; the json module is the (slower, identical) fallba
 
     _orjson_loads, _orjson_dumps = _orjson.loads, _orjson.dumps
 except ImportError:  # pragma: no cover
-    _orjson = None
+    _orjson = None  # type: ignore[assignment]
 
 from ..errors import ConfigurationError
 from .schema import ColumnSchema, TableSchema
@@ -79,6 +79,14 @@ __all__ = [
 ]
 
 Source = Literal["pymysql", "binlog"]
+#: Debezium ``decimal.handling.mode`` values.
+DecimalHandlingMode = Literal["precise", "double", "string"]
+#: Debezium ``time.precision.mode`` values supported for MySQL.
+TimePrecisionMode = Literal["adaptive_time_microseconds", "connect"]
+#: Debezium ``bigint.unsigned.handling.mode`` values.
+BigintUnsignedHandlingMode = Literal["long", "precise"]
+#: Debezium ``binary.handling.mode`` values.
+BinaryHandlingMode = Literal["bytes", "base64", "base64-url-safe", "hex"]
 _SOURCES = ("pymysql", "binlog")
 
 # --------------------------------------------------------------------------------------------
@@ -117,10 +125,10 @@ class TypeOptions:
             names the option, the bad value and the allowed values.
     """
 
-    decimal_handling_mode: Literal["precise", "double", "string"] = "precise"
-    time_precision_mode: Literal["adaptive_time_microseconds", "connect"] = "adaptive_time_microseconds"
-    bigint_unsigned_handling_mode: Literal["long", "precise"] = "precise"
-    binary_handling_mode: Literal["bytes", "base64", "base64-url-safe", "hex"] = "bytes"
+    decimal_handling_mode: DecimalHandlingMode = "precise"
+    time_precision_mode: TimePrecisionMode = "adaptive_time_microseconds"
+    bigint_unsigned_handling_mode: BigintUnsignedHandlingMode = "precise"
+    binary_handling_mode: BinaryHandlingMode = "bytes"
 
     def __post_init__(self) -> None:
         for name, allowed in _ALLOWED.items():
@@ -760,12 +768,12 @@ def _build(column: ColumnSchema, options: TypeOptions, source: str, table: str |
                 v = v + b"\x00" * (pad_to - len(v))
             return v
 
-        mode = options.binary_handling_mode
-        if mode == "bytes":
+        bin_mode = options.binary_handling_mode
+        if bin_mode == "bytes":
             return to_bytes, None
-        if mode == "base64":
+        if bin_mode == "base64":
             return (lambda v: base64.b64encode(to_bytes(v)).decode("ascii")), None
-        if mode == "base64-url-safe":
+        if bin_mode == "base64-url-safe":
             return (lambda v: base64.urlsafe_b64encode(to_bytes(v)).decode("ascii")), None
         return (lambda v: to_bytes(v).hex()), None
 
@@ -906,11 +914,11 @@ def _build(column: ColumnSchema, options: TypeOptions, source: str, table: str |
 
     if t == "timestamp":
         fsp = _fsp(column)
-        zero = None if nullable else "1970-01-01T00:00:00Z"
+        zero_iso = None if nullable else "1970-01-01T00:00:00Z"
 
         def to_iso(v: Any) -> str | None:
             if isinstance(v, (str, bytes)):
-                return zero  # pymysql: '0000-00-00 00:00:00'
+                return zero_iso  # pymysql: '0000-00-00 00:00:00'
             if not isinstance(v, _dt.datetime):
                 raise _type_error(column, v, "TIMESTAMP")
             if v.tzinfo is not None:
@@ -918,7 +926,7 @@ def _build(column: ColumnSchema, options: TypeOptions, source: str, table: str |
             if binlog and v == _EPOCH_NAIVE:
                 # The zero TIMESTAMP is stored as 0 seconds; the smallest real TIMESTAMP is
                 # 1970-01-01 00:00:01 UTC, so epoch 0 is unambiguous.
-                return zero
+                return zero_iso
             base = f"{v.year:04d}-{v.month:02d}-{v.day:02d}T{v.hour:02d}:{v.minute:02d}:{v.second:02d}"
             if fsp:
                 return f"{base}.{v.microsecond:06d}"[: len(base) + 1 + fsp] + "Z"
@@ -926,7 +934,7 @@ def _build(column: ColumnSchema, options: TypeOptions, source: str, table: str |
                 return f"{base}.{v.microsecond:06d}".rstrip("0") + "Z"
             return base + "Z"
 
-        return to_iso, zero
+        return to_iso, zero_iso
 
     if t == "time":
         fix_negative_fraction = binlog and _fsp(column) > 0
