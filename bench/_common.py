@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pymysql
 
@@ -748,7 +749,7 @@ def session_text(session) -> str:
 
 
 def _short(path: str, line: int | None) -> str:
-    for marker in ("site-packages/", "/work/main/"):
+    for marker in ("site-packages/", str(Path(__file__).resolve().parent.parent) + "/"):
         i = path.find(marker)
         if i >= 0:
             path = path[i + len(marker) :]

@@ -1,0 +1,88 @@
+"""The repository stands alone: nothing tracked reads a path outside the clone.
+
+Users clone only this repository, so a tracked file that names a sibling folder (the team's
+``shared/`` datasets), an absolute path of a developer machine, or a Markdown link leaving the
+repository works here and fails for them. Pure file scan; no services needed.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Written split so that this file does not match itself.
+OUTSIDE_PATTERNS = {
+    "a sibling 'shared' folder": re.compile(r"\.\./+" + "shared"),
+    "an absolute path of a developer machine": re.compile("/" + r"work/[\w.-]"),
+    "a path above the repository root from infra/env.sh's CDC_ROOT": re.compile(r"CDC_ROOT\}?/\.\." + "/"),
+}
+MD_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+BINARY_SUFFIXES = {".png", ".jpg", ".gif", ".parquet", ".ico"}
+
+
+def tracked_files() -> list[Path]:
+    try:
+        out = subprocess.run(
+            ["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True, text=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError) as e:  # pragma: no cover - not a git checkout
+        pytest.skip(f"not a git checkout: {e}")
+    return [ROOT / p for p in out.split("\0") if p]
+
+
+def text_of(path: Path) -> str | None:
+    if path.suffix in BINARY_SUFFIXES or path.name == "uv.lock" or not path.is_file():
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def test_no_tracked_file_names_a_path_outside_the_repository():
+    problems = []
+    for path in tracked_files():
+        text = text_of(path)
+        if text is None:
+            continue
+        for no, line in enumerate(text.splitlines(), 1):
+            for what, pattern in OUTSIDE_PATTERNS.items():
+                if pattern.search(line):
+                    problems.append(f"{path.relative_to(ROOT)}:{no}: {what}: {line.strip()[:120]}")
+    assert not problems, "tracked files that reach outside the repository:\n" + "\n".join(problems)
+
+
+def test_relative_markdown_links_stay_inside_the_repository_and_exist():
+    problems = []
+    for path in tracked_files():
+        if path.suffix != ".md":
+            continue
+        text = text_of(path) or ""
+        for m in MD_LINK.finditer(text):
+            target = m.group(1)
+            if "://" in target or target.startswith(("mailto:", "/")):
+                continue
+            resolved = (path.parent / target).resolve()
+            if not resolved.is_relative_to(ROOT):
+                problems.append(f"{path.relative_to(ROOT)}: link {target} leaves the repository")
+            elif not resolved.exists():
+                problems.append(f"{path.relative_to(ROOT)}: link {target} points to nothing")
+    assert not problems, "\n".join(problems)
+
+
+def test_sample_datasets_ship_with_the_repository():
+    tracked = {p.relative_to(ROOT).as_posix() for p in tracked_files()}
+    for name in (
+        "infra/datasets/inventory/inventory.sql",
+        "infra/datasets/sakila/sakila-schema.sql",
+        "infra/datasets/sakila/sakila-data.sql",
+        "infra/datasets/sakila/LICENSE",
+    ):
+        assert name in tracked, f"{name} is not tracked"
+    env = (ROOT / "infra" / "env.sh").read_text()
+    assert 'CDC_DATASETS_DIR="${CDC_DATASETS_DIR:-$CDC_ROOT/infra/datasets}"' in env
