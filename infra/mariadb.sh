@@ -3,6 +3,7 @@
 #
 #   infra/mariadb.sh start|stop|status|restart [--instance NAME] [--port N]
 #                    [--no-log-bin | --log-bin] [--binlog-format ROW|MIXED|STATEMENT] [--server-id N]
+#                    [--tls]
 #
 # Instance NAME (default "main") lives in $CDC_INFRA_DIR/mariadb-NAME/ (my.cnf, data/, binlog/,
 # mariadbd.err, mariadbd.pid, socket). The "main" instance listens on $CDC_MYSQL_PORT; another
@@ -13,6 +14,10 @@
 #   start   : no-op success when the instance already answers
 #   stop    : graceful (mariadb-admin shutdown, then SIGTERM/SIGKILL), bounded
 #   status  : exit 0 iff the server answers on its port
+# --tls: the instance serves TLS only (require_secure_transport=ON) with certificates made by openssl
+# on first start in mariadb-NAME/tls/: ca.pem (the CA to trust: ssl_ca), server-cert.pem for
+# DNS name "localhost" only (so verify_identity passes for host=localhost and fails for 127.0.0.1),
+# client-cert.pem/client-key.pem (a client certificate).
 # Tunables: CDC_MARIADB_START_TIMEOUT (s, default 60), CDC_MARIADB_STOP_TIMEOUT (s, default 60).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -27,7 +32,7 @@ CMD="${1:-}"
 [ -n "$CMD" ] || usage
 shift
 NAME=main
-ARG_PORT="" ARG_LOG_BIN="" ARG_FORMAT="" ARG_SERVER_ID=""
+ARG_PORT="" ARG_LOG_BIN="" ARG_FORMAT="" ARG_SERVER_ID="" ARG_TLS=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --instance) NAME="${2:?--instance needs a value}"; shift 2 ;;
@@ -40,6 +45,7 @@ while [ $# -gt 0 ]; do
     --binlog-format=*) ARG_FORMAT="${1#*=}"; shift ;;
     --server-id) ARG_SERVER_ID="${2:?--server-id needs a value}"; shift 2 ;;
     --server-id=*) ARG_SERVER_ID="${1#*=}"; shift ;;
+    --tls) ARG_TLS=1; shift ;;
     -h|--help) usage ;;
     *) echo "mariadb.sh: unknown argument '$1'" >&2; usage ;;
   esac
@@ -67,8 +73,9 @@ if [ "${#SOCK}" -gt 100 ]; then # unix socket paths are limited to 108 bytes
 fi
 
 # ---- settings: flag > saved (non-main instances, and stop/status) > defaults ----------------------
-SAVED_PORT="" SAVED_LOG_BIN="" SAVED_FORMAT="" SAVED_SERVER_ID=""
+SAVED_PORT="" SAVED_LOG_BIN="" SAVED_FORMAT="" SAVED_SERVER_ID="" SAVED_TLS=""
 if [ -f "$SETTINGS" ]; then
+  SAVED_TLS="$(sed -n 's/^TLS=//p' "$SETTINGS")"
   SAVED_PORT="$(sed -n 's/^PORT=//p' "$SETTINGS")"
   SAVED_LOG_BIN="$(sed -n 's/^LOG_BIN=//p' "$SETTINGS")"
   SAVED_FORMAT="$(sed -n 's/^BINLOG_FORMAT=//p' "$SETTINGS")"
@@ -84,6 +91,11 @@ LOG_BIN="${ARG_LOG_BIN:-${SAVED_LOG_BIN:-1}}"
 BINLOG_FORMAT="${ARG_FORMAT:-${SAVED_FORMAT:-ROW}}"
 BINLOG_FORMAT="$(printf %s "$BINLOG_FORMAT" | tr '[:lower:]' '[:upper:]')"
 SERVER_ID="${ARG_SERVER_ID:-${SAVED_SERVER_ID:-1}}"
+TLS="${ARG_TLS:-${SAVED_TLS:-0}}"
+TLS_DIR="$DIR/tls"
+# TCP clients of a --tls instance must speak TLS (require_secure_transport); the socket needs none
+CLIENT_TLS=()
+[ "$TLS" = 1 ] && CLIENT_TLS=(--ssl)
 case "$BINLOG_FORMAT" in ROW|MIXED|STATEMENT) ;; *) err "bad --binlog-format '$BINLOG_FORMAT' (ROW, MIXED or STATEMENT)"; exit 2 ;; esac
 [[ -z "$PORT" || "$PORT" =~ ^[0-9]+$ ]] || { err "bad port '$PORT'"; exit 2; }
 [[ "$SERVER_ID" =~ ^[0-9]+$ ]] || { err "bad --server-id '$SERVER_ID'"; exit 2; }
@@ -123,14 +135,14 @@ server_pid() { # prints the pid of this instance's mariadbd if it is alive
 # mariadb-admin ping exits 0 whenever the server answers (even "access denied")
 ping_tcp() {
   [ -n "$PORT" ] || return 1
-  MYSQL_PWD="$CDC_MYSQL_ROOT_PASSWORD" timeout 10 mariadb-admin --no-defaults --protocol=TCP \
+  MYSQL_PWD="$CDC_MYSQL_ROOT_PASSWORD" timeout 10 mariadb-admin --no-defaults "${CLIENT_TLS[@]}" --protocol=TCP \
     -h127.0.0.1 -P"$PORT" -uroot --connect-timeout=3 ping >/dev/null 2>&1
 }
 
 port_in_use() { timeout 3 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
 
 root_sql_tcp() { # run SQL from stdin as root over TCP
-  MYSQL_PWD="$CDC_MYSQL_ROOT_PASSWORD" timeout 60 mariadb --no-defaults --protocol=TCP \
+  MYSQL_PWD="$CDC_MYSQL_ROOT_PASSWORD" timeout 60 mariadb --no-defaults "${CLIENT_TLS[@]}" --protocol=TCP \
     -h127.0.0.1 -P"$PORT" -uroot --connect-timeout=5 --batch --skip-column-names "$@"
 }
 
@@ -162,12 +174,38 @@ write_cnf() { # writes the config to $1
     echo "max_allowed_packet=256M"
     echo "innodb_buffer_pool_size=256M"
     echo "skip-name-resolve"
+    if [ "$TLS" = 1 ]; then
+      echo "ssl_ca=$TLS_DIR/ca.pem"
+      echo "ssl_cert=$TLS_DIR/server-cert.pem"
+      echo "ssl_key=$TLS_DIR/server-key.pem"
+      echo "require_secure_transport=ON"
+    fi
     echo
     echo "[client]"
     echo "socket=$SOCK"
     echo "port=$PORT"
     echo "host=127.0.0.1"
   } >"$1"
+}
+
+make_tls_certs() { # CA, server (localhost/127.0.0.1) and client certificates, once per instance
+  [ -s "$TLS_DIR/server-cert.pem" ] && return 0
+  command -v openssl >/dev/null 2>&1 || { err "--tls needs openssl (apt-get install openssl)"; exit 1; }
+  mkdir -p "$TLS_DIR"
+  (
+    cd "$TLS_DIR"
+    umask 077
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=dagster-mysql-cdc test CA" \
+      -keyout ca-key.pem -out ca.pem
+    printf 'subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\n' >server.ext
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout server-key.pem -out server.csr
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 3650 \
+      -extfile server.ext -out server-cert.pem
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=$CDC_MYSQL_USER" -keyout client-key.pem -out client.csr
+    openssl x509 -req -in client.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 3650 -out client-cert.pem
+    rm -f server.csr client.csr server.ext
+  ) >"$DIR/tls.log" 2>&1 || { err "making TLS certificates failed (log: $DIR/tls.log)"; exit 1; }
+  say "TLS certificates in $TLS_DIR (trust ca.pem)"
 }
 
 first_init_sql() {
@@ -234,6 +272,7 @@ do_start() {
   command -v mariadb-install-db >/dev/null 2>&1 || { err "mariadb-install-db not found (run infra/install.sh)"; exit 1; }
   mkdir -p "$DIR" "$BINLOG_DIR"
 
+  [ "$TLS" = 1 ] && make_tls_certs
   tmp="$DIR/my.cnf.new"
   write_cnf "$tmp"
 
@@ -261,7 +300,7 @@ do_start() {
     exit 1
   fi
   mv -f "$tmp" "$CNF"
-  printf 'PORT=%s\nLOG_BIN=%s\nBINLOG_FORMAT=%s\nSERVER_ID=%s\n' "$PORT" "$LOG_BIN" "$BINLOG_FORMAT" "$SERVER_ID" >"$SETTINGS"
+  printf 'PORT=%s\nLOG_BIN=%s\nBINLOG_FORMAT=%s\nSERVER_ID=%s\nTLS=%s\n' "$PORT" "$LOG_BIN" "$BINLOG_FORMAT" "$SERVER_ID" "$TLS" >"$SETTINGS"
   rm -f "$PIDFILE" "$LAUNCH_PIDFILE"
 
   if [ ! -d "$DATA/mysql" ]; then

@@ -63,6 +63,7 @@ from pydantic import BaseModel
 from ..errors import ConfigurationError, SourceConnectionError
 from ..source.schema import TableSchema
 from ..source.snapshot import LOCKING_MODES
+from ..source.tls import SslMode
 from ..source.types import (
     BigintUnsignedHandlingMode,
     BinaryHandlingMode,
@@ -179,6 +180,15 @@ class MySqlConnectionArgs(Resolvable):
     connect_timeout: Annotated[int, _doc("Seconds to wait for a connection (connect.timeout.ms / 1000).")] = (
         _resource_default("connect_timeout")
     )
+    ssl_mode: Annotated[
+        SslMode,
+        _doc(
+            "TLS to the server (database.ssl.mode): disabled, preferred, required, verify_ca, verify_identity."
+        ),
+    ] = _resource_default("ssl_mode")
+    ssl_ca: OptionalSecretStr = None
+    ssl_cert: OptionalSecretStr = None
+    ssl_key: OptionalSecretStr = None
 
 
 @dataclass
@@ -510,6 +520,10 @@ class MySqlCdcComponent(Component, Resolvable):
             server_name=c.server_name,
             server_id=c.server_id,
             connect_timeout=c.connect_timeout,
+            ssl_mode=c.ssl_mode,
+            ssl_ca=c.ssl_ca,
+            ssl_cert=c.ssl_cert,
+            ssl_key=c.ssl_key,
             database_include_list=list(self.database_include_list),
             database_exclude_list=list(self.database_exclude_list),
             table_include_list=list(self.table_include_list),

@@ -128,6 +128,23 @@ class MySqlCdcResource(dg.ConfigurableResource):
     connect_timeout: int = Field(
         default=10, description="Seconds to wait for a connection (connect.timeout.ms / 1000)."
     )
+    ssl_mode: str = Field(
+        default="preferred",
+        description="TLS to the server (database.ssl.mode): disabled, preferred (TLS when offered), "
+        "required, verify_ca, verify_identity. Applies to every connection the capture opens.",
+    )
+    ssl_ca: str | None = Field(
+        default=None,
+        description="CA certificate to verify the server with (database.ssl.truststore, as PEM): a path or "
+        "the PEM text (e.g. EnvVar); default: the system CAs.",
+    )
+    ssl_cert: str | None = Field(
+        default=None,
+        description="Client certificate (database.ssl.keystore, as PEM): a path or the PEM text; use EnvVar.",
+    )
+    ssl_key: str | None = Field(
+        default=None, description="Client private key (unencrypted PEM): a path or the PEM text; use EnvVar."
+    )
     skip_unparseable_ddl: bool = Field(
         default=False,
         description="Log and skip DDL sqlglot cannot parse (schema.history.internal.skip.unparseable.ddl).",
@@ -188,6 +205,10 @@ class MySqlCdcResource(dg.ConfigurableResource):
             user=self.user,
             password=self.password,
             connect_timeout=self.connect_timeout,
+            ssl_mode=self.ssl_mode,
+            ssl_ca=self.ssl_ca,
+            ssl_cert=self.ssl_cert,
+            ssl_key=self.ssl_key,
         )
 
     def _server_info(self, settings: ConnectionSettings) -> ServerInfo:

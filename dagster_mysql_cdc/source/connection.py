@@ -19,6 +19,8 @@ import pymysql
 from ..errors import PreflightError, SourceConnectionError, UnknownTableError
 from ..events import BinlogPosition
 from .catalog import list_tables
+from .tls import check_ssl_mode, ssl_context
+from .tls import describe as describe_tls
 
 # Privileges the connector needs, with the MariaDB 10.5+ names that imply them.
 _PRIV_ALIASES = {
@@ -42,6 +44,12 @@ class ConnectionSettings:
         connect_timeout: seconds to wait for the TCP connection and handshake.
         read_timeout: seconds a single read may block (``None``: no limit); snapshots of large
             tables stream, so this bounds a stalled server, not a long query.
+        ssl_mode: Debezium ``database.ssl.mode``: ``disabled``, ``preferred`` (default: TLS when
+            the server offers it), ``required``, ``verify_ca``, ``verify_identity`` (see
+            :mod:`dagster_mysql_cdc.source.tls`). Applies to every connection: snapshot, binlog
+            stream, signals and watermarks, checks.
+        ssl_ca: CA certificate(s) to verify the server with (path or PEM text).
+        ssl_cert, ssl_key: client certificate and key (paths or PEM text); hidden from ``repr``.
     """
 
     host: str = "127.0.0.1"
@@ -50,6 +58,22 @@ class ConnectionSettings:
     password: str = field(default="", repr=False)
     connect_timeout: int = 10
     read_timeout: int | None = None
+    ssl_mode: str = "preferred"
+    ssl_ca: str | None = field(default=None, repr=False)
+    ssl_cert: str | None = field(default=None, repr=False)
+    ssl_key: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        check_ssl_mode(self.ssl_mode)
+
+    def _tls_kwargs(self) -> dict[str, Any]:
+        """pymysql's TLS arguments for ``ssl_mode`` (pymysql's own default is ``preferred``)."""
+        if self.ssl_mode == "disabled":
+            return {"ssl_disabled": True}
+        if self.ssl_mode == "preferred" and not self.ssl_cert:
+            return {}
+        # an SSLContext makes pymysql require TLS: "SSL is required but the server doesn't support it"
+        return {"ssl": ssl_context(self.ssl_mode, self.ssl_ca, self.ssl_cert, self.ssl_key)}
 
     def pymysql_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for :func:`pymysql.connect` (UTC session, utf8mb4, autocommit)."""
@@ -65,6 +89,7 @@ class ConnectionSettings:
         )
         if self.read_timeout:
             kw["read_timeout"] = self.read_timeout
+        kw.update(self._tls_kwargs())
         return kw
 
     def replication_settings(self) -> dict[str, Any]:
@@ -75,11 +100,16 @@ class ConnectionSettings:
             "user": self.user,
             "passwd": self.password,
             "connect_timeout": self.connect_timeout,
+            **self._tls_kwargs(),
         }
 
     def describe(self) -> str:
         """``user@host:port`` (no password), for messages."""
         return f"{self.user}@{self.host}:{self.port}"
+
+    def describe_tls(self) -> str:
+        """``ssl_mode=...`` and the CA's source (never key material), for messages."""
+        return describe_tls(self.ssl_mode, self.ssl_ca)
 
 
 def connect(settings: ConnectionSettings, **overrides: Any) -> pymysql.connections.Connection:
@@ -95,11 +125,22 @@ def connect(settings: ConnectionSettings, **overrides: Any) -> pymysql.connectio
         return pymysql.connect(**kw)
     except pymysql.err.OperationalError as e:
         code = e.args[0] if e.args else None
+        tls_problem = _tls_error(settings, code, str(e.args[-1]) if e.args else "")
+        if tls_problem:
+            raise SourceConnectionError(tls_problem) from None
         if code == 1045:
+            hint = ""
+            if settings.ssl_mode == "disabled":
+                # MariaDB answers a plaintext login to a require_secure_transport=ON server with 1045
+                hint = (
+                    " If the password is right, the server may require TLS (require_secure_transport=ON): "
+                    "the connection is plaintext because ssl_mode=disabled; set ssl_mode to required, "
+                    "verify_ca or verify_identity."
+                )
             raise SourceConnectionError(
                 f"Access denied for {settings.describe()}: the user name or password is wrong. "
                 "Fix the `user`/`password` of the MySQL CDC resource (password usually comes from "
-                "an environment variable, e.g. EnvVar('CDC_MYSQL_PASSWORD'))."
+                f"an environment variable, e.g. EnvVar('CDC_MYSQL_PASSWORD')).{hint}"
             ) from None
         if code in (2003, 2005, 2006, 2013):
             raise SourceConnectionError(
@@ -110,6 +151,37 @@ def connect(settings: ConnectionSettings, **overrides: Any) -> pymysql.connectio
         raise SourceConnectionError(
             f"Connecting to {settings.describe()} failed: {_scrub(str(e), settings)}"
         ) from None
+
+
+def _tls_error(settings: ConnectionSettings, code: Any, text: str) -> str | None:
+    """A clear message for a TLS failure (what failed, which setting, the fix), else ``None``."""
+    where = f"{settings.host}:{settings.port} ({settings.describe_tls()})"
+    if code == 3159 or "insecure transport" in text:  # MySQL: require_secure_transport=ON
+        return (
+            f"The server at {where} requires TLS (require_secure_transport=ON) but ssl_mode="
+            f"{settings.ssl_mode} connected in plaintext: set ssl_mode to required, verify_ca or verify_identity."
+        )
+    if "SSL is required but the server doesn't support it" in text:
+        return (
+            f"ssl_mode={settings.ssl_mode} requires TLS, but the server at {settings.host}:{settings.port} "
+            "does not offer it: enable TLS on the server (ssl_cert/ssl_key in its my.cnf) or lower "
+            "ssl_mode to preferred/disabled."
+        )
+    if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
+        reason = text.split("certificate verify failed:", 1)[-1].split("(_ssl.c")[0].strip(" :)")
+        if "mismatch" in reason.lower():
+            return (
+                f"TLS host name check failed for {where}: {reason}. The server's certificate is not "
+                f"issued for '{settings.host}': set `host` to a name the certificate lists, or use "
+                "ssl_mode=verify_ca to check the CA only."
+            )
+        return (
+            f"TLS certificate verification failed for {where}: {reason}. Set ssl_ca to the CA "
+            "certificate that signed the server's certificate (path or PEM text)."
+        )
+    if "[SSL" in text or "SSLError" in text or "WRONG_VERSION_NUMBER" in text:
+        return f"TLS handshake with {where} failed: {text}"
+    return None
 
 
 def _scrub(text: str, settings: ConnectionSettings) -> str:
