@@ -241,6 +241,31 @@ def test_capture_options_reach_the_resource():
     )
 
 
+def test_tls_options_reach_the_resource_and_key_material_stays_secret(monkeypatch, tmp_path):
+    ca = tmp_path / "ca.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=t",
+         "-keyout", str(tmp_path / "k.pem"), "-out", str(ca)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    monkeypatch.setenv("CDC_TEST_SSL_CA", str(ca))
+    monkeypatch.setenv("CDC_TEST_SSL_KEY", (tmp_path / "k.pem").read_text())  # PEM text, not a path
+    # the test server has no TLS: the listed tables are used instead of discovering them at load
+    attrs = base_attributes(tables=["inventory.customers"])
+    attrs["connection"].update(
+        ssl_mode="verify_identity",
+        ssl_ca="{{ env.CDC_TEST_SSL_CA }}",
+        ssl_cert="{{ env.CDC_TEST_SSL_CA }}",  # the self-signed certificate of the key below
+        ssl_key="{{ env.CDC_TEST_SSL_KEY }}",
+    )
+    with create_defs_folder_sandbox() as sandbox:
+        _, defs = load_yaml(attrs, sandbox)
+    m = defs.resources["mysql"]
+    assert m.ssl_mode == "verify_identity"
+    assert isinstance(m.ssl_ca, dg.EnvVar) and m.ssl_ca.env_var_name == "CDC_TEST_SSL_CA"
+    assert isinstance(m.ssl_key, dg.EnvVar) and m.ssl_key.env_var_name == "CDC_TEST_SSL_KEY"
+
+
 def error_chain(e: BaseException | None) -> str:
     out = []
     while e is not None:
@@ -257,6 +282,7 @@ def error_chain(e: BaseException | None) -> str:
         ({"sensor": {"default_status": "paused"}}, "default_status"),
         ({"snapshot_fetch_size": [1]}, "snapshot_fetch_size"),
         ({"no_such_option": 1}, "no_such_option"),
+        ({"connection": {"host": "h", "ssl_mode": "on"}}, "ssl_mode"),
     ],
 )
 def test_invalid_option_is_rejected_at_load(override, message):
