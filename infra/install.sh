@@ -71,6 +71,8 @@ else
       || die "pip install uv==$CDC_UV_VERSION failed (see the pip output above)"
     [ -x "$CDC_UV" ] || die "uv is not at $CDC_UV after installing it"
   fi
+  # the OS trust store (as pip, curl and git use), so a TLS-intercepting proxy's CA is trusted too
+  export UV_NATIVE_TLS="${UV_NATIVE_TLS:-1}"
   say "uv sync --frozen (the locked environment in $CDC_ROOT/.venv; a few minutes on a fresh machine)"
   # --python python3: the interpreter on PATH (uv may not download one: only PyPI is reachable)
   (cd "$CDC_ROOT" && UV_PYTHON_DOWNLOADS=never "$CDC_UV" sync --frozen --python "${CDC_UV_PYTHON:-python3}" -q </dev/null) \
