@@ -205,6 +205,8 @@ def snapshot_events(
     snapshot_flags: pa.Array,
     ts_ms: int | None = None,
     snapshot_ts_ms: int | None = None,
+    op: str = "r",
+    headers: dict[str, str] | None = None,
 ) -> pa.RecordBatch:
     """Build ``op=r`` read events for rows of an initial snapshot.
 
@@ -217,6 +219,9 @@ def snapshot_events(
         snapshot_flags: string array, one flag per row.
         ts_ms: processing time; defaults to now.
         snapshot_ts_ms: ``source.ts_ms`` (when the snapshot's transaction started).
+        op: ``r`` (rows are ``after`` images) or ``d`` (rows are ``before`` images of keys a
+            repair found deleted on the source, see :mod:`.gaps`).
+        headers: change-log headers of every event (e.g. why a repair re-read the rows).
     """
     n = after.num_rows
     ts = now_ms() if ts_ms is None else ts_ms
@@ -251,14 +256,16 @@ def snapshot_events(
             pa.StructArray.from_arrays([after.column(idx[k.lower()]) for k in primary_key], fields=list(kt))
         )
         names.append("key")
+    if op not in ("r", "d"):
+        raise ValueError(f"snapshot_events builds op 'r' or 'd' events, not {op!r}")
+    images = [pa.nulls(n, value_type), after_arr]
     arrays += [
-        pa.nulls(n, value_type),
-        after_arr,
+        *(images if op == "r" else images[::-1]),
         source,
-        _const("r", pa.string(), n),
+        _const(op, pa.string(), n),
         _const(ts, pa.int64(), n),
         pa.nulls(n, TRANSACTION_TYPE),
-        pa.nulls(n, HEADERS_TYPE),
+        pa.array([list(headers.items())] * n, HEADERS_TYPE) if headers else pa.nulls(n, HEADERS_TYPE),
     ]
     names += ["before", "after", "source", "op", "ts_ms", "transaction", "headers"]
     return pa.RecordBatch.from_arrays(arrays, names=names).cast(change_log_schema(after.schema, primary_key))

@@ -111,6 +111,10 @@ class TableProgress:
     max_key: list | None = None  # encoded raw key of the last row when the table was started
     chunks: int = 0
     rows: int = 0
+    reason: str | None = None  # why a repair re-reads these rows (change-log header, see .gaps)
+    # ON UPDATE CASCADE into the key: {"columns": child key columns, "pairs": [[old, new], ...]}
+    key_map: dict | None = None
+    candidate_keys: list | None = None  # encoded keys to delete when the source no longer has them
 
     @property
     def key(self) -> tuple[str, str]:
@@ -187,6 +191,8 @@ class PlannedChunk:
     close_id: str
     low: dict | None = None  # read-only mode: binlog position before the SELECT (low watermark)
     high: dict | None = None  # read-only mode: binlog position after the SELECT (high watermark)
+    reason: str | None = None  # repair reason (``__cdc.repair`` header of the emitted rows)
+    deletes_path: str | None = None  # stashed before-images of keys the source no longer has
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -281,10 +287,10 @@ def save_plan(storage: StorageSettings, server_name: str, plan: ChunkPlan) -> Ch
         os.unlink(tmp)
 
 
-def read_chunk(storage: StorageSettings, chunk: PlannedChunk) -> pa.Table:
-    """The stashed rows of a planned chunk."""
+def read_chunk(storage: StorageSettings, chunk: PlannedChunk, path: str | None = None) -> pa.Table:
+    """The stashed rows of a planned chunk (or its file ``path``, e.g. ``chunk.deletes_path``)."""
     fs = storage.pyarrow_filesystem()
-    with fs.open_input_stream(storage.fs_path(chunk.path)) as fh:
+    with fs.open_input_stream(storage.fs_path(path or chunk.path)) as fh:
         return pq.read_table(io.BytesIO(fh.read()))
 
 
@@ -369,11 +375,13 @@ def plan_chunks(
                         f"ORDER BY {', '.join(quote_identifier(c) + ' DESC' for c in pk)} LIMIT 1"
                     )
                     row = cur.fetchone()
-                    if row is None:  # empty table
+                    if row is None and not (prog.candidate_keys and prog.chunks == 0):  # empty table
                         state.done.append(prog.table)
                         state.tables.pop(0)
                         continue
-                    prog.max_key = encode_key(row)
+                    # no row but keys to check (a repair of rows the source deleted): one chunk
+                    # that reads nothing and checks the candidates between its watermarks
+                    prog.max_key = encode_key(row) if row is not None else None
                 state.chunk_seq += 1
                 chunk_id = chunk_id_for(state.snapshot_id, state.chunk_seq)
                 open_id, close_id = f"{chunk_id}-o", f"{chunk_id}-c"
@@ -390,17 +398,21 @@ def plan_chunks(
                 if prog.last_key is not None:
                     conds.append(_row_cmp(pk, ">"))
                     params += decode_key(prog.last_key)
-                conds.append(_row_cmp(pk, "<="))
-                params += decode_key(prog.max_key)
-                cols = ", ".join(select_expression(c) for c in schema.columns)
-                # this query has parameters: pymysql %-formats it, so a '%' of the filter
-                # (modulo, LIKE pattern, string literal) must be doubled
-                cur.execute(
-                    f"SELECT {cols} FROM {tbl} WHERE {' AND '.join(conds)}{where_filter.replace('%', '%%')} "
-                    f"ORDER BY {', '.join(quote_identifier(c) for c in pk)} LIMIT {int(chunk_size)}",
-                    params,
-                )
-                rows = list(cur.fetchall())
+                rows: list[tuple] = []
+                if prog.max_key is not None:
+                    conds.append(_row_cmp(pk, "<="))
+                    params += decode_key(prog.max_key)
+                    cols = ", ".join(select_expression(c) for c in schema.columns)
+                    # this query has parameters: pymysql %-formats it, so a '%' of the filter
+                    # (modulo, LIKE pattern, string literal) must be doubled
+                    cur.execute(
+                        f"SELECT {cols} FROM {tbl} WHERE {' AND '.join(conds)}{where_filter.replace('%', '%%')} "
+                        f"ORDER BY {', '.join(quote_identifier(c) for c in pk)} LIMIT {int(chunk_size)}",
+                        params,
+                    )
+                    rows = list(cur.fetchall())
+                # between the watermarks, like the chunk: keys a repair expects gone from the source
+                gone = _absent_rows(cur, schema, tbl, pk, rows, prog)
                 if read_only:
                     high = current_position(conn, info).to_dict()
                 elif strategy == "insert_insert":
@@ -422,7 +434,27 @@ def plan_chunks(
                 os.makedirs(os.path.dirname(storage.fs_path(path)), exist_ok=True)
             with fs.open_output_stream(storage.fs_path(path)) as out:
                 pq.write_table(pa.Table.from_batches([batch], schema=conv.arrow_schema), out)
-            chunks.append(PlannedChunk(chunk_id, prog.table, len(rows), path, open_id, close_id, low, high))
+            deletes_path = None
+            if gone:
+                deletes_path = path[: -len(".parquet")] + "-deletes.parquet"
+                with fs.open_output_stream(storage.fs_path(deletes_path)) as out:
+                    pq.write_table(
+                        pa.Table.from_batches([conv.to_record_batch(gone)], schema=conv.arrow_schema), out
+                    )
+            chunks.append(
+                PlannedChunk(
+                    chunk_id,
+                    prog.table,
+                    len(rows),
+                    path,
+                    open_id,
+                    close_id,
+                    low,
+                    high,
+                    reason=prog.reason,
+                    deletes_path=deletes_path,
+                )
+            )
             prog.chunks += 1
             prog.rows += len(rows)
             idx = [schema.column_names.index(c) for c in pk]
@@ -435,6 +467,54 @@ def plan_chunks(
     finally:
         conn.close()
     return chunks, state, end
+
+
+def _absent_rows(
+    cur: Any, schema: TableSchema, tbl: str, pk: list[str], rows: list[tuple], prog: TableProgress
+) -> list[tuple]:
+    """Before-images (raw, column order) of keys a repair expects the source to have dropped.
+
+    Candidates: ``prog.candidate_keys`` (checked once, with the table's first chunk) and, for an
+    ``ON UPDATE CASCADE`` into the key (``prog.key_map``), each chunk row's key with the child
+    columns set back to the parent's old value. The candidates the source still has are kept;
+    the others are returned, to be emitted as deletes at the chunk's high watermark (keys the
+    binlog changes inside the chunk window are dropped there, as for the chunk's rows).
+    Candidates from ``candidate_keys`` carry only their key columns (other columns ``NULL``).
+    """
+    names = schema.column_names
+    pk_idx = [names.index(c) for c in pk]
+    images: dict[tuple, tuple] = {}
+    if prog.candidate_keys and prog.chunks == 0:
+        for k in prog.candidate_keys:
+            key = tuple(decode_key(k))
+            img: list[Any] = [None] * len(names)
+            for i, v in zip(pk_idx, key):
+                img[i] = v
+            images[key] = tuple(img)
+    if prog.key_map:
+        cols = [names.index(c) for c in prog.key_map["columns"]]
+        back = {tuple(decode_key(n)): tuple(decode_key(o)) for o, n in prog.key_map["pairs"]}
+        for r in rows:
+            old = back.get(tuple(r[i] for i in cols))
+            if old is None:
+                continue
+            img = list(r)
+            for i, v in zip(cols, old):
+                img[i] = v
+            images[tuple(img[i] for i in pk_idx)] = tuple(img)
+    if not images:
+        return []
+    keys = list(images)
+    present: set[tuple] = set()
+    for i in range(0, len(keys), 500):
+        part = keys[i : i + 500]
+        cond = " OR ".join([_row_cmp(pk, "=")] * len(part))
+        cur.execute(
+            f"SELECT {', '.join(quote_identifier(c) for c in pk)} FROM {tbl} WHERE {cond}",
+            [v for k in part for v in k],
+        )
+        present.update(tuple(r) for r in cur.fetchall())
+    return [img for k, img in images.items() if k not in present]
 
 
 def probe_filter(conn: Any, schema: TableSchema, flt: str) -> None:

@@ -23,6 +23,14 @@ import pyarrow as pa
 
 from .errors import CdcError
 from .events import BinlogPosition, ChangeEventBuilder, now_ms, snapshot_events
+from .gaps import (
+    REPAIR_HEADER,
+    BinlogGap,
+    BinlogGapError,
+    CascadeTracker,
+    check_gap_handling,
+    queue_repairs,
+)
 from .incremental import (
     ChunkPlan,
     IncrementalSnapshotError,
@@ -37,14 +45,16 @@ from .incremental import (
     with_paused,
 )
 from .sink.lake import LakeWriter, TableBatch, TableWriteResult
-from .source.binlog import BinlogReader, DdlStatement, RowsBatch, TransactionCommit
+from .source.binlog import BinlogReader, DdlStatement, RowsBatch, StatementDml, TransactionCommit
 from .source.catalog import read_table_schemas
 from .source.connection import ConnectionSettings, ServerInfo, connect
 from .source.ddl import SchemaCatalog
 from .source.filters import TableFilter
+from .source.foreign_keys import read_cascading_foreign_keys
 from .source.schema import TableSchema
 from .source.schema_history import HistoryRecord, SchemaHistory, records_from_outcome
 from .source.signals import InvalidSignal, Signal, matches_collection, parse_signal
+from .source.statements import dml_target_tables
 from .source.types import TableConverter, TypeOptions
 
 log = logging.getLogger(__name__)
@@ -68,12 +78,16 @@ class StreamOptions:
             ``total_order`` and ``data_collection_order`` (1-based).
         batch_rows: events per Arrow batch / Spark job for one table.
         deadline_s: wall-clock budget of the binlog read (``None``: unbounded).
+        gap_handling: what to do with changes the binlog does not carry (statement DML,
+            foreign-key cascades; see :mod:`.gaps`): ``repair`` queues a targeted incremental
+            snapshot, ``warn`` only reports, ``fail`` raises :class:`~.gaps.BinlogGapError`.
     """
 
     skip_unparseable_ddl: bool = False
     provide_transaction_metadata: bool = False
     batch_rows: int = 50_000
     deadline_s: float | None = None
+    gap_handling: str = "repair"
 
 
 @dataclass
@@ -92,6 +106,7 @@ class WindowResult:
     chunks: list[dict] = field(default_factory=list)
     incremental_state: dict | None = None
     blocking_tables: list[tuple[str, str]] = field(default_factory=list)
+    gaps: list[BinlogGap] = field(default_factory=list)
 
     @property
     def rows(self) -> int:
@@ -258,6 +273,19 @@ def run_window(
     tx_counter: dict = {"total": 0, "per_table": {}, "id": None}
     tx_records: list[dict] = []
     sig_key = tuple(inc.signal_table.split(".", 1)) if inc.signal_table else None
+    check_gap_handling(options.gap_handling)
+    # foreign keys whose actions change captured child rows without row events (see .gaps)
+    conn = connect(settings)
+    try:
+        fks = {
+            parent: kept
+            for parent, keys in read_cascading_foreign_keys(conn, table_filter.literal_databases()).items()
+            if (kept := [k for k in keys if table_filter.matches(*k.child) and k.child != sig_key])
+        }
+    finally:
+        conn.close()
+    cascades = CascadeTracker(fks)
+    dml_gaps: dict[str, BinlogGap] = {}
 
     # -- incremental snapshot: plan this window's chunks (reused on retry) ---------------------
     state_before = incremental.copy() if incremental else None
@@ -317,7 +345,7 @@ def run_window(
         deadline_s=options.deadline_s,
         # rows of tables that are neither captured nor the signal table are never decoded (the
         # loop below skips them anyway); their events still arrive, so positions are unchanged
-        rows_filter=lambda db, t: (db, t) == sig_key or table_filter.matches(db, t),
+        rows_filter=lambda db, t: (db, t) == sig_key or (db, t) in fks or table_filter.matches(db, t),
     )
 
     def table_events(db: str, t: str) -> _TableEvents | None:
@@ -483,25 +511,12 @@ def run_window(
         te = table_events(db, t)
         if te is None:
             return
-        rows = read_chunk(storage, c)
         target = te.conv.arrow_schema
-        # the chunk's rows in the table's current column layout, built column-wise (no per-row work)
-        batch = pa.RecordBatch.from_arrays(
-            [
-                (
-                    rows.column(f.name).combine_chunks()
-                    if f.name in rows.column_names
-                    else pa.nulls(rows.num_rows, f.type)
-                ).cast(f.type)
-                for f in target
-            ],
-            schema=target,
-        )
+        batch = _in_layout(read_chunk(storage, c), target)
         if touched:
-            pk = te.schema.primary_key
-            key_cols = [batch.column(target.get_field_index(k)).to_pylist() for k in pk]
-            batch = batch.filter(pa.array([tuple(k) not in touched for k in zip(*key_cols)], pa.bool_()))
+            batch = _without_keys(batch, te.schema.primary_key, touched)
         emitted = batch.num_rows
+        headers = {REPAIR_HEADER: c.reason} if c.reason else None
         te.append_batch(
             snapshot_events(
                 batch,
@@ -513,11 +528,41 @@ def run_window(
                 position=BinlogPosition(ev.file, ev.pos),
                 snapshot_flags=pa.repeat(pa.scalar("incremental"), emitted),
                 snapshot_ts_ms=ev.ts_ms,
+                headers=headers,
             )
         )
-        result.chunks.append(
-            {"chunk": c.id, "table": c.table, "read": c.rows, "emitted": emitted, "dropped": c.rows - emitted}
-        )
+        info_row = {
+            "chunk": c.id,
+            "table": c.table,
+            "read": c.rows,
+            "emitted": emitted,
+            "dropped": c.rows - emitted,
+        }
+        if c.deletes_path:
+            # keys a repair found gone from the source (between the watermarks): deleted at the
+            # high watermark unless the binlog changed them inside the window
+            gone = _in_layout(read_chunk(storage, c, c.deletes_path), target)
+            if touched:
+                gone = _without_keys(gone, te.schema.primary_key, touched)
+            te.append_batch(
+                snapshot_events(
+                    gone,
+                    primary_key=te.schema.primary_key,
+                    server_name=server_name,
+                    server_id=ev.server_id,
+                    database=te.schema.database,
+                    table=te.schema.table,
+                    position=BinlogPosition(ev.file, ev.pos),
+                    snapshot_flags=pa.repeat(pa.scalar("incremental"), gone.num_rows),
+                    snapshot_ts_ms=ev.ts_ms,
+                    op="d",
+                    headers=headers,
+                )
+            )
+            info_row["deleted"] = gone.num_rows
+        if c.reason:
+            info_row["repair"] = c.reason
+        result.chunks.append(info_row)
 
     try:
         for item in reader:
@@ -530,6 +575,8 @@ def run_window(
                 if sig_key is not None and (item.database, item.table) == sig_key:
                     on_signal_rows(item)
                     continue
+                if item.op != "c" and (item.database, item.table) in fks:
+                    cascades.add((item.database, item.table), item.op, item.rows, f"{item.file}:{item.pos}")
                 te = table_events(item.database, item.table)
                 if te is None:
                     continue
@@ -549,6 +596,22 @@ def run_window(
                 tx_counter.update(total=0, per_table={}, id=None)
                 if blocking:
                     break  # streaming pauses here; the caller runs the blocking snapshot
+            elif isinstance(item, StatementDml):
+                targets = dml_target_tables(item.sql, item.database)
+                for db, t in targets or [(item.database or "?", "?")]:
+                    if t != "?" and (not table_filter.matches(db, t) or (db, t) == sig_key):
+                        continue
+                    name = f"{db}.{t}"
+                    if name not in dml_gaps:
+                        dml_gaps[name] = BinlogGap(
+                            kind="statement_dml",
+                            table=name,
+                            position=f"{item.file}:{item.pos}",
+                            detail=(
+                                f"statement-based DML (binlog_format=STATEMENT or MIXED, thread "
+                                f"{item.thread}) has no row images: {item.sql[:200]!r}"
+                            ),
+                        )
             elif isinstance(item, DdlStatement):
                 outcomes = catalog.apply(
                     item.sql, item.database, skip_unparseable=options.skip_unparseable_ddl, logger=log
@@ -595,6 +658,9 @@ def run_window(
             # the planned chunks lie after the pause point: they are re-planned later
             state = state_before
             result.blocking_tables = list(dict.fromkeys(blocking))
+        result.gaps = list(dml_gaps.values()) + cascades.gaps()
+        if result.gaps:
+            state = _handle_gaps(result.gaps, state, options, inc, captured_tables(), start)
         # a finished snapshot leaves nothing behind (a pause without active tables is a no-op, as in Debezium)
         result.incremental_state = state.to_dict() if state is not None and state.active else None
         version = start.as_version()
@@ -622,6 +688,68 @@ def run_window(
         log.info(line)
     result.seconds = time.monotonic() - t0
     return result
+
+
+def _in_layout(rows: pa.Table, target: pa.Schema) -> pa.RecordBatch:
+    """Stashed chunk rows in the table's current column layout, built column-wise (no per-row work)."""
+    return pa.RecordBatch.from_arrays(
+        [
+            (
+                rows.column(f.name).combine_chunks()
+                if f.name in rows.column_names
+                else pa.nulls(rows.num_rows, f.type)
+            ).cast(f.type)
+            for f in target
+        ],
+        schema=target,
+    )
+
+
+def _without_keys(batch: pa.RecordBatch, pk: Sequence[str], keys: set) -> pa.RecordBatch:
+    """``batch`` without the rows whose (converted) primary key is in ``keys``."""
+    key_cols = [batch.column(batch.schema.get_field_index(k)).to_pylist() for k in pk]
+    return batch.filter(pa.array([tuple(k) not in keys for k in zip(*key_cols)], pa.bool_()))
+
+
+def _handle_gaps(
+    gaps: list[BinlogGap],
+    state: IncrementalState | None,
+    options: StreamOptions,
+    inc: IncrementalOptions,
+    schemas: dict[tuple[str, str], TableSchema],
+    start: BinlogPosition,
+) -> IncrementalState | None:
+    """Apply ``options.gap_handling`` to the window's gaps (sets each gap's ``repair`` text).
+
+    Raises:
+        BinlogGapError: ``gap_handling="fail"``.
+    """
+    if options.gap_handling == "fail":
+        raise BinlogGapError(
+            "Changes the binlog does not carry (binlog_gap_handling='fail'):\n"
+            + "\n".join(f"  - {g.kind} on {g.table} at {g.position}: {g.detail}" for g in gaps)
+            + "\nRe-snapshot the tables named (materialize their assets, or send an execute-snapshot "
+            "signal), or set binlog_gap_handling='repair' to have them re-read automatically."
+        )
+    if options.gap_handling == "warn":
+        for g in gaps:
+            g.repair = "Not repaired (binlog_gap_handling='warn'): re-snapshot the table"
+        return state
+    if not inc.signal_table:
+        for g in gaps:
+            g.repair = (
+                "Not repaired: repairs are incremental snapshots, which need the signal table "
+                "(set signal_data_collection='db.debezium_signal' and create it)"
+            )
+        return state
+    unknown = [g for g in gaps if g.table.endswith(".?")]
+    for g in unknown:
+        g.repair = (
+            "Not repaired: the statement's tables could not be named; re-snapshot the database's tables"
+        )
+    return queue_repairs(
+        state, [g for g in gaps if g not in unknown], schemas, f"repair-{start.as_version()}"
+    )
 
 
 def _add_rows(te: _TableEvents, ev: RowsBatch, tx: dict | None, touched: set | None = None) -> None:

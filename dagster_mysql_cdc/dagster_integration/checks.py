@@ -53,6 +53,7 @@ ROW_COUNT = "row_count_matches_source"
 CHECKSUM = "checksum_matches_source"
 SCHEMA = "schema_matches_source"
 RETENTION = "binlog_retention"
+GAPS = "changes_in_binlog"
 TABLE_CHECKS = (ROW_COUNT, CHECKSUM, SCHEMA)
 
 
@@ -78,13 +79,53 @@ def table_check_specs(key: dg.AssetKey) -> list[dg.AssetCheckSpec]:
 
 
 def binlog_check_specs(key: dg.AssetKey) -> list[dg.AssetCheckSpec]:
+    """The checks of the binlog asset: retention and changes the binlog does not carry."""
     return [
         dg.AssetCheckSpec(
             RETENTION,
             asset=key,
             description="The committed binlog offset is still on the server, outside the retention margin.",
-        )
+        ),
+        dg.AssetCheckSpec(
+            GAPS,
+            asset=key,
+            description=(
+                "Every change to a captured table in the window reached the binlog as row events "
+                "(no statement-based DML, no foreign-key cascade); fails naming the table and "
+                "binlog position, with the repair queued."
+            ),
+        ),
     ]
+
+
+def gaps_check(key: dg.AssetKey, gaps: list[dict] | None, handling: str) -> dg.AssetCheckResult:
+    """``changes_in_binlog``: the gaps one window run found (``None``: no window was read).
+
+    Fails with severity WARN when every gap was queued for repair, ERROR otherwise.
+    """
+    if gaps is None:
+        return dg.AssetCheckResult(
+            asset_key=key,
+            check_name=GAPS,
+            passed=True,
+            metadata={"explanation": "no binlog window was read in this run"},
+        )
+    repaired = all(g["repair"].startswith("Repair queued") for g in gaps)
+    return dg.AssetCheckResult(
+        asset_key=key,
+        check_name=GAPS,
+        passed=not gaps,
+        severity=dg.AssetCheckSeverity.WARN if repaired else dg.AssetCheckSeverity.ERROR,
+        metadata={
+            "binlog_gap_handling": handling,
+            "gaps": dg.MetadataValue.json(gaps),
+            "explanation": (
+                "every change of the window is in the binlog as row events"
+                if not gaps
+                else "; ".join(f"{g['kind']} on {g['table']} at {g['position']}" for g in gaps)
+            ),
+        },
+    )
 
 
 @dataclass(frozen=True)

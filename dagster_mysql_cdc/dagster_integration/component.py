@@ -79,6 +79,7 @@ log = logging.getLogger(__name__)
 
 SnapshotMode = Literal[SNAPSHOT_MODES]  # type: ignore[valid-type]
 SnapshotLockingMode = Literal[LOCKING_MODES]  # type: ignore[valid-type]
+BinlogGapHandling = Literal["repair", "warn", "fail"]  # gaps.GAP_HANDLING_MODES
 
 
 def _resource_default(name: str) -> Any:
@@ -418,6 +419,13 @@ class MySqlCdcComponent(Component, Resolvable):
     binlog_read_timeout: Annotated[
         int, _doc("Seconds a streaming run may spend reading its binlog window before it fails.")
     ] = _resource_default("binlog_read_timeout")
+    binlog_gap_handling: Annotated[
+        BinlogGapHandling,
+        _doc(
+            "Changes the binlog does not carry (statement DML, foreign-key cascades, failed checksum): "
+            "repair (targeted incremental snapshot), warn or fail."
+        ),
+    ] = _resource_default("binlog_gap_handling")
     signal_data_collection: Annotated[
         str | None,
         _str_field(
@@ -540,6 +548,7 @@ class MySqlCdcComponent(Component, Resolvable):
             provide_transaction_metadata=self.provide_transaction_metadata,
             stream_batch_rows=self.stream_batch_rows,
             binlog_read_timeout=self.binlog_read_timeout,
+            binlog_gap_handling=self.binlog_gap_handling,
             signal_data_collection=self.signal_data_collection,
             incremental_snapshot_chunk_size=self.incremental_snapshot_chunk_size,
             incremental_snapshot_max_chunks_per_run=self.incremental_snapshot_max_chunks_per_run,

@@ -15,6 +15,7 @@ from pydantic import Field
 
 from ..errors import ConfigurationError, SourceConnectionError, UnknownTableError
 from ..events import BinlogPosition
+from ..gaps import GAP_HANDLING_MODES, check_gap_handling
 from ..incremental import IncrementalState
 from ..pipeline import SnapshotTableResult, run_snapshot
 from ..sink.lake import LakeWriter
@@ -28,7 +29,7 @@ from ..source.signals import create_signal_table
 from ..source.snapshot import SnapshotOptions
 from ..source.types import TableConverter, TypeOptions
 from ..stream import IncrementalOptions, StreamOptions, run_window
-from .checks import RETENTION, CheckOptions, retention_check, run_table_checks
+from .checks import GAPS, RETENTION, CheckOptions, gaps_check, retention_check, run_table_checks
 from .translator import BINLOG_METADATA_KEY, TABLE_METADATA_KEY, table_of_spec
 
 log = logging.getLogger(__name__)
@@ -196,6 +197,14 @@ class MySqlCdcResource(dg.ConfigurableResource):
         default=3600,
         description="Seconds a streaming run may spend reading its binlog window before it fails (and is retried).",
     )
+    binlog_gap_handling: str = Field(
+        default="repair",
+        description=(
+            f"Changes the binlog does not carry (statement-based DML, foreign-key cascades, a failed "
+            f"checksum): one of {GAP_HANDLING_MODES}. repair: re-read what may have diverged with a "
+            "targeted incremental snapshot (needs the signal table); warn: report only; fail: stop the run."
+        ),
+    )
 
     # -- derived settings ---------------------------------------------------------------------
     def connection_settings(self) -> ConnectionSettings:
@@ -297,6 +306,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             provide_transaction_metadata=self.provide_transaction_metadata,
             batch_rows=self.stream_batch_rows,
             deadline_s=float(self.binlog_read_timeout),
+            gap_handling=check_gap_handling(self.binlog_gap_handling),
         )
 
     def signal_table(self) -> str | None:
@@ -347,21 +357,29 @@ class MySqlCdcResource(dg.ConfigurableResource):
         """
         tags = context.run.tags
         committed: BinlogPosition | None = None
+        gaps: list[dict] | None = None
         if context.selected_asset_keys:
             if tags.get(MODE_TAG) == "stream":
-                committed = yield from self.stream(context, lake)
+                report: dict[str, Any] = {}
+                committed = yield from self.stream(context, lake, report=report)
+                gaps = report.get("gaps")
             else:
                 committed = yield from self.snapshot(context, lake)
         if context.selected_asset_check_keys:
-            yield from self.run_checks(context, lake, committed)
+            yield from self.run_checks(context, lake, committed, gaps=gaps)
 
     def run_checks(
-        self, context: dg.AssetExecutionContext, lake: CdcLakeResource, committed: BinlogPosition | None
+        self,
+        context: dg.AssetExecutionContext,
+        lake: CdcLakeResource,
+        committed: BinlogPosition | None,
+        gaps: list[dict] | None = None,
     ) -> Iterator[dg.AssetCheckResult]:
         """Run the selected reconciliation checks (:mod:`.checks`) at ``committed``.
 
         ``committed`` is the position this run just committed; for a checks-only run (UI "Execute
-        checks") it is the last committed position reported by the binlog asset.
+        checks") it is the last committed position reported by the binlog asset. ``gaps``: the
+        changes the binlog did not carry in this run's window (``changes_in_binlog``).
         """
         specs = {s.key: s for s in context.assets_def.specs}
         if committed is None:
@@ -382,6 +400,8 @@ class MySqlCdcResource(dg.ConfigurableResource):
             if BINLOG_METADATA_KEY in (spec.metadata or {}):
                 if RETENTION in names:
                     yield retention_check(asset_key, settings, committed, opts.retention_margin_files)
+                if GAPS in names:
+                    yield gaps_check(asset_key, gaps, self.binlog_gap_handling)
                 continue
             db, table = table_of_spec(spec)
             state_uri = storage.uri(self.server_name, db, table, "state")
@@ -605,9 +625,13 @@ class MySqlCdcResource(dg.ConfigurableResource):
         return last.position if last is not None else None
 
     def stream(
-        self, context: dg.AssetExecutionContext, lake: CdcLakeResource
+        self, context: dg.AssetExecutionContext, lake: CdcLakeResource, report: dict | None = None
     ) -> Generator[dg.MaterializeResult, None, BinlogPosition | None]:
         """Process the binlog window named by the run's tags (requested by the binlog sensor).
+
+        Changes the binlog does not carry (statement DML, foreign-key cascades) are logged as
+        WARNING, listed in the binlog asset's ``binlog_gaps`` metadata and, with ``report``, put in
+        ``report["gaps"]`` (for the ``changes_in_binlog`` check).
 
         Returns (as the generator's value): the position the window reached.
 
@@ -657,6 +681,10 @@ class MySqlCdcResource(dg.ConfigurableResource):
         )
         for line in result.signal_log:
             context.log.info(line)
+        for gap in result.gaps:
+            context.log.warning(gap.message())
+        if report is not None:
+            report["gaps"] = [g.to_dict() for g in result.gaps]
         # The offset this run reached, which the sensor commits: the requested end (with the
         # server's GTID set) when the reader stopped exactly there, else where it really stopped:
         # the start of the next file for a window bounded to its file's end (that requested end
@@ -724,6 +752,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                     "incremental_state": dg.MetadataValue.json(result.incremental_state or {}),
                     "incremental_chunks": dg.MetadataValue.json(result.chunks),
                     "signals": dg.MetadataValue.json(result.signal_log),
+                    "binlog_gaps": dg.MetadataValue.json([g.to_dict() for g in result.gaps]),
                 },
             )
         return reached

@@ -25,7 +25,7 @@ import dagster as dg
 
 from ..events import BinlogPosition
 from ..source.connection import binlog_files, connect, current_position, server_info
-from .checks import RETENTION, SCHEMA
+from .checks import GAPS, RETENTION, SCHEMA
 from .cursor import InFlight, Plan, ServerState, StreamCursor, plan_stream_window, window_key
 from .resources import (
     INCREMENTAL_TAG,
@@ -129,7 +129,7 @@ def _request(
     server: str | None = None,
 ) -> dg.RunRequest:
     """The run request of a window or snapshot. Stream windows carry only the cheap checks
-    (schema drift, binlog retention); snapshots run every check of the selected assets."""
+    (schema drift, binlog retention, changes the binlog does not carry); snapshots run every check of the selected assets."""
     tags = {REQUEST_TAG: inflight.run_key}
     if server:
         tags[SERVER_TAG] = server
@@ -173,7 +173,7 @@ def evaluate_tick(
     """
     binlog_key = _binlog_key(assets_def)
     keys = list(assets_def.keys)
-    cheap = [ck for ck in assets_def.check_keys if ck.name in (SCHEMA, RETENTION)]
+    cheap = [ck for ck in assets_def.check_keys if ck.name in (SCHEMA, RETENTION, GAPS)]
     notes: list[str] = []
     if cursor.inflight is None and cursor.snapshot_done and cursor.committed is not None:
         adopted = _window_run_starting_at(instance, cursor.committed, mysql.server_name)

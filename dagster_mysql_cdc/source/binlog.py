@@ -48,6 +48,7 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from ..errors import CdcError
 from ..events import BinlogPosition
 from .connection import ConnectionSettings
+from .statements import is_dml
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +135,21 @@ class DdlStatement:
 
 
 @dataclass
+class StatementDml:
+    """A QUERY event carrying data-changing SQL (``binlog_format=STATEMENT``/``MIXED``): the
+    change has no row images, so row-based capture misses it (see :mod:`.statements`)."""
+
+    sql: str
+    database: str | None
+    file: str
+    pos: int
+    ts_ms: int
+    server_id: int
+    gtid: str | None
+    thread: int | None
+
+
+@dataclass
 class TransactionCommit:
     """End of a transaction: ``end`` is a safe resume position (with the GTID set after it)."""
 
@@ -182,8 +198,8 @@ class BinlogReader:
             is still yielded, with ``rows=[]`` and ``column_names=[]``, so positions and the item
             sequence are unchanged. Called once per table (cached). ``None``: decode every row.
 
-    Iterating yields :class:`RowsBatch`, :class:`DdlStatement` and :class:`TransactionCommit`
-    items. After iteration :attr:`position` is the last boundary reached (== end when complete).
+    Iterating yields :class:`RowsBatch`, :class:`DdlStatement`, :class:`StatementDml` and
+    :class:`TransactionCommit` items. After iteration :attr:`position` is the last boundary reached (== end when complete).
 
     Raises (while iterating):
         BinlogEndedEarly, BinlogReadTimeout, CompressedTransactionError, and the library's
@@ -216,7 +232,7 @@ class BinlogReader:
     def _reached_end(self, pos: BinlogPosition) -> bool:
         return self.end is not None and pos.sort_key() >= self.end.sort_key()
 
-    def __iter__(self) -> Iterator[RowsBatch | DdlStatement | TransactionCommit]:
+    def __iter__(self) -> Iterator[RowsBatch | DdlStatement | StatementDml | TransactionCommit]:
         if self._reached_end(self.start):
             return
         only = [
@@ -357,6 +373,19 @@ class BinlogReader:
                             break
                         continue
                     schema = ev.schema.decode() if isinstance(ev.schema, bytes) else ev.schema
+                    if is_dml(sql):
+                        # statement-based DML inside a transaction: not a boundary (its XID/COMMIT is)
+                        yield StatementDml(
+                            sql=sql,
+                            database=schema or None,
+                            file=file,
+                            pos=start_pos,
+                            ts_ms=ts_ms,
+                            server_id=ev.packet.server_id,
+                            gtid=tx_gtid,
+                            thread=ev.slave_proxy_id,
+                        )
+                        continue
                     gtid_set = advance_gtid_set(gtid_set, tx_gtid, self.is_mariadb)
                     self.position = BinlogPosition(file, end_pos, gtid_set)
                     yield DdlStatement(

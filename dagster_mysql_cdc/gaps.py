@@ -1,0 +1,236 @@
+"""Changes the binlog does not carry: what was detected, and the targeted repair queued for it.
+
+Row-based capture (Debezium MySQL connector, and this project) sees only row events. Three kinds
+of change reach a captured table without them, and are detected here:
+
+- ``statement_dml``: a QUERY event carrying ``INSERT``/``UPDATE``/``DELETE``/``REPLACE``/``LOAD
+  DATA`` on a captured table (a session or the server used ``binlog_format=STATEMENT``/``MIXED``);
+- ``fk_cascade``: a parent row deleted or its referenced key updated while a child table has an
+  ``ON DELETE/UPDATE CASCADE`` or ``SET NULL`` foreign key (InnoDB applies it without logging);
+- ``checksum_mismatch``: the ``checksum_matches_source`` check found rows that differ (a change
+  made with ``sql_log_bin=0``, by a trigger on a replica, a lake edited by hand ...).
+
+A :class:`BinlogGap` names the table, the binlog position and what may have diverged. With
+``binlog_gap_handling="repair"`` (default) it becomes a *targeted incremental snapshot* (Netflix
+DBLog through :mod:`.incremental`): the whole table for statement DML, the child rows of the
+cascaded keys (an ``additional-conditions`` filter on the foreign-key columns with the parent's
+old and new key values), the differing keys of a checksum. Repaired rows arrive as ``op=r`` with
+``source.snapshot=incremental`` and a ``__cdc.repair`` header saying why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .errors import CdcError, ConfigurationError
+from .incremental import IncrementalState, TableProgress, encode_key
+from .source.foreign_keys import CascadingForeignKey, cascade_conditions
+from .source.schema import TableSchema
+from .source.signals import UnsafeFilter, validate_filter
+
+#: ``binlog_gap_handling`` values: queue a targeted incremental snapshot, only report, or stop.
+GAP_HANDLING_MODES = ("repair", "warn", "fail")
+
+#: Change-log header of repaired rows: why they were re-read.
+REPAIR_HEADER = "__cdc.repair"
+
+#: More distinct keys than this in one repair: the whole table is re-read instead of a key list.
+MAX_FILTER_KEYS = 1000
+
+
+class BinlogGapError(CdcError):
+    """A change the binlog does not carry was found and ``binlog_gap_handling="fail"``."""
+
+
+def check_gap_handling(mode: str) -> str:
+    """Validate a ``binlog_gap_handling`` value.
+
+    Raises:
+        ConfigurationError: not one of :data:`GAP_HANDLING_MODES`.
+    """
+    if mode not in GAP_HANDLING_MODES:
+        raise ConfigurationError(
+            f"binlog_gap_handling={mode!r} is not valid; use one of {GAP_HANDLING_MODES} "
+            "(repair: re-read what diverged with an incremental snapshot; warn: report only; "
+            "fail: stop the run)"
+        )
+    return mode
+
+
+@dataclass
+class BinlogGap:
+    """One detected change that is not in the binlog as row events.
+
+    Attributes:
+        kind: ``statement_dml``, ``fk_cascade`` or ``checksum_mismatch``.
+        table: ``db.table`` that may differ from the source.
+        position: ``file:pos`` of the binlog event that revealed it (the committed position for
+            a checksum).
+        detail: what happened, for people.
+        filter: ``additional-conditions`` filter of the repair (``None``: the whole table).
+        key_map: for an ``ON UPDATE CASCADE`` into a child's primary key: ``{"columns": child
+            columns, "pairs": [[old values, new values], ...]}`` (encoded raw values), so the
+            repair can delete the child rows' old keys.
+        repair: what was done: ``queued as incremental snapshot <id>``, or why nothing was.
+    """
+
+    kind: str
+    table: str
+    position: str
+    detail: str
+    filter: str | None = None
+    key_map: dict[str, Any] | None = None
+    repair: str = "not repaired"
+    candidate_keys: list[list] | None = field(default=None, repr=False)
+
+    def message(self) -> str:
+        """The one-line WARNING of the run log."""
+        return f"Change not carried by the binlog: {self.kind} on {self.table} at {self.position}: {self.detail}. {self.repair}."
+
+    def reason(self) -> str:
+        """The ``__cdc.repair`` header value of the repaired rows."""
+        return f"{self.kind} at {self.position}: {self.detail}"[:500]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("candidate_keys", None)
+        d.pop("key_map", None)
+        return d
+
+
+class CascadeTracker:
+    """Collects the parent key values of one window's parent row changes per child foreign key,
+    and turns them into one :class:`BinlogGap` per (child table, constraint, action)."""
+
+    def __init__(self, foreign_keys: dict[tuple[str, str], list[CascadingForeignKey]]):
+        self.by_parent = foreign_keys
+        self._seen: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def parents(self) -> set[tuple[str, str]]:
+        return set(self.by_parent)
+
+    def add(self, parent: tuple[str, str], op: str, rows: list[dict], position: str) -> None:
+        """Record a parent rows event (``op`` ``u`` or ``d``; python-mysql-replication row dicts
+        keyed by column name)."""
+        for fk in self.by_parent.get(parent, []):
+            action = fk.acts_on(op)
+            if action is None:
+                continue
+            for r in rows:
+                before = r.get("before_values") if op == "u" else r.get("values")
+                after = r.get("after_values") if op == "u" else None
+                if before is None:
+                    continue
+                old = tuple(before.get(c) for c in fk.parent_columns)
+                new = tuple(after.get(c) for c in fk.parent_columns) if after is not None else None
+                if new is not None and new == old:
+                    continue  # the referenced key did not change: nothing cascades
+                if not all(c in before for c in fk.parent_columns):
+                    old = ()  # no column names (binlog_row_metadata=MINIMAL): whole child table
+                entry = self._seen.setdefault(
+                    (fk.name, action),
+                    {"fk": fk, "action": action, "position": position, "pairs": [], "events": 0},
+                )
+                entry["events"] += 1
+                entry["pairs"].append((old, new))
+
+    def gaps(self) -> list[BinlogGap]:
+        out = []
+        for (_name, action), e in self._seen.items():
+            fk: CascadingForeignKey = e["fk"]
+            pairs = e["pairs"]
+            values = {v for o, n in pairs for v in (o, n) if v}
+            flt = None
+            key_map = None
+            if all(o for o, _ in pairs) and len(values) <= MAX_FILTER_KEYS:
+                flt = cascade_conditions(fk, action, values)
+                updates = [(o, n) for o, n in pairs if n is not None]
+                if action == "CASCADE" and updates:
+                    key_map = {
+                        "columns": list(fk.child_columns),
+                        "pairs": [[encode_key(o), encode_key(n)] for o, n in updates],
+                    }
+            child = f"{fk.child[0]}.{fk.child[1]}"
+            parent = f"{fk.parent[0]}.{fk.parent[1]}"
+            verb = "deleted" if all(n is None for _, n in pairs) else "changed"
+            out.append(
+                BinlogGap(
+                    kind="fk_cascade",
+                    table=child,
+                    position=e["position"],
+                    detail=(
+                        f"{len(pairs)} {parent} row(s) {verb} their key; foreign key {fk.name} "
+                        f"({', '.join(fk.child_columns)}) ON {'UPDATE' if verb == 'changed' else 'DELETE'} "
+                        f"{action} changed {child} rows that the binlog does not show"
+                    ),
+                    filter=flt,
+                    key_map=key_map,
+                )
+            )
+        return out
+
+
+def queue_repairs(
+    state: IncrementalState | None,
+    gaps: list[BinlogGap],
+    schemas: dict[tuple[str, str], TableSchema],
+    repair_id: str,
+) -> IncrementalState | None:
+    """Queue one targeted incremental snapshot per gap; sets each gap's ``repair`` text.
+
+    A repair identical to one already queued and not started (same table and filter) is not
+    queued twice. Tables without a primary key cannot be read in key chunks: their gap says to
+    re-snapshot (materialize the asset).
+
+    Args:
+        state: the window's incremental snapshot state (``None``: none running).
+        schemas: current schemas of the captured tables.
+        repair_id: snapshot id used when no incremental snapshot is running (chunk ids derive from it).
+
+    Returns:
+        the new state (``state`` itself when nothing was queued).
+    """
+    new = state.copy() if state is not None else None
+    for g in gaps:
+        db, _, t = g.table.partition(".")
+        schema = schemas.get((db, t))
+        if schema is None:
+            g.repair = "not repaired: the table is not in the schema catalog"
+            continue
+        if not schema.primary_key:
+            g.repair = (
+                "not repaired: incremental snapshots need a primary key; re-snapshot the table "
+                "(materialize its asset)"
+            )
+            continue
+        flt = g.filter
+        if flt is not None:
+            try:
+                flt = validate_filter(flt, schema.column_names)
+            except UnsafeFilter:
+                flt = None  # values we cannot write safely: the whole table
+        key_map = g.key_map if g.key_map and set(g.key_map["columns"]) <= set(schema.primary_key) else None
+        if new is None:
+            new = IncrementalState(snapshot_id=repair_id)
+        duplicate = next(
+            (
+                p
+                for p in new.tables
+                if p.table == g.table and p.filter == flt and p.last_key is None and p.key_map == key_map
+            ),
+            None,
+        )
+        if duplicate is None:
+            new.tables.append(
+                TableProgress(
+                    table=g.table,
+                    filter=flt,
+                    reason=g.reason(),
+                    key_map=key_map,
+                    candidate_keys=g.candidate_keys,
+                )
+            )
+        what = f"rows where {flt}" if flt else "the whole table"
+        g.repair = f"Repair queued: incremental snapshot {new.snapshot_id} of {what}"
+    return new if new is not None else state

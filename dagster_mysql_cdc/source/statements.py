@@ -1,0 +1,118 @@
+"""Statement-based DML found in the binlog: which tables a QUERY event wrote.
+
+With ``binlog_format=STATEMENT`` (set globally, or by one session with ``SET SESSION
+binlog_format``), or ``MIXED`` deciding a statement is safe, the server writes a data change as a
+QUERY event carrying the SQL text instead of row events. A row-based reader (Debezium MySQL
+connector, and this project) cannot turn SQL text into row images: the change is missing from the
+change stream. :func:`dml_target_tables` recognises such statements (``INSERT``, ``UPDATE``,
+``DELETE``, ``REPLACE``, ``LOAD DATA``; multi-table ``UPDATE``/``DELETE`` included) with sqlglot
+and names the tables they may have written, so the gap can be reported and repaired.
+"""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.tokens import TokenType
+
+#: First keywords of statements that change table data.
+DML_KEYWORDS = ("INSERT", "UPDATE", "DELETE", "REPLACE", "LOAD")
+
+
+def _first_keyword(sql: str) -> str:
+    """First keyword of ``sql`` (comments skipped by sqlglot's tokenizer), upper-case, or ``""``."""
+    try:
+        tokens = sqlglot.tokenize(sql[:200], read="mysql")
+    except (sqlglot.errors.TokenError, sqlglot.errors.ParseError):
+        return ""
+    return tokens[0].text.upper() if tokens else ""
+
+
+def is_dml(sql: str) -> bool:
+    """Whether a QUERY event's statement changes table data (see :data:`DML_KEYWORDS`)."""
+    return _first_keyword(sql) in DML_KEYWORDS
+
+
+def _table(node: exp.Table, default_db: str | None) -> tuple[str, str] | None:
+    name = node.name
+    db = node.db or default_db
+    if not name or not db:
+        return None
+    return db, name
+
+
+def _load_data_table(sql: str, default_db: str | None) -> list[tuple[str, str]]:
+    """``LOAD DATA ... INTO TABLE [db.]t`` (sqlglot's parser does not know LOAD DATA; its
+    tokenizer does): the identifier(s) after ``INTO TABLE``."""
+    tokens = sqlglot.tokenize(sql, read="mysql")
+    for i in range(len(tokens) - 2):
+        if tokens[i].token_type == TokenType.INTO and tokens[i + 1].text.upper() == "TABLE":
+            parts = [tokens[i + 2].text]
+            if i + 4 < len(tokens) and tokens[i + 3].token_type == TokenType.DOT:
+                parts.append(tokens[i + 4].text)
+            if len(parts) == 2:
+                return [(parts[0], parts[1])]
+            return [(default_db, parts[0])] if default_db else []
+    return []
+
+
+def dml_target_tables(sql: str, default_db: str | None) -> list[tuple[str, str]] | None:
+    """The ``(database, table)`` pairs a DML statement may have written.
+
+    Args:
+        sql: the statement text of a binlog QUERY event.
+        default_db: the event's default database (``USE db`` of the session), for unqualified names.
+
+    Returns:
+        ``None`` when ``sql`` is not DML; else the written tables, conservatively: the target of
+        ``INSERT``/``REPLACE``/``LOAD DATA``, every table of a (multi-table) ``UPDATE``, the deleted
+        tables of a multi-table ``DELETE`` (or its single table). Tables only read (an ``INSERT ...
+        SELECT`` source, a subquery) are not listed. An empty list: DML whose tables could not be
+        named (unparseable statement); the caller reports it without a table.
+    """
+    keyword = _first_keyword(sql)
+    if keyword not in DML_KEYWORDS:
+        return None
+    if keyword == "LOAD":
+        return _load_data_table(sql, default_db)
+    text = sql
+    if keyword == "REPLACE":  # same grammar as INSERT; sqlglot parses REPLACE only as a Command
+        start = sql.upper().find("REPLACE")
+        text = sql[:start] + "INSERT" + sql[start + len("REPLACE") :]
+    try:
+        tree = sqlglot.parse_one(text, read="mysql")
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
+        return []
+    out: list[tuple[str, str]] = []
+
+    def add(node: exp.Expression | None) -> None:
+        if isinstance(node, exp.Table):
+            t = _table(node, default_db)
+            if t is not None and t not in out:
+                out.append(t)
+
+    if isinstance(tree, exp.Insert):
+        target = tree.this
+        add(target.this if isinstance(target, exp.Schema) else target)
+    elif isinstance(tree, exp.Update):
+        target = tree.this
+        add(target)
+        for j in target.args.get("joins") or []:
+            add(j.this)
+        from_ = tree.args.get("from") or tree.args.get("from_")
+        if from_ is not None:
+            add(from_.this)
+    elif isinstance(tree, exp.Delete):
+        deleted = tree.args.get("tables")
+        if deleted:
+            aliases = {}
+            for src in [tree.this, *(tree.args.get("using") or [])]:
+                if isinstance(src, exp.Table):
+                    for t in [src, *[j.this for j in src.args.get("joins") or []]]:
+                        if isinstance(t, exp.Table) and t.alias:
+                            aliases[t.alias.lower()] = t
+            for t in deleted:
+                add(aliases.get(t.name.lower(), t) if not t.db else t)
+        else:
+            add(tree.this)
+    return out
