@@ -30,6 +30,10 @@ class PreflightError(ConfigurationError):
         )
 
 
+class MissingPrivilegeError(ConfigurationError):
+    """The capture user lacks a privilege the server asked for (MySQL error 1227 and friends)."""
+
+
 class SourceConnectionError(CdcError, ConnectionError):
     """The source server could not be reached or refused the credentials."""
 

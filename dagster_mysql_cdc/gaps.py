@@ -20,12 +20,17 @@ old and new key values), the differing keys of a checksum. Repaired rows arrive 
 
 from __future__ import annotations
 
+import json
+import uuid
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from sqlglot import exp
+
 from .errors import CdcError, ConfigurationError
 from .incremental import IncrementalState, TableProgress, encode_key
-from .source.foreign_keys import CascadingForeignKey, cascade_conditions
+from .source.foreign_keys import CascadingForeignKey, cascade_conditions, sql_literal
 from .source.schema import TableSchema
 from .source.signals import UnsafeFilter, validate_filter
 
@@ -101,11 +106,11 @@ class BinlogGap:
 
 class CascadeTracker:
     """Collects the parent key values of one window's parent row changes per child foreign key,
-    and turns them into one :class:`BinlogGap` per (child table, constraint, action)."""
+    and turns them into one :class:`BinlogGap` per (constraint, parent operation)."""
 
     def __init__(self, foreign_keys: dict[tuple[str, str], list[CascadingForeignKey]]):
         self.by_parent = foreign_keys
-        self._seen: dict[tuple[str, str], dict[str, Any]] = {}
+        self._seen: dict[tuple[str, str], dict[str, Any]] = {}  # (constraint, op) -> what cascaded
 
     def parents(self) -> set[tuple[str, str]]:
         return set(self.by_parent)
@@ -129,7 +134,7 @@ class CascadeTracker:
                 if not all(c in before for c in fk.parent_columns):
                     old = ()  # no column names (binlog_row_metadata=MINIMAL): whole child table
                 entry = self._seen.setdefault(
-                    (fk.name, action),
+                    (fk.name, op),
                     {"fk": fk, "action": action, "position": position, "pairs": [], "events": 0},
                 )
                 entry["events"] += 1
@@ -137,10 +142,11 @@ class CascadeTracker:
 
     def gaps(self) -> list[BinlogGap]:
         out = []
-        for (_name, action), e in self._seen.items():
+        for e in self._seen.values():
+            action = e["action"]
             fk: CascadingForeignKey = e["fk"]
             pairs = e["pairs"]
-            values = {v for o, n in pairs for v in (o, n) if v}
+            values = sorted({v for o, n in pairs for v in (o, n) if v}, key=repr)  # deterministic filter
             flt = None
             key_map = None
             if all(o for o, _ in pairs) and len(values) <= MAX_FILTER_KEYS:
@@ -234,3 +240,67 @@ def queue_repairs(
         what = f"rows where {flt}" if flt else "the whole table"
         g.repair = f"Repair queued: incremental snapshot {new.snapshot_id} of {what}"
     return new if new is not None else state
+
+
+#: Room for the JSON ``data`` of a repair signal (the signal table's ``data`` is VARCHAR(2048)).
+SIGNAL_DATA_LIMIT = 2000
+
+
+def key_ranges_filter(columns: Sequence[str], keys: Sequence[tuple], max_ranges: int = 16) -> str | None:
+    """A filter covering ``keys`` with at most ``max_ranges`` key ranges (``BETWEEN`` for one
+    column, row comparisons for composite keys), ``OR``-ed; ``None`` when a value has no safe
+    literal or there are no keys.
+
+    The keys are sorted and cut into ``max_ranges`` groups of consecutive keys; each group becomes
+    ``[first, last]``, so rows between differing keys are re-read too (harmless: they are equal).
+    """
+    ks = sorted({tuple(k) for k in keys})
+    if not ks:
+        return None
+    step = max(1, -(-len(ks) // max_ranges))
+    cols = [exp.column(c, quoted=True) for c in columns]
+    parts = []
+    for i in range(0, len(ks), step):
+        lo, hi = ks[i], ks[min(i + step, len(ks)) - 1]
+        lits_lo, lits_hi = [sql_literal(v) for v in lo], [sql_literal(v) for v in hi]
+        if any(x is None or isinstance(x, exp.Null) for x in lits_lo + lits_hi):
+            return None
+        if len(cols) == 1:
+            part = exp.Between(this=cols[0], low=lits_lo[0], high=lits_hi[0]).sql(dialect="mysql")
+        else:
+            row = exp.Tuple(expressions=cols)
+            part = exp.and_(
+                exp.GTE(this=row.copy(), expression=exp.Tuple(expressions=lits_lo)),
+                exp.LTE(this=row.copy(), expression=exp.Tuple(expressions=lits_hi)),
+            ).sql(dialect="mysql")
+        parts.append(part)
+    return " OR ".join(f"({p})" for p in parts) if len(parts) > 1 else parts[0]
+
+
+def checksum_repair_signal(
+    table: str,
+    primary_key: Sequence[str],
+    differing: Sequence[tuple],
+    lake_only: Sequence[tuple],
+    reason: str,
+) -> tuple[str, str]:
+    """``(id, data)`` of the ``execute-snapshot`` signal row that repairs a failed checksum: an
+    incremental snapshot of the differing keys' ranges (the whole table when no safe range
+    filter fits), carrying ``reason`` and, when they fit in the signal's ``data``, the keys only
+    the lake has (``delete-keys``: deleted at the chunk's high watermark unless the source has
+    them again).
+
+    ``differing`` and ``lake_only`` hold key values as the checks compare them (integers and
+    strings equal their source values; for other key types the whole table is re-read).
+    """
+    flt = key_ranges_filter(primary_key, differing)
+    data: dict[str, Any] = {"data-collections": [table], "reason": reason[:300]}
+    if flt is not None:
+        data["additional-conditions"] = [{"data-collection": table, "filter": flt}]
+    if json.dumps(data).__len__() > SIGNAL_DATA_LIMIT:
+        data.pop("additional-conditions", None)
+    keys = [list(k) for k in lake_only if all(isinstance(v, (int, str)) for v in k)]
+    with_keys = {**data, "delete-keys": keys}
+    if keys and len(json.dumps(with_keys)) <= SIGNAL_DATA_LIMIT:
+        data = with_keys
+    return f"repair-{uuid.uuid4().hex[:16]}", json.dumps(data, separators=(",", ":"))

@@ -122,6 +122,9 @@ class TableProgress:
         return db, t
 
 
+_REPAIR_FIELDS = ("reason", "key_map", "candidate_keys")
+
+
 @dataclass
 class IncrementalState:
     """Incremental snapshot progress carried by the sensor cursor (JSON).
@@ -145,7 +148,14 @@ class IncrementalState:
         return bool(self.tables)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """JSON-safe form; a table's repair fields (``reason``, ``key_map``, ``candidate_keys``)
+        appear only when set, so the cursor of a plain incremental snapshot stays as it was."""
+        d = asdict(self)
+        for t in d["tables"]:
+            for k in _REPAIR_FIELDS:
+                if t.get(k) is None:
+                    t.pop(k, None)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> IncrementalState | None:
@@ -551,10 +561,14 @@ def start_snapshot(
     conditions: dict[str, str],
     schemas: dict[tuple[str, str], TableSchema],
     conn: Any = None,
+    reason: str | None = None,
+    delete_keys: Sequence[Sequence[Any]] = (),
 ) -> tuple[IncrementalState, list[str]]:
     """Apply an ``execute-snapshot`` (incremental) signal: queue ``tables`` (skipping ones already
     queued). Filters are validated against each table's columns and, with ``conn``, tried on the
     server (:func:`probe_filter`); an unsafe or failing filter skips the whole signal (raises).
+    ``reason`` and ``delete_keys`` (a repair, see :mod:`.gaps`) go to every queued table's
+    progress (``delete_keys`` only when one table is queued).
 
     Returns:
         (new state, log messages)
@@ -582,7 +596,14 @@ def start_snapshot(
         if qualified in queued:
             msgs.append(f"{qualified} is already in the incremental snapshot; not queued again")
             continue
-        progs.append(TableProgress(table=qualified, filter=flt))
+        progs.append(
+            TableProgress(
+                table=qualified,
+                filter=flt,
+                reason=reason,
+                candidate_keys=[list(k) for k in delete_keys] if delete_keys and len(tables) == 1 else None,
+            )
+        )
     new.tables.extend(progs)
     if state is None or not state.tables:
         new.snapshot_id = signal_id

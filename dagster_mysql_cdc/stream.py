@@ -103,6 +103,7 @@ class WindowResult:
     last_event_ts_ms: int | None = None
     seconds: float = 0.0
     signal_log: list[str] = field(default_factory=list)
+    signals_rejected: list[str] = field(default_factory=list)  # lines of signal_log that are WARNINGs
     chunks: list[dict] = field(default_factory=list)
     incremental_state: dict | None = None
     blocking_tables: list[tuple[str, str]] = field(default_factory=list)
@@ -388,6 +389,11 @@ def run_window(
     def captured_tables() -> dict[tuple[str, str], TableSchema]:
         return {k: v for k, v in catalog.tables().items() if table_filter.matches(*k) and k != sig_key}
 
+    def reject(message: str) -> None:
+        """A signal that cannot be executed: logged as WARNING, capture continues."""
+        result.signal_log.append(message)
+        result.signals_rejected.append(message)
+
     def on_signal(sig: Signal, ev: RowsBatch) -> None:
         nonlocal state, state_before, fallback_conn
         here = f"{ev.file}:{ev.pos}"
@@ -429,13 +435,9 @@ def run_window(
             p for p in sig.data_collections if not any(matches_collection(p, f"{k[0]}.{k[1]}") for k in known)
         ]
         if unknown:
-            result.signal_log.append(
-                f"signal {sig.id}: unknown or not captured data-collections {unknown}; ignored"
-            )
+            reject(f"signal {sig.id}: unknown or not captured data-collections {unknown}; ignored")
         if not wanted:
-            result.signal_log.append(
-                f"signal {sig.id}: no captured table matches {list(sig.data_collections)}; skipped"
-            )
+            reject(f"signal {sig.id}: no captured table matches {list(sig.data_collections)}; skipped")
             return
         if sig.snapshot_type == "blocking":
             blocking.extend(wanted)
@@ -446,13 +448,13 @@ def run_window(
         try:
             if sig.conditions and fallback_conn is None:
                 fallback_conn = connect(settings)  # filters are tried on the server once
-            state, msgs = start_snapshot(state, sig.id, wanted, sig.conditions, known, conn=fallback_conn)
-            state_before, _ = start_snapshot(state_before, sig.id, wanted, sig.conditions, known)
-        except InvalidSignal as e:
-            result.signal_log.append(f"signal {sig.id} skipped: {e}")
-            return
-        except IncrementalSnapshotError as e:
-            result.signal_log.append(f"signal {sig.id} skipped: {e}")
+            extra = {"reason": sig.reason, "delete_keys": sig.delete_keys}
+            state, msgs = start_snapshot(
+                state, sig.id, wanted, sig.conditions, known, conn=fallback_conn, **extra
+            )
+            state_before, _ = start_snapshot(state_before, sig.id, wanted, sig.conditions, known, **extra)
+        except (InvalidSignal, IncrementalSnapshotError) as e:
+            reject(f"signal {sig.id} skipped: {e}")
             return
         stopped.difference_update(f"{d}.{t}" for d, t in wanted)
         result.signal_log.extend(msgs)
@@ -470,7 +472,7 @@ def run_window(
             try:
                 sig = parse_signal(values)
             except InvalidSignal as e:
-                result.signal_log.append(f"signal row at {ev.file}:{ev.pos} skipped: {e}")
+                reject(f"signal row at {ev.file}:{ev.pos} skipped: {e}")
                 continue
             if sig.type == "snapshot-window-open":
                 c = chunks_by_open.get(sig.id)
@@ -685,7 +687,7 @@ def run_window(
         if fallback_conn is not None:
             fallback_conn.close()
     for line in result.signal_log:
-        log.info(line)
+        log.log(logging.WARNING if line in result.signals_rejected else logging.INFO, line)
     result.seconds = time.monotonic() - t0
     return result
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -230,8 +230,14 @@ def run_table_checks(
     type_options: TypeOptions,
     options: CheckOptions,
     server_id: int,
+    on_checksum_mismatch: Callable[[TableSchema, list[tuple], list[tuple]], str] | None = None,
 ) -> list[dg.AssetCheckResult]:
-    """Run the selected table checks (see module docs); one ``AssetCheckResult`` each."""
+    """Run the selected table checks (see module docs); one ``AssetCheckResult`` each.
+
+    ``on_checksum_mismatch(schema, differing keys, keys only the lake has)`` is called when the
+    checksum fails (keys as compared: Debezium-converted values); its return text goes to the
+    check's ``repair`` metadata (see :mod:`dagster_mysql_cdc.gaps`).
+    """
     results: list[dg.AssetCheckResult] = []
     if not selected & set(TABLE_CHECKS):
         return results
@@ -359,6 +365,12 @@ def run_table_checks(
                 lset = {tuple(r) for r in lake_sample}
                 sset = {tuple(r) for r in src_sample}
                 md["differing_keys_sample"] = [str(tuple(r[i] for i in kidx)) for r in list(lset ^ sset)[:10]]
+                if on_checksum_mismatch is not None:
+                    lake_keys = {tuple(r[i] for i in kidx) for r in lset - sset}
+                    src_keys = {tuple(r[i] for i in kidx) for r in sset - lset}
+                    md["repair"] = on_checksum_mismatch(
+                        schema, sorted(lake_keys | src_keys, key=repr), sorted(lake_keys - src_keys, key=repr)
+                    )
             results.append(
                 dg.AssetCheckResult(
                     asset_key=key, check_name=CHECKSUM, passed=lsum == ssum and ln == sn, metadata=md

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from ..errors import ConfigurationError, SourceConnectionError, UnknownTableError
 from ..events import BinlogPosition
-from ..gaps import GAP_HANDLING_MODES, check_gap_handling
+from ..gaps import GAP_HANDLING_MODES, check_gap_handling, checksum_repair_signal
 from ..incremental import IncrementalState
 from ..pipeline import SnapshotTableResult, run_snapshot
 from ..sink.lake import LakeWriter
@@ -299,6 +299,24 @@ class MySqlCdcResource(dg.ConfigurableResource):
             )
         return [schemas[k] for k in wanted]
 
+    def include_list_warnings(self) -> list[str]:
+        """One message per ``table_include_list`` entry that matches no table on the server
+        (checked at snapshot time: a typo would otherwise capture nothing, silently)."""
+        if not self.table_include_list:
+            return []
+        flt = self.table_filter()
+        conn = connect(self.connection_settings())
+        try:
+            tables = list_tables(conn, flt.literal_databases())
+        finally:
+            conn.close()
+        return [
+            f"table_include_list entry {p!r} matches no table on {self.host}:{self.port} "
+            "(patterns are regexes over 'database.table', full match, case-insensitive); check the "
+            "spelling or remove it"
+            for p in flt.unmatched_include_patterns(tables)
+        ]
+
     # -- materialization ------------------------------------------------------------------------
     def stream_options(self) -> StreamOptions:
         return StreamOptions(
@@ -419,6 +437,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                     )
                 continue
             yield from run_table_checks(
+                on_checksum_mismatch=self._checksum_repair(context, settings, committed),
                 key=asset_key,
                 selected=names,
                 settings=settings,
@@ -432,6 +451,49 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 options=opts,
                 server_id=self.server_id,
             )
+
+    def _checksum_repair(
+        self, context: dg.AssetExecutionContext, settings: ConnectionSettings, committed: BinlogPosition
+    ):
+        """The ``checksum_matches_source`` failure handler: logs a WARNING naming the table and
+        position and, with ``binlog_gap_handling="repair"``, writes an ``execute-snapshot`` signal
+        that re-reads the differing keys' ranges (see :func:`..gaps.checksum_repair_signal`)."""
+
+        def handle(schema: TableSchema, differing: list[tuple], lake_only: list[tuple]) -> str:
+            table = schema.qualified_name
+            signal_table = self.signal_table()
+            if self.binlog_gap_handling != "repair":
+                outcome = (
+                    f"not repaired (binlog_gap_handling={self.binlog_gap_handling!r}): re-snapshot the table"
+                )
+            elif not schema.primary_key:
+                outcome = "not repaired: incremental snapshots need a primary key; re-snapshot the table (materialize its asset)"
+            elif not signal_table or self.incremental_snapshot_read_only:
+                outcome = (
+                    "not repaired: the repair is an execute-snapshot signal row, which needs a signal table "
+                    "the capture user may write (signal_data_collection, incremental_snapshot_read_only=False)"
+                )
+            else:
+                reason = f"checksum_mismatch at {committed}: {len(differing)} differing key(s) in {table}"
+                sid, data = checksum_repair_signal(table, schema.primary_key, differing, lake_only, reason)
+                db, _, t = signal_table.partition(".")
+                conn = connect(settings, autocommit=True)
+                try:
+                    with conn.cursor() as cur:
+                        cur.execute(
+                            f"INSERT INTO `{db}`.`{t}` (id, type, data) VALUES (%s, 'execute-snapshot', %s)",
+                            (sid, data),
+                        )
+                finally:
+                    conn.close()
+                outcome = f"Repair queued: execute-snapshot signal {sid} ({data})"
+            context.log.warning(
+                f"Change not carried by the binlog: checksum_mismatch on {table} at {committed}: "
+                f"{len(differing)} key(s) differ from the source ({len(lake_only)} only in the lake). {outcome}."
+            )
+            return outcome
+
+        return handle
 
     def _last_committed(self, context: dg.AssetExecutionContext) -> BinlogPosition | None:
         """The newest position the binlog asset reported (window end or snapshot)."""
@@ -585,6 +647,8 @@ class MySqlCdcResource(dg.ConfigurableResource):
             ]
         mode = context.run.tags.get(SNAPSHOT_MODE_TAG, self.snapshot_mode)
         opts = self.snapshot_options(mode)
+        for warning in self.include_list_warnings():
+            context.log.warning(warning)
         storage = lake.storage_settings()
         history = SchemaHistory(storage, self.server_name)
         context.log.info(
@@ -680,7 +744,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             incremental_options=self.incremental_options(),
         )
         for line in result.signal_log:
-            context.log.info(line)
+            (context.log.warning if line in result.signals_rejected else context.log.info)(line)
         for gap in result.gaps:
             context.log.warning(gap.message())
         if report is not None:

@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+import pymysql
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import (
     FormatDescriptionEvent,
@@ -47,7 +48,7 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 
 from ..errors import CdcError
 from ..events import BinlogPosition
-from .connection import ConnectionSettings
+from .connection import ConnectionSettings, raise_for_missing_privilege
 from .statements import is_dml
 
 log = logging.getLogger(__name__)
@@ -202,8 +203,10 @@ class BinlogReader:
     :class:`TransactionCommit` items. After iteration :attr:`position` is the last boundary reached (== end when complete).
 
     Raises (while iterating):
-        BinlogEndedEarly, BinlogReadTimeout, CompressedTransactionError, and the library's
-        pymysql errors for connection failures (the caller retries the whole window).
+        BinlogEndedEarly, BinlogReadTimeout, CompressedTransactionError;
+        MissingPrivilegeError when the user lacks REPLICATION SLAVE/CLIENT (the preflight's
+        ``GRANT`` advice); the library's pymysql errors for connection failures (the caller
+        retries the whole window).
     """
 
     def __init__(
@@ -403,6 +406,11 @@ class BinlogReader:
                     if self._reached_end(self.position):
                         done = True
                         break
+        except pymysql.err.MySQLError as e:
+            raise_for_missing_privilege(
+                e, self.settings.user, "reading the binlog (REPLICATION SLAVE, REPLICATION CLIENT)"
+            )
+            raise
         finally:
             stream.close()
         if not done and self.end is not None and not self._reached_end(self.position):

@@ -16,11 +16,43 @@ from typing import Any
 
 import pymysql
 
-from ..errors import PreflightError, SourceConnectionError, UnknownTableError
+from ..errors import MissingPrivilegeError, PreflightError, SourceConnectionError, UnknownTableError
 from ..events import BinlogPosition
 from .catalog import list_tables
 from .tls import check_ssl_mode, ssl_context
 from .tls import describe as describe_tls
+
+#: The grant that gives the capture user every privilege it needs (Debezium MySQL connector, "Creating a user").
+GRANT_ADVICE = (
+    "GRANT SELECT, RELOAD, SHOW DATABASES, REPLICATION SLAVE, REPLICATION CLIENT, "
+    "LOCK TABLES ON *.* TO <user>;"
+)
+
+#: Server errors meaning "this user may not do that": ER_SPECIFIC_ACCESS_DENIED_ERROR (1227),
+#: ER_DBACCESS_DENIED_ERROR (1044), ER_TABLEACCESS_DENIED_ERROR (1142).
+_PRIVILEGE_ERRORS = (1227, 1044, 1142)
+
+
+def raise_for_missing_privilege(error: BaseException, user: str, doing: str) -> None:
+    """Turn a server's access-denied error into :class:`MissingPrivilegeError` with the ``GRANT``
+    the preflight advises; return (so the caller re-raises) for any other error.
+
+    Args:
+        error: the exception caught (pymysql's errors carry ``(code, message)``).
+        user: the capture user, named in the message.
+        doing: what was attempted, e.g. ``"reading the binlog (REPLICATION SLAVE)"``.
+
+    Raises:
+        MissingPrivilegeError: ``error`` is an access-denied error.
+    """
+    args = getattr(error, "args", ())
+    if isinstance(error, pymysql.err.MySQLError) and args and args[0] in _PRIVILEGE_ERRORS:
+        reason = args[1] if len(args) > 1 else str(error)
+        raise MissingPrivilegeError(
+            f"User {user!r} lacks a privilege for {doing}: the server said ({args[0]}) {reason}. "
+            f"Grant the capture privileges as root: {GRANT_ADVICE}"
+        ) from None
+
 
 # Privileges the connector needs, with the MariaDB 10.5+ names that imply them.
 _PRIV_ALIASES = {
@@ -261,6 +293,13 @@ def current_position(conn: Any, info: ServerInfo) -> BinlogPosition:
                 break
             except pymysql.err.ProgrammingError:
                 continue  # MySQL 8.4 removed SHOW MASTER STATUS
+            except pymysql.err.MySQLError as e:
+                raise_for_missing_privilege(
+                    e,
+                    conn.user.decode() if isinstance(conn.user, bytes) else str(conn.user),
+                    "reading the binlog position (REPLICATION CLIENT, BINLOG MONITOR on MariaDB)",
+                )
+                raise
         if not row:
             raise PreflightError(
                 [
@@ -278,9 +317,21 @@ def current_position(conn: Any, info: ServerInfo) -> BinlogPosition:
 
 
 def binlog_files(conn: Any) -> list[tuple[str, int]]:
-    """``SHOW BINARY LOGS``: ``[(file name, size in bytes)]`` oldest first."""
+    """``SHOW BINARY LOGS``: ``[(file name, size in bytes)]`` oldest first.
+
+    Raises:
+        MissingPrivilegeError: the user lacks REPLICATION CLIENT (BINLOG MONITOR on MariaDB).
+    """
     with conn.cursor() as cur:
-        cur.execute("SHOW BINARY LOGS")
+        try:
+            cur.execute("SHOW BINARY LOGS")
+        except pymysql.err.MySQLError as e:
+            raise_for_missing_privilege(
+                e,
+                conn.user.decode() if isinstance(conn.user, bytes) else str(conn.user),
+                "listing the binlog files (REPLICATION CLIENT, BINLOG MONITOR on MariaDB)",
+            )
+            raise
         return [(r[0], int(r[1])) for r in cur.fetchall()]
 
 
@@ -390,11 +441,7 @@ def preflight(
     if not (has("RELOAD") or all(has("LOCK TABLES", db) for db in dbs)):
         missing.append("RELOAD or LOCK TABLES (needed for the snapshot's read lock)")
     if missing:
-        problems.append(
-            f"User {info_user(conn)} lacks privileges: {', '.join(missing)}. "
-            f"GRANT SELECT, RELOAD, SHOW DATABASES, REPLICATION SLAVE, REPLICATION CLIENT, "
-            f"LOCK TABLES ON *.* TO <user>;"
-        )
+        problems.append(f"User {info_user(conn)} lacks privileges: {', '.join(missing)}. {GRANT_ADVICE}")
     if problems:
         raise PreflightError(problems)
     check_tables_exist(conn, tables)

@@ -79,3 +79,12 @@ class TableFilter:
         if all(re.fullmatch(r"[A-Za-z0-9_$]+", p.strip()) for p in self.database_include_list):
             return [p.strip() for p in self.database_include_list]
         return None
+
+    def unmatched_include_patterns(self, tables: Sequence[tuple[str, str]]) -> list[str]:
+        """``table_include_list`` entries that match none of ``tables`` (the server's base tables
+        in the included databases): usually a typo, which Debezium also skips silently."""
+        out = []
+        for raw, pat in zip(self.table_include_list, self._ti or []):
+            if not any(pat.fullmatch(f"{d}.{t}") for d, t in tables):
+                out.append(raw)
+        return out

@@ -53,6 +53,10 @@ class Signal:
         conditions: ``{"db.table": filter SQL}`` from ``additional-conditions`` (validated).
         message: for ``log``.
         raw: the decoded ``data`` object.
+        reason: execute-snapshot of a repair (this project's extension, see :mod:`..gaps`): why;
+            lands in the ``__cdc.repair`` header of the re-read rows.
+        delete_keys: repair extension: primary keys to delete at the chunk's high watermark
+            unless the source has them (keys only the lake has).
     """
 
     id: str
@@ -62,6 +66,8 @@ class Signal:
     conditions: dict[str, str] = field(default_factory=dict)
     message: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None
+    delete_keys: tuple[tuple, ...] = ()
 
 
 def signal_table_sql(table: str) -> str:
@@ -150,7 +156,17 @@ def parse_signal(row: dict[str, Any], column_names: list[str] | None = None) -> 
         ):
             raise InvalidSignal(f"Signal {sid!r}: bad additional-conditions entry {c!r}")
         conditions[c["data-collection"]] = c["filter"]
+    reason = obj.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise InvalidSignal(f"Signal {sid!r}: reason must be a string")
+    delete_keys = obj.get("delete-keys", [])
+    if not isinstance(delete_keys, list) or not all(
+        isinstance(k, list) and all(isinstance(v, (int, str)) for v in k) for k in delete_keys
+    ):
+        raise InvalidSignal(f"Signal {sid!r}: delete-keys must be a list of key value lists")
     return Signal(
+        reason=reason,
+        delete_keys=tuple(tuple(k) for k in delete_keys),
         id=str(sid),
         type=stype,
         data_collections=tuple(colls),
@@ -196,6 +212,34 @@ _ALLOWED = (
 )
 
 
+_ALLOWED_TEXT = (
+    "Allowed: the table's columns, literals, comparisons, AND/OR/NOT, IN (list), BETWEEN, LIKE, "
+    "IS [NOT] NULL, arithmetic and CAST."
+)
+
+
+def _describe(node: exp.Expression) -> str:
+    """What a rejected filter element is, in SQL terms (never sqlglot class names)."""
+    text = node.sql(dialect="mysql")[:60]
+    if isinstance(node, exp.Exists):
+        return f"uses EXISTS ({text})"
+    if isinstance(node, exp.Case):
+        return f"uses a CASE expression ({text})"
+    if isinstance(node, exp.HexString):
+        return f"uses the hex literal {text}"
+    if isinstance(node, exp.Introducer):
+        return f"uses the character set introducer {text}"
+    if isinstance(node, exp.Func):
+        return f"calls function {text}"
+    if isinstance(node, exp.Star):
+        return "uses *"
+    if isinstance(node, (exp.Parameter, exp.Placeholder, exp.SessionParameter)):
+        return f"uses variable or parameter {text}"
+    if isinstance(node, (exp.Dot, exp.Bracket)):
+        return f"uses {text} (qualified names and subscripts)"
+    return f"uses {text}"
+
+
 def validate_filter(sql: str, columns: list[str]) -> str:
     """Check an ``additional-conditions`` filter and return it rendered by sqlglot (MySQL dialect).
 
@@ -227,7 +271,7 @@ def validate_filter(sql: str, columns: list[str]) -> str:
             raise UnsafeFilter(f"Filter {sql!r} contains a subquery")
         if not isinstance(node, _ALLOWED):
             raise UnsafeFilter(
-                f"Filter {sql!r} uses {type(node).__name__} ({node.sql(dialect='mysql')[:60]}), which is not allowed"
+                f"Filter {sql!r} {_describe(node)}, which is not allowed in a filter. {_ALLOWED_TEXT}"
             )
         if isinstance(node, exp.In) and not node.expressions and node.args.get("query") is None:
             raise UnsafeFilter(f"Filter {sql!r} has an empty IN list, which MySQL rejects")

@@ -1,0 +1,66 @@
+"""Command line: ``python -m dagster_mysql_cdc status --sensor <name>``.
+
+Prints the capture's state in one line (committed position, lag in bytes and seconds, run in
+flight, incremental snapshot progress, last error) from the sensor cursor stored in the Dagster
+instance at ``DAGSTER_HOME``; ``--json`` prints it as JSON. The lag needs the source server:
+``--host``/``--port``/``--user`` (defaults: ``CDC_MYSQL_HOST``, ``CDC_MYSQL_PORT``,
+``CDC_MYSQL_USER``), password from ``CDC_MYSQL_PASSWORD``; ``--no-server`` skips it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status (2 for bad usage or an unknown sensor)."""
+    parser = argparse.ArgumentParser(prog="python -m dagster_mysql_cdc")
+    sub = parser.add_subparsers(dest="command", required=True)
+    st = sub.add_parser("status", help="the capture's state in one line, read from the sensor cursor")
+    st.add_argument("--sensor", required=True, help="binlog sensor name, e.g. dbserver1_cdc_binlog_sensor")
+    st.add_argument("--host", default=os.environ.get("CDC_MYSQL_HOST", "127.0.0.1"))
+    st.add_argument("--port", type=int, default=int(os.environ.get("CDC_MYSQL_PORT", "3306")))
+    st.add_argument("--user", default=os.environ.get("CDC_MYSQL_USER", "cdc"))
+    st.add_argument("--no-server", action="store_true", help="do not connect to the source (no lag)")
+    st.add_argument("--json", action="store_true", help="print JSON instead of one line")
+    args = parser.parse_args(argv)
+
+    import dagster as dg
+
+    from .dagster_integration.status import read_status
+    from .errors import CdcError
+    from .source.connection import ConnectionSettings
+
+    if not os.environ.get("DAGSTER_HOME"):
+        print(
+            "DAGSTER_HOME is not set: point it at the Dagster instance whose daemon runs the sensor",
+            file=sys.stderr,
+        )
+        return 2
+    settings = (
+        None
+        if args.no_server
+        else ConnectionSettings(
+            host=args.host,
+            port=args.port,
+            user=args.user,
+            password=os.environ.get("CDC_MYSQL_PASSWORD", ""),
+        )
+    )
+    with dg.DagsterInstance.get() as instance:
+        try:
+            status = read_status(instance, args.sensor, settings=settings)
+        except LookupError as e:
+            print(str(e).strip("'\""), file=sys.stderr)
+            return 2
+        except CdcError as e:
+            print(str(e), file=sys.stderr)
+            return 1
+    print(status.to_json() if args.json else status.line())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

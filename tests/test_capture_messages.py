@@ -1,0 +1,136 @@
+"""Clear messages (issue 12): the capture's state from the command line, a missing REPLICATION
+SLAVE privilege while streaming, a table_include_list entry that matches nothing, rejected
+signals as WARNING in SQL terms. Real MariaDB (and local Spark for the sensor-driven part)."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import uuid
+
+import pytest
+from conftest import CDC_PASSWORD, CDC_USER, MYSQL_HOST, MYSQL_PORT, ROOT, master_position, root_connect
+from sensor_harness import SensorDriven, capture_resource, scratch_database
+
+from dagster_mysql_cdc.errors import MissingPrivilegeError
+from dagster_mysql_cdc.source.binlog import BinlogReader
+from dagster_mysql_cdc.source.connection import GRANT_ADVICE, ConnectionSettings
+
+pytestmark = [pytest.mark.integration]
+
+SENSOR = "cdc_status_sensor"
+
+# a code location with a sensor of that name, so `dagster sensor cursor --set` can store a cursor
+DEFS = f"""
+import dagster as dg
+
+@dg.asset
+def placeholder():
+    return 1
+
+@dg.sensor(name="{SENSOR}", target=[placeholder])
+def status_sensor(context):
+    return dg.SkipReason("only holds a cursor")
+
+defs = dg.Definitions(assets=[placeholder], sensors=[status_sensor])
+"""
+
+
+def _cli(*args: str, home, extra_env=None) -> subprocess.CompletedProcess:
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "CDC_MYSQL_PASSWORD": CDC_PASSWORD,
+        "PYTHONPATH": str(ROOT),
+        **(extra_env or {}),
+    }
+    return subprocess.run(
+        [sys.executable, *args], cwd=home, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.spark
+def test_status_command_reads_the_sensor_cursor_and_rejected_signals_warn(local_storage, tmp_path):
+    with scratch_database("status") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"INSERT INTO {db}.t SELECT seq, seq FROM seq_1_to_100")
+        mysql = capture_resource(db)
+        mysql.create_signal_table()
+        cdc = SensorDriven(mysql, local_storage.base_uri)
+        cdc.ticks()
+        with conn.cursor() as cur:
+            cur.execute(
+                f"INSERT INTO {db}.debezium_signal VALUES ('bad-1', 'execute-snapshot', "
+                f'\'{{"data-collections": ["{db}.t"], "additional-conditions": '
+                f'[{{"data-collection": "{db}.t", "filter": "id > SLEEP(5)"}}]}}\')'
+            )
+        ticks = cdc.ticks()
+        logs = [r for res in ticks.runs for r in cdc.instance.all_logs(res.run_id)]
+        rejected = [r for r in logs if "bad-1" in r.user_message]
+        assert rejected and all(r.level == 30 for r in rejected), [
+            (r.level, r.user_message) for r in rejected
+        ]
+        assert "calls function SLEEP(5), which is not allowed in a filter" in rejected[0].user_message
+        assert "Anonymous" not in rejected[0].user_message
+        committed = json.loads(cdc.cursor)["committed"]
+        with conn.cursor() as cur:  # changes after the committed position: the capture lags
+            cur.execute(f"UPDATE {db}.t SET v = v + 1")
+        now = master_position()
+
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "defs.py").write_text(DEFS)
+    set_cursor = _cli(
+        "-m", "dagster", "sensor", "cursor", SENSOR, "--set", cdc.cursor, "-f", "defs.py", home=home
+    )
+    assert set_cursor.returncode == 0, set_cursor.stderr
+    server = ["--host", MYSQL_HOST, "--port", str(MYSQL_PORT), "--user", CDC_USER]
+    line = _cli("-m", "dagster_mysql_cdc", "status", "--sensor", SENSOR, *server, home=home)
+    assert line.returncode == 0, line.stderr
+    out = line.stdout.strip()
+    assert out.startswith(f"{SENSOR}: committed {committed['file']}:{committed['pos']}"), out
+    assert "in flight: none" in out and "incremental: none" in out and "last error: none" in out
+    as_json = _cli("-m", "dagster_mysql_cdc", "status", "--sensor", SENSOR, "--json", *server, home=home)
+    st = json.loads(as_json.stdout)
+    assert now.file == committed["file"]
+    assert st["lag_bytes"] >= now.pos - committed["pos"] > 0  # the server may have moved on since
+    assert 0 <= st["lag_seconds"] < 300
+    assert re.search(r" \| lag \d+ bytes, \d+\.\d s \| ", out), out
+    unknown = _cli("-m", "dagster_mysql_cdc", "status", "--sensor", "nope", "--no-server", home=home)
+    assert unknown.returncode == 2
+    assert "No sensor named 'nope'" in unknown.stderr and SENSOR in unknown.stderr
+
+
+def test_streaming_without_replication_slave_gives_the_grant_advice():
+    user = f"norepl_{uuid.uuid4().hex[:6]}"
+    conn = root_connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'")
+            cur.execute(f"GRANT SELECT, REPLICATION CLIENT ON *.* TO '{user}'@'%'")
+        settings = ConnectionSettings(host=MYSQL_HOST, port=MYSQL_PORT, user=user, password="pw")
+        start = master_position()
+        with pytest.raises(MissingPrivilegeError) as e:
+            list(BinlogReader(settings, 991177, start, None, is_mariadb=True, deadline_s=30))
+        msg = str(e.value)
+        assert f"User {user!r} lacks a privilege for reading the binlog" in msg
+        assert "1227" in msg and GRANT_ADVICE in msg
+        assert "pw" not in msg.replace(user, "")
+    finally:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+        conn.close()
+
+
+def test_table_include_list_entry_matching_nothing_is_reported():
+    with scratch_database("incl") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.orders (id INT PRIMARY KEY)")
+        mysql = capture_resource(db, table_include_list=[f"{db}.orders", f"{db}.ordres", f"{db}.cust.*"])
+        warnings = mysql.include_list_warnings()
+        assert len(warnings) == 2
+        assert warnings[0].startswith(f"table_include_list entry '{db}.ordres' matches no table on")
+        assert f"'{db}.cust.*'" in warnings[1]
+        assert capture_resource(db, table_include_list=[f"{db}.ord.*"]).include_list_warnings() == []
