@@ -186,7 +186,7 @@ def check_served(url: str, location: str) -> dict:
         "checksum_matches_source",
         "schema_matches_source",
     }
-    assert checks[(SERVER, "binlog")] == {"binlog_retention"}
+    assert checks[(SERVER, "binlog")] == {"binlog_retention", "changes_in_binlog"}
 
     sensors = {s["name"]: s for s in repo["sensors"]}
     assert SENSOR in sensors, sorted(sensors)

@@ -10,6 +10,7 @@ from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
 import dagster as dg
+import pymysql
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 
@@ -484,9 +485,16 @@ class MySqlCdcResource(dg.ConfigurableResource):
                             f"INSERT INTO `{db}`.`{t}` (id, type, data) VALUES (%s, 'execute-snapshot', %s)",
                             (sid, data),
                         )
+                    outcome = f"Repair queued: execute-snapshot signal {sid} ({data})"
+                except pymysql.err.MySQLError as e:
+                    outcome = (
+                        f"not repaired: writing the repair signal to {signal_table} failed ({e.args[0]}: "
+                        f"{e.args[-1]}); create the signal table (mysql.create_signal_table()) and grant "
+                        "the capture user INSERT on it, or insert the signal yourself: "
+                        f"INSERT INTO {signal_table} VALUES ('{sid}', 'execute-snapshot', '{data}')"
+                    )
                 finally:
                     conn.close()
-                outcome = f"Repair queued: execute-snapshot signal {sid} ({data})"
             context.log.warning(
                 f"Change not carried by the binlog: checksum_mismatch on {table} at {committed}: "
                 f"{len(differing)} key(s) differ from the source ({len(lake_only)} only in the lake). {outcome}."

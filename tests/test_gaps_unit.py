@@ -1,0 +1,255 @@
+"""Pure logic of the binlog-gap detection and repair planning (no server)."""
+
+import json
+
+import pytest
+
+from dagster_mysql_cdc.dagster_integration.status import CaptureStatus
+from dagster_mysql_cdc.errors import ConfigurationError
+from dagster_mysql_cdc.gaps import (
+    SIGNAL_DATA_LIMIT,
+    BinlogGap,
+    CascadeTracker,
+    check_gap_handling,
+    checksum_repair_signal,
+    key_ranges_filter,
+    queue_repairs,
+)
+from dagster_mysql_cdc.incremental import IncrementalState, TableProgress
+from dagster_mysql_cdc.source.foreign_keys import CascadingForeignKey, cascade_conditions, key_in_condition
+from dagster_mysql_cdc.source.schema import ColumnSchema, TableSchema
+from dagster_mysql_cdc.source.signals import InvalidSignal, parse_signal
+from dagster_mysql_cdc.source.statements import dml_target_tables, is_dml
+
+
+@pytest.mark.parametrize(
+    ("sql", "tables"),
+    [
+        ("INSERT INTO t (a) VALUES (1)", [("d0", "t")]),
+        ("insert into `my db`.`t 1` values (1)", [("my db", "t 1")]),
+        ("/* hint */ INSERT INTO t VALUES (1)", [("d0", "t")]),
+        ("INSERT INTO t SELECT * FROM u", [("d0", "t")]),
+        ("INSERT INTO t VALUES (1) ON DUPLICATE KEY UPDATE a = 2", [("d0", "t")]),
+        ("REPLACE INTO db.t VALUES (1)", [("db", "t")]),
+        ("UPDATE t SET a = 1 WHERE id = 2", [("d0", "t")]),
+        ("UPDATE a JOIN b ON a.id = b.id SET a.x = 1", [("d0", "a"), ("d0", "b")]),
+        ("UPDATE a, x.b SET a.x = 1, b.y = 2", [("d0", "a"), ("x", "b")]),
+        ("DELETE FROM x.t WHERE id = 1", [("x", "t")]),
+        ("DELETE a, b FROM a JOIN b ON a.id = b.id", [("d0", "a"), ("d0", "b")]),
+        ("DELETE p FROM t AS p JOIN u ON 1", [("d0", "t")]),
+        ("LOAD DATA INFILE '/tmp/x' INTO TABLE t", [("d0", "t")]),
+        ("LOAD DATA LOCAL INFILE '/tmp/x' REPLACE INTO TABLE z.t", [("z", "t")]),
+        ("CREATE TABLE x (a INT)", None),
+        ("ALTER TABLE t ADD c INT", None),
+        ("BEGIN", None),
+        ("TRUNCATE TABLE t", None),  # a DDL for MySQL: the schema history handles it
+    ],
+)
+def test_dml_target_tables(sql, tables):
+    assert dml_target_tables(sql, "d0") == tables
+    assert is_dml(sql) == (tables is not None)
+
+
+def test_unqualified_dml_without_default_database_names_no_table():
+    assert dml_target_tables("INSERT INTO t VALUES (1)", None) == []
+
+
+FK = CascadingForeignKey(
+    name="fk_child",
+    child=("d", "child"),
+    child_columns=("parent_id",),
+    parent=("d", "parent"),
+    parent_columns=("id",),
+    on_delete="SET NULL",
+    on_update="CASCADE",
+)
+FK_KEY = CascadingForeignKey(
+    name="fk_link",
+    child=("d", "link"),
+    child_columns=("pa", "pb"),
+    parent=("d", "parent2"),
+    parent_columns=("a", "b"),
+    on_delete="RESTRICT",
+    on_update="CASCADE",
+)
+
+
+def test_cascade_tracker_turns_key_changes_into_filtered_repairs():
+    tr = CascadeTracker({("d", "parent"): [FK], ("d", "parent2"): [FK_KEY]})
+    tr.add(
+        ("d", "parent"),
+        "u",
+        [{"before_values": {"id": 1, "n": "a"}, "after_values": {"id": 7, "n": "a"}}],
+        "f:10",
+    )
+    tr.add(
+        ("d", "parent"),
+        "u",
+        [{"before_values": {"id": 2, "n": "a"}, "after_values": {"id": 2, "n": "b"}}],
+        "f:20",
+    )
+    tr.add(("d", "parent"), "d", [{"values": {"id": 3, "n": "x"}}], "f:30")
+    tr.add(("d", "parent2"), "d", [{"values": {"a": 1, "b": "x"}}], "f:40")  # RESTRICT: nothing
+    tr.add(
+        ("d", "parent2"),
+        "u",
+        [{"before_values": {"a": 1, "b": "x"}, "after_values": {"a": 1, "b": "y"}}],
+        "f:50",
+    )
+    gaps = {(g.table, g.position): g for g in tr.gaps()}
+    assert set(gaps) == {("d.child", "f:10"), ("d.child", "f:30"), ("d.link", "f:50")}
+    assert gaps[("d.child", "f:10")].filter == "`parent_id` IN (1, 7)"
+    assert gaps[("d.child", "f:10")].key_map == {"columns": ["parent_id"], "pairs": [[[1], [7]]]}
+    assert gaps[("d.child", "f:30")].filter == "`parent_id` IN (3) OR `parent_id` IS NULL"
+    assert gaps[("d.child", "f:30")].key_map is None
+    assert "ON DELETE SET NULL" in gaps[("d.child", "f:30")].detail
+    assert gaps[("d.link", "f:50")].filter == "(`pa`, `pb`) IN ((1, 'x'), (1, 'y'))"
+
+
+def test_cascade_without_column_names_repairs_the_whole_child_table():
+    tr = CascadeTracker({("d", "parent"): [FK]})
+    tr.add(("d", "parent"), "d", [{"values": {"UNKNOWN_COL0": 3}}], "f:1")
+    (g,) = tr.gaps()
+    assert g.filter is None
+
+
+def test_unsafe_values_give_no_filter():
+    assert key_in_condition(["k"], [(b"\x00\x01",)]) is None
+    assert cascade_conditions(FK, "CASCADE", [(None,)]) is None
+    assert key_in_condition(["k"], [("a'b",)]) == "`k` IN ('a''b')"
+
+
+def _schema(table, cols, pk):
+    return TableSchema(
+        database="d",
+        table=table,
+        columns=tuple(ColumnSchema(name=c, data_type="int", position=i + 1) for i, c in enumerate(cols)),
+        primary_key=tuple(pk),
+    )
+
+
+def test_queue_repairs_queues_once_and_explains_what_it_cannot_repair():
+    schemas = {
+        ("d", "child"): _schema("child", ["id", "parent_id"], ["id"]),
+        ("d", "keyless"): _schema("keyless", ["a"], []),
+    }
+    gaps = [
+        BinlogGap(
+            "fk_cascade",
+            "d.child",
+            "f:1",
+            "x",
+            filter="`parent_id` IN (1, 7)",
+            key_map={"columns": ["parent_id"], "pairs": []},
+        ),
+        BinlogGap("fk_cascade", "d.child", "f:2", "x", filter="`parent_id` IN (1, 7)"),
+        BinlogGap("statement_dml", "d.keyless", "f:3", "x"),
+        BinlogGap("statement_dml", "d.gone", "f:4", "x"),
+        BinlogGap("statement_dml", "d.child", "f:5", "x", filter="SLEEP(1) = 0"),
+    ]
+    state = queue_repairs(None, gaps, schemas, "repair-1")
+    assert state is not None and state.snapshot_id == "repair-1"
+    assert [(p.table, p.filter, p.key_map) for p in state.tables] == [
+        ("d.child", "`parent_id` IN (1, 7)", None),  # key_map only when its columns are in the key
+        ("d.child", None, None),  # an unsafe filter falls back to the whole table
+    ]
+    assert state.tables[0].reason.startswith("fk_cascade at f:1")
+    assert gaps[0].repair.startswith("Repair queued: incremental snapshot repair-1 of rows where")
+    assert gaps[1].repair == gaps[0].repair
+    assert "need a primary key" in gaps[2].repair
+    assert "not in the schema catalog" in gaps[3].repair
+    # an existing snapshot keeps its id; repairs are appended
+    st2 = queue_repairs(IncrementalState("sig-9", [TableProgress("d.other")]), gaps[:1], schemas, "repair-2")
+    assert st2.snapshot_id == "sig-9" and [p.table for p in st2.tables] == ["d.other", "d.child"]
+
+
+def test_state_with_repair_fields_round_trips_and_stays_compact_without():
+    st = IncrementalState(
+        "r",
+        [
+            TableProgress(
+                "d.t",
+                filter="`a` IN (1)",
+                reason="why",
+                key_map={"columns": ["a"], "pairs": [[[1], [2]]]},
+                candidate_keys=[[5]],
+            ),
+            TableProgress("d.u"),
+        ],
+    )
+    again = IncrementalState.from_dict(json.loads(json.dumps(st.to_dict())))
+    assert again == st
+    assert "reason" not in st.to_dict()["tables"][1]
+
+
+def test_gap_handling_modes():
+    assert check_gap_handling("warn") == "warn"
+    with pytest.raises(ConfigurationError, match="binlog_gap_handling='fix' is not valid; use one of"):
+        check_gap_handling("fix")
+
+
+def test_key_ranges_and_checksum_signal():
+    assert (
+        key_ranges_filter(["id"], [(1,), (3,), (2,)])
+        == "(`id` BETWEEN 1 AND 1) OR (`id` BETWEEN 2 AND 2) OR (`id` BETWEEN 3 AND 3)"
+    )
+    assert (
+        key_ranges_filter(["id"], [(i,) for i in range(100)], max_ranges=2)
+        == "(`id` BETWEEN 0 AND 49) OR (`id` BETWEEN 50 AND 99)"
+    )
+    assert key_ranges_filter(["id"], []) is None
+    assert key_ranges_filter(["id"], [(b"x",)]) is None
+    sid, data = checksum_repair_signal("d.t", ["id"], [(5,), (9,)], [(9,)], "checksum_mismatch at f:1")
+    assert sid.startswith("repair-") and len(sid) <= 42
+    sig = parse_signal({"id": sid, "type": "execute-snapshot", "data": data})
+    assert sig.conditions == {"d.t": "(`id` BETWEEN 5 AND 5) OR (`id` BETWEEN 9 AND 9)"}
+    assert sig.reason == "checksum_mismatch at f:1" and sig.delete_keys == ((9,),)
+    # too many keys for the signal's data column: ranges are kept, delete keys dropped
+    _, big = checksum_repair_signal(
+        "d.t", ["id"], [(i,) for i in range(5000)], [(i,) for i in range(5000)], "r"
+    )
+    assert len(big) <= SIGNAL_DATA_LIMIT and "delete-keys" not in big and "additional-conditions" in big
+
+
+def test_repair_signal_fields_are_validated():
+    with pytest.raises(InvalidSignal, match="delete-keys must be a list of key value lists"):
+        parse_signal(
+            {
+                "id": "x",
+                "type": "execute-snapshot",
+                "data": '{"data-collections": ["d.t"], "delete-keys": [1]}',
+            }
+        )
+    with pytest.raises(InvalidSignal, match="reason must be a string"):
+        parse_signal(
+            {"id": "x", "type": "execute-snapshot", "data": '{"data-collections": ["d.t"], "reason": 3}'}
+        )
+
+
+def test_status_line():
+    st = CaptureStatus(
+        sensor="s",
+        committed="mysql-bin.000002:400",
+        server_position="mysql-bin.000002:900",
+        lag_bytes=500,
+        lag_seconds=2.25,
+        inflight={"kind": "stream", "window": "a -> b", "attempt": 2, "run_id": "r", "run_status": "STARTED"},
+        incremental={
+            "snapshot_id": "repair-1",
+            "current_table": "d.t",
+            "current_chunks": 3,
+            "current_rows": 3000,
+            "queued": ["d.u"],
+            "paused": False,
+            "repairs": ["statement_dml at f:1"],
+        },
+        last_error="run x FAILURE",
+    )
+    assert st.line() == (
+        "s: committed mysql-bin.000002:400 | lag 500 bytes, 2.2 s | in flight: stream a -> b attempt 2 (STARTED) | "
+        "incremental repair-1: d.t chunk 3 (3000 rows), 1 queued, repairing: ['statement_dml at f:1'] | last error: run x FAILURE"
+    )
+    assert CaptureStatus("s", None).line() == (
+        "s: committed nothing (no snapshot yet) | lag unknown (server not reachable) | in flight: none | "
+        "incremental: none | last error: none"
+    )
