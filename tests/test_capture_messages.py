@@ -54,8 +54,9 @@ def _cli(*args: str, home, extra_env=None) -> subprocess.CompletedProcess:
 def test_status_command_reads_the_sensor_cursor_and_rejected_signals_warn(local_storage, tmp_path):
     with scratch_database("status") as (db, conn):
         with conn.cursor() as cur:
-            cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
-            cur.execute(f"INSERT INTO {db}.t SELECT seq, seq FROM seq_1_to_100")
+            cur.execute(f"USE {db}")
+            cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+            cur.execute("INSERT INTO t SELECT seq, seq FROM seq_1_to_100")
         mysql = capture_resource(db)
         mysql.create_signal_table()
         cdc = SensorDriven(mysql, local_storage.base_uri)

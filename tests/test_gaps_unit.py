@@ -253,3 +253,34 @@ def test_status_line():
         "s: committed nothing (no snapshot yet) | lag unknown (server not reachable) | in flight: none | "
         "incremental: none | last error: none"
     )
+
+
+def test_gap_handling_fail_warn_and_no_signal_table():
+    from dagster_mysql_cdc.events import BinlogPosition
+    from dagster_mysql_cdc.gaps import BinlogGapError
+    from dagster_mysql_cdc.stream import IncrementalOptions, StreamOptions, _handle_gaps
+
+    schemas = {("d", "t"): _schema("t", ["id"], ["id"])}
+    start = BinlogPosition("mysql-bin.000001", 4)
+
+    def gaps():
+        return [BinlogGap("statement_dml", "d.t", "mysql-bin.000001:99", "INSERT ...")]
+
+    with pytest.raises(BinlogGapError, match=r"statement_dml on d\.t at mysql-bin\.000001:99") as e:
+        _handle_gaps(
+            gaps(), None, StreamOptions(gap_handling="fail"), IncrementalOptions("d.sig"), schemas, start
+        )
+    assert "binlog_gap_handling='repair'" in str(e.value)
+    g = gaps()
+    assert (
+        _handle_gaps(g, None, StreamOptions(gap_handling="warn"), IncrementalOptions("d.sig"), schemas, start)
+        is None
+    )
+    assert g[0].repair.startswith("Not repaired (binlog_gap_handling='warn')")
+    g = gaps()
+    assert _handle_gaps(g, None, StreamOptions(), IncrementalOptions(None), schemas, start) is None
+    assert "need the signal table" in g[0].repair
+    g = gaps()
+    st = _handle_gaps(g, None, StreamOptions(), IncrementalOptions("d.sig"), schemas, start)
+    assert st is not None and [(p.table, p.filter) for p in st.tables] == [("d.t", None)]
+    assert st.snapshot_id == f"repair-{start.as_version()}"
