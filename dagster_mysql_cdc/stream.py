@@ -448,11 +448,25 @@ def run_window(
         try:
             if sig.conditions and fallback_conn is None:
                 fallback_conn = connect(settings)  # filters are tried on the server once
-            extra = {"reason": sig.reason, "delete_keys": sig.delete_keys}
             state, msgs = start_snapshot(
-                state, sig.id, wanted, sig.conditions, known, conn=fallback_conn, **extra
+                state,
+                sig.id,
+                wanted,
+                sig.conditions,
+                known,
+                conn=fallback_conn,
+                reason=sig.reason,
+                delete_keys=sig.delete_keys,
             )
-            state_before, _ = start_snapshot(state_before, sig.id, wanted, sig.conditions, known, **extra)
+            state_before, _ = start_snapshot(
+                state_before,
+                sig.id,
+                wanted,
+                sig.conditions,
+                known,
+                reason=sig.reason,
+                delete_keys=sig.delete_keys,
+            )
         except (InvalidSignal, IncrementalSnapshotError) as e:
             reject(f"signal {sig.id} skipped: {e}")
             return

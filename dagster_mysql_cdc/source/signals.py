@@ -218,8 +218,8 @@ _ALLOWED_TEXT = (
 )
 
 
-def _describe(node: exp.Expression) -> str:
-    """What a rejected filter element is, in SQL terms (never sqlglot class names)."""
+def _describe(node: Any) -> str:
+    """What a rejected filter element (a sqlglot node) is, in SQL terms (never sqlglot class names)."""
     text = node.sql(dialect="mysql")[:60]
     if isinstance(node, exp.Exists):
         return f"uses EXISTS ({text})"
