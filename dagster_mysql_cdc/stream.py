@@ -614,7 +614,11 @@ def run_window(
                     break  # streaming pauses here; the caller runs the blocking snapshot
             elif isinstance(item, StatementDml):
                 targets = dml_target_tables(item.sql, item.database)
-                for db, t in targets or [(item.database or "?", "?")]:
+                if not targets and (
+                    item.database is None or any(d == item.database for d, _ in captured_tables())
+                ):
+                    targets = [(item.database or "?", "?")]  # tables not named: reported, not repaired
+                for db, t in targets or []:
                     if t != "?" and (not table_filter.matches(db, t) or (db, t) == sig_key):
                         continue
                     name = f"{db}.{t}"
