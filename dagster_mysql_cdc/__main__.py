@@ -4,7 +4,8 @@ Prints the capture's state in one line (committed position, lag in bytes and sec
 flight, incremental snapshot progress, last error) from the sensor cursor stored in the Dagster
 instance at ``DAGSTER_HOME``; ``--json`` prints it as JSON. The lag needs the source server:
 ``--host``/``--port``/``--user`` (defaults: ``CDC_MYSQL_HOST``, ``CDC_MYSQL_PORT``,
-``CDC_MYSQL_USER``), password from ``CDC_MYSQL_PASSWORD``; ``--no-server`` skips it.
+``CDC_MYSQL_USER``), password from ``CDC_MYSQL_PASSWORD``, TLS with ``--ssl-mode``/``--ssl-ca``
+(``CDC_MYSQL_SSL_MODE``, ``CDC_MYSQL_SSL_CA``); ``--no-server`` skips it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,14 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--host", default=os.environ.get("CDC_MYSQL_HOST", "127.0.0.1"))
     st.add_argument("--port", type=int, default=int(os.environ.get("CDC_MYSQL_PORT", "3306")))
     st.add_argument("--user", default=os.environ.get("CDC_MYSQL_USER", "cdc"))
+    st.add_argument(
+        "--ssl-mode",
+        default=os.environ.get("CDC_MYSQL_SSL_MODE", "preferred"),
+        help="TLS to the source (database.ssl.mode): disabled, preferred, required, verify_ca, verify_identity",
+    )
+    st.add_argument(
+        "--ssl-ca", default=os.environ.get("CDC_MYSQL_SSL_CA"), help="CA certificate (path or PEM)"
+    )
     st.add_argument("--no-server", action="store_true", help="do not connect to the source (no lag)")
     st.add_argument("--json", action="store_true", help="print JSON instead of one line")
     args = parser.parse_args(argv)
@@ -47,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
             port=args.port,
             user=args.user,
             password=os.environ.get("CDC_MYSQL_PASSWORD", ""),
+            ssl_mode=args.ssl_mode,
+            ssl_ca=args.ssl_ca,
         )
     )
     with dg.DagsterInstance.get() as instance:
