@@ -24,6 +24,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from assets.inventory import SERVER_NAME
 from dagster_mysql_cdc import CdcLakeResource
+from dagster_mysql_cdc.sink.state_rows import live_multiset
 
 ORDERS = dg.AssetKey([SERVER_NAME, "inventory", "orders"])
 PRODUCTS = dg.AssetKey([SERVER_NAME, "inventory", "products"])
@@ -44,9 +45,11 @@ TOTALS_SCHEMA = pa.schema(
 
 
 def live_rows(uri: str, storage_options: dict[str, str], columns: list[str]) -> pa.Table:
-    """The live rows of a captured table's ``state`` Delta table (tombstones dropped)."""
-    t = DeltaTable(uri, storage_options=storage_options).to_pyarrow_table(columns=[*columns, "__deleted"])
-    return t.filter(pc.invert(t["__deleted"])).select(columns)
+    """The live rows of a captured table's ``state`` Delta table (tombstones dropped; a keyless
+    table's row repeated ``__count`` times, one per copy in the source)."""
+    dt = DeltaTable(uri, storage_options=storage_options)
+    meta = ["__deleted"] + (["__count"] if "__count" in dt.schema().to_arrow().names else [])
+    return live_multiset(dt.to_pyarrow_table(columns=[*columns, *meta])).select(columns)
 
 
 def order_totals(orders: pa.Table, products: pa.Table) -> pa.Table:

@@ -80,7 +80,12 @@ STATE_META_FIELDS = (
     pa.field("__binlog_row", pa.int32()),
     pa.field("__gtid", pa.string()),
 )
-STATE_META_NAMES = tuple(f.name for f in STATE_META_FIELDS)
+#: Multiplicity column of a keyless table's state (one state row per distinct row value; the
+#: source holds ``__count`` copies of it; live while ``__count > 0``). Keyed tables have no such
+#: column (a key occurs at most once).
+COUNT_FIELD = pa.field("__count", pa.int64())
+#: Names of every metadata column a state table may have (readers drop them to get the row image).
+STATE_META_NAMES = tuple(f.name for f in STATE_META_FIELDS) + (COUNT_FIELD.name,)
 
 _BINLOG_SEQ = re.compile(r"\.(\d+)$")
 
@@ -178,15 +183,20 @@ def change_log_schema(value_schema: pa.Schema, primary_key: tuple[str, ...]) -> 
     return pa.schema(fields)
 
 
-def state_schema(value_schema: pa.Schema) -> pa.Schema:
-    """Arrow schema of a table's current-state dataset: its columns + :data:`STATE_META_FIELDS`."""
+def state_schema(value_schema: pa.Schema, *, keyless: bool = False) -> pa.Schema:
+    """Arrow schema of a table's current-state dataset: its columns + :data:`STATE_META_FIELDS`
+    (+ :data:`COUNT_FIELD` for a keyless table, whose state is a multiset).
+
+    Raises:
+        ValueError: a column of the table has the name of a metadata column.
+    """
     clash = [f.name for f in value_schema if f.name in STATE_META_NAMES]
     if clash:
         raise ValueError(
             f"Column(s) {clash} collide with the state table's metadata columns; rename them "
             "or exclude the table."
         )
-    return pa.schema(list(value_schema) + list(STATE_META_FIELDS))
+    return pa.schema(list(value_schema) + list(STATE_META_FIELDS) + ([COUNT_FIELD] if keyless else []))
 
 
 def _const(value: Any, typ: pa.DataType, n: int) -> pa.Array:

@@ -203,6 +203,10 @@ class PlannedChunk:
     high: dict | None = None  # read-only mode: binlog position after the SELECT (high watermark)
     reason: str | None = None  # repair reason (``__cdc.repair`` header of the emitted rows)
     deletes_path: str | None = None  # stashed before-images of keys the source no longer has
+    key_lo: list | None = None  # the chunk's key range (key_lo, key_hi], encoded raw keys; None:
+    key_hi: list | None = None  # unbounded (first / last chunk of the table)
+    absent_path: str | None = None  # lake rows in the range the source no longer has (Parquet)
+    absent: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -304,6 +308,15 @@ def read_chunk(storage: StorageSettings, chunk: PlannedChunk, path: str | None =
         return pq.read_table(io.BytesIO(fh.read()))
 
 
+def read_absent(storage: StorageSettings, chunk: PlannedChunk) -> pa.Table | None:
+    """The lake rows in the chunk's key range that the source no longer had (``None``: none)."""
+    if not chunk.absent_path:
+        return None
+    fs = storage.pyarrow_filesystem()
+    with fs.open_input_stream(storage.fs_path(chunk.absent_path)) as fh:
+        return pq.read_table(io.BytesIO(fh.read()))
+
+
 # -- planning ----------------------------------------------------------------------------------
 def chunk_id_for(snapshot_id: str, seq: int) -> str:
     """Id of a chunk: ``<snapshot id prefix>-<seq>-<random>``, at most 39 characters so that its
@@ -351,6 +364,13 @@ def plan_chunks(
     server's binlog position (with its executed GTID set) read just before and just after the
     chunk ``SELECT`` are the low and high watermarks.
 
+    Each chunk covers the key range ``(key_lo, key_hi]`` (the first chunk of a table starts at
+    the smallest key, the last one ends above the largest; a filter that matches nothing gives
+    one empty chunk over the whole table). Inside the watermark window, the keys the source has
+    in that range are read *without* the filter, and the lake's live rows in the range that the
+    source no longer has are stashed with the chunk (:mod:`.absent_rows`): the window emits a
+    delete for each (unless the binlog touched its key inside the window).
+
     Returns:
         (chunks, state after planning, server position after the last high watermark).
 
@@ -361,13 +381,17 @@ def plan_chunks(
         raise IncrementalSnapshotError(
             f"watermark strategy {strategy!r} is not one of {WATERMARK_STRATEGIES}"
         )
+    from .absent_rows import LakeLiveRows, converted_key, source_keys_in_range, unsupported_key_reason
+
     state = state.copy()
     chunks: list[PlannedChunk] = []
     sdb, _, stable = signal_table.partition(".")
     sig = f"{quote_identifier(sdb)}.{quote_identifier(stable)}"
     conn = connect(settings, autocommit=True)
     fs = storage.pyarrow_filesystem()
+    lake_rows: dict[str, LakeLiveRows | None] = {}
     try:
+        plan_start = current_position(conn, info)  # lake rows older than this: committed before
         while state.tables and not state.paused and len(chunks) < max_chunks:
             prog = state.tables[0]
             schema = schemas.get(prog.key)
@@ -376,8 +400,20 @@ def plan_chunks(
                 state.tables.pop(0)
                 continue
             pk = _pk_cols(schema)
+            conv = TableConverter(schema, type_options, "pymysql")
+            if prog.table not in lake_rows:
+                why = unsupported_key_reason(schema)
+                if why:
+                    log.warning("Incremental snapshot: %s", why)
+                lake_rows[prog.table] = (
+                    None
+                    if why
+                    else LakeLiveRows(storage, server_name, schema, conv.arrow_schema, before=plan_start)
+                )
+            lake = lake_rows[prog.table]
             tbl = f"{quote_identifier(schema.database)}.{quote_identifier(schema.table)}"
             where_filter = f" AND ({prog.filter})" if prog.filter else ""
+            empty = False
             with conn.cursor() as cur:
                 if prog.max_key is None:
                     cur.execute(
@@ -385,13 +421,15 @@ def plan_chunks(
                         f"ORDER BY {', '.join(quote_identifier(c) + ' DESC' for c in pk)} LIMIT 1"
                     )
                     row = cur.fetchone()
-                    if row is None and not (prog.candidate_keys and prog.chunks == 0):  # empty table
+                    if row is None and lake is None and not (prog.candidate_keys and prog.chunks == 0):
+                        # empty table (or nothing matches the filter): no lake rows or repair keys to check
                         state.done.append(prog.table)
                         state.tables.pop(0)
                         continue
-                    # no row but keys to check (a repair of rows the source deleted): one chunk
-                    # that reads nothing and checks the candidates between its watermarks
-                    prog.max_key = encode_key(row) if row is not None else None
+                    if row is None:  # one empty chunk: lake rows of the whole table may be gone, and a
+                        empty = True  # repair's candidate keys are checked between its watermarks
+                    else:
+                        prog.max_key = encode_key(row)
                 state.chunk_seq += 1
                 chunk_id = chunk_id_for(state.snapshot_id, state.chunk_seq)
                 open_id, close_id = f"{chunk_id}-o", f"{chunk_id}-c"
@@ -409,9 +447,9 @@ def plan_chunks(
                     conds.append(_row_cmp(pk, ">"))
                     params += decode_key(prog.last_key)
                 rows: list[tuple] = []
-                if prog.max_key is not None:
+                if not empty:
                     conds.append(_row_cmp(pk, "<="))
-                    params += decode_key(prog.max_key)
+                    params += decode_key(prog.max_key or [])
                     cols = ", ".join(select_expression(c) for c in schema.columns)
                     # this query has parameters: pymysql %-formats it, so a '%' of the filter
                     # (modulo, LIKE pattern, string literal) must be doubled
@@ -423,6 +461,20 @@ def plan_chunks(
                     rows = list(cur.fetchall())
                 # between the watermarks, like the chunk: keys a repair expects gone from the source
                 gone = _absent_rows(cur, schema, tbl, pk, rows, prog)
+                idx = [schema.column_names.index(c) for c in pk]
+                key_lo = prog.last_key
+                last = (
+                    empty or len(rows) < chunk_size or encode_key([rows[-1][i] for i in idx]) == prog.max_key
+                )
+                key_hi = None if last else encode_key([rows[-1][i] for i in idx])
+                absent = None
+                if lake is not None:  # inside the watermark window, without the filter
+                    have = source_keys_in_range(cur, schema, type_options, key_lo, key_hi)
+                    absent = lake.absent(
+                        converted_key(schema, type_options, key_lo),
+                        converted_key(schema, type_options, key_hi),
+                        have,
+                    )
                 if read_only:
                     high = current_position(conn, info).to_dict()
                 elif strategy == "insert_insert":
@@ -433,7 +485,6 @@ def plan_chunks(
                 else:
                     cur.execute(f"DELETE FROM {sig} WHERE id = %s", (open_id,))
                     close_id = open_id
-            conv = TableConverter(schema, type_options, "pymysql")
             batch = conv.to_record_batch(rows)
             path = storage.uri(
                 "_staging", server_name, "incremental", f"{chunk_id}-{uuid.uuid4().hex[:8]}.parquet"
@@ -451,6 +502,11 @@ def plan_chunks(
                     pq.write_table(
                         pa.Table.from_batches([conv.to_record_batch(gone)], schema=conv.arrow_schema), out
                     )
+            absent_path = None
+            if absent is not None and absent.num_rows:
+                absent_path = path.replace(".parquet", "-absent.parquet")
+                with fs.open_output_stream(storage.fs_path(absent_path)) as out:
+                    pq.write_table(absent, out)
             chunks.append(
                 PlannedChunk(
                     chunk_id,
@@ -463,14 +519,17 @@ def plan_chunks(
                     high,
                     reason=prog.reason,
                     deletes_path=deletes_path,
+                    key_lo=key_lo,
+                    key_hi=key_hi,
+                    absent_path=absent_path,
+                    absent=absent.num_rows if absent is not None else 0,
                 )
             )
             prog.chunks += 1
             prog.rows += len(rows)
-            idx = [schema.column_names.index(c) for c in pk]
             if rows:
                 prog.last_key = encode_key([rows[-1][i] for i in idx])
-            if len(rows) < chunk_size or prog.last_key == prog.max_key:
+            if last:
                 state.done.append(prog.table)
                 state.tables.pop(0)
         end = current_position(conn, info)

@@ -119,6 +119,8 @@ class RangeSnapshot:
     rows_emitted: int
     low: BinlogPosition
     high: BinlogPosition
+    deletes: pa.RecordBatch | None = None  # op=d of lake rows the source no longer has
+    rows_deleted: int = 0
 
 
 def snapshot_range(
@@ -131,8 +133,13 @@ def snapshot_range(
     type_options: TypeOptions,
     server_name: str,
     replica_server_id: int,
+    storage: StorageSettings | None = None,
 ) -> RangeSnapshot:
     """Re-snapshot one key range with watermarks (see module docs).
+
+    With ``storage`` (the lake), live lake rows of the range that the source no longer has get a
+    delete event at the high watermark (:mod:`.absent_rows`; integer keys only), so the range's
+    state converges to the source even after changes the binlog does not carry.
 
     Raises:
         ConfigurationError: no signal table is configured.
@@ -157,8 +164,20 @@ def snapshot_range(
         conds.append(f"({cols_pk}) <= ({ph})")
         params += decode_key(rng.hi)
     where = ("WHERE " + " AND ".join(conds)) if conds else ""
+    from .absent_rows import LakeLiveRows, converted_key, delete_events, key_tuples, unsupported_key_reason
+
+    pconv = TableConverter(schema, type_options, "pymysql")
+    lake = None
+    if storage is not None:
+        why = unsupported_key_reason(schema)
+        if why:
+            log.warning("Range re-snapshot: %s", why)
     conn = connect(settings, autocommit=True)
     try:
+        if storage is not None and not why:  # lake rows committed before the low watermark
+            lake = LakeLiveRows(
+                storage, server_name, schema, pconv.arrow_schema, before=current_position(conn, info)
+            )
         low = current_position(conn, info)
         with conn.cursor() as cur:
             cur.execute(
@@ -206,7 +225,6 @@ def snapshot_range(
                         touched.add(tuple(conv[i] for i in kidx))
     if hw is None:
         raise ConfigurationError(f"high watermark {wid} not found in the binlog between {low} and {high}")
-    pconv = TableConverter(schema, type_options, "pymysql")
     builder = ChangeEventBuilder(
         pconv.arrow_schema,
         schema.primary_key,
@@ -233,4 +251,30 @@ def snapshot_range(
             snapshot="incremental",
         )
         emitted += 1
-    return RangeSnapshot(builder.to_record_batch(), len(rows), emitted, low, BinlogPosition(hw[0], hw[1]))
+    high = BinlogPosition(hw[0], hw[1])
+    deletes = None
+    if lake is not None:  # the SELECT read the whole range (no filter): its keys are the source's
+        absent = lake.absent(
+            converted_key(schema, type_options, rng.lo),
+            converted_key(schema, type_options, rng.hi),
+            key_tuples(batch, pk),
+        )
+        deletes = delete_events(
+            absent,
+            schema=schema,
+            value_schema=pconv.arrow_schema,
+            server_name=server_name,
+            server_id=hw[3],
+            position=high,
+            source_ts_ms=hw[2],
+            skip_keys=touched,
+        )
+    return RangeSnapshot(
+        builder.to_record_batch(),
+        len(rows),
+        emitted,
+        low,
+        high,
+        deletes=deletes,
+        rows_deleted=deletes.num_rows if deletes is not None else 0,
+    )

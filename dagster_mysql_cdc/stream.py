@@ -38,6 +38,7 @@ from .incremental import (
     PlannedChunk,
     load_plan,
     plan_chunks,
+    read_absent,
     read_chunk,
     save_plan,
     start_snapshot,
@@ -334,6 +335,10 @@ def run_window(
             end = plan.end
             result.end = end
     open_windows: dict[str, tuple[PlannedChunk, set]] = {}  # table -> (chunk, touched keys)
+    # keys of the planned tables touched by this window before their chunk closes (outside chunk
+    # windows and in earlier chunks' windows): a lake row the binlog changes in this window is not
+    # deleted as absent (the binlog's own event says what happened)
+    seen: dict[str, set] = {c.table: set() for c in [*chunks_by_close.values(), *positional]}
     stopped: set[str] = set()
     blocking: list[tuple[str, str]] = []
 
@@ -547,13 +552,16 @@ def run_window(
                 headers=headers,
             )
         )
-        info_row = {
+        from .absent_rows import delete_events, key_tuples
+
+        info_row: dict[str, Any] = {
             "chunk": c.id,
             "table": c.table,
             "read": c.rows,
             "emitted": emitted,
             "dropped": c.rows - emitted,
         }
+        gone_keys: set[tuple] = set()
         if c.deletes_path:
             # keys a repair found gone from the source (between the watermarks): deleted at the
             # high watermark unless the binlog changed them inside the window
@@ -576,6 +584,34 @@ def run_window(
                 )
             )
             info_row["deleted"] = gone.num_rows
+            gone_keys = key_tuples(gone, te.schema.primary_key)
+        deleted = 0
+        absent = read_absent(storage, c)
+        if absent is not None:  # lake rows of the chunk's key range the source no longer had
+            deletes = delete_events(
+                pa.table(
+                    [
+                        absent.column(f.name).cast(f.type)
+                        if f.name in absent.column_names
+                        else pa.nulls(absent.num_rows, f.type)
+                        for f in target
+                    ],
+                    schema=target,
+                ),
+                schema=te.schema,
+                value_schema=target,
+                server_name=server_name,
+                server_id=ev.server_id,
+                position=BinlogPosition(ev.file, ev.pos),
+                source_ts_ms=ev.ts_ms,
+                # keys the binlog changed, and keys the repair's own deletes above already cover
+                skip_keys=touched | seen.get(c.table, set()) | gone_keys,
+            )
+            deleted = deletes.num_rows
+            te.append_batch(deletes)
+        if c.table in seen:  # the next chunks of the table leave these keys to the binlog too
+            seen[c.table] |= touched
+        info_row["deleted_absent_from_source"] = deleted
         if c.reason:
             info_row["repair"] = c.reason
         result.chunks.append(info_row)
@@ -596,12 +632,13 @@ def run_window(
                 te = table_events(item.database, item.table)
                 if te is None:
                     continue
-                window = open_windows.get(f"{item.database}.{item.table}")
+                name = f"{item.database}.{item.table}"
+                window = open_windows.get(name)
                 _add_rows(
                     te,
                     item,
                     tx_counter if options.provide_transaction_metadata else None,
-                    touched=window[1] if window else None,
+                    touched=window[1] if window else seen.get(name),
                 )
                 result.last_event_ts_ms = item.ts_ms
                 te.maybe_flush()

@@ -7,6 +7,7 @@ from conftest import root_connect
 from deltalake import DeltaTable
 
 from dagster_mysql_cdc.events import STATE_META_NAMES
+from dagster_mysql_cdc.sink.state_rows import live_multiset
 from dagster_mysql_cdc.sink.storage import StorageSettings
 from dagster_mysql_cdc.source.catalog import read_table_schemas
 from dagster_mysql_cdc.source.types import TableConverter, TypeOptions
@@ -17,9 +18,9 @@ def read_delta(storage: StorageSettings, uri: str) -> pa.Table:
 
 
 def live_state_rows(storage: StorageSettings, uri: str, key: list[str]) -> list[dict]:
-    """Rows of a state table that are not tombstones, without metadata columns, sorted by key."""
-    t = read_delta(storage, uri)
-    rows = [r for r in t.to_pylist() if not r["__deleted"]]
+    """Rows of a state table that are not tombstones, without metadata columns, sorted by key; a
+    keyless table's row once per copy (``__count``), i.e. the source as a multiset."""
+    rows = live_multiset(read_delta(storage, uri)).to_pylist()
     for r in rows:
         for m in STATE_META_NAMES:
             r.pop(m, None)
@@ -39,7 +40,8 @@ def source_table(db: str, table: str) -> tuple[pa.Table, list[str]]:
     finally:
         conn.close()
     key = list(schema.primary_key)
-    return pa.Table.from_batches([batch]).sort_by([(k, "ascending") for k in key]), key
+    t = pa.Table.from_batches([batch])
+    return (t.sort_by([(k, "ascending") for k in key]) if key else t), key
 
 
 def source_rows(db: str, table: str) -> tuple[list[dict], list[str]]:

@@ -1,9 +1,18 @@
 """A table without a primary key: every column is the key (Debezium message.key.columns over all
 columns); inserts, updates and deletes still converge in the current state."""
 
+from collections import Counter
+
 import pytest
 from deltalake import DeltaTable
+from lake_utils import live_state_rows, source_table
 from sensor_harness import SensorDriven, capture_resource, scratch_database
+
+from dagster_mysql_cdc.dagster_integration.checks import _lake_live_rows
+from dagster_mysql_cdc.errors import SinkError
+from dagster_mysql_cdc.sink import lake as lake_module
+from dagster_mysql_cdc.sink.lake import _StateApplier
+from dagster_mysql_cdc.stream import STREAM_APP_ID
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -38,3 +47,114 @@ def test_keyless_table_streams_and_converges(local_storage):
             .to_pylist()
         )
         assert sorted(log) == ["c", "d", "r", "r", "r", "u"]
+
+
+# -- multiplicity: the state of a keyless table is the source as a multiset ------------------------
+
+
+def lake_multiset(storage, db: str, table: str) -> Counter:
+    """Live rows of the lake state (one per copy: ``__count`` expanded) as a multiset of tuples."""
+    rows = live_state_rows(storage, storage.uri(db, db, table, "state"), [])
+    return Counter(tuple(r.values()) for r in rows)
+
+
+def source_multiset(db: str, table: str) -> Counter:
+    t, _ = source_table(db, table)
+    return Counter(tuple(r.values()) for r in t.to_pylist())
+
+
+def fill_duplicates(conn, db: str, rows: int, distinct: int) -> None:
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE {db}.dup (a INT, b VARCHAR(8) NULL)")
+        values = [(i % distinct, None if i % distinct == 0 else f"v{i % 3}") for i in range(rows)]
+        cur.executemany(f"INSERT INTO {db}.dup VALUES (%s, %s)", values)
+
+
+def single_copy_changes(conn, db: str) -> None:
+    """Deletes and updates of single copies, moves of some copies, new copies, a value emptied."""
+    with conn.cursor() as cur:
+        for a in (1, 2, 3, 4, 5):
+            cur.execute(f"DELETE FROM {db}.dup WHERE a = %s LIMIT 1", (a,))
+        cur.execute(f"UPDATE {db}.dup SET b = 'moved' WHERE a = 6 LIMIT 1")
+        cur.execute(f"UPDATE {db}.dup SET a = 7 WHERE a = 8 LIMIT 25")  # into an existing value
+        cur.execute(f"DELETE FROM {db}.dup WHERE a = 0 LIMIT 1")  # NULL in b: null-safe match
+        cur.execute(f"INSERT INTO {db}.dup VALUES (9, 'v0'), (9, 'v0'), (42, NULL)")
+        cur.execute(f"DELETE FROM {db}.dup WHERE a = 10")  # every copy of those values
+        cur.execute(f"DELETE FROM {db}.dup WHERE a = 11 LIMIT 1000")
+
+
+def test_keyless_duplicates_keep_their_multiplicity(local_storage):
+    """4,000 rows with 12 distinct values: deleting or updating one copy leaves the others, in
+    the state table (a ``__count`` per value) and for the reconciliation checks."""
+    with scratch_database("dups") as (db, conn):
+        fill_duplicates(conn, db, 4000, 12)
+        mysql = capture_resource(db)
+        cdc = SensorDriven(mysql, local_storage.base_uri)
+        cdc.ticks()
+        assert lake_multiset(local_storage, db, "dup") == source_multiset(db, "dup")
+        single_copy_changes(conn, db)
+        cdc.ticks()
+        src = source_multiset(db, "dup")
+        assert sum(src.values()) < 4000 and max(src.values()) > 100
+        assert lake_multiset(local_storage, db, "dup") == src
+        state = DeltaTable(local_storage.uri(db, db, "dup", "state")).to_pyarrow_table().to_pylist()
+        by_value = {(r["a"], r["b"]): r for r in state}
+        assert len(by_value) == len(state), "one state row per distinct value"
+        assert by_value[(10, "v1")]["__deleted"] and by_value[(10, "v1")]["__count"] == 0
+        assert not by_value[(1, "v1")]["__deleted"] and by_value[(1, "v1")]["__count"] == src[(1, "v1")]
+        # the reconciliation checks see the multiset too
+        lake_rows = Counter(
+            _lake_live_rows(local_storage, local_storage.uri(db, db, "dup", "state"), ["a", "b"])
+        )
+        assert lake_rows == src
+
+
+def test_keyless_counts_are_exactly_once_when_a_window_is_retried(local_storage, monkeypatch):
+    """A window run dies after some of its count merges, and its retry cuts the window into
+    different record batches (``stream_batch_rows`` changed in between, as a read deadline would
+    cut it): every value's events span the whole window, so a retried record batch holds events
+    the state already has and events it has not. Then a run dies after all its merges, before its
+    change-log commit. The retries must count every event exactly once."""
+    with scratch_database("dupretry") as (db, conn):
+        fill_duplicates(conn, db, 3000, 6)
+        cdc = SensorDriven(capture_resource(db, stream_batch_rows=150), local_storage.base_uri)
+        cdc.ticks()
+        merges = {"n": 0, "fail_at": 3}
+        real_merge = _StateApplier._merge_counted
+
+        def dying_merge(self, *args, **kwargs):
+            merges["n"] += 1
+            if merges["n"] == merges["fail_at"]:
+                raise RuntimeError("run worker died mid-window (injected)")
+            return real_merge(self, *args, **kwargs)
+
+        monkeypatch.setattr(_StateApplier, "_merge_counted", dying_merge)
+        with conn.cursor() as cur:
+            for _ in range(6):
+                for a in range(6):
+                    cur.execute(f"DELETE FROM {db}.dup WHERE a = %s LIMIT 12", (a,))
+                    cur.execute(f"UPDATE {db}.dup SET a = a + 100 WHERE a = %s LIMIT 5", (a,))
+        first = cdc.ticks(raise_on_error=False, until_caught_up=False, max_ticks=1)
+        assert [r.success for r in first.runs] == [False] and merges["n"] == merges["fail_at"]
+        cdc.resources["mysql"] = capture_resource(db, stream_batch_rows=1000)
+        retry = cdc.ticks()
+        assert merges["n"] > merges["fail_at"] and all(r.success for r in retry.runs)
+        assert lake_multiset(local_storage, db, "dup") == source_multiset(db, "dup")
+
+        # every merge done, then the change-log commit fails: the retry skips every count merge
+        real_commit = lake_module.commit_files
+        failed = {"n": 0}
+
+        def failing_commit(storage, uri, *args, **kwargs):
+            if uri.endswith("/changelog") and kwargs.get("app_id") == STREAM_APP_ID and not failed["n"]:
+                failed["n"] += 1
+                raise SinkError("change-log commit failed (injected)")
+            return real_commit(storage, uri, *args, **kwargs)
+
+        monkeypatch.setattr(lake_module, "commit_files", failing_commit)
+        with conn.cursor() as cur:
+            cur.execute(f"DELETE FROM {db}.dup WHERE a = 101 LIMIT 7")
+            cur.execute(f"INSERT INTO {db}.dup SELECT a, b FROM {db}.dup WHERE a = 102 LIMIT 11")
+        log = cdc.ticks(raise_on_error=False)
+        assert failed["n"] == 1 and not log.runs[0].success
+        assert lake_multiset(local_storage, db, "dup") == source_multiset(db, "dup")

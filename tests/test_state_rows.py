@@ -10,13 +10,20 @@ op, and must give the same rows.
 import datetime as dt
 import decimal
 import random
+from collections import Counter
 from collections.abc import Sequence
 
 import pyarrow as pa
 import pytest
 
 from dagster_mysql_cdc.events import ChangeEventBuilder
-from dagster_mysql_cdc.sink.state_rows import ORDER_COLS, newest_per_key, state_rows
+from dagster_mysql_cdc.sink.state_rows import (
+    ORDER_COLS,
+    count_per_value,
+    live_multiset,
+    newest_per_key,
+    state_rows,
+)
 
 VALUE_SCHEMA = pa.schema(
     [
@@ -181,3 +188,97 @@ def test_newest_per_key_with_nested_key_columns_falls_back_to_python_grouping():
     assert sorted(((r["g"]["x"] if r["g"] else None, r["__binlog_pos"]) for r in out), key=repr) == sorted(
         [(1, 2), (2, 2), (None, 1)], key=repr
     )
+
+
+# -- keyless tables: a multiset (a ``__count`` per distinct value) ---------------------------------
+
+
+def reference_counts(batch: pa.RecordBatch) -> Counter:
+    """The reference for keyless counts: replay every event as +1 for the image it adds and -1 for
+    the image it removes (TRUNCATE markers apart), in Python."""
+    counts: Counter = Counter()
+    names = VALUE_SCHEMA.names
+    for e in batch.to_pylist():
+        if e["op"] in ("c", "r", "u"):
+            counts[tuple(e["after"][n] for n in names)] += 1
+        if e["op"] in ("d", "u"):
+            counts[tuple(e["before"][n] for n in names)] -= 1
+    return counts
+
+
+def duplicate_batch(seed: int, n: int = 600) -> pa.RecordBatch:
+    """Keyless change events over a pool of 6 row values (so most values have several copies):
+    inserts, deletes and updates of single copies, snapshot reads and TRUNCATE markers, at
+    distinct, shuffled ordering keys."""
+    rng = random.Random(seed)
+    b = ChangeEventBuilder(VALUE_SCHEMA, (), server_name="s", database="d", table="t")
+    pool = [
+        (i % 3 if i else None, rng.choice([None, "a", "😀"]), decimal.Decimal(i), dt.datetime(2024, 1, 1), 0)
+        for i in range(6)
+    ]
+    live: list = []
+    positions = rng.sample(range(100, 100 + 20 * n), n)
+    for i, pos in enumerate(positions):
+        common = dict(file="mysql-bin.000001", pos=pos, row=0, ts_ms=i, source_ts_ms=i, server_id=1)
+        op = rng.choice("cccrdduu") if live else rng.choice("cr")
+        if op in "cr":
+            live.append(rng.choice(pool))
+            b.add(op, None, live[-1], **({**common, "snapshot": "true"} if op == "r" else common))
+        elif op == "d":
+            b.add("d", live.pop(rng.randrange(len(live))), None, **common)
+        else:
+            j = rng.randrange(len(live))
+            new = rng.choice(pool)
+            b.add("u", live[j], new, **common)
+            live[j] = new
+        if i % 97 == 96:
+            b.add("t", None, None, **{**common, "pos": pos + 1})
+    return b.to_record_batch()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_keyless_count_per_value_equals_a_replay_of_the_events(seed):
+    batch = duplicate_batch(seed)
+    names = VALUE_SCHEMA.names
+    rows = state_rows(batch, names, keyless=True)
+    counted = count_per_value(rows, names)
+    got = {tuple(r[n] for n in names): r["__count"] for r in counted.to_pylist()}
+    assert len(got) == counted.num_rows, "one row per distinct value"
+    ref = reference_counts(batch)
+    assert got == {k: v for k, v in ref.items() if k in got} and set(got) == set(ref)
+    assert any(v > 1 for v in got.values()), "the batch has duplicate values (the case counts exist for)"
+    # each value's row is its newest event, as newest_per_key picks it
+    newest = {tuple(r[n] for n in names): r for r in newest_per_key(rows, names).to_pylist()}
+    for r in counted.to_pylist():
+        k = tuple(r[n] for n in names)
+        assert {c: r[c] for c in ORDER_COLS + ("__op",)} == {c: newest[k][c] for c in ORDER_COLS + ("__op",)}
+
+
+def test_count_per_value_with_nested_value_columns_falls_back_to_python_grouping():
+    rows = pa.table(
+        {
+            "g": pa.array([{"x": 1}, {"x": 1}, {"x": 2}, {"x": 1}], pa.struct([("x", pa.int64())])),
+            "__op": ["c", "c", "c", "d"],
+            "__deleted": [False, False, False, True],
+            "__binlog_file": ["f.1"] * 4,
+            "__binlog_pos": pa.array([1, 2, 3, 4], pa.int64()),
+            "__binlog_row": pa.array([0, 0, 0, 0], pa.int32()),
+        }
+    )
+    out = {r["g"]["x"]: (r["__count"], r["__op"]) for r in count_per_value(rows, ["g"]).to_pylist()}
+    assert out == {1: (1, "d"), 2: (1, "c")}
+
+
+def test_live_multiset_repeats_each_live_value_count_times():
+    state = pa.table(
+        {
+            "a": [1, 2, 3, 4, 5],
+            "__deleted": [False, True, False, False, False],
+            "__count": pa.array([2, 0, 3, None, 0], pa.int64()),
+            "__op": ["c", "d", "r", "c", "u"],
+        }
+    )
+    assert sorted(live_multiset(state).column("a").to_pylist()) == [1, 1, 3, 3, 3, 4]
+    assert live_multiset(state).column_names == ["a"]
+    keyed = state.drop_columns(["__count"])
+    assert sorted(live_multiset(keyed).column("a").to_pylist()) == [1, 3, 4, 5]

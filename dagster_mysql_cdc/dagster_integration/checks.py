@@ -9,7 +9,8 @@ while the sensor streams.
 Checks per table asset:
 
 ``row_count_matches_source``
-    live rows in the state table == ``COUNT(*)`` in the source (untouched keys).
+    live rows in the state table == ``COUNT(*)`` in the source (untouched keys); a keyless table's
+    state row counts ``__count`` times (its copies), so duplicates are compared as a multiset.
 ``checksum_matches_source``
     order-independent checksum (sum of 64-bit hashes of the Debezium-converted rows, primary key
     + all columns) over the whole table or a sample of primary-key chunks; chunked reads, no locks.
@@ -188,13 +189,21 @@ def touched_keys(
 
 
 def _lake_live_rows(storage: StorageSettings, state_uri: str, columns: list[str]) -> Iterable[tuple]:
+    """The live rows of a state table as tuples of ``columns``; a keyless table's row value once
+    per copy (its ``__count``), so the lake is compared with the source as a multiset."""
     from deltalake import DeltaTable
 
     dt = DeltaTable(state_uri, storage_options=storage.delta_storage_options())
     ds: pads.Dataset = dt.to_pyarrow_dataset()
-    for batch in ds.to_batches(columns=columns + ["__deleted"], filter=pads.field("__deleted") == False):  # noqa: E712
+    counted = "__count" in ds.schema.names
+    extra = ["__deleted"] + (["__count"] if counted else [])
+    for batch in ds.to_batches(columns=columns + extra, filter=pads.field("__deleted") == False):  # noqa: E712
         cols = [batch.column(c).to_pylist() for c in columns]
-        yield from zip(*cols)
+        if not counted:
+            yield from zip(*cols)
+            continue
+        for row, n in zip(zip(*cols), batch.column("__count").to_pylist()):
+            yield from [row] * (1 if n is None else n)
 
 
 def _consistent_source(settings: ConnectionSettings, info: ServerInfo):

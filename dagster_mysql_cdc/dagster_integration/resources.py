@@ -589,13 +589,14 @@ class MySqlCdcResource(dg.ConfigurableResource):
             type_options=self.type_options(),
             server_name=self.server_name,
             replica_server_id=self.server_id + 3,
+            storage=storage,
         )
         writer = lake.get_writer(self.server_name)
         value_schema = TableConverter(schema, self.type_options(), "pymysql").arrow_schema
         w = writer.write_table_batch(
             database,
             table,
-            [snap.batch],
+            [snap.batch] + ([snap.deletes] if snap.deletes is not None and snap.deletes.num_rows else []),
             value_schema=value_schema,
             primary_key=schema.primary_key,
             app_id=f"dagster-mysql-cdc/range/{key}",
@@ -604,7 +605,8 @@ class MySqlCdcResource(dg.ConfigurableResource):
         )
         context.log.info(
             f"{database}.{table} range {key} ({rng.lo} .. {rng.hi}]: read {snap.rows_read} rows, "
-            f"emitted {snap.rows_emitted} at high watermark {snap.high}"
+            f"emitted {snap.rows_emitted}, deleted {snap.rows_deleted} the source no longer has, "
+            f"at high watermark {snap.high}"
         )
         return dg.MaterializeResult(
             metadata={
@@ -614,6 +616,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 "rows_read": dg.MetadataValue.int(snap.rows_read),
                 "rows_emitted": dg.MetadataValue.int(snap.rows_emitted),
                 "rows_dropped_changed_in_window": dg.MetadataValue.int(snap.rows_read - snap.rows_emitted),
+                "rows_deleted_absent_from_source": dg.MetadataValue.int(snap.rows_deleted),
                 **position_metadata("low_watermark", snap.low),
                 **position_metadata("high_watermark", snap.high),
                 "changelog_uri": dg.MetadataValue.path(w.paths.changelog),

@@ -21,6 +21,12 @@ greater. Snapshot rows take ``__binlog_row = -1`` at the snapshot position, so t
 any binlog event at that position. Hence a batch may be re-applied, and a snapshot and a stream
 window may commit in either order: the state converges to the same rows. Deletes and TRUNCATE
 leave tombstones (``__deleted = true``).
+
+Keyless tables keep the source's multiplicity: one state row per distinct row value with a
+``__count`` of copies (see :class:`_StateApplier` and docs/design.md, "Keyless tables").
+Counting merges are not idempotent by themselves, so each one carries a Delta ``txn`` marker in
+the same commit (binlog events: the position of the newest event applied; snapshot reads: the
+record batch's sequence number) and a retried window skips what the state already has.
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import CommitProperties, Transaction
 
 from ..errors import SinkError
 from ..events import BinlogPosition, state_schema
@@ -52,7 +60,7 @@ from .spark_files import (
     payload_frame,
     write_storage_ref,
 )
-from .state_rows import ORDER_COLS, newest_per_key, state_rows
+from .state_rows import ORDER_COLS, count_per_value, newest_per_key, state_rows
 from .storage import StorageSettings
 
 if TYPE_CHECKING:
@@ -388,7 +396,10 @@ class TableBatch:
         self.names: list[str] = []
         self.jobs = 0
         self.futures: list[Future] = []
-        self.state = _StateApplier(writer, self.paths.state, app_id, version, self.manifests)
+        self._dead: str | None = None  # why a record batch failed (the later ones are not written)
+        self.state = _StateApplier(
+            writer, self.paths.state, app_id, version, self.manifests, keyless=not primary_key
+        )
         if self.state.skip:
             log.info("state of %s.%s already has batch %s@%s", database, table, app_id, version)
 
@@ -429,6 +440,18 @@ class TableBatch:
 
     # -- on the sink thread ------------------------------------------------------------------
     def _write(self, batch: pa.RecordBatch) -> None:
+        """Write one record batch (on the sink thread, in order). Once one failed, the later ones
+        of this table batch fail without writing: a keyless table's counting merges must apply a
+        prefix of the window's events, which a retry then continues (see :class:`_StateApplier`)."""
+        if self._dead is not None:
+            raise SinkError(f"an earlier record batch of {self.database}.{self.table} failed: {self._dead}")
+        try:
+            self._write_one(batch)
+        except BaseException as e:
+            self._dead = f"{type(e).__name__}: {e}"[:500]
+            raise
+
+    def _write_one(self, batch: pa.RecordBatch) -> None:
         ops = batch.column(batch.schema.get_field_index("op"))
         vc = ops.value_counts()
         for op, cnt in zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()):
@@ -437,12 +460,16 @@ class TableBatch:
         batch_names = [f.name for f in batch.schema.field("after").type]
         self.names += [n for n in batch_names if n not in self.names]
         after = {f.name: f for f in batch.schema.field("after").type}
-        st_b = state_schema(pa.schema([after[n] for n in batch_names]))
+        keyless = not self.primary_key
+        st_b = state_schema(pa.schema([after[n] for n in batch_names]), keyless=keyless)
         events = pa.Table.from_batches([batch])
         outputs = [FileOutput(self.paths.changelog, batch.schema)]
         # a first snapshot (unique keys, no older rows): the same Spark job writes the state rows,
-        # committed at the end; otherwise they are merged below
-        direct = not self.state.skip and self.state.direct and self.snapshot_position is not None
+        # committed at the end; otherwise they are merged below. A keyless table's copies of one
+        # value may be in different record batches: its counts are always merged.
+        direct = (
+            not self.state.skip and self.state.direct and self.snapshot_position is not None and not keyless
+        )
         if direct:
             outputs.append(FileOutput(self.paths.state, st_b, kind="state", value_names=tuple(batch_names)))
         files = self.w._write_files(events, outputs, self.manifests)
@@ -450,9 +477,28 @@ class TableBatch:
         self.log_files += files[0]
         if direct:
             self.state.add_direct(files[1], st_b)
+        elif not self.state.skip and keyless:
+            self._merge_counts(events, st_b, batch_names)
         elif not self.state.skip:
-            rows = state_rows(events, batch_names, keyless=not self.primary_key)
-            self.state.merge(rows, st_b, list(self.primary_key) or batch_names, bool(self.primary_key))
+            rows = state_rows(events, batch_names)
+            self.state.merge(rows, st_b, list(self.primary_key), True)
+
+    def _merge_counts(self, events: pa.Table, st_b: pa.Schema, names: list[str]) -> None:
+        """Keyless table: merge the record batch's count changes, applying each TRUNCATE (``op=t``)
+        in binlog order between the events before and after it (its copies go to 0 first)."""
+        ops = events.column("op").to_pylist()
+        cuts = [i for i, op in enumerate(ops) if op == "t"]
+        start = 0
+        src = events.column("source")
+        for i in [*cuts, len(ops)]:
+            if i > start:
+                self.state.merge_counts(
+                    state_rows(events.slice(start, i - start), names, keyless=True), st_b, names
+                )
+            if i < len(ops):
+                at = src[i].as_py()
+                self.state.truncate_counts(BinlogPosition(at["file"], int(at["pos"])), st_b)
+            start = i + 1
 
     # -- on the producer thread --------------------------------------------------------------
     def commit(
@@ -489,7 +535,7 @@ class TableBatch:
                 metadata=meta,
             )
             state_commit = self.state.finish(
-                _state_schema_of(self.names, self.log_schema, value_schema),
+                _state_schema_of(self.names, self.log_schema, value_schema, keyless=not self.primary_key),
                 metadata=meta,
                 snapshot_position=self.snapshot_position,
                 truncated_at=truncated_at,
@@ -523,8 +569,19 @@ class _StateApplier:
     snapshot / TRUNCATE tombstones and records the batch identity.
     """
 
-    def __init__(self, writer: LakeWriter, uri: str, app_id: str, version: int, manifests: str):
+    def __init__(
+        self,
+        writer: LakeWriter,
+        uri: str,
+        app_id: str,
+        version: int,
+        manifests: str,
+        *,
+        keyless: bool = False,
+    ):
         self.w = writer
+        self.keyless = keyless
+        self.read_seq = 0  # record batches of snapshot reads merged so far (keyless counts)
         self.uri = uri
         self.app_id = app_id
         self.version = version
@@ -547,31 +604,48 @@ class _StateApplier:
         self.direct_files += files
         self.direct_schema = union_schema(self.direct_schema, st_schema)
 
+    def _ensure_table(self, st_schema: pa.Schema) -> None:
+        """No table yet (streaming before any snapshot, or a keyless table's first snapshot):
+        create it empty."""
+        if self.direct:
+            commit_files(
+                self.w.storage,
+                self.uri,
+                st_schema,
+                [],
+                mode="append",
+                app_id=self.app_id + "/init",
+                version=0,
+            )
+            self.dt = open_table(self.w.storage, self.uri)
+            self.direct = False
+
+    def _source(self, rows: pa.Table, st_schema: pa.Schema) -> pa.Table:
+        """``rows`` in the merge source layout: ``st_schema`` then the target's other columns (nulls).
+
+        A state row is the image of its newest event: columns of the table that this record batch
+        does not have (dropped or renamed by a DDL before its events) are nulls, so the update
+        clears them instead of keeping an older event's values."""
+        assert self.dt is not None
+        target = pa.schema(self.dt.schema().to_arrow())
+        wide = pa.schema(list(st_schema) + [f for f in target if f.name not in st_schema.names])
+        return pa.table(
+            [
+                rows.column(f.name).cast(f.type)
+                if f.name in rows.column_names
+                else pa.nulls(rows.num_rows, f.type)
+                for f in wide
+            ],
+            schema=wide,
+        )
+
     def merge(self, rows: pa.Table, st_schema: pa.Schema, key: list[str], keyed: bool) -> None:
         """Merge state rows (one record batch's, any number per key) into the state table."""
-        storage = self.w.storage
-        if self.direct:  # no table yet (streaming before any snapshot): create it empty
-            commit_files(
-                storage, self.uri, st_schema, [], mode="append", app_id=self.app_id + "/init", version=0
-            )
-            self.dt = open_table(storage, self.uri)
-            self.direct = False
+        self._ensure_table(st_schema)
+        assert self.dt is not None
         rows = newest_per_key(rows, key)
         try:
-            # A state row is the image of its newest event: columns of the table that this record
-            # batch does not have (dropped or renamed by a DDL before its events) are nulls, so
-            # update_all clears them instead of keeping an older event's values.
-            target = pa.schema(self._table().schema().to_arrow())
-            wide = pa.schema(list(st_schema) + [f for f in target if f.name not in st_schema.names])
-            source = pa.table(
-                [
-                    rows.column(f.name).cast(f.type)
-                    if f.name in rows.column_names
-                    else pa.nulls(rows.num_rows, f.type)
-                    for f in wide
-                ],
-                schema=wide,
-            )
+            source = self._source(rows, st_schema)
             on = " AND ".join(
                 (f"t.{_q(k)} = s.{_q(k)}" if keyed else f"(t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)})")
                 for k in key
@@ -589,6 +663,121 @@ class _StateApplier:
                 f"Merging into {self.uri} on {self.w.storage.location()} failed: {type(e).__name__}: {e}"
             ) from e
         self._table().update_incremental()
+
+    # -- keyless tables: a multiset of row values (``__count`` copies each) ----------------------
+    def _marker(self, app_id: str, version: int) -> CommitProperties:
+        return CommitProperties(
+            custom_metadata={"dagster_mysql_cdc.batch": f"{self.app_id}@{self.version}"},
+            app_transactions=[Transaction(app_id=app_id, version=version)],
+        )
+
+    def _counts_ready(self, st_schema: pa.Schema) -> None:
+        self._ensure_table(st_schema)
+        assert self.dt is not None
+        if (
+            "__count" not in pa.schema(self.dt.schema().to_arrow()).names
+        ):  # a table written before counts existed
+            self.w._evolve(self.uri, st_schema)
+            self.dt = open_table(self.w.storage, self.uri)
+
+    def merge_counts(self, rows: pa.Table, st_schema: pa.Schema, key: list[str]) -> None:
+        """Merge a keyless table's state rows (:func:`.state_rows.state_rows`, ``keyless=True``)
+        as changes of each value's number of copies (``__count``).
+
+        Snapshot reads (``op=r``, all at one snapshot position S) *set* a value's count to the
+        copies read when the stored row is older than S, and *add* to it when it is at S (the
+        same snapshot's earlier record batch); binlog events *add* their +1/-1 when their newest
+        event is newer than the stored row (older events are already in a newer snapshot's
+        count). A value is live while its count is above 0.
+
+        Exactly once: the commit of a merge records a Delta ``txn`` marker, and rows the marker
+        covers are skipped on a retry. Binlog events: app id ``<app_id>/counts``, version the
+        position (:meth:`BinlogPosition.as_version`) of the newest event applied (all events of a
+        binlog position are in one record batch); snapshot reads: app id
+        ``<app_id>/counts@<version>``, version the record batch's sequence number in the batch.
+
+        Raises:
+            SinkError: the merge failed (nothing of it was committed).
+        """
+        if rows.num_rows == 0:
+            return
+        self._counts_ready(st_schema)
+        assert self.dt is not None
+        reads = pc.equal(rows.column("__op"), "r")
+        if pc.any(reads).as_py():
+            self.read_seq += 1
+            app = f"{self.app_id}/counts@{self.version}"
+            done = self.dt.transaction_version(app)
+            if done is None or done < self.read_seq:
+                self._merge_counted(
+                    rows.filter(reads), st_schema, key, reads=True, marker=(app, self.read_seq)
+                )
+            rows = rows.filter(pc.invert(reads))
+        if rows.num_rows == 0:
+            return
+        app = f"{self.app_id}/counts"
+        versions = _position_versions(rows)
+        done = self.dt.transaction_version(app)
+        if done is not None:
+            newer = pc.greater(versions, done)
+            rows, versions = rows.filter(newer), versions.filter(newer)
+            if rows.num_rows == 0:
+                log.info("state of %s already has these events (retried window)", self.uri)
+                return
+        self._merge_counted(rows, st_schema, key, reads=False, marker=(app, pc.max(versions).as_py()))
+
+    def _merge_counted(
+        self, rows: pa.Table, st_schema: pa.Schema, key: list[str], *, reads: bool, marker: tuple[str, int]
+    ) -> None:
+        assert self.dt is not None
+        source = self._source(count_per_value(rows, key), st_schema)
+        on = " AND ".join(f"(t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)})" for k in key)
+        cnt, dl = _q("__count"), _q("__deleted")
+        stored = f"COALESCE(t.{cnt}, CASE WHEN t.{dl} THEN 0 ELSE 1 END)"  # no count yet: one copy
+        take = {_q(n): f"s.{_q(n)}" for n in source.schema.names if n not in ("__count", "__deleted")}
+        added = f"({stored} + s.{cnt})"
+        add = {**take, cnt: added, dl: f"{added} <= 0"}
+        put = {**take, cnt: f"s.{cnt}", dl: f"s.{cnt} <= 0"}
+        f, p, r = (_q(c) for c in ORDER_COLS)
+        same = f"s.{f} = t.{f} AND s.{p} = t.{p} AND s.{r} = t.{r} AND t.{_q('__op')} = 'r'"
+        try:
+            m = self.dt.merge(
+                source,
+                predicate=on,
+                source_alias="s",
+                target_alias="t",
+                merge_schema=True,
+                commit_properties=self._marker(*marker),
+            )
+            if reads:  # same snapshot, another record batch: add; an older row: set
+                m = m.when_matched_update(add, predicate=same).when_matched_update(
+                    put, predicate=newer_predicate()
+                )
+            else:
+                m = m.when_matched_update(add, predicate=newer_predicate())
+            metrics = m.when_not_matched_insert(put).execute()
+            log.debug("count merge into %s: %s", self.uri, metrics)
+        except Exception as e:
+            raise SinkError(
+                f"Merging into {self.uri} on {self.w.storage.location()} failed: {type(e).__name__}: {e}"
+            ) from e
+        self.dt.update_incremental()
+
+    def truncate_counts(self, at: BinlogPosition, st_schema: pa.Schema) -> None:
+        """A TRUNCATE inside a keyless table's record batch: every value older than ``at`` goes to
+        0 copies before the events after it are merged (idempotent; marker as binlog events)."""
+        self._counts_ready(st_schema)
+        assert self.dt is not None
+        app = f"{self.app_id}/counts"
+        done = self.dt.transaction_version(app)
+        if done is not None and done >= at.as_version():
+            return
+        self.dt.update(
+            updates={**_tombstone_updates(at, "t"), _q("__count"): "0"},
+            predicate=f"({_q('__deleted')} = false) AND ({_older_plain(at)})",
+            commit_properties=self._marker(app, at.as_version()),
+        )
+        self.dt.update_incremental()
 
     def finish(
         self,
@@ -625,14 +814,16 @@ class _StateApplier:
                 self.dt = open_table(storage, self.uri)
             self.w._evolve(self.uri, st_schema)
             self.dt = open_table(storage, self.uri)
+            assert self.dt is not None
+            zero = {_q("__count"): "0"} if self.keyless else {}
             if snapshot_position is not None:  # keys absent from a full snapshot were deleted before it
                 self._table().update(
-                    updates=_tombstone_updates(snapshot_position, "r"),
+                    updates={**_tombstone_updates(snapshot_position, "r"), **zero},
                     predicate=f"({_q('__deleted')} = false) AND ({_older_plain(snapshot_position, -1)})",
                 )
             if truncated_at is not None:
                 self._table().update(
-                    updates=_tombstone_updates(truncated_at, "t"),
+                    updates={**_tombstone_updates(truncated_at, "t"), **zero},
                     predicate=f"({_q('__deleted')} = false) AND ({_older_plain(truncated_at)})",
                 )
             outcome = commit_files(
@@ -674,14 +865,25 @@ def _tombstone_updates(pos: BinlogPosition, op: str) -> dict[str, str]:
     }
 
 
-def _state_schema_of(names: list[str], log_schema: pa.Schema | None, value_schema: pa.Schema) -> pa.Schema:
+def _position_versions(rows: pa.Table) -> pa.Array:
+    """:meth:`BinlogPosition.as_version` of each state row's ``(__binlog_file, __binlog_pos)``."""
+    files = rows.column("__binlog_file").combine_chunks()
+    uniq = pc.unique(files)
+    seqs = pa.array([BinlogPosition(f, 0).file_seq for f in uniq.to_pylist()], pa.int64())
+    seq = seqs.take(pc.index_in(files, value_set=uniq))
+    return pc.add(pc.multiply(seq, 10**12), rows.column("__binlog_pos").combine_chunks().cast(pa.int64()))
+
+
+def _state_schema_of(
+    names: list[str], log_schema: pa.Schema | None, value_schema: pa.Schema, *, keyless: bool = False
+) -> pa.Schema:
     """State schema: the newest columns first, then columns only older events had, then metadata."""
     fields = list(value_schema)
     if log_schema is not None:
         seen = {f.name for f in fields}
         after = {f.name: f for f in log_schema.field("after").type}
         fields += [after[n] for n in names if n not in seen]
-    return state_schema(pa.schema(fields))
+    return state_schema(pa.schema(fields), keyless=keyless)
 
 
 def _root_cause(e: BaseException) -> str:

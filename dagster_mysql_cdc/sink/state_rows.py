@@ -9,6 +9,12 @@ binlog reader is not held up, and in the Spark tasks that write a first snapshot
 ``tests/test_state_rows.py`` checks them against the same computation in Spark (column
 expressions and a ``row_number`` window).
 
+Keyless tables (every column is the key) keep the source's multiplicity: their state holds one
+row per distinct row value with a ``__count`` column (:data:`~dagster_mysql_cdc.events.COUNT_FIELD`),
+computed per record batch by :func:`count_per_value` (binlog events: +1 per ``c``/``u`` after
+image, −1 per ``d``/``u`` before image; snapshot reads: the number of copies read) and read back as
+a multiset by :func:`live_multiset`.
+
 Ordering: an event is newer when its ordering key ``(__binlog_file, __binlog_pos, __binlog_row)``
 is greater; snapshot reads (``op=r``) take ``__binlog_row = -1`` so they order before binlog events
 at their position. Ties (a keyless update that changes nothing) prefer the live row over the
@@ -118,6 +124,78 @@ def newest_per_key(rows: pa.Table, key: Sequence[str]) -> pa.Table:
             seen.add(h)
             keep.append(i)
     return rows.take(pa.array(keep, pa.int64()))
+
+
+def count_per_value(rows: pa.Table, key: Sequence[str]) -> pa.Table:
+    """One row per distinct value of a keyless table's state rows, with its signed multiplicity.
+
+    Each input row counts +1, a tombstone (``__deleted``: a delete's or an update's ``before``
+    image) −1; the output row carries the image and metadata of the value's newest event (as
+    :func:`newest_per_key`) and ``__count`` (int64), the sum. For snapshot reads (``op=r``) the sum
+    is the number of copies read; for binlog events it is the change of the value's number of
+    copies (Debezium MySQL connector: a keyless table's events carry whole rows, one per copy
+    changed, e.g. ``DELETE ... LIMIT 1`` is one ``d`` event).
+
+    Args:
+        rows: output of :func:`state_rows` with ``keyless=True``.
+        key: every value column.
+
+    Returns:
+        at most one row per distinct value (nulls compare equal), ``rows``' columns + ``__count``.
+    """
+    sign = pc.if_else(rows.column("__deleted"), pa.scalar(-1, pa.int64()), pa.scalar(1, pa.int64()))
+    if rows.num_rows == 0:
+        return rows.append_column("__count", pa.chunked_array([sign], pa.int64()))
+    order = [(c, "descending") for c in ORDER_COLS] + [("__deleted", "ascending")]
+    idx = pc.sort_indices(rows, sort_keys=order)
+    rows, sign = rows.take(idx), sign.take(idx)
+    if all(_groupable(rows.schema.field(k).type) for k in key):
+        ranked = (
+            rows.select(list(key))
+            .append_column("__i", pa.array(range(rows.num_rows), pa.int64()))
+            .append_column("__sign", sign)
+        )
+        g = ranked.group_by(list(key), use_threads=False).aggregate([("__i", "min"), ("__sign", "sum")])
+        first, counts = g.column("__i_min"), g.column("__sign_sum")
+    else:
+        pos: dict = {}
+        keep: list[int] = []
+        sums: list[int] = []
+        signs = sign.to_pylist()
+        for i, k in enumerate(zip(*(rows.column(c).to_pylist() for c in key))):
+            h = _hashable(k)
+            j = pos.get(h)
+            if j is None:
+                pos[h] = len(keep)
+                keep.append(i)
+                sums.append(signs[i])
+            else:
+                sums[j] += signs[i]
+        first, counts = pa.array(keep, pa.int64()), pa.array(sums, pa.int64())
+    return rows.take(first).append_column("__count", pa.chunked_array([counts], pa.int64()).cast(pa.int64()))
+
+
+def live_multiset(state: pa.Table) -> pa.Table:
+    """The live rows of a state table as the source holds them, metadata columns dropped.
+
+    Tombstones (``__deleted``) are dropped; a keyless table's row (it has ``__count``) is repeated
+    ``__count`` times, so the result is the source table as a multiset (one row per copy). Columns
+    of :data:`~dagster_mysql_cdc.events.STATE_META_NAMES` are removed.
+
+    Args:
+        state: a state table (or part of one) with ``__deleted`` and, for keyless tables, ``__count``.
+    """
+    from ..events import STATE_META_NAMES
+
+    live = state.filter(pc.invert(pc.fill_null(state.column("__deleted"), False)))
+    if "__count" in live.column_names:
+        counts = pc.fill_null(live.column("__count"), 1)  # a row written before counts existed: one copy
+        parts = []
+        for c in pc.unique(counts).to_pylist():
+            if c > 0:  # zero-copy: the rows with c copies, referenced c times
+                parts += [live.filter(pc.equal(counts, c))] * c
+        live = pa.concat_tables(parts) if parts else live.slice(0, 0)
+    return live.drop_columns([c for c in live.column_names if c in STATE_META_NAMES])
 
 
 def _groupable(t: pa.DataType) -> bool:
