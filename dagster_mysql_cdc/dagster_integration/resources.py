@@ -6,7 +6,8 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
+from functools import partial
 from typing import Any
 
 import dagster as dg
@@ -30,8 +31,26 @@ from ..source.signals import create_signal_table
 from ..source.snapshot import SnapshotOptions
 from ..source.types import TableConverter, TypeOptions
 from ..stream import IncrementalOptions, StreamOptions, run_window
-from .checks import GAPS, RETENTION, CheckOptions, gaps_check, retention_check, run_table_checks
+from .checks import (
+    CHECKSUM,
+    GAPS,
+    RETENTION,
+    ROW_COUNT,
+    CheckOptions,
+    gaps_check,
+    retention_check,
+    run_table_checks,
+)
 from .translator import BINLOG_METADATA_KEY, TABLE_METADATA_KEY, table_of_spec
+from .verify import (
+    WindowVerification,
+    backlog,
+    estimated_rows,
+    incremental_progress_metadata,
+    lag_metadata,
+    live_row_count,
+    verify_window,
+)
 
 log = logging.getLogger(__name__)
 
@@ -185,6 +204,25 @@ class MySqlCdcResource(dg.ConfigurableResource):
     )
     check_chunk_rows: int = Field(
         default=10_000, description="Rows per source read of the reconciliation checks."
+    )
+    stream_check_max_keys: int = Field(
+        default=10_000,
+        description="Stream runs: checksum_matches_source compares at most this many keys the window changed, per table.",
+    )
+    stream_materialize_unchanged: bool = Field(
+        default=False,
+        description="Stream runs select every table (all shown as materializing, checks on all) instead of "
+        "only the tables the window changed (the sensor reads the window's table ids ahead).",
+    )
+    stream_lookahead_max_bytes: int = Field(
+        default=16 * 1024 * 1024,
+        description="Largest window (binlog bytes) the sensor reads ahead to select the changed tables; "
+        "larger windows select every table.",
+    )
+    create_missing_signal_table: bool = Field(
+        default=False,
+        description="Create the signal table (signal_data_collection) when a range backfill or repair "
+        "needs it and it is missing (needs CREATE on its database); otherwise the error shows the SQL.",
     )
     retention_margin_files: int = Field(
         default=1,
@@ -414,6 +452,27 @@ class MySqlCdcResource(dg.ConfigurableResource):
             chunk_rows=self.check_chunk_rows,
             retention_margin_files=self.retention_margin_files,
         )
+        window_start = self._window_start(context) if committed is not None else None
+        in_window: list[WindowVerification] = []
+
+        def full_checks(key: dg.AssetKey, db: str, table: str, state_uri: str, names: set[str]):
+            assert committed is not None
+            return run_table_checks(
+                on_checksum_mismatch=self._checksum_repair(context, settings, committed),
+                key=key,
+                selected=names,
+                settings=settings,
+                info=info,
+                storage=storage,
+                state_uri=state_uri,
+                database=db,
+                table=table,
+                committed=committed,
+                type_options=self.type_options(),
+                options=opts,
+                server_id=self.server_id,
+            )
+
         for asset_key, names in by_asset.items():
             spec = specs[asset_key]
             if BINLOG_METADATA_KEY in (spec.metadata or {}):
@@ -437,21 +496,29 @@ class MySqlCdcResource(dg.ConfigurableResource):
                         metadata={"reason": "the table has not been captured yet: materialize it first"},
                     )
                 continue
-            yield from run_table_checks(
-                on_checksum_mismatch=self._checksum_repair(context, settings, committed),
-                key=asset_key,
-                selected=names,
+            if window_start is not None and names & {ROW_COUNT, CHECKSUM}:
+                # stream run: verify what the window changed (all tables at once, below)
+                in_window.append(
+                    WindowVerification(asset_key, db, table, state_uri, names & {ROW_COUNT, CHECKSUM})
+                )
+                names = names - {ROW_COUNT, CHECKSUM}
+            if names:
+                yield from full_checks(asset_key, db, table, state_uri, names)
+        if in_window and committed is not None and window_start is not None:
+            results, keyless = verify_window(
+                tables=in_window,
                 settings=settings,
                 info=info,
                 storage=storage,
-                state_uri=state_uri,
-                database=db,
-                table=table,
-                committed=committed,
+                start=window_start,
+                reached=committed,
                 type_options=self.type_options(),
-                options=opts,
                 server_id=self.server_id,
+                max_keys=self.stream_check_max_keys,
             )
+            yield from results
+            for t in keyless:  # no key to compare by: the full (multiset) checks
+                yield from full_checks(t.key, t.database, t.table, t.state_uri, t.checks)
 
     def _checksum_repair(
         self, context: dg.AssetExecutionContext, settings: ConnectionSettings, committed: BinlogPosition
@@ -502,6 +569,36 @@ class MySqlCdcResource(dg.ConfigurableResource):
             return outcome
 
         return handle
+
+    def _window_start(self, context: dg.AssetExecutionContext) -> BinlogPosition | None:
+        """The start of the run's binlog window (stream runs), else ``None``."""
+        tags = context.run.tags
+        if tags.get(MODE_TAG) != "stream" or not tags.get(WINDOW_START_TAG):
+            return None
+        try:
+            return BinlogPosition.from_dict(json.loads(tags[WINDOW_START_TAG]))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def _lag_metadata(
+        self,
+        context: dg.AssetExecutionContext,
+        settings: ConnectionSettings,
+        info: ServerInfo,
+        reached: BinlogPosition,
+        last_event_ts_ms: int | None,
+    ) -> dict[str, Any]:
+        """Lag and backlog metadata of a committed window (see :func:`.verify.lag_metadata`)."""
+        record = _optional(lambda: context.instance.get_run_record_by_id(context.run_id), "run record")
+        created = getattr(record, "create_timestamp", None)
+        return lag_metadata(
+            run_created_at=created.timestamp() if created is not None else None,
+            last_event_ts_ms=last_event_ts_ms,
+            behind=_optional(lambda: backlog(settings, info, reached), "backlog behind the server's head"),
+        )
+
+    def _estimated_rows(self, settings: ConnectionSettings, tables: list[str]) -> dict[str, int]:
+        return _optional(lambda: estimated_rows(settings, tables), "row estimates") or {}
 
     def _last_committed(self, context: dg.AssetExecutionContext) -> BinlogPosition | None:
         """The newest position the binlog asset reported (window end or snapshot)."""
@@ -784,21 +881,35 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 key = keys_by_table.get((r.schema.database, r.schema.table))
                 if key is not None and (r.schema.database, r.schema.table) not in result.tables:
                     yield dg.MaterializeResult(asset_key=key, metadata=snapshot_metadata(r))
+        lag = self._lag_metadata(context, settings, info, reached, result.last_event_ts_ms)
+        progress_tables = {c["table"] for c in result.chunks} | {
+            t.get("table") for t in (result.incremental_state or {}).get("tables", [])[:1]
+        }
+        estimates = self._estimated_rows(settings, [x for x in progress_tables if x])
+        unselected = []
         for (db, t), w in result.tables.items():
             key = keys_by_table.get((db, t))
             if key is None:
-                context.log.warning(
-                    f"{db}.{t} changed but has no asset in this code location; its data was written"
-                )
+                unselected.append(f"{db}.{t}")
                 continue
+            rows_now = _optional(partial(live_row_count, storage, w.paths.state), "row count")
             yield dg.MaterializeResult(
                 asset_key=key,
                 metadata={
+                    **({"dagster/row_count": dg.MetadataValue.int(rows_now)} if rows_now is not None else {}),
+                    "dagster/uri": dg.MetadataValue.path(w.paths.state),
                     "rows_by_op": dg.MetadataValue.json(w.rows_by_op),
                     "rows": dg.MetadataValue.int(w.rows),
+                    **lag,
                     **position_metadata("window_start", start),
                     **position_metadata("window_end", reached),
-                    "lag_ms": dg.MetadataValue.int(result.lag_ms or 0),
+                    **incremental_progress_metadata(
+                        f"{db}.{t}",
+                        result.incremental_state,
+                        result.chunks,
+                        estimates.get(f"{db}.{t}"),
+                        self.incremental_snapshot_chunk_size,
+                    ),
                     "incremental_chunks": dg.MetadataValue.json(
                         [c for c in result.chunks if c["table"] == f"{db}.{t}"]
                     ),
@@ -807,6 +918,12 @@ class MySqlCdcResource(dg.ConfigurableResource):
                     "changelog_delta_version": dg.MetadataValue.int(w.changelog.table_version),
                     "committed": dg.MetadataValue.bool(w.changelog.committed),
                 },
+            )
+        if unselected:
+            context.log.warning(
+                f"{', '.join(sorted(unselected))} changed but not selected in this run (no asset in this "
+                "code location, or the sensor's look-ahead missed it); the data was written, the asset "
+                "materializes with its next change or snapshot"
             )
         if binlog_key is not None:
             yield dg.MaterializeResult(
@@ -822,8 +939,18 @@ class MySqlCdcResource(dg.ConfigurableResource):
                     "tables_changed": dg.MetadataValue.json(
                         {f"{d}.{t}": w.rows_by_op for (d, t), w in result.tables.items()}
                     ),
+                    **lag,
                     "lag_ms": dg.MetadataValue.int(result.lag_ms or 0),
                     "seconds": dg.MetadataValue.float(round(result.seconds, 3)),
+                    **(
+                        {
+                            "incremental_snapshot": dg.MetadataValue.json(
+                                IncrementalState.from_dict(result.incremental_state).progress()  # type: ignore[union-attr]
+                            )
+                        }
+                        if result.incremental_state
+                        else {}
+                    ),
                     "incremental_state": dg.MetadataValue.json(result.incremental_state or {}),
                     "incremental_chunks": dg.MetadataValue.json(result.chunks),
                     "signals": dg.MetadataValue.json(result.signal_log),
@@ -831,6 +958,15 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 },
             )
         return reached
+
+
+def _optional(fn: Callable[[], Any], what: str) -> Any:
+    """``fn()``, or ``None`` (logged) when it fails: optional metadata never fails a committed run."""
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001 - metadata is best effort once the data is committed
+        log.warning("could not compute %s: %s", what, e)
+        return None
 
 
 def position_metadata(prefix: str, pos: BinlogPosition) -> dict[str, Any]:
@@ -854,6 +990,7 @@ def snapshot_metadata(r: SnapshotTableResult) -> dict[str, Any]:
         "snapshot_seconds": dg.MetadataValue.float(round(w.seconds, 3)),
         "lock": r.lock_kind,
         "lock_seconds": dg.MetadataValue.float(round(r.lock_seconds, 3)),
+        "dagster/uri": dg.MetadataValue.path(w.paths.state),
         "changelog_uri": dg.MetadataValue.path(w.paths.changelog),
         "state_uri": dg.MetadataValue.path(w.paths.state),
         "changelog_delta_version": dg.MetadataValue.int(w.changelog.table_version),

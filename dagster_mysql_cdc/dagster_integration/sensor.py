@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 
 import dagster as dg
 
@@ -36,6 +37,7 @@ from .resources import (
     WINDOW_START_TAG,
     MySqlCdcResource,
 )
+from .selection import SELECTION_TAG, WindowSelection, window_selection
 from .translator import BINLOG_METADATA_KEY
 
 log = logging.getLogger(__name__)
@@ -127,9 +129,13 @@ def _request(
     incremental: dict | None = None,
     checks: Sequence[dg.AssetCheckKey] | None = None,
     server: str | None = None,
+    select: Callable[[BinlogPosition, BinlogPosition, dict | None], WindowSelection] | None = None,
 ) -> dg.RunRequest:
-    """The run request of a window or snapshot. Stream windows carry only the cheap checks
-    (schema drift, binlog retention, changes the binlog does not carry); snapshots run every check of the selected assets."""
+    """The run request of a window or snapshot. Stream windows select, with ``select``
+    (:func:`.selection.window_selection`), the tables the window changed with all their checks
+    (the stream-run variants) and the binlog asset; without it, every table with the cheap checks
+    (schema drift, binlog retention, changes the binlog does not carry). Snapshots run every check
+    of the selected assets."""
     tags = {REQUEST_TAG: inflight.run_key}
     if server:
         tags[SERVER_TAG] = server
@@ -144,6 +150,10 @@ def _request(
         )
         if incremental:
             tags[INCREMENTAL_TAG] = json.dumps(incremental, separators=(",", ":"))
+        if select is not None:
+            sel = select(inflight.start, inflight.end, incremental)
+            keys, checks = sel.asset_keys, sel.check_keys
+            tags[SELECTION_TAG] = sel.reason
     else:
         checks = None
         tags[MODE_TAG] = "snapshot"
@@ -175,6 +185,7 @@ def evaluate_tick(
     keys = list(assets_def.keys)
     cheap = [ck for ck in assets_def.check_keys if ck.name in (SCHEMA, RETENTION, GAPS)]
     notes: list[str] = []
+    select = partial(window_selection, mysql, assets_def)
     if cursor.inflight is None and cursor.snapshot_done and cursor.committed is not None:
         adopted = _window_run_starting_at(instance, cursor.committed, mysql.server_name)
         if adopted is not None:
@@ -191,7 +202,7 @@ def evaluate_tick(
         if not runs:
             # Requested but not created yet (or the request was lost): same key, launched at most once.
             return Plan(cursor, skip_reason=f"waiting for run {inf.run_key} to be created"), [
-                _request(inf, keys, cursor.incremental, cheap, mysql.server_name)
+                _request(inf, keys, cursor.incremental, cheap, mysql.server_name, select)
             ]
         run = runs[0]
         if run.status == dg.DagsterRunStatus.SUCCESS:
@@ -230,7 +241,7 @@ def evaluate_tick(
                     cursor,
                     skip_reason=f"run {run.run_id[:8]} {run.status.value}: retrying window as attempt {retry.attempt}",
                 ),
-                [_request(retry, keys, cursor.incremental, cheap, mysql.server_name)],
+                [_request(retry, keys, cursor.incremental, cheap, mysql.server_name, select)],
             )
         else:
             return Plan(
@@ -250,7 +261,7 @@ def evaluate_tick(
     if plan.request is None:
         return plan, []
     return replace(plan, cursor=replace(plan.cursor, inflight=plan.request)), [
-        _request(plan.request, keys, plan.cursor.incremental, cheap, mysql.server_name)
+        _request(plan.request, keys, plan.cursor.incremental, cheap, mysql.server_name, select)
     ]
 
 

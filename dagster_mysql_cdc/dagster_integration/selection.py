@@ -1,0 +1,149 @@
+"""Which assets a streaming window run selects: the tables the window changed, plus the binlog asset.
+
+The sensor plans a window ``[committed, head)``; before requesting its run it reads the window's
+events ahead, without decoding any row (python-mysql-replication decodes row images lazily), to
+learn which captured tables it changes. The run then selects only those tables (the UI shows only
+them as *Materializing*) and every check of each of them, plus the binlog asset, which carries the
+heartbeat (it materializes every window) and its own checks.
+
+Every table is selected instead (the previous behaviour) when the window cannot be judged cheaply or
+safely: larger than ``stream_lookahead_max_bytes``; statements the binlog carries as SQL (DDL,
+statement-based DML); a row in the signal table (a signal may start a snapshot of any table);
+``stream_materialize_unchanged=True``; or the look-ahead fails. A running incremental snapshot adds
+the tables it reads.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import dagster as dg
+
+from ..events import BinlogPosition
+from ..source.binlog import BinlogReader, DdlStatement, RowsBatch, StatementDml
+from ..source.connection import binlog_files, connect, server_info
+from .checks import GAPS, RETENTION, SCHEMA, TABLE_CHECKS
+from .translator import BINLOG_METADATA_KEY, TABLE_METADATA_KEY, table_of_spec
+
+log = logging.getLogger(__name__)
+
+#: Run tag saying why a window run selected what it did.
+SELECTION_TAG = "dagster_mysql_cdc/selection"
+#: Replica id offset of the sensor's look-ahead (the run reads with server_id, checks +7, ranges +3).
+LOOKAHEAD_SERVER_ID_OFFSET = 13
+
+
+@dataclass(frozen=True)
+class WindowSelection:
+    """Assets and checks a window run selects, and why (the run's ``dagster_mysql_cdc/selection`` tag)."""
+
+    asset_keys: list[dg.AssetKey]
+    check_keys: list[dg.AssetCheckKey]
+    reason: str
+
+
+def window_bytes(files: Sequence[tuple[str, int]], start: BinlogPosition, end: BinlogPosition) -> int | None:
+    """Binlog bytes from ``start`` to ``end`` (``None`` when a file is not in ``files``)."""
+    if start.file == end.file:
+        return max(0, end.pos - start.pos)
+    names = [f for f, _ in files]
+    sizes = dict(files)
+    if start.file not in sizes or end.file not in sizes:
+        return None
+    i, j = names.index(start.file), names.index(end.file)
+    return max(0, sizes[start.file] - start.pos) + sum(sizes[f] for f in names[i + 1 : j]) + end.pos
+
+
+def changed_tables(
+    mysql, start: BinlogPosition, end: BinlogPosition
+) -> tuple[set[tuple[str, str]] | None, str]:
+    """``(tables with row events in [start, end), why)``; ``None`` = select every table.
+
+    Args:
+        mysql: the :class:`~.resources.MySqlCdcResource` (connection, filters, limits).
+
+    Never raises: a failure of the look-ahead selects every table (the reason says why).
+    """
+    try:
+        settings = mysql.connection_settings()
+        conn = connect(settings)
+        try:
+            info = server_info(conn)
+            files = binlog_files(conn) if start.file != end.file else []
+        finally:
+            conn.close()
+        size = window_bytes(files, start, end)
+        if size is None or size > mysql.stream_lookahead_max_bytes:
+            return None, f"window of {size if size is not None else 'unknown'} bytes: every table selected"
+        signal = mysql.signal_table()
+        sig = tuple(signal.split(".", 1)) if signal else None
+        flt = mysql.table_filter()
+        tables: set[tuple[str, str]] = set()
+        reader = BinlogReader(
+            settings,
+            mysql.server_id + LOOKAHEAD_SERVER_ID_OFFSET,
+            start,
+            end,
+            is_mariadb=info.is_mariadb,
+            deadline_s=20,
+            rows_filter=lambda d, t: False,  # names only: no row image is decoded
+        )
+        for item in reader:
+            if isinstance(item, DdlStatement):
+                return None, "the window has DDL: every table selected"
+            if isinstance(item, StatementDml):
+                return None, "the window has statement-based DML: every table selected"
+            if isinstance(item, RowsBatch):
+                if sig is not None and (item.database, item.table) == sig:
+                    return None, "the window has a signal: every table selected"
+                if flt.matches(item.database, item.table):
+                    tables.add((item.database, item.table))
+        return tables, f"{len(tables)} table(s) changed in the window"
+    except Exception as e:  # noqa: BLE001 - the look-ahead is an optimisation: fall back to all tables
+        log.warning("window look-ahead failed (%s); selecting every table", e)
+        return None, f"look-ahead failed ({type(e).__name__}): every table selected"
+
+
+def window_selection(
+    mysql,
+    assets_def: dg.AssetsDefinition,
+    start: BinlogPosition,
+    end: BinlogPosition,
+    incremental: dict | None,
+) -> WindowSelection:
+    """The assets and checks of the run for window ``[start, end)`` (see module docs).
+
+    Selected tables get every table check (the stream-run variant of the row count and checksum
+    checks verifies what the window changed); unselected tables get none, so their last results stay
+    current. The binlog asset and its checks are always selected.
+    """
+    binlog_keys: list[dg.AssetKey] = []
+    table_keys: dict[tuple[str, str], dg.AssetKey] = {}
+    for spec in assets_def.specs:
+        md = spec.metadata or {}
+        if BINLOG_METADATA_KEY in md:
+            binlog_keys.append(spec.key)
+        elif TABLE_METADATA_KEY in md:
+            table_keys[table_of_spec(spec)] = spec.key
+    if mysql.stream_materialize_unchanged:
+        tables, reason = None, "stream_materialize_unchanged: every table selected"
+    else:
+        tables, reason = changed_tables(mysql, start, end)
+    if tables is not None:
+        for t in (incremental or {}).get("tables", []):
+            db, _, name = str(t.get("table", "")).partition(".")
+            if (db, name) in table_keys:
+                tables.add((db, name))
+    selected = (
+        set(table_keys.values()) if tables is None else {table_keys[t] for t in tables if t in table_keys}
+    )
+    keys = [k for k in assets_def.keys if k in selected or k in binlog_keys]
+    checks = [
+        ck
+        for ck in assets_def.check_keys
+        if (ck.asset_key in binlog_keys and ck.name in (RETENTION, GAPS))
+        or (ck.asset_key in selected and ck.name in (*TABLE_CHECKS, SCHEMA))
+    ]
+    return WindowSelection(keys, checks, reason)
