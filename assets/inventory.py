@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 #: Logical server name, as in the Debezium tutorial (``topic.prefix=dbserver1``).
 SERVER_NAME = "dbserver1"
+#: Seconds between binlog sensor ticks (the sensor and the freshness policy derived from it).
+SENSOR_INTERVAL_SECONDS = 15
 #: Tables of the inventory sample, used when the server cannot be reached at load time.
 INVENTORY_TABLES = [
     "inventory.addresses",
@@ -73,7 +75,11 @@ def captured_tables(mysql: MySqlCdcResource):
 
 
 def build_inventory_assets(mysql: MySqlCdcResource) -> dg.AssetsDefinition:
-    @mysql_cdc_assets(tables=captured_tables(mysql), server_name=SERVER_NAME)
+    @mysql_cdc_assets(
+        tables=captured_tables(mysql),
+        server_name=SERVER_NAME,
+        sensor_interval_seconds=SENSOR_INTERVAL_SECONDS,
+    )
     def inventory_cdc(context: dg.AssetExecutionContext, mysql: MySqlCdcResource, lake: CdcLakeResource):
         yield from mysql.sync(context=context, lake=lake)
 

@@ -28,9 +28,11 @@ _DAGSTER_NAMES = (
     "MySqlCdcComponent",
     "MySqlCdcResource",
     "MySqlCdcTableProps",
+    "build_full_checks_schedule",
     "build_mysql_cdc_asset_specs",
     "build_mysql_cdc_sensor",
     "build_pk_range_assets",
+    "freshness_policy_for_interval",
     "mysql_cdc_assets",
     "run_sensor_ticks",
 )
@@ -44,9 +46,11 @@ if TYPE_CHECKING:
         MySqlCdcComponent,
         MySqlCdcResource,
         MySqlCdcTableProps,
+        build_full_checks_schedule,
         build_mysql_cdc_asset_specs,
         build_mysql_cdc_sensor,
         build_pk_range_assets,
+        freshness_policy_for_interval,
         mysql_cdc_assets,
         run_sensor_ticks,
     )
@@ -67,6 +71,8 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "build_full_checks_schedule",
+    "freshness_policy_for_interval",
     "BinlogPosition",
     "CdcError",
     "CdcLakeResource",

@@ -50,7 +50,8 @@ def test_backfill_of_two_ranges_during_streaming_converges(local_storage):
             yield from mysql.sync(context=context, lake=lake)
 
         ranges = build_pk_range_assets(tables, server_name=db)
-        assert [a.key.path for a in ranges] == [[db, db, "t", "pk_ranges"]]
+        assert [a.key.path for a in ranges] == [[db, db, "t_pk_ranges"]]  # named after its table
+        assert ranges[0].group_names_by_key[ranges[0].key] == f"{db}_pk_ranges"  # apart from the tables
         resources = {"mysql": mysql, "lake": CdcLakeResource(base_uri=local_storage.base_uri)}
         instance = dg.DagsterInstance.ephemeral()
         sensor = build_mysql_cdc_sensor(cdc)
@@ -100,6 +101,10 @@ def test_backfill_of_two_ranges_during_streaming_converges(local_storage):
                 )
                 md = res.get_asset_materialization_events()[0].event_specific_data.materialization.metadata
                 assert md["rows_read"].value >= md["rows_emitted"].value > 500
+                assert md["backfill_progress"].value["ranges_total"] == 5
+                # the table asset shows the backfill's progress too
+                obs = instance.fetch_observations(dg.AssetKey([db, db, "t"]), limit=1).records
+                assert obs and "pk_ranges_backfill" in obs[0].asset_observation.metadata
                 ticks = run_sensor_ticks(
                     sensor, cdc, resources, instance, cursor=ticks.cursor, until_caught_up=False, max_ticks=2
                 )
@@ -152,6 +157,58 @@ def test_unknown_partition_explains_the_fix(local_storage):
                 instance=instance,
                 partition_key="r000009",
             )
+    finally:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {db}")
+        conn.close()
+
+
+def test_missing_signal_table_is_explained_or_created(local_storage):
+    """A range backfill without the signal table fails with the SQL to create it, or creates it when
+    ``create_missing_signal_table=True``."""
+    db = f"rng_{uuid.uuid4().hex[:8]}"
+    conn = root_connect()
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {db}")
+        cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY)")
+        cur.execute(f"INSERT INTO {db}.t VALUES (1), (2), (3)")
+    try:
+
+        def resources(**kw):
+            mysql = MySqlCdcResource(
+                host=MYSQL_HOST,
+                port=MYSQL_PORT,
+                user=CDC_USER,
+                password=CDC_PASSWORD,
+                server_name=db,
+                database_include_list=[db],
+                pk_range_rows=2,
+                **kw,
+            )
+            return {"mysql": mysql, "lake": CdcLakeResource(base_uri=local_storage.base_uri)}
+
+        @mysql_cdc_assets(tables=[f"{db}.t"], server_name=db)
+        def cdc(context: dg.AssetExecutionContext, mysql: MySqlCdcResource, lake: CdcLakeResource):
+            yield from mysql.sync(context=context, lake=lake)
+
+        ranges = build_pk_range_assets([f"{db}.t"], server_name=db)
+        instance = dg.DagsterInstance.ephemeral()
+        dg.materialize([cdc], resources=resources(), instance=instance)  # snapshot: computes the ranges
+        with pytest.raises(
+            Exception, match=r"CREATE TABLE IF NOT EXISTS `[a-z0-9_]+`.`debezium_signal`"
+        ) as e:
+            dg.materialize(ranges, resources=resources(), instance=instance, partition_key="r000000")
+        assert "GRANT SELECT, INSERT, DELETE" in str(e.value) and "1146" not in str(e.value)
+        res = dg.materialize(
+            ranges,
+            resources=resources(create_missing_signal_table=True),
+            instance=instance,
+            partition_key="r000000",
+        )
+        assert res.success
+        with conn.cursor() as cur:
+            cur.execute(f"SHOW TABLES FROM {db} LIKE 'debezium_signal'")
+            assert cur.fetchone() is not None
     finally:
         with conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS {db}")

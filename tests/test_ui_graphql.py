@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import CDC_PASSWORD, ROOT, SERVICE_ENV
+from conftest import CDC_PASSWORD, ROOT, SERVICE_ENV, root_connect
 
 pytestmark = pytest.mark.integration
 
@@ -217,9 +217,10 @@ def test_ui_serves_definitions_py(tmp_path):
         ranges = {
             tuple(a["assetKey"]["path"]): a
             for a in repo["assetNodes"]
-            if a["assetKey"]["path"][-1] == "pk_ranges"
+            if a["assetKey"]["path"][-1].endswith("_pk_ranges")
         }
-        assert set(ranges) >= {(SERVER, "inventory", t, "pk_ranges") for t in INVENTORY_TABLES}
+        assert set(ranges) >= {(SERVER, "inventory", f"{t}_pk_ranges") for t in INVENTORY_TABLES}
+        assert {a["groupName"] for a in ranges.values()} == {"inventory_pk_ranges"}
         assert all(a["isPartitioned"] for a in ranges.values())
 
 
@@ -240,3 +241,114 @@ def test_ui_serves_the_component_project(tmp_path):
         lake_values = {v["key"]: v for v in lake["configuredValues"]}
         assert lake_values["s3_secret_access_key"]["type"] == "ENV_VAR"
         assert lake_values["s3_access_key_id"]["value"] == "AWS_ACCESS_KEY_ID"
+
+
+# -- after a snapshot and a stream run: what the asset pages show ---------------------------------
+
+ASSET_STATE_QUERY = """
+query Asset($key: AssetKeyInput!) {
+  assetNodeOrError(assetKey: $key) {
+    __typename
+    ... on AssetNode {
+      groupName
+      internalFreshnessPolicy { __typename ... on TimeWindowFreshnessPolicy { failWindowSeconds warnWindowSeconds } }
+      assetChecksOrError {
+        __typename
+        ... on AssetChecks {
+          checks { name executionForLatestMaterialization { status runId evaluation { success } } }
+        }
+      }
+      assetMaterializations(limit: 1) {
+        runId
+        metadataEntries {
+          label
+          __typename
+          ... on IntMetadataEntry { intValue }
+          ... on FloatMetadataEntry { floatValue }
+          ... on PathMetadataEntry { path }
+          ... on TextMetadataEntry { text }
+        }
+      }
+    }
+  }
+}
+"""
+
+
+def asset_state(url: str, path: list[str]) -> dict:
+    node = graphql(url, ASSET_STATE_QUERY, {"key": {"path": path}})["assetNodeOrError"]
+    assert node["__typename"] == "AssetNode", node
+    return node
+
+
+def test_ui_shows_checks_row_count_and_lag_after_a_stream_run(tmp_path, monkeypatch, inventory_db):
+    """Snapshot, then a stream window that changes one customer row and changes it back, driven by
+    the binlog sensor in process on the webserver's instance; then, through the webserver's GraphQL
+    API (``dagster-webserver`` in the repository root without ``-f``: [tool.dagster]): every check of
+    every table has a passing result for its latest materialization, only the changed table was
+    materialized by the stream run, and its page carries row count, URI, lag and backlog."""
+    import runpy
+
+    import dagster as dg
+
+    from dagster_mysql_cdc import run_sensor_ticks
+
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    for k, v in {**SERVICE_ENV, "CDC_LAKE_URI": str(tmp_path / "lake"), "DAGSTER_HOME": str(home)}.items():
+        monkeypatch.setenv(k, v)
+    ns = runpy.run_path(str(ROOT / "definitions.py"))
+    defs: dg.Definitions = ns["defs"]
+    cdc = ns["inventory_cdc"]
+    sensor = defs.get_sensor_def(SENSOR)
+    resources = {"mysql": ns["mysql"], "lake": defs.resources["lake"]}
+    with dg.DagsterInstance.get() as instance:
+        log = run_sensor_ticks(sensor, cdc, resources, instance, run_log_level="WARNING")
+        assert any(r.dagster_run.tags.get("dagster_mysql_cdc/mode") == "snapshot" for r in log.runs)
+        conn = root_connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT email FROM inventory.customers WHERE id = 1001")
+                (email,) = cur.fetchone()
+                cur.execute("UPDATE inventory.customers SET email = 'ui-test@example.com' WHERE id = 1001")
+                cur.execute("UPDATE inventory.customers SET email = %s WHERE id = 1001", (email,))
+        finally:
+            conn.close()
+        log = run_sensor_ticks(sensor, cdc, resources, instance, cursor=log.cursor, run_log_level="WARNING")
+        stream_runs = [r for r in log.runs if r.dagster_run.tags.get("dagster_mysql_cdc/mode") == "stream"]
+        assert stream_runs and all(r.success for r in stream_runs), log.skip_reasons
+        stream_run_ids = {r.run_id for r in stream_runs}
+
+    with webserver([], ROOT, tmp_path) as (url, location):
+        assert location == "definitions.py"  # [tool.dagster] code_location_name
+        changed = asset_state(url, [SERVER, "inventory", "customers"])
+        (mat,) = changed["assetMaterializations"]
+        assert mat["runId"] in stream_run_ids  # the stream run materialized it
+        md = {e["label"]: e for e in mat["metadataEntries"]}
+        assert md["dagster/row_count"]["intValue"] == 4
+        assert md["dagster/uri"]["path"].endswith("customers/state")
+        assert md["lag_seconds"]["floatValue"] >= 0
+        assert md["behind_head_bytes"]["intValue"] >= 0
+        for t in INVENTORY_TABLES:
+            node = asset_state(url, [SERVER, "inventory", t])
+            checks = node["assetChecksOrError"]["checks"]
+            assert {c["name"] for c in checks} == {
+                "row_count_matches_source",
+                "checksum_matches_source",
+                "schema_matches_source",
+            }
+            for c in checks:
+                ex = c["executionForLatestMaterialization"]
+                assert ex is not None, (t, c["name"], "not evaluated")
+                assert ex["status"] == "SUCCEEDED" and ex["evaluation"]["success"], (t, c)
+            if t != "customers":  # unchanged: still the snapshot's materialization
+                (m,) = node["assetMaterializations"]
+                assert m["runId"] not in stream_run_ids, t
+                assert any(e["label"] == "dagster/row_count" for e in m["metadataEntries"])
+        binlog = asset_state(url, [SERVER, "binlog"])
+        policy = binlog["internalFreshnessPolicy"]
+        assert policy["__typename"] == "TimeWindowFreshnessPolicy"
+        assert policy["failWindowSeconds"] == 600 and policy["warnWindowSeconds"] == 150
+        ranges = asset_state(url, [SERVER, "inventory", "customers_pk_ranges"])
+        assert ranges["groupName"] == "inventory_pk_ranges"

@@ -11,7 +11,9 @@ from .translator import (
     DagsterMySqlCdcTranslator,
     MySqlCdcTableProps,
     build_mysql_cdc_asset_specs,
+    freshness_policy_for_interval,
 )
+from .verify import build_full_checks_schedule
 
 __all__ = [
     "CorruptCursorError",
@@ -26,6 +28,8 @@ __all__ = [
     "MySqlCdcResource",
     "MySqlCdcTableProps",
     "SNAPSHOT_MODES",
+    "build_full_checks_schedule",
     "build_mysql_cdc_asset_specs",
+    "freshness_policy_for_interval",
     "mysql_cdc_assets",
 ]

@@ -58,18 +58,28 @@ GAPS = "changes_in_binlog"
 TABLE_CHECKS = (ROW_COUNT, CHECKSUM, SCHEMA)
 
 
-def table_check_specs(key: dg.AssetKey) -> list[dg.AssetCheckSpec]:
-    """The reconciliation checks of one table asset."""
-    return [
+def table_check_specs(
+    key: dg.AssetKey, automation_condition: dg.AutomationCondition | None = None
+) -> list[dg.AssetCheckSpec]:
+    """The reconciliation checks of one table asset (``automation_condition``: of each check, e.g. a
+    cron for nightly full checks)."""
+    specs = [  # each: name, asset, description (+ automation_condition)
         dg.AssetCheckSpec(
             ROW_COUNT,
             asset=key,
-            description="Live rows in the lake state equal the source's row count at the committed position.",
+            description=(
+                "Live rows in the lake state equal the source's row count at the committed position "
+                "(stream runs: Delta statistics vs COUNT(*); full runs: row by row)."
+            ),
         ),
         dg.AssetCheckSpec(
             CHECKSUM,
             asset=key,
-            description="Order-independent checksum of key + all columns equals the source's (whole table or a sample of key chunks).",
+            description=(
+                "Lake rows equal the source's: on stream runs every row the window changed, on "
+                "snapshots and checks-only runs an order-independent checksum of key + all columns "
+                "(whole table or a sample of key chunks)."
+            ),
         ),
         dg.AssetCheckSpec(
             SCHEMA,
@@ -77,6 +87,14 @@ def table_check_specs(key: dg.AssetKey) -> list[dg.AssetCheckSpec]:
             description="Every source column exists in the lake state with the same Debezium type.",
         ),
     ]
+    if automation_condition is not None:
+        specs = [
+            dg.AssetCheckSpec(
+                s.name, asset=key, description=s.description, automation_condition=automation_condition
+            )
+            for s in specs
+        ]
+    return specs
 
 
 def binlog_check_specs(key: dg.AssetKey) -> list[dg.AssetCheckSpec]:

@@ -9,7 +9,12 @@ import dagster as dg
 
 from ..source.schema import TableSchema
 from .checks import binlog_check_specs, table_check_specs
-from .translator import BINLOG_METADATA_KEY, DagsterMySqlCdcTranslator, build_mysql_cdc_asset_specs
+from .translator import (
+    BINLOG_METADATA_KEY,
+    DagsterMySqlCdcTranslator,
+    build_mysql_cdc_asset_specs,
+    freshness_policy_for_interval,
+)
 
 
 def mysql_cdc_assets(
@@ -21,6 +26,10 @@ def mysql_cdc_assets(
     op_tags: Mapping[str, Any] | None = None,
     pool: str | None = None,
     checks: bool = True,
+    sensor_interval_seconds: int = 30,
+    freshness_policy: dg.FreshnessPolicy | None | bool = True,
+    table_freshness_policy: dg.FreshnessPolicy | None = None,
+    check_automation_condition: dg.AutomationCondition | None = None,
 ) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
     """Decorate a function that materializes captured tables; one asset per table.
 
@@ -40,8 +49,36 @@ def mysql_cdc_assets(
         op_tags / pool: passed to ``dg.multi_asset`` (e.g. a pool to serialise snapshots).
         checks: attach the reconciliation asset checks (:mod:`.checks`) to every table and the
             binlog-retention check to the binlog asset.
+        sensor_interval_seconds: the binlog sensor's ``minimum_interval_seconds`` (pass the same
+            value to :func:`build_mysql_cdc_sensor`); the default freshness policy derives from it.
+        freshness_policy: the binlog asset's freshness policy; ``True`` (default) derives it from
+            ``sensor_interval_seconds`` (:func:`.translator.freshness_policy_for_interval`),
+            ``None``/``False`` sets none. The binlog asset materializes every window and, while the
+            server is idle, with the sensor's heartbeat: it is the capture's freshness.
+        table_freshness_policy: a freshness policy for every table asset. Off by default: a table
+            materializes only when it changes, so a quiet table would read as stale; set it for
+            tables that change continuously.
+        check_automation_condition: automation condition of the table checks, e.g.
+            ``dg.AutomationCondition.on_cron("0 3 * * *")`` for nightly full checks (a checks-only
+            run re-reads the whole table); needs the automation sensor. See also
+            :func:`.verify.build_full_checks_schedule`.
     """
     specs = build_mysql_cdc_asset_specs(tables, server_name=server_name, translator=translator)
+    binlog_policy = (
+        freshness_policy_for_interval(sensor_interval_seconds)
+        if freshness_policy is True
+        else (freshness_policy or None)
+    )
+    specs = [
+        s.replace_attributes(freshness_policy=binlog_policy)
+        if BINLOG_METADATA_KEY in (s.metadata or {})
+        else (
+            s.replace_attributes(freshness_policy=table_freshness_policy)
+            if table_freshness_policy is not None and s.freshness_policy is None
+            else s
+        )
+        for s in specs
+    ]
     op_name = name or "".join(ch if ch.isalnum() else "_" for ch in server_name) + "_cdc"
     check_specs = []
     if checks:
@@ -49,7 +86,7 @@ def mysql_cdc_assets(
             if BINLOG_METADATA_KEY in (spec.metadata or {}):
                 check_specs += binlog_check_specs(spec.key)
             else:
-                check_specs += table_check_specs(spec.key)
+                check_specs += table_check_specs(spec.key, automation_condition=check_automation_condition)
     return dg.multi_asset(
         name=op_name,
         specs=specs,

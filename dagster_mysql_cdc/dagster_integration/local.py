@@ -51,6 +51,8 @@ def run_sensor_ticks(
         with dg.build_sensor_context(instance=instance, cursor=out.cursor, resources=resources) as ctx:
             result = sensor.evaluate_tick(ctx)
         out.ticks += 1
+        for event in getattr(result, "asset_events", None) or []:  # runless events (heartbeat)
+            instance.report_runless_asset_event(event)
         out.cursor = result.cursor if result.cursor is not None else out.cursor
         if result.skip_message:
             out.skip_reasons.append(result.skip_message)

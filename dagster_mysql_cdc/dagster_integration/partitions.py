@@ -2,11 +2,13 @@
 
 Dagster gives all assets of one definition a single ``partitions_def``, and the table assets are
 one multi-asset with the binlog stream, so each table gets a companion asset
-``[server, db, table, "pk_ranges"]`` with its own ``DynamicPartitionsDefinition``: one partition
+``[server, db, "<table>_pk_ranges"]`` (group ``<db>_pk_ranges``, apart from the tables) with its
+own ``DynamicPartitionsDefinition``: one partition
 per key range of about ``pk_range_rows`` rows, keys ``r000000, r000001, ...`` in key order. The
 ranges are recomputed after every snapshot of the table (:meth:`MySqlCdcResource.snapshot`).
 Materializing partitions (a backfill) re-snapshots those ranges with the watermark method
-(:mod:`dagster_mysql_cdc.ranges`), safe while the sensor streams.
+(:mod:`dagster_mysql_cdc.ranges`), safe while the sensor streams; each range's materialization
+reports the backfill's progress (ranges done/total, rows, %) on the range asset.
 """
 
 from __future__ import annotations
@@ -28,6 +30,11 @@ def pk_ranges_partitions_def(server_name: str, database: str, table: str) -> dg.
     return dg.DynamicPartitionsDefinition(name=pk_ranges_partitions_name(server_name, database, table))
 
 
+def pk_ranges_asset_key(server_name: str, database: str, table: str) -> dg.AssetKey:
+    """Key of a table's range asset: ``[server, db, "<table>_pk_ranges"]`` (named after its table)."""
+    return dg.AssetKey([server_name, database, f"{table}_pk_ranges"])
+
+
 def build_pk_range_assets(
     tables: Sequence[TableSchema | str],
     *,
@@ -35,7 +42,8 @@ def build_pk_range_assets(
     mysql_resource_key: str = "mysql",
     lake_resource_key: str = "lake",
 ) -> list[dg.AssetsDefinition]:
-    """One partitioned ``pk_ranges`` asset per table (tables without a primary key are skipped).
+    """One partitioned ``<table>_pk_ranges`` asset per table (tables without a primary key are
+    skipped), in the group ``<db>_pk_ranges``.
 
     Args:
         tables: the captured tables (schemas or ``"db.table"`` names), as for ``mysql_cdc_assets``.
@@ -55,16 +63,17 @@ def build_pk_range_assets(
 
 def _range_asset(server_name: str, db: str, table: str, mysql_key: str, lake_key: str) -> dg.AssetsDefinition:
     @dg.asset(
-        key=dg.AssetKey([server_name, db, table, "pk_ranges"]),
+        key=pk_ranges_asset_key(server_name, db, table),
         name=None,
         partitions_def=pk_ranges_partitions_def(server_name, db, table),
         deps=[dg.AssetKey([server_name, db, table])],
-        group_name=db,
+        group_name=f"{db}_pk_ranges",
         kinds={"mysql", "spark", "delta"},
         required_resource_keys={mysql_key, lake_key},
         description=(
             f"Primary-key ranges of `{db}.{table}`: backfilling partitions re-snapshots exactly those "
-            "key ranges (watermark method, safe while streaming)."
+            "key ranges (watermark method, safe while streaming). Needs the signal table "
+            "(signal_data_collection)."
         ),
     )
     def _pk_ranges(context):

@@ -27,7 +27,7 @@ from ..source.connection import ConnectionSettings, ServerInfo, connect, server_
 from ..source.filters import TableFilter
 from ..source.schema import TableSchema
 from ..source.schema_history import SchemaHistory
-from ..source.signals import create_signal_table
+from ..source.signals import create_signal_table, signal_table_sql
 from ..source.snapshot import SnapshotOptions
 from ..source.types import TableConverter, TypeOptions
 from ..stream import IncrementalOptions, StreamOptions, run_window
@@ -401,6 +401,58 @@ class MySqlCdcResource(dg.ConfigurableResource):
             conn.close()
         return table
 
+    def ensure_signal_table(self, purpose: str) -> str:
+        """The signal table, checked to exist; created when ``create_missing_signal_table`` allows.
+
+        Args:
+            purpose: why it is needed (goes into the error message).
+
+        Returns:
+            its ``db.table`` name.
+
+        Raises:
+            ConfigurationError: no signal table is configured, or it is missing (and may not or
+                could not be created); the message has the exact SQL to create and grant it.
+        """
+        table = self.signal_table()
+        dbs = self.table_filter().literal_databases()
+        example = f"{dbs[0] if dbs else 'mydb'}.debezium_signal"
+        if not table:
+            raise ConfigurationError(
+                f"No signal table is configured, and {purpose}: set signal_data_collection='{example}' on "
+                f"MySqlCdcResource and create it:\n  {signal_table_sql(example)};"
+            )
+        db, _, t = table.partition(".")
+        conn = connect(self.connection_settings())
+        try:
+            with conn.cursor() as cur:
+                cur.execute(
+                    "SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                    (db, t),
+                )
+                exists = cur.fetchone() is not None
+            if exists:
+                return table
+            if self.create_missing_signal_table:
+                try:
+                    create_signal_table(conn, table)
+                    log.info("created the signal table %s", table)
+                    return table
+                except pymysql.err.MySQLError as e:
+                    why = f"creating it failed ({e.args[0]}: {e.args[-1]})"
+            else:
+                why = "it does not exist"
+        finally:
+            conn.close()
+        raise ConfigurationError(
+            f"Signal table {table} is needed ({purpose}) but {why}. Create it as a user with CREATE on "
+            f"`{db}` and let the capture user write to it:\n"
+            f"  {signal_table_sql(table)};\n"
+            f"  GRANT SELECT, INSERT, DELETE ON `{db}`.`{t}` TO '{self.user}'@'%';\n"
+            "or call MySqlCdcResource.create_signal_table(), or set create_missing_signal_table=True "
+            "(the capture user then needs CREATE on the database)."
+        )
+
     def sync(
         self, context: dg.AssetExecutionContext, lake: CdcLakeResource
     ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
@@ -505,17 +557,35 @@ class MySqlCdcResource(dg.ConfigurableResource):
             if names:
                 yield from full_checks(asset_key, db, table, state_uri, names)
         if in_window and committed is not None and window_start is not None:
-            results, keyless = verify_window(
-                tables=in_window,
-                settings=settings,
-                info=info,
-                storage=storage,
-                start=window_start,
-                reached=committed,
-                type_options=self.type_options(),
-                server_id=self.server_id,
-                max_keys=self.stream_check_max_keys,
-            )
+            try:
+                results, keyless = verify_window(
+                    tables=in_window,
+                    settings=settings,
+                    info=info,
+                    storage=storage,
+                    start=window_start,
+                    reached=committed,
+                    type_options=self.type_options(),
+                    server_id=self.server_id,
+                    max_keys=self.stream_check_max_keys,
+                )
+            except Exception as e:  # noqa: BLE001 - the window is committed: a verification error must not fail (and re-run) it
+                context.log.warning(f"stream-run verification failed: {type(e).__name__}: {e}")
+                results = [
+                    dg.AssetCheckResult(
+                        asset_key=t.key,
+                        check_name=n,
+                        passed=False,
+                        severity=dg.AssetCheckSeverity.WARN,
+                        metadata={
+                            "error": f"{type(e).__name__}: {e}",
+                            "explanation": "the window's verification could not run; run the full checks (Execute checks)",
+                        },
+                    )
+                    for t in in_window
+                    for n in sorted(t.checks)
+                ]
+                keyless = []
             yield from results
             for t in keyless:  # no key to compare by: the full (multiset) checks
                 yield from full_checks(t.key, t.database, t.table, t.state_uri, t.checks)
@@ -589,7 +659,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
         last_event_ts_ms: int | None,
     ) -> dict[str, Any]:
         """Lag and backlog metadata of a committed window (see :func:`.verify.lag_metadata`)."""
-        record = _optional(lambda: context.instance.get_run_record_by_id(context.run_id), "run record")
+        record = _optional(lambda: context.instance.get_run_record_by_id(context.run.run_id), "run record")
         created = getattr(record, "create_timestamp", None)
         return lag_metadata(
             run_created_at=created.timestamp() if created is not None else None,
@@ -671,6 +741,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 "(a snapshot recomputes the ranges) and retry."
             )
         settings = self.connection_settings()
+        signal = self.ensure_signal_table("range re-snapshots write their watermarks to it")
         conn = connect(settings)
         try:
             info = server_info(conn)
@@ -682,7 +753,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             info,
             schema,
             rng,
-            signal_table=self.signal_table() or "",
+            signal_table=signal,
             type_options=self.type_options(),
             server_name=self.server_name,
             replica_server_id=self.server_id + 3,
@@ -705,8 +776,29 @@ class MySqlCdcResource(dg.ConfigurableResource):
             f"emitted {snap.rows_emitted}, deleted {snap.rows_deleted} the source no longer has, "
             f"at high watermark {snap.high}"
         )
+        ranges_total = len(load_ranges(storage, ranges_uri(storage, self.server_name, database, table)))
+        done = set(context.instance.get_materialized_partitions(context.asset_key)) | {key}
+        progress = {
+            "ranges_done": len(done),
+            "ranges_total": ranges_total,
+            "percent": round(100.0 * len(done) / max(ranges_total, 1), 1),
+            "last_range": key,
+            "last_range_keys": {"after": rng.lo, "up_to": rng.hi},
+            "last_range_rows": snap.rows_read,
+        }
+        table_key = dg.AssetKey([self.server_name, database, table])
+        context.log_event(  # the table's page shows the backfill's progress (an observation)
+            dg.AssetObservation(
+                asset_key=table_key,
+                description=f"pk_ranges backfill: range {key} re-snapshotted ({len(done)}/{ranges_total})",
+                metadata={"pk_ranges_backfill": dg.MetadataValue.json(progress)},
+            )
+        )
         return dg.MaterializeResult(
             metadata={
+                "dagster/partition_row_count": dg.MetadataValue.int(snap.rows_read),
+                "backfill_progress": dg.MetadataValue.json(progress),
+                "backfill_percent": dg.MetadataValue.float(progress["percent"]),
                 # None = unbounded (the first/last range); MetadataValue.json takes None at run time
                 "range_low_exclusive": dg.MetadataValue.json(rng.lo),  # type: ignore[arg-type]
                 "range_high_inclusive": dg.MetadataValue.json(rng.hi),  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ the tables it reads.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -147,3 +148,43 @@ def window_selection(
         or (ck.asset_key in selected and ck.name in (*TABLE_CHECKS, SCHEMA))
     ]
     return WindowSelection(keys, checks, reason)
+
+
+def idle_heartbeat(
+    instance: dg.DagsterInstance,
+    assets_def: dg.AssetsDefinition,
+    committed: BinlogPosition | None,
+    reason: str,
+    every_seconds: float,
+) -> list[dg.AssetMaterialization]:
+    """The binlog asset's heartbeat while the server is idle (a runless materialization reported by
+    the sensor), at most once per ``every_seconds``.
+
+    A window run materializes the binlog asset; with nothing new on the server no run is requested,
+    so without a heartbeat its freshness policy would read an idle server as a stalled capture. The
+    heartbeat carries the committed position (``window_end_*``, as a window run reports it) and the
+    tick's reason. Returns ``[]`` when not caught up or the last materialization is recent.
+    """
+    if committed is None or not reason.startswith("caught up"):
+        return []
+    key = next((s.key for s in assets_def.specs if BINLOG_METADATA_KEY in (s.metadata or {})), None)
+    if key is None:
+        return []
+    last = instance.get_latest_materialization_event(key)
+    if last is not None and time.time() - last.timestamp < every_seconds:
+        return []
+    return [
+        dg.AssetMaterialization(
+            asset_key=key,
+            description=f"Heartbeat: {reason}",
+            metadata={
+                "kind": "heartbeat",
+                "window_end_file": committed.file,
+                "window_end_pos": dg.MetadataValue.int(committed.pos),
+                "window_end_gtid_set": committed.gtid_set or "",
+                "behind_head_bytes": dg.MetadataValue.int(0),
+                "lag_seconds": dg.MetadataValue.float(0.0),
+                "sensor": reason,
+            },
+        )
+    ]

@@ -37,7 +37,7 @@ from .resources import (
     WINDOW_START_TAG,
     MySqlCdcResource,
 )
-from .selection import SELECTION_TAG, WindowSelection, window_selection
+from .selection import SELECTION_TAG, WindowSelection, idle_heartbeat, window_selection
 from .translator import BINLOG_METADATA_KEY
 
 log = logging.getLogger(__name__)
@@ -309,6 +309,11 @@ def build_mysql_cdc_sensor(
         new_cursor = plan.cursor.to_json()
         if requests:
             return dg.SensorResult(run_requests=requests, cursor=new_cursor)
-        return dg.SensorResult(skip_reason=plan.skip_reason or "nothing to do", cursor=new_cursor)
+        reason = plan.skip_reason or "nothing to do"
+        context.log.info(f"Skipped: {reason}")  # the tick's log shows it (the tick list, on hover)
+        heartbeat = idle_heartbeat(
+            context.instance, assets_def, plan.cursor.committed, reason, max(60, 4 * minimum_interval_seconds)
+        )
+        return dg.SensorResult(skip_reason=reason, cursor=new_cursor, asset_events=heartbeat)
 
     return _sensor

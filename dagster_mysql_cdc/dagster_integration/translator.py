@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 import dagster as dg
 
@@ -55,6 +56,8 @@ class DagsterMySqlCdcTranslator:
         metadata: dict = {
             TABLE_METADATA_KEY: props.qualified_name,
             SERVER_METADATA_KEY: props.server_name,
+            # Dagster's standard table name: the lake table, named like its folder <server>/<db>/<table>
+            "dagster/table_name": f"{props.server_name}.{props.qualified_name}",
         }
         description = f"Change data capture of MySQL table `{props.qualified_name}` ({props.server_name})."
         if props.schema is not None:
@@ -148,3 +151,19 @@ def table_of_spec(spec: dg.AssetSpec) -> tuple[str, str]:
         raise ValueError(f"Asset {spec.key} was not built by dagster-mysql-cdc (no table metadata)")
     db, _, table = str(qualified).partition(".")
     return db, table
+
+
+def freshness_policy_for_interval(sensor_interval_seconds: int) -> dg.FreshnessPolicy:
+    """The capture's freshness policy for a binlog sensor ticking every ``sensor_interval_seconds``.
+
+    WARN when the last materialization is older than ``max(120, 10 × interval)`` seconds, FAIL after
+    ``max(600, 40 × interval)`` seconds: a window run every tick (plus its run time) keeps it PASS;
+    a stopped sensor, a failing window or an unreachable server turns it WARN, then FAIL. While the
+    server is idle the sensor reports a heartbeat materialization of the binlog asset (see
+    :func:`.selection.idle_heartbeat`), so quiet is not stale.
+    """
+    interval = max(1, int(sensor_interval_seconds))
+    return dg.FreshnessPolicy.time_window(
+        fail_window=timedelta(seconds=max(600, 40 * interval)),
+        warn_window=timedelta(seconds=max(120, 10 * interval)),
+    )

@@ -377,14 +377,23 @@ def _lake_rows_for_keys(
         return {}
     ds = DeltaTable(state_uri, storage_options=storage.delta_storage_options()).to_pyarrow_dataset()
     first = sorted({k[0] for k in wanted}, key=repr)
-    flt = (pads.field("__deleted") == False) & pads.field(pk[0]).isin(first)  # noqa: E712
+    live = pads.field("__deleted") == False  # noqa: E712
     kidx = [names.index(p) for p in pk]
     out: dict[tuple, tuple] = {}
-    for batch in ds.to_batches(columns=names, filter=flt):
-        for row in zip(*[batch.column(c).to_pylist() for c in names]):
-            key = tuple(row[i] for i in kidx)
-            if key in wanted:
-                out[key] = tuple(row)
+
+    def scan(flt) -> None:
+        for batch in ds.to_batches(columns=names, filter=flt):
+            for row in zip(*[batch.column(c).to_pylist() for c in names]):
+                key = tuple(row[i] for i in kidx)
+                if key in wanted:
+                    out[key] = tuple(row)
+
+    try:  # the key values typed as the lake column (e.g. string_view), so Parquet pruning applies
+        scan(live & pads.field(pk[0]).isin(pa.array(first, type=ds.schema.field(pk[0]).type)))
+    except (pa.ArrowException, TypeError, ValueError) as e:
+        log.debug("key filter on %s not usable (%s): scanning live rows", pk[0], e)
+        out.clear()
+        scan(live)
     return out
 
 
