@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Redo docs/asset-graph.png: the global asset graph of definitions.py in the Dagster UI.
+# Redo docs/asset-graph.png (the global asset graph of definitions.py in the Dagster UI) and, with
+# --stream, docs/asset-customers.png (the customers table's page after a stream run).
 #
-#   bash docs/screenshot.sh [--materialize] [--out docs/asset-graph.png] [--window 1200,1500] [--direction horizontal|vertical] [--timeout 90]
+#   bash docs/screenshot.sh [--materialize] [--stream] [--out docs/asset-graph.png] [--window 1200,1500] [--direction horizontal|vertical] [--timeout 90]
 #
 # Starts dagster-webserver on a free loopback port with a throw-away DAGSTER_HOME (onboarding dialog
 # off), waits until the code location is loaded, opens the global asset lineage (/asset-groups, all
@@ -9,6 +10,9 @@
 # it fits, saves the PNG, and stops everything it started.
 # --materialize first materializes every asset of definitions.py (snapshot with Spark, checks, the
 # downstream asset) into a throw-away lake, so the nodes show "Materialized" and passed checks.
+# --stream instead drives the binlog sensor in process (initial snapshot, then a window in which one
+# customer row is changed and changed back), so the graph shows the checks evaluated after a stream
+# run, and also captures the customers asset page (--asset-out, default docs/asset-customers.png).
 # Needs `make infra` + the inventory sample (bash infra/load_dataset.sh inventory) and Chromium
 # (apt-get install -y chromium). Paths are relative to the repository root.
 set -euo pipefail
@@ -20,17 +24,22 @@ TIMEOUT_S=90
 WINDOW=1200,1500
 DIRECTION=horizontal
 MATERIALIZE=0
+STREAM=0
+ASSET_OUT=docs/asset-customers.png
+ASSET_PATH='/assets/dbserver1/inventory/customers'
 # Global asset lineage with the three groups expanded (group ids are global@global:<group>).
 PATH_IN_UI='/asset-groups?expanded=global%40global%3Ainventory%2Cglobal%40global%3Adbserver1_cdc%2Cglobal%40global%3Aanalytics'
 while [ $# -gt 0 ]; do
   case "$1" in
     --materialize) MATERIALIZE=1; shift ;;
+    --stream) STREAM=1; shift ;;
+    --asset-out) ASSET_OUT="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --timeout) TIMEOUT_S="$2"; shift 2 ;;
     --window) WINDOW="$2"; shift 2 ;;
     --direction) DIRECTION="$2"; shift 2 ;;
     --path) PATH_IN_UI="$2"; shift 2 ;;
-    *) sed -n '2,13p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,18p' "$0" >&2; exit 2 ;;
   esac
 done
 
@@ -55,6 +64,32 @@ if [ "$MATERIALIZE" = 1 ]; then
     || { grep -E "Error|Exception|error:" "$WORK/materialize.log" | tail -20 >&2; exit 1; }
 fi
 
+if [ "$STREAM" = 1 ]; then
+  echo "[screenshot] snapshot + one stream window through the binlog sensor into $WORK/lake"
+  CDC_LAKE_URI="$WORK/lake" python3 - >"$WORK/stream.log" 2>&1 <<'PY' || { tail -30 "$WORK/stream.log" >&2; exit 1; }
+import runpy
+import dagster as dg
+from dagster_mysql_cdc import run_sensor_ticks
+ns = runpy.run_path("definitions.py")
+defs, cdc, mysql = ns["defs"], ns["inventory_cdc"], ns["mysql"]
+sensor = defs.get_sensor_def("dbserver1_cdc_binlog_sensor")
+resources = {"mysql": mysql, "lake": defs.resources["lake"]}
+with dg.DagsterInstance.get() as instance:
+    log = run_sensor_ticks(sensor, cdc, resources, instance, run_log_level="WARNING")
+    import pymysql, os
+    conn = pymysql.connect(host=os.environ.get("CDC_MYSQL_HOST", "127.0.0.1"), port=int(os.environ.get("CDC_MYSQL_PORT", "3307")),
+                           user="root", password=os.environ.get("CDC_MYSQL_ROOT_PASSWORD", "root-secret"), autocommit=True)
+    with conn.cursor() as cur:
+        cur.execute("SELECT email FROM inventory.customers WHERE id = 1001")
+        (email,) = cur.fetchone()
+        cur.execute("UPDATE inventory.customers SET email = 'changed@example.com' WHERE id = 1001")
+        cur.execute("UPDATE inventory.customers SET email = %s WHERE id = 1001", (email,))
+    conn.close()
+    log = run_sensor_ticks(sensor, cdc, resources, instance, cursor=log.cursor, run_log_level="WARNING")
+    print("stream runs:", [r.run_id for r in log.runs], log.skip_reasons)
+PY
+fi
+
 echo "[screenshot] dagster-webserver on 127.0.0.1:$PORT (DAGSTER_HOME=$DAGSTER_HOME)"
 CDC_LAKE_URI="$WORK/lake" dagster-webserver -f definitions.py -h 127.0.0.1 -p "$PORT" >"$WORK/webserver.log" 2>&1 &
 SERVER_PID=$!
@@ -69,16 +104,18 @@ for _ in $(seq 1 180); do
 done
 case "$status" in *'"loadStatus":"LOADED"'*) ;; *) echo "[screenshot] code location not loaded: $status" >&2; tail -40 "$WORK/webserver.log" >&2; exit 1 ;; esac
 
-echo "[screenshot] http://127.0.0.1:$PORT$PATH_IN_UI -> $OUT"
+shoot() {  # shoot <graph|page> <path in the UI> <out.png> <width,height>
+echo "[screenshot] http://127.0.0.1:$PORT$2 -> $3"
 # Chromium is driven over the DevTools protocol (python `websockets`, a dagster-webserver
 # dependency): open the page, wait until every asset of the graph is rendered, hide the side
 # panels, zoom out until the graph fits and centre it, then capture. A plain
 # `chromium --screenshot --virtual-time-budget=...` shows the graph at 100 % zoom, cut off.
-python3 - "$CHROMIUM" "http://127.0.0.1:$PORT$PATH_IN_UI" "$OUT" "$WINDOW" "$WORK/chromium" "$TIMEOUT_S" "$DIRECTION" <<'PY'
+rm -rf "$WORK/chromium"
+python3 - "$CHROMIUM" "http://127.0.0.1:$PORT$2" "$3" "$4" "$WORK/chromium" "$TIMEOUT_S" "$DIRECTION" "$1" <<'PY'
 import base64, json, os, subprocess, sys, time, urllib.request
 from websockets.sync.client import connect
 
-chromium, url, out, window, profile, timeout_s, direction = sys.argv[1:]
+chromium, url, out, window, profile, timeout_s, direction, kind = sys.argv[1:]
 width, height = (int(v) for v in window.split(","))
 deadline = time.monotonic() + float(timeout_s)
 browser = subprocess.Popen(
@@ -120,6 +157,18 @@ try:
         time.sleep(0.2)
     js(f"localStorage.setItem('asset-graph-direction', JSON.stringify('{direction}'))")
     call("Page.reload")
+    if kind == "page":  # an asset page: wait until its metadata and checks are rendered, capture
+        ready = "document.body.innerText.includes('dagster/row_count') && document.body.innerText.includes('checksum_matches_source')"
+        while not js(ready):
+            if time.monotonic() > deadline:
+                sys.exit("[screenshot] the asset page did not render in time")
+            time.sleep(0.5)
+        time.sleep(3)
+        shot = call("Page.captureScreenshot", format="png")
+        with open(out, "wb") as fh:
+            fh.write(base64.b64decode(shot["data"]))
+        print(f"[screenshot] asset page captured")
+        sys.exit(0)
     # wait until the asset count in the graph is stable and non-zero
     count_nodes = "document.querySelectorAll('foreignObject').length"
     last, stable = -1, 0
@@ -197,5 +246,11 @@ finally:
     browser.terminate()
     browser.wait(10)
 PY
-[ -s "$OUT" ] || { echo "[screenshot] no screenshot written" >&2; exit 1; }
-echo "[screenshot] wrote $OUT"
+[ -s "$3" ] || { echo "[screenshot] no screenshot written" >&2; exit 1; }
+echo "[screenshot] wrote $3"
+}
+
+shoot graph "$PATH_IN_UI" "$OUT" "$WINDOW"
+if [ "$STREAM" = 1 ]; then
+  shoot page "$ASSET_PATH" "$ASSET_OUT" "1400,1300"
+fi

@@ -124,8 +124,8 @@ def wait_until_loaded(url: str, proc: subprocess.Popen, log_path: Path) -> str:
 @contextmanager
 def webserver(args: list[str], cwd: Path, tmp_path: Path):
     """``dagster-webserver <args>`` on a free loopback port; yields (url, location name)."""
-    home = tmp_path / "dagster_home"
-    home.mkdir()
+    home = tmp_path / "dagster_home"  # may hold runs made in process before (same instance)
+    home.mkdir(exist_ok=True)
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     port = free_port()
     env = {

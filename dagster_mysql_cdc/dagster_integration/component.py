@@ -460,6 +460,18 @@ class MySqlCdcComponent(Component, Resolvable):
     retention_margin_files: Annotated[
         int, _doc("binlog_retention check: warn within this many oldest files.")
     ] = _resource_default("retention_margin_files")
+    stream_check_max_keys: Annotated[
+        int, _doc("Stream runs: checksum_matches_source compares at most this many changed keys per table.")
+    ] = _resource_default("stream_check_max_keys")
+    stream_materialize_unchanged: Annotated[
+        bool, _doc("Stream runs select every table instead of only the tables the window changed.")
+    ] = _resource_default("stream_materialize_unchanged")
+    stream_lookahead_max_bytes: Annotated[
+        int, _doc("Largest window the sensor reads ahead to select the changed tables (bytes).")
+    ] = _resource_default("stream_lookahead_max_bytes")
+    create_missing_signal_table: Annotated[
+        bool, _doc("Create the signal table when a range backfill needs it and it is missing.")
+    ] = _resource_default("create_missing_signal_table")
     lake: Annotated[CdcLakeArgs, _doc("The lake: storage location, S3 settings, Spark properties.")] = field(
         default_factory=CdcLakeArgs
     )
@@ -558,6 +570,10 @@ class MySqlCdcComponent(Component, Resolvable):
             checksum_sample_chunks=self.checksum_sample_chunks,
             check_chunk_rows=self.check_chunk_rows,
             retention_margin_files=self.retention_margin_files,
+            stream_check_max_keys=self.stream_check_max_keys,
+            stream_materialize_unchanged=self.stream_materialize_unchanged,
+            stream_lookahead_max_bytes=self.stream_lookahead_max_bytes,
+            create_missing_signal_table=self.create_missing_signal_table,
         )
 
     def build_lake_resource(self) -> CdcLakeResource:
@@ -643,6 +659,7 @@ class MySqlCdcComponent(Component, Resolvable):
             name=op.name,
             op_tags=op.tags,
             pool=op.pool,
+            sensor_interval_seconds=self.sensor.minimum_interval_seconds,
         )(cdc)
 
     def build_sensor(self, assets_def: dg.AssetsDefinition) -> dg.SensorDefinition:

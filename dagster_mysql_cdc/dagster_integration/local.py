@@ -57,9 +57,12 @@ def run_sensor_ticks(
         if result.skip_message:
             out.skip_reasons.append(result.skip_message)
         for req in result.run_requests or []:
-            selection = dg.AssetSelection.assets(*(req.asset_selection or [])).without_checks()
-            if req.asset_check_keys:
-                selection = selection | dg.AssetSelection.checks(*req.asset_check_keys)
+            if req.asset_check_keys is None:  # as the daemon: every check of the selected assets
+                selection = dg.AssetSelection.assets(*(req.asset_selection or []))
+            else:
+                selection = dg.AssetSelection.assets(*(req.asset_selection or [])).without_checks()
+                if req.asset_check_keys:
+                    selection = selection | dg.AssetSelection.checks(*req.asset_check_keys)
             res = dg.materialize(
                 [assets_def],
                 resources=dict(resources),
