@@ -57,6 +57,7 @@ def run_sensor_ticks(
         if result.skip_message:
             out.skip_reasons.append(result.skip_message)
         for req in result.run_requests or []:
+            selection: dg.AssetSelection
             if req.asset_check_keys is None:  # as the daemon: every check of the selected assets
                 selection = dg.AssetSelection.assets(*(req.asset_selection or []))
             else:
