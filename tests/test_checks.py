@@ -190,6 +190,15 @@ def test_stream_run_selects_changed_tables_and_evaluates_every_check(local_stora
         nokey_md = mats[(db, "nokey")].step_materialization_data.materialization.metadata
         assert nokey_md["dagster/row_count"].value == 4
 
+        # caught up and idle: the sensor's heartbeat keeps the binlog asset (and its freshness) current
+        from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
+        from dagster_mysql_cdc.dagster_integration.selection import idle_heartbeat
+
+        committed = StreamCursor.parse(cdc.cursor).committed
+        (beat,) = idle_heartbeat(cdc.instance, cdc.cdc, committed, f"caught up at {committed}", 0)
+        assert beat.metadata["window_end_pos"].value == committed.pos
+        assert idle_heartbeat(cdc.instance, cdc.cdc, committed, "run abc is STARTED", 0) == []
+
         # the lake drifts behind the binlog's back: the window's verification names the key
         dt = DeltaTable(local_storage.uri(db, db, "a", "state"))
         dt.update(updates={"v": "'tampered'"}, predicate="id = 3")

@@ -348,6 +348,20 @@ def test_incremental_snapshot_of_100k_rows_under_concurrent_writes(scratch_db, m
     cdc.settle()
     assert ops > 100, "the writer ran during the snapshot"
     assert f"incremental snapshot {sid}: queued ['{db}.big']" in cdc.signals
+    # the table's own materializations show the progress while it runs
+    progress = [
+        e.event_specific_data.materialization.metadata["incremental_snapshot"].value
+        for r in cdc.runs
+        if r.success
+        for e in r.get_asset_materialization_events()
+        if e.asset_key.path[-1] == "big"
+        and "incremental_snapshot" in e.event_specific_data.materialization.metadata
+    ]
+    assert len(progress) >= 2, progress
+    running = [p for p in progress if p["status"] == "running" and p["rows_done"] > 0]
+    assert running and 0 < running[0]["percent"] < 100 and running[0]["chunks_total_estimate"] >= 40
+    assert running[0]["current_key_range"] is not None and running[0]["rows_done"] > 0
+    assert progress[-1]["status"] == "done" and progress[-1]["percent"] == 100.0
 
     rows = cdc.check("big")
     assert len(rows) > 90_000
