@@ -158,7 +158,7 @@ try:
     js(f"localStorage.setItem('asset-graph-direction', JSON.stringify('{direction}'))")
     call("Page.reload")
     if kind == "page":  # an asset page: wait until its metadata and checks are rendered, capture
-        ready = "document.body.innerText.includes('row_count') && document.body.innerText.includes('checksum_matches_source')"
+        ready = "document.body.innerText.includes('lag_seconds') && document.body.innerText.includes('checksum_matches_source')"
         while not js(ready):
             if time.monotonic() > deadline:
                 print("[screenshot] the asset page's metadata did not show up in time; capturing as is")
