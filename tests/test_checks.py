@@ -195,8 +195,14 @@ def test_stream_run_selects_changed_tables_and_evaluates_every_check(local_stora
         from dagster_mysql_cdc.dagster_integration.selection import idle_heartbeat
 
         committed = StreamCursor.parse(cdc.cursor).committed
-        (beat,) = idle_heartbeat(cdc.instance, cdc.cdc, committed, f"caught up at {committed}", 0)
+        beat, *evals = idle_heartbeat(
+            cdc.instance, cdc.cdc, committed, f"caught up at {committed}", 0, mysql=cdc.resources["mysql"]
+        )
         assert beat.metadata["window_end_pos"].value == committed.pos
+        assert {e.check_name: e.passed for e in evals} == {
+            "changes_in_binlog": True,
+            "binlog_retention": True,
+        }
         assert idle_heartbeat(cdc.instance, cdc.cdc, committed, "run abc is STARTED", 0) == []
 
         # the lake drifts behind the binlog's back: the window's verification names the key

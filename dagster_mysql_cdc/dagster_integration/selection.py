@@ -25,7 +25,7 @@ import dagster as dg
 from ..events import BinlogPosition
 from ..source.binlog import BinlogReader, DdlStatement, RowsBatch, StatementDml
 from ..source.connection import binlog_files, connect, server_info
-from .checks import GAPS, RETENTION, SCHEMA, TABLE_CHECKS
+from .checks import GAPS, RETENTION, SCHEMA, TABLE_CHECKS, gaps_check, retention_check
 from .translator import BINLOG_METADATA_KEY, TABLE_METADATA_KEY, table_of_spec
 
 log = logging.getLogger(__name__)
@@ -156,14 +156,18 @@ def idle_heartbeat(
     committed: BinlogPosition | None,
     reason: str,
     every_seconds: float,
-) -> list[dg.AssetMaterialization]:
+    mysql=None,
+    retention_margin_files: int = 1,
+) -> list[dg.AssetMaterialization | dg.AssetCheckEvaluation]:
     """The binlog asset's heartbeat while the server is idle (a runless materialization reported by
     the sensor), at most once per ``every_seconds``.
 
     A window run materializes the binlog asset; with nothing new on the server no run is requested,
     so without a heartbeat its freshness policy would read an idle server as a stalled capture. The
     heartbeat carries the committed position (``window_end_*``, as a window run reports it) and the
-    tick's reason. Returns ``[]`` when not caught up or the last materialization is recent.
+    tick's reason, followed by results of the binlog asset's checks for it (``changes_in_binlog``:
+    no window was read; ``binlog_retention`` when ``mysql`` is given), so they stay evaluated.
+    Returns ``[]`` when not caught up or the last materialization is recent.
     """
     if committed is None or not reason.startswith("caught up"):
         return []
@@ -173,7 +177,7 @@ def idle_heartbeat(
     last = instance.get_latest_materialization_event(key)
     if last is not None and time.time() - last.timestamp < every_seconds:
         return []
-    return [
+    beat = [
         dg.AssetMaterialization(
             asset_key=key,
             description=f"Heartbeat: {reason}",
@@ -187,4 +191,28 @@ def idle_heartbeat(
                 "sensor": reason,
             },
         )
+    ]
+    names = {ck.name for ck in assets_def.check_keys if ck.asset_key == key}
+    results: list[dg.AssetCheckResult] = []
+    if GAPS in names:
+        results.append(gaps_check(key, None, "idle"))
+    if RETENTION in names and mysql is not None:
+        try:
+            results.append(
+                retention_check(key, mysql.connection_settings(), committed, retention_margin_files)
+            )
+        except Exception as e:  # noqa: BLE001 - the heartbeat must not fail the tick
+            log.warning("binlog_retention in the heartbeat failed: %s", e)
+    return [
+        *beat,
+        *(
+            dg.AssetCheckEvaluation(
+                asset_key=key,
+                check_name=r.check_name or "",
+                passed=r.passed,
+                metadata=r.metadata,
+                severity=r.severity,
+            )
+            for r in results
+        ),
     ]

@@ -312,7 +312,13 @@ def build_mysql_cdc_sensor(
         reason = plan.skip_reason or "nothing to do"
         context.log.info(f"Skipped: {reason}")  # the tick's log shows it (the tick list, on hover)
         heartbeat = idle_heartbeat(
-            context.instance, assets_def, plan.cursor.committed, reason, max(60, 4 * minimum_interval_seconds)
+            context.instance,
+            assets_def,
+            plan.cursor.committed,
+            reason,
+            max(60, 4 * minimum_interval_seconds),
+            mysql=mysql,
+            retention_margin_files=retention_margin_files,
         )
         return dg.SensorResult(skip_reason=reason, cursor=new_cursor, asset_events=heartbeat)
 
