@@ -1,0 +1,43 @@
+"""Pure helpers of the stream-run verification and window selection (no services)."""
+
+from dagster_mysql_cdc.dagster_integration.selection import window_bytes
+from dagster_mysql_cdc.dagster_integration.verify import incremental_progress_metadata, transactions_between
+from dagster_mysql_cdc.events import BinlogPosition
+
+
+def test_transactions_between_mariadb_and_mysql_gtid_sets():
+    assert transactions_between("0-1-10", "0-1-15", is_mariadb=True) == 5
+    assert transactions_between("0-1-10,1-2-3", "0-1-10,1-2-7", is_mariadb=True) == 4
+    assert transactions_between(None, None, is_mariadb=True) is None
+    uuid = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+    assert transactions_between(f"{uuid}:1-5", f"{uuid}:1-9", is_mariadb=False) == 4
+    assert transactions_between(f"{uuid}:1-5", f"{uuid}:1-5:7-8", is_mariadb=False) == 2
+
+
+def test_window_bytes_across_files():
+    files = [("b.000001", 1000), ("b.000002", 500), ("b.000003", 200)]
+    assert window_bytes(files, BinlogPosition("b.000001", 900), BinlogPosition("b.000001", 950)) == 50
+    assert (
+        window_bytes(files, BinlogPosition("b.000001", 900), BinlogPosition("b.000003", 40)) == 100 + 500 + 40
+    )
+    assert window_bytes(files, BinlogPosition("b.000000", 4), BinlogPosition("b.000003", 40)) is None
+
+
+def test_incremental_progress_of_a_running_and_a_finished_table():
+    state = {
+        "snapshot_id": "s1",
+        "tables": [{"table": "db.t", "chunks": 3, "rows": 3000, "last_key": [3000], "max_key": [10000]}],
+        "done": [],
+    }
+    chunks = [{"table": "db.t", "rows": 1000, "key_lo": [2000], "key_hi": [3000]}]
+    p = incremental_progress_metadata("db.t", state, chunks, 10_000, 1000)["incremental_snapshot"].value
+    assert p["status"] == "running" and p["chunks_done"] == 3 and p["chunks_total_estimate"] == 10
+    assert p["percent"] == 30.0 and p["current_key_range"] == {"after": [2000], "up_to": [3000]}
+    done = incremental_progress_metadata(
+        "db.t", {"snapshot_id": "s1", "tables": [], "done": ["db.t"]}, chunks, 10_000, 1000
+    )
+    assert (
+        done["incremental_snapshot"].value["status"] == "done"
+        and done["incremental_snapshot_percent"].value == 100.0
+    )
+    assert incremental_progress_metadata("db.other", state, chunks, None, 1000) == {}
