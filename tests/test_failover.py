@@ -48,9 +48,7 @@ def replica():
 
 
 def connect_root(port: int) -> pymysql.connections.Connection:
-    return pymysql.connect(
-        host=MYSQL_HOST, port=port, user="root", password=ROOT_PASSWORD, autocommit=True
-    )
+    return pymysql.connect(host=MYSQL_HOST, port=port, user="root", password=ROOT_PASSWORD, autocommit=True)
 
 
 def scalar(conn, sql: str):
@@ -124,7 +122,10 @@ def setup_table(conn, db: str) -> None:
         cur.execute(f"INSERT INTO {db}.t VALUES " + ",".join(f"({i}, {i}, 's{i}')" for i in range(-20, 0)))
 
 
-def test_failover_to_promoted_replica_loses_and_duplicates_nothing(replica, local_storage, capsys):
+@pytest.mark.parametrize("identity", ["recorded", "legacy_cursor"])
+def test_failover_to_promoted_replica_loses_and_duplicates_nothing(replica, local_storage, capsys, identity):
+    """``legacy_cursor``: the issue's case, a cursor without the server's identity (written before
+    identities were recorded) whose file/pos is not valid on the promoted replica."""
     rep = connect_root(replica)
     with scratch_database("failover") as (db, primary):
         setup_table(primary, db)
@@ -140,6 +141,9 @@ def test_failover_to_promoted_replica_loses_and_duplicates_nothing(replica, loca
         on_new_primary = write(rep, batch(db, 21, 10))
         before = json.loads(cdc.cursor or "{}")
         assert before["server"]["server_id"] == 1
+        if identity == "legacy_cursor":
+            del before["server"]
+            cdc.cursor = json.dumps(before)
         cdc.resources["mysql"] = on_port(mysql, replica)  # the runbook: repoint host/port
         t0 = time.monotonic()
         log = cdc.ticks()
@@ -162,12 +166,14 @@ def test_failover_to_promoted_replica_loses_and_duplicates_nothing(replica, loca
         dups = {k: n for k, n in row_keys.items() if n > 1}
         assert not dups
         # and every transaction's events come from one server position only (no replay)
-        positions = {g: {(e["source"]["file"]) for e in streamed if e["source"]["gtid"] == g} for g in by_gtid}
+        positions = {
+            g: {(e["source"]["file"]) for e in streamed if e["source"]["gtid"] == g} for g in by_gtid
+        }
         assert all(len(p) == 1 for p in positions.values())
         assert live_state(local_storage, db) == source_state(rep, db)
         with capsys.disabled():
             print(
-                f"\n[failover figures] transactions: {len(expected)} "
+                f"\n[failover figures, {identity}] transactions: {len(expected)} "
                 f"({len(captured_on_primary)} on the primary, {len(pending)} replicated but not captured "
                 f"before the failover, {len(on_new_primary) + len(later)} on the promoted replica); "
                 f"change events streamed: {len(streamed)}; GTIDs in the change log: {len(by_gtid)}; "
@@ -199,13 +205,16 @@ def test_offset_ahead_of_the_server_is_a_clear_error(local_storage):
         cdc.cursor = json.dumps(cur)
         with pytest.raises(Exception, match=r"never executed.*errant.*snapshot_mode='when_needed'"):
             cdc.ticks()
-        # when_needed: re-snapshot instead of the error
+        # when_needed would re-snapshot, but the server's position sorts before the offset's, so
+        # the lake would keep its newer-looking rows: still an error, naming the way out
         cdc.cursor = json.dumps(cur)
         cdc.resources["mysql"] = on_port(mysql, MYSQL_PORT, snapshot_mode="when_needed")
-        log = cdc.ticks()
-        assert any(r.dagster_run.tags.get("dagster_mysql_cdc/mode") == "snapshot" for r in log.runs)
-        assert json.loads(log.cursor or "{}")["committed"]["gtid_set"] != cur["committed"]["gtid_set"]
-        assert live_state(local_storage, db) == source_state(primary, db)
+        with pytest.raises(Exception, match=r"cannot help here either.*new lake location"):
+            cdc.ticks()
+        # the untouched cursor still works
+        cdc.cursor = good
+        cdc.resources["mysql"] = mysql
+        assert "caught up" in cdc.ticks().skip_reasons[-1]
 
 
 def test_errant_transaction_of_the_old_primary(replica, local_storage):
@@ -254,9 +263,7 @@ def test_run_refuses_another_servers_window(replica, local_storage):
         from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
         from dagster_mysql_cdc.dagster_integration.sensor import evaluate_tick
 
-        plan, requests = evaluate_tick(
-            StreamCursor.parse(cdc.cursor), mysql, cdc.instance, cdc.cdc
-        )
+        plan, requests = evaluate_tick(StreamCursor.parse(cdc.cursor), mysql, cdc.instance, cdc.cdc)
         assert requests and requests[0].tags["dagster_mysql_cdc/mode"] == "stream"
         cdc.cursor = plan.cursor.to_json()
         cdc.resources["mysql"] = on_port(mysql, replica)
@@ -290,4 +297,3 @@ def test_replica_infra_flags_are_validated():
         text=True,
     )
     assert r.returncode == 2 and "bad --replica-of" in r.stderr
-
