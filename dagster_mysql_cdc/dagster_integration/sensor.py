@@ -23,6 +23,7 @@ from dataclasses import replace
 
 import dagster as dg
 
+from ..errors import SourceConnectionError
 from ..events import BinlogPosition
 from ..source.connection import binlog_files, connect, current_position, server_info
 from ..source.failover import other_server_reason
@@ -180,8 +181,14 @@ def evaluate_tick(
 ) -> tuple[Plan, list[dg.RunRequest]]:
     """One sensor evaluation (see module docs). Returns the plan and the run requests.
 
+    Before planning, the committed offset is checked against the server it belongs to and, after a
+    failover, translated by GTID (:func:`.cursor.reconcile_cursor`); a run that failed because the
+    server changed is re-planned that way instead of retried.
+
     Raises:
-        ConfigurationError: purged binlog without ``when_needed``; corrupt cursor (earlier).
+        ConfigurationError: purged binlog without ``when_needed``; corrupt cursor (earlier);
+            :class:`~dagster_mysql_cdc.source.failover.OffsetError` when the offset cannot be used
+            on the connected server (see docs/operations.md, "Failover").
         SourceConnectionError: the server is unreachable (the tick fails, the cursor is kept).
     """
     binlog_key = _binlog_key(assets_def)
@@ -300,7 +307,10 @@ def _server_changed(cursor: StreamCursor, mysql: MySqlCdcResource) -> str | None
     recorded = cursor.identity()
     if recorded is None:
         return None
-    conn = connect(mysql.connection_settings())
+    try:
+        conn = connect(mysql.connection_settings())
+    except SourceConnectionError:
+        return None  # unreachable: retry the window as before (the run fails or the server is back)
     try:
         return other_server_reason(conn, server_info(conn), recorded)
     finally:

@@ -427,6 +427,12 @@ def reconcile_offset(
         and not at_event_boundary(conn, committed.file, committed.pos)
     ):
         problem = f"no event starts at byte {committed.pos} of {committed.file} here"
+    if problem is None and recorded is None and committed.file not in names and names and committed.gtid_set:
+        # without a recorded identity a missing file may be this server's purged one or another
+        # server's: the GTID set decides (a purge here fails the translation with its own error)
+        problem = (
+            f"binlog file {committed.file} is not on this server (purged here, or another server's file)"
+        )
     if changed is None and problem is None:
         ident = read_identity(conn, info, committed.file if committed.file in names else None, address)
         msg = None if recorded is not None else f"recorded the identity of {ident.describe()} with the offset"
