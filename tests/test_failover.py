@@ -35,14 +35,19 @@ def _stop_and_remove_replica() -> None:
     shutil.rmtree(INFRA_DIR / "mariadb-replica", ignore_errors=True)
 
 
-@pytest.fixture
-def replica():
-    """A fresh GTID replica of the main instance; yields its port. Stopped and removed afterwards."""
+def start_replica() -> int:
+    """A fresh GTID replica of the main instance (seeded with the primary's data now); its port."""
     _stop_and_remove_replica()
     opts = ["--instance", "replica", "--port", str(REPLICA_PORT), "--server-id", "2"]
     subprocess.run([*MARIADB, "start", *opts, "--replica-of", str(MYSQL_PORT)], cwd=ROOT, check=True)
+    return REPLICA_PORT
+
+
+@pytest.fixture
+def replica():
+    """A fresh GTID replica of the main instance; yields its port. Stopped and removed afterwards."""
     try:
-        yield REPLICA_PORT
+        yield start_replica()
     finally:
         _stop_and_remove_replica()
 
@@ -182,6 +187,37 @@ def test_failover_to_promoted_replica_loses_and_duplicates_nothing(replica, loca
                 f"{len(log.runs)} run(s); resumed at {after['committed']['file']}"
             )
     rep.close()
+
+
+def test_replica_seeded_at_the_captured_position(local_storage):
+    """The replica's binlog holds none of the primary's transactions (seeded by a dump at the
+    GTID position the capture had reached, gtid_slave_pos): the committed GTIDs are executed there
+    all the same, and capture continues with the promoted replica's own transactions."""
+    with scratch_database("seeded") as (db, primary):
+        try:
+            setup_table(primary, db)
+            mysql = capture_resource(db)
+            cdc = SensorDriven(mysql, local_storage.base_uri)
+            cdc.ticks()
+            committed = json.loads(cdc.cursor or "{}")["committed"]
+            assert committed["gtid_set"] == scalar(primary, "SELECT @@GLOBAL.gtid_binlog_pos")
+            port = start_replica()
+            rep = connect_root(port)
+            assert scalar(rep, "SELECT @@GLOBAL.gtid_slave_pos") == committed["gtid_set"]
+            promote(port)
+            gtids = write(rep, batch(db, 1, 4))
+            assert all(g.startswith("2-2-") for g in gtids)  # the replica's own GTID domain
+            cdc.resources["mysql"] = on_port(mysql, port)
+            cdc.ticks()
+            streamed = [e for e in changelog(local_storage, db) if e["op"] != "r"]
+            assert sorted({e["source"]["gtid"] for e in streamed}) == sorted(gtids)
+            assert (
+                max(Counter((e["source"]["gtid"], e["op"], e["key"]["id"]) for e in streamed).values()) == 1
+            )
+            assert live_state(local_storage, db) == source_state(rep, db)
+            rep.close()
+        finally:
+            _stop_and_remove_replica()
 
 
 def test_offset_ahead_of_the_server_is_a_clear_error(local_storage):

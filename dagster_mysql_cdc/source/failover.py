@@ -210,10 +210,13 @@ def read_identity(
 
 
 def executed_gtids(conn: Any, info: ServerInfo) -> GtidSet:
-    """The transactions the server's binlog history holds: ``@@gtid_binlog_state`` (MariaDB, one
-    entry per domain and server) or ``@@gtid_executed`` (MySQL)."""
-    var = "gtid_binlog_state" if info.is_mariadb else "gtid_executed"
-    return parse_gtid_set(str(_scalar(conn, f"SELECT @@GLOBAL.{var}") or ""), info.is_mariadb)
+    """The transactions the server executed: ``@@gtid_binlog_state`` (one entry per domain and
+    server) with ``@@gtid_slave_pos`` (a replica seeded at a GTID position has executed it without
+    logging it) on MariaDB, ``@@gtid_executed`` on MySQL."""
+    if info.is_mariadb:
+        text = f"{_scalar(conn, 'SELECT @@GLOBAL.gtid_binlog_state') or ''},{_scalar(conn, 'SELECT @@GLOBAL.gtid_slave_pos') or ''}"
+        return parse_gtid_set(text, True)
+    return parse_gtid_set(str(_scalar(conn, "SELECT @@GLOBAL.gtid_executed") or ""), False)
 
 
 def other_server_reason(conn: Any, info: ServerInfo, recorded: ServerIdentity) -> str | None:
@@ -325,8 +328,6 @@ def resume_by_gtid(
     if isinstance(want, MariaDbGtidSet):
         _check_domains_continue(conn, want, names, starts)  # type: ignore[arg-type]
     k = max(i for i, s in enumerate(starts) if s.issubset(want))  # type: ignore[arg-type]
-    s_k = starts[k]
-    state: Any = s_k.position() if isinstance(s_k, MariaDbGtidSet) else s_k
     tops = dict(want.domains())
     first: tuple[str, BinlogPosition] | None = None
     last_end: BinlogPosition | None = None
@@ -348,18 +349,25 @@ def resume_by_gtid(
                         f"at {first[1].file}:{first[1].pos} (GTID domains interleave around the cut). "
                         + REMEDIES
                     )
-                state = state.advance(g)
                 continue
             if first is None:
-                first = (g, BinlogPosition(names[i], int(row[1]), str(state) or None))
+                first = (g, BinlogPosition(names[i], int(row[1])))
             if dom in open_domains and seq > tops.get(dom, -1):
                 open_domains.discard(dom)
             if not open_domains:
                 break
     if first is not None:
-        return first[1], first[0]
+        # every transaction before it is in the committed set and every committed one is before
+        # it (checked above): the GTID set there is the committed set
+        return replace(first[1], gtid_set=str(want) or None), first[0]
+    if not have.issubset(want):  # type: ignore[arg-type]
+        raise OffsetError(
+            f"This server executed transactions [{have}] beyond {theirs} [{want}] that its binlog "
+            "does not hold, so they cannot be streamed. Replicated transactions reach a replica's "
+            "binlog only with log_slave_updates=ON (MySQL: log_replica_updates=ON). " + REMEDIES
+        )
     end = last_end if last_end is not None and last_end.file == current.file else current
-    return BinlogPosition(end.file, end.pos, str(state) or None), None
+    return BinlogPosition(end.file, end.pos, str(want) or None), None
 
 
 def _check_domains_continue(
