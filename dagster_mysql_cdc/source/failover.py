@@ -24,7 +24,7 @@ position is used:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -287,26 +287,71 @@ def resume_by_gtid(
     theirs: str = "the committed offset",
 ) -> tuple[BinlogPosition, str | None]:
     """The position on the connected server of the first transaction ``committed_gtids`` does not
-    contain (the server's end when there is none), with the GTID set at that position.
+    contain (the server's end when there is none), with the GTID set there (the committed one).
 
-    Steps: (1) every committed transaction must be in the server's binlog history
-    (``gtid_binlog_state``/``gtid_executed``), else they are errant or lost there; (2) the oldest
-    binlog file must not start after transactions the committed set lacks (they were purged); on
-    MariaDB a domain the binlog picks up later must continue right after the committed sequence
-    number; (3) the last file whose start GTIDs the committed set contains holds the first missing
-    transaction: its events are listed until it; (4) after it, no committed transaction may follow
-    (it would be read twice: domains interleaved around the cut).
+    Reads the server's executed GTIDs, the start GTIDs of every binlog file and ``SHOW BINLOG
+    EVENTS`` of the files it must search, then decides with :func:`locate_first_missing`.
 
     Returns:
         ``(position, first missing GTID or None)``.
 
     Raises:
-        OffsetError: any of the checks fails (the message names both sides and the remedies).
+        OffsetError: the translation would lose or duplicate transactions (see
+            :func:`locate_first_missing`).
         GtidSetError: ``committed_gtids`` is not a GTID set of the server's flavour.
     """
     mdb = info.is_mariadb
-    want = parse_gtid_set(committed_gtids, mdb)
-    have = executed_gtids(conn, info)
+    names = [f for f, _ in files]
+    if not names:
+        raise OffsetError(f"The server has no binlog files: cannot resume {theirs} by GTID. " + REMEDIES)
+    return locate_first_missing(
+        parse_gtid_set(committed_gtids, mdb),
+        executed_gtids(conn, info),
+        names,
+        [parse_gtid_set(file_start_gtids(conn, f), mdb) for f in names],
+        lambda f: binlog_events(conn, f),
+        current,
+        theirs=theirs,
+    )
+
+
+def locate_first_missing(
+    want: GtidSet,
+    have: GtidSet,
+    names: list[str],
+    starts: list[GtidSet],
+    events: Callable[[str], Iterable[tuple]],
+    current: BinlogPosition,
+    *,
+    theirs: str = "the committed offset",
+) -> tuple[BinlogPosition, str | None]:
+    """The first transaction of a server's binlog that ``want`` does not contain (pure logic).
+
+    Args:
+        want: the committed GTID set.
+        have: the server's executed GTIDs (:func:`executed_gtids`).
+        names / starts: the binlog files, oldest first, and the GTIDs at the start of each.
+        events: ``SHOW BINLOG EVENTS`` rows ``(Log_name, Pos, Event_type, Server_id, End_log_pos,
+            Info)`` of a file, in order (read lazily, only for the files searched).
+        current: the server's current position (the answer when nothing is missing).
+
+    Steps: (1) every committed transaction must have been executed by the server, else they are
+    errant or lost there; (2) the oldest binlog file must not start after transactions ``want``
+    lacks (purged), and on MariaDB a domain the binlog only picks up later (a replica seeded at a
+    GTID position) must not have executed transactions outside the binlog that ``want`` lacks;
+    (3) the last file whose start GTIDs ``want`` contains holds the first missing transaction;
+    (4) after it, no contained transaction may follow (it would be read twice: MariaDB domains
+    interleaving around the cut), which is checked until every domain/uuid of ``want`` is past its
+    committed point or a file starts past all of ``want``; (5) with nothing missing, the server must
+    not have executed transactions beyond ``want`` that its binlog lacks (``log_slave_updates``).
+
+    Returns:
+        ``(position with GTID set, first missing GTID)``, or ``(end of the binlog, None)``.
+
+    Raises:
+        OffsetError: a check fails; the message names both sides and the remedies.
+    """
+    mdb = isinstance(want, MariaDbGtidSet)
     lacking = want.missing_from(have)  # type: ignore[arg-type]
     if lacking:
         raise OffsetError(
@@ -315,18 +360,14 @@ def resume_by_gtid(
             "the old server (written there, never replicated here) or were lost in the failover: "
             "streaming from here would silently diverge from what the lake holds. " + REMEDIES
         )
-    names = [f for f, _ in files]
-    if not names:
-        raise OffsetError(f"The server has no binlog files: cannot resume {theirs} by GTID. " + REMEDIES)
-    starts = [parse_gtid_set(file_start_gtids(conn, f), mdb) for f in names]
     if not starts[0].issubset(want):  # type: ignore[arg-type]
         raise OffsetError(
             f"This server's oldest binlog file {names[0]} starts after transactions [{starts[0]}] that "
             f"{theirs} [{want}] does not contain: they were purged here (or predate its binary log) and "
             "can no longer be streamed. " + REMEDIES
         )
-    if isinstance(want, MariaDbGtidSet):
-        _check_domains_continue(conn, want, names, starts)  # type: ignore[arg-type]
+    if isinstance(want, MariaDbGtidSet) and isinstance(have, MariaDbGtidSet):
+        _check_unlogged_domains(want, have, names, starts, events, theirs)  # type: ignore[arg-type]
     k = max(i for i, s in enumerate(starts) if s.issubset(want))  # type: ignore[arg-type]
     tops = dict(want.domains())
     first: tuple[str, BinlogPosition] | None = None
@@ -335,7 +376,7 @@ def resume_by_gtid(
     for i in range(k, len(names)):
         if first is not None and (want.issubset(starts[i]) or not open_domains):  # type: ignore[arg-type]
             break
-        for row in binlog_events(conn, names[i]):
+        for row in events(names[i]):
             last_end = BinlogPosition(names[i], int(row[4]))
             g = _gtid_of(row, mdb)
             if g is None:
@@ -370,30 +411,42 @@ def resume_by_gtid(
     return BinlogPosition(end.file, end.pos, str(want) or None), None
 
 
-def _check_domains_continue(
-    conn: Any, want: MariaDbGtidSet, names: list[str], starts: list[MariaDbGtidSet]
+def _check_unlogged_domains(
+    want: MariaDbGtidSet,
+    have: MariaDbGtidSet,
+    names: list[str],
+    starts: list[MariaDbGtidSet],
+    events: Callable[[str], Iterable[tuple]],
+    theirs: str,
 ) -> None:
-    """A MariaDB domain of ``want`` that the oldest binlog file does not know yet starts later in
-    the binlog (e.g. a replica seeded with ``gtid_slave_pos``): its first transaction there must
-    directly follow the committed one, else the transactions in between are not in this binlog."""
-    for dom, top in want.domains().items():
+    """A MariaDB domain the oldest binlog file does not know yet starts later in the binlog, or not
+    at all (a replica seeded with ``gtid_slave_pos``): the transactions of that domain the server
+    executed before its first one in the binlog must all be in ``want``."""
+    tops, executed = want.domains(), have.domains()
+    for dom in sorted(set(tops) | set(executed)):
         if dom in starts[0].domains():
             continue
         j = next((i for i, s in enumerate(starts) if dom in s.domains()), len(starts))
         first_seq = None
-        for row in binlog_events(conn, names[j - 1]):
+        for row in events(names[j - 1]):
             g = _gtid_of(row, True)
             if g is not None and MariaDbGtid.parse(g).domain == dom:
                 first_seq = MariaDbGtid.parse(g).seq
                 break
         if first_seq is None and j < len(starts):
             first_seq = starts[j].domains()[dom]
-        if first_seq is not None and first_seq > top + 1:
+        unlogged_top = first_seq - 1 if first_seq is not None else executed.get(dom, 0)
+        if unlogged_top > tops.get(dom, 0):
+            where = (
+                f"starts GTID domain {dom} at sequence number {first_seq}"
+                if first_seq
+                else (f"holds no transaction of GTID domain {dom}, executed up to {dom}-*-{unlogged_top}")
+            )
             raise OffsetError(
-                f"This server's binlog starts GTID domain {dom} at sequence number {first_seq}, but "
-                f"the committed offset is at {dom}-*-{top}: transactions {dom}-*-{top + 1} .. "
-                f"{dom}-*-{first_seq - 1} are not in this server's binlog (it was seeded from a later "
-                "point, e.g. with gtid_slave_pos) and cannot be streamed. " + REMEDIES
+                f"This server's binlog {where}, but {theirs} is at "
+                f"{dom}-*-{tops.get(dom, 0)} in that domain: transactions up to {dom}-*-{unlogged_top} "
+                "were executed here without being in the binlog (a replica seeded from a later point, "
+                "e.g. with gtid_slave_pos) and cannot be streamed. " + REMEDIES
             )
 
 
