@@ -197,12 +197,17 @@ def read_identity(
     conn: Any, info: ServerInfo, file: str | None, address: str | None = None
 ) -> ServerIdentity:
     """The connected server's identity, with the start GTIDs of ``file`` (if given)."""
-    uuid = None if info.is_mariadb else str(_scalar(conn, "SELECT @@GLOBAL.server_uuid") or "") or None
-    dom = _scalar(conn, "SELECT @@GLOBAL.gtid_domain_id") if info.is_mariadb else None
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT @@GLOBAL.server_id, @@GLOBAL.gtid_domain_id"
+            if info.is_mariadb
+            else "SELECT @@GLOBAL.server_id, @@GLOBAL.server_uuid"
+        )
+        server_id, other = cur.fetchone()
     return ServerIdentity(
-        server_id=int(_scalar(conn, "SELECT @@GLOBAL.server_id")),
-        server_uuid=uuid,
-        gtid_domain_id=int(dom) if dom is not None else None,
+        server_id=int(server_id),
+        server_uuid=None if info.is_mariadb else (str(other or "") or None),
+        gtid_domain_id=int(other) if info.is_mariadb and other is not None else None,
         file=file,
         file_gtids=file_start_gtids(conn, file) if file else None,
         address=address,
@@ -226,18 +231,22 @@ def other_server_reason(conn: Any, info: ServerInfo, recorded: ServerIdentity) -
     server still has it (two servers never write the same ``Gtid_list``/``Previous_gtids`` for a
     file of the same name unless one is a copy of the other's binlog).
     """
+    return _compare(conn, info, recorded)[0]
+
+
+def _compare(conn: Any, info: ServerInfo, recorded: ServerIdentity) -> tuple[str | None, ServerIdentity]:
     now = read_identity(conn, info, recorded.file)
     if now.server_id != recorded.server_id:
-        return f"@@server_id is {now.server_id}, the offset's server had {recorded.server_id}"
+        return f"@@server_id is {now.server_id}, the offset's server had {recorded.server_id}", now
     if recorded.server_uuid and now.server_uuid and recorded.server_uuid != now.server_uuid:
-        return f"@@server_uuid is {now.server_uuid}, the offset's server had {recorded.server_uuid}"
+        return f"@@server_uuid is {now.server_uuid}, the offset's server had {recorded.server_uuid}", now
     if recorded.file and recorded.file_gtids is not None and now.file_gtids is not None:
         if now.file_gtids != recorded.file_gtids:
             return (
                 f"binlog file {recorded.file} starts at GTIDs [{now.file_gtids}] here, at "
                 f"[{recorded.file_gtids}] on the offset's server"
-            )
-    return None
+            ), now
+    return None, now
 
 
 def position_problem(
@@ -480,7 +489,7 @@ def reconcile_offset(
     """
     here = address or "the connected server"
     names = [f for f, _ in files]
-    changed = other_server_reason(conn, info, recorded) if recorded is not None else None
+    changed, now = _compare(conn, info, recorded) if recorded is not None else (None, None)
     problem = position_problem(committed, files, current)
     if (
         problem is None
@@ -495,7 +504,11 @@ def reconcile_offset(
             f"binlog file {committed.file} is not on this server (purged here, or another server's file)"
         )
     if changed is None and problem is None:
-        ident = read_identity(conn, info, committed.file if committed.file in names else None, address)
+        file = committed.file if committed.file in names else None
+        if now is not None and now.file == file:
+            ident = replace(now, address=address)
+        else:
+            ident = read_identity(conn, info, file, address)
         msg = None if recorded is not None else f"recorded the identity of {ident.describe()} with the offset"
         return Reconciled(committed, ident, False, msg)
     if changed is None and recorded is not None:
