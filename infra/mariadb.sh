@@ -21,11 +21,11 @@
 # client-cert.pem/client-key.pem (a client certificate).
 # --replica-of PORT: on first start the instance becomes a GTID replica of the instance on
 # 127.0.0.1:PORT (CHANGE MASTER TO ... MASTER_USE_GTID=slave_pos, log_slave_updates=ON, read_only):
-# its user databases are copied with mariadb-dump --gtid (not logged), its gtid_domain_id is
-# --gtid-domain-id (default: its --server-id, so writes after a promotion are told apart) and its
-# binlog numbering starts at --binlog-start (default: the primary's current file number + 1000,
-# RESET MASTER TO n) so positions of the promoted replica sort after the old primary's (see
-# docs/operations.md, "Failover"). Give it a distinct --server-id and --port (CDC_MYSQL_REPLICA_PORT).
+# its user databases (tables and triggers; not routines or events) are copied with mariadb-dump
+# --gtid (not logged), its gtid_domain_id is --gtid-domain-id (default: its --server-id, so writes
+# after a promotion are told apart) and its binlog numbering starts at --binlog-start (default: the
+# primary's current file number + 1000, RESET MASTER TO n) so positions of the promoted replica
+# sort after the old primary's (see docs/operations.md, "Failover"). Give it a distinct --server-id and --port (CDC_MYSQL_REPLICA_PORT).
 #   promote : STOP SLAVE; RESET SLAVE ALL; read_only=OFF (the replica becomes a primary)
 # Tunables: CDC_MARIADB_START_TIMEOUT (s, default 60), CDC_MARIADB_STOP_TIMEOUT (s, default 60).
 set -euo pipefail
@@ -408,16 +408,16 @@ setup_replica() { # first start of a --replica-of instance: copy the primary, re
   if [ -n "$dbs" ]; then
     # shellcheck disable=SC2086 # $dbs: one word per database name
     MYSQL_PWD="$CDC_MYSQL_ROOT_PASSWORD" timeout 600 mariadb-dump --no-defaults --protocol=TCP -h127.0.0.1 -P"$REPLICA_OF" \
-      -uroot --single-transaction --gtid --master-data=2 --routines --events --triggers --databases $dbs \
-      >"$dump" 2>>"$log" || { err "mariadb-dump of the primary failed (log: $log)"; exit 1; }
+      -uroot --single-transaction --gtid --master-data=2 --triggers --databases $dbs \
+      >"$dump" 2>>"$log" || { err "mariadb-dump of the primary failed (log: $log)"; show_logs "$log"; exit 1; }
     gtid="$(sed -n "s/^-- SET GLOBAL gtid_slave_pos='\\([^']*\\)';.*/\\1/p" "$dump" | head -n1)"
   else
     : >"$dump"
     gtid="$(echo "SELECT @@GLOBAL.gtid_binlog_pos" | primary_sql)"
   fi
   { echo "SET SESSION sql_log_bin=0;"; cat "$dump"; } | root_sql_tcp >>"$log" 2>&1 \
-    || { err "loading the primary's dump failed (log: $log)"; exit 1; }
-  root_sql_tcp >>"$log" 2>&1 <<SQL || { err "configuring replication failed (log: $log)"; exit 1; }
+    || { err "loading the primary's dump failed (log: $log)"; show_logs "$log"; exit 1; }
+  root_sql_tcp >>"$log" 2>&1 <<SQL || { err "configuring replication failed (log: $log)"; show_logs "$log"; exit 1; }
 STOP SLAVE;
 RESET MASTER TO $start;
 SET GLOBAL gtid_slave_pos = '$gtid';
