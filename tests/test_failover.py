@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import dagster as dg
 import pymysql
 import pytest
 from conftest import MYSQL_HOST, MYSQL_PORT, ROOT, ROOT_PASSWORD
@@ -22,6 +23,8 @@ from deltalake import DeltaTable
 from sensor_harness import SensorDriven, capture_resource, scratch_database
 
 from dagster_mysql_cdc import MySqlCdcResource
+from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
+from dagster_mysql_cdc.dagster_integration.sensor import evaluate_tick
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -296,15 +299,10 @@ def test_run_refuses_another_servers_window(replica, local_storage):
         more = write(primary, batch(db, 5, 3))
         wait_replicated(primary, rep)
         promote(replica)
-        from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
-        from dagster_mysql_cdc.dagster_integration.sensor import evaluate_tick
-
         plan, requests = evaluate_tick(StreamCursor.parse(cdc.cursor), mysql, cdc.instance, cdc.cdc)
         assert requests and requests[0].tags["dagster_mysql_cdc/mode"] == "stream"
         cdc.cursor = plan.cursor.to_json()
         cdc.resources["mysql"] = on_port(mysql, replica)
-        import dagster as dg
-
         res = dg.materialize(
             [cdc.cdc],
             resources=cdc.resources,
