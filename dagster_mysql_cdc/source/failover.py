@@ -32,8 +32,11 @@ import pymysql
 
 from ..errors import ConfigurationError
 from ..events import BinlogPosition
-from .connection import ServerInfo
+from .connection import ServerInfo, raise_for_missing_privilege
 from .gtid import GtidSet, MariaDbGtid, MariaDbGtidSet, parse_gtid_set
+
+#: ER_ERROR_WHEN_EXECUTING_COMMAND: SHOW BINLOG EVENTS of a missing file or a wrong offset.
+_NO_SUCH_EVENT = 1220
 
 #: Events per ``SHOW BINLOG EVENTS`` page while searching a binlog file for a GTID.
 SCAN_PAGE_EVENTS = 5000
@@ -154,6 +157,7 @@ def binlog_events(conn: Any, file: str, start: int = 4, limit: int | None = None
     Raises:
         pymysql.err.InternalError / OperationalError (1220): the file does not exist or ``start``
             is not an event boundary inside it.
+        MissingPrivilegeError: the user may not list binlog events (the preflight's GRANT advice).
     """
     pos, n = start, 0
     while True:
@@ -161,7 +165,16 @@ def binlog_events(conn: Any, file: str, start: int = 4, limit: int | None = None
         if page <= 0:
             return
         with conn.cursor() as cur:
-            cur.execute(f"SHOW BINLOG EVENTS IN %s FROM {int(pos)} LIMIT {int(page)}", (file,))
+            try:
+                cur.execute(f"SHOW BINLOG EVENTS IN %s FROM {int(pos)} LIMIT {int(page)}", (file,))
+            except pymysql.err.MySQLError as e:
+                user = conn.user.decode() if isinstance(conn.user, bytes) else str(conn.user)
+                raise_for_missing_privilege(
+                    e,
+                    user,
+                    "listing binlog events (SHOW BINLOG EVENTS: REPLICATION SLAVE, BINLOG MONITOR on MariaDB)",
+                )
+                raise
             rows = cur.fetchall()
         for r in rows:
             yield tuple(r)
@@ -174,23 +187,35 @@ def binlog_events(conn: Any, file: str, start: int = 4, limit: int | None = None
 def file_start_gtids(conn: Any, file: str) -> str | None:
     """The GTIDs at the start of binlog ``file``: the ``Gtid_list`` (MariaDB, brackets removed) or
     ``Previous_gtids`` (MySQL, newlines removed) event among its first events; ``None`` when the
-    file does not exist or has no such event (MySQL without GTIDs)."""
+    file does not exist or has no such event (MySQL without GTIDs).
+
+    Raises:
+        MissingPrivilegeError: the user may not list binlog events.
+    """
     try:
         for row in binlog_events(conn, file, 4, limit=4):
             if row[2] in ("Gtid_list", "Previous_gtids"):
                 return str(row[5] or "").strip().strip("[]").replace("\n", "")
-    except pymysql.err.MySQLError:
-        return None
+    except pymysql.err.MySQLError as e:
+        if e.args and e.args[0] == _NO_SUCH_EVENT:
+            return None
+        raise
     return None
 
 
 def at_event_boundary(conn: Any, file: str, pos: int) -> bool:
-    """Whether an event of ``file`` starts at byte ``pos`` (or ``pos`` is the file's end)."""
+    """Whether an event of ``file`` starts at byte ``pos`` (or ``pos`` is the file's end).
+
+    Raises:
+        MissingPrivilegeError: the user may not list binlog events.
+    """
     try:
         list(binlog_events(conn, file, pos, limit=1))
         return True
-    except pymysql.err.MySQLError:
-        return False
+    except pymysql.err.MySQLError as e:
+        if e.args and e.args[0] == _NO_SUCH_EVENT:
+            return False
+        raise
 
 
 def read_identity(
