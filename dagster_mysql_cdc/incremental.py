@@ -401,6 +401,7 @@ def plan_chunks(
                 continue
             pk = _pk_cols(schema)
             conv = TableConverter(schema, type_options, "pymysql")
+            schema = conv.table  # captured columns only (column_include_list/column_exclude_list)
             if prog.table not in lake_rows:
                 why = unsupported_key_reason(schema)
                 if why:

@@ -167,6 +167,7 @@ def snapshot_range(
     from .absent_rows import LakeLiveRows, converted_key, delete_events, key_tuples, unsupported_key_reason
 
     pconv = TableConverter(schema, type_options, "pymysql")
+    schema = pconv.table  # captured columns only (column_include_list/column_exclude_list)
     lake = None
     if storage is not None:
         why = unsupported_key_reason(schema)

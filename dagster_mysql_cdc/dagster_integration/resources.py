@@ -22,6 +22,7 @@ from ..pipeline import SnapshotTableResult, run_snapshot
 from ..sink.lake import LakeWriter
 from ..sink.storage import StorageSettings
 from ..source.catalog import list_tables, read_table_schemas
+from ..source.columns import ColumnPolicy
 from ..source.connection import ConnectionSettings, ServerInfo, connect, server_info
 from ..source.filters import TableFilter
 from ..source.schema import TableSchema
@@ -104,6 +105,39 @@ class MySqlCdcResource(dg.ConfigurableResource):
     table_exclude_list: list[str] = Field(
         default_factory=list, description="Regexes of excluded 'db.table' names."
     )
+    column_include_list: list[str] = Field(
+        default_factory=list,
+        description="Regexes of captured 'db.table.column' names (column.include.list); other columns are "
+        "not read, streamed, written or checked. Primary-key columns must stay captured.",
+    )
+    column_exclude_list: list[str] = Field(
+        default_factory=list,
+        description="Regexes of 'db.table.column' names left out of the capture (column.exclude.list).",
+    )
+    column_truncate_to_chars: dict[str, int] = Field(
+        default_factory=dict,
+        description="{regex over 'db.table.column': n}: character values cut to n characters "
+        "(column.truncate.to.<n>.chars).",
+    )
+    column_mask_with_chars: dict[str, int] = Field(
+        default_factory=dict,
+        description="{regex over 'db.table.column': n}: character values replaced by n '*' "
+        "(column.mask.with.<n>.chars).",
+    )
+    column_mask_hash: dict[str, str] = Field(
+        default_factory=dict,
+        description="{regex over 'db.table.column': algorithm}: character values replaced by the hex "
+        "digest (e.g. SHA-256) of salt + value (column.mask.hash.<algorithm>.with.salt.<salt>).",
+    )
+    column_mask_hash_salt: str | None = Field(
+        default=None,
+        description="Salt of column_mask_hash (the <salt> of Debezium's property); a secret: use EnvVar.",
+    )
+    column_mask_hash_version: str = Field(
+        default="v1",
+        description="v1: hash as Debezium's column.mask.hash. does (Java-serialized value); "
+        "v2: as column.mask.hash.v2. (UTF-8 bytes of the value).",
+    )
     snapshot_mode: str = Field(default="initial", description=f"snapshot.mode: one of {SNAPSHOT_MODES}.")
     snapshot_locking_mode: str = Field(
         default="minimal", description="snapshot.locking.mode: minimal, extended or none."
@@ -154,6 +188,11 @@ class MySqlCdcResource(dg.ConfigurableResource):
     provide_transaction_metadata: bool = Field(
         default=False,
         description="Fill the `transaction` struct of change events (provide.transaction.metadata).",
+    )
+    include_query: bool = Field(
+        default=False,
+        description="Fill source.query with the statement of each row change (include.query); needs "
+        "MySQL binlog_rows_query_log_events=ON. Refused with column masks (the text holds the values).",
     )
     stream_batch_rows: int = Field(
         default=50_000,
@@ -236,6 +275,24 @@ class MySqlCdcResource(dg.ConfigurableResource):
             time_precision_mode=self.time_precision_mode,  # type: ignore[arg-type]
             bigint_unsigned_handling_mode=self.bigint_unsigned_handling_mode,  # type: ignore[arg-type]
             binary_handling_mode=self.binary_handling_mode,  # type: ignore[arg-type]
+            columns=self.column_policy(),
+        )
+
+    def column_policy(self) -> ColumnPolicy:
+        """Captured columns and value masks (Debezium ``column.*`` properties, :mod:`..source.columns`).
+
+        Raises:
+            ConfigurationError: both column lists set, a bad regex or length, an unknown hash
+                algorithm, or hash rules without a salt.
+        """
+        return ColumnPolicy(
+            include_list=tuple(self.column_include_list),
+            exclude_list=tuple(self.column_exclude_list),
+            truncate=tuple(self.column_truncate_to_chars.items()),
+            mask_with_chars=tuple(self.column_mask_with_chars.items()),
+            mask_hash=tuple(self.column_mask_hash.items()),
+            hash_salt=_resolve(self.column_mask_hash_salt) or "",
+            hash_version=self.column_mask_hash_version,  # type: ignore[arg-type]
         )
 
     def snapshot_options(self, mode: str | None = None) -> SnapshotOptions:
@@ -259,7 +316,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
 
     # -- discovery ----------------------------------------------------------------------------
     def discover_tables(self, tables: Sequence[str] | None = None) -> list[TableSchema]:
-        """Schemas of the captured tables, read from the server.
+        """Schemas of the captured tables (their captured columns only), read from the server.
 
         Args:
             tables: explicit ``"database.table"`` names (each must exist); ``None`` captures every
@@ -298,7 +355,10 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 f"Table(s) not found on {me.host}:{me.port}: {', '.join(missing)}. "
                 "Check the names (case-sensitive) or remove them."
             )
-        return [schemas[k] for k in wanted]
+        # the captured columns (column_include_list/column_exclude_list): what the lake will hold;
+        # a policy that cannot apply (a key column left out, an unmaskable column) fails here, early
+        options = me.type_options()
+        return [TableConverter(schemas[k], options, "pymysql").table for k in wanted]
 
     def include_list_warnings(self) -> list[str]:
         """One message per ``table_include_list`` entry that matches no table on the server
@@ -320,7 +380,14 @@ class MySqlCdcResource(dg.ConfigurableResource):
 
     # -- materialization ------------------------------------------------------------------------
     def stream_options(self) -> StreamOptions:
+        """Raises ConfigurationError: a bad gap handling mode, or ``include_query`` with column masks."""
+        if self.include_query and self.column_policy().has_masks:
+            raise ConfigurationError(
+                "include_query copies each statement's text, with the original values of masked columns, "
+                "into source.query: turn include_query off or drop the column_mask_*/column_truncate_* rules"
+            )
         return StreamOptions(
+            include_query=self.include_query,
             skip_unparseable_ddl=self.skip_unparseable_ddl,
             provide_transaction_metadata=self.provide_transaction_metadata,
             batch_rows=self.stream_batch_rows,

@@ -252,7 +252,7 @@ class ConsistentSnapshot:
             return
         sql = (
             "SELECT "
-            + ", ".join(select_expression(c) for c in schema.columns)
+            + ", ".join(select_expression(c) for c in conv.columns)  # captured columns only
             + f" FROM {_q(table[0])}.{_q(table[1])}"
         )
         assert self.position is not None and self.info is not None
