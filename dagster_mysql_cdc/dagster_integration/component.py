@@ -430,6 +430,14 @@ class MySqlCdcComponent(Component, Resolvable):
     snapshot_batch_rows: Annotated[int, _doc("Rows per Arrow batch / Spark job while snapshotting.")] = (
         _resource_default("snapshot_batch_rows")
     )
+    snapshot_select_statement_overrides: Annotated[
+        dict[str, str],
+        _doc(
+            "{'db.table': 'SELECT * FROM db.table WHERE <condition>'}: rows an initial snapshot reads "
+            "(snapshot.select.statement.overrides); the condition is validated like a signal filter.",
+            [{"inventory.orders": "SELECT * FROM inventory.orders WHERE order_date >= '2016-02-01'"}],
+        ),
+    ] = field(default_factory=dict)
     decimal_handling_mode: Annotated[DecimalHandlingMode, _doc("Debezium decimal.handling.mode.")] = (
         _resource_default("decimal_handling_mode")
     )
@@ -583,6 +591,7 @@ class MySqlCdcComponent(Component, Resolvable):
             snapshot_locking_mode=self.snapshot_locking_mode,
             snapshot_fetch_size=self.snapshot_fetch_size,
             snapshot_batch_rows=self.snapshot_batch_rows,
+            snapshot_select_statement_overrides=dict(self.snapshot_select_statement_overrides),
             decimal_handling_mode=self.decimal_handling_mode,
             time_precision_mode=self.time_precision_mode,
             bigint_unsigned_handling_mode=self.bigint_unsigned_handling_mode,

@@ -27,6 +27,7 @@ from ..source.connection import ConnectionSettings, ServerInfo, connect, server_
 from ..source.filters import TableFilter
 from ..source.schema import TableSchema
 from ..source.schema_history import SchemaHistory
+from ..source.select_overrides import parse_overrides
 from ..source.signals import create_signal_table
 from ..source.snapshot import SnapshotOptions
 from ..source.types import TableConverter, TypeOptions
@@ -147,6 +148,11 @@ class MySqlCdcResource(dg.ConfigurableResource):
     )
     snapshot_batch_rows: int = Field(
         default=100_000, description="Rows per Arrow batch / Spark job (bounds memory)."
+    )
+    snapshot_select_statement_overrides: dict[str, str] = Field(
+        default_factory=dict,
+        description="{'db.table': 'SELECT * FROM db.table WHERE <condition>'}: the rows an initial snapshot "
+        "reads (snapshot.select.statement.overrides); the condition is validated like a signal filter.",
     )
     decimal_handling_mode: str = Field(
         default="precise", description="precise, double or string (decimal.handling.mode)."
@@ -304,6 +310,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             fetch_size=self.snapshot_fetch_size,
             batch_rows=self.snapshot_batch_rows,
             include_data=mode != "no_data",
+            select_overrides=parse_overrides(self.snapshot_select_statement_overrides),
         )
 
     def table_filter(self) -> TableFilter:
