@@ -28,7 +28,6 @@ from sqlglot import exp
 from ..errors import ConfigurationError
 from .signals import UnsafeFilter, validate_filter
 
-
 _CLAUSES = {
     "joins": "JOIN",
     "laterals": "LATERAL",
