@@ -21,7 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .errors import CdcError
+from .errors import CdcError, ConfigurationError
 from .events import BinlogPosition, ChangeEventBuilder, now_ms, snapshot_events
 from .gaps import (
     REPAIR_HEADER,
@@ -63,6 +63,10 @@ log = logging.getLogger(__name__)
 STREAM_APP_ID = "dagster-mysql-cdc/stream"
 
 
+#: Debezium ``event.processing.failure.handling.mode`` values offered (not the silent ``ignore``).
+FAILURE_HANDLING_MODES = ("fail", "warn", "skip")
+
+
 class SchemaMismatchError(CdcError):
     """A binlog row event does not match the schema history at its position."""
 
@@ -82,6 +86,12 @@ class StreamOptions:
         gap_handling: what to do with changes the binlog does not carry (statement DML,
             foreign-key cascades; see :mod:`.gaps`): ``repair`` queues a targeted incremental
             snapshot, ``warn`` only reports, ``fail`` raises :class:`~.gaps.BinlogGapError`.
+        event_processing_failure_handling_mode: a row event that cannot be decoded (its columns
+            differ from the schema history, or a value cannot be converted): ``fail`` (default)
+            fails the window run; ``warn`` skips it and logs a WARNING with its position;
+            ``skip`` skips it with one WARNING per window. Both report every skipped event in
+            :attr:`WindowResult.events_skipped` (Debezium ``event.processing.failure.handling.mode``;
+            its silent ``ignore`` is not offered).
         include_query: fill ``source.query`` with the statement of each row change (Debezium
             ``include.query``): needs MySQL ``binlog_rows_query_log_events=ON`` (MariaDB's
             ``binlog_annotate_row_events`` annotations are not sent to this binlog client).
@@ -93,6 +103,15 @@ class StreamOptions:
     deadline_s: float | None = None
     gap_handling: str = "repair"
     include_query: bool = False
+    event_processing_failure_handling_mode: str = "fail"
+
+    def __post_init__(self) -> None:
+        if self.event_processing_failure_handling_mode not in FAILURE_HANDLING_MODES:
+            raise ConfigurationError(
+                f"event_processing_failure_handling_mode={self.event_processing_failure_handling_mode!r} "
+                f"is not valid; use one of {', '.join(FAILURE_HANDLING_MODES)} "
+                "(Debezium event.processing.failure.handling.mode)"
+            )
 
 
 @dataclass
@@ -113,6 +132,10 @@ class WindowResult:
     incremental_state: dict | None = None
     blocking_tables: list[tuple[str, str]] = field(default_factory=list)
     gaps: list[BinlogGap] = field(default_factory=list)
+    #: events skipped by event.processing.failure.handling.mode=warn|skip (the first 100) and
+    #: how many there were: {"table", "position", "reason"} each
+    events_skipped: list[dict] = field(default_factory=list)
+    events_skipped_count: int = 0
 
     @property
     def rows(self) -> int:
@@ -137,7 +160,9 @@ class _TableEvents:
         server_name: str,
         batch_rows: int,
         open_sink: Callable[[TableSchema], TableBatch],
+        on_failure: Callable[[str, str, str], None] | None = None,
     ):
+        self.on_failure = on_failure  # (table, position, reason) of a skipped event; None: fail
         self.options = options
         self.server_name = server_name
         self.batch_rows = batch_rows
@@ -162,7 +187,20 @@ class _TableEvents:
 
     def flush(self) -> None:
         if len(self.builder):
-            self._finished(self.builder.to_record_batch())
+            try:
+                batch = self.builder.to_record_batch()
+            except ValueError:
+                # event.processing.failure.handling.mode=warn|skip: drop the events holding a
+                # value that cannot be converted, report each, convert the rest
+                bad = self.builder.unconvertible_events() if self.on_failure is not None else {}
+                if not bad:
+                    raise
+                for i, why in sorted(bad.items()):
+                    assert self.on_failure is not None
+                    self.on_failure(self.schema.qualified_name, self.builder.event_position(i), why)
+                self.builder.drop_events(set(bad))
+                batch = self.builder.to_record_batch()
+            self._finished(batch)
             self._set_schema(self.schema)
 
     def _finished(self, batch: pa.RecordBatch) -> None:
@@ -358,6 +396,14 @@ def run_window(
         rows_filter=lambda db, t: (db, t) == sig_key or (db, t) in fks or table_filter.matches(db, t),
     )
 
+    def skipped(table: str, position: str, reason: str) -> None:
+        """An event that cannot be decoded, skipped (event.processing.failure.handling.mode)."""
+        result.events_skipped_count += 1
+        if len(result.events_skipped) < 100:
+            result.events_skipped.append({"table": table, "position": position, "reason": reason})
+        if options.event_processing_failure_handling_mode == "warn":
+            log.warning("Skipped an event of %s at %s that cannot be decoded: %s", table, position, reason)
+
     def table_events(db: str, t: str) -> _TableEvents | None:
         nonlocal fallback_conn
         if not table_filter.matches(db, t) or (db, t) == sig_key:
@@ -377,7 +423,12 @@ def run_window(
         te = tables.get((db, t))
         if te is None:
             te = tables[(db, t)] = _TableEvents(
-                schema, type_options, server_name, options.batch_rows, open_sink(db, t)
+                schema,
+                type_options,
+                server_name,
+                options.batch_rows,
+                open_sink(db, t),
+                on_failure=None if options.event_processing_failure_handling_mode == "fail" else skipped,
             )
         else:
             te.schema_changed(schema)
@@ -638,13 +689,19 @@ def run_window(
                     continue
                 name = f"{item.database}.{item.table}"
                 window = open_windows.get(name)
-                _add_rows(
-                    te,
-                    item,
-                    tx_counter if options.provide_transaction_metadata else None,
-                    touched=window[1] if window else seen.get(name),
-                    include_query=options.include_query,
-                )
+                try:
+                    _add_rows(
+                        te,
+                        item,
+                        tx_counter if options.provide_transaction_metadata else None,
+                        touched=window[1] if window else seen.get(name),
+                        include_query=options.include_query,
+                    )
+                except SchemaMismatchError as e:  # raised before any of the event's rows is added
+                    if te.on_failure is None:
+                        raise
+                    te.on_failure(name, f"{item.file}:{item.pos}", str(e))
+                    continue
                 result.last_event_ts_ms = item.ts_ms
                 te.maybe_flush()
             elif isinstance(item, TransactionCommit):

@@ -133,3 +133,40 @@ def test_converter_captures_and_masks_on_every_path():
     assert binlog.convert_row_dict(image) == want
     assert TableConverter(conv.table, opts, "binlog").convert_row_dict(image) == want  # idempotent filter
     assert TableConverter(T, TypeOptions(), "pymysql").names == tuple(T.column_names)
+
+
+def test_builder_drops_only_the_events_it_cannot_convert_and_says_where():
+    """event.processing.failure.handling.mode=warn|skip: the builder's part (pure logic)."""
+    from dagster_mysql_cdc.events import ChangeEventBuilder
+
+    t = TableSchema(
+        "db",
+        "t",
+        (ColumnSchema("id", "int", 1, nullable=False), ColumnSchema("d", "datetime", 2)),
+        primary_key=("id",),
+    )
+    conv = TableConverter(t, TypeOptions(), "binlog")
+    b = ChangeEventBuilder(conv.arrow_schema, t.primary_key, server_name="s", database="db", table="t")
+    common = dict(ts_ms=1, source_ts_ms=1, server_id=1)
+    b.add_raw(
+        conv,
+        "c",
+        None,
+        [{"id": 1, "d": None}, {"id": 2, "d": {"not": "a date"}}],
+        file="b.1",
+        pos=4,
+        **common,
+    )
+    b.add_raw(conv, "u", [{"id": 3, "d": None}], [{"id": 3, "d": None}], file="b.1", pos=90, **common)
+    with pytest.raises(ValueError, match="column 'd'"):
+        b.to_record_batch()
+    bad = b.unconvertible_events()
+    assert list(bad) == [1] and bad[1].startswith("after.d: ValueError")
+    assert b.event_position(1) == "b.1:4 row 1"
+    b.drop_events(set(bad))
+    rows = b.to_record_batch().to_pylist()
+    assert [(r["op"], r["after"]["id"], r["before"] and r["before"]["id"]) for r in rows] == [
+        ("c", 1, None),
+        ("u", 3, 3),
+    ]
+    assert [r["source"]["pos"] for r in rows] == [4, 90]

@@ -81,6 +81,7 @@ SnapshotMode = Literal[SNAPSHOT_MODES]  # type: ignore[valid-type]
 SnapshotLockingMode = Literal[LOCKING_MODES]  # type: ignore[valid-type]
 BinlogGapHandling = Literal["repair", "warn", "fail"]  # gaps.GAP_HANDLING_MODES
 ColumnMaskHashVersion = Literal["v1", "v2"]  # source.columns.HASH_VERSIONS
+FailureHandlingMode = Literal["fail", "warn", "skip"]  # stream.FAILURE_HANDLING_MODES
 
 
 def _resource_default(name: str) -> Any:
@@ -345,6 +346,7 @@ _CHOICE_FIELDS = (
     "bigint_unsigned_handling_mode",
     "binary_handling_mode",
     "column_mask_hash_version",
+    "event_processing_failure_handling_mode",
 )
 
 
@@ -415,6 +417,12 @@ class MySqlCdcComponent(Component, Resolvable):
     column_mask_hash_version: Annotated[
         ColumnMaskHashVersion, _doc("v1 (column.mask.hash.) or v2 (column.mask.hash.v2.).")
     ] = _resource_default("column_mask_hash_version")
+    event_processing_failure_handling_mode: Annotated[
+        FailureHandlingMode,
+        _doc(
+            "A row event that cannot be decoded: fail, warn or skip (event.processing.failure.handling.mode)."
+        ),
+    ] = _resource_default("event_processing_failure_handling_mode")
     include_query: Annotated[
         bool, _doc("Fill source.query with each row change's statement (include.query; MySQL only).")
     ] = _resource_default("include_query")
@@ -587,6 +595,7 @@ class MySqlCdcComponent(Component, Resolvable):
             column_mask_hash_salt=self.column_mask_hash_salt,
             column_mask_hash_version=self.column_mask_hash_version,
             include_query=self.include_query,
+            event_processing_failure_handling_mode=self.event_processing_failure_handling_mode,
             snapshot_mode=self.snapshot_mode,
             snapshot_locking_mode=self.snapshot_locking_mode,
             snapshot_fetch_size=self.snapshot_fetch_size,

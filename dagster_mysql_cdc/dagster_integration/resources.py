@@ -195,6 +195,12 @@ class MySqlCdcResource(dg.ConfigurableResource):
         default=False,
         description="Fill the `transaction` struct of change events (provide.transaction.metadata).",
     )
+    event_processing_failure_handling_mode: str = Field(
+        default="fail",
+        description="A row event that cannot be decoded (event.processing.failure.handling.mode): fail the "
+        "run, warn (skip it, WARNING with its position) or skip (skip it, one WARNING per window); skipped "
+        "events are listed in the binlog asset's events_skipped metadata.",
+    )
     include_query: bool = Field(
         default=False,
         description="Fill source.query with the statement of each row change (include.query); needs "
@@ -395,6 +401,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             )
         return StreamOptions(
             include_query=self.include_query,
+            event_processing_failure_handling_mode=self.event_processing_failure_handling_mode,
             skip_unparseable_ddl=self.skip_unparseable_ddl,
             provide_transaction_metadata=self.provide_transaction_metadata,
             batch_rows=self.stream_batch_rows,
@@ -832,6 +839,18 @@ class MySqlCdcResource(dg.ConfigurableResource):
             (context.log.warning if line in result.signals_rejected else context.log.info)(line)
         for gap in result.gaps:
             context.log.warning(gap.message())
+        if result.events_skipped_count:
+            mode = self.event_processing_failure_handling_mode
+            if mode == "warn":
+                for ev in result.events_skipped[:20]:
+                    context.log.warning(
+                        f"Skipped an event of {ev['table']} at {ev['position']}: {ev['reason']}"
+                    )
+            context.log.warning(
+                f"{result.events_skipped_count} event(s) that cannot be decoded were skipped "
+                f"(event_processing_failure_handling_mode={mode}); the binlog asset's events_skipped "
+                "metadata lists them. Re-snapshot the affected tables to repair the lake."
+            )
         if report is not None:
             report["gaps"] = [g.to_dict() for g in result.gaps]
         # The offset this run reached, which the sensor commits: the requested end (with the
@@ -902,6 +921,8 @@ class MySqlCdcResource(dg.ConfigurableResource):
                     "incremental_chunks": dg.MetadataValue.json(result.chunks),
                     "signals": dg.MetadataValue.json(result.signal_log),
                     "binlog_gaps": dg.MetadataValue.json([g.to_dict() for g in result.gaps]),
+                    "events_skipped_count": dg.MetadataValue.int(result.events_skipped_count),
+                    "events_skipped": dg.MetadataValue.json(result.events_skipped),
                 },
             )
         return reached

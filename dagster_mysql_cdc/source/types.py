@@ -1466,6 +1466,14 @@ class TableConverter:
             )
         return tuple(conv(v) for conv, v in zip(self._converters, values))
 
+    def convert_value(self, index: int, value: Any) -> Any:
+        """Convert (and mask) one raw value of the ``index``-th captured column.
+
+        Raises:
+            ValueError: the value cannot be converted.
+        """
+        return self._converters[index](value)
+
     def convert_row_dict(
         self, row: Mapping[str, Any], none_sources: Mapping[str, str] | None = None
     ) -> tuple:
