@@ -154,7 +154,13 @@ class ConsistentSnapshot:
     def _begin(self) -> None:
         conn = self._connection()
         self.info = server_info(conn)
-        for w in preflight(conn, self.info, self.tables, need_streaming=self.need_streaming):
+        for w in preflight(
+            conn,
+            self.info,
+            self.tables,
+            need_streaming=self.need_streaming,
+            need_lock=self.options.locking_mode != "none",
+        ):
             log.warning(w)
         mode = self.options.locking_mode
         with conn.cursor() as cur:
