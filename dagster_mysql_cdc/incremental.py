@@ -399,9 +399,10 @@ def plan_chunks(
                 log.warning("Incremental snapshot: table %s no longer exists; skipped", prog.table)
                 state.tables.pop(0)
                 continue
-            pk = _pk_cols(schema)
             conv = TableConverter(schema, type_options, "pymysql")
-            schema = conv.table  # captured columns only (column_include_list/column_exclude_list)
+            # captured columns only (column_include_list/column_exclude_list), keyed by message.key.columns
+            schema = conv.table
+            pk = _pk_cols(schema)
             if prog.table not in lake_rows:
                 why = unsupported_key_reason(schema)
                 if why:

@@ -87,7 +87,7 @@ def run_snapshot(
                 key[1],
                 snap.scan(key),
                 value_schema=value_schema,
-                primary_key=schema.primary_key,
+                primary_key=conv.table.primary_key,  # the message key (message.key.columns)
                 app_id=SNAPSHOT_APP_ID,
                 version=snap.position.as_version(),
                 position=snap.position,

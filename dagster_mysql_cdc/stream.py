@@ -178,7 +178,7 @@ class _TableEvents:
         self.conv = TableConverter(schema, self.options, "binlog")
         self.builder = ChangeEventBuilder(
             self.conv.arrow_schema,
-            schema.primary_key,
+            self.conv.table.primary_key,  # the message key (message.key.columns)
             server_name=self.server_name,
             database=schema.database,
             table=schema.table,
@@ -225,7 +225,7 @@ class _TableEvents:
         )
         self.pending, self.pending_rows = [], 0
         if self.sink is None:
-            self.sink = self.open_sink(self.schema)
+            self.sink = self.open_sink(self.conv.table)
         self.sink.add(batch)
 
     def finish(self) -> None:
@@ -447,7 +447,11 @@ def run_window(
         return opener
 
     def captured_tables() -> dict[tuple[str, str], TableSchema]:
-        return {k: v for k, v in catalog.tables().items() if table_filter.matches(*k) and k != sig_key}
+        return {
+            k: type_options.columns.keyed(v)  # message.key.columns: the key repairs use
+            for k, v in catalog.tables().items()
+            if table_filter.matches(*k) and k != sig_key
+        }
 
     def reject(message: str) -> None:
         """A signal that cannot be executed: logged as WARNING, capture continues."""
@@ -590,13 +594,13 @@ def run_window(
         target = te.conv.arrow_schema
         batch = _in_layout(read_chunk(storage, c), target)
         if touched:
-            batch = _without_keys(batch, te.schema.primary_key, touched)
+            batch = _without_keys(batch, te.conv.table.primary_key, touched)
         emitted = batch.num_rows
         headers = {REPAIR_HEADER: c.reason} if c.reason else None
         te.append_batch(
             snapshot_events(
                 batch,
-                primary_key=te.schema.primary_key,
+                primary_key=te.conv.table.primary_key,
                 server_name=server_name,
                 server_id=ev.server_id,
                 database=te.schema.database,
@@ -622,11 +626,11 @@ def run_window(
             # high watermark unless the binlog changed them inside the window
             gone = _in_layout(read_chunk(storage, c, c.deletes_path), target)
             if touched:
-                gone = _without_keys(gone, te.schema.primary_key, touched)
+                gone = _without_keys(gone, te.conv.table.primary_key, touched)
             te.append_batch(
                 snapshot_events(
                     gone,
-                    primary_key=te.schema.primary_key,
+                    primary_key=te.conv.table.primary_key,
                     server_name=server_name,
                     server_id=ev.server_id,
                     database=te.schema.database,
@@ -639,7 +643,7 @@ def run_window(
                 )
             )
             info_row["deleted"] = gone.num_rows
-            gone_keys = key_tuples(gone, te.schema.primary_key)
+            gone_keys = key_tuples(gone, te.conv.table.primary_key)
         deleted = 0
         absent = read_absent(storage, c)
         if absent is not None:  # lake rows of the chunk's key range the source no longer had
@@ -653,7 +657,7 @@ def run_window(
                     ],
                     schema=target,
                 ),
-                schema=te.schema,
+                schema=te.conv.table,
                 value_schema=target,
                 server_name=server_name,
                 server_id=ev.server_id,
@@ -911,7 +915,7 @@ def _add_rows(
     if not rows:
         return
     conv = te.conv
-    pk = te.schema.primary_key
+    pk = te.conv.table.primary_key
     common: dict[str, Any] = dict(
         file=ev.file,
         pos=ev.pos,

@@ -414,6 +414,13 @@ class MySqlCdcComponent(Component, Resolvable):
         ),
     ] = field(default_factory=dict)
     column_mask_hash_salt: OptionalSecretStr = None
+    message_key_columns: Annotated[
+        dict[str, list[str]],
+        _doc(
+            "{'db.table' regex: [columns]}: key of keyless tables or primary-key override (message.key.columns).",
+            [{"inventory\\.orders_log": ["order_number"]}],
+        ),
+    ] = field(default_factory=dict)
     column_mask_hash_version: Annotated[
         ColumnMaskHashVersion, _doc("v1 (column.mask.hash.) or v2 (column.mask.hash.v2.).")
     ] = _resource_default("column_mask_hash_version")
@@ -594,6 +601,7 @@ class MySqlCdcComponent(Component, Resolvable):
             column_mask_hash=dict(self.column_mask_hash),
             column_mask_hash_salt=self.column_mask_hash_salt,
             column_mask_hash_version=self.column_mask_hash_version,
+            message_key_columns={k: list(v) for k, v in self.message_key_columns.items()},
             include_query=self.include_query,
             event_processing_failure_handling_mode=self.event_processing_failure_handling_mode,
             snapshot_mode=self.snapshot_mode,

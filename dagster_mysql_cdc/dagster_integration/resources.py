@@ -134,6 +134,11 @@ class MySqlCdcResource(dg.ConfigurableResource):
         default=None,
         description="Salt of column_mask_hash (the <salt> of Debezium's property); a secret: use EnvVar.",
     )
+    message_key_columns: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="{regex over 'db.table': [columns]}: the key of matching tables, for a keyless table or "
+        "to override its primary key (message.key.columns); the columns must identify a row.",
+    )
     column_mask_hash_version: str = Field(
         default="v1",
         description="v1: hash as Debezium's column.mask.hash. does (Java-serialized value); "
@@ -305,6 +310,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             mask_hash=tuple(self.column_mask_hash.items()),
             hash_salt=_resolve(self.column_mask_hash_salt) or "",
             hash_version=self.column_mask_hash_version,  # type: ignore[arg-type]
+            message_key_columns=tuple((p, tuple(c)) for p, c in self.message_key_columns.items()),
         )
 
     def snapshot_options(self, mode: str | None = None) -> SnapshotOptions:
@@ -621,7 +627,9 @@ class MySqlCdcResource(dg.ConfigurableResource):
         conn = connect(self.connection_settings())
         try:
             schemas = read_table_schemas(conn, tables)
-            for (db, t), schema in schemas.items():
+            columns = self.column_policy()
+            for (db, t), full in schemas.items():
+                schema = columns.keyed(full)  # message.key.columns
                 if not schema.primary_key:
                     continue
                 ranges = compute_ranges(conn, schema, self.pk_range_rows)
@@ -673,13 +681,13 @@ class MySqlCdcResource(dg.ConfigurableResource):
             storage=storage,
         )
         writer = lake.get_writer(self.server_name)
-        value_schema = TableConverter(schema, self.type_options(), "pymysql").arrow_schema
+        conv = TableConverter(schema, self.type_options(), "pymysql")
         w = writer.write_table_batch(
             database,
             table,
             [snap.batch] + ([snap.deletes] if snap.deletes is not None and snap.deletes.num_rows else []),
-            value_schema=value_schema,
-            primary_key=schema.primary_key,
+            value_schema=conv.arrow_schema,
+            primary_key=conv.table.primary_key,
             app_id=f"dagster-mysql-cdc/range/{key}",
             version=snap.high.as_version(),
             position=snap.high,

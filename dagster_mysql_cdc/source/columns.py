@@ -21,6 +21,13 @@ over the fully-qualified column name ``database.table.column``, full match, case
     column's declared length for ``CHAR(n)``/``VARCHAR(n)``. The same value always hashes the same
     way (same salt), so hashed key and foreign-key columns stay joinable.
 
+``message.key.columns``
+    ``{table pattern: [columns]}`` (Debezium's ``<db.table regex>:<col>,<col>;...``): the key of
+    matching tables, for a keyless table or to override a primary key. It keys the change log's
+    ``key`` struct, the current state's merges, incremental-snapshot chunks and the checks, so the
+    columns must identify a row (rows with equal keys collapse into one state row, and keyset
+    chunking skips duplicates at chunk boundaries). The first matching pattern wins.
+
 Every mask applies after the value's Debezium conversion, inside :class:`~.types.TableConverter`,
 so snapshots, incremental snapshots, binlog events, repairs and the checks' source reads all see
 the same masked values and the original value never reaches the lake, the logs or run metadata.
@@ -40,7 +47,7 @@ import hashlib
 import re
 import struct
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from ..errors import ConfigurationError
@@ -191,6 +198,7 @@ class ColumnPolicy:
         mask_hash: ``(pattern, algorithm)`` pairs: ``column.mask.hash.<algorithm>.with.salt.<salt>``.
         hash_salt: the salt of every hashed column (a secret: not part of ``repr``).
         hash_version: ``v1`` (``column.mask.hash.``) or ``v2`` (``column.mask.hash.v2.``).
+        message_key_columns: ``(table pattern, columns)`` pairs: ``message.key.columns``.
 
     Raises:
         ConfigurationError: include and exclude lists both set, an invalid regex, a non-positive
@@ -204,9 +212,13 @@ class ColumnPolicy:
     mask_hash: tuple[tuple[str, str], ...] = ()
     hash_salt: str = field(default="", repr=False)
     hash_version: Literal["v1", "v2"] = "v1"
+    message_key_columns: tuple[tuple[str, tuple[str, ...]], ...] = ()
     _inc: list[re.Pattern] | None = field(default=None, init=False, repr=False, compare=False)
     _exc: list[re.Pattern] | None = field(default=None, init=False, repr=False, compare=False)
     _masks: list[tuple[str, re.Pattern, str, object]] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
+    _keys: list[tuple[re.Pattern, tuple[str, ...]]] = field(
         default_factory=list, init=False, repr=False, compare=False
     )
 
@@ -251,9 +263,49 @@ class ColumnPolicy:
                 f"column_mask_hash_version {self.hash_version!r} is not valid; use 'v1' or 'v2'"
             )
         object.__setattr__(self, "_masks", masks)
+        items = (
+            list(self.message_key_columns.items())
+            if isinstance(self.message_key_columns, Mapping)
+            else list(self.message_key_columns)
+        )
+        keys = []
+        for pattern, cols in items:
+            cols = (cols,) if isinstance(cols, str) else tuple(cols)
+            if not cols or not all(isinstance(c, str) and c.strip() for c in cols):
+                raise ConfigurationError(
+                    f"message_key_columns[{pattern!r}] = {list(cols)!r}: give one or more column names"
+                )
+            keys.append((pattern, tuple(c.strip() for c in cols)))
+        object.__setattr__(self, "message_key_columns", tuple(keys))
+        object.__setattr__(
+            self,
+            "_keys",
+            [(p, cols) for pattern, cols in keys for p in _compile([pattern], "message_key_columns")],
+        )
 
     def __bool__(self) -> bool:
-        return bool(self.include_list or self.exclude_list or self._masks)
+        return bool(self.include_list or self.exclude_list or self._masks or self._keys)
+
+    def keyed(self, table: TableSchema) -> TableSchema:
+        """``table`` with its ``message.key.columns`` as primary key (the first matching pattern);
+        the same object when no pattern matches or the key is unchanged.
+
+        Raises:
+            ConfigurationError: a key column does not exist in the table.
+        """
+        for p, cols in self._keys:
+            if not p.fullmatch(table.qualified_name):
+                continue
+            try:
+                key = tuple(table.column(c).name for c in cols)
+            except KeyError:
+                missing = [c for c in cols if not table.has_column(c)]
+                raise ConfigurationError(
+                    f"message_key_columns[{p.pattern!r}] names {missing} for {table.qualified_name}, which "
+                    f"has no such column(s) (columns: {', '.join(table.column_names)})"
+                ) from None
+            return table if key == table.primary_key else replace(table, primary_key=key)
+        return table
 
     @property
     def has_masks(self) -> bool:
@@ -276,12 +328,13 @@ class ColumnPolicy:
         return True
 
     def captured(self, table: TableSchema) -> TableSchema:
-        """``table`` with only its captured columns (positions renumbered, key unchanged); the
-        same object when every column is captured.
+        """``table`` with only its captured columns (positions renumbered) and its message key
+        (:meth:`keyed`); the same object when neither changes anything.
 
         Raises:
             ConfigurationError: a primary-key column is not captured.
         """
+        table = self.keyed(table)
         if self._inc is None and self._exc is None:
             return table
         keep = [c for c in table.columns if self.is_captured(table, c)]
@@ -291,7 +344,7 @@ class ColumnPolicy:
         lost = [k for k in table.primary_key if k.lower() not in kept]
         if lost:
             raise ConfigurationError(
-                f"Primary-key column(s) {', '.join(self.qualified(table, k) for k in lost)} are left out by "
+                f"Key column(s) {', '.join(self.qualified(table, k) for k in lost)} are left out by "
                 "column_include_list/column_exclude_list, but the lake's current state is keyed by them. "
                 "Capture them (adjust the lists) and hash them with column_mask_hash if they are sensitive."
             )
@@ -350,4 +403,5 @@ class ColumnPolicy:
             "column_mask_with_chars": dict(self.mask_with_chars),
             "column_mask_hash": dict(self.mask_hash),
             "column_mask_hash_version": self.hash_version,
+            "message_key_columns": {p: list(c) for p, c in self.message_key_columns},
         }

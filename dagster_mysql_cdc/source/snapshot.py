@@ -333,7 +333,7 @@ class ConsistentSnapshot:
         after = conv.to_record_batch(rows, text_values=True)
         return snapshot_events(
             after,
-            primary_key=schema.primary_key,
+            primary_key=conv.table.primary_key,  # the message key (message.key.columns)
             server_name=self.server_name,
             server_id=self.info.server_id,
             database=schema.database,
@@ -345,7 +345,5 @@ class ConsistentSnapshot:
 
     def change_log_schema(self, table: tuple[str, str]) -> pa.Schema:
         """Change-log schema of ``table`` (valid inside the context)."""
-        schema = self.schemas[table]
-        return change_log_schema(
-            TableConverter(schema, self.type_options, "pymysql").arrow_schema, schema.primary_key
-        )
+        conv = TableConverter(self.schemas[table], self.type_options, "pymysql")
+        return change_log_schema(conv.arrow_schema, conv.table.primary_key)
