@@ -93,8 +93,8 @@ class StreamOptions:
             :attr:`WindowResult.events_skipped` (Debezium ``event.processing.failure.handling.mode``;
             its silent ``ignore`` is not offered).
         include_query: fill ``source.query`` with the statement of each row change (Debezium
-            ``include.query``): needs MySQL ``binlog_rows_query_log_events=ON`` (MariaDB's
-            ``binlog_annotate_row_events`` annotations are not sent to this binlog client).
+            ``include.query``): needs MariaDB ``binlog_annotate_row_events=ON`` (its default) or
+            MySQL ``binlog_rows_query_log_events=ON``.
     """
 
     skip_unparseable_ddl: bool = False
@@ -394,6 +394,7 @@ def run_window(
         # rows of tables that are neither captured nor the signal table are never decoded (the
         # loop below skips them anyway); their events still arrive, so positions are unchanged
         rows_filter=lambda db, t: (db, t) == sig_key or (db, t) in fks or table_filter.matches(db, t),
+        annotate_rows=options.include_query,
     )
 
     def skipped(table: str, position: str, reason: str) -> None:
