@@ -199,7 +199,7 @@ class _AnnotatingConnection(pymysql.connections.Connection):
             flags = int.from_bytes(buf[9:11], "little") | _BINLOG_SEND_ANNOTATE_ROWS_EVENT
             buf[9:11] = flags.to_bytes(2, "little")
             data = bytes(buf)
-        super()._write_bytes(data)
+        super()._write_bytes(data)  # type: ignore[misc]  # pymysql internal, not in its stubs
 
 
 class BinlogReader:
