@@ -376,8 +376,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             )
         # the captured columns (column_include_list/column_exclude_list): what the lake will hold;
         # a policy that cannot apply (a key column left out, an unmaskable column) fails here, early
-        options = me.type_options()
-        return [TableConverter(schemas[k], options, "pymysql").table for k in wanted]
+        return [me.column_policy().checked(schemas[k]) for k in wanted]
 
     def include_list_warnings(self) -> list[str]:
         """One message per ``table_include_list`` entry that matches no table on the server

@@ -355,6 +355,18 @@ class ColumnPolicy:
             )
         return table.with_columns(keep)
 
+    def checked(self, table: TableSchema) -> TableSchema:
+        """:meth:`captured` of ``table``, with every column's mask rule checked (what a
+        converter of the table would refuse is refused here, without building one).
+
+        Raises:
+            ConfigurationError: see :meth:`captured` and :meth:`mask_for`.
+        """
+        captured = self.captured(table)
+        for c in captured.columns:
+            self.mask_for(captured, c)
+        return captured
+
     def mask_for(self, table: TableSchema, column: ColumnSchema) -> Mask | None:
         """The value mask of one captured column (``None``: values pass unchanged).
 
