@@ -200,7 +200,8 @@ class _TableEvents:
                     self.on_failure(self.schema.qualified_name, self.builder.event_position(i), why)
                 self.builder.drop_events(set(bad))
                 batch = self.builder.to_record_batch()
-            self._finished(batch)
+            if batch.num_rows:
+                self._finished(batch)
             self._set_schema(self.schema)
 
     def _finished(self, batch: pa.RecordBatch) -> None:
