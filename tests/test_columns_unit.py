@@ -87,7 +87,7 @@ def test_bad_policies_are_refused_with_the_option_named(kwargs, message):
 
 
 def test_policies_that_cannot_apply_to_a_table_are_refused():
-    with pytest.raises(ConfigurationError, match=r"Primary-key column\(s\) db.people.id"):
+    with pytest.raises(ConfigurationError, match=r"Key column\(s\) db.people.id"):
         ColumnPolicy(exclude_list=(r"db\.people\.id",)).captured(T)
     with pytest.raises(ConfigurationError, match="leave no column"):
         ColumnPolicy(include_list=(r"other\..*",)).captured(TableSchema("db", "k", T.columns[1:2]))
