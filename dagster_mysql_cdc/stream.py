@@ -505,6 +505,16 @@ def run_window(
         if not wanted:
             reject(f"signal {sig.id}: no captured table matches {list(sig.data_collections)}; skipped")
             return
+        masked = [f"{d}.{t}" for d, t in wanted if type_options.columns.masked_key(known[(d, t)])]
+        if masked and sig.snapshot_type != "blocking":
+            # chunk bounds would carry raw key values into the cursor, run tags and the lake's plan
+            reject(
+                f"signal {sig.id}: {masked} have a masked key column, so they cannot be snapshotted "
+                "incrementally (its raw key values would be stored); use a blocking snapshot"
+            )
+            wanted = [k for k in wanted if f"{k[0]}.{k[1]}" not in masked]
+            if not wanted:
+                return
         if sig.snapshot_type == "blocking":
             blocking.extend(wanted)
             result.signal_log.append(
@@ -791,7 +801,23 @@ def run_window(
             result.blocking_tables = list(dict.fromkeys(blocking))
         result.gaps = list(dml_gaps.values()) + cascades.gaps()
         if result.gaps:
-            state = _handle_gaps(result.gaps, state, options, inc, captured_tables(), start)
+            known = captured_tables()
+            handled = result.gaps
+            if options.gap_handling == "repair":
+                # a repair stores raw key values (candidate keys, chunk bounds): not for masked keys
+                masked = {
+                    id(g)
+                    for g in result.gaps
+                    if type_options.columns.masked_key(known.get(_table_key(g.table)))
+                }
+                for g in result.gaps:
+                    if id(g) in masked:
+                        g.repair = (
+                            "Not repaired: its key column is masked and a repair stores raw key values; "
+                            "re-snapshot the table (materialize its asset)"
+                        )
+                handled = [g for g in result.gaps if id(g) not in masked]
+            state = _handle_gaps(handled, state, options, inc, known, start)
         # a finished snapshot leaves nothing behind (a pause without active tables is a no-op, as in Debezium)
         result.incremental_state = state.to_dict() if state is not None and state.active else None
         version = start.as_version()
@@ -840,6 +866,11 @@ def _without_keys(batch: pa.RecordBatch, pk: Sequence[str], keys: set) -> pa.Rec
     """``batch`` without the rows whose (converted) primary key is in ``keys``."""
     key_cols = [batch.column(batch.schema.get_field_index(k)).to_pylist() for k in pk]
     return batch.filter(pa.array([tuple(k) not in keys for k in zip(*key_cols)], pa.bool_()))
+
+
+def _table_key(name: str) -> tuple[str, str]:
+    db, _, t = name.partition(".")
+    return (db, t)
 
 
 def _handle_gaps(

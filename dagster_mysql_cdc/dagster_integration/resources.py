@@ -629,7 +629,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             columns = self.column_policy()
             for (db, t), full in schemas.items():
                 schema = columns.keyed(full)  # message.key.columns
-                if not schema.primary_key:
+                if not schema.primary_key or columns.masked_key(full):  # raw key bounds would leak
                     continue
                 ranges = compute_ranges(conn, schema, self.pk_range_rows)
                 save_ranges(storage, ranges_uri(storage, self.server_name, db, t), ranges)

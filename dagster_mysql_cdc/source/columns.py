@@ -355,6 +355,26 @@ class ColumnPolicy:
             )
         return table.with_columns(keep)
 
+    def masked_key(self, table: TableSchema | None) -> list[str]:
+        """Key columns (primary or message key) of ``table`` that a masking rule matches
+        (``[]`` for ``None``).
+
+        Incremental snapshots, key-range partitions and repairs keep *raw* key values (chunk
+        bounds, partition bounds, candidate keys) in the sensor cursor, run tags and the lake's
+        plans, so they are refused for such tables: the original key values would leak.
+        """
+        if table is None or not self._masks:
+            return []
+        keyed = self.keyed(table)
+        if not keyed.primary_key:
+            return []
+        out = []
+        for k in keyed.primary_key:
+            fq = self.qualified(keyed, k)
+            if any(p.fullmatch(fq) for _, p, _, _ in self._masks):
+                out.append(k)
+        return out
+
     def checked(self, table: TableSchema) -> TableSchema:
         """:meth:`captured` of ``table``, with every column's mask rule checked (what a
         converter of the table would refuse is refused here, without building one).
