@@ -1,5 +1,6 @@
 """Debezium message.key.columns against MariaDB: a keyless table gets a key (keyed state, key struct,
-incremental snapshots in key order) and a primary key can be overridden by another unique column."""
+incremental snapshots in key order) and a primary key can be overridden by another unique column;
+together with column.include.list."""
 
 import pytest
 from deltalake import DeltaTable
@@ -36,6 +37,8 @@ def test_keyless_table_and_primary_key_override(local_storage):
         mysql = capture_resource(
             db,
             message_key_columns={rf"{db}\.log": ["a"], rf"{db}\.t": ["code"]},
+            # column.include.list on every path too: log.b is not captured
+            column_include_list=[rf"{db}\.log\.(a|n)", rf"{db}\.t\..*", rf"{db}\.debezium_signal\..*"],
             incremental_snapshot_chunk_size=7,
         )
         mysql.create_signal_table()
@@ -56,6 +59,7 @@ def test_keyless_table_and_primary_key_override(local_storage):
         assert "__count" not in state.column_names  # keyed by the message key, not a multiset
         rows = live_state_rows(local_storage, local_storage.uri(db, db, "log", "state"), ["a"])
         assert [r["a"] for r in rows] == list(range(1, 30))
+        assert set(rows[0]) == {"a", "n"}
         assert [r["n"] for r in rows[:4]] == [101, 102, 103, 4]
         changelog = DeltaTable(local_storage.uri(db, db, "log", "changelog")).to_pyarrow_table().to_pylist()
         assert all(e["key"] == {"a": (e["after"] or e["before"])["a"]} for e in changelog)
