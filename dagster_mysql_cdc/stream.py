@@ -748,7 +748,7 @@ def run_window(
                                 + (
                                     # the statement may hold values the column policy masks or leaves out
                                     "statement text withheld (column filters/masks are configured)"
-                                    if type_options.columns
+                                    if type_options.columns.hides_values
                                     else repr(item.sql[:200])
                                 )
                             ),

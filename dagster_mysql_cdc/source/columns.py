@@ -308,6 +308,11 @@ class ColumnPolicy:
         return table
 
     @property
+    def hides_values(self) -> bool:
+        """Whether some column values must not appear anywhere (excluded or masked columns)."""
+        return bool(self.include_list or self.exclude_list or self._masks)
+
+    @property
     def has_masks(self) -> bool:
         """Whether any truncate/mask/hash rule is configured."""
         return bool(self._masks)
