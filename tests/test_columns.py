@@ -100,7 +100,21 @@ def test_filtered_and_masked_columns_on_every_path_and_nowhere_else(local_storag
             p6 = person(6)
             cur.execute("INSERT INTO people VALUES (%s,%s,%s,%s,%s,'nick6',%s)", p6[:5] + p6[5:])
             cur.execute("INSERT INTO orders VALUES (11, %s, 7)", (p6[1],))
-        cdc.ticks()
+            # statement-based DML: a gap whose statement text holds an excluded value
+            secret7 = f"SECRET7-{tag}"
+            originals.append(secret7)
+            cur.execute("SET SESSION binlog_format = 'STATEMENT'")
+            cur.execute(f"UPDATE people SET secret = '{secret7}' WHERE id = 3")
+            cur.execute("SET SESSION binlog_format = 'ROW'")
+        gap_ticks = cdc.ticks()
+        gaps = [
+            g
+            for r in gap_ticks.runs
+            for m in r.get_asset_materialization_events()
+            if m.asset_key.path[-1] == "binlog"
+            for g in m.materialization.metadata["binlog_gaps"].value
+        ]
+        assert gaps and all("statement text withheld" in g["detail"] for g in gaps), gaps
 
         with conn.cursor() as cur:  # incremental snapshot of both tables
             cur.execute(
