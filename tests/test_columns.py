@@ -179,6 +179,7 @@ def test_filtered_and_masked_columns_on_every_path_and_nowhere_else(local_storag
         leaked = [v for v in originals if v in blob]
         assert not leaked, f"original values found: {leaked}"
         assert h(p5[1]) in blob  # the search does see the lake's values
+        assert "Column policy: " in blob and "column_mask_hash_version" in blob  # logged, without the salt
 
 
 def test_key_columns_cannot_be_left_out_or_masked_into_collisions():

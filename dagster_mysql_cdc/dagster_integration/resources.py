@@ -463,6 +463,9 @@ class MySqlCdcResource(dg.ConfigurableResource):
         tags = context.run.tags
         committed: BinlogPosition | None = None
         gaps: list[dict] | None = None
+        policy = self.column_policy()
+        if policy:  # what is left out, masked or re-keyed (never the salt)
+            context.log.info(f"Column policy: {json.dumps(policy.describe())}")
         if context.selected_asset_keys:
             if tags.get(MODE_TAG) == "stream":
                 report: dict[str, Any] = {}
