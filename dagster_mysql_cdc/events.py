@@ -562,6 +562,57 @@ class ChangeEventBuilder:
                 elif reason in ("cols bitmap", "same with before values"):
                     self._force_null[side].append((ci, k))
 
+    # -- events that cannot be converted (event.processing.failure.handling.mode) -----------
+    def event_position(self, i: int) -> str:
+        """``file:pos row n`` of event ``i`` (the binlog rows event and the row within it)."""
+        g = self._groups[self._group[i]]
+        return f"{g[5]}:{g[6]} row {self._row[i]}"
+
+    def unconvertible_events(self) -> dict[int, str]:
+        """Events whose raw images hold a value the converter rejects: ``{event index: reason}``.
+
+        The reason names the column and the error; the error's text (which may quote the value) is
+        left out for masked columns. Empty for converted images (:meth:`add`).
+        """
+        conv = self._converter
+        if conv is None:
+            return {}
+        masked = set(conv.masked)
+        bad: dict[int, str] = {}
+        for side in ("before", "after"):
+            owner = {k: i for i, k in enumerate(self._idx[side]) if k is not None}
+            for ci, col in enumerate(self._cols[side]):
+                name = self._names[ci]
+                for k, v in enumerate(col):
+                    if v is None or owner.get(k) in bad:
+                        continue
+                    try:
+                        conv.convert_value(ci, v)
+                    except (ValueError, TypeError, OverflowError, ArithmeticError) as e:
+                        why = type(e).__name__ if name in masked else f"{type(e).__name__}: {e}"
+                        bad[owner[k]] = f"{side}.{name}: {why}"
+        return bad
+
+    def drop_events(self, events: set[int]) -> None:
+        """Remove the given events (indices) from the builder."""
+        if not events:
+            return
+        keep = [i for i in range(len(self.op)) if i not in events]
+        for side in ("before", "after"):
+            idx = self._idx[side]
+            kept = [k for k in (idx[i] for i in keep) if k is not None]
+            remap = {k: j for j, k in enumerate(kept)}
+            self._cols[side] = [[col[k] for k in kept] for col in self._cols[side]]
+            self._idx[side] = [None if (k := idx[i]) is None else remap[k] for i in keep]
+            self._force_null[side] = [(ci, remap[k]) for ci, k in self._force_null[side] if k in remap]
+        new = {i: j for j, i in enumerate(keep)}
+        self.op = [self.op[i] for i in keep]
+        self._row = [self._row[i] for i in keep]
+        self._group = [self._group[i] for i in keep]
+        if self._tx is not None:
+            self._tx = [self._tx[i] for i in keep]
+        self._headers = {new[i]: h for i, h in self._headers.items() if i in new}
+
     # -- building ----------------------------------------------------------------------------
     def _side(self, side: str, n: int) -> tuple[list[pa.Array], pa.Array]:
         """Children (one array per column, ``n`` events long) and the validity of one image side."""

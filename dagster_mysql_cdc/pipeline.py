@@ -80,13 +80,14 @@ def run_snapshot(
         for key in snap.tables:
             t0 = time.monotonic()
             schema = snap.schemas[key]
-            value_schema = TableConverter(schema, type_options, "pymysql").arrow_schema
+            conv = TableConverter(schema, type_options, "pymysql")
+            value_schema = conv.arrow_schema
             result = writer.write_table_batch(
                 key[0],
                 key[1],
                 snap.scan(key),
                 value_schema=value_schema,
-                primary_key=schema.primary_key,
+                primary_key=conv.table.primary_key,  # the message key (message.key.columns)
                 app_id=SNAPSHOT_APP_ID,
                 version=snap.position.as_version(),
                 position=snap.position,
@@ -103,7 +104,7 @@ def run_snapshot(
             )
             results.append(
                 SnapshotTableResult(
-                    schema=schema,
+                    schema=conv.table,  # captured columns (the history keeps the full schema)
                     position=snap.position,
                     write=result,
                     lock_kind=snap.lock_kind,

@@ -149,6 +149,9 @@ def snapshot_range(
             "Range re-snapshots write watermarks to the signal table: set signal_data_collection "
             "and create it (MySqlCdcResource.create_signal_table())"
         )
+    pconv = TableConverter(schema, type_options, "pymysql")
+    # captured columns only (column_include_list/column_exclude_list), keyed by message.key.columns
+    schema = pconv.table
     pk = list(schema.primary_key)
     cols_pk = ", ".join(quote_identifier(c) for c in pk)
     tbl = f"{quote_identifier(schema.database)}.{quote_identifier(schema.table)}"
@@ -166,7 +169,6 @@ def snapshot_range(
     where = ("WHERE " + " AND ".join(conds)) if conds else ""
     from .absent_rows import LakeLiveRows, converted_key, delete_events, key_tuples, unsupported_key_reason
 
-    pconv = TableConverter(schema, type_options, "pymysql")
     lake = None
     if storage is not None:
         why = unsupported_key_reason(schema)

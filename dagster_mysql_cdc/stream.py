@@ -21,7 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .errors import CdcError
+from .errors import CdcError, ConfigurationError
 from .events import BinlogPosition, ChangeEventBuilder, now_ms, snapshot_events
 from .gaps import (
     REPAIR_HEADER,
@@ -63,6 +63,10 @@ log = logging.getLogger(__name__)
 STREAM_APP_ID = "dagster-mysql-cdc/stream"
 
 
+#: Debezium ``event.processing.failure.handling.mode`` values offered (not the silent ``ignore``).
+FAILURE_HANDLING_MODES = ("fail", "warn", "skip")
+
+
 class SchemaMismatchError(CdcError):
     """A binlog row event does not match the schema history at its position."""
 
@@ -82,6 +86,15 @@ class StreamOptions:
         gap_handling: what to do with changes the binlog does not carry (statement DML,
             foreign-key cascades; see :mod:`.gaps`): ``repair`` queues a targeted incremental
             snapshot, ``warn`` only reports, ``fail`` raises :class:`~.gaps.BinlogGapError`.
+        event_processing_failure_handling_mode: a row event that cannot be decoded (its columns
+            differ from the schema history, or a value cannot be converted): ``fail`` (default)
+            fails the window run; ``warn`` skips it and logs a WARNING with its position;
+            ``skip`` skips it with one WARNING per window. Both report every skipped event in
+            :attr:`WindowResult.events_skipped` (Debezium ``event.processing.failure.handling.mode``;
+            its silent ``ignore`` is not offered).
+        include_query: fill ``source.query`` with the statement of each row change (Debezium
+            ``include.query``): needs MariaDB ``binlog_annotate_row_events=ON`` (its default) or
+            MySQL ``binlog_rows_query_log_events=ON``.
     """
 
     skip_unparseable_ddl: bool = False
@@ -89,6 +102,16 @@ class StreamOptions:
     batch_rows: int = 50_000
     deadline_s: float | None = None
     gap_handling: str = "repair"
+    include_query: bool = False
+    event_processing_failure_handling_mode: str = "fail"
+
+    def __post_init__(self) -> None:
+        if self.event_processing_failure_handling_mode not in FAILURE_HANDLING_MODES:
+            raise ConfigurationError(
+                f"event_processing_failure_handling_mode={self.event_processing_failure_handling_mode!r} "
+                f"is not valid; use one of {', '.join(FAILURE_HANDLING_MODES)} "
+                "(Debezium event.processing.failure.handling.mode)"
+            )
 
 
 @dataclass
@@ -109,6 +132,10 @@ class WindowResult:
     incremental_state: dict | None = None
     blocking_tables: list[tuple[str, str]] = field(default_factory=list)
     gaps: list[BinlogGap] = field(default_factory=list)
+    #: events skipped by event.processing.failure.handling.mode=warn|skip (the first 100) and
+    #: how many there were: {"table", "position", "reason"} each
+    events_skipped: list[dict] = field(default_factory=list)
+    events_skipped_count: int = 0
 
     @property
     def rows(self) -> int:
@@ -133,7 +160,9 @@ class _TableEvents:
         server_name: str,
         batch_rows: int,
         open_sink: Callable[[TableSchema], TableBatch],
+        on_failure: Callable[[str, str, str], None] | None = None,
     ):
+        self.on_failure = on_failure  # (table, position, reason) of a skipped event; None: fail
         self.options = options
         self.server_name = server_name
         self.batch_rows = batch_rows
@@ -149,7 +178,7 @@ class _TableEvents:
         self.conv = TableConverter(schema, self.options, "binlog")
         self.builder = ChangeEventBuilder(
             self.conv.arrow_schema,
-            schema.primary_key,
+            self.conv.table.primary_key,  # the message key (message.key.columns)
             server_name=self.server_name,
             database=schema.database,
             table=schema.table,
@@ -158,7 +187,21 @@ class _TableEvents:
 
     def flush(self) -> None:
         if len(self.builder):
-            self._finished(self.builder.to_record_batch())
+            try:
+                batch = self.builder.to_record_batch()
+            except ValueError:
+                # event.processing.failure.handling.mode=warn|skip: drop the events holding a
+                # value that cannot be converted, report each, convert the rest
+                bad = self.builder.unconvertible_events() if self.on_failure is not None else {}
+                if not bad:
+                    raise
+                for i, why in sorted(bad.items()):
+                    assert self.on_failure is not None
+                    self.on_failure(self.schema.qualified_name, self.builder.event_position(i), why)
+                self.builder.drop_events(set(bad))
+                batch = self.builder.to_record_batch()
+            if batch.num_rows:
+                self._finished(batch)
             self._set_schema(self.schema)
 
     def _finished(self, batch: pa.RecordBatch) -> None:
@@ -183,7 +226,7 @@ class _TableEvents:
         )
         self.pending, self.pending_rows = [], 0
         if self.sink is None:
-            self.sink = self.open_sink(self.schema)
+            self.sink = self.open_sink(self.conv.table)
         self.sink.add(batch)
 
     def finish(self) -> None:
@@ -352,7 +395,16 @@ def run_window(
         # rows of tables that are neither captured nor the signal table are never decoded (the
         # loop below skips them anyway); their events still arrive, so positions are unchanged
         rows_filter=lambda db, t: (db, t) == sig_key or (db, t) in fks or table_filter.matches(db, t),
+        annotate_rows=options.include_query,
     )
+
+    def skipped(table: str, position: str, reason: str) -> None:
+        """An event that cannot be decoded, skipped (event.processing.failure.handling.mode)."""
+        result.events_skipped_count += 1
+        if len(result.events_skipped) < 100:
+            result.events_skipped.append({"table": table, "position": position, "reason": reason})
+        if options.event_processing_failure_handling_mode == "warn":
+            log.warning("Skipped an event of %s at %s that cannot be decoded: %s", table, position, reason)
 
     def table_events(db: str, t: str) -> _TableEvents | None:
         nonlocal fallback_conn
@@ -373,7 +425,12 @@ def run_window(
         te = tables.get((db, t))
         if te is None:
             te = tables[(db, t)] = _TableEvents(
-                schema, type_options, server_name, options.batch_rows, open_sink(db, t)
+                schema,
+                type_options,
+                server_name,
+                options.batch_rows,
+                open_sink(db, t),
+                on_failure=None if options.event_processing_failure_handling_mode == "fail" else skipped,
             )
         else:
             te.schema_changed(schema)
@@ -392,7 +449,11 @@ def run_window(
         return opener
 
     def captured_tables() -> dict[tuple[str, str], TableSchema]:
-        return {k: v for k, v in catalog.tables().items() if table_filter.matches(*k) and k != sig_key}
+        return {
+            k: type_options.columns.keyed(v)  # message.key.columns: the key repairs use
+            for k, v in catalog.tables().items()
+            if table_filter.matches(*k) and k != sig_key
+        }
 
     def reject(message: str) -> None:
         """A signal that cannot be executed: logged as WARNING, capture continues."""
@@ -444,6 +505,16 @@ def run_window(
         if not wanted:
             reject(f"signal {sig.id}: no captured table matches {list(sig.data_collections)}; skipped")
             return
+        masked = [f"{d}.{t}" for d, t in wanted if type_options.columns.masked_key(known[(d, t)])]
+        if masked and sig.snapshot_type != "blocking":
+            # chunk bounds would carry raw key values into the cursor, run tags and the lake's plan
+            reject(
+                f"signal {sig.id}: {masked} have a masked key column, so they cannot be snapshotted "
+                "incrementally (its raw key values would be stored); use a blocking snapshot"
+            )
+            wanted = [k for k in wanted if f"{k[0]}.{k[1]}" not in masked]
+            if not wanted:
+                return
         if sig.snapshot_type == "blocking":
             blocking.extend(wanted)
             result.signal_log.append(
@@ -535,23 +606,27 @@ def run_window(
         target = te.conv.arrow_schema
         batch = _in_layout(read_chunk(storage, c), target)
         if touched:
-            batch = _without_keys(batch, te.schema.primary_key, touched)
+            batch = _without_keys(batch, te.conv.table.primary_key, touched)
         emitted = batch.num_rows
         headers = {REPAIR_HEADER: c.reason} if c.reason else None
-        te.append_batch(
-            snapshot_events(
-                batch,
-                primary_key=te.schema.primary_key,
+
+        def chunk_events(rows: pa.RecordBatch, op: str) -> pa.RecordBatch:
+            """``op`` events of the chunk's rows at the high watermark (``source.snapshot=incremental``)."""
+            return snapshot_events(
+                rows,
+                primary_key=te.conv.table.primary_key,
                 server_name=server_name,
                 server_id=ev.server_id,
                 database=te.schema.database,
                 table=te.schema.table,
                 position=BinlogPosition(ev.file, ev.pos),
-                snapshot_flags=pa.repeat(pa.scalar("incremental"), emitted),
+                snapshot_flags=pa.repeat(pa.scalar("incremental"), rows.num_rows),
                 snapshot_ts_ms=ev.ts_ms,
+                op=op,
                 headers=headers,
             )
-        )
+
+        te.append_batch(chunk_events(batch, "r"))
         from .absent_rows import delete_events, key_tuples
 
         info_row: dict[str, Any] = {
@@ -567,24 +642,10 @@ def run_window(
             # high watermark unless the binlog changed them inside the window
             gone = _in_layout(read_chunk(storage, c, c.deletes_path), target)
             if touched:
-                gone = _without_keys(gone, te.schema.primary_key, touched)
-            te.append_batch(
-                snapshot_events(
-                    gone,
-                    primary_key=te.schema.primary_key,
-                    server_name=server_name,
-                    server_id=ev.server_id,
-                    database=te.schema.database,
-                    table=te.schema.table,
-                    position=BinlogPosition(ev.file, ev.pos),
-                    snapshot_flags=pa.repeat(pa.scalar("incremental"), gone.num_rows),
-                    snapshot_ts_ms=ev.ts_ms,
-                    op="d",
-                    headers=headers,
-                )
-            )
+                gone = _without_keys(gone, te.conv.table.primary_key, touched)
+            te.append_batch(chunk_events(gone, "d"))
             info_row["deleted"] = gone.num_rows
-            gone_keys = key_tuples(gone, te.schema.primary_key)
+            gone_keys = key_tuples(gone, te.conv.table.primary_key)
         deleted = 0
         absent = read_absent(storage, c)
         if absent is not None:  # lake rows of the chunk's key range the source no longer had
@@ -598,7 +659,7 @@ def run_window(
                     ],
                     schema=target,
                 ),
-                schema=te.schema,
+                schema=te.conv.table,
                 value_schema=target,
                 server_name=server_name,
                 server_id=ev.server_id,
@@ -634,12 +695,19 @@ def run_window(
                     continue
                 name = f"{item.database}.{item.table}"
                 window = open_windows.get(name)
-                _add_rows(
-                    te,
-                    item,
-                    tx_counter if options.provide_transaction_metadata else None,
-                    touched=window[1] if window else seen.get(name),
-                )
+                try:
+                    _add_rows(
+                        te,
+                        item,
+                        tx_counter if options.provide_transaction_metadata else None,
+                        touched=window[1] if window else seen.get(name),
+                        include_query=options.include_query,
+                    )
+                except SchemaMismatchError as e:  # raised before any of the event's rows is added
+                    if te.on_failure is None:
+                        raise
+                    te.on_failure(name, f"{item.file}:{item.pos}", str(e))
+                    continue
                 result.last_event_ts_ms = item.ts_ms
                 te.maybe_flush()
             elif isinstance(item, TransactionCommit):
@@ -666,7 +734,13 @@ def run_window(
                             position=f"{item.file}:{item.pos}",
                             detail=(
                                 f"statement-based DML (binlog_format=STATEMENT or MIXED, thread "
-                                f"{item.thread}) has no row images: {item.sql[:200]!r}"
+                                f"{item.thread}) has no row images: "
+                                + (
+                                    # the statement may hold values the column policy masks or leaves out
+                                    "statement text withheld (column filters/masks are configured)"
+                                    if type_options.columns.hides_values
+                                    else repr(item.sql[:200])
+                                )
                             ),
                         )
             elif isinstance(item, DdlStatement):
@@ -717,7 +791,23 @@ def run_window(
             result.blocking_tables = list(dict.fromkeys(blocking))
         result.gaps = list(dml_gaps.values()) + cascades.gaps()
         if result.gaps:
-            state = _handle_gaps(result.gaps, state, options, inc, captured_tables(), start)
+            known = captured_tables()
+            handled = result.gaps
+            if options.gap_handling == "repair":
+                # a repair stores raw key values (candidate keys, chunk bounds): not for masked keys
+                masked = {
+                    id(g)
+                    for g in result.gaps
+                    if type_options.columns.masked_key(known.get(_table_key(g.table)))
+                }
+                for g in result.gaps:
+                    if id(g) in masked:
+                        g.repair = (
+                            "Not repaired: its key column is masked and a repair stores raw key values; "
+                            "re-snapshot the table (materialize its asset)"
+                        )
+                handled = [g for g in result.gaps if id(g) not in masked]
+            state = _handle_gaps(handled, state, options, inc, known, start)
         # a finished snapshot leaves nothing behind (a pause without active tables is a no-op, as in Debezium)
         result.incremental_state = state.to_dict() if state is not None and state.active else None
         version = start.as_version()
@@ -768,6 +858,11 @@ def _without_keys(batch: pa.RecordBatch, pk: Sequence[str], keys: set) -> pa.Rec
     return batch.filter(pa.array([tuple(k) not in keys for k in zip(*key_cols)], pa.bool_()))
 
 
+def _table_key(name: str) -> tuple[str, str]:
+    db, _, t = name.partition(".")
+    return (db, t)
+
+
 def _handle_gaps(
     gaps: list[BinlogGap],
     state: IncrementalState | None,
@@ -809,9 +904,12 @@ def _handle_gaps(
     )
 
 
-def _add_rows(te: _TableEvents, ev: RowsBatch, tx: dict | None, touched: set | None = None) -> None:
+def _add_rows(
+    te: _TableEvents, ev: RowsBatch, tx: dict | None, touched: set | None = None, include_query: bool = True
+) -> None:
     """Add one rows event's change events to the table's builder; record touched keys of an open
-    chunk window.
+    chunk window. ``include_query``: fill ``source.query`` with the statement the server annotated
+    the rows event with (Debezium ``include.query``).
 
     The row images stay raw and are converted column-wise when the builder is flushed
     (``ChangeEventBuilder.add_raw``); only the primary-key values of updates (to detect a key
@@ -840,7 +938,7 @@ def _add_rows(te: _TableEvents, ev: RowsBatch, tx: dict | None, touched: set | N
     if not rows:
         return
     conv = te.conv
-    pk = te.schema.primary_key
+    pk = te.conv.table.primary_key
     common: dict[str, Any] = dict(
         file=ev.file,
         pos=ev.pos,
@@ -849,7 +947,7 @@ def _add_rows(te: _TableEvents, ev: RowsBatch, tx: dict | None, touched: set | N
         server_id=ev.server_id,
         gtid=ev.gtid,
         thread=ev.thread,
-        query=ev.query,
+        query=ev.query if include_query else None,
     )
 
     def tx_orders(n: int) -> list[tuple[str, int, int]] | None:

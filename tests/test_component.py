@@ -266,6 +266,39 @@ def test_tls_options_reach_the_resource_and_key_material_stays_secret(monkeypatc
     assert isinstance(m.ssl_key, dg.EnvVar) and m.ssl_key.env_var_name == "CDC_TEST_SSL_KEY"
 
 
+def test_column_options_reach_the_resource_and_the_salt_stays_secret(monkeypatch):
+    monkeypatch.setenv("CDC_TEST_MASK_SALT", "component-salt-value")
+    attrs = base_attributes(
+        tables=["inventory.customers"],
+        column_exclude_list=["inventory\\.customers\\.last_name"],
+        column_mask_hash={"inventory\\.customers\\.email": "SHA-256"},
+        column_mask_hash_salt="{{ env.CDC_TEST_MASK_SALT }}",
+        column_mask_hash_version="v2",
+        column_mask_with_chars={"inventory\\.customers\\.first_name": 3},
+        message_key_columns={"inventory\\.customers": ["email"]},
+        snapshot_select_statement_overrides={
+            "inventory.customers": "SELECT * FROM inventory.customers WHERE id > 1001"
+        },
+        event_processing_failure_handling_mode="warn",
+        include_query=False,
+    )
+    with create_defs_folder_sandbox() as sandbox:
+        _, defs = load_yaml(attrs, sandbox)
+    m = defs.resources["mysql"]
+    assert isinstance(m.column_mask_hash_salt, dg.EnvVar)
+    assert m.column_mask_hash_salt.env_var_name == "CDC_TEST_MASK_SALT"
+    assert m.column_mask_hash == {"inventory\\.customers\\.email": "SHA-256"}
+    policy = m.column_policy()
+    assert policy.hash_salt == "component-salt-value" and policy.hash_version == "v2"
+    assert dict(policy.mask_with_chars) == {"inventory\\.customers\\.first_name": 3}
+    assert m.snapshot_options().select_overrides == (("inventory.customers", "id > 1001"),)
+    assert m.stream_options().event_processing_failure_handling_mode == "warn"
+    # the asset's column schema (UI) lists the captured columns only
+    columns = spec_of(the_assets_def(defs), "customers").metadata["dagster/column_schema"].columns
+    assert [c.name for c in columns] == ["id", "first_name", "email"]
+    assert spec_of(the_assets_def(defs), "customers").metadata["primary_key"] == "email"  # message key
+
+
 def error_chain(e: BaseException | None) -> str:
     out = []
     while e is not None:
@@ -283,6 +316,8 @@ def error_chain(e: BaseException | None) -> str:
         ({"snapshot_fetch_size": [1]}, "snapshot_fetch_size"),
         ({"no_such_option": 1}, "no_such_option"),
         ({"connection": {"host": "h", "ssl_mode": "on"}}, "ssl_mode"),
+        ({"column_mask_hash_version": "v9"}, "column_mask_hash_version='v9' is not valid"),
+        ({"event_processing_failure_handling_mode": "ignore"}, "event_processing_failure_handling_mode"),
     ],
 )
 def test_invalid_option_is_rejected_at_load(override, message):

@@ -192,7 +192,7 @@ def touched_keys(
     if start.sort_key() >= end.sort_key():
         return set()
     conv = TableConverter(schema, type_options, "binlog")
-    names = [c.name for c in schema.columns]
+    names = list(conv.names)  # captured columns, as convert_row_dict returns them
     idx = [names.index(k) for k in schema.primary_key] or list(range(len(names)))
     keys: set[tuple] = set()
     for item in BinlogReader(settings, server_id, start, end, is_mariadb=info.is_mariadb, deadline_s=300):
@@ -283,6 +283,7 @@ def run_table_checks(
                 )
             return results
         conv = TableConverter(schema, type_options, "pymysql")
+        schema = conv.table  # the captured columns: checks compare only what is captured
         from deltalake import DeltaTable
 
         lake_schema = pa.schema(

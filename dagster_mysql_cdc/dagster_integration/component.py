@@ -80,6 +80,8 @@ log = logging.getLogger(__name__)
 SnapshotMode = Literal[SNAPSHOT_MODES]  # type: ignore[valid-type]
 SnapshotLockingMode = Literal[LOCKING_MODES]  # type: ignore[valid-type]
 BinlogGapHandling = Literal["repair", "warn", "fail"]  # gaps.GAP_HANDLING_MODES
+ColumnMaskHashVersion = Literal["v1", "v2"]  # source.columns.HASH_VERSIONS
+FailureHandlingMode = Literal["fail", "warn", "skip"]  # stream.FAILURE_HANDLING_MODES
 
 
 def _resource_default(name: str) -> Any:
@@ -343,6 +345,8 @@ _CHOICE_FIELDS = (
     "time_precision_mode",
     "bigint_unsigned_handling_mode",
     "binary_handling_mode",
+    "column_mask_hash_version",
+    "event_processing_failure_handling_mode",
 )
 
 
@@ -383,6 +387,52 @@ class MySqlCdcComponent(Component, Resolvable):
     table_exclude_list: Annotated[list[str], _doc("Regexes of excluded 'db.table' names.")] = field(
         default_factory=list
     )
+    column_include_list: Annotated[
+        list[str], _doc("Regexes of captured 'db.table.column' names (column.include.list).")
+    ] = field(default_factory=list)
+    column_exclude_list: Annotated[
+        list[str],
+        _doc(
+            "Regexes of 'db.table.column' names left out (column.exclude.list).",
+            [["inventory\\.customers\\.ssn"]],
+        ),
+    ] = field(default_factory=list)
+    column_truncate_to_chars: Annotated[
+        dict[str, int],
+        _doc("{'db.table.column' regex: n}: values cut to n characters (column.truncate.to.<n>.chars)."),
+    ] = field(default_factory=dict)
+    column_mask_with_chars: Annotated[
+        dict[str, int],
+        _doc("{'db.table.column' regex: n}: values replaced by n '*' (column.mask.with.<n>.chars)."),
+    ] = field(default_factory=dict)
+    column_mask_hash: Annotated[
+        dict[str, str],
+        _doc(
+            "{'db.table.column' regex: algorithm}: values replaced by the salted hex digest "
+            "(column.mask.hash.<algorithm>.with.salt.<salt>).",
+            [{"inventory\\.customers\\.email": "SHA-256"}],
+        ),
+    ] = field(default_factory=dict)
+    column_mask_hash_salt: OptionalSecretStr = None
+    message_key_columns: Annotated[
+        dict[str, list[str]],
+        _doc(
+            "{'db.table' regex: [columns]}: key of keyless tables or primary-key override (message.key.columns).",
+            [{"inventory\\.orders_log": ["order_number"]}],
+        ),
+    ] = field(default_factory=dict)
+    column_mask_hash_version: Annotated[
+        ColumnMaskHashVersion, _doc("v1 (column.mask.hash.) or v2 (column.mask.hash.v2.).")
+    ] = _resource_default("column_mask_hash_version")
+    event_processing_failure_handling_mode: Annotated[
+        FailureHandlingMode,
+        _doc(
+            "A row event that cannot be decoded: fail, warn or skip (event.processing.failure.handling.mode)."
+        ),
+    ] = _resource_default("event_processing_failure_handling_mode")
+    include_query: Annotated[
+        bool, _doc("Fill source.query with each row change's statement (include.query; MySQL only).")
+    ] = _resource_default("include_query")
     snapshot_mode: Annotated[SnapshotMode, _doc("Debezium snapshot.mode.")] = _resource_default(
         "snapshot_mode"
     )
@@ -395,6 +445,14 @@ class MySqlCdcComponent(Component, Resolvable):
     snapshot_batch_rows: Annotated[int, _doc("Rows per Arrow batch / Spark job while snapshotting.")] = (
         _resource_default("snapshot_batch_rows")
     )
+    snapshot_select_statement_overrides: Annotated[
+        dict[str, str],
+        _doc(
+            "{'db.table': 'SELECT * FROM db.table WHERE <condition>'}: rows an initial snapshot reads "
+            "(snapshot.select.statement.overrides); the condition is validated like a signal filter.",
+            [{"inventory.orders": "SELECT * FROM inventory.orders WHERE order_date >= '2016-02-01'"}],
+        ),
+    ] = field(default_factory=dict)
     decimal_handling_mode: Annotated[DecimalHandlingMode, _doc("Debezium decimal.handling.mode.")] = (
         _resource_default("decimal_handling_mode")
     )
@@ -548,10 +606,21 @@ class MySqlCdcComponent(Component, Resolvable):
             database_exclude_list=list(self.database_exclude_list),
             table_include_list=list(self.table_include_list),
             table_exclude_list=list(self.table_exclude_list),
+            column_include_list=list(self.column_include_list),
+            column_exclude_list=list(self.column_exclude_list),
+            column_truncate_to_chars=dict(self.column_truncate_to_chars),
+            column_mask_with_chars=dict(self.column_mask_with_chars),
+            column_mask_hash=dict(self.column_mask_hash),
+            column_mask_hash_salt=self.column_mask_hash_salt,
+            column_mask_hash_version=self.column_mask_hash_version,
+            message_key_columns={k: list(v) for k, v in self.message_key_columns.items()},
+            include_query=self.include_query,
+            event_processing_failure_handling_mode=self.event_processing_failure_handling_mode,
             snapshot_mode=self.snapshot_mode,
             snapshot_locking_mode=self.snapshot_locking_mode,
             snapshot_fetch_size=self.snapshot_fetch_size,
             snapshot_batch_rows=self.snapshot_batch_rows,
+            snapshot_select_statement_overrides=dict(self.snapshot_select_statement_overrides),
             decimal_handling_mode=self.decimal_handling_mode,
             time_precision_mode=self.time_precision_mode,
             bigint_unsigned_handling_mode=self.bigint_unsigned_handling_mode,

@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -23,10 +24,13 @@ from ..pipeline import SnapshotTableResult, run_snapshot
 from ..sink.lake import LakeWriter
 from ..sink.storage import StorageSettings
 from ..source.catalog import list_tables, read_table_schemas
+from ..source.columns import ColumnPolicy
 from ..source.connection import ConnectionSettings, ServerInfo, connect, server_info
+from ..source.failover import ServerChangedError, ServerIdentity, other_server_reason
 from ..source.filters import TableFilter
 from ..source.schema import TableSchema
 from ..source.schema_history import SchemaHistory
+from ..source.select_overrides import parse_overrides
 from ..source.signals import create_signal_table, signal_table_sql
 from ..source.snapshot import SnapshotOptions
 from ..source.types import TableConverter, TypeOptions
@@ -64,6 +68,7 @@ WINDOW_END_TAG = "dagster_mysql_cdc/window_end"
 SNAPSHOT_MODE_TAG = "dagster_mysql_cdc/snapshot_mode"
 REQUEST_TAG = "dagster_mysql_cdc/request"
 INCREMENTAL_TAG = "dagster_mysql_cdc/incremental"
+IDENTITY_TAG = "dagster_mysql_cdc/server_identity"  # the server the window's positions belong to
 
 DEFAULT_SPARK_CONFIG: dict[str, Any] = {
     "spark.master": "local[2]",
@@ -123,6 +128,44 @@ class MySqlCdcResource(dg.ConfigurableResource):
     table_exclude_list: list[str] = Field(
         default_factory=list, description="Regexes of excluded 'db.table' names."
     )
+    column_include_list: list[str] = Field(
+        default_factory=list,
+        description="Regexes of captured 'db.table.column' names (column.include.list); other columns are "
+        "not read, streamed, written or checked. Primary-key columns must stay captured.",
+    )
+    column_exclude_list: list[str] = Field(
+        default_factory=list,
+        description="Regexes of 'db.table.column' names left out of the capture (column.exclude.list).",
+    )
+    column_truncate_to_chars: dict[str, int] = Field(
+        default_factory=dict,
+        description="{regex over 'db.table.column': n}: character values cut to n characters "
+        "(column.truncate.to.<n>.chars).",
+    )
+    column_mask_with_chars: dict[str, int] = Field(
+        default_factory=dict,
+        description="{regex over 'db.table.column': n}: character values replaced by n '*' "
+        "(column.mask.with.<n>.chars).",
+    )
+    column_mask_hash: dict[str, str] = Field(
+        default_factory=dict,
+        description="{regex over 'db.table.column': algorithm}: character values replaced by the hex "
+        "digest (e.g. SHA-256) of salt + value (column.mask.hash.<algorithm>.with.salt.<salt>).",
+    )
+    column_mask_hash_salt: str | None = Field(
+        default=None,
+        description="Salt of column_mask_hash (the <salt> of Debezium's property); a secret: use EnvVar.",
+    )
+    message_key_columns: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="{regex over 'db.table': [columns]}: the key of matching tables, for a keyless table or "
+        "to override its primary key (message.key.columns); the columns must identify a row.",
+    )
+    column_mask_hash_version: str = Field(
+        default="v1",
+        description="v1: hash as Debezium's column.mask.hash. does (Java-serialized value); "
+        "v2: as column.mask.hash.v2. (UTF-8 bytes of the value).",
+    )
     snapshot_mode: str = Field(default="initial", description=f"snapshot.mode: one of {SNAPSHOT_MODES}.")
     snapshot_locking_mode: str = Field(
         default="minimal", description="snapshot.locking.mode: minimal, extended or none."
@@ -132,6 +175,11 @@ class MySqlCdcResource(dg.ConfigurableResource):
     )
     snapshot_batch_rows: int = Field(
         default=100_000, description="Rows per Arrow batch / Spark job (bounds memory)."
+    )
+    snapshot_select_statement_overrides: dict[str, str] = Field(
+        default_factory=dict,
+        description="{'db.table': 'SELECT * FROM db.table WHERE <condition>'}: the rows an initial snapshot "
+        "reads (snapshot.select.statement.overrides); the condition is validated like a signal filter.",
     )
     decimal_handling_mode: str = Field(
         default="precise", description="precise, double or string (decimal.handling.mode)."
@@ -173,6 +221,17 @@ class MySqlCdcResource(dg.ConfigurableResource):
     provide_transaction_metadata: bool = Field(
         default=False,
         description="Fill the `transaction` struct of change events (provide.transaction.metadata).",
+    )
+    event_processing_failure_handling_mode: str = Field(
+        default="fail",
+        description="A row event that cannot be decoded (event.processing.failure.handling.mode): fail the "
+        "run, warn (skip it, WARNING with its position) or skip (skip it, one WARNING per window); skipped "
+        "events are listed in the binlog asset's events_skipped metadata.",
+    )
+    include_query: bool = Field(
+        default=False,
+        description="Fill source.query with the statement of each row change (include.query); needs "
+        "MySQL binlog_rows_query_log_events=ON. Refused with column masks (the text holds the values).",
     )
     stream_batch_rows: int = Field(
         default=50_000,
@@ -274,6 +333,25 @@ class MySqlCdcResource(dg.ConfigurableResource):
             time_precision_mode=self.time_precision_mode,  # type: ignore[arg-type]
             bigint_unsigned_handling_mode=self.bigint_unsigned_handling_mode,  # type: ignore[arg-type]
             binary_handling_mode=self.binary_handling_mode,  # type: ignore[arg-type]
+            columns=self.column_policy(),
+        )
+
+    def column_policy(self) -> ColumnPolicy:
+        """Captured columns and value masks (Debezium ``column.*`` properties, :mod:`..source.columns`).
+
+        Raises:
+            ConfigurationError: both column lists set, a bad regex or length, an unknown hash
+                algorithm, or hash rules without a salt.
+        """
+        return ColumnPolicy(
+            include_list=tuple(self.column_include_list),
+            exclude_list=tuple(self.column_exclude_list),
+            truncate=tuple(self.column_truncate_to_chars.items()),
+            mask_with_chars=tuple(self.column_mask_with_chars.items()),
+            mask_hash=tuple(self.column_mask_hash.items()),
+            hash_salt=_resolve(self.column_mask_hash_salt) or "",
+            hash_version=self.column_mask_hash_version,  # type: ignore[arg-type]
+            message_key_columns=tuple((p, tuple(c)) for p, c in self.message_key_columns.items()),
         )
 
     def snapshot_options(self, mode: str | None = None) -> SnapshotOptions:
@@ -285,6 +363,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             fetch_size=self.snapshot_fetch_size,
             batch_rows=self.snapshot_batch_rows,
             include_data=mode != "no_data",
+            select_overrides=parse_overrides(self.snapshot_select_statement_overrides),
         )
 
     def table_filter(self) -> TableFilter:
@@ -297,7 +376,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
 
     # -- discovery ----------------------------------------------------------------------------
     def discover_tables(self, tables: Sequence[str] | None = None) -> list[TableSchema]:
-        """Schemas of the captured tables, read from the server.
+        """Schemas of the captured tables (their captured columns only), read from the server.
 
         Args:
             tables: explicit ``"database.table"`` names (each must exist); ``None`` captures every
@@ -336,7 +415,9 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 f"Table(s) not found on {me.host}:{me.port}: {', '.join(missing)}. "
                 "Check the names (case-sensitive) or remove them."
             )
-        return [schemas[k] for k in wanted]
+        # the captured columns (column_include_list/column_exclude_list): what the lake will hold;
+        # a policy that cannot apply (a key column left out, an unmaskable column) fails here, early
+        return [me.column_policy().checked(schemas[k]) for k in wanted]
 
     def include_list_warnings(self) -> list[str]:
         """One message per ``table_include_list`` entry that matches no table on the server
@@ -358,7 +439,15 @@ class MySqlCdcResource(dg.ConfigurableResource):
 
     # -- materialization ------------------------------------------------------------------------
     def stream_options(self) -> StreamOptions:
+        """Raises ConfigurationError: a bad gap handling mode, or ``include_query`` with column masks."""
+        if self.include_query and self.column_policy().has_masks:
+            raise ConfigurationError(
+                "include_query copies each statement's text, with the original values of masked columns, "
+                "into source.query: turn include_query off or drop the column_mask_*/column_truncate_* rules"
+            )
         return StreamOptions(
+            include_query=self.include_query,
+            event_processing_failure_handling_mode=self.event_processing_failure_handling_mode,
             skip_unparseable_ddl=self.skip_unparseable_ddl,
             provide_transaction_metadata=self.provide_transaction_metadata,
             batch_rows=self.stream_batch_rows,
@@ -467,6 +556,9 @@ class MySqlCdcResource(dg.ConfigurableResource):
         tags = context.run.tags
         committed: BinlogPosition | None = None
         gaps: list[dict] | None = None
+        policy = self.column_policy()
+        if policy:  # what is left out, masked or re-keyed (never the salt)
+            context.log.info(f"Column policy: {json.dumps(policy.describe())}")
         if context.selected_asset_keys:
             if tags.get(MODE_TAG) == "stream":
                 report: dict[str, Any] = {}
@@ -733,8 +825,10 @@ class MySqlCdcResource(dg.ConfigurableResource):
         conn = connect(self.connection_settings())
         try:
             schemas = read_table_schemas(conn, tables)
-            for (db, t), schema in schemas.items():
-                if not schema.primary_key:
+            columns = self.column_policy()
+            for (db, t), full in schemas.items():
+                schema = columns.keyed(full)  # message.key.columns
+                if not schema.primary_key or columns.masked_key(full):  # raw key bounds would leak
                     continue
                 ranges = compute_ranges(conn, schema, self.pk_range_rows)
                 save_ranges(storage, ranges_uri(storage, self.server_name, db, t), ranges)
@@ -786,13 +880,13 @@ class MySqlCdcResource(dg.ConfigurableResource):
             storage=storage,
         )
         writer = lake.get_writer(self.server_name)
-        value_schema = TableConverter(schema, self.type_options(), "pymysql").arrow_schema
+        conv = TableConverter(schema, self.type_options(), "pymysql")
         w = writer.write_table_batch(
             database,
             table,
             [snap.batch] + ([snap.deletes] if snap.deletes is not None and snap.deletes.num_rows else []),
-            value_schema=value_schema,
-            primary_key=schema.primary_key,
+            value_schema=conv.arrow_schema,
+            primary_key=conv.table.primary_key,
             app_id=f"dagster-mysql-cdc/range/{key}",
             version=snap.high.as_version(),
             position=snap.high,
@@ -940,6 +1034,8 @@ class MySqlCdcResource(dg.ConfigurableResource):
         keys_by_table, binlog_key = self._selection(context)
         settings = self.connection_settings()
         info = self._server_info(settings)
+        if tags.get(IDENTITY_TAG):
+            check_window_server(settings, info, tags[IDENTITY_TAG], start, f"{self.host}:{self.port}")
         storage = lake.storage_settings()
         try:
             incremental = (
@@ -973,6 +1069,18 @@ class MySqlCdcResource(dg.ConfigurableResource):
             (context.log.warning if line in result.signals_rejected else context.log.info)(line)
         for gap in result.gaps:
             context.log.warning(gap.message())
+        if result.events_skipped_count:
+            mode = self.event_processing_failure_handling_mode
+            if mode == "warn":
+                for ev in result.events_skipped[:20]:
+                    context.log.warning(
+                        f"Skipped an event of {ev['table']} at {ev['position']}: {ev['reason']}"
+                    )
+            context.log.warning(
+                f"{result.events_skipped_count} event(s) that cannot be decoded were skipped "
+                f"(event_processing_failure_handling_mode={mode}); the binlog asset's events_skipped "
+                "metadata lists them. Re-snapshot the affected tables to repair the lake."
+            )
         if report is not None:
             report["gaps"] = [g.to_dict() for g in result.gaps]
         # The offset this run reached, which the sensor commits: the requested end (with the
@@ -981,6 +1089,10 @@ class MySqlCdcResource(dg.ConfigurableResource):
         # has no GTID set), after the requested end when incremental-snapshot chunks extended the
         # window, before it when a blocking snapshot paused streaming.
         reached = end if (result.end.file, result.end.pos) == (end.file, end.pos) else result.end
+        if reached is end and start.gtid_set and result.end.gtid_set:
+            # the GTID set the reader tracked from the start's (exact), not the sensor's reading of
+            # the server's end (which may include a transaction committed just after that position)
+            reached = replace(end, gtid_set=result.end.gtid_set)
         if result.blocking_tables:
             # Blocking snapshot: streaming paused at result.end; snapshot, then streaming resumes.
             context.log.info(f"Blocking snapshot of {[f'{d}.{t}' for d, t in result.blocking_tables]}")
@@ -1073,6 +1185,8 @@ class MySqlCdcResource(dg.ConfigurableResource):
                     "incremental_chunks": dg.MetadataValue.json(result.chunks),
                     "signals": dg.MetadataValue.json(result.signal_log),
                     "binlog_gaps": dg.MetadataValue.json([g.to_dict() for g in result.gaps]),
+                    "events_skipped_count": dg.MetadataValue.int(result.events_skipped_count),
+                    "events_skipped": dg.MetadataValue.json(result.events_skipped),
                 },
             )
         return reached
@@ -1085,6 +1199,35 @@ def _optional(fn: Callable[[], Any], what: str) -> Any:
     except Exception as e:  # noqa: BLE001 - metadata is best effort once the data is committed
         log.warning("could not compute %s: %s", what, e)
         return None
+
+
+def check_window_server(
+    settings: ConnectionSettings, info: ServerInfo, identity_json: str, start: BinlogPosition, address: str
+) -> None:
+    """Run-side guard: the window's positions belong to the server in ``identity_json`` (the
+    sensor's run tag); refuse to read another server's binlog at those offsets.
+
+    Raises:
+        ServerChangedError: the resource now points at another server (the sensor re-plans the
+            window by GTID on its next tick).
+        ConfigurationError: the tag is not a server identity.
+    """
+    try:
+        recorded = ServerIdentity.from_dict(json.loads(identity_json))
+    except ValueError as e:
+        raise ConfigurationError(f"Run tag {IDENTITY_TAG} is not a server identity ({e})") from None
+    conn = connect(settings)
+    try:
+        reason = other_server_reason(conn, info, recorded)
+    finally:
+        conn.close()
+    if reason:
+        raise ServerChangedError(
+            f"This run's binlog window starts at {start}, a position of {recorded.describe()}, but "
+            f"{address} is another server ({reason}). Reading it there would lose or duplicate changes, "
+            "so nothing was read. The binlog sensor re-plans the window by GTID on its next tick "
+            "(see docs/operations.md, 'Failover')."
+        )
 
 
 def position_metadata(prefix: str, pos: BinlogPosition) -> dict[str, Any]:

@@ -27,6 +27,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pymysql
 from pymysqlreplication import BinLogStreamReader
@@ -182,6 +183,26 @@ def advance_gtid_set(gtid_set: str | None, gtid: str | None, is_mariadb: bool) -
     return str(s).replace("\n", "")
 
 
+_COM_BINLOG_DUMP = 0x12
+_BINLOG_SEND_ANNOTATE_ROWS_EVENT = 0x02
+
+
+class _AnnotatingConnection(pymysql.connections.Connection):
+    """A replication connection whose ``COM_BINLOG_DUMP`` request asks MariaDB for its
+    ``Annotate_rows`` events (dump flag ``BINLOG_SEND_ANNOTATE_ROWS_EVENT``; MariaDB sends them
+    only when asked, and python-mysql-replication asks only in its MariaDB GTID mode, not in the
+    file/position mode used here). The packet is ``length(3) seq(1) command(1) position(4)
+    flags(2) server_id(4) file``; only its flags change."""
+
+    def _write_bytes(self, data: bytes) -> None:
+        if len(data) >= 11 and data[4] == _COM_BINLOG_DUMP:
+            buf = bytearray(data)
+            flags = int.from_bytes(buf[9:11], "little") | _BINLOG_SEND_ANNOTATE_ROWS_EVENT
+            buf[9:11] = flags.to_bytes(2, "little")
+            data = bytes(buf)
+        super()._write_bytes(data)  # type: ignore[misc]  # pymysql internal, not in its stubs
+
+
 class BinlogReader:
     """Iterate a bounded window ``[start, end)`` of the binlog.
 
@@ -198,6 +219,10 @@ class BinlogReader:
             the first access to ``event.rows``, at ~50 µs per row in pure Python): such an event
             is still yielded, with ``rows=[]`` and ``column_names=[]``, so positions and the item
             sequence are unchanged. Called once per table (cached). ``None``: decode every row.
+        annotate_rows: on MariaDB, ask the server for its ``Annotate_rows`` events
+            (``binlog_annotate_row_events=ON``), so :attr:`RowsBatch.query` holds each row
+            change's statement (Debezium ``include.query``). MySQL sends ``Rows_query`` events
+            whenever ``binlog_rows_query_log_events=ON``.
 
     Iterating yields :class:`RowsBatch`, :class:`DdlStatement`, :class:`StatementDml` and
     :class:`TransactionCommit` items. After iteration :attr:`position` is the last boundary reached (== end when complete).
@@ -219,7 +244,9 @@ class BinlogReader:
         is_mariadb: bool,
         deadline_s: float | None = None,
         rows_filter: Callable[[str, str], bool] | None = None,
+        annotate_rows: bool = False,
     ):
+        self.annotate_rows = annotate_rows
         self.settings = settings
         self.rows_filter = rows_filter
         self._decode: dict[tuple[str, str], bool] = {}
@@ -263,6 +290,7 @@ class BinlogReader:
             is_mariadb=False,
             only_events=only,
             enable_logging=False,
+            **({"pymysql_wrapper": _AnnotatingConnection} if self.annotate_rows and self.is_mariadb else {}),
         )
         deadline = time.monotonic() + self.deadline_s if self.deadline_s else None
         gtid_set = self.start.gtid_set
@@ -376,32 +404,23 @@ class BinlogReader:
                             break
                         continue
                     schema = ev.schema.decode() if isinstance(ev.schema, bytes) else ev.schema
+                    statement: dict[str, Any] = {
+                        "sql": sql,
+                        "database": schema or None,
+                        "file": file,
+                        "pos": start_pos,
+                        "ts_ms": ts_ms,
+                        "server_id": ev.packet.server_id,
+                        "gtid": tx_gtid,
+                        "thread": ev.slave_proxy_id,
+                    }
                     if is_dml(sql):
                         # statement-based DML inside a transaction: not a boundary (its XID/COMMIT is)
-                        yield StatementDml(
-                            sql=sql,
-                            database=schema or None,
-                            file=file,
-                            pos=start_pos,
-                            ts_ms=ts_ms,
-                            server_id=ev.packet.server_id,
-                            gtid=tx_gtid,
-                            thread=ev.slave_proxy_id,
-                        )
+                        yield StatementDml(**statement)
                         continue
                     gtid_set = advance_gtid_set(gtid_set, tx_gtid, self.is_mariadb)
                     self.position = BinlogPosition(file, end_pos, gtid_set)
-                    yield DdlStatement(
-                        sql=sql,
-                        database=schema or None,
-                        file=file,
-                        pos=start_pos,
-                        ts_ms=ts_ms,
-                        server_id=ev.packet.server_id,
-                        gtid=tx_gtid,
-                        thread=ev.slave_proxy_id,
-                        end=self.position,
-                    )
+                    yield DdlStatement(**statement, end=self.position)
                     tx_gtid, thread, query = None, None, None
                     if self._reached_end(self.position):
                         done = True

@@ -25,7 +25,8 @@ from .tls import describe as describe_tls
 #: The grant that gives the capture user every privilege it needs (Debezium MySQL connector, "Creating a user").
 GRANT_ADVICE = (
     "GRANT SELECT, RELOAD, SHOW DATABASES, REPLICATION SLAVE, REPLICATION CLIENT, "
-    "LOCK TABLES ON *.* TO <user>;"
+    "LOCK TABLES ON *.* TO <user>; (or the least-privilege grants of your mode, "
+    "docs/operations.md 'Least-privilege grants')"
 )
 
 #: Server errors meaning "this user may not do that": ER_SPECIFIC_ACCESS_DENIED_ERROR (1227),
@@ -368,6 +369,7 @@ def preflight(
     tables: Sequence[tuple[str, str]] = (),
     *,
     need_streaming: bool = True,
+    need_lock: bool = True,
 ) -> list[str]:
     """Check that the server and user can run a Debezium-style capture.
 
@@ -377,6 +379,9 @@ def preflight(
         tables: ``(database, table)`` pairs that must exist.
         need_streaming: also check the binlog settings (False for a plain ``initial_only``
             snapshot, which reads no binlog; the position is still recorded if available).
+        need_lock: the snapshot takes a read lock (``snapshot.locking.mode`` ``minimal`` or
+            ``extended``): RELOAD, or LOCK TABLES on the tables' databases, is required. ``False``
+            for ``snapshot.locking.mode=none``, which needs neither.
 
     Returns:
         Warnings that do not block capture (e.g. variables the server does not have).
@@ -438,7 +443,7 @@ def preflight(
     for db in dbs:
         if not has("SELECT", db):
             missing.append(f"SELECT on `{db}`")
-    if not (has("RELOAD") or all(has("LOCK TABLES", db) for db in dbs)):
+    if need_lock and not (has("RELOAD") or all(has("LOCK TABLES", db) for db in dbs)):
         missing.append("RELOAD or LOCK TABLES (needed for the snapshot's read lock)")
     if missing:
         problems.append(f"User {info_user(conn)} lacks privileges: {', '.join(missing)}. {GRANT_ADVICE}")

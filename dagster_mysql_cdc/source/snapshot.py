@@ -42,6 +42,7 @@ from ..events import BinlogPosition, change_log_schema, now_ms, snapshot_events
 from .catalog import read_table_schemas
 from .connection import ConnectionSettings, ServerInfo, connect, current_position, preflight, server_info
 from .schema import TableSchema
+from .select_overrides import checked_condition
 from .types import TableConverter, TypeOptions, select_expression, snapshot_decoders
 
 log = logging.getLogger(__name__)
@@ -62,12 +63,16 @@ class SnapshotOptions:
             (Debezium ``snapshot.fetch.size``).
         batch_rows: rows per Arrow batch handed to the sink (bounds memory).
         include_data: ``False`` reads position and schemas only (``snapshot.mode=no_data``).
+        select_overrides: ``(("db.table", condition), ...)``: the rows the snapshot reads from
+            those tables (Debezium ``snapshot.select.statement.overrides``, parsed by
+            :func:`.select_overrides.parse_overrides`; checked against the columns on enter).
     """
 
     locking_mode: LockingMode = "minimal"
     fetch_size: int = 10_000
     batch_rows: int = 100_000
     include_data: bool = True
+    select_overrides: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.locking_mode not in LOCKING_MODES:
@@ -126,6 +131,7 @@ class ConsistentSnapshot:
         self._lock_started = 0.0
         self._in_tx = False
         self._remaining: list[tuple[str, str]] = []
+        self._where: dict[tuple[str, str], str] = {}  # snapshot.select.statement.overrides
 
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> ConsistentSnapshot:
@@ -148,7 +154,13 @@ class ConsistentSnapshot:
     def _begin(self) -> None:
         conn = self._connection()
         self.info = server_info(conn)
-        for w in preflight(conn, self.info, self.tables, need_streaming=self.need_streaming):
+        for w in preflight(
+            conn,
+            self.info,
+            self.tables,
+            need_streaming=self.need_streaming,
+            need_lock=self.options.locking_mode != "none",
+        ):
             log.warning(w)
         mode = self.options.locking_mode
         with conn.cursor() as cur:
@@ -180,6 +192,13 @@ class ConsistentSnapshot:
             missing = [f"{d}.{t}" for d, t in self.tables if (d, t) not in self.schemas]
             if missing:
                 raise UnknownTableError(f"Table(s) vanished before the snapshot: {missing}")
+            overrides = dict(self.options.select_overrides)
+            for d, t in self.tables:  # refused before anything is read or written
+                cond = overrides.get(f"{d}.{t}".lower())
+                if cond is not None:
+                    self._where[(d, t)] = checked_condition(
+                        f"{d}.{t}", cond, self.schemas[(d, t)].column_names
+                    )
             for d, t in self.tables:
                 cur.execute(f"SHOW CREATE TABLE {_q(d)}.{_q(t)}")
                 row = cur.fetchone()
@@ -252,9 +271,12 @@ class ConsistentSnapshot:
             return
         sql = (
             "SELECT "
-            + ", ".join(select_expression(c) for c in schema.columns)
+            + ", ".join(select_expression(c) for c in conv.columns)  # captured columns only
             + f" FROM {_q(table[0])}.{_q(table[1])}"
         )
+        if table in self._where:  # executed without parameters: a '%' of the condition stays as is
+            sql += f" WHERE {self._where[table]}"
+            log.info("Snapshot of %s.%s reads the rows WHERE %s", table[0], table[1], self._where[table])
         assert self.position is not None and self.info is not None
         conn = self._connection()
         cur = conn.cursor(pymysql.cursors.SSCursor)
@@ -311,7 +333,7 @@ class ConsistentSnapshot:
         after = conv.to_record_batch(rows, text_values=True)
         return snapshot_events(
             after,
-            primary_key=schema.primary_key,
+            primary_key=conv.table.primary_key,  # the message key (message.key.columns)
             server_name=self.server_name,
             server_id=self.info.server_id,
             database=schema.database,
@@ -323,7 +345,5 @@ class ConsistentSnapshot:
 
     def change_log_schema(self, table: tuple[str, str]) -> pa.Schema:
         """Change-log schema of ``table`` (valid inside the context)."""
-        schema = self.schemas[table]
-        return change_log_schema(
-            TableConverter(schema, self.type_options, "pymysql").arrow_schema, schema.primary_key
-        )
+        conv = TableConverter(self.schemas[table], self.type_options, "pymysql")
+        return change_log_schema(conv.arrow_schema, conv.table.primary_key)

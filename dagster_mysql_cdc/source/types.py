@@ -45,7 +45,7 @@ import operator
 import re
 import struct
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -61,6 +61,7 @@ except ImportError:  # pragma: no cover
     _orjson = None  # type: ignore[assignment]
 
 from ..errors import ConfigurationError
+from .columns import ColumnPolicy
 from .schema import ColumnSchema, TableSchema
 
 __all__ = [
@@ -119,6 +120,10 @@ class TypeOptions:
             wrap in a data lake is a correctness bug.
         binary_handling_mode: Debezium ``binary.handling.mode`` for BINARY/VARBINARY/BLOB columns:
             ``"bytes"`` (default), ``"base64"``, ``"base64-url-safe"`` or ``"hex"`` (lower-case).
+        columns: captured columns and value masks (Debezium ``column.include.list``,
+            ``column.exclude.list``, ``column.truncate.to.<n>.chars``, ``column.mask.with.<n>.chars``,
+            ``column.mask.hash.<algorithm>.with.salt.<salt>``; :mod:`.columns`): every
+            :class:`TableConverter` converts only the captured columns and masks their values.
 
     Raises:
         ConfigurationError (a ValueError): an option has a value that is not allowed; the message
@@ -129,6 +134,7 @@ class TypeOptions:
     time_precision_mode: TimePrecisionMode = "adaptive_time_microseconds"
     bigint_unsigned_handling_mode: BigintUnsignedHandlingMode = "precise"
     binary_handling_mode: BinaryHandlingMode = "bytes"
+    columns: ColumnPolicy = field(default_factory=ColumnPolicy)
 
     def __post_init__(self) -> None:
         for name, allowed in _ALLOWED.items():
@@ -1361,25 +1367,57 @@ def _raw_image_value(
     return v
 
 
+def _masked_value(conv: Callable[[Any], Any], mask: Callable | None) -> Callable[[Any], Any]:
+    """``conv`` followed by a column mask (:mod:`.columns`)."""
+    if mask is None:
+        return conv
+    return lambda v: mask(conv(v))
+
+
+def _masked_array(conv: ArrayConverter, mask: Callable | None) -> ArrayConverter:
+    """An array converter followed by a column mask, value by value (character columns only)."""
+    if mask is None:
+        return conv
+
+    def convert(values: Sequence[Any]) -> pa.Array:
+        arr = conv(values)
+        return pa.array([mask(v) for v in arr.to_pylist()], type=arr.type)
+
+    return convert
+
+
 class TableConverter:
     """Pre-built per-table converters (no per-row type lookup).
 
+    Only the table's *captured* columns are converted (``options.columns``, Debezium
+    ``column.include.list``/``column.exclude.list``) and their values leave every method masked
+    or truncated as ``options.columns`` says (Debezium ``column.mask.*``/``column.truncate.*``), so
+    every reader (snapshot, incremental snapshot, binlog, checks) sees the same captured values.
+
     Args:
-        table: the table schema (columns are used in ordinal order).
+        table: the table schema (columns are used in ordinal order), full or already captured
+            (filtering is idempotent).
         options: the type options.
         source: ``"pymysql"`` or ``"binlog"`` (see :func:`value_converter`).
 
     Attributes:
-        table: the table schema.
-        columns: the columns in ordinal order.
+        table: the captured table schema (``source_table`` without the excluded columns).
+        source_table: the schema the converter was built from.
+        columns: the captured columns in ordinal order: raw rows handed to the converter hold
+            these columns only, in this order (select them with :func:`select_expression`).
         names: their names.
-        arrow_schema: :func:`arrow_schema` of the table.
+        masked: names of the columns whose values are masked or truncated.
+        arrow_schema: :func:`arrow_schema` of the captured table.
 
     Raises:
         UnsupportedTypeError: a column type is not supported (names table, column, type and fix).
+        ConfigurationError: the column policy leaves out a primary-key column or cannot mask a
+            column (see :class:`.columns.ColumnPolicy`).
     """
 
     def __init__(self, table: TableSchema, options: TypeOptions, source: Literal["pymysql", "binlog"]):
+        self.source_table = table
+        table = options.columns.captured(table)
         self.table = table
         self.options = options
         self.source = source
@@ -1388,20 +1426,24 @@ class TableConverter:
         qn = table.qualified_name
         self.arrow_schema: pa.Schema = arrow_schema(table, options)
         built = [_build(c, options, source, qn) for c in self.columns]
+        masks = tuple(options.columns.mask_for(table, c) for c in self.columns)
+        self.masked: tuple[str, ...] = tuple(n for n, m in zip(self.names, masks) if m is not None)
+        self._masks = masks
         self._cores: tuple[Core, ...] = tuple(b[0] for b in built)
         self._none_values: tuple[Any, ...] = tuple(b[1] for b in built)
         self._converters: tuple[Callable[[Any], Any], ...] = tuple(
-            value_converter(c, options, source, table=qn) for c in self.columns
+            _masked_value(value_converter(c, options, source, table=qn), m)
+            for c, m in zip(self.columns, masks)
         )
         self._lower_names = tuple(n.lower() for n in self.names)
         self._array_converters: tuple[ArrayConverter, ...] = tuple(
-            _array_converter(c, options, source, core, nv, f.type)
-            for c, (core, nv), f in zip(self.columns, built, self.arrow_schema)
+            _masked_array(_array_converter(c, options, source, core, nv, f.type), m)
+            for c, (core, nv), f, m in zip(self.columns, built, self.arrow_schema, masks)
         )
         self._text_array_converters: tuple[ArrayConverter, ...] = (
             tuple(
-                _array_converter(c, options, source, core, nv, f.type, text=True)
-                for c, (core, nv), f in zip(self.columns, built, self.arrow_schema)
+                _masked_array(_array_converter(c, options, source, core, nv, f.type, text=True), m)
+                for c, (core, nv), f, m in zip(self.columns, built, self.arrow_schema, masks)
             )
             if source == "pymysql"
             else self._array_converters
@@ -1423,6 +1465,14 @@ class TableConverter:
                 f"{len(self._converters)} ({', '.join(self.names)})"
             )
         return tuple(conv(v) for conv, v in zip(self._converters, values))
+
+    def convert_value(self, index: int, value: Any) -> Any:
+        """Convert (and mask) one raw value of the ``index``-th captured column.
+
+        Raises:
+            ValueError: the value cannot be converted.
+        """
+        return self._converters[index](value)
 
     def convert_row_dict(
         self, row: Mapping[str, Any], none_sources: Mapping[str, str] | None = None
@@ -1515,9 +1565,11 @@ class TableConverter:
         for i, (core, nv) in enumerate(zip(self._cores, self._none_values)):
             raw = [r[i] for r in rows]
             if core is None:
-                cols.append(raw)
+                col = raw
             else:
-                cols.append([nv if v is None else core(v) for v in raw])
+                col = [nv if v is None else core(v) for v in raw]
+            mask = self._masks[i]
+            cols.append(col if mask is None else [mask(v) for v in col])
         return cols
 
     def column_arrays(self, columns: Sequence[Sequence[Any]], *, text_values: bool = False) -> list[pa.Array]:
