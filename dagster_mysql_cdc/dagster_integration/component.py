@@ -225,6 +225,17 @@ class CdcLakeArgs(Resolvable):
             "Arrow on ...), e.g. {spark.master: 'spark://host:7077', spark.driver.memory: 4g}.",
         ),
     ] = field(default_factory=dict)
+    spark_remote: Annotated[
+        str | None,
+        _str_field(
+            "Spark Connect URL of a long-lived server on the runs' host (e.g. sc://127.0.0.1:15002, "
+            "infra/spark_connect.sh); null/empty: each run starts its own Spark from spark_config.",
+            optional=True,
+        ),
+    ] = None
+    spark_log_level: Annotated[
+        str, _doc("Log level of a run's own Spark JVM (WARN lines stay out of the run log at ERROR).")
+    ] = _lake_default("spark_log_level")
 
 
 @dataclass
@@ -574,6 +585,8 @@ class MySqlCdcComponent(Component, Resolvable):
             rows_per_file=lk.rows_per_file,
             compact_min_files=lk.compact_min_files,
             sink_pipeline_depth=lk.sink_pipeline_depth,
+            spark_remote=lk.spark_remote or None,
+            spark_log_level=lk.spark_log_level,
             pyspark=LazyPySparkResource(spark_config={**DEFAULT_SPARK_CONFIG, **(lk.spark_config or {})}),
         )
 
