@@ -191,7 +191,7 @@ def check_served(url: str, location: str) -> dict:
     sensors = {s["name"]: s for s in repo["sensors"]}
     assert SENSOR in sensors, sorted(sensors)
     assert sensors[SENSOR]["sensorState"]["status"] == "STOPPED"  # opt-in streaming
-    assert sensors[SENSOR]["minIntervalSeconds"] == 15
+    assert sensors[SENSOR]["minIntervalSeconds"] == 5
 
     selector = {"repositoryName": repo["name"], "repositoryLocationName": location}
     res = graphql(url, RESOURCES_QUERY, {"selector": selector})
