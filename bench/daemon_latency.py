@@ -79,6 +79,8 @@ class Daemon:
             "CDC_MYSQL_PASSWORD": os.environ.get("CDC_MYSQL_PASSWORD", "cdc-secret"),
             "PYTHONPATH": str(ROOT),
         }
+        # the instance's storage first (the daemon would race us creating its SQLite tables)
+        self.instance = dg.DagsterInstance.from_config(self.home)
         exe = Path(sys.executable).with_name("dagster-daemon")
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen(
@@ -89,7 +91,6 @@ class Daemon:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        self.instance = dg.DagsterInstance.from_config(self.home)
 
     def stream_runs(self) -> list:
         return self.instance.get_run_records(filters=dg.RunsFilter(tags={MODE_TAG: "stream"}))

@@ -430,6 +430,16 @@ class MySqlCdcComponent(Component, Resolvable):
     binlog_read_timeout: Annotated[
         int, _doc("Seconds a streaming run may spend reading its binlog window before it fails.")
     ] = _resource_default("binlog_read_timeout")
+    stream_follow_seconds: Annotated[
+        float,
+        _doc(
+            "After its window a stream run keeps reading follow-on windows this long while changes keep "
+            "coming (0 = one window per run)."
+        ),
+    ] = _resource_default("stream_follow_seconds")
+    stream_follow_idle_seconds: Annotated[
+        float, _doc("A following run ends once the binlog had nothing new for this long.")
+    ] = _resource_default("stream_follow_idle_seconds")
     binlog_gap_handling: Annotated[
         BinlogGapHandling,
         _doc(
@@ -559,6 +569,8 @@ class MySqlCdcComponent(Component, Resolvable):
             provide_transaction_metadata=self.provide_transaction_metadata,
             stream_batch_rows=self.stream_batch_rows,
             binlog_read_timeout=self.binlog_read_timeout,
+            stream_follow_seconds=self.stream_follow_seconds,
+            stream_follow_idle_seconds=self.stream_follow_idle_seconds,
             binlog_gap_handling=self.binlog_gap_handling,
             signal_data_collection=self.signal_data_collection,
             incremental_snapshot_chunk_size=self.incremental_snapshot_chunk_size,

@@ -908,6 +908,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                     "signals": dg.MetadataValue.json(result.signal_log),
                     "binlog_gaps": dg.MetadataValue.json([g.to_dict() for g in result.gaps]),
                     "follow_windows": dg.MetadataValue.int(follow_windows),
+                    "spark_session_seconds": dg.MetadataValue.float(round(writer.spark_seconds, 3)),
                 },
             )
         return reached

@@ -166,6 +166,8 @@ class LakeWriter:
         self._spark: Any = None if callable(spark) else spark
         self._spark_lock = threading.Lock()
         self._stage_dir: str | None = None
+        #: seconds it took to start (or connect to) Spark and register the data source; 0 until then
+        self.spark_seconds = 0.0
         self.storage = storage
         self.server_name = server_name
         self.rows_per_file = rows_per_file
@@ -187,9 +189,12 @@ class LakeWriter:
             with self._spark_lock:
                 if self._spark is None:
                     assert self._spark_factory is not None  # set when no session was given
+                    t0 = time.monotonic()
                     spark = self._spark_factory()
                     self._prepare(spark)
                     self._spark = spark
+                    self.spark_seconds = time.monotonic() - t0
+                    log.info("Spark session ready in %.1fs (%s)", self.spark_seconds, type(spark).__module__)
         return self._spark
 
     @spark.setter
