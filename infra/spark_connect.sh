@@ -4,8 +4,8 @@
 #
 #   infra/spark_connect.sh start|stop|status
 #
-# Uses the installed pyspark (the locked .venv): its wheel ships sbin/start-connect-server.sh and
-# jars/spark-connect_2.13-<version>.jar, so nothing is downloaded. Listens on
+# Uses the installed pyspark (the locked .venv): its wheel ships bin/spark-submit and
+# jars/spark-connect_2.13-<version>.jar (the server class), so nothing is downloaded. Listens on
 # 127.0.0.1:$CDC_SPARK_CONNECT_PORT (default 15002), master $CDC_SPARK_CONNECT_MASTER (default
 # local[2]); its Python workers run the .venv's Python (they import dagster_mysql_cdc to write the
 # lake's files). State (pid, log) under $CDC_INFRA_DIR/spark-connect. CDC_SPARK_CONNECT=0: start
@@ -32,19 +32,17 @@ socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1).close()
 PY
 }
 
-daemon_env() {
+spark_env() {
   export SPARK_HOME
   SPARK_HOME="$(spark_home)"
-  export SPARK_PID_DIR="$DIR" SPARK_LOG_DIR="$DIR" SPARK_IDENT_STRING="cdc-$PORT"
   export SPARK_CONF_DIR="$DIR/conf"
   export PYSPARK_PYTHON="$CDC_PYTHON" PYSPARK_DRIVER_PYTHON="$CDC_PYTHON"
   export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
 }
 
+PIDFILE="$DIR/server.pid"
 pid_of() {
-  local f
-  f="$(ls "$DIR"/spark-cdc-"$PORT"-*SparkConnectServer*.pid 2>/dev/null | head -n1 || true)"
-  [ -n "$f" ] && cat "$f" 2>/dev/null || true
+  [ -f "$PIDFILE" ] && cat "$PIDFILE" 2>/dev/null || true
 }
 
 case "$cmd" in
@@ -70,9 +68,13 @@ appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
 logger.connect.name = org.apache.spark.sql.connect
 logger.connect.level = warn
 EOF
-    daemon_env
-    echo "[spark-connect] starting Spark Connect $("$CDC_PYTHON" -c 'import pyspark; print(pyspark.__version__)') on sc://127.0.0.1:$PORT (master $MASTER, log $DIR)"
-    bash "$SPARK_HOME/sbin/start-connect-server.sh" \
+    spark_env
+    echo "[spark-connect] starting Spark Connect $("$CDC_PYTHON" -c 'import pyspark; print(pyspark.__version__)') on sc://127.0.0.1:$PORT (master $MASTER, log $DIR/server.log)"
+    # spark-submit runs the server class shipped in jars/spark-connect_*.jar (SparkSubmit needs no
+    # application jar for it); exec chain bash -> java, so $! is the JVM
+    nohup "$SPARK_HOME/bin/spark-submit" \
+      --class org.apache.spark.sql.connect.service.SparkConnectServer \
+      --name "Spark Connect server (dagster-mysql-cdc)" \
       --master "$MASTER" \
       --driver-memory "${CDC_SPARK_CONNECT_DRIVER_MEMORY:-2g}" \
       --conf "spark.connect.grpc.binding.port=$PORT" \
@@ -84,7 +86,9 @@ EOF
       --conf "spark.sql.execution.arrow.pyspark.enabled=true" \
       --conf "spark.python.worker.reuse=true" \
       --conf "spark.pyspark.python=$CDC_PYTHON" \
-      --conf "spark.connect.grpc.maxInboundMessageSize=268435456" >/dev/null
+      --conf "spark.connect.grpc.maxInboundMessageSize=268435456" \
+      >"$DIR/server.log" 2>&1 </dev/null &
+    echo $! >"$PIDFILE"
     for _ in $(seq 1 120); do
       if listening; then
         echo "[spark-connect] up on sc://127.0.0.1:$PORT (pid $(pid_of))"
@@ -97,7 +101,7 @@ EOF
       sleep 1
     done
     echo "[spark-connect] ERROR: no server on 127.0.0.1:$PORT; log:" >&2
-    tail -n 30 "$DIR"/*.out >&2 || true
+    tail -n 30 "$DIR/server.log" >&2 || true
     exit 1
     ;;
   stop)
@@ -106,13 +110,13 @@ EOF
       echo "[spark-connect] not running"
       exit 0
     fi
-    daemon_env
-    bash "$SPARK_HOME/sbin/stop-connect-server.sh" >/dev/null 2>&1 || kill "$pid" 2>/dev/null || true
+    kill "$pid" 2>/dev/null || true
     for _ in $(seq 1 30); do
-      kill -0 "$pid" 2>/dev/null || { echo "[spark-connect] stopped"; exit 0; }
+      kill -0 "$pid" 2>/dev/null || { rm -f "$PIDFILE"; echo "[spark-connect] stopped"; exit 0; }
       sleep 1
     done
     kill -9 "$pid" 2>/dev/null || true
+    rm -f "$PIDFILE"
     echo "[spark-connect] stopped (killed)"
     ;;
   status)
