@@ -576,20 +576,24 @@ def run_window(
             batch = _without_keys(batch, te.schema.primary_key, touched)
         emitted = batch.num_rows
         headers = {REPAIR_HEADER: c.reason} if c.reason else None
-        te.append_batch(
-            snapshot_events(
-                batch,
+
+        def chunk_events(rows: pa.RecordBatch, op: str) -> pa.RecordBatch:
+            """``op`` events of the chunk's rows at the high watermark (``source.snapshot=incremental``)."""
+            return snapshot_events(
+                rows,
                 primary_key=te.schema.primary_key,
                 server_name=server_name,
                 server_id=ev.server_id,
                 database=te.schema.database,
                 table=te.schema.table,
                 position=BinlogPosition(ev.file, ev.pos),
-                snapshot_flags=pa.repeat(pa.scalar("incremental"), emitted),
+                snapshot_flags=pa.repeat(pa.scalar("incremental"), rows.num_rows),
                 snapshot_ts_ms=ev.ts_ms,
+                op=op,
                 headers=headers,
             )
-        )
+
+        te.append_batch(chunk_events(batch, "r"))
         from .absent_rows import delete_events, key_tuples
 
         info_row: dict[str, Any] = {
@@ -606,21 +610,7 @@ def run_window(
             gone = _in_layout(read_chunk(storage, c, c.deletes_path), target)
             if touched:
                 gone = _without_keys(gone, te.schema.primary_key, touched)
-            te.append_batch(
-                snapshot_events(
-                    gone,
-                    primary_key=te.schema.primary_key,
-                    server_name=server_name,
-                    server_id=ev.server_id,
-                    database=te.schema.database,
-                    table=te.schema.table,
-                    position=BinlogPosition(ev.file, ev.pos),
-                    snapshot_flags=pa.repeat(pa.scalar("incremental"), gone.num_rows),
-                    snapshot_ts_ms=ev.ts_ms,
-                    op="d",
-                    headers=headers,
-                )
-            )
+            te.append_batch(chunk_events(gone, "d"))
             info_row["deleted"] = gone.num_rows
             gone_keys = key_tuples(gone, te.schema.primary_key)
         deleted = 0

@@ -3,7 +3,8 @@
 #
 #   infra/mariadb.sh start|stop|status|restart [--instance NAME] [--port N]
 #                    [--no-log-bin | --log-bin] [--binlog-format ROW|MIXED|STATEMENT] [--server-id N]
-#                    [--tls]
+#                    [--tls] [--replica-of PORT [--gtid-domain-id N] [--binlog-start N]]
+#   infra/mariadb.sh promote --instance NAME
 #
 # Instance NAME (default "main") lives in $CDC_INFRA_DIR/mariadb-NAME/ (my.cnf, data/, binlog/,
 # mariadbd.err, mariadbd.pid, socket). The "main" instance listens on $CDC_MYSQL_PORT; another
@@ -18,13 +19,21 @@
 # on first start in mariadb-NAME/tls/: ca.pem (the CA to trust: ssl_ca), server-cert.pem for
 # DNS name "localhost" only (so verify_identity passes for host=localhost and fails for 127.0.0.1),
 # client-cert.pem/client-key.pem (a client certificate).
+# --replica-of PORT: on first start the instance becomes a GTID replica of the instance on
+# 127.0.0.1:PORT (CHANGE MASTER TO ... MASTER_USE_GTID=slave_pos, log_slave_updates=ON, read_only):
+# its user databases (tables and triggers; not routines or events) are copied with mariadb-dump
+# --gtid (not logged), its gtid_domain_id is --gtid-domain-id (default: its --server-id, so writes
+# after a promotion are told apart) and its binlog numbering starts at --binlog-start (default: the
+# primary's current file number + 1000, RESET MASTER TO n) so positions of the promoted replica
+# sort after the old primary's (see docs/operations.md, "Failover"). Give it a distinct --server-id and --port (CDC_MYSQL_REPLICA_PORT).
+#   promote : STOP SLAVE; RESET SLAVE ALL; read_only=OFF (the replica becomes a primary)
 # Tunables: CDC_MARIADB_START_TIMEOUT (s, default 60), CDC_MARIADB_STOP_TIMEOUT (s, default 60).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 usage() {
-  sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -33,6 +42,7 @@ CMD="${1:-}"
 shift
 NAME=main
 ARG_PORT="" ARG_LOG_BIN="" ARG_FORMAT="" ARG_SERVER_ID="" ARG_TLS=""
+ARG_REPLICA_OF="" ARG_DOMAIN_ID="" ARG_BINLOG_START=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --instance) NAME="${2:?--instance needs a value}"; shift 2 ;;
@@ -46,6 +56,12 @@ while [ $# -gt 0 ]; do
     --server-id) ARG_SERVER_ID="${2:?--server-id needs a value}"; shift 2 ;;
     --server-id=*) ARG_SERVER_ID="${1#*=}"; shift ;;
     --tls) ARG_TLS=1; shift ;;
+    --replica-of) ARG_REPLICA_OF="${2:?--replica-of needs a port}"; shift 2 ;;
+    --replica-of=*) ARG_REPLICA_OF="${1#*=}"; shift ;;
+    --gtid-domain-id) ARG_DOMAIN_ID="${2:?--gtid-domain-id needs a value}"; shift 2 ;;
+    --gtid-domain-id=*) ARG_DOMAIN_ID="${1#*=}"; shift ;;
+    --binlog-start) ARG_BINLOG_START="${2:?--binlog-start needs a value}"; shift 2 ;;
+    --binlog-start=*) ARG_BINLOG_START="${1#*=}"; shift ;;
     -h|--help) usage ;;
     *) echo "mariadb.sh: unknown argument '$1'" >&2; usage ;;
   esac
@@ -74,7 +90,10 @@ fi
 
 # ---- settings: flag > saved (non-main instances, and stop/status) > defaults ----------------------
 SAVED_PORT="" SAVED_LOG_BIN="" SAVED_FORMAT="" SAVED_SERVER_ID="" SAVED_TLS=""
+SAVED_REPLICA_OF="" SAVED_DOMAIN_ID=""
 if [ -f "$SETTINGS" ]; then
+  SAVED_REPLICA_OF="$(sed -n 's/^REPLICA_OF=//p' "$SETTINGS")"
+  SAVED_DOMAIN_ID="$(sed -n 's/^DOMAIN_ID=//p' "$SETTINGS")"
   SAVED_TLS="$(sed -n 's/^TLS=//p' "$SETTINGS")"
   SAVED_PORT="$(sed -n 's/^PORT=//p' "$SETTINGS")"
   SAVED_LOG_BIN="$(sed -n 's/^LOG_BIN=//p' "$SETTINGS")"
@@ -92,6 +111,9 @@ BINLOG_FORMAT="${ARG_FORMAT:-${SAVED_FORMAT:-ROW}}"
 BINLOG_FORMAT="$(printf %s "$BINLOG_FORMAT" | tr '[:lower:]' '[:upper:]')"
 SERVER_ID="${ARG_SERVER_ID:-${SAVED_SERVER_ID:-1}}"
 TLS="${ARG_TLS:-${SAVED_TLS:-0}}"
+REPLICA_OF="${ARG_REPLICA_OF:-$SAVED_REPLICA_OF}"
+DOMAIN_ID="${ARG_DOMAIN_ID:-${SAVED_DOMAIN_ID:-$([ -n "$REPLICA_OF" ] && echo "$SERVER_ID" || echo 0)}}"
+REPLICA_MARK="$DIR/.replica-configured"
 TLS_DIR="$DIR/tls"
 # TCP clients of a --tls instance must speak TLS (require_secure_transport); the socket needs none
 CLIENT_TLS=()
@@ -99,6 +121,10 @@ CLIENT_TLS=()
 case "$BINLOG_FORMAT" in ROW|MIXED|STATEMENT) ;; *) err "bad --binlog-format '$BINLOG_FORMAT' (ROW, MIXED or STATEMENT)"; exit 2 ;; esac
 [[ -z "$PORT" || "$PORT" =~ ^[0-9]+$ ]] || { err "bad port '$PORT'"; exit 2; }
 [[ "$SERVER_ID" =~ ^[0-9]+$ ]] || { err "bad --server-id '$SERVER_ID'"; exit 2; }
+[[ -z "$REPLICA_OF" || "$REPLICA_OF" =~ ^[0-9]+$ ]] || { err "bad --replica-of '$REPLICA_OF' (a port)"; exit 2; }
+[[ "$DOMAIN_ID" =~ ^[0-9]+$ ]] || { err "bad --gtid-domain-id '$DOMAIN_ID'"; exit 2; }
+[[ -z "$ARG_BINLOG_START" || "$ARG_BINLOG_START" =~ ^[0-9]+$ ]] || { err "bad --binlog-start '$ARG_BINLOG_START'"; exit 2; }
+if [ -n "$REPLICA_OF" ] && [ "$REPLICA_OF" = "$PORT" ]; then err "--replica-of $REPLICA_OF is this instance's own port"; exit 2; fi
 
 # ---- helpers ----------------------------------------------------------------------------------------
 show_logs() {
@@ -166,6 +192,7 @@ write_cnf() { # writes the config to $1
     echo "binlog_row_metadata=FULL"
     echo "binlog_annotate_row_events=ON"
     echo "server_id=$SERVER_ID"
+    [ "$DOMAIN_ID" = 0 ] || echo "gtid_domain_id=$DOMAIN_ID"
     echo "log_slave_updates=ON"
     echo "gtid_strict_mode=ON"
     echo "character-set-server=utf8mb4"
@@ -300,7 +327,8 @@ do_start() {
     exit 1
   fi
   mv -f "$tmp" "$CNF"
-  printf 'PORT=%s\nLOG_BIN=%s\nBINLOG_FORMAT=%s\nSERVER_ID=%s\nTLS=%s\n' "$PORT" "$LOG_BIN" "$BINLOG_FORMAT" "$SERVER_ID" "$TLS" >"$SETTINGS"
+  printf 'PORT=%s\nLOG_BIN=%s\nBINLOG_FORMAT=%s\nSERVER_ID=%s\nTLS=%s\nREPLICA_OF=%s\nDOMAIN_ID=%s\n' "$PORT" "$LOG_BIN" \
+    "$BINLOG_FORMAT" "$SERVER_ID" "$TLS" "$REPLICA_OF" "$DOMAIN_ID" >"$SETTINGS"
   rm -f "$PIDFILE" "$LAUNCH_PIDFILE"
 
   if [ ! -d "$DATA/mysql" ]; then
@@ -356,7 +384,62 @@ do_start() {
     err "(the instance was initialised with another password? remove $DIR to re-create it)"
     exit 1
   fi
+  if [ -n "$REPLICA_OF" ] && [ ! -e "$REPLICA_MARK" ]; then setup_replica; fi
   say "up on 127.0.0.1:$PORT (pid $(server_pid || echo "$pid"), log $ERRLOG)"
+}
+
+primary_sql() { # run SQL from stdin as root on the primary (127.0.0.1:$REPLICA_OF)
+  MYSQL_PWD="$CDC_MYSQL_ROOT_PASSWORD" timeout 60 mariadb --no-defaults --protocol=TCP -h127.0.0.1 -P"$REPLICA_OF" \
+    -uroot --connect-timeout=5 --batch --skip-column-names "$@"
+}
+
+setup_replica() { # first start of a --replica-of instance: copy the primary, replicate with GTIDs
+  local dbs dump gtid start seq u log="$DIR/replica-setup.log"
+  [ "$LOG_BIN" = 1 ] || { err "--replica-of needs the binary log (drop --no-log-bin)"; exit 2; }
+  u="$CDC_MYSQL_USER"
+  echo "SELECT 1" | primary_sql >/dev/null 2>"$log" \
+    || { err "the primary 127.0.0.1:$REPLICA_OF does not answer as root: $(cat "$log")"; exit 1; }
+  seq="$(echo "SHOW MASTER STATUS" | primary_sql | awk '{print $1}' | sed 's/.*\.0*//')"
+  [[ "$seq" =~ ^[0-9]+$ ]] || { err "the primary 127.0.0.1:$REPLICA_OF has no binary log (SHOW MASTER STATUS is empty)"; exit 1; }
+  start="${ARG_BINLOG_START:-$((seq + 1000))}"
+  say "replica of 127.0.0.1:$REPLICA_OF: copying its databases (mariadb-dump --gtid), binlog numbering from $start"
+  dbs="$(echo "SELECT schema_name FROM information_schema.schemata WHERE schema_name NOT IN ('mysql','information_schema','performance_schema','sys')" | primary_sql)"
+  dump="$DIR/replica-seed.sql"
+  if [ -n "$dbs" ]; then
+    # shellcheck disable=SC2086 # $dbs: one word per database name
+    MYSQL_PWD="$CDC_MYSQL_ROOT_PASSWORD" timeout 600 mariadb-dump --no-defaults --protocol=TCP -h127.0.0.1 -P"$REPLICA_OF" \
+      -uroot --single-transaction --gtid --master-data=2 --triggers --databases $dbs \
+      >"$dump" 2>>"$log" || { err "mariadb-dump of the primary failed (log: $log)"; show_logs "$log"; exit 1; }
+    gtid="$(sed -n "s/^-- SET GLOBAL gtid_slave_pos='\\([^']*\\)';.*/\\1/p" "$dump" | head -n1)"
+  else
+    : >"$dump"
+    gtid="$(echo "SELECT @@GLOBAL.gtid_binlog_pos" | primary_sql)"
+  fi
+  { echo "SET SESSION sql_log_bin=0;"; cat "$dump"; } | root_sql_tcp >>"$log" 2>&1 \
+    || { err "loading the primary's dump failed (log: $log)"; show_logs "$log"; exit 1; }
+  root_sql_tcp >>"$log" 2>&1 <<SQL || { err "configuring replication failed (log: $log)"; show_logs "$log"; exit 1; }
+STOP SLAVE;
+RESET MASTER TO $start;
+SET GLOBAL gtid_slave_pos = '$gtid';
+CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=$REPLICA_OF, MASTER_USER='$u',
+  MASTER_PASSWORD=$(sql_str "$CDC_MYSQL_PASSWORD"), MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1;
+SET GLOBAL read_only = ON;
+START SLAVE;
+SQL
+  rm -f "$dump"
+  touch "$REPLICA_MARK"
+  say "replicating from 127.0.0.1:$REPLICA_OF from GTID position '${gtid}' (gtid_domain_id=$DOMAIN_ID, server_id=$SERVER_ID)"
+}
+
+do_promote() { # the replica becomes a primary (a failover)
+  ping_tcp || { err "not running on 127.0.0.1:${PORT:-?}"; exit 1; }
+  root_sql_tcp <<SQL || { err "promotion failed"; exit 1; }
+STOP SLAVE;
+RESET SLAVE ALL;
+SET GLOBAL read_only = OFF;
+SQL
+  [ ! -f "$SETTINGS" ] || sed -i 's/^REPLICA_OF=.*/REPLICA_OF=/' "$SETTINGS"
+  say "promoted: no longer a replica, read_only=OFF (gtid_binlog_pos $(echo 'SELECT @@gtid_binlog_pos' | root_sql_tcp))"
 }
 
 do_stop() {
@@ -397,6 +480,7 @@ do_stop() {
 mkdir -p "$CDC_INFRA_DIR"
 case "$CMD" in
   status) do_status ;;
+  promote) do_promote ;;
   start|stop|restart)
     exec 9>"$CDC_INFRA_DIR/.mariadb-$NAME.lock"
     flock -w 300 9 || { err "timed out waiting for the lock $CDC_INFRA_DIR/.mariadb-$NAME.lock (another start/stop running?)"; exit 1; }

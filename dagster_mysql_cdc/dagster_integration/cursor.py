@@ -7,6 +7,7 @@ The cursor is small JSON kept by Dagster for the sensor::
      "inflight": {"kind": "stream" | "snapshot", "start": {...} | null, "end": {...} | null,
                   "attempt": 1, "run_key": "..."} | null,
      "snapshot_done": true,
+     "server": {"server_id", "server_uuid", "gtid_domain_id", "file", "file_gtids", "address"} | null,
      "last_error": "..." | null,
      "incremental": {"snapshot_id", "tables": [{"table", "last_key", "max_key", "chunks", ...}],
                      "paused", "chunk_seq", "done"} | null}
@@ -14,6 +15,11 @@ The cursor is small JSON kept by Dagster for the sensor::
 ``committed`` is the replication offset: everything before it is durably in the lake. It only
 moves when the run that wrote a window (or the snapshot) has succeeded (the design's exactly-once
 protocol: runs are idempotent per window, the cursor is advanced after success).
+
+``server`` is the identity of the server ``committed`` was read from
+(:class:`~dagster_mysql_cdc.source.failover.ServerIdentity`): a file/pos is only ever used on that
+server. :func:`reconcile_cursor` checks it on every tick and translates the offset by GTID after a
+failover (see :mod:`dagster_mysql_cdc.source.failover`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from ..events import BinlogPosition
+from ..source.failover import OffsetError, ServerIdentity, reconcile_offset
 
 CURSOR_VERSION = 1
 
@@ -74,6 +81,11 @@ class StreamCursor:
     snapshot_done: bool = False
     last_error: str | None = None
     incremental: dict | None = None  # IncrementalState.to_dict() of a running incremental snapshot
+    server: dict | None = None  # ServerIdentity.to_dict() of the server `committed` belongs to
+
+    def identity(self) -> ServerIdentity | None:
+        """The recorded server identity of ``committed`` (``None``: not recorded yet)."""
+        return ServerIdentity.from_dict(self.server) if self.server else None
 
     def to_json(self) -> str:
         return json.dumps(
@@ -84,6 +96,7 @@ class StreamCursor:
                 "snapshot_done": self.snapshot_done,
                 "last_error": self.last_error,
                 "incremental": self.incremental,
+                "server": self.server,
             },
             sort_keys=True,
         )
@@ -113,6 +126,7 @@ class StreamCursor:
                 snapshot_done=bool(d.get("snapshot_done", False)),
                 last_error=d.get("last_error"),
                 incremental=d.get("incremental"),
+                server=ServerIdentity.from_dict(d["server"]).to_dict() if d.get("server") else None,
             )
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptCursorError(
@@ -260,3 +274,69 @@ def plan_stream_window(
         request=InFlight("stream", window_key("stream", committed, end, 1), 1, committed, end),
         warnings=tuple(warnings),
     )
+
+
+def reconcile_cursor(
+    cursor: StreamCursor,
+    conn: Any,
+    info: Any,
+    server: ServerState,
+    *,
+    snapshot_mode: str,
+    address: str | None = None,
+    bound: BinlogPosition | None = None,
+) -> tuple[StreamCursor, Plan | None, list[str]]:
+    """Check that the committed offset belongs to the connected server (queries it through
+    :func:`~dagster_mysql_cdc.source.failover.reconcile_offset`); after a failover, move it to the
+    new server's position by GTID.
+
+    Returns:
+        ``(cursor, plan, messages)``: the cursor with the checked/translated offset and the
+        server's identity recorded; ``plan`` is a re-snapshot request when the offset cannot be
+        used and ``snapshot_mode == "when_needed"`` (else ``None``); ``messages`` say what changed
+        (warnings when the offset was translated).
+
+    Raises:
+        OffsetError: the offset cannot be used (see :mod:`..source.failover`) and
+            ``snapshot_mode`` is not ``when_needed`` (or a re-snapshot could not help either).
+    """
+    committed = cursor.committed
+    if committed is None or snapshot_mode == "initial_only":
+        return cursor, None, []
+    try:
+        r = reconcile_offset(
+            conn,
+            info,
+            committed,
+            cursor.identity(),
+            files=server.binlog_files,
+            current=server.current,
+            address=address,
+            bound=bound,
+        )
+    except OffsetError as e:
+        limit = bound if bound is not None and bound.sort_key() > committed.sort_key() else committed
+        if snapshot_mode != "when_needed":
+            raise
+        if server.current.sort_key() <= limit.sort_key():
+            raise OffsetError(
+                f"{e} A re-snapshot (snapshot_mode=when_needed) cannot help here either: the server's "
+                f"position {server.current.file}:{server.current.pos} does not sort after "
+                f"{limit.file}:{limit.pos}, so the lake would keep its newer-looking rows; re-snapshot "
+                "into a new lake location (another server_name or base_uri)."
+            ) from None
+        plan = Plan(
+            replace(cursor, server=None),
+            request=InFlight(
+                "snapshot",
+                window_key("resnapshot", committed, server.current, 1),
+                1,
+                committed,
+                server.current,
+                snapshot_mode,
+            ),
+            warnings=(f"{e} Re-snapshotting (snapshot_mode=when_needed).",),
+        )
+        return plan.cursor, plan, list(plan.warnings)
+    out = replace(cursor, committed=r.position, server=r.identity.to_dict())
+    return out, None, [r.message] if r.message else []

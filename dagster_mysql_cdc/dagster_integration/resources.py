@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 from collections.abc import Generator, Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
@@ -21,6 +22,7 @@ from ..incremental import IncrementalState
 from ..sink.storage import StorageSettings
 from ..source.catalog import list_tables, read_table_schemas
 from ..source.connection import ConnectionSettings, ServerInfo, connect, server_info
+from ..source.failover import ServerChangedError, ServerIdentity, other_server_reason
 from ..source.filters import TableFilter
 from ..source.schema import TableSchema
 from ..source.signals import create_signal_table
@@ -50,6 +52,7 @@ WINDOW_END_TAG = "dagster_mysql_cdc/window_end"
 SNAPSHOT_MODE_TAG = "dagster_mysql_cdc/snapshot_mode"
 REQUEST_TAG = "dagster_mysql_cdc/request"
 INCREMENTAL_TAG = "dagster_mysql_cdc/incremental"
+IDENTITY_TAG = "dagster_mysql_cdc/server_identity"  # the server the window's positions belong to
 
 DEFAULT_SPARK_CONFIG: dict[str, Any] = {
     "spark.master": "local[2]",
@@ -795,6 +798,8 @@ class MySqlCdcResource(dg.ConfigurableResource):
         keys_by_table, binlog_key = self._selection(context)
         settings = self.connection_settings()
         info = self._server_info(settings)
+        if tags.get(IDENTITY_TAG):
+            check_window_server(settings, info, tags[IDENTITY_TAG], start, f"{self.host}:{self.port}")
         storage = lake.storage_settings()
         try:
             incremental = (
@@ -845,6 +850,10 @@ class MySqlCdcResource(dg.ConfigurableResource):
         # has no GTID set), after the requested end when incremental-snapshot chunks extended the
         # window, before it when a blocking snapshot paused streaming.
         reached = end if (result.end.file, result.end.pos) == (end.file, end.pos) else result.end
+        if reached is end and start.gtid_set and result.end.gtid_set:
+            # the GTID set the reader tracked from the start's (exact), not the sensor's reading of
+            # the server's end (which may include a transaction committed just after that position)
+            reached = replace(end, gtid_set=result.end.gtid_set)
         if result.blocking_tables:
             # Blocking snapshot: streaming paused at result.end; snapshot, then streaming resumes.
             context.log.info(f"Blocking snapshot of {[f'{d}.{t}' for d, t in result.blocking_tables]}")
@@ -983,6 +992,35 @@ class MySqlCdcResource(dg.ConfigurableResource):
             if not exact or r.incremental_state or r.chunks or r.blocking_tables:
                 break
         return result, windows
+
+
+def check_window_server(
+    settings: ConnectionSettings, info: ServerInfo, identity_json: str, start: BinlogPosition, address: str
+) -> None:
+    """Run-side guard: the window's positions belong to the server in ``identity_json`` (the
+    sensor's run tag); refuse to read another server's binlog at those offsets.
+
+    Raises:
+        ServerChangedError: the resource now points at another server (the sensor re-plans the
+            window by GTID on its next tick).
+        ConfigurationError: the tag is not a server identity.
+    """
+    try:
+        recorded = ServerIdentity.from_dict(json.loads(identity_json))
+    except ValueError as e:
+        raise ConfigurationError(f"Run tag {IDENTITY_TAG} is not a server identity ({e})") from None
+    conn = connect(settings)
+    try:
+        reason = other_server_reason(conn, info, recorded)
+    finally:
+        conn.close()
+    if reason:
+        raise ServerChangedError(
+            f"This run's binlog window starts at {start}, a position of {recorded.describe()}, but "
+            f"{address} is another server ({reason}). Reading it there would lose or duplicate changes, "
+            "so nothing was read. The binlog sensor re-plans the window by GTID on its next tick "
+            "(see docs/operations.md, 'Failover')."
+        )
 
 
 def position_metadata(prefix: str, pos: BinlogPosition) -> dict[str, Any]:

@@ -33,11 +33,22 @@ from dataclasses import replace
 
 import dagster as dg
 
+from ..errors import SourceConnectionError
 from ..events import BinlogPosition
 from ..source.connection import binlog_files, connect, current_position, server_info
+from ..source.failover import other_server_reason
 from .checks import GAPS, RETENTION, SCHEMA
-from .cursor import InFlight, Plan, ServerState, StreamCursor, plan_stream_window, window_key
+from .cursor import (
+    InFlight,
+    Plan,
+    ServerState,
+    StreamCursor,
+    plan_stream_window,
+    reconcile_cursor,
+    window_key,
+)
 from .resources import (
+    IDENTITY_TAG,
     INCREMENTAL_TAG,
     MODE_TAG,
     REQUEST_TAG,
@@ -137,6 +148,7 @@ def _request(
     incremental: dict | None = None,
     checks: Sequence[dg.AssetCheckKey] | None = None,
     server: str | None = None,
+    identity: dict | None = None,
 ) -> dg.RunRequest:
     """The run request of a window or snapshot. Stream windows carry only the cheap checks
     (schema drift, binlog retention, changes the binlog does not carry); snapshots run every check of the selected assets."""
@@ -154,6 +166,8 @@ def _request(
         )
         if incremental:
             tags[INCREMENTAL_TAG] = json.dumps(incremental, separators=(",", ":"))
+        if identity:  # the run checks it reads the server the window's positions belong to
+            tags[IDENTITY_TAG] = json.dumps(identity, separators=(",", ":"), sort_keys=True)
     else:
         checks = None
         tags[MODE_TAG] = "snapshot"
@@ -190,12 +204,19 @@ def evaluate_tick(
     ``run_wait_seconds``: how long to wait for a run in flight to finish before reporting that it
     is still going (0: do not wait).
 
+    Before planning, the committed offset is checked against the server it belongs to and, after a
+    failover, translated by GTID (:func:`.cursor.reconcile_cursor`); a run that failed because the
+    server changed is re-planned that way instead of retried.
+
     Raises:
-        ConfigurationError: purged binlog without ``when_needed``; corrupt cursor (earlier).
+        ConfigurationError: purged binlog without ``when_needed``; corrupt cursor (earlier);
+            :class:`~dagster_mysql_cdc.source.failover.OffsetError` when the offset cannot be used
+            on the connected server (see docs/operations.md, "Failover").
         SourceConnectionError: the server is unreachable (the tick fails, the cursor is kept).
     """
     binlog_key = _binlog_key(assets_def)
     keys = list(assets_def.keys)
+    bound: BinlogPosition | None = None
     cheap = [ck for ck in assets_def.check_keys if ck.name in (SCHEMA, RETENTION, GAPS)]
     notes: list[str] = []
     if cursor.inflight is None and cursor.snapshot_done and cursor.committed is not None:
@@ -214,7 +235,7 @@ def evaluate_tick(
         if not runs:
             # Requested but not created yet (or the request was lost): same key, launched at most once.
             return Plan(cursor, skip_reason=f"waiting for run {inf.run_key} to be created"), [
-                _request(inf, keys, cursor.incremental, cheap, mysql.server_name)
+                _request(inf, keys, cursor.incremental, cheap, mysql.server_name, cursor.server)
             ]
         run = runs[0]
         if run_wait_seconds > 0 and not run.is_finished:
@@ -241,8 +262,16 @@ def evaluate_tick(
                     return Plan(
                         cursor, skip_reason="snapshot run succeeded but reported no position; re-planning"
                     ), []
-                cursor = replace(cursor, committed=pos, inflight=None, snapshot_done=True, last_error=None)
+                cursor = replace(
+                    cursor, committed=pos, inflight=None, snapshot_done=True, last_error=None, server=None
+                )
                 notes.append(f"snapshot committed at {pos} (run {run.run_id[:8]})")
+        elif run.status in _FAILED and (changed := _server_changed(cursor, mysql)):
+            # the run read (or refused to read) another server than the window's: re-plan by GTID,
+            # keeping the failed window's end as the bound of what the lake may hold
+            bound = inf.end
+            notes.append(f"run {run.run_id[:8]} {run.status.value}; the server changed ({changed})")
+            cursor = replace(cursor, inflight=None, last_error=f"run {run.run_id} {run.status.value}")
         elif run.status in _FAILED:
             retry = replace(
                 inf,
@@ -255,7 +284,7 @@ def evaluate_tick(
                     cursor,
                     skip_reason=f"run {run.run_id[:8]} {run.status.value}: retrying window as attempt {retry.attempt}",
                 ),
-                [_request(retry, keys, cursor.incremental, cheap, mysql.server_name)],
+                [_request(retry, keys, cursor.incremental, cheap, mysql.server_name, cursor.server)],
             )
         else:
             return Plan(
@@ -265,18 +294,52 @@ def evaluate_tick(
     try:
         info = server_info(conn)
         state = ServerState(current=current_position(conn, info), binlog_files=binlog_files(conn))
+        cursor, resnapshot, messages = reconcile_cursor(
+            cursor,
+            conn,
+            info,
+            state,
+            snapshot_mode=mysql.snapshot_mode,
+            address=f"{mysql.host}:{mysql.port}",
+            bound=bound,
+        )
     finally:
         conn.close()
+    if resnapshot is not None:
+        assert resnapshot.request is not None
+        return replace(resnapshot, cursor=replace(resnapshot.cursor, inflight=resnapshot.request)), [
+            _request(resnapshot.request, keys, None, cheap, mysql.server_name)
+        ]
+    warnings = [m for m in messages if m.startswith("Server changed")]
+    notes.extend(m for m in messages if m not in warnings)
     plan = plan_stream_window(
         cursor, state, snapshot_mode=mysql.snapshot_mode, retention_margin_files=retention_margin_files
     )
+    if warnings:
+        plan = replace(plan, warnings=(*warnings, *plan.warnings))
     if notes:
         plan = replace(plan, skip_reason="; ".join(notes + ([plan.skip_reason] if plan.skip_reason else [])))
     if plan.request is None:
         return plan, []
     return replace(plan, cursor=replace(plan.cursor, inflight=plan.request)), [
-        _request(plan.request, keys, plan.cursor.incremental, cheap, mysql.server_name)
+        _request(plan.request, keys, plan.cursor.incremental, cheap, mysql.server_name, plan.cursor.server)
     ]
+
+
+def _server_changed(cursor: StreamCursor, mysql: MySqlCdcResource) -> str | None:
+    """Why the resource's server is not the one the cursor's offset belongs to (``None``: same, or
+    no identity recorded)."""
+    recorded = cursor.identity()
+    if recorded is None:
+        return None
+    try:
+        conn = connect(mysql.connection_settings())
+    except SourceConnectionError:
+        return None  # unreachable: retry the window as before (the run fails or the server is back)
+    try:
+        return other_server_reason(conn, server_info(conn), recorded)
+    finally:
+        conn.close()
 
 
 def build_mysql_cdc_sensor(

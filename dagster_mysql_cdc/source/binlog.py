@@ -27,6 +27,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pymysql
 from pymysqlreplication import BinLogStreamReader
@@ -376,32 +377,23 @@ class BinlogReader:
                             break
                         continue
                     schema = ev.schema.decode() if isinstance(ev.schema, bytes) else ev.schema
+                    statement: dict[str, Any] = {
+                        "sql": sql,
+                        "database": schema or None,
+                        "file": file,
+                        "pos": start_pos,
+                        "ts_ms": ts_ms,
+                        "server_id": ev.packet.server_id,
+                        "gtid": tx_gtid,
+                        "thread": ev.slave_proxy_id,
+                    }
                     if is_dml(sql):
                         # statement-based DML inside a transaction: not a boundary (its XID/COMMIT is)
-                        yield StatementDml(
-                            sql=sql,
-                            database=schema or None,
-                            file=file,
-                            pos=start_pos,
-                            ts_ms=ts_ms,
-                            server_id=ev.packet.server_id,
-                            gtid=tx_gtid,
-                            thread=ev.slave_proxy_id,
-                        )
+                        yield StatementDml(**statement)
                         continue
                     gtid_set = advance_gtid_set(gtid_set, tx_gtid, self.is_mariadb)
                     self.position = BinlogPosition(file, end_pos, gtid_set)
-                    yield DdlStatement(
-                        sql=sql,
-                        database=schema or None,
-                        file=file,
-                        pos=start_pos,
-                        ts_ms=ts_ms,
-                        server_id=ev.packet.server_id,
-                        gtid=tx_gtid,
-                        thread=ev.slave_proxy_id,
-                        end=self.position,
-                    )
+                    yield DdlStatement(**statement, end=self.position)
                     tx_gtid, thread, query = None, None, None
                     if self._reached_end(self.position):
                         done = True
