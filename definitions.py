@@ -31,7 +31,9 @@ from assets.inventory import (
 )
 from dagster_mysql_cdc import build_full_checks_schedule, build_mysql_cdc_sensor
 
-mysql = mysql_resource()
+# Stream runs keep following the binlog for up to 5 minutes while changes keep coming (one warm
+# run instead of a new run per window: seconds from COMMIT to the lake under `dagster dev`).
+mysql = mysql_resource(stream_follow_seconds=300.0)
 inventory_cdc = build_inventory_assets(mysql)
 
 defs = dg.Definitions(

@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 #: Logical server name, as in the Debezium tutorial (``topic.prefix=dbserver1``).
 SERVER_NAME = "dbserver1"
 #: Seconds between binlog sensor ticks (the sensor and the freshness policy derived from it).
-SENSOR_INTERVAL_SECONDS = 15
+SENSOR_INTERVAL_SECONDS = 5
 #: Tables of the inventory sample, used when the server cannot be reached at load time.
 INVENTORY_TABLES = [
     "inventory.addresses",
@@ -41,7 +41,8 @@ INVENTORY_TABLES = [
 os.environ.setdefault("CDC_MYSQL_PASSWORD", "cdc-secret")
 
 
-def mysql_resource() -> MySqlCdcResource:
+def mysql_resource(**options) -> MySqlCdcResource:
+    """The capture of ``inventory`` as the ``cdc`` user (``options``: more resource fields)."""
     return MySqlCdcResource(
         host=os.environ.get("CDC_MYSQL_HOST", "127.0.0.1"),
         port=int(os.environ.get("CDC_MYSQL_PORT", "3307")),
@@ -49,11 +50,16 @@ def mysql_resource() -> MySqlCdcResource:
         password=dg.EnvVar("CDC_MYSQL_PASSWORD"),
         server_name=SERVER_NAME,
         database_include_list=["inventory"],
+        **options,
     )
 
 
 def lake_resource(base_uri: str | None = None) -> CdcLakeResource:
+    """The lake: ``CDC_LAKE_URI`` (or ``base_uri``), written through the Spark Connect server of
+    ``infra/spark_connect.sh`` when ``CDC_SPARK_REMOTE`` names one (``make infra`` exports it),
+    else by a local Spark each run starts."""
     uri = base_uri or os.environ.get("CDC_LAKE_URI", ".lake")
+    remote = os.environ.get("CDC_SPARK_REMOTE") or None
     if uri.startswith("s3://"):
         return CdcLakeResource(
             base_uri=uri,
@@ -61,8 +67,9 @@ def lake_resource(base_uri: str | None = None) -> CdcLakeResource:
             s3_access_key_id=dg.EnvVar("AWS_ACCESS_KEY_ID"),
             s3_secret_access_key=dg.EnvVar("AWS_SECRET_ACCESS_KEY"),
             s3_region=os.environ.get("AWS_REGION", "us-east-1"),
+            spark_remote=remote,
         )
-    return CdcLakeResource(base_uri=uri)
+    return CdcLakeResource(base_uri=uri, spark_remote=remote)
 
 
 def captured_tables(mysql: MySqlCdcResource):

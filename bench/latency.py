@@ -10,6 +10,7 @@ max against the target ``p95 <= interval + 5 s``.
 """
 
 import argparse
+import os
 import tempfile
 import threading
 import time
@@ -35,7 +36,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval", type=float, default=5)
     ap.add_argument("--rate", type=int, default=1000, help="row changes per second")
     args = ap.parse_args(argv)
+    measure(seconds=args.seconds, interval=args.interval, rate=args.rate)
+    return 0
 
+
+def measure(*, seconds: float, interval: float, rate: int) -> dict:
+    """Run the benchmark; print and return ``{p50, p95, max, markers, runs, load}`` (seconds; mean
+    1-minute load average). ``bench/daemon_latency.py`` prints it beside the daemon's figure."""
+    args = argparse.Namespace(seconds=seconds, interval=interval, rate=rate)
     db = f"bench_lat_{uuid.uuid4().hex[:6]}"
     root = pymysql.connect(
         host=MYSQL_HOST, port=MYSQL_PORT, user="root", password=ROOT_PASSWORD, autocommit=True
@@ -114,8 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     latencies: dict[int, float] = {}
     start = time.monotonic()
     n_runs = 0
+    loads: list[float] = []
     try:
         while time.monotonic() - start < args.seconds:
+            loads.append(os.getloadavg()[0])
             t_tick = time.monotonic()
             n_runs += tick()
             seen_ns = time.time_ns()
@@ -145,7 +155,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     with root.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS {db}")
-    return 0
+    return {
+        "p50": p50,
+        "p95": p95,
+        "max": max(lat) if lat else float("nan"),
+        "markers": len(lat),
+        "runs": n_runs,
+        "load": sum(loads) / max(1, len(loads)),
+    }
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -146,6 +146,44 @@ class WindowResult:
         """Milliseconds between the newest event's commit on the source and now (Debezium's
         ``MilliSecondsBehindSource``)."""
         return None if self.last_event_ts_ms is None else max(0, now_ms() - self.last_event_ts_ms)
+
+
+def merge_window_results(a: WindowResult, b: WindowResult) -> WindowResult:
+    """One result for window ``a`` followed by window ``b`` (``b.start`` is where ``a`` ended):
+    counts added up, per-table results combined (rows summed, the newer commit outcomes kept), the
+    newest event time, ``b``'s end and incremental state."""
+    tables = dict(a.tables)
+    for k, tb in b.tables.items():
+        ta = tables.get(k)
+        if ta is None:
+            tables[k] = tb
+            continue
+        by_op = dict(ta.rows_by_op)
+        for op, n in tb.rows_by_op.items():
+            by_op[op] = by_op.get(op, 0) + n
+        tables[k] = replace(
+            tb,
+            rows=ta.rows + tb.rows,
+            rows_by_op=by_op,
+            seconds=ta.seconds + tb.seconds,
+            spark_jobs=ta.spark_jobs + tb.spark_jobs,
+        )
+    return WindowResult(
+        start=a.start,
+        end=b.end,
+        tables=tables,
+        ddl_statements=a.ddl_statements + b.ddl_statements,
+        events_read=a.events_read + b.events_read,
+        transactions=a.transactions + b.transactions,
+        last_event_ts_ms=b.last_event_ts_ms if b.last_event_ts_ms is not None else a.last_event_ts_ms,
+        seconds=a.seconds + b.seconds,
+        signal_log=a.signal_log + b.signal_log,
+        signals_rejected=a.signals_rejected + b.signals_rejected,
+        chunks=a.chunks + b.chunks,
+        incremental_state=b.incremental_state,
+        blocking_tables=b.blocking_tables,
+        gaps=a.gaps + b.gaps,
+    )
 
 
 class _TableEvents:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Stops every local service started by infra/: all MariaDB instances under $CDC_INFRA_DIR and
-# SeaweedFS. Data is kept (make clean removes it). Idempotent.
+# Stops every local service started by infra/: all MariaDB instances under $CDC_INFRA_DIR,
+# SeaweedFS and the Spark Connect server. Data is kept (make clean removes it). Idempotent.
 set -euo pipefail
 HERE="$(dirname "${BASH_SOURCE[0]}")"
 . "$HERE/env.sh"
@@ -17,6 +17,7 @@ if [ -d "$CDC_INFRA_DIR" ]; then
     bash "$HERE/mariadb.sh" stop --instance "$name" || rc=1
   done
 fi
+bash "$HERE/spark_connect.sh" stop || rc=1
 wait "$weed_stop" || rc=1
 [ "$rc" -eq 0 ] || echo "[down] ERROR: some services could not be stopped (see above)" >&2
 exit "$rc"

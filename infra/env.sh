@@ -40,3 +40,13 @@ export CDC_WEED_FILER_PORT="${CDC_WEED_FILER_PORT:-8888}"
 # Sample databases (inventory/, sakila/)
 export CDC_DATASETS_DIR="${CDC_DATASETS_DIR:-$CDC_ROOT/infra/datasets}"
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"  # Spark binds loopback (no "hostname resolves to a loopback address" WARN)
+
+# Spark Connect server started by infra/spark_connect.sh (make infra): window runs use it through
+# CdcLakeResource.spark_remote = $CDC_SPARK_REMOTE instead of starting their own Spark.
+# CDC_SPARK_CONNECT=0 skips the server; CDC_SPARK_REMOTE= (empty) makes runs use local Spark.
+export CDC_SPARK_CONNECT="${CDC_SPARK_CONNECT:-1}"
+export CDC_SPARK_CONNECT_PORT="${CDC_SPARK_CONNECT_PORT:-15002}"
+if [ -z "${CDC_SPARK_REMOTE+x}" ]; then
+  if [ "$CDC_SPARK_CONNECT" = "0" ]; then CDC_SPARK_REMOTE=""; else CDC_SPARK_REMOTE="sc://127.0.0.1:$CDC_SPARK_CONNECT_PORT"; fi
+fi
+export CDC_SPARK_REMOTE

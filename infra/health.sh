@@ -7,6 +7,9 @@ HERE="$(dirname "${BASH_SOURCE[0]}")"
 rc=0
 bash "$HERE/mariadb.sh" status --instance main || rc=1
 bash "$HERE/seaweedfs.sh" status || rc=1
+if [ "${CDC_SPARK_CONNECT:-1}" != "0" ]; then
+  bash "$HERE/spark_connect.sh" status || rc=1
+fi
 if [ "$rc" -ne 0 ]; then
   echo "[health] some services are down (logs in $CDC_INFRA_DIR/*/; start them with infra/up.sh)" >&2
 fi

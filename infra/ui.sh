@@ -13,7 +13,9 @@ cd "$CDC_ROOT"
 
 export DAGSTER_HOME="${DAGSTER_HOME:-$CDC_INFRA_DIR/dagster-home}"
 mkdir -p "$DAGSTER_HOME"
-[ -f "$DAGSTER_HOME/dagster.yaml" ] || printf 'telemetry:\n  enabled: false\n' >"$DAGSTER_HOME/dagster.yaml"
+# dequeue queued runs every second (default 5 s): a window run starts seconds after its request
+[ -f "$DAGSTER_HOME/dagster.yaml" ] ||
+  printf 'telemetry:\n  enabled: false\nrun_queue:\n  dequeue_interval_seconds: 1\n' >"$DAGSTER_HOME/dagster.yaml"
 HOST="${CDC_UI_HOST:-127.0.0.1}"
 PORT="${CDC_UI_PORT:-3000}"
 SENSORS=(dbserver1_cdc_binlog_sensor default_automation_condition_sensor)

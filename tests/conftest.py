@@ -32,6 +32,15 @@ CDC_USER = env("CDC_MYSQL_USER", "cdc")
 CDC_PASSWORD = env("CDC_MYSQL_PASSWORD", "cdc-secret")
 S3_ENDPOINT = env("CDC_S3_ENDPOINT", "http://127.0.0.1:8333")
 S3_BUCKET = env("CDC_S3_BUCKET", "lake")
+#: The Spark Connect server of infra/spark_connect.sh (make infra), used by tests/test_spark_connect.py.
+#: Every other test writes with a local Spark: CDC_SPARK_REMOTE is cleared for this process and the
+#: `dg`/`dagster` subprocesses it starts (the inventory code location reads it).
+SPARK_REMOTE = os.environ.get("CDC_SPARK_REMOTE") or (
+    f"sc://127.0.0.1:{os.environ['CDC_SPARK_CONNECT_PORT']}"
+    if os.environ.get("CDC_SPARK_CONNECT", "1") != "0" and os.environ.get("CDC_SPARK_CONNECT_PORT")
+    else ""
+)
+os.environ["CDC_SPARK_REMOTE"] = ""
 
 
 #: Environment of the `dg` / `dagster` subprocesses (the values infra/env.sh exports).
@@ -43,6 +52,7 @@ SERVICE_ENV = {
     "CDC_S3_ENDPOINT": S3_ENDPOINT,
     "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "cdc"),
     "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "cdc-secret"),
+    "CDC_SPARK_REMOTE": "",
 }
 
 

@@ -55,7 +55,7 @@ class SensorDriven:
     """The tables of ``mysql`` as assets, their binlog sensor and an ephemeral instance; each
     :meth:`ticks` call continues from the cursor the previous one left."""
 
-    def __init__(self, mysql: MySqlCdcResource, lake_base_uri: str, tables=None):
+    def __init__(self, mysql: MySqlCdcResource, lake_base_uri: str, tables=None, **lake_options):
         @mysql_cdc_assets(
             tables=tables if tables is not None else mysql.discover_tables(), server_name=mysql.server_name
         )
@@ -65,7 +65,7 @@ class SensorDriven:
         self.cdc = cdc
         self.sensor = build_mysql_cdc_sensor(cdc)
         self.instance = dg.DagsterInstance.ephemeral()
-        self.resources = {"mysql": mysql, "lake": CdcLakeResource(base_uri=lake_base_uri)}
+        self.resources = {"mysql": mysql, "lake": CdcLakeResource(base_uri=lake_base_uri, **lake_options)}
         self.cursor: str | None = None
 
     def ticks(self, **kwargs):

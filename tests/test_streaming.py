@@ -175,7 +175,7 @@ class Cdc:
 
     def __post_init__(self):
         self.assets, self.resources = build(self.spec)
-        self.sensor = build_mysql_cdc_sensor(self.assets)
+        self.sensor = build_mysql_cdc_sensor(self.assets, run_wait_seconds=0)  # dead runs stay STARTED here
 
     @property
     def server(self) -> str:

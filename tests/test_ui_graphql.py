@@ -167,8 +167,9 @@ def stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
 
 
-def check_served(url: str, location: str) -> dict:
-    """Assert the CDC assets, the binlog sensor and the resources the UI lists; returns the repo node."""
+def check_served(url: str, location: str, interval: int) -> dict:
+    """Assert the CDC assets, the binlog sensor (ticking every ``interval`` s) and the resources
+    the UI lists; returns the repo node."""
     data = graphql(url, REPOSITORIES_QUERY)["repositoriesOrError"]
     assert data["__typename"] == "RepositoryConnection", data
     (repo,) = data["nodes"]
@@ -191,7 +192,7 @@ def check_served(url: str, location: str) -> dict:
     sensors = {s["name"]: s for s in repo["sensors"]}
     assert SENSOR in sensors, sorted(sensors)
     assert sensors[SENSOR]["sensorState"]["status"] == "STOPPED"  # opt-in streaming
-    assert sensors[SENSOR]["minIntervalSeconds"] == 15
+    assert sensors[SENSOR]["minIntervalSeconds"] == interval
 
     selector = {"repositoryName": repo["name"], "repositoryLocationName": location}
     res = graphql(url, RESOURCES_QUERY, {"selector": selector})
@@ -213,7 +214,7 @@ def check_served(url: str, location: str) -> dict:
 def test_ui_serves_definitions_py(tmp_path):
     with webserver(["-f", "definitions.py"], ROOT, tmp_path) as (url, location):
         assert location == "definitions.py"
-        repo = check_served(url, location)
+        repo = check_served(url, location, 5)
         ranges = {
             tuple(a["assetKey"]["path"]): a
             for a in repo["assetNodes"]
@@ -228,7 +229,7 @@ def test_ui_serves_the_component_project(tmp_path):
     project = ROOT / "examples" / "component_project"
     with webserver([], project, tmp_path) as (url, location):
         assert location == "inventory_cdc"
-        repo = check_served(url, location)
+        repo = check_served(url, location, 15)
         # the component's translation (group_name/tags) is what the UI shows
         groups = {tuple(a["assetKey"]["path"]): a["groupName"] for a in repo["assetNodes"]}
         assert groups[(SERVER, "inventory", "orders")] == "inventory"
@@ -349,6 +350,6 @@ def test_ui_shows_checks_row_count_and_lag_after_a_stream_run(tmp_path, monkeypa
         binlog = asset_state(url, [SERVER, "binlog"])
         policy = binlog["internalFreshnessPolicy"]
         assert policy["__typename"] == "TimeWindowFreshnessPolicy"
-        assert policy["failWindowSeconds"] == 600 and policy["warnWindowSeconds"] == 150
+        assert policy["failWindowSeconds"] == 600 and policy["warnWindowSeconds"] == 120  # 5 s interval
         ranges = asset_state(url, [SERVER, "inventory", "customers_pk_ranges"])
         assert ranges["groupName"] == "inventory_pk_ranges"

@@ -37,12 +37,10 @@ from typing import Any
 
 import dagster as dg
 import pyarrow as pa
-import pyarrow.dataset as pads
 import pymysql
 
 from ..events import STATE_META_NAMES, BinlogPosition
 from ..sink.storage import StorageSettings
-from ..source.binlog import BinlogReader, RowsBatch
 from ..source.catalog import read_table_schemas
 from ..source.connection import ConnectionSettings, ServerInfo, binlog_files, connect
 from ..source.schema import TableSchema
@@ -195,6 +193,8 @@ def touched_keys(
     names = list(conv.names)  # captured columns, as convert_row_dict returns them
     idx = [names.index(k) for k in schema.primary_key] or list(range(len(names)))
     keys: set[tuple] = set()
+    from ..source.binlog import BinlogReader, RowsBatch  # imported when a check runs (load time stays low)
+
     for item in BinlogReader(settings, server_id, start, end, is_mariadb=info.is_mariadb, deadline_s=300):
         if not isinstance(item, RowsBatch) or (item.database, item.table) != (schema.database, schema.table):
             continue
@@ -212,6 +212,8 @@ def _lake_live_rows(storage: StorageSettings, state_uri: str, columns: list[str]
     from deltalake import DeltaTable
 
     dt = DeltaTable(state_uri, storage_options=storage.delta_storage_options())
+    import pyarrow.dataset as pads  # imports pandas: only when a check reads the lake
+
     ds: pads.Dataset = dt.to_pyarrow_dataset()
     counted = "__count" in ds.schema.names
     extra = ["__deleted"] + (["__count"] if counted else [])

@@ -227,6 +227,17 @@ class CdcLakeArgs(Resolvable):
             "Arrow on ...), e.g. {spark.master: 'spark://host:7077', spark.driver.memory: 4g}.",
         ),
     ] = field(default_factory=dict)
+    spark_remote: Annotated[
+        str | None,
+        _str_field(
+            "Spark Connect URL of a long-lived server on the runs' host (e.g. sc://127.0.0.1:15002, "
+            "infra/spark_connect.sh); null/empty: each run starts its own Spark from spark_config.",
+            optional=True,
+        ),
+    ] = None
+    spark_log_level: Annotated[
+        str, _doc("Log level of a run's own Spark JVM (WARN lines stay out of the run log at ERROR).")
+    ] = _lake_default("spark_log_level")
 
 
 @dataclass
@@ -477,6 +488,16 @@ class MySqlCdcComponent(Component, Resolvable):
     binlog_read_timeout: Annotated[
         int, _doc("Seconds a streaming run may spend reading its binlog window before it fails.")
     ] = _resource_default("binlog_read_timeout")
+    stream_follow_seconds: Annotated[
+        float,
+        _doc(
+            "After its window a stream run keeps reading follow-on windows this long while changes keep "
+            "coming (0 = one window per run)."
+        ),
+    ] = _resource_default("stream_follow_seconds")
+    stream_follow_idle_seconds: Annotated[
+        float, _doc("A following run ends once the binlog had nothing new for this long.")
+    ] = _resource_default("stream_follow_idle_seconds")
     binlog_gap_handling: Annotated[
         BinlogGapHandling,
         _doc(
@@ -629,6 +650,8 @@ class MySqlCdcComponent(Component, Resolvable):
             provide_transaction_metadata=self.provide_transaction_metadata,
             stream_batch_rows=self.stream_batch_rows,
             binlog_read_timeout=self.binlog_read_timeout,
+            stream_follow_seconds=self.stream_follow_seconds,
+            stream_follow_idle_seconds=self.stream_follow_idle_seconds,
             binlog_gap_handling=self.binlog_gap_handling,
             signal_data_collection=self.signal_data_collection,
             incremental_snapshot_chunk_size=self.incremental_snapshot_chunk_size,
@@ -659,6 +682,8 @@ class MySqlCdcComponent(Component, Resolvable):
             rows_per_file=lk.rows_per_file,
             compact_min_files=lk.compact_min_files,
             sink_pipeline_depth=lk.sink_pipeline_depth,
+            spark_remote=lk.spark_remote or None,
+            spark_log_level=lk.spark_log_level,
             pyspark=LazyPySparkResource(spark_config={**DEFAULT_SPARK_CONFIG, **(lk.spark_config or {})}),
         )
 

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 import pymysql
@@ -20,8 +20,6 @@ from ..errors import ConfigurationError, SourceConnectionError, UnknownTableErro
 from ..events import BinlogPosition
 from ..gaps import GAP_HANDLING_MODES, check_gap_handling, checksum_repair_signal
 from ..incremental import IncrementalState
-from ..pipeline import SnapshotTableResult, run_snapshot
-from ..sink.lake import LakeWriter
 from ..sink.storage import StorageSettings
 from ..source.catalog import list_tables, read_table_schemas
 from ..source.columns import ColumnPolicy
@@ -29,12 +27,10 @@ from ..source.connection import ConnectionSettings, ServerInfo, connect, server_
 from ..source.failover import ServerChangedError, ServerIdentity, other_server_reason
 from ..source.filters import TableFilter
 from ..source.schema import TableSchema
-from ..source.schema_history import SchemaHistory
 from ..source.select_overrides import parse_overrides
 from ..source.signals import create_signal_table, signal_table_sql
 from ..source.snapshot import SnapshotOptions
 from ..source.types import TableConverter, TypeOptions
-from ..stream import IncrementalOptions, StreamOptions, run_window
 from .checks import (
     CHECKSUM,
     GAPS,
@@ -55,6 +51,15 @@ from .verify import (
     live_row_count,
     verify_window,
 )
+
+if TYPE_CHECKING:
+    from ..pipeline import SnapshotTableResult
+    from ..sink.lake import LakeWriter
+    from ..stream import IncrementalOptions, StreamOptions
+
+# The data path (stream, pipeline, sink: sqlglot, python-mysql-replication, deltalake, pyspark) is
+# imported by the methods that run it, so loading a code location (webserver, daemon, sensor ticks)
+# does not pay for it; see tests/test_deployment.py.
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +83,50 @@ DEFAULT_SPARK_CONFIG: dict[str, Any] = {
     "spark.sql.shuffle.partitions": "4",
     "spark.driver.memory": "2g",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # no stage progress bars in the run's console (dagster dev prints the run workers' stderr)
+    "spark.ui.showConsoleProgress": "false",
 }
+
+#: Spark sessions of Spark Connect servers, per ``sc://`` URL: one per process, reused by every
+#: run and writer of the process (a session costs a round trip and a data source registration).
+_REMOTE_SESSIONS: dict[str, Any] = {}
+
+
+def remote_spark_session(url: str):
+    """The (process-wide, cached) Spark Connect session on ``url`` (``sc://host:port[/;params]``).
+
+    The session runs on the server's long-lived driver: no JVM starts in this process and the
+    server's Python workers stay warm between runs. A session the server has dropped (restart,
+    idle timeout) is replaced on the next call.
+
+    Raises:
+        pyspark.errors.PySparkException / grpc errors: the server cannot be reached.
+    """
+    # the Connect client's own builder: it also works in a process that has a classic session
+    # (pyspark.sql.SparkSession.builder.remote refuses that: SESSION_ALREADY_EXIST)
+    from pyspark.sql.connect.session import SparkSession
+
+    spark = _REMOTE_SESSIONS.get(url)
+    if spark is not None:
+        try:
+            spark.conf.get("spark.sql.session.timeZone")  # one cheap round trip: still alive?
+            return spark
+        except Exception:
+            _REMOTE_SESSIONS.pop(url, None)
+    spark = SparkSession.builder.remote(url).create()
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    _REMOTE_SESSIONS[url] = spark
+    return spark
+
+
+def quiet_spark(spark, level: str) -> None:
+    """Set the log level of a classic Spark session's JVM (``SparkContext.setLogLevel``): WARN
+    lines such as ``task of very large size`` stay out of the run's console at ``ERROR``.
+    Spark Connect sessions log on their server (its log4j2 configuration): nothing to do."""
+    from ..sink.spark_files import is_connect_session
+
+    if level and not is_connect_session(spark):
+        spark.sparkContext.setLogLevel(level.upper())
 
 
 def use_this_python_for_local_spark(spark_config: dict[str, Any]) -> None:
@@ -295,6 +343,17 @@ class MySqlCdcResource(dg.ConfigurableResource):
         default=3600,
         description="Seconds a streaming run may spend reading its binlog window before it fails (and is retried).",
     )
+    stream_follow_seconds: float = Field(
+        default=0.0,
+        description="After its requested window, a stream run keeps reading follow-on windows this long "
+        "while changes keep coming (warm Spark, no new run per window: seconds from COMMIT to the lake "
+        "under a daemon); 0 = one window per run. Exactly-once is kept (follow-on windows are saved "
+        "create-if-absent in the lake's staging area before they are read).",
+    )
+    stream_follow_idle_seconds: float = Field(
+        default=5.0,
+        description="A following run ends once the binlog has had nothing new for this long.",
+    )
     binlog_gap_handling: str = Field(
         default="repair",
         description=(
@@ -440,6 +499,8 @@ class MySqlCdcResource(dg.ConfigurableResource):
     # -- materialization ------------------------------------------------------------------------
     def stream_options(self) -> StreamOptions:
         """Raises ConfigurationError: a bad gap handling mode, or ``include_query`` with column masks."""
+        from ..stream import StreamOptions
+
         if self.include_query and self.column_policy().has_masks:
             raise ConfigurationError(
                 "include_query copies each statement's text, with the original values of masked columns, "
@@ -463,6 +524,8 @@ class MySqlCdcResource(dg.ConfigurableResource):
         return f"{dbs[0]}.debezium_signal" if dbs and len(dbs) == 1 else None
 
     def incremental_options(self) -> IncrementalOptions:
+        from ..stream import IncrementalOptions
+
         return IncrementalOptions(
             signal_table=self.signal_table(),
             chunk_size=self.incremental_snapshot_chunk_size,
@@ -959,6 +1022,9 @@ class MySqlCdcResource(dg.ConfigurableResource):
         and lock durations, change-log/state URIs and Delta versions, column schema. The schema of
         each table is recorded in the schema history at the snapshot position.
         """
+        from ..pipeline import run_snapshot
+        from ..source.schema_history import SchemaHistory
+
         keys_by_table, binlog_key = self._selection(context)
         tables = sorted(keys_by_table)
         if not tables:
@@ -1022,6 +1088,10 @@ class MySqlCdcResource(dg.ConfigurableResource):
         Raises:
             ConfigurationError: the run tags do not name a valid window.
         """
+        from ..pipeline import run_snapshot
+        from ..source.schema_history import SchemaHistory
+        from ..stream import run_window
+
         tags = context.run.tags
         try:
             start = BinlogPosition.from_dict(json.loads(tags[WINDOW_START_TAG]))
@@ -1065,6 +1135,15 @@ class MySqlCdcResource(dg.ConfigurableResource):
             incremental=incremental,
             incremental_options=self.incremental_options(),
         )
+        follow_windows = 0
+        if (result.end.file, result.end.pos) == (end.file, end.pos):
+            result.end = end  # the requested end carries the server's GTID set
+            if incremental is None and not (
+                result.incremental_state or result.chunks or result.blocking_tables
+            ):
+                result, follow_windows = self._follow(
+                    context, result, writer, history, settings, info, storage, set(keys_by_table)
+                )
         for line in result.signal_log:
             (context.log.warning if line in result.signals_rejected else context.log.info)(line)
         for gap in result.gaps:
@@ -1187,9 +1266,93 @@ class MySqlCdcResource(dg.ConfigurableResource):
                     "binlog_gaps": dg.MetadataValue.json([g.to_dict() for g in result.gaps]),
                     "events_skipped_count": dg.MetadataValue.int(result.events_skipped_count),
                     "events_skipped": dg.MetadataValue.json(result.events_skipped),
+                    "follow_windows": dg.MetadataValue.int(follow_windows),
+                    "spark_session_seconds": dg.MetadataValue.float(round(writer.spark_seconds, 3)),
                 },
             )
         return reached
+
+    def _follow(self, context, result, writer, history, settings, info, storage, selected):
+        """Follow-on windows after the requested one (see :mod:`dagster_mysql_cdc.follow`).
+
+        Returns ``(merged result, number of follow-on windows read)``. Saved windows (an earlier
+        attempt's) are always read; new ones only within ``stream_follow_seconds``, until the
+        binlog was idle for ``stream_follow_idle_seconds`` (at once when nothing was written yet),
+        and only while they change tables this run selected (``selected``, ``(db, table)``): a
+        window that changes another table, or carries DDL, statement DML or a signal
+        (:func:`.selection.changed_tables` cannot judge it), ends the run, so the sensor requests
+        it with the selection it needs.
+        """
+        import time
+
+        from ..follow import FollowWindow, load_follow_window, save_follow_window
+        from ..source.connection import binlog_files, current_position
+        from ..stream import merge_window_results, run_window
+        from .cursor import ServerState, StreamCursor, plan_stream_window
+        from .selection import changed_tables
+
+        deadline = time.monotonic() + max(0.0, float(self.stream_follow_seconds))
+        idle_since: float | None = None
+        windows = 0
+        while True:
+            after = result.end
+            w = load_follow_window(storage, self.server_name, after)
+            if w is None:
+                if time.monotonic() >= deadline:
+                    break
+                conn = connect(settings)
+                try:
+                    state = ServerState(current=current_position(conn, info), binlog_files=binlog_files(conn))
+                finally:
+                    conn.close()
+                plan = plan_stream_window(
+                    StreamCursor(committed=after, snapshot_done=True), state, snapshot_mode=self.snapshot_mode
+                )
+                req = plan.request
+                if req is None or req.kind != "stream" or req.start is None or req.end is None:
+                    now = time.monotonic()
+                    idle_since = idle_since if idle_since is not None else now
+                    # a run that has written nothing does not wait for changes (a quiet source
+                    # does not keep runs alive); one that has waits up to the idle time
+                    idle_limit = self.stream_follow_idle_seconds if result.rows > 0 else 0.0
+                    if now - idle_since >= idle_limit or req is not None:
+                        break
+                    time.sleep(min(0.5, max(0.0, deadline - now)))
+                    continue
+                idle_since = None
+                changed, why = changed_tables(self, req.start, req.end)
+                if changed is None or not changed <= selected:
+                    context.log.info(
+                        f"Following ends before {req.start}: the next window leaves this run's selection ({why})"
+                    )
+                    break
+                w = save_follow_window(storage, self.server_name, FollowWindow(after, req.start, req.end))
+            r = run_window(
+                settings,
+                info,
+                replica_server_id=self.server_id,
+                start=w.start,
+                end=w.end,
+                writer=writer,
+                history=history,
+                table_filter=self.table_filter(),
+                type_options=self.type_options(),
+                options=self.stream_options(),
+                server_name=self.server_name,
+                incremental=None,
+                incremental_options=self.incremental_options(),
+            )
+            windows += 1
+            exact = (r.end.file, r.end.pos) == (w.end.file, w.end.pos)
+            if exact:
+                r.end = w.end
+            context.log.info(
+                f"Follow-on window {w.start} -> {r.end}: {r.rows} rows, {r.events_read} events in {r.seconds:.1f}s"
+            )
+            result = merge_window_results(result, r)
+            if not exact or r.incremental_state or r.chunks or r.blocking_tables:
+                break
+        return result, windows
 
 
 def _optional(fn: Callable[[], Any], what: str) -> Any:
@@ -1272,9 +1435,18 @@ class CdcLakeResource(dg.ConfigurableResource):
     """Where and how captured tables are written: object storage + a Spark session.
 
     ``base_uri`` is a local path (default ``.lake``) or ``s3://bucket/prefix`` with the
-    ``s3_*`` settings for any S3 API endpoint. Spark comes from the nested dagster-pyspark
-    ``LazyPySparkResource`` (local ``local[2]`` by default; set ``spark.master`` and friends in its
-    ``spark_config`` for a cluster); the JVM starts only when a run writes.
+    ``s3_*`` settings for any S3 API endpoint. Spark is, in this order of preference:
+
+    - ``spark_remote``: a long-lived **Spark Connect** server (``sc://host:port``, e.g. the one
+      ``infra/spark_connect.sh`` starts). A run then pays a gRPC session (~0.1-2 s) instead of a JVM
+      start (~15-20 s); the server's Python workers stay warm across runs. The server must see the
+      same local disk as the runs (same host): payload chunks and job manifests are exchanged as
+      local files (an ``s3://`` lake is still written from the server's executors).
+    - the nested dagster-pyspark ``LazyPySparkResource`` (``local[2]`` by default; set
+      ``spark.master`` and friends in its ``spark_config`` for a cluster).
+
+    Either way the session starts only when a run writes data: a window with nothing to write
+    never starts or connects to Spark.
     """
 
     base_uri: str = Field(
@@ -1299,9 +1471,19 @@ class CdcLakeResource(dg.ConfigurableResource):
         description="Record batches queued for the sink thread while the next ones are read (reading "
         "overlaps writing; memory grows with it); 0 = read and write in turn.",
     )
+    spark_remote: str | None = Field(
+        default=None,
+        description="Spark Connect URL (sc://host:port) of a long-lived Spark Connect server on the "
+        "runs' host; empty/null = the nested `pyspark` resource's own Spark (local or cluster master).",
+    )
+    spark_log_level: str = Field(
+        default="ERROR",
+        description="Log level of a classic Spark session's JVM (SparkContext.setLogLevel): at ERROR, "
+        "Spark's WARN lines stay out of the run's console. Spark Connect servers log to their own log.",
+    )
     pyspark: LazyPySparkResource = Field(
         default_factory=lambda: LazyPySparkResource(spark_config=DEFAULT_SPARK_CONFIG),
-        description="dagster-pyspark resource providing the Spark session.",
+        description="dagster-pyspark resource providing the Spark session when spark_remote is not set.",
     )
 
     def storage_settings(self) -> StorageSettings:
@@ -1315,11 +1497,29 @@ class CdcLakeResource(dg.ConfigurableResource):
             s3_conditional_put=_resolve(self.s3_conditional_put),
         )
 
-    def get_writer(self, server_name: str) -> LakeWriter:
-        """A :class:`LakeWriter` on this resource's Spark session (starts the JVM if needed)."""
+    def spark_session(self):
+        """The Spark session runs write with: Spark Connect on :attr:`spark_remote`, else the nested
+        ``pyspark`` resource's session (starts the JVM on first use, then sets
+        :attr:`spark_log_level`).
+
+        Raises:
+            pyspark / grpc errors: the Spark Connect server cannot be reached.
+        """
+        remote = _resolve(self.spark_remote)
+        if remote:
+            return remote_spark_session(str(remote))
         use_this_python_for_local_spark(dict(self.pyspark.spark_config or {}))
+        spark = self.pyspark.spark_session
+        quiet_spark(spark, self.spark_log_level)
+        return spark
+
+    def get_writer(self, server_name: str) -> LakeWriter:
+        """A :class:`LakeWriter` on this resource's Spark session; the session is started (or
+        connected to) when the writer first writes data files, not before."""
+        from ..sink.lake import LakeWriter
+
         return LakeWriter(
-            self.pyspark.spark_session,
+            self.spark_session,
             self.storage_settings(),
             server_name,
             rows_per_file=self.rows_per_file,

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import dagster as dg
 
 from ..events import BinlogPosition
-from ..source.binlog import BinlogReader, DdlStatement, RowsBatch, StatementDml
 from ..source.connection import binlog_files, connect, server_info
 from .checks import GAPS, RETENTION, SCHEMA, TABLE_CHECKS, gaps_check, retention_check
 from .translator import BINLOG_METADATA_KEY, TABLE_METADATA_KEY, table_of_spec
@@ -67,6 +66,8 @@ def changed_tables(
 
     Never raises: a failure of the look-ahead selects every table (the reason says why).
     """
+    from ..source.binlog import BinlogReader, DdlStatement, RowsBatch, StatementDml
+
     try:
         settings = mysql.connection_settings()
         conn = connect(settings)

@@ -9,6 +9,15 @@ writes data (Dagster guidance: sensors plan, runs do the work):
 2. With nothing in flight: request the initial snapshot, or the next window ``[committed, end)``
    (see :func:`.cursor.plan_stream_window`), or skip with the reason (caught up, ...).
 
+Back-to-back windows: a tick that finds its run still going waits for it (up to
+``run_wait_seconds``, polling the run's status) and, once it succeeded, commits it and requests the
+next window in the same tick. A backlog is then read by consecutive runs without waiting for the
+next tick (the daemon evaluates sensors at most every 5 s, whatever ``minimum_interval_seconds``).
+
+The sensor targets a job of the assets that runs with the in-process executor (one process per
+run: the run worker; Dagster's default multiprocess executor would start a second Python process,
+import everything again and pay seconds per window).
+
 Runs are idempotent per window (Delta ``txn`` identities), so a run that died after committing
 part of its window, or a sensor that died between a run's success and its cursor update, loses
 and duplicates nothing: the window is simply re-run or re-committed.
@@ -18,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
@@ -181,6 +191,15 @@ def _request(
     )
 
 
+def _wait_for_run(instance, run: dg.DagsterRun, seconds: float, poll: float = 0.2) -> dg.DagsterRun:
+    """``run`` once it is finished, or as it is after ``seconds`` (status polled every ``poll`` s)."""
+    deadline = time.monotonic() + seconds
+    while not run.is_finished and time.monotonic() < deadline:
+        time.sleep(poll)
+        run = instance.get_run_by_id(run.run_id) or run
+    return run
+
+
 def evaluate_tick(
     cursor: StreamCursor,
     mysql: MySqlCdcResource,
@@ -188,8 +207,12 @@ def evaluate_tick(
     assets_def: dg.AssetsDefinition,
     *,
     retention_margin_files: int = 1,
+    run_wait_seconds: float = 0.0,
 ) -> tuple[Plan, list[dg.RunRequest]]:
     """One sensor evaluation (see module docs). Returns the plan and the run requests.
+
+    ``run_wait_seconds``: how long to wait for a run in flight to finish before reporting that it
+    is still going (0: do not wait).
 
     Before planning, the committed offset is checked against the server it belongs to and, after a
     failover, translated by GTID (:func:`.cursor.reconcile_cursor`); a run that failed because the
@@ -228,6 +251,8 @@ def evaluate_tick(
                 )
             ]
         run = runs[0]
+        if run_wait_seconds > 0 and not run.is_finished:
+            run = _wait_for_run(instance, run, run_wait_seconds)
         if run.status == dg.DagsterRunStatus.SUCCESS:
             if inf.kind == "stream":
                 end = _reported_end(instance, run.run_id, binlog_key, "window_end") or inf.end
@@ -356,6 +381,9 @@ def build_mysql_cdc_sensor(
     retention_margin_files: int = 1,
     default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
     mysql_resource_key: str = "mysql",
+    run_wait_seconds: float = 15.0,
+    executor_def: dg.ExecutorDefinition | None = dg.in_process_executor,
+    job_name: str | None = None,
 ) -> dg.SensorDefinition:
     """The binlog sensor for a ``@mysql_cdc_assets`` definition.
 
@@ -367,13 +395,29 @@ def build_mysql_cdc_sensor(
             binlog files (it may be purged before streaming catches up).
         default_status: turn the sensor on by default with ``DefaultSensorStatus.RUNNING``.
         mysql_resource_key: resource key of the :class:`MySqlCdcResource`.
+        run_wait_seconds: a tick that finds its run still going waits this long for it to finish,
+            then commits it and requests the next window at once (back-to-back windows while a
+            backlog exists). Keep it well below the sensor evaluation timeout (60 s by default);
+            0 = never wait. With several such sensors in one deployment, let the daemon evaluate
+            them in threads (``sensors: use_threads: true`` in dagster.yaml).
+        executor_def: executor of the capture job the sensor launches (default: in-process, one
+            process per run); ``None`` targets the assets directly (the Definitions' executor).
+        job_name: name of that job (default ``<op name>_capture``).
     """
     sensor_name = name or f"{assets_def.node_def.name}_binlog_sensor"
+    target: dg.AssetsDefinition | dg.UnresolvedAssetJobDefinition = assets_def
+    if executor_def is not None:
+        target = dg.define_asset_job(
+            name=job_name or f"{assets_def.node_def.name}_capture",
+            selection=dg.AssetSelection.assets(assets_def),
+            executor_def=executor_def,
+            description="Binlog windows and snapshots requested by the binlog sensor.",
+        )
 
     @dg.sensor(
         name=sensor_name,
         minimum_interval_seconds=minimum_interval_seconds,
-        target=assets_def,
+        target=target,
         default_status=default_status,
         required_resource_keys={mysql_resource_key},
         description=(
@@ -385,7 +429,12 @@ def build_mysql_cdc_sensor(
         mysql: MySqlCdcResource = getattr(context.resources, mysql_resource_key)
         cursor = StreamCursor.parse(context.cursor, sensor_name)
         plan, requests = evaluate_tick(
-            cursor, mysql, context.instance, assets_def, retention_margin_files=retention_margin_files
+            cursor,
+            mysql,
+            context.instance,
+            assets_def,
+            retention_margin_files=retention_margin_files,
+            run_wait_seconds=run_wait_seconds,
         )
         for w in plan.warnings:
             context.log.warning(w)

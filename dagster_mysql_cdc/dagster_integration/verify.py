@@ -29,11 +29,9 @@ from typing import Any
 import dagster as dg
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pads
 
 from ..events import STATE_META_NAMES, BinlogPosition
 from ..sink.storage import StorageSettings
-from ..source.binlog import BinlogReader, RowsBatch
 from ..source.catalog import read_table_schemas
 from ..source.connection import ConnectionSettings, ServerInfo, binlog_files, connect, current_position
 from ..source.schema import TableSchema
@@ -58,6 +56,7 @@ def live_row_count(storage: StorageSettings, state_uri: str) -> int | None:
     Returns:
         the count, or ``None`` when ``state_uri`` is not a Delta table yet.
     """
+    import pyarrow.dataset as pads
     from deltalake import DeltaTable
 
     opts = storage.delta_storage_options()
@@ -326,6 +325,8 @@ def changed_keys(
 ) -> dict[tuple[str, str], ChangedKeys]:
     """Read the binlog ``[start, until)`` once: keys each table changed in ``[start, reached)``
     (at most ``max_keys`` kept, all counted) and in ``[reached, until)``."""
+    from ..source.binlog import BinlogReader, RowsBatch
+
     out = {k: ChangedKeys() for k in schemas}
     if start.sort_key() >= until.sort_key() or not schemas:
         return out
@@ -370,6 +371,7 @@ def _lake_rows_for_keys(
     storage: StorageSettings, state_uri: str, names: list[str], pk: list[str], keys: Iterable[tuple]
 ) -> dict[tuple, tuple]:
     """Live state rows (tuples of ``names``) whose key is in ``keys`` (converted keys)."""
+    import pyarrow.dataset as pads
     from deltalake import DeltaTable
 
     wanted = set(keys)

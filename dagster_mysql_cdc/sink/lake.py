@@ -40,10 +40,10 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -57,7 +57,10 @@ from .spark_files import (
     DeltaFilesDataSource,
     FileOutput,
     encode_outputs,
+    is_connect_session,
     payload_frame,
+    payloads_can_be_staged,
+    remove_staged,
     write_storage_ref,
 )
 from .state_rows import ORDER_COLS, count_per_value, newest_per_key, state_rows
@@ -135,7 +138,9 @@ class LakeWriter:
     """Writes change-event batches of captured tables to the lake through Spark.
 
     Args:
-        spark: an active ``SparkSession`` (local or cluster).
+        spark: a ``SparkSession`` (classic local/cluster, or Spark Connect), or a function returning
+            one: then Spark is started (or connected to) only when the first data files are
+            written, so a window with nothing to write never pays for Spark.
         storage: lake location and credentials.
         server_name: logical server name (Debezium ``topic.prefix``), first path segment.
         rows_per_file: upper bound of rows per Parquet data file.
@@ -157,7 +162,12 @@ class LakeWriter:
         compact_min_files: int = 64,
         pipeline_depth: int = 2,
     ):
-        self.spark = spark
+        self._spark_factory: Callable[[], Any] | None = spark if callable(spark) else None
+        self._spark: Any = None if callable(spark) else spark
+        self._spark_lock = threading.Lock()
+        self._stage_dir: str | None = None
+        #: seconds it took to start (or connect to) Spark and register the data source; 0 until then
+        self.spark_seconds = 0.0
         self.storage = storage
         self.server_name = server_name
         self.rows_per_file = rows_per_file
@@ -166,13 +176,44 @@ class LakeWriter:
         self._pool: ThreadPoolExecutor | None = None
         self._slots: threading.BoundedSemaphore | None = None
         storage.ensure_root()
-        spark.dataSource.register(DeltaFilesDataSource)
         self._ref_dir = tempfile.mkdtemp(prefix="cdc-ref-")
         self._storage_ref = write_storage_ref(storage, self._ref_dir)
-        if not str(spark.conf.get("spark.master", "local")).startswith("local"):
+        weakref.finalize(self, shutil.rmtree, self._ref_dir, True)
+        if self._spark is not None:
+            self._prepare(self._spark)
+
+    @property
+    def spark(self):
+        """The Spark session (started or connected to on first use when given as a function)."""
+        if self._spark is None:
+            with self._spark_lock:
+                if self._spark is None:
+                    assert self._spark_factory is not None  # set when no session was given
+                    t0 = time.monotonic()
+                    spark = self._spark_factory()
+                    self._prepare(spark)
+                    self._spark = spark
+                    self.spark_seconds = time.monotonic() - t0
+                    log.info("Spark session ready in %.1fs (%s)", self.spark_seconds, type(spark).__module__)
+        return self._spark
+
+    @spark.setter
+    def spark(self, value) -> None:
+        self._spark = value
+
+    def _prepare(self, spark) -> None:
+        """Register the data source on ``spark``; decide how payloads reach its executors."""
+        spark.dataSource.register(DeltaFilesDataSource)
+        if payloads_can_be_staged(spark):
+            # executors on this host: payload chunks travel as local Arrow files, not in tasks
+            self._stage_dir = tempfile.mkdtemp(prefix="cdc-payloads-")
+            weakref.finalize(self, shutil.rmtree, self._stage_dir, True)
+        elif is_connect_session(spark):
+            # a Spark Connect server on another host: the settings file travels as a session artifact
+            spark.addArtifacts(self._storage_ref, file=True)
+        else:
             # cluster executors do not share the driver's disk: ship the settings file with the job
             spark.sparkContext.addFile(self._storage_ref)
-        weakref.finalize(self, shutil.rmtree, self._ref_dir, True)
 
     def paths(self, database: str, table: str) -> TablePaths:
         base = self.storage.uri(self.server_name, database, table)
@@ -183,9 +224,11 @@ class LakeWriter:
         """One Spark job: the executors write ``events`` (change-log rows) as Parquet data files of
         each output (see :mod:`.spark_files`); returns the files written, per output."""
         manifest = os.path.join(manifests, f"manifest-{uuid.uuid4().hex}.json")
+        spark = self.spark
+        staged = tempfile.mkdtemp(prefix="job-", dir=self._stage_dir) if self._stage_dir else None
         try:
             (
-                payload_frame(self.spark, events)
+                payload_frame(spark, events, stage_dir=staged)
                 .write.format(FORMAT_NAME)
                 .mode("append")
                 .option("outputs", encode_outputs(outputs))
@@ -199,6 +242,8 @@ class LakeWriter:
             raise SinkError(
                 f"Writing data files to {where} on {self.storage.location()} failed: {_root_cause(e)}"
             ) from e
+        finally:
+            remove_staged(staged)
         with open(manifest) as fh:
             return json.load(fh)
 

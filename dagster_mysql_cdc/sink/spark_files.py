@@ -37,6 +37,7 @@ import base64
 import json
 import math
 import os
+import shutil
 import tempfile
 import time
 import uuid
@@ -53,6 +54,9 @@ FORMAT_NAME = "mysql_cdc_delta_files"
 
 #: Upper bound of one payload chunk (bytes of Arrow data before IPC framing).
 PAYLOAD_CHUNK_BYTES = 8 * 1024 * 1024
+
+#: Column of a payload DataFrame whose rows are paths of staged Arrow IPC files.
+STAGED_COLUMN = "payload_path"
 
 
 def encode_schema(schema: pa.Schema) -> str:
@@ -116,25 +120,94 @@ def decode_outputs(text: str) -> list[FileOutput]:
     return [FileOutput.from_dict(d) for d in json.loads(base64.b64decode(text))]
 
 
+def is_connect_session(spark) -> bool:
+    """Whether ``spark`` is a Spark Connect client session (no ``sparkContext``, no py4j)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def _connect_host(spark) -> str:
+    """Host of a Spark Connect session's server (``""`` if unknown)."""
+    try:
+        return str(spark.client._builder.host)
+    except AttributeError:
+        return ""
+
+
+def payloads_can_be_staged(spark) -> bool:
+    """Whether ``spark``'s executors run on this host and can read this process's temporary files:
+    a ``local[...]`` master, or a Spark Connect server on a loopback address whose master is
+    local. Then payload chunks are staged as Arrow IPC files instead of travelling inside tasks."""
+    try:
+        master = str(spark.conf.get("spark.master", "local"))
+    except Exception:
+        return False
+    if not master.startswith("local"):
+        return False
+    if is_connect_session(spark):
+        return _connect_host(spark) in ("127.0.0.1", "localhost", "::1")
+    return True
+
+
+def default_parallelism(spark) -> int:
+    """Spark's default parallelism: ``sparkContext.defaultParallelism`` on a classic session; on
+    Spark Connect (no ``sparkContext``) ``spark.default.parallelism`` or the cores of a
+    ``local[N]`` master (2 when neither tells)."""
+    if not is_connect_session(spark):
+        return int(spark.sparkContext.defaultParallelism)
+    try:
+        conf = spark.conf.get("spark.default.parallelism", None)
+        if conf:
+            return int(conf)
+        master = str(spark.conf.get("spark.master", ""))
+    except Exception:
+        return 2
+    if master.startswith("local[") and master[6:-1].isdigit():
+        return int(master[6:-1])
+    if master.startswith("local[*"):
+        return os.cpu_count() or 2
+    return 2
+
+
 def payload_frame(
-    spark, table: pa.Table, *, chunk_bytes: int = PAYLOAD_CHUNK_BYTES, min_chunks: int | None = None
+    spark,
+    table: pa.Table,
+    *,
+    chunk_bytes: int = PAYLOAD_CHUNK_BYTES,
+    min_chunks: int | None = None,
+    stage_dir: str | None = None,
 ):
-    """A DataFrame with one ``payload`` row (Arrow IPC stream bytes) per chunk of ``table``.
+    """A DataFrame with one row per chunk of ``table``.
+
+    Without ``stage_dir`` the rows hold the chunks themselves (column ``payload``, Arrow IPC stream
+    bytes): they travel to the executors inside the tasks (works on any cluster; Spark warns about
+    "task of very large size" above 1 MiB). With ``stage_dir`` (executors on this host) each chunk
+    is written to an Arrow IPC file there and the rows hold only the paths (column
+    ``payload_path``): tasks stay tiny and the executors memory-map the files. The caller removes
+    the staged files after the job (:func:`remove_staged`).
 
     Args:
         table: change events (any schema; kept exactly, metadata included).
         chunk_bytes: target size of a chunk.
         min_chunks: at least this many chunks (default: Spark's default parallelism, so every
             core gets work).
+        stage_dir: directory for staged chunk files (``None``: inline payloads).
     """
     n = max(
         1,
         min(
             table.num_rows,
-            max(min_chunks or spark.sparkContext.defaultParallelism, math.ceil(table.nbytes / chunk_bytes)),
+            max(min_chunks or default_parallelism(spark), math.ceil(table.nbytes / chunk_bytes)),
         ),
     )
     step = math.ceil(table.num_rows / n) if table.num_rows else 1
+    if stage_dir is not None:
+        paths = []
+        for off in range(0, max(table.num_rows, 1), step):
+            path = os.path.join(stage_dir, f"chunk-{uuid.uuid4().hex}.arrows")
+            with pa.OSFile(path, "wb") as fh, pa.ipc.new_stream(fh, table.schema) as w:
+                w.write_table(table.slice(off, step))
+            paths.append(path)
+        return spark.createDataFrame(pa.table({STAGED_COLUMN: pa.array(paths, pa.string())}))
     bufs = []
     for off in range(0, max(table.num_rows, 1), step):
         sink = pa.BufferOutputStream()
@@ -142,6 +215,20 @@ def payload_frame(
             w.write_table(table.slice(off, step))
         bufs.append(sink.getvalue().to_pybytes())
     return spark.createDataFrame(pa.table({"payload": pa.array(bufs, pa.binary())}))
+
+
+def remove_staged(stage_dir: str | None) -> None:
+    """Delete ``stage_dir`` and the chunk files :func:`payload_frame` staged there (the job is over)."""
+    if stage_dir is not None:
+        shutil.rmtree(stage_dir, ignore_errors=True)
+
+
+def _read_payload(value, staged: bool) -> pa.Table:
+    """The change events of one payload row: an inline IPC stream or a staged file's path."""
+    if staged:
+        with pa.memory_map(value.as_py(), "r") as src:
+            return pa.ipc.open_stream(src).read_all()
+    return pa.ipc.open_stream(value.as_buffer()).read_all()
 
 
 @dataclass
@@ -237,8 +324,9 @@ class DeltaFilesWriter(DataSourceArrowWriter):
         outs = [_OutputFiles(o, storage, fs, self.rows_per_file) for o in decode_outputs(self.outputs_b64)]
         try:
             for batch in iterator:
-                for buf in batch.column(0):
-                    events = pa.ipc.open_stream(buf.as_buffer()).read_all()
+                staged = batch.schema.names[0] == STAGED_COLUMN
+                for value in batch.column(0):
+                    events = _read_payload(value, staged)
                     for o in outs:
                         o.write(o.out.rows(events))
             for o in outs:

@@ -1,0 +1,58 @@
+"""Code location of ``bench/daemon_latency.py``: one captured table under a real Dagster daemon.
+
+Configured by the environment the benchmark sets for ``dagster-daemon run -f``:
+
+- ``BENCH_DAEMON_DB``: the captured database (its table ``t``; also the logical server name);
+- ``BENCH_DAEMON_LAKE``: the lake root (local path);
+- ``BENCH_DAEMON_INTERVAL``: the sensor's ``minimum_interval_seconds`` (default 5);
+- ``BENCH_DAEMON_FOLLOW``: the resource's ``stream_follow_seconds`` (default 300; 0 = one window per run);
+- ``CDC_SPARK_REMOTE``: the Spark Connect server runs write through (empty: a local Spark per run);
+- ``CDC_MYSQL_*``: the MariaDB of infra/ (the capture user).
+
+The table is given by name, so loading the location (the daemon, its code server and every run
+worker load it) opens no MySQL connection. The sensor is on by default, as a user would turn it on.
+No ``from __future__ import annotations``: Dagster reads the ``context`` annotation.
+"""
+
+import os
+
+import dagster as dg
+
+from dagster_mysql_cdc import CdcLakeResource, MySqlCdcResource, build_mysql_cdc_sensor, mysql_cdc_assets
+
+DB = os.environ["BENCH_DAEMON_DB"]
+
+mysql = MySqlCdcResource(
+    host=os.environ.get("CDC_MYSQL_HOST", "127.0.0.1"),
+    port=int(os.environ.get("CDC_MYSQL_PORT", "3307")),
+    user=os.environ.get("CDC_MYSQL_USER", "cdc"),
+    password=dg.EnvVar("CDC_MYSQL_PASSWORD"),
+    server_name=DB,
+    database_include_list=[DB],
+    server_id=5802,
+    stream_follow_seconds=float(os.environ.get("BENCH_DAEMON_FOLLOW", "300")),
+)
+
+
+@mysql_cdc_assets(tables=[f"{DB}.t"], server_name=DB)
+def bench_cdc(context: dg.AssetExecutionContext, mysql: MySqlCdcResource, lake: CdcLakeResource):
+    yield from mysql.sync(context=context, lake=lake)
+
+
+defs = dg.Definitions(
+    assets=[bench_cdc],
+    sensors=[
+        build_mysql_cdc_sensor(
+            bench_cdc,
+            minimum_interval_seconds=int(os.environ.get("BENCH_DAEMON_INTERVAL", "5")),
+            default_status=dg.DefaultSensorStatus.RUNNING,
+        )
+    ],
+    resources={
+        "mysql": mysql,
+        "lake": CdcLakeResource(
+            base_uri=os.environ["BENCH_DAEMON_LAKE"],
+            spark_remote=os.environ.get("CDC_SPARK_REMOTE") or None,
+        ),
+    },
+)

@@ -1,0 +1,214 @@
+"""What a real deployment (dagster dev / dagster-daemon, default run launcher) depends on:
+
+- the sensor's capture job runs with the in-process executor (one process per run);
+- loading the code location does not import the data path (deltalake, python-mysql-replication,
+  the Spark Connect client, pandas): the daemon, its code server and every run worker load it;
+- a window with nothing to write never starts or connects to Spark;
+- a tick that finds its run still going waits for it and requests the next window as soon as it
+  succeeded (back-to-back windows while a backlog exists);
+- a following run (``stream_follow_seconds``) reads the windows after its own, and a retry reads
+  exactly the follow-on windows an earlier attempt saved (exactly-once); it stops following before a
+  window that changes a table outside its selection, which the next run then selects.
+"""
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import dagster as dg
+import pytest
+from conftest import ROOT
+from lake_utils import live_state_rows, source_rows
+from sensor_harness import SensorDriven, capture_resource, scratch_database
+
+from dagster_mysql_cdc import build_mysql_cdc_sensor, mysql_cdc_assets
+from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
+from dagster_mysql_cdc.dagster_integration.resources import WINDOW_END_TAG, WINDOW_START_TAG
+from dagster_mysql_cdc.events import BinlogPosition
+from dagster_mysql_cdc.follow import load_follow_window
+from dagster_mysql_cdc.sink.storage import StorageSettings
+
+
+def test_capture_job_runs_in_process():
+    @mysql_cdc_assets(tables=["db.t"], server_name="srv")
+    def cdc(context: dg.AssetExecutionContext):
+        pass
+
+    sensor = build_mysql_cdc_sensor(cdc)
+    defs = dg.Definitions(assets=[cdc], sensors=[sensor])
+    job = defs.resolve_job_def("srv_cdc_capture")
+    assert job.executor_def is dg.in_process_executor
+    assert sensor.job_name == "srv_cdc_capture"
+    # opting out targets the assets (the Definitions' executor)
+    assert build_mysql_cdc_sensor(cdc, executor_def=None, name="s2").job_name != "srv_cdc_capture"
+
+
+def test_loading_the_package_does_not_import_the_data_path():
+    code = (
+        "import sys\n"
+        "from dagster_mysql_cdc import CdcLakeResource, MySqlCdcResource, build_mysql_cdc_sensor, mysql_cdc_assets\n"
+        "heavy = ['deltalake', 'pymysqlreplication', 'pyspark.sql.connect', 'pandas', 'pyarrow.dataset',\n"
+        "         'dagster_mysql_cdc.stream', 'dagster_mysql_cdc.pipeline', 'dagster_mysql_cdc.sink.lake']\n"
+        "print([m for m in heavy if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+@pytest.mark.integration
+def test_window_with_nothing_to_write_never_starts_spark(tmp_path):
+    with scratch_database("nospark") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY)")
+            cur.execute(f"CREATE TABLE {db}.other (id INT PRIMARY KEY)")
+        mysql = capture_resource(db, table_include_list=[f"{db}\\.t"])
+        # nothing listens on port 9: any Spark session would fail the run
+        cdc = SensorDriven(mysql, str(tmp_path / "lake"), spark_remote="sc://127.0.0.1:9")
+        cdc.ticks()  # initial snapshot of an empty table: nothing to write
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.other VALUES (1)")  # not captured
+        log = cdc.ticks()
+        assert log.runs and all(r.success for r in log.runs)
+        assert "caught up" in log.skip_reasons[-1]
+
+
+@pytest.mark.integration
+@pytest.mark.spark
+def test_tick_waits_for_its_run_and_requests_the_next_window(tmp_path):
+    with scratch_database("b2b") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"INSERT INTO {db}.t VALUES (1, 1)")
+        mysql = capture_resource(db)
+        cdc = SensorDriven(mysql, str(tmp_path / "lake"))
+        cdc.ticks()  # snapshot, caught up
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.t VALUES (2, 2)")
+        sensor = build_mysql_cdc_sensor(cdc.cdc, run_wait_seconds=120)
+
+        def tick():
+            with dg.build_sensor_context(
+                instance=cdc.instance, cursor=cdc.cursor, resources=cdc.resources
+            ) as ctx:
+                res = sensor.evaluate_tick(ctx)
+            cdc.cursor = res.cursor or cdc.cursor
+            return res
+
+        (req,) = tick().run_requests
+        done = threading.Event()
+
+        def run():
+            dg.materialize([cdc.cdc], resources=cdc.resources, instance=cdc.instance, tags=dict(req.tags))
+            done.set()
+
+        th = threading.Thread(target=run)
+        th.start()
+        while not cdc.instance.get_runs(
+            filters=dg.RunsFilter(tags={"dagster_mysql_cdc/request": req.run_key})
+        ):
+            time.sleep(0.05)
+        with conn.cursor() as cur:  # the backlog grows while the run runs
+            cur.execute(f"INSERT INTO {db}.t VALUES (3, 3)")
+        res = tick()  # waits for the run instead of reporting "STARTED"
+        th.join()
+        assert done.is_set()
+        (nxt,) = res.run_requests  # committed the window and requested the next one in the same tick
+        cursor = StreamCursor.parse(cdc.cursor)
+        assert cursor.committed == BinlogPosition.from_dict(json.loads(req.tags[WINDOW_END_TAG]))
+        assert json.loads(nxt.tags[WINDOW_START_TAG]) == json.loads(req.tags[WINDOW_END_TAG])
+
+
+@pytest.mark.integration
+@pytest.mark.spark
+def test_following_run_reads_on_and_its_retry_reads_the_same_windows(tmp_path):
+    with scratch_database("follow") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"INSERT INTO {db}.t VALUES (1, 1)")
+        mysql = capture_resource(db, stream_follow_seconds=60.0, stream_follow_idle_seconds=0.0)
+        lake = str(tmp_path / "lake")
+        cdc = SensorDriven(mysql, lake)
+        cdc.ticks()
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.t VALUES (2, 2)")
+        (req,) = _tick(cdc).run_requests
+        with conn.cursor() as cur:  # after the window was planned: only a follow-on window reads these
+            cur.execute(f"INSERT INTO {db}.t SELECT seq, seq FROM {db}.seq_3_to_500")
+            cur.execute(f"UPDATE {db}.t SET v = -1 WHERE id = 2")
+        requested_end = BinlogPosition.from_dict(json.loads(req.tags[WINDOW_END_TAG]))
+
+        def run(resources):
+            res = dg.materialize([cdc.cdc], resources=resources, instance=cdc.instance, tags=dict(req.tags))
+            binlog = [
+                m
+                for m in res.asset_materializations_for_node(cdc.cdc.node_def.name)
+                if m.asset_key.path[-1] == "binlog"
+            ][0]
+            md = binlog.metadata
+            return BinlogPosition(str(md["window_end_file"].value), int(md["window_end_pos"].value)), md
+
+        reached, md = run(cdc.resources)
+        assert md["follow_windows"].value >= 1
+        assert reached.sort_key() > requested_end.sort_key()
+        storage = StorageSettings(base_uri=lake)
+        assert load_follow_window(storage, db, requested_end) is not None
+        expected, key = source_rows(db, "t")
+        assert live_state_rows(storage, storage.uri(db, db, "t", "state"), key) == expected
+        # a retry of the same window without following reads the saved follow-on window again
+        no_follow = {**cdc.resources, "mysql": capture_resource(db, stream_follow_seconds=0.0)}
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.t VALUES (9999, 9)")  # after the saved windows: not read
+        again, md2 = run(no_follow)
+        assert (again.file, again.pos) == (reached.file, reached.pos)
+        assert md2["follow_windows"].value == md["follow_windows"].value
+        assert live_state_rows(storage, storage.uri(db, db, "t", "state"), key) == expected
+
+
+@pytest.mark.integration
+def test_following_stops_before_a_window_outside_the_run_selection(tmp_path):
+    with scratch_database("followsel") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"CREATE TABLE {db}.u (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"INSERT INTO {db}.t VALUES (1, 1)")
+        mysql = capture_resource(db, stream_follow_seconds=60.0, stream_follow_idle_seconds=0.0)
+        cdc = SensorDriven(mysql, str(tmp_path / "lake"))
+        cdc.ticks()
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.t VALUES (2, 2)")
+        (req,) = _tick(cdc).run_requests
+        assert {k.path[-1] for k in req.asset_selection} == {"t", "binlog"}
+        with conn.cursor() as cur:  # after the window was planned: a table the run did not select
+            cur.execute(f"INSERT INTO {db}.u VALUES (7, 7)")
+        requested_end = BinlogPosition.from_dict(json.loads(req.tags[WINDOW_END_TAG]))
+        res = dg.materialize(
+            [cdc.cdc],
+            resources=cdc.resources,
+            instance=cdc.instance,
+            tags=dict(req.tags),
+            selection=req.asset_selection,
+        )
+        (binlog,) = [
+            m
+            for m in res.asset_materializations_for_node(cdc.cdc.node_def.name)
+            if m.asset_key.path[-1] == "binlog"
+        ]
+        md = binlog.metadata
+        assert md["follow_windows"].value == 0
+        reached = BinlogPosition(str(md["window_end_file"].value), int(md["window_end_pos"].value))
+        assert (reached.file, reached.pos) == (requested_end.file, requested_end.pos)
+        logs = [e.user_message for e in cdc.instance.all_logs(res.run_id)]
+        assert not any("changed but not selected" in m for m in logs), logs
+        assert any("Following ends before" in m for m in logs), logs
+        # the sensor commits that run and requests u's window with u selected
+        (nxt,) = _tick(cdc).run_requests
+        assert {k.path[-1] for k in nxt.asset_selection} == {"u", "binlog"}
+
+
+def _tick(cdc):
+    with dg.build_sensor_context(instance=cdc.instance, cursor=cdc.cursor, resources=cdc.resources) as ctx:
+        res = cdc.sensor.evaluate_tick(ctx)
+    cdc.cursor = res.cursor or cdc.cursor
+    return res
