@@ -21,8 +21,6 @@ sensor's (:func:`.dagster_integration.cursor.plan_stream_window`: never across b
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from dataclasses import dataclass
 
 from .events import BinlogPosition
@@ -77,36 +75,9 @@ def save_follow_window(storage: StorageSettings, server_name: str, window: Follo
     Raises:
         botocore ClientError / OSError: the lake cannot be written.
     """
-    uri = _uri(storage, server_name, window.after)
-    body = window.to_json().encode()
-    if storage.is_s3:
-        import botocore.exceptions
-
-        bucket, _, key = uri[len("s3://") :].partition("/")
-        try:
-            storage.boto3_client().put_object(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")
-            return window
-        except botocore.exceptions.ClientError as e:
-            if e.response.get("Error", {}).get("Code") in (
-                "PreconditionFailed",
-                "412",
-                "ConditionalRequestConflict",
-            ):
-                existing = load_follow_window(storage, server_name, window.after)
-                if existing is not None:
-                    return existing
-            raise
-    path = storage.fs_path(uri)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-    with open(tmp, "wb") as fh:
-        fh.write(body)
-    try:
-        os.link(tmp, path)  # atomic create-if-absent
+    if storage.put_if_absent(_uri(storage, server_name, window.after), window.to_json().encode()):
         return window
-    except FileExistsError:
-        existing = load_follow_window(storage, server_name, window.after)
-        assert existing is not None
-        return existing
-    finally:
-        os.unlink(tmp)
+    existing = load_follow_window(storage, server_name, window.after)
+    if existing is None:
+        raise OSError(f"follow-on window after {window.after} exists but cannot be read back")
+    return existing

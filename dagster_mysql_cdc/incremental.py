@@ -264,41 +264,12 @@ def load_plan(storage: StorageSettings, server_name: str, start: BinlogPosition)
 
 def save_plan(storage: StorageSettings, server_name: str, plan: ChunkPlan) -> ChunkPlan:
     """Save ``plan`` unless one exists already (then return the existing one: first writer wins)."""
-    uri = _plan_uri(storage, server_name, plan.start)
-    body = plan.to_json().encode()
-    if storage.is_s3:
-        import botocore.exceptions
-
-        bucket, _, key = uri[len("s3://") :].partition("/")
-        try:
-            storage.boto3_client().put_object(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")
-            return plan
-        except botocore.exceptions.ClientError as e:
-            if e.response.get("Error", {}).get("Code") in (
-                "PreconditionFailed",
-                "412",
-                "ConditionalRequestConflict",
-            ):
-                existing = load_plan(storage, server_name, plan.start)
-                if existing is not None:
-                    return existing
-            raise
-    import os
-
-    path = storage.fs_path(uri)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-    with open(tmp, "wb") as fh:
-        fh.write(body)
-    try:
-        os.link(tmp, path)  # atomic create-if-absent
+    if storage.put_if_absent(_plan_uri(storage, server_name, plan.start), plan.to_json().encode()):
         return plan
-    except FileExistsError:
-        existing = load_plan(storage, server_name, plan.start)
-        assert existing is not None
-        return existing
-    finally:
-        os.unlink(tmp)
+    existing = load_plan(storage, server_name, plan.start)
+    if existing is None:
+        raise OSError(f"chunk plan of the window at {plan.start} exists but cannot be read back")
+    return existing
 
 
 def read_chunk(storage: StorageSettings, chunk: PlannedChunk, path: str | None = None) -> pa.Table:

@@ -139,6 +139,47 @@ class StorageSettings:
             region_name=self.s3_region,
         )
 
+    def put_if_absent(self, uri: str, body: bytes) -> bool:
+        """Write ``body`` to ``uri`` only if no object exists there (atomic create-if-absent).
+
+        S3: ``PutObject`` with ``If-None-Match: *`` (a conditional write: ``412 PreconditionFailed``
+        or ``409 ConditionalRequestConflict`` when the key exists). Local filesystem: a temporary
+        file hard-linked into place (``link`` fails when the name exists).
+
+        Returns:
+            ``True`` when this call wrote the object, ``False`` when one existed already (the
+            first writer wins; read it back to use it).
+
+        Raises:
+            botocore ClientError / OSError: the lake cannot be written.
+        """
+        if self.is_s3:
+            import botocore.exceptions
+
+            bucket, _, key = uri[len("s3://") :].partition("/")
+            try:
+                self.boto3_client().put_object(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")
+                return True
+            except botocore.exceptions.ClientError as e:
+                code = e.response.get("Error", {}).get("Code")
+                if code in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
+                    return False
+                raise
+        import uuid
+
+        path = self.fs_path(uri)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(body)
+        try:
+            os.link(tmp, path)
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(tmp)
+
     def ensure_root(self) -> None:
         """Create the local root directory, or check that the S3 bucket exists.
 
