@@ -86,6 +86,7 @@ def build_inventory_assets(mysql: MySqlCdcResource) -> dg.AssetsDefinition:
         tables=captured_tables(mysql),
         server_name=SERVER_NAME,
         sensor_interval_seconds=SENSOR_INTERVAL_SECONDS,
+        stream_follow_seconds=mysql.stream_follow_seconds,
     )
     def inventory_cdc(context: dg.AssetExecutionContext, mysql: MySqlCdcResource, lake: CdcLakeResource):
         yield from mysql.sync(context=context, lake=lake)

@@ -350,6 +350,7 @@ def test_ui_shows_checks_row_count_and_lag_after_a_stream_run(tmp_path, monkeypa
         binlog = asset_state(url, [SERVER, "binlog"])
         policy = binlog["internalFreshnessPolicy"]
         assert policy["__typename"] == "TimeWindowFreshnessPolicy"
-        assert policy["failWindowSeconds"] == 600 and policy["warnWindowSeconds"] == 120  # 5 s interval
+        # 5 s interval, following runs of up to 300 s (definitions.py)
+        assert policy["failWindowSeconds"] == 900 and policy["warnWindowSeconds"] == 420
         ranges = asset_state(url, [SERVER, "inventory", "customers_pk_ranges"])
         assert ranges["groupName"] == "inventory_pk_ranges"

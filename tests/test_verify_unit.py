@@ -41,3 +41,23 @@ def test_incremental_progress_of_a_running_and_a_finished_table():
         and done["incremental_snapshot_percent"].value == 100.0
     )
     assert incremental_progress_metadata("db.other", state, chunks, None, 1000) == {}
+
+
+def test_freshness_policy_allows_a_following_run_to_report_at_its_end():
+    from dagster_mysql_cdc import freshness_policy_for_interval
+
+    plain = freshness_policy_for_interval(5)
+    assert (
+        plain.warn_window.to_timedelta().total_seconds(),
+        plain.fail_window.to_timedelta().total_seconds(),
+    ) == (120, 600)
+    following = freshness_policy_for_interval(5, 300.0)
+    assert (
+        following.warn_window.to_timedelta().total_seconds(),
+        following.fail_window.to_timedelta().total_seconds(),
+    ) == (420, 900)
+    slow = freshness_policy_for_interval(60)
+    assert (
+        slow.warn_window.to_timedelta().total_seconds(),
+        slow.fail_window.to_timedelta().total_seconds(),
+    ) == (600, 2400)

@@ -754,6 +754,7 @@ class MySqlCdcComponent(Component, Resolvable):
             op_tags=op.tags,
             pool=op.pool,
             sensor_interval_seconds=self.sensor.minimum_interval_seconds,
+            stream_follow_seconds=float(self.stream_follow_seconds),
         )(cdc)
 
     def build_sensor(self, assets_def: dg.AssetsDefinition) -> dg.SensorDefinition:

@@ -27,6 +27,7 @@ def mysql_cdc_assets(
     pool: str | None = None,
     checks: bool = True,
     sensor_interval_seconds: int = 30,
+    stream_follow_seconds: float = 0.0,
     freshness_policy: dg.FreshnessPolicy | None | bool = True,
     table_freshness_policy: dg.FreshnessPolicy | None = None,
     check_automation_condition: dg.AutomationCondition | None = None,
@@ -51,6 +52,8 @@ def mysql_cdc_assets(
             binlog-retention check to the binlog asset.
         sensor_interval_seconds: the binlog sensor's ``minimum_interval_seconds`` (pass the same
             value to :func:`build_mysql_cdc_sensor`); the default freshness policy derives from it.
+        stream_follow_seconds: the resource's ``stream_follow_seconds`` (a following stream run
+            materializes once, at its end): added to the default freshness policy's windows.
         freshness_policy: the binlog asset's freshness policy; ``True`` (default) derives it from
             ``sensor_interval_seconds`` (:func:`.translator.freshness_policy_for_interval`),
             ``None``/``False`` sets none. The binlog asset materializes every window and, while the
@@ -65,7 +68,7 @@ def mysql_cdc_assets(
     """
     specs = build_mysql_cdc_asset_specs(tables, server_name=server_name, translator=translator)
     binlog_policy = (
-        freshness_policy_for_interval(sensor_interval_seconds)
+        freshness_policy_for_interval(sensor_interval_seconds, stream_follow_seconds)
         if freshness_policy is True
         else (freshness_policy or None)
     )

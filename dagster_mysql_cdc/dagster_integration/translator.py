@@ -153,17 +153,25 @@ def table_of_spec(spec: dg.AssetSpec) -> tuple[str, str]:
     return db, table
 
 
-def freshness_policy_for_interval(sensor_interval_seconds: int) -> dg.FreshnessPolicy:
+def freshness_policy_for_interval(
+    sensor_interval_seconds: int, run_seconds: float = 0.0
+) -> dg.FreshnessPolicy:
     """The capture's freshness policy for a binlog sensor ticking every ``sensor_interval_seconds``.
 
-    WARN when the last materialization is older than ``max(120, 10 × interval)`` seconds, FAIL after
-    ``max(600, 40 × interval)`` seconds: a window run every tick (plus its run time) keeps it PASS;
-    a stopped sensor, a failing window or an unreachable server turns it WARN, then FAIL. While the
-    server is idle the sensor reports a heartbeat materialization of the binlog asset (see
-    :func:`.selection.idle_heartbeat`), so quiet is not stale.
+    WARN when the last materialization is older than ``max(120, 10 × interval) + run_seconds``
+    seconds, FAIL after ``max(600, 40 × interval) + run_seconds``: a window run every tick (plus
+    its run time) keeps it PASS; a stopped sensor, a failing window or an unreachable server turns
+    it WARN, then FAIL. While the server is idle the sensor reports a heartbeat materialization of
+    the binlog asset (see :func:`.selection.idle_heartbeat`), so quiet is not stale.
+
+    Args:
+        sensor_interval_seconds: the sensor's ``minimum_interval_seconds``.
+        run_seconds: how long a stream run may go without materializing: the resource's
+            ``stream_follow_seconds`` (a following run reports once, at its end).
     """
     interval = max(1, int(sensor_interval_seconds))
+    extra = max(0, int(run_seconds))
     return dg.FreshnessPolicy.time_window(
-        fail_window=timedelta(seconds=max(600, 40 * interval)),
-        warn_window=timedelta(seconds=max(120, 10 * interval)),
+        fail_window=timedelta(seconds=max(600, 40 * interval) + extra),
+        warn_window=timedelta(seconds=max(120, 10 * interval) + extra),
     )
