@@ -266,7 +266,7 @@ def test_tls_options_reach_the_resource_and_key_material_stays_secret(monkeypatc
     assert isinstance(m.ssl_key, dg.EnvVar) and m.ssl_key.env_var_name == "CDC_TEST_SSL_KEY"
 
 
-def test_column_options_reach_the_resource_and_the_salt_stays_secret(monkeypatch):
+def test_column_options_reach_the_resource_and_the_salt_stays_secret(monkeypatch, inventory_db):
     monkeypatch.setenv("CDC_TEST_MASK_SALT", "component-salt-value")
     attrs = base_attributes(
         tables=["inventory.customers"],
