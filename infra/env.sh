@@ -5,8 +5,20 @@
 # environment (e.g. CDC_MYSQL_PORT=3317 make test).
 # Do not `set -e`/`set -u` here: this file is also sourced into interactive shells.
 
-if [ -z "${CDC_ROOT:-}" ]; then
-  CDC_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd -P)"
+# CDC_ROOT: this checkout. In bash it is always where this file lives: a shell that sourced
+# another checkout's env.sh carries that checkout's paths, which must not apply here (make in this
+# clone would otherwise start, stop or test the other clone's services).
+if [ -n "${BASH_SOURCE[0]:-}" ]; then
+  _cdc_here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+  if [ -n "${CDC_ROOT:-}" ] && [ "$CDC_ROOT" != "$_cdc_here" ]; then
+    case "${CDC_UV:-}" in "$CDC_ROOT"/*) unset CDC_UV ;; esac
+    case "${CDC_DATASETS_DIR:-}" in "$CDC_ROOT"/*) unset CDC_DATASETS_DIR ;; esac
+    unset CDC_INFRA_DIR CDC_PYTHON
+  fi
+  CDC_ROOT="$_cdc_here"
+  unset _cdc_here
+elif [ -z "${CDC_ROOT:-}" ]; then
+  CDC_ROOT="$(cd "$(dirname "$0")/.." && pwd -P)"
 fi
 export CDC_ROOT
 export CDC_INFRA_DIR="${CDC_INFRA_DIR:-$CDC_ROOT/.infra}"
