@@ -1090,7 +1090,6 @@ class MySqlCdcResource(dg.ConfigurableResource):
         """
         from ..pipeline import run_snapshot
         from ..source.schema_history import SchemaHistory
-        from ..stream import run_window
 
         tags = context.run.tags
         try:
@@ -1120,21 +1119,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
         context.log.info(f"Binlog window {start} -> {end}")
         writer = lake.get_writer(self.server_name)
         history = SchemaHistory(storage, self.server_name)
-        result = run_window(
-            settings,
-            info,
-            replica_server_id=self.server_id,
-            start=start,
-            end=end,
-            writer=writer,
-            history=history,
-            table_filter=self.table_filter(),
-            type_options=self.type_options(),
-            options=self.stream_options(),
-            server_name=self.server_name,
-            incremental=incremental,
-            incremental_options=self.incremental_options(),
-        )
+        result = self._read_window(settings, info, start, end, writer, history, incremental)
         follow_windows = 0
         if (result.end.file, result.end.pos) == (end.file, end.pos):
             result.end = end  # the requested end carries the server's GTID set
@@ -1272,6 +1257,28 @@ class MySqlCdcResource(dg.ConfigurableResource):
             )
         return reached
 
+    def _read_window(self, settings, info, start, end, writer, history, incremental):
+        """One binlog window ``[start, end)`` into the lake with this resource's options
+        (:func:`dagster_mysql_cdc.stream.run_window`); the requested window and every follow-on
+        window of a run go through it."""
+        from ..stream import run_window
+
+        return run_window(
+            settings,
+            info,
+            replica_server_id=self.server_id,
+            start=start,
+            end=end,
+            writer=writer,
+            history=history,
+            table_filter=self.table_filter(),
+            type_options=self.type_options(),
+            options=self.stream_options(),
+            server_name=self.server_name,
+            incremental=incremental,
+            incremental_options=self.incremental_options(),
+        )
+
     def _follow(self, context, result, writer, history, settings, info, storage, selected):
         """Follow-on windows after the requested one (see :mod:`dagster_mysql_cdc.follow`).
 
@@ -1287,7 +1294,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
 
         from ..follow import FollowWindow, load_follow_window, save_follow_window
         from ..source.connection import binlog_files, current_position
-        from ..stream import merge_window_results, run_window
+        from ..stream import merge_window_results
         from .cursor import ServerState, StreamCursor, plan_stream_window
         from .selection import changed_tables
 
@@ -1327,21 +1334,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                     )
                     break
                 w = save_follow_window(storage, self.server_name, FollowWindow(after, req.start, req.end))
-            r = run_window(
-                settings,
-                info,
-                replica_server_id=self.server_id,
-                start=w.start,
-                end=w.end,
-                writer=writer,
-                history=history,
-                table_filter=self.table_filter(),
-                type_options=self.type_options(),
-                options=self.stream_options(),
-                server_name=self.server_name,
-                incremental=None,
-                incremental_options=self.incremental_options(),
-            )
+            r = self._read_window(settings, info, w.start, w.end, writer, history, None)
             windows += 1
             exact = (r.end.file, r.end.pos) == (w.end.file, w.end.pos)
             if exact:
