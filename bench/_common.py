@@ -218,10 +218,12 @@ def get_spark():
         from dagster_pyspark import LazyPySparkResource
 
         from dagster_mysql_cdc import DEFAULT_SPARK_CONFIG
+        from dagster_mysql_cdc.sink.spark_session import use_this_python_for_local_spark
 
         t0 = time.perf_counter()
         # the library's defaults; only the console progress bar is turned off (output hygiene)
         conf = {**DEFAULT_SPARK_CONFIG, "spark.ui.showConsoleProgress": "false"}
+        use_this_python_for_local_spark(conf)  # as the resource does: workers run this interpreter
         _SPARK = LazyPySparkResource(spark_config=conf).spark_session
         _SPARK.sparkContext.setLogLevel("ERROR")
         _SPARK.range(1).count()

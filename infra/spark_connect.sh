@@ -9,7 +9,9 @@
 # 127.0.0.1:$CDC_SPARK_CONNECT_PORT (default 15002), master $CDC_SPARK_CONNECT_MASTER (default
 # local[2]); its Python workers run the .venv's Python (they import dagster_mysql_cdc to write the
 # lake's files). State (pid, log) under $CDC_INFRA_DIR/spark-connect. CDC_SPARK_CONNECT=0: start
-# does nothing (runs then start their own local Spark). Idempotent.
+# does nothing (runs then start their own local Spark). CDC_SPARK_CONNECT_CONF adds spark-submit
+# options (e.g. "--conf spark.executor.memory=4g"). Runs share one server-side session (stable
+# session id, see dagster_mysql_cdc/sink/spark_session.py); idle sessions close after 12 h. Idempotent.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
@@ -87,6 +89,8 @@ EOF
       --conf "spark.python.worker.reuse=true" \
       --conf "spark.pyspark.python=$CDC_PYTHON" \
       --conf "spark.connect.grpc.maxInboundMessageSize=268435456" \
+      --conf "spark.connect.session.manager.defaultSessionTimeout=12h" \
+      ${CDC_SPARK_CONNECT_CONF:-} \
       >"$DIR/server.log" 2>&1 </dev/null &
     echo $! >"$PIDFILE"
     for _ in $(seq 1 120); do

@@ -112,7 +112,7 @@ def spark():
     from dagster_pyspark import LazyPySparkResource
 
     from dagster_mysql_cdc import DEFAULT_SPARK_CONFIG
-    from dagster_mysql_cdc.dagster_integration.resources import use_this_python_for_local_spark
+    from dagster_mysql_cdc.sink.spark_session import use_this_python_for_local_spark
 
     use_this_python_for_local_spark(DEFAULT_SPARK_CONFIG)
     res = LazyPySparkResource(spark_config=DEFAULT_SPARK_CONFIG)

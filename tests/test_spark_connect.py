@@ -78,3 +78,55 @@ def test_window_through_spark_connect_equals_local_spark(tmp_path, remote):
             assert sorted(logs["connect"].column("op").to_pylist()) == sorted(
                 logs["local"].column("op").to_pylist()
             )
+
+
+_CHILD = """
+import json, sys
+from dagster_mysql_cdc.sink.spark_session import remote_spark_session
+spark = remote_spark_session(sys.argv[1])
+print(json.dumps({"session": spark.session_id, "n": spark.range(3).count()}))
+"""
+
+
+def _session_in_new_process(url: str) -> str:
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _CHILD, url], capture_output=True, text=True, check=True)
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["n"] == 3
+    return res["session"]
+
+
+def test_runs_in_new_processes_share_one_server_side_session(remote):
+    """A daemon-launched run is a new process: it must reattach to the session (and its warm Python
+    workers) of the previous run, not open a new one."""
+    import uuid
+
+    url = f"{remote.rstrip('/')}/;user_id=cdc-test-{uuid.uuid4().hex[:8]}"  # sessions of this test only
+    first, second = _session_in_new_process(url), _session_in_new_process(url)
+    assert first == second
+    # not a random id: the first generation of today's shared id
+    from dagster_mysql_cdc.sink.spark_session import shared_session_urls
+
+    assert next(shared_session_urls(url)).endswith(f"session_id={first}")
+
+
+def test_a_closed_shared_session_is_replaced_by_the_next_generation(remote):
+    """stop() (or the server's idle timeout) closes a session for good (INVALID_HANDLE.SESSION_CLOSED
+    on its id): the next process continues on the next generation of the id."""
+    import uuid
+
+    from dagster_mysql_cdc.sink import spark_session as S
+
+    url = f"{remote.rstrip('/')}/;user_id=cdc-test-{uuid.uuid4().hex[:8]}"
+    spark = S.remote_spark_session(url)
+    closed = spark.session_id
+    spark.stop()  # closes the server-side session under its id
+    S._REMOTE_SESSIONS.pop(url, None)
+    again = _session_in_new_process(url)
+    assert again != closed
+    ids = [u.rsplit("session_id=", 1)[1] for u in S.shared_session_urls(url)]
+    assert ids.index(closed) == 0 and ids.index(again) == 1
+    assert _session_in_new_process(url) == again  # and the processes after it share that one

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import sys
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
@@ -20,6 +18,7 @@ from ..errors import ConfigurationError, SourceConnectionError, UnknownTableErro
 from ..events import BinlogPosition
 from ..gaps import GAP_HANDLING_MODES, check_gap_handling, checksum_repair_signal
 from ..incremental import IncrementalState
+from ..sink.spark_session import quiet_spark, remote_spark_session, use_this_python_for_local_spark
 from ..sink.storage import StorageSettings
 from ..source.catalog import list_tables, read_table_schemas
 from ..source.columns import ColumnPolicy
@@ -86,61 +85,6 @@ DEFAULT_SPARK_CONFIG: dict[str, Any] = {
     # no stage progress bars in the run's console (dagster dev prints the run workers' stderr)
     "spark.ui.showConsoleProgress": "false",
 }
-
-#: Spark sessions of Spark Connect servers, per ``sc://`` URL: one per process, reused by every
-#: run and writer of the process (a session costs a round trip and a data source registration).
-_REMOTE_SESSIONS: dict[str, Any] = {}
-
-
-def remote_spark_session(url: str):
-    """The (process-wide, cached) Spark Connect session on ``url`` (``sc://host:port[/;params]``).
-
-    The session runs on the server's long-lived driver: no JVM starts in this process and the
-    server's Python workers stay warm between runs. A session the server has dropped (restart,
-    idle timeout) is replaced on the next call.
-
-    Raises:
-        pyspark.errors.PySparkException / grpc errors: the server cannot be reached.
-    """
-    # the Connect client's own builder: it also works in a process that has a classic session
-    # (pyspark.sql.SparkSession.builder.remote refuses that: SESSION_ALREADY_EXIST)
-    from pyspark.sql.connect.session import SparkSession
-
-    spark = _REMOTE_SESSIONS.get(url)
-    if spark is not None:
-        try:
-            spark.conf.get("spark.sql.session.timeZone")  # one cheap round trip: still alive?
-            return spark
-        except Exception:
-            _REMOTE_SESSIONS.pop(url, None)
-    spark = SparkSession.builder.remote(url).create()
-    spark.conf.set("spark.sql.session.timeZone", "UTC")
-    _REMOTE_SESSIONS[url] = spark
-    return spark
-
-
-def quiet_spark(spark, level: str) -> None:
-    """Set the log level of a classic Spark session's JVM (``SparkContext.setLogLevel``): WARN
-    lines such as ``task of very large size`` stay out of the run's console at ``ERROR``.
-    Spark Connect sessions log on their server (its log4j2 configuration): nothing to do."""
-    from ..sink.spark_files import is_connect_session
-
-    if level and not is_connect_session(spark):
-        spark.sparkContext.setLogLevel(level.upper())
-
-
-def use_this_python_for_local_spark(spark_config: dict[str, Any]) -> None:
-    """Makes a local Spark's Python workers run this interpreter (``PYSPARK_PYTHON``).
-
-    Spark starts its Python workers with ``PYSPARK_PYTHON`` or else ``python3`` from ``PATH``,
-    which in a virtual environment that is not activated (``.venv/bin/dagster dev``, a daemon's
-    run worker) is another Python without pyarrow or this package. Only for ``local[...]``
-    masters: on a cluster the executors' Python is the cluster's setting. An explicit
-    ``PYSPARK_PYTHON`` or ``spark.pyspark.python`` is left alone. Must run before the session starts.
-    """
-    master = str(spark_config.get("spark.master", "local"))
-    if master.startswith("local") and "spark.pyspark.python" not in spark_config:
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 class MySqlCdcResource(dg.ConfigurableResource):
