@@ -756,3 +756,85 @@ def _short(path: str, line: int | None) -> str:
         if i >= 0:
             path = path[i + len(marker) :]
     return f"{path}:{line}" if line else path
+
+
+# -- cold processes (--cold): a fresh Python process per variant, as a daemon-launched run -------
+def add_cold_args(p: argparse.ArgumentParser, what: str) -> None:
+    """``--cold`` (run ``what`` also in fresh processes: c_cl local Spark, c_cc Spark Connect) and
+    the hidden ``--cold-child`` the parent passes to those processes."""
+    p.add_argument(
+        "--cold",
+        action="store_true",
+        help=f"also run (c_cl, c_cc): {what} in a fresh process (imports, Spark start or a Spark "
+        "Connect session on CDC_SPARK_REMOTE included)",
+    )
+    p.add_argument("--cold-child", default=None, help=argparse.SUPPRESS)
+
+
+def cold_variants() -> list[tuple[str, str, str]]:
+    """``(key, label, spark_remote)`` of the cold variants: a local Spark, and the Spark Connect
+    server of ``CDC_SPARK_REMOTE`` when one is configured."""
+    remote = os.environ.get("CDC_SPARK_REMOTE", "")
+    variants = [("c_cl", "cold process, local Spark (JVM start included)", "")]
+    if remote:
+        variants.append(("c_cc", "cold process, Spark Connect server", remote))
+    return variants
+
+
+def run_cold_child(module: str, payload: dict, remote: str) -> tuple[int, dict]:
+    """Run ``python -m <module> --cold-child <payload as JSON>`` with ``CDC_SPARK_REMOTE=remote``;
+    the child prints ``{"rows", "notes"}`` as its last line (see :func:`cold_child_result`)."""
+    import json
+    import subprocess
+
+    env = {**os.environ, "CDC_SPARK_REMOTE": remote}
+    out = subprocess.run(
+        [sys.executable, "-m", module, "--cold-child", json.dumps(payload)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"cold child failed:\n{out.stderr[-3000:]}")
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    return res["rows"], res["notes"]
+
+
+def cold_child_result(rows: int, notes: dict, started: float, imports_done: float) -> int:
+    """Print a cold child's result line (rows, notes + ``imports_s`` and ``process_s``)."""
+    import json
+
+    notes["imports_s"] = round(imports_done - started, 2)
+    notes["process_s"] = round(time.monotonic() - started, 2)
+    print(json.dumps({"rows": rows, "notes": notes}))
+    return 0
+
+
+def print_cold_ratios(
+    results: dict[str, list[Measurement]], a: Measurement, c: Measurement, target: float
+) -> None:
+    """The cold variants' ratios over (a), beside the warm (c)/(a)."""
+    for key, what in (("c_cl", "cold, local Spark"), ("c_cc", "cold, Spark Connect")):
+        if results.get(key):
+            ck = best(results[key])
+            print(
+                f"ratio ({key})/(a) = {ck.rate / a.rate:.2f} ({what}: a fresh process paying every "
+                f"start-up cost; warm (c)/(a) = {c.rate / a.rate:.2f}; target cold >= {target:.2f})"
+            )
+
+
+def bench_main(argv: list[str] | None, parser: argparse.ArgumentParser, run, cold_child) -> int:
+    """Entry point shared by the throughput benchmarks: a cold child, or the benchmark itself."""
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = parser.parse_args(argv)
+    if args.cold_child:
+        return cold_child(args.cold_child)
+    print_machine()
+    try:
+        run(args)
+    finally:
+        stop_spark()
+    return 0

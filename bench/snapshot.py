@@ -21,7 +21,6 @@ target (c/a >= 0.8).
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 import time
@@ -107,21 +106,7 @@ def cold_end_to_end(db: str, lake_dir: str, remote: str) -> tuple[int, dict]:
     """(c_cl / c_cc) ``run_snapshot`` in a **fresh Python process** paying every start-up cost a
     run worker pays: imports, the Spark session (a local JVM, or a session on the Spark Connect
     server ``remote``), then the snapshot end to end."""
-    import json
-    import subprocess
-
-    env = {**os.environ, "CDC_SPARK_REMOTE": remote}
-    out = subprocess.run(
-        [sys.executable, "-m", "bench.snapshot", "--cold-child", json.dumps({"db": db, "lake": lake_dir})],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"cold child failed:\n{out.stderr[-3000:]}")
-    res = json.loads(out.stdout.strip().splitlines()[-1])
-    return res["rows"], res["notes"]
+    return C.run_cold_child("bench.snapshot", {"db": db, "lake": lake_dir}, remote)
 
 
 def _cold_child(arg: str) -> int:
@@ -132,12 +117,9 @@ def _cold_child(arg: str) -> int:
 
     a = json.loads(arg)
     lake = CdcLakeResource(base_uri=a["lake"], spark_remote=os.environ.get("CDC_SPARK_REMOTE") or None)
-    t_imports = time.monotonic() - t0
+    t_imports = time.monotonic()
     rows, notes = end_to_end(C.cdc_settings(), a["db"], lake.get_writer(SERVER), a["lake"])
-    notes["imports_s"] = round(t_imports, 2)
-    notes["process_s"] = round(time.monotonic() - t0, 2)
-    print(json.dumps({"rows": rows, "notes": notes}))
-    return 0
+    return C.cold_child_result(rows, notes, t0, t_imports)
 
 
 def verify_lake(lake_dir: str, db: str, n: int) -> str:
@@ -202,11 +184,7 @@ def run(args: argparse.Namespace) -> dict[str, list[C.Measurement]]:
             print(f"       c {C.phase_summary(writer.phases)}")
             print(f"       c check: {verify_lake(lc, db, n)}")
             if args.cold:
-                remote = os.environ.get("CDC_SPARK_REMOTE", "")
-                variants = [("c_cl", "cold process, local Spark (JVM start included)", "")]
-                if remote:
-                    variants.append(("c_cc", "cold process, Spark Connect server", remote))
-                for key, label, rem in variants:
+                for key, label, rem in C.cold_variants():
                     lk = os.path.join(tmp, f"{key}-{rep}-{attempt}")
                     mk = C.measure(key, label, lambda lk=lk, rem=rem: cold_end_to_end(db, lk, rem))
                     out[key] = mk
@@ -222,13 +200,7 @@ def run(args: argparse.Namespace) -> dict[str, list[C.Measurement]]:
         print(
             f"ratio (b)/(a) = {b.rate / a.rate:.2f}   ratio (c)/(a) = {c.rate / a.rate:.2f} (target >= 0.80)"
         )
-        for key, what in (("c_cl", "cold, local Spark"), ("c_cc", "cold, Spark Connect")):
-            if results.get(key):
-                ck = C.best(results[key])
-                print(
-                    f"ratio ({key})/(a) = {ck.rate / a.rate:.2f} ({what}: a fresh process paying every "
-                    f"start-up cost; warm (c)/(a) = {c.rate / a.rate:.2f}; target cold >= 0.60)"
-                )
+        C.print_cold_ratios(results, a, c, 0.6)
         print(
             f"c breakdown: CPU python driver {c.cpu_self:.1f}s, Spark JVM+workers {c.cpu_children:.1f}s, "
             f"mariadbd {c.cpu_server:.1f}s"
@@ -247,27 +219,12 @@ def run(args: argparse.Namespace) -> dict[str, list[C.Measurement]]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench.snapshot", description=__doc__.split("\n")[0])
     C.add_common_args(p)
-    p.add_argument(
-        "--cold",
-        action="store_true",
-        help="also run (c_cl, c_cc): the end-to-end snapshot in a fresh process (imports, Spark start or "
-        "a Spark Connect session on CDC_SPARK_REMOTE included)",
-    )
-    p.add_argument("--cold-child", default=None, help=argparse.SUPPRESS)
+    C.add_cold_args(p, "the end-to-end snapshot")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    args = build_parser().parse_args(argv)
-    if args.cold_child:
-        return _cold_child(args.cold_child)
-    C.print_machine()
-    try:
-        run(args)
-    finally:
-        C.stop_spark()
-    return 0
+    return C.bench_main(argv, build_parser(), run, _cold_child)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ b/a and c/a are printed side by side with the targets (c/a >= 0.9).
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import shutil
 import sys
@@ -269,24 +268,14 @@ def cold_window(start, end, db: str, server_id: int, lake_dir: str, remote: str)
     """(c_cold) the same window in a **fresh Python process** that pays every start-up cost a
     deployment's run worker pays: imports, the server facts, the Spark session (a local JVM, or
     a session on the Spark Connect server ``remote``), then ``run_window`` end to end."""
-    import json
-    import subprocess
-
-    arg = json.dumps(
-        {"start": start.to_dict(), "end": end.to_dict(), "db": db, "server_id": server_id, "lake": lake_dir}
-    )
-    env = {**os.environ, "CDC_SPARK_REMOTE": remote}
-    out = subprocess.run(
-        [sys.executable, "-m", "bench.streaming", "--cold-child", arg],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"cold child failed:\n{out.stderr[-3000:]}")
-    res = json.loads(out.stdout.strip().splitlines()[-1])
-    return res["rows"], res["notes"]
+    payload = {
+        "start": start.to_dict(),
+        "end": end.to_dict(),
+        "db": db,
+        "server_id": server_id,
+        "lake": lake_dir,
+    }
+    return C.run_cold_child("bench.streaming", payload, remote)
 
 
 def _cold_child(arg: str) -> int:
@@ -306,7 +295,7 @@ def _cold_child(arg: str) -> int:
     finally:
         conn.close()
     lake = CdcLakeResource(base_uri=a["lake"], spark_remote=os.environ.get("CDC_SPARK_REMOTE") or None)
-    t_imports = time.monotonic() - t0
+    t_imports = time.monotonic()
     writer = lake.get_writer(SERVER)
     rows, notes = window(
         settings,
@@ -318,10 +307,7 @@ def _cold_child(arg: str) -> int:
         writer,
         a["lake"],
     )
-    notes["imports_s"] = round(t_imports, 2)
-    notes["process_s"] = round(time.monotonic() - t0, 2)
-    print(json.dumps({"rows": rows, "notes": notes}))
-    return 0
+    return C.cold_child_result(rows, notes, t0, t_imports)
 
 
 def verify_lake(lake_dir: str, db: str, expect: dict[str, int]) -> str:
@@ -451,11 +437,7 @@ def run(args: argparse.Namespace) -> dict[str, list[C.Measurement]]:
             print(f"       c {C.phase_summary(writer.phases)}")
             print(f"       c check: {verify_lake(lc, db, expect)}")
             if args.cold:
-                remote = os.environ.get("CDC_SPARK_REMOTE", "")
-                variants = [("c_cl", "cold process, local Spark (JVM start included)", "")]
-                if remote:
-                    variants.append(("c_cc", "cold process, Spark Connect server", remote))
-                for key, label, rem in variants:
+                for key, label, rem in C.cold_variants():
                     lk = lake_copy(rng["template"], f"{key}-{rep}-{attempt}")
                     mk = C.measure(
                         key,
@@ -511,13 +493,7 @@ def run(args: argparse.Namespace) -> dict[str, list[C.Measurement]]:
         print(
             f"ratio (b)/(a) = {b.rate / a.rate:.2f}   ratio (c)/(a) = {c.rate / a.rate:.2f} (target >= 0.90)"
         )
-        for key, what in (("c_cl", "cold, local Spark"), ("c_cc", "cold, Spark Connect")):
-            if results.get(key):
-                ck = C.best(results[key])
-                print(
-                    f"ratio ({key})/(a) = {ck.rate / a.rate:.2f} ({what}: a fresh process paying every "
-                    f"start-up cost; warm (c)/(a) = {c.rate / a.rate:.2f}; target cold >= 0.80)"
-                )
+        C.print_cold_ratios(results, a, c, 0.8)
         print(
             f"c breakdown: window {c.notes['window_s']}s = sink {c.notes['sink_s']}s "
             f"({c.notes['spark_jobs']} Spark jobs) + source/convert {c.notes['window_s'] - c.notes['sink_s']:.2f}s; "
@@ -553,27 +529,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also run (c0): end-to-end into an empty lake (first write: no state merge)",
     )
-    p.add_argument(
-        "--cold",
-        action="store_true",
-        help="also run (c_cl, c_cc): the end-to-end window in a fresh process (imports, Spark start or "
-        "a Spark Connect session on CDC_SPARK_REMOTE included)",
-    )
-    p.add_argument("--cold-child", default=None, help=argparse.SUPPRESS)
+    C.add_cold_args(p, "the end-to-end window")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    args = build_parser().parse_args(argv)
-    if args.cold_child:
-        return _cold_child(args.cold_child)
-    C.print_machine()
-    try:
-        run(args)
-    finally:
-        C.stop_spark()
-    return 0
+    return C.bench_main(argv, build_parser(), run, _cold_child)
 
 
 if __name__ == "__main__":
