@@ -36,7 +36,7 @@ from dagster_mysql_cdc.dagster_integration.component import (
     env_var_of_template,
     starter_attributes,
 )
-from dagster_mysql_cdc.dagster_integration.translator import BINLOG_METADATA_KEY, TABLE_METADATA_KEY
+from dagster_mysql_cdc.dagster_integration.protocol import BINLOG_METADATA_KEY, TABLE_METADATA_KEY
 from dagster_mysql_cdc.sink.storage import StorageSettings
 
 pytestmark = pytest.mark.integration

@@ -25,7 +25,7 @@ from sensor_harness import SensorDriven, capture_resource, scratch_database
 
 from dagster_mysql_cdc import build_mysql_cdc_sensor, mysql_cdc_assets
 from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
-from dagster_mysql_cdc.dagster_integration.resources import WINDOW_END_TAG, WINDOW_START_TAG
+from dagster_mysql_cdc.dagster_integration.protocol import WINDOW_END_TAG, WINDOW_START_TAG
 from dagster_mysql_cdc.events import BinlogPosition
 from dagster_mysql_cdc.follow import load_follow_window
 from dagster_mysql_cdc.sink.storage import StorageSettings

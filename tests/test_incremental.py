@@ -27,7 +27,7 @@ from lake_utils import live_state_rows, read_delta, source_rows
 from dagster_mysql_cdc import CdcLakeResource, MySqlCdcResource, build_mysql_cdc_sensor, mysql_cdc_assets
 from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
 from dagster_mysql_cdc.dagster_integration.local import TickLog, run_sensor_ticks
-from dagster_mysql_cdc.dagster_integration.resources import MODE_TAG, REQUEST_TAG
+from dagster_mysql_cdc.dagster_integration.protocol import MODE_TAG, REQUEST_TAG
 from dagster_mysql_cdc.events import BinlogPosition
 from dagster_mysql_cdc.incremental import load_plan
 from dagster_mysql_cdc.sink.lake import LakeWriter

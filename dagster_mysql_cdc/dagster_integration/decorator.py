@@ -9,8 +9,8 @@ import dagster as dg
 
 from ..source.schema import TableSchema
 from .checks import binlog_check_specs, table_check_specs
+from .protocol import BINLOG_METADATA_KEY
 from .translator import (
-    BINLOG_METADATA_KEY,
     DagsterMySqlCdcTranslator,
     build_mysql_cdc_asset_specs,
     freshness_policy_for_interval,

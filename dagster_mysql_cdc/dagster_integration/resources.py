@@ -40,7 +40,21 @@ from .checks import (
     retention_check,
     run_table_checks,
 )
-from .translator import BINLOG_METADATA_KEY, TABLE_METADATA_KEY, table_of_spec
+from .protocol import (
+    BINLOG_METADATA_KEY,
+    IDENTITY_TAG,
+    INCREMENTAL_TAG,
+    MODE_TAG,
+    SNAPSHOT_MODE_TAG,
+    TABLE_METADATA_KEY,
+    WINDOW_END_TAG,
+    WINDOW_START_TAG,
+    binlog_asset_key,
+    position_from_metadata,
+    position_from_tag,
+    position_metadata,
+)
+from .translator import table_of_spec
 from .verify import (
     WindowVerification,
     backlog,
@@ -65,14 +79,6 @@ log = logging.getLogger(__name__)
 #: Debezium ``snapshot.mode`` values understood here.
 SNAPSHOT_MODES = ("initial", "initial_only", "no_data", "when_needed", "always", "never")
 
-#: Run tags set by the binlog sensor.
-MODE_TAG = "dagster_mysql_cdc/mode"
-WINDOW_START_TAG = "dagster_mysql_cdc/window_start"
-WINDOW_END_TAG = "dagster_mysql_cdc/window_end"
-SNAPSHOT_MODE_TAG = "dagster_mysql_cdc/snapshot_mode"
-REQUEST_TAG = "dagster_mysql_cdc/request"
-INCREMENTAL_TAG = "dagster_mysql_cdc/incremental"
-IDENTITY_TAG = "dagster_mysql_cdc/server_identity"  # the server the window's positions belong to
 
 DEFAULT_SPARK_CONFIG: dict[str, Any] = {
     "spark.master": "local[2]",
@@ -771,7 +777,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
         if tags.get(MODE_TAG) != "stream" or not tags.get(WINDOW_START_TAG):
             return None
         try:
-            return BinlogPosition.from_dict(json.loads(tags[WINDOW_START_TAG]))
+            return position_from_tag(tags, WINDOW_START_TAG)
         except (ValueError, KeyError, TypeError):
             return None
 
@@ -797,24 +803,13 @@ class MySqlCdcResource(dg.ConfigurableResource):
 
     def _last_committed(self, context: dg.AssetExecutionContext) -> BinlogPosition | None:
         """The newest position the binlog asset reported (window end or snapshot)."""
-        binlog_key = next(
-            (s.key for s in context.assets_def.specs if BINLOG_METADATA_KEY in (s.metadata or {})), None
-        )
+        binlog_key = binlog_asset_key(context.assets_def.specs)
         if binlog_key is None:
             return None
         ev = context.instance.get_latest_materialization_event(binlog_key)
         if ev is None or ev.asset_materialization is None:
             return None
-        md = ev.asset_materialization.metadata
-        for prefix in ("window_end", "snapshot"):
-            if f"{prefix}_file" in md:
-                g = md.get(f"{prefix}_gtid_set")
-                return BinlogPosition(
-                    str(md[f"{prefix}_file"].value),
-                    int(md[f"{prefix}_pos"].value),
-                    (g.value or None) if g else None,
-                )
-        return None
+        return position_from_metadata(ev.asset_materialization.metadata, "window_end", "snapshot")
 
     def refresh_pk_ranges(
         self, instance: dg.DagsterInstance, storage: StorageSettings, tables: Sequence[tuple[str, str]]
@@ -1037,8 +1032,8 @@ class MySqlCdcResource(dg.ConfigurableResource):
 
         tags = context.run.tags
         try:
-            start = BinlogPosition.from_dict(json.loads(tags[WINDOW_START_TAG]))
-            end = BinlogPosition.from_dict(json.loads(tags[WINDOW_END_TAG]))
+            start = position_from_tag(tags, WINDOW_START_TAG)
+            end = position_from_tag(tags, WINDOW_END_TAG)
         except (KeyError, ValueError) as e:
             raise ConfigurationError(
                 f"Streaming run without a valid binlog window in its tags ({e}); stream runs are "
@@ -1328,15 +1323,6 @@ def check_window_server(
             "so nothing was read. The binlog sensor re-plans the window by GTID on its next tick "
             "(see docs/operations.md, 'Failover')."
         )
-
-
-def position_metadata(prefix: str, pos: BinlogPosition) -> dict[str, Any]:
-    """``<prefix>_file``, ``<prefix>_pos``, ``<prefix>_gtid_set`` metadata entries."""
-    return {
-        f"{prefix}_file": pos.file,
-        f"{prefix}_pos": dg.MetadataValue.int(pos.pos),
-        f"{prefix}_gtid_set": pos.gtid_set or "",
-    }
 
 
 def snapshot_metadata(r: SnapshotTableResult) -> dict[str, Any]:

@@ -25,12 +25,11 @@ import dagster as dg
 from ..events import BinlogPosition
 from ..source.connection import binlog_files, connect, server_info
 from .checks import GAPS, RETENTION, SCHEMA, TABLE_CHECKS, gaps_check, retention_check
-from .translator import BINLOG_METADATA_KEY, TABLE_METADATA_KEY, table_of_spec
+from .protocol import BINLOG_METADATA_KEY, TABLE_METADATA_KEY, binlog_asset_key
+from .translator import table_of_spec
 
 log = logging.getLogger(__name__)
 
-#: Run tag saying why a window run selected what it did.
-SELECTION_TAG = "dagster_mysql_cdc/selection"
 #: Replica id offset of the sensor's look-ahead (the run reads with server_id, checks +7, ranges +3).
 LOOKAHEAD_SERVER_ID_OFFSET = 13
 
@@ -172,7 +171,7 @@ def idle_heartbeat(
     """
     if committed is None or not reason.startswith("caught up"):
         return []
-    key = next((s.key for s in assets_def.specs if BINLOG_METADATA_KEY in (s.metadata or {})), None)
+    key = binlog_asset_key(assets_def.specs)
     if key is None:
         return []
     last = instance.get_latest_materialization_event(key)

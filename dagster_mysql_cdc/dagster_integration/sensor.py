@@ -48,18 +48,23 @@ from .cursor import (
     reconcile_cursor,
     window_key,
 )
-from .resources import (
+from .protocol import (
     IDENTITY_TAG,
     INCREMENTAL_TAG,
     MODE_TAG,
     REQUEST_TAG,
+    SELECTION_TAG,
+    SERVER_TAG,
     SNAPSHOT_MODE_TAG,
     WINDOW_END_TAG,
     WINDOW_START_TAG,
-    MySqlCdcResource,
+    binlog_asset_key,
+    position_from_metadata,
+    position_from_tag,
+    position_tag,
 )
-from .selection import SELECTION_TAG, WindowSelection, idle_heartbeat, window_selection
-from .translator import BINLOG_METADATA_KEY
+from .resources import MySqlCdcResource
+from .selection import WindowSelection, idle_heartbeat, window_selection
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +72,9 @@ _FAILED = {dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
 
 
 def _binlog_key(assets_def: dg.AssetsDefinition) -> dg.AssetKey:
-    for spec in assets_def.specs:
-        if BINLOG_METADATA_KEY in (spec.metadata or {}):
-            return spec.key
+    key = binlog_asset_key(assets_def.specs)
+    if key is not None:
+        return key
     raise ValueError(
         f"{assets_def.node_def.name} has no binlog asset; build it with @mysql_cdc_assets "
         "(include_binlog=True)"
@@ -97,16 +102,10 @@ def _reported_end(instance, run_id: str, binlog_key: dg.AssetKey, prefix: str) -
         mat = rec.event_log_entry.asset_materialization
         if mat is None or mat.asset_key != binlog_key:
             continue
-        md = mat.metadata
-        f, p = md.get(f"{prefix}_file"), md.get(f"{prefix}_pos")
-        if f is None or p is None:
-            continue
-        g = md.get(f"{prefix}_gtid_set")
-        return BinlogPosition(str(f.value), int(p.value), (str(g.value) or None) if g is not None else None)
+        pos = position_from_metadata(mat.metadata, prefix)
+        if pos is not None:
+            return pos
     return None
-
-
-SERVER_TAG = "dagster_mysql_cdc/server"
 
 
 def _window_run_starting_at(instance, start: BinlogPosition, server: str) -> InFlight | None:
@@ -124,7 +123,7 @@ def _window_run_starting_at(instance, start: BinlogPosition, server: str) -> InF
         r
         for c in candidates
         for r in instance.get_runs(
-            filters=dg.RunsFilter(tags={WINDOW_START_TAG: json.dumps(c.to_dict()), SERVER_TAG: server}),
+            filters=dg.RunsFilter(tags={WINDOW_START_TAG: position_tag(c), SERVER_TAG: server}),
             limit=50,
         )
     ]
@@ -134,13 +133,11 @@ def _window_run_starting_at(instance, start: BinlogPosition, server: str) -> InF
         key = run.tags.get(REQUEST_TAG, "")
         try:
             attempt = int(key.rsplit(":a", 1)[1])
-            end = BinlogPosition.from_dict(json.loads(run.tags[WINDOW_END_TAG]))
+            end = position_from_tag(run.tags, WINDOW_END_TAG)
         except (IndexError, ValueError, KeyError):
             continue
         if best is None or attempt > best.attempt:
-            best = InFlight(
-                "stream", key, attempt, BinlogPosition.from_dict(json.loads(run.tags[WINDOW_START_TAG])), end
-            )
+            best = InFlight("stream", key, attempt, position_from_tag(run.tags, WINDOW_START_TAG), end)
     return best
 
 
@@ -166,8 +163,8 @@ def _request(
         tags.update(
             {
                 MODE_TAG: "stream",
-                WINDOW_START_TAG: json.dumps(inflight.start.to_dict()),
-                WINDOW_END_TAG: json.dumps(inflight.end.to_dict()),
+                WINDOW_START_TAG: position_tag(inflight.start),
+                WINDOW_END_TAG: position_tag(inflight.end),
             }
         )
         if incremental:

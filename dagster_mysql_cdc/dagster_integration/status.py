@@ -152,7 +152,7 @@ def read_status(
     """
     import dagster as dg
 
-    from .resources import REQUEST_TAG
+    from .protocol import REQUEST_TAG
 
     text = cursor_text if cursor_text is not None else find_sensor_cursor(instance, sensor_name)
     cur = StreamCursor.parse(text, sensor_name)

@@ -15,12 +15,7 @@ from datetime import timedelta
 import dagster as dg
 
 from ..source.schema import TableSchema
-
-#: Spec metadata key holding ``database.table``: how a run maps selected assets back to tables.
-TABLE_METADATA_KEY = "dagster_mysql_cdc/table"
-SERVER_METADATA_KEY = "dagster_mysql_cdc/server"
-#: Spec metadata key marking the binlog-stream asset of a server.
-BINLOG_METADATA_KEY = "dagster_mysql_cdc/binlog"
+from .protocol import BINLOG_METADATA_KEY, SERVER_METADATA_KEY, TABLE_METADATA_KEY
 
 
 @dataclass(frozen=True)

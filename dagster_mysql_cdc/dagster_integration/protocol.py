@@ -1,0 +1,96 @@
+"""The sensor ↔ run protocol: run tags, metadata keys and how binlog positions travel in them.
+
+The binlog sensor requests runs with tags that say what to do (mode, window, snapshot mode, the
+signal/request, the incremental-snapshot state, the server's identity, the selected tables); the
+run reports the position it reached as metadata of the ``binlog`` asset, and the sensor reads that
+position back to advance its cursor. Both sides import the names and the encoding from here
+(dagster-dlt keeps its equivalents in one ``constants.py``), so a key is spelled once.
+
+Positions in **tags** are JSON of :meth:`BinlogPosition.to_dict`; positions in **metadata** are
+three entries ``<prefix>_file``, ``<prefix>_pos``, ``<prefix>_gtid_set`` (prefix ``window_end``
+for stream runs, ``snapshot`` for snapshots), readable in the Dagster UI.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import dagster as dg
+
+if TYPE_CHECKING:  # the translator imports this module at package load: keep it light
+    from ..events import BinlogPosition
+
+# -- run tags set by the binlog sensor ------------------------------------------------------------
+#: ``stream`` | ``snapshot`` | ``checks`` ...: what the run does.
+MODE_TAG = "dagster_mysql_cdc/mode"
+#: JSON position: the window's first event (stream runs).
+WINDOW_START_TAG = "dagster_mysql_cdc/window_start"
+#: JSON position: the window's end (stream runs).
+WINDOW_END_TAG = "dagster_mysql_cdc/window_end"
+#: Debezium ``snapshot.mode`` the run applies.
+SNAPSHOT_MODE_TAG = "dagster_mysql_cdc/snapshot_mode"
+#: The signal or request that caused the run.
+REQUEST_TAG = "dagster_mysql_cdc/request"
+#: JSON incremental-snapshot state carried into the run.
+INCREMENTAL_TAG = "dagster_mysql_cdc/incremental"
+#: JSON identity of the server the window's positions belong to (failover safety).
+IDENTITY_TAG = "dagster_mysql_cdc/server_identity"
+#: ``topic.prefix`` (server name) of the capture.
+SERVER_TAG = "dagster_mysql_cdc/server"
+#: Why a window run selected what it did (the sensor's look-ahead of the tables a window changes).
+SELECTION_TAG = "dagster_mysql_cdc/selection"
+
+# -- metadata keys of asset specs -------------------------------------------------------------------
+#: On a table asset's spec: ``{"database", "table"}`` it captures.
+TABLE_METADATA_KEY = "dagster_mysql_cdc/table"
+#: On every spec of a capture: the server name (``topic.prefix``).
+SERVER_METADATA_KEY = "dagster_mysql_cdc/server"
+#: On the ``binlog`` asset's spec: the server name; marks the asset that carries the offset.
+BINLOG_METADATA_KEY = "dagster_mysql_cdc/binlog"
+
+
+def position_tag(pos: BinlogPosition) -> str:
+    """A position as a run tag value (JSON of :meth:`BinlogPosition.to_dict`)."""
+    return json.dumps(pos.to_dict())
+
+
+def position_from_tag(tags: Mapping[str, str], key: str) -> BinlogPosition:
+    """The position in run tag ``key`` (written by :func:`position_tag`).
+
+    Raises:
+        KeyError: no such tag. ValueError / TypeError: the tag is not a position's JSON.
+    """
+    from ..events import BinlogPosition
+
+    return BinlogPosition.from_dict(json.loads(tags[key]))
+
+
+def position_metadata(prefix: str, pos: BinlogPosition) -> dict[str, Any]:
+    """``<prefix>_file``, ``<prefix>_pos``, ``<prefix>_gtid_set`` metadata entries of ``pos``."""
+    return {
+        f"{prefix}_file": pos.file,
+        f"{prefix}_pos": dg.MetadataValue.int(pos.pos),
+        f"{prefix}_gtid_set": pos.gtid_set or "",
+    }
+
+
+def position_from_metadata(md: Mapping[str, Any], *prefixes: str) -> BinlogPosition | None:
+    """The position written by :func:`position_metadata` under the first of ``prefixes`` present
+    in materialization metadata ``md`` (values are Dagster ``MetadataValue``s), else ``None``."""
+    from ..events import BinlogPosition
+
+    for prefix in prefixes:
+        f, p = md.get(f"{prefix}_file"), md.get(f"{prefix}_pos")
+        if f is None or p is None:
+            continue
+        g = md.get(f"{prefix}_gtid_set")
+        return BinlogPosition(str(f.value), int(p.value), (str(g.value) or None) if g is not None else None)
+    return None
+
+
+def binlog_asset_key(specs: Iterable[dg.AssetSpec]) -> dg.AssetKey | None:
+    """The key of the ``binlog`` asset among ``specs`` (the spec marked with
+    :data:`BINLOG_METADATA_KEY`), or ``None``."""
+    return next((s.key for s in specs if BINLOG_METADATA_KEY in (s.metadata or {})), None)
