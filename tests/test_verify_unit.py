@@ -61,3 +61,31 @@ def test_freshness_policy_allows_a_following_run_to_report_at_its_end():
         slow.warn_window.to_timedelta().total_seconds(),
         slow.fail_window.to_timedelta().total_seconds(),
     ) == (600, 2400)
+
+
+def test_table_freshness_policy_true_derives_from_the_sensor_interval():
+    import dagster as dg
+
+    from dagster_mysql_cdc import freshness_policy_for_interval, mysql_cdc_assets
+    from dagster_mysql_cdc.dagster_integration.protocol import BINLOG_METADATA_KEY
+
+    def policies(**kw):
+        @mysql_cdc_assets(tables=["db.a", "db.b"], server_name="srv", sensor_interval_seconds=5, **kw)
+        def cdc(context: dg.AssetExecutionContext):
+            yield from ()
+
+        return {
+            ("binlog" if BINLOG_METADATA_KEY in (s.metadata or {}) else s.key.path[-1]): s.freshness_policy
+            for s in cdc.specs
+        }
+
+    derived = freshness_policy_for_interval(5)
+    off = policies()
+    assert off["binlog"] == derived and off["a"] is None and off["b"] is None
+    on = policies(table_freshness_policy=True)
+    assert on["a"] == derived and on["b"] == derived and on["binlog"] == derived
+    from datetime import timedelta
+
+    mine = dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=1))
+    given = policies(table_freshness_policy=mine)
+    assert given["a"] == mine and given["binlog"] == derived

@@ -29,7 +29,7 @@ def mysql_cdc_assets(
     sensor_interval_seconds: int = 30,
     stream_follow_seconds: float = 0.0,
     freshness_policy: dg.FreshnessPolicy | None | bool = True,
-    table_freshness_policy: dg.FreshnessPolicy | None = None,
+    table_freshness_policy: dg.FreshnessPolicy | None | bool = None,
     check_automation_condition: dg.AutomationCondition | None = None,
 ) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
     """Decorate a function that materializes captured tables; one asset per table.
@@ -58,26 +58,25 @@ def mysql_cdc_assets(
             ``sensor_interval_seconds`` (:func:`.translator.freshness_policy_for_interval`),
             ``None``/``False`` sets none. The binlog asset materializes every window and, while the
             server is idle, with the sensor's heartbeat: it is the capture's freshness.
-        table_freshness_policy: a freshness policy for every table asset. Off by default: a table
+        table_freshness_policy: a freshness policy for every table asset; ``True`` derives it from
+            ``sensor_interval_seconds`` like the binlog asset's. Off by default (``None``): a table
             materializes only when it changes, so a quiet table would read as stale; set it for
-            tables that change continuously.
+            captures whose tables change continuously. A translator's own policy wins.
         check_automation_condition: automation condition of the table checks, e.g.
             ``dg.AutomationCondition.on_cron("0 3 * * *")`` for nightly full checks (a checks-only
             run re-reads the whole table); needs the automation sensor. See also
             :func:`.verify.build_full_checks_schedule`.
     """
     specs = build_mysql_cdc_asset_specs(tables, server_name=server_name, translator=translator)
-    binlog_policy = (
-        freshness_policy_for_interval(sensor_interval_seconds, stream_follow_seconds)
-        if freshness_policy is True
-        else (freshness_policy or None)
-    )
+    derived = freshness_policy_for_interval(sensor_interval_seconds, stream_follow_seconds)
+    binlog_policy = derived if freshness_policy is True else (freshness_policy or None)
+    table_policy = derived if table_freshness_policy is True else (table_freshness_policy or None)
     specs = [
         s.replace_attributes(freshness_policy=binlog_policy)
         if BINLOG_METADATA_KEY in (s.metadata or {})
         else (
-            s.replace_attributes(freshness_policy=table_freshness_policy)
-            if table_freshness_policy is not None and s.freshness_policy is None
+            s.replace_attributes(freshness_policy=table_policy)
+            if table_policy is not None and s.freshness_policy is None
             else s
         )
         for s in specs
