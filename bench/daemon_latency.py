@@ -43,7 +43,7 @@ from deltalake import DeltaTable
 from ._common import MYSQL_HOST, MYSQL_PORT, ROOT_PASSWORD
 
 ROOT = Path(__file__).resolve().parents[1]
-MODE_TAG = "dagster_mysql_cdc/mode"
+from dagster_mysql_cdc.dagster_integration.protocol import MODE_TAG  # noqa: E402
 
 
 def percentile(values: list[float], p: float) -> float:

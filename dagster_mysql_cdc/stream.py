@@ -1108,22 +1108,11 @@ def _transaction_records(tx: dict, commit: TransactionCommit) -> list[dict]:
 
 def _append_transactions(storage, server_name: str, rows: list[dict], version: int) -> None:
     """Append to ``<server>/_transactions`` (Debezium's transaction topic), idempotent per window."""
-    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+    from .sink.delta import append_rows
 
-    uri = storage.uri(server_name, "_transactions")
-    opts = storage.delta_storage_options()
-    if DeltaTable.is_deltatable(uri, storage_options=opts):
-        done = DeltaTable(uri, storage_options=opts).transaction_version(STREAM_APP_ID)
-        if done is not None and done >= version:
-            return
-    write_deltalake(
-        uri,
-        pa.Table.from_pylist(rows, schema=TRANSACTIONS_SCHEMA),
-        mode="append",
-        storage_options=opts,
-        commit_properties=CommitProperties(
-            app_transactions=[Transaction(app_id=STREAM_APP_ID, version=version)]
-        ),
+    table = pa.Table.from_pylist(rows, schema=TRANSACTIONS_SCHEMA)
+    append_rows(
+        storage, storage.uri(server_name, "_transactions"), table, app_id=STREAM_APP_ID, version=version
     )
 
 

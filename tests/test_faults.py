@@ -51,7 +51,7 @@ from test_streaming import (  # noqa: F401  (make_cdc, scratch_db: fixtures)
 )
 
 from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
-from dagster_mysql_cdc.dagster_integration.resources import (
+from dagster_mysql_cdc.dagster_integration.protocol import (
     MODE_TAG,
     REQUEST_TAG,
     WINDOW_END_TAG,

@@ -42,7 +42,7 @@ from lake_utils import live_state_rows, read_delta, source_rows
 from dagster_mysql_cdc import build_mysql_cdc_sensor
 from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
 from dagster_mysql_cdc.dagster_integration.local import TickLog, run_sensor_ticks
-from dagster_mysql_cdc.dagster_integration.resources import (
+from dagster_mysql_cdc.dagster_integration.protocol import (
     MODE_TAG,
     REQUEST_TAG,
     WINDOW_END_TAG,

@@ -59,6 +59,37 @@ def open_table(storage: StorageSettings, table_uri: str) -> DeltaTable | None:
     return DeltaTable(table_uri, storage_options=opts)
 
 
+def append_rows(
+    storage: StorageSettings, table_uri: str, rows: pa.Table, *, app_id: str, version: int
+) -> bool:
+    """Append ``rows`` to the Delta table at ``table_uri`` (created on first use) in one commit,
+    exactly once per batch identity ``(app_id, version)`` (Delta ``txn`` action, see module docs).
+
+    For small bookkeeping tables written by the driver (schema history, ``_transactions``); data
+    files of captured tables go through :func:`commit_files`.
+
+    Returns:
+        ``True`` if committed, ``False`` if this batch (or a later one of ``app_id``) was already.
+    Raises:
+        deltalake errors: the commit failed (schema mismatch, storage); nothing was appended.
+    """
+    from deltalake import write_deltalake
+
+    dt = open_table(storage, table_uri)
+    if dt is not None:
+        done = dt.transaction_version(app_id)
+        if done is not None and done >= version:
+            return False
+    write_deltalake(
+        table_uri,
+        rows,
+        mode="append",
+        storage_options=storage.delta_storage_options(),
+        commit_properties=CommitProperties(app_transactions=[Transaction(app_id=app_id, version=version)]),
+    )
+    return True
+
+
 def commit_files(
     storage: StorageSettings,
     table_uri: str,

@@ -171,21 +171,7 @@ class SchemaHistory:
         """
         if not records:
             return False
-        from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+        from ..sink.delta import append_rows
 
-        opts = self.storage.delta_storage_options()
-        if DeltaTable.is_deltatable(self.uri, storage_options=opts):
-            done = DeltaTable(self.uri, storage_options=opts).transaction_version(app_id)
-            if done is not None and done >= version:
-                return False
         table = pa.Table.from_pylist([r.to_row() for r in records], schema=HISTORY_SCHEMA)
-        write_deltalake(
-            self.uri,
-            table,
-            mode="append",
-            storage_options=opts,
-            commit_properties=CommitProperties(
-                app_transactions=[Transaction(app_id=app_id, version=version)]
-            ),
-        )
-        return True
+        return append_rows(self.storage, self.uri, table, app_id=app_id, version=version)
