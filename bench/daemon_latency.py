@@ -40,10 +40,11 @@ import dagster as dg
 import pymysql
 from deltalake import DeltaTable
 
+from dagster_mysql_cdc.dagster_integration.protocol import MODE_TAG
+
 from ._common import MYSQL_HOST, MYSQL_PORT, ROOT_PASSWORD
 
 ROOT = Path(__file__).resolve().parents[1]
-from dagster_mysql_cdc.dagster_integration.protocol import MODE_TAG  # noqa: E402
 
 
 def percentile(values: list[float], p: float) -> float:
