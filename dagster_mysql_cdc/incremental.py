@@ -44,6 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pymysql
 
+from .engine.watermark import WATERMARK_STRATEGIES, close_window, open_window
 from .errors import CdcError
 from .events import BinlogPosition
 from .sink.storage import StorageSettings
@@ -53,8 +54,6 @@ from .source.signals import validate_filter
 from .source.types import TableConverter, TypeOptions, quote_identifier, select_expression
 
 log = logging.getLogger(__name__)
-
-WATERMARK_STRATEGIES = ("insert_insert", "insert_delete")
 
 
 # -- key (de)serialisation: raw pymysql key values <-> JSON ------------------------------------
@@ -418,10 +417,7 @@ def plan_chunks(
                 if read_only:
                     low = current_position(conn, info).to_dict()
                 else:
-                    cur.execute(
-                        f"INSERT INTO {sig} (id, type, data) VALUES (%s, 'snapshot-window-open', %s)",
-                        (open_id, chunk_id),
-                    )
+                    open_window(cur, sig, open_id, chunk_id)
                 conds = []
                 params: list[Any] = []
                 if prog.last_key is not None:
@@ -458,14 +454,8 @@ def plan_chunks(
                     )
                 if read_only:
                     high = current_position(conn, info).to_dict()
-                elif strategy == "insert_insert":
-                    cur.execute(
-                        f"INSERT INTO {sig} (id, type, data) VALUES (%s, 'snapshot-window-close', %s)",
-                        (close_id, chunk_id),
-                    )
                 else:
-                    cur.execute(f"DELETE FROM {sig} WHERE id = %s", (open_id,))
-                    close_id = open_id
+                    close_id = close_window(cur, sig, open_id, close_id, chunk_id, strategy)
             batch = conv.to_record_batch(rows)
             path = storage.uri(
                 "_staging", server_name, "incremental", f"{chunk_id}-{uuid.uuid4().hex[:8]}.parquet"

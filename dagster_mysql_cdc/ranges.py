@@ -19,11 +19,12 @@ from typing import Any
 
 import pyarrow as pa
 
+from .engine.watermark import close_window, keys_touched, open_window
 from .errors import ConfigurationError
 from .events import BinlogPosition, ChangeEventBuilder, now_ms
 from .incremental import decode_key, encode_key
 from .sink.storage import StorageSettings
-from .source.binlog import BinlogReader, RowsBatch
+from .source.binlog import BinlogReader
 from .source.connection import ConnectionSettings, ServerInfo, connect, current_position
 from .source.schema import TableSchema
 from .source.types import TableConverter, TypeOptions, quote_identifier, select_expression
@@ -182,51 +183,30 @@ def snapshot_range(
             )
         low = current_position(conn, info)
         with conn.cursor() as cur:
-            cur.execute(
-                f"INSERT INTO {sig} (id, type, data) VALUES (%s, 'snapshot-window-open', %s)",
-                (wid + "-o", wid),
-            )
+            open_window(cur, sig, wid + "-o", wid)
             cur.execute(
                 f"SELECT {', '.join(select_expression(c) for c in schema.columns)} FROM {tbl} {where} ORDER BY {cols_pk}",
                 params,
             )
             rows = list(cur.fetchall())
-            cur.execute(
-                f"INSERT INTO {sig} (id, type, data) VALUES (%s, 'snapshot-window-close', %s)",
-                (wid + "-c", wid),
-            )
+            close_window(cur, sig, wid + "-o", wid + "-c", wid)
         high = current_position(conn, info)
     finally:
         conn.close()
     # keys the binlog touched between the watermarks
     bconv = TableConverter(schema, type_options, "binlog")
-    names = schema.column_names
-    kidx = [names.index(k) for k in pk]
-    touched: set[tuple] = set()
-    hw: tuple[str, int, int, int] | None = None
-    inside = False
-    for item in BinlogReader(
-        settings, replica_server_id, low, high, is_mariadb=info.is_mariadb, deadline_s=600
-    ):
-        if not isinstance(item, RowsBatch):
-            continue
-        if (item.database, item.table) == (sdb, st):
-            for row in item.rows:
-                rid = str((row.get("values") or {}).get("id"))
-                if rid == wid + "-o":
-                    inside = True
-                elif rid == wid + "-c":
-                    inside = False
-                    hw = (item.file, item.pos, item.ts_ms, item.server_id)
-            continue
-        if inside and (item.database, item.table) == (schema.database, schema.table):
-            for row in item.rows:
-                for image in ("values", "before_values", "after_values"):
-                    if image in row:
-                        conv = bconv.convert_row_dict(row[image])
-                        touched.add(tuple(conv[i] for i in kidx))
-    if hw is None:
+    kidx = [schema.column_names.index(k) for k in pk]
+    touched, mark = keys_touched(
+        BinlogReader(settings, replica_server_id, low, high, is_mariadb=info.is_mariadb, deadline_s=600),
+        (schema.database, schema.table),
+        lambda image: tuple(bconv.convert_row_dict(image)[i] for i in kidx),
+        signal=(sdb, st),
+        open_id=wid + "-o",
+        close_id=wid + "-c",
+    )
+    if mark is None:
         raise ConfigurationError(f"high watermark {wid} not found in the binlog between {low} and {high}")
+    hw = (mark.file, mark.pos, mark.ts_ms, mark.server_id)
     builder = ChangeEventBuilder(
         pconv.arrow_schema,
         schema.primary_key,

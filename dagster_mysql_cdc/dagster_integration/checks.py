@@ -192,17 +192,14 @@ def touched_keys(
     conv = TableConverter(schema, type_options, "binlog")
     names = list(conv.names)  # captured columns, as convert_row_dict returns them
     idx = [names.index(k) for k in schema.primary_key] or list(range(len(names)))
-    keys: set[tuple] = set()
-    from ..source.binlog import BinlogReader, RowsBatch  # imported when a check runs (load time stays low)
+    from ..engine.watermark import keys_touched
+    from ..source.binlog import BinlogReader  # imported when a check runs (load time stays low)
 
-    for item in BinlogReader(settings, server_id, start, end, is_mariadb=info.is_mariadb, deadline_s=300):
-        if not isinstance(item, RowsBatch) or (item.database, item.table) != (schema.database, schema.table):
-            continue
-        for row in item.rows:
-            for image in ("values", "before_values", "after_values"):
-                if image in row:
-                    conv_row = conv.convert_row_dict(row[image])
-                    keys.add(tuple(conv_row[i] for i in idx))
+    keys, _ = keys_touched(
+        BinlogReader(settings, server_id, start, end, is_mariadb=info.is_mariadb, deadline_s=300),
+        (schema.database, schema.table),
+        lambda image: tuple(conv.convert_row_dict(image)[i] for i in idx),
+    )
     return keys
 
 

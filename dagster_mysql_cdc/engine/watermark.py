@@ -1,0 +1,124 @@
+"""DBLog watermark windows: write the low/high watermark rows, and find what the binlog changed.
+
+A watermark window (Netflix DBLog, "Watermark-based Chunk Selection"; Debezium's incremental
+snapshot) brackets a chunk ``SELECT``: a *low watermark* row is written to the signal table, the
+chunk is read, a *high watermark* row is written. In the binlog, every row event of the captured
+table between the two watermark events changed a key whose chunk row may be stale: the chunk
+drops those keys and the binlog's version wins. Used by
+
+- incremental snapshots (:mod:`dagster_mysql_cdc.incremental`: the watermark rows; the window's
+  binlog side is applied while streaming, in :mod:`dagster_mysql_cdc.stream`),
+- PK-range re-snapshots (:mod:`dagster_mysql_cdc.ranges`: both sides, right after the SELECT),
+- the asset checks (:mod:`dagster_mysql_cdc.dagster_integration.checks`: the keys changed between
+  two positions, left out of a comparison).
+
+Watermark rows are ``INSERT INTO <signal table> (id, type, data)`` with type
+``snapshot-window-open`` / ``snapshot-window-close`` (Debezium's names) and ``data`` the window id.
+Strategies (Debezium ``incremental.snapshot.watermarking.strategy``): ``insert_insert`` writes both
+rows; ``insert_delete`` closes the window by deleting the open row (the signal table stays empty).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ..source.signals import WATERMARK_TYPES
+
+OPEN_TYPE, CLOSE_TYPE = WATERMARK_TYPES
+#: Debezium ``incremental.snapshot.watermarking.strategy`` values.
+WATERMARK_STRATEGIES = ("insert_insert", "insert_delete")
+
+_INSERT = "INSERT INTO {table} (id, type, data) VALUES (%s, %s, %s)"
+
+
+def open_window(cur: Any, signal_table: str, watermark_id: str, data: str) -> None:
+    """Write the low watermark row ``(watermark_id, 'snapshot-window-open', data)``.
+
+    Args:
+        cur: a pymysql cursor on an autocommit connection (the row must reach the binlog before
+            the chunk ``SELECT``).
+        signal_table: the quoted ``` `db`.`table` ``` of the signal table.
+    """
+    cur.execute(_INSERT.format(table=signal_table), (watermark_id, OPEN_TYPE, data))
+
+
+def close_window(
+    cur: Any, signal_table: str, open_id: str, close_id: str, data: str, strategy: str = "insert_insert"
+) -> str:
+    """Write the high watermark: a ``snapshot-window-close`` row ``close_id`` (``insert_insert``),
+    or delete the open row (``insert_delete``).
+
+    Returns:
+        The id of the row whose binlog event is the high watermark (``close_id``, or ``open_id``
+        for ``insert_delete``: its DELETE event).
+    Raises:
+        ValueError: unknown strategy.
+    """
+    if strategy == "insert_insert":
+        cur.execute(_INSERT.format(table=signal_table), (close_id, CLOSE_TYPE, data))
+        return close_id
+    if strategy == "insert_delete":
+        cur.execute(f"DELETE FROM {signal_table} WHERE id = %s", (open_id,))
+        return open_id
+    raise ValueError(f"watermark strategy {strategy!r} is not one of {WATERMARK_STRATEGIES}")
+
+
+@dataclass
+class WatermarkEvent:
+    """The binlog event of a high watermark: where the window's snapshot rows are placed."""
+
+    file: str
+    pos: int
+    ts_ms: int
+    server_id: int
+
+
+def keys_touched(
+    items: Iterable[Any],
+    table: tuple[str, str],
+    key_of: Callable[[dict], tuple],
+    *,
+    signal: tuple[str, str] | None = None,
+    open_id: str | None = None,
+    close_id: str | None = None,
+) -> tuple[set[tuple], WatermarkEvent | None]:
+    """Keys of ``table``'s rows changed by the binlog ``items`` (a :class:`BinlogReader`'s output).
+
+    Args:
+        items: binlog reader items; only ``RowsBatch`` items count (others are skipped).
+        table: ``(database, table)`` whose keys are collected.
+        key_of: converted key of one row image (a ``values``/``before_values``/``after_values`` dict).
+        signal / open_id / close_id: with a watermark window, only rows between the event of the
+            signal-table row ``open_id`` and that of ``close_id`` count, and the close event is
+            returned; without, every row of ``table`` counts.
+
+    Returns:
+        (keys, the high watermark's event or ``None``).
+    """
+    from ..source.binlog import RowsBatch  # imported when a window is read (load time stays low)
+
+    keys: set[tuple] = set()
+    high: WatermarkEvent | None = None
+    inside = signal is None
+    opened = False
+    for item in items:
+        if not isinstance(item, RowsBatch):
+            continue
+        here = (item.database, item.table)
+        if signal is not None and here == signal:
+            for row in item.rows:
+                rid = str((row.get("values") or row.get("before_values") or {}).get("id"))
+                if rid == open_id and not opened:  # (insert_delete: the open row's INSERT ...)
+                    inside = opened = True
+                elif rid == close_id and opened:  # (... and its DELETE close the window)
+                    inside = False
+                    high = WatermarkEvent(item.file, item.pos, item.ts_ms, item.server_id)
+            continue
+        if inside and here == table:
+            for row in item.rows:
+                for image in ("values", "before_values", "after_values"):
+                    if image in row:
+                        keys.add(key_of(row[image]))
+    return keys, high
