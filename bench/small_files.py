@@ -290,7 +290,8 @@ def check_state(state_uri: str, root, db: str, deleted: set[int]) -> str:
 def run(args: argparse.Namespace) -> dict:
     from deltalake import DeltaTable
 
-    from dagster_mysql_cdc.pipeline import run_snapshot
+    from dagster_mysql_cdc.engine.initial_snapshot import run_snapshot
+    from dagster_mysql_cdc.engine.stream import StreamOptions, run_window
     from dagster_mysql_cdc.sink.lake import LakeWriter
     from dagster_mysql_cdc.sink.storage import StorageSettings
     from dagster_mysql_cdc.source.connection import connect, current_position, server_info
@@ -298,7 +299,6 @@ def run(args: argparse.Namespace) -> dict:
     from dagster_mysql_cdc.source.schema_history import SchemaHistory
     from dagster_mysql_cdc.source.snapshot import SnapshotOptions
     from dagster_mysql_cdc.source.types import TypeOptions
-    from dagster_mysql_cdc.stream import StreamOptions, run_window
 
     n_batches = args.batches if args.batches is not None else (QUICK_BATCHES if args.quick else 1000)
     every = args.sample_every or (max(1, n_batches // 10) if args.quick else 100)

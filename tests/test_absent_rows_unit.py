@@ -5,7 +5,7 @@ source does not have."""
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from dagster_mysql_cdc.absent_rows import LakeLiveRows, state_uri, unsupported_key_reason
+from dagster_mysql_cdc.engine.absent_rows import LakeLiveRows, state_uri, unsupported_key_reason
 from dagster_mysql_cdc.events import BinlogPosition, state_schema
 from dagster_mysql_cdc.sink.storage import StorageSettings
 from dagster_mysql_cdc.source.schema import ColumnSchema, TableSchema

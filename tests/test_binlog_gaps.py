@@ -16,7 +16,7 @@ from lake_utils import live_state_rows, source_rows
 from sensor_harness import SensorDriven, capture_resource, scratch_database
 
 from dagster_mysql_cdc.dagster_integration.checks import GAPS
-from dagster_mysql_cdc.gaps import REPAIR_HEADER
+from dagster_mysql_cdc.engine.gaps import REPAIR_HEADER
 from dagster_mysql_cdc.sink.storage import StorageSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]

@@ -26,8 +26,8 @@ from sensor_harness import SensorDriven, capture_resource, scratch_database
 from dagster_mysql_cdc import build_mysql_cdc_sensor, mysql_cdc_assets
 from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
 from dagster_mysql_cdc.dagster_integration.protocol import WINDOW_END_TAG, WINDOW_START_TAG
+from dagster_mysql_cdc.engine.follow import load_follow_window
 from dagster_mysql_cdc.events import BinlogPosition
-from dagster_mysql_cdc.follow import load_follow_window
 from dagster_mysql_cdc.sink.storage import StorageSettings
 
 
@@ -50,7 +50,7 @@ def test_loading_the_package_does_not_import_the_data_path():
         "import sys\n"
         "from dagster_mysql_cdc import CdcLakeResource, MySqlCdcResource, build_mysql_cdc_sensor, mysql_cdc_assets\n"
         "heavy = ['deltalake', 'pymysqlreplication', 'pyspark.sql.connect', 'pandas', 'pyarrow.dataset',\n"
-        "         'dagster_mysql_cdc.stream', 'dagster_mysql_cdc.pipeline', 'dagster_mysql_cdc.sink.lake']\n"
+        "         'dagster_mysql_cdc.engine.stream', 'dagster_mysql_cdc.engine.initial_snapshot', 'dagster_mysql_cdc.sink.lake']\n"
         "print([m for m in heavy if m in sys.modules])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)

@@ -9,8 +9,8 @@ import pytest
 from lake_utils import live_state_rows
 from sensor_harness import SensorDriven, capture_resource, scratch_database
 
+from dagster_mysql_cdc.engine.stream import StreamOptions
 from dagster_mysql_cdc.errors import ConfigurationError
-from dagster_mysql_cdc.stream import StreamOptions
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -5,8 +5,7 @@ import json
 import pytest
 
 from dagster_mysql_cdc.dagster_integration.status import CaptureStatus
-from dagster_mysql_cdc.errors import ConfigurationError
-from dagster_mysql_cdc.gaps import (
+from dagster_mysql_cdc.engine.gaps import (
     SIGNAL_DATA_LIMIT,
     BinlogGap,
     CascadeTracker,
@@ -15,7 +14,8 @@ from dagster_mysql_cdc.gaps import (
     key_ranges_filter,
     queue_repairs,
 )
-from dagster_mysql_cdc.incremental import IncrementalState, TableProgress
+from dagster_mysql_cdc.engine.incremental import IncrementalState, TableProgress
+from dagster_mysql_cdc.errors import ConfigurationError
 from dagster_mysql_cdc.source.foreign_keys import CascadingForeignKey, cascade_conditions, key_in_condition
 from dagster_mysql_cdc.source.schema import ColumnSchema, TableSchema
 from dagster_mysql_cdc.source.signals import InvalidSignal, parse_signal
@@ -256,9 +256,9 @@ def test_status_line():
 
 
 def test_gap_handling_fail_warn_and_no_signal_table():
+    from dagster_mysql_cdc.engine.gaps import BinlogGapError
+    from dagster_mysql_cdc.engine.stream import IncrementalOptions, StreamOptions, _handle_gaps
     from dagster_mysql_cdc.events import BinlogPosition
-    from dagster_mysql_cdc.gaps import BinlogGapError
-    from dagster_mysql_cdc.stream import IncrementalOptions, StreamOptions, _handle_gaps
 
     schemas = {("d", "t"): _schema("t", ["id"], ["id"])}
     start = BinlogPosition("mysql-bin.000001", 4)

@@ -28,8 +28,8 @@ from dagster_mysql_cdc import CdcLakeResource, MySqlCdcResource, build_mysql_cdc
 from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
 from dagster_mysql_cdc.dagster_integration.local import TickLog, run_sensor_ticks
 from dagster_mysql_cdc.dagster_integration.protocol import MODE_TAG, REQUEST_TAG
+from dagster_mysql_cdc.engine.incremental import load_plan
 from dagster_mysql_cdc.events import BinlogPosition
-from dagster_mysql_cdc.incremental import load_plan
 from dagster_mysql_cdc.sink.lake import LakeWriter
 from dagster_mysql_cdc.sink.storage import StorageSettings
 

@@ -9,10 +9,10 @@ from lake_utils import live_state_rows, source_table
 from sensor_harness import SensorDriven, capture_resource, scratch_database
 
 from dagster_mysql_cdc.dagster_integration.checks import _lake_live_rows
+from dagster_mysql_cdc.engine.stream import STREAM_APP_ID
 from dagster_mysql_cdc.errors import SinkError
 from dagster_mysql_cdc.sink import lake as lake_module
 from dagster_mysql_cdc.sink.lake import _StateApplier
-from dagster_mysql_cdc.stream import STREAM_APP_ID
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 
-from dagster_mysql_cdc.incremental import (
+from dagster_mysql_cdc.engine.incremental import (
     IncrementalSnapshotError,
     IncrementalState,
     TableProgress,

@@ -262,7 +262,7 @@ def run_table_checks(
 
     ``on_checksum_mismatch(schema, differing keys, keys only the lake has)`` is called when the
     checksum fails (keys as compared: Debezium-converted values); its return text goes to the
-    check's ``repair`` metadata (see :mod:`dagster_mysql_cdc.gaps`).
+    check's ``repair`` metadata (see :mod:`dagster_mysql_cdc.engine.gaps`).
     """
     results: list[dg.AssetCheckResult] = []
     if not selected & set(TABLE_CHECKS):

@@ -7,7 +7,7 @@ own ``DynamicPartitionsDefinition``: one partition
 per key range of about ``pk_range_rows`` rows, keys ``r000000, r000001, ...`` in key order. The
 ranges are recomputed after every snapshot of the table (:meth:`MySqlCdcResource.snapshot`).
 Materializing partitions (a backfill) re-snapshots those ranges with the watermark method
-(:mod:`dagster_mysql_cdc.ranges`), safe while the sensor streams; each range's materialization
+(:mod:`dagster_mysql_cdc.engine.ranges`), safe while the sensor streams; each range's materialization
 reports the backfill's progress (ranges done/total, rows, %) on the range asset.
 """
 

@@ -14,10 +14,10 @@ import pymysql
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 
+from ..engine.gaps import GAP_HANDLING_MODES, check_gap_handling, checksum_repair_signal
+from ..engine.incremental import IncrementalState
 from ..errors import ConfigurationError, SourceConnectionError, UnknownTableError
 from ..events import BinlogPosition
-from ..gaps import GAP_HANDLING_MODES, check_gap_handling, checksum_repair_signal
-from ..incremental import IncrementalState
 from ..sink.spark_session import quiet_spark, remote_spark_session, use_this_python_for_local_spark
 from ..sink.storage import StorageSettings
 from ..source.catalog import list_tables, read_table_schemas
@@ -66,9 +66,9 @@ from .verify import (
 )
 
 if TYPE_CHECKING:
-    from ..pipeline import SnapshotTableResult
+    from ..engine.initial_snapshot import SnapshotTableResult
+    from ..engine.stream import IncrementalOptions, StreamOptions
     from ..sink.lake import LakeWriter
-    from ..stream import IncrementalOptions, StreamOptions
 
 # The data path (stream, pipeline, sink: sqlglot, python-mysql-replication, deltalake, pyspark) is
 # imported by the methods that run it, so loading a code location (webserver, daemon, sensor ticks)
@@ -449,7 +449,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
     # -- materialization ------------------------------------------------------------------------
     def stream_options(self) -> StreamOptions:
         """Raises ConfigurationError: a bad gap handling mode, or ``include_query`` with column masks."""
-        from ..stream import StreamOptions
+        from ..engine.stream import StreamOptions
 
         if self.include_query and self.column_policy().has_masks:
             raise ConfigurationError(
@@ -474,7 +474,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
         return f"{dbs[0]}.debezium_signal" if dbs and len(dbs) == 1 else None
 
     def incremental_options(self) -> IncrementalOptions:
-        from ..stream import IncrementalOptions
+        from ..engine.stream import IncrementalOptions
 
         return IncrementalOptions(
             signal_table=self.signal_table(),
@@ -820,7 +820,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
         Returns:
             ``{"db.table": number of ranges}``
         """
-        from ..ranges import compute_ranges, ranges_uri, save_ranges
+        from ..engine.ranges import compute_ranges, ranges_uri, save_ranges
         from .partitions import pk_ranges_partitions_name
 
         out: dict[str, int] = {}
@@ -847,12 +847,12 @@ class MySqlCdcResource(dg.ConfigurableResource):
     def resnapshot_range(
         self, context: dg.AssetExecutionContext, lake: CdcLakeResource, database: str, table: str
     ) -> dg.MaterializeResult:
-        """Re-snapshot the key range of ``context.partition_key`` (see :mod:`dagster_mysql_cdc.ranges`).
+        """Re-snapshot the key range of ``context.partition_key`` (see :mod:`dagster_mysql_cdc.engine.ranges`).
 
         Raises:
             ConfigurationError: unknown partition (snapshot the table first), no signal table.
         """
-        from ..ranges import load_ranges, ranges_uri, snapshot_range
+        from ..engine.ranges import load_ranges, ranges_uri, snapshot_range
 
         storage = lake.storage_settings()
         key = context.partition_key
@@ -961,7 +961,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
         and lock durations, change-log/state URIs and Delta versions, column schema. The schema of
         each table is recorded in the schema history at the snapshot position.
         """
-        from ..pipeline import run_snapshot
+        from ..engine.initial_snapshot import run_snapshot
         from ..source.schema_history import SchemaHistory
 
         keys_by_table, binlog_key = self._selection(context)
@@ -1027,7 +1027,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
         Raises:
             ConfigurationError: the run tags do not name a valid window.
         """
-        from ..pipeline import run_snapshot
+        from ..engine.initial_snapshot import run_snapshot
         from ..source.schema_history import SchemaHistory
 
         tags = context.run.tags
@@ -1198,9 +1198,9 @@ class MySqlCdcResource(dg.ConfigurableResource):
 
     def _read_window(self, settings, info, start, end, writer, history, incremental):
         """One binlog window ``[start, end)`` into the lake with this resource's options
-        (:func:`dagster_mysql_cdc.stream.run_window`); the requested window and every follow-on
+        (:func:`dagster_mysql_cdc.engine.stream.run_window`); the requested window and every follow-on
         window of a run go through it."""
-        from ..stream import run_window
+        from ..engine.stream import run_window
 
         return run_window(
             settings,
@@ -1219,7 +1219,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
         )
 
     def _follow(self, context, result, writer, history, settings, info, storage, selected):
-        """Follow-on windows after the requested one (see :mod:`dagster_mysql_cdc.follow`).
+        """Follow-on windows after the requested one (see :mod:`dagster_mysql_cdc.engine.follow`).
 
         Returns ``(merged result, number of follow-on windows read)``. Saved windows (an earlier
         attempt's) are always read; new ones only within ``stream_follow_seconds``, until the
@@ -1231,9 +1231,9 @@ class MySqlCdcResource(dg.ConfigurableResource):
         """
         import time
 
-        from ..follow import FollowWindow, load_follow_window, save_follow_window
+        from ..engine.follow import FollowWindow, load_follow_window, save_follow_window
+        from ..engine.stream import merge_window_results
         from ..source.connection import binlog_files, current_position
-        from ..stream import merge_window_results
         from .cursor import ServerState, StreamCursor, plan_stream_window
         from .selection import changed_tables
 

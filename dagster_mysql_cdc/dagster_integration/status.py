@@ -176,7 +176,7 @@ def read_status(
             "run_status": runs[0].status.value if runs else "not created yet",
         }
     if cur.incremental:
-        from ..incremental import IncrementalState
+        from ..engine.incremental import IncrementalState
 
         state = IncrementalState.from_dict(cur.incremental)
         if state is not None:

@@ -1,7 +1,9 @@
-"""The capture engine: what runs a snapshot, a binlog window, an incremental snapshot and a
-primary-key range re-snapshot, between the source/sink layers and the Dagster glue.
+"""The capture engine, between the source/sink layers and the Dagster glue: what runs an initial
+snapshot (:mod:`.initial_snapshot`), a binlog window (:mod:`.stream`, with its follow-on windows in
+:mod:`.follow`), an incremental snapshot (:mod:`.incremental`), a primary-key range re-snapshot
+(:mod:`.ranges`), deletes of rows gone from the source (:mod:`.absent_rows`) and the repairs of
+changes the binlog does not carry (:mod:`.gaps`). :mod:`.watermark` is the DBLog watermark window
+they share with the asset checks.
 
-So far it holds :mod:`.watermark` (the DBLog watermark window shared by incremental snapshots,
-PK-range backfills and the asset checks); the other engine modules (``pipeline``, ``stream``,
-``incremental``, ``ranges``) still sit at the package's top level (issue 14).
+Imports go one way: source → events → sink → engine → ``dagster_integration``.
 """

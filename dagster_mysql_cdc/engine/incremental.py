@@ -44,14 +44,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pymysql
 
-from .engine.watermark import WATERMARK_STRATEGIES, close_window, open_window
-from .errors import CdcError
-from .events import BinlogPosition
-from .sink.storage import StorageSettings
-from .source.connection import ConnectionSettings, ServerInfo, connect, current_position
-from .source.schema import TableSchema
-from .source.signals import validate_filter
-from .source.types import TableConverter, TypeOptions, quote_identifier, select_expression
+from ..errors import CdcError
+from ..events import BinlogPosition
+from ..sink.storage import StorageSettings
+from ..source.connection import ConnectionSettings, ServerInfo, connect, current_position
+from ..source.schema import TableSchema
+from ..source.signals import validate_filter
+from ..source.types import TableConverter, TypeOptions, quote_identifier, select_expression
+from .watermark import WATERMARK_STRATEGIES, close_window, open_window
 
 log = logging.getLogger(__name__)
 
@@ -567,7 +567,7 @@ def probe_filter(conn: Any, schema: TableSchema, flt: str) -> None:
         UnsafeFilter: the server rejects the filter.
         pymysql.err.MySQLError: a client/connection error (transient: the run fails and is retried).
     """
-    from .source.signals import UnsafeFilter
+    from ..source.signals import UnsafeFilter
 
     tbl = f"{quote_identifier(schema.database)}.{quote_identifier(schema.table)}"
     try:
@@ -607,7 +607,7 @@ def start_snapshot(
         UnsafeFilter: a filter is not a safe boolean expression, or the server rejects it.
         IncrementalSnapshotError: a table has no primary key.
     """
-    from .source.signals import matches_collection
+    from ..source.signals import matches_collection
 
     msgs: list[str] = []
     new = state.copy() if state is not None else IncrementalState(snapshot_id=signal_id)
@@ -643,7 +643,7 @@ def start_snapshot(
 
 def stop_snapshot(state: IncrementalState | None, tables: Sequence[str]) -> IncrementalState | None:
     """Apply ``stop-snapshot``: all tables (empty list) or the listed names/regexes."""
-    from .source.signals import matches_collection
+    from ..source.signals import matches_collection
 
     if state is None:
         return None

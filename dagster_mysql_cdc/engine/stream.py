@@ -21,8 +21,20 @@ from typing import Any
 
 import pyarrow as pa
 
-from .errors import CdcError, ConfigurationError
-from .events import BinlogPosition, ChangeEventBuilder, now_ms, snapshot_events
+from ..errors import CdcError, ConfigurationError
+from ..events import BinlogPosition, ChangeEventBuilder, now_ms, snapshot_events
+from ..sink.lake import LakeWriter, TableBatch, TableWriteResult
+from ..source.binlog import BinlogReader, DdlStatement, RowsBatch, StatementDml, TransactionCommit
+from ..source.catalog import read_table_schemas
+from ..source.connection import ConnectionSettings, ServerInfo, connect
+from ..source.ddl import SchemaCatalog
+from ..source.filters import TableFilter
+from ..source.foreign_keys import read_cascading_foreign_keys
+from ..source.schema import TableSchema
+from ..source.schema_history import HistoryRecord, SchemaHistory, records_from_outcome
+from ..source.signals import InvalidSignal, Signal, matches_collection, parse_signal
+from ..source.statements import dml_target_tables
+from ..source.types import TableConverter, TypeOptions
 from .gaps import (
     REPAIR_HEADER,
     BinlogGap,
@@ -45,18 +57,6 @@ from .incremental import (
     stop_snapshot,
     with_paused,
 )
-from .sink.lake import LakeWriter, TableBatch, TableWriteResult
-from .source.binlog import BinlogReader, DdlStatement, RowsBatch, StatementDml, TransactionCommit
-from .source.catalog import read_table_schemas
-from .source.connection import ConnectionSettings, ServerInfo, connect
-from .source.ddl import SchemaCatalog
-from .source.filters import TableFilter
-from .source.foreign_keys import read_cascading_foreign_keys
-from .source.schema import TableSchema
-from .source.schema_history import HistoryRecord, SchemaHistory, records_from_outcome
-from .source.signals import InvalidSignal, Signal, matches_collection, parse_signal
-from .source.statements import dml_target_tables
-from .source.types import TableConverter, TypeOptions
 
 log = logging.getLogger(__name__)
 
@@ -1108,7 +1108,7 @@ def _transaction_records(tx: dict, commit: TransactionCommit) -> list[dict]:
 
 def _append_transactions(storage, server_name: str, rows: list[dict], version: int) -> None:
     """Append to ``<server>/_transactions`` (Debezium's transaction topic), idempotent per window."""
-    from .sink.delta import append_rows
+    from ..sink.delta import append_rows
 
     table = pa.Table.from_pylist(rows, schema=TRANSACTIONS_SCHEMA)
     append_rows(

@@ -28,11 +28,11 @@ from typing import Any
 
 from sqlglot import exp
 
-from .errors import CdcError, ConfigurationError
+from ..errors import CdcError, ConfigurationError
+from ..source.foreign_keys import CascadingForeignKey, cascade_conditions, sql_literal
+from ..source.schema import TableSchema
+from ..source.signals import UnsafeFilter, validate_filter
 from .incremental import IncrementalState, TableProgress, encode_key
-from .source.foreign_keys import CascadingForeignKey, cascade_conditions, sql_literal
-from .source.schema import TableSchema
-from .source.signals import UnsafeFilter, validate_filter
 
 #: ``binlog_gap_handling`` values: queue a targeted incremental snapshot, only report, or stop.
 GAP_HANDLING_MODES = ("repair", "warn", "fail")

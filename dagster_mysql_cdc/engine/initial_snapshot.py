@@ -12,13 +12,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from .events import BinlogPosition
-from .sink.lake import LakeWriter, TableWriteResult
-from .source.connection import ConnectionSettings
-from .source.schema import TableSchema
-from .source.schema_history import SchemaHistory, snapshot_records
-from .source.snapshot import ConsistentSnapshot, SnapshotOptions
-from .source.types import TableConverter, TypeOptions
+from ..events import BinlogPosition
+from ..sink.lake import LakeWriter, TableWriteResult
+from ..source.connection import ConnectionSettings
+from ..source.schema import TableSchema
+from ..source.schema_history import SchemaHistory, snapshot_records
+from ..source.snapshot import ConsistentSnapshot, SnapshotOptions
+from ..source.types import TableConverter, TypeOptions
 from .stream import snapshot_history_app_id
 
 log = logging.getLogger(__name__)

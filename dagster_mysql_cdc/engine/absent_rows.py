@@ -38,11 +38,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
-from .events import BinlogPosition, ChangeEventBuilder, now_ms
+from ..events import BinlogPosition, ChangeEventBuilder, now_ms
+from ..sink.storage import StorageSettings
+from ..source.schema import TableSchema
+from ..source.types import TableConverter, TypeOptions, quote_identifier
 from .incremental import decode_key
-from .sink.storage import StorageSettings
-from .source.schema import TableSchema
-from .source.types import TableConverter, TypeOptions, quote_identifier
 
 log = logging.getLogger(__name__)
 

@@ -19,15 +19,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from .engine.watermark import close_window, keys_touched, open_window
-from .errors import ConfigurationError
-from .events import BinlogPosition, ChangeEventBuilder, now_ms
+from ..errors import ConfigurationError
+from ..events import BinlogPosition, ChangeEventBuilder, now_ms
+from ..sink.storage import StorageSettings
+from ..source.binlog import BinlogReader
+from ..source.connection import ConnectionSettings, ServerInfo, connect, current_position
+from ..source.schema import TableSchema
+from ..source.types import TableConverter, TypeOptions, quote_identifier, select_expression
 from .incremental import decode_key, encode_key
-from .sink.storage import StorageSettings
-from .source.binlog import BinlogReader
-from .source.connection import ConnectionSettings, ServerInfo, connect, current_position
-from .source.schema import TableSchema
-from .source.types import TableConverter, TypeOptions, quote_identifier, select_expression
+from .watermark import close_window, keys_touched, open_window
 
 log = logging.getLogger(__name__)
 

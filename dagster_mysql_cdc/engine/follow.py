@@ -23,8 +23,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from .events import BinlogPosition
-from .sink.storage import StorageSettings
+from ..events import BinlogPosition
+from ..sink.storage import StorageSettings
 
 
 @dataclass(frozen=True)
