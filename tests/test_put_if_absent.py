@@ -33,3 +33,11 @@ def test_concurrent_writers_agree_on_one_winner(storage: StorageSettings):
     winners = [i for i, won in results.items() if won]
     assert len(winners) == 1, results
     assert _read(storage, uri) == f"writer-{winners[0]}".encode()
+
+
+def test_first_write_returns_the_winners_body(storage: StorageSettings):
+    uri = storage.uri("_staging", "srv", "put_if_absent", "first_write.json")
+    assert storage.read_bytes(uri) is None
+    assert storage.first_write(uri, b"mine") is None  # this call wrote it
+    assert storage.first_write(uri, b"later") == b"mine"  # a later writer gets the stored body
+    assert storage.read_bytes(uri) == b"mine"

@@ -60,12 +60,8 @@ def load_follow_window(
     storage: StorageSettings, server_name: str, after: BinlogPosition
 ) -> FollowWindow | None:
     """The follow-on window an earlier run (or attempt) planned from ``after``, if any."""
-    fs = storage.pyarrow_filesystem()
-    try:
-        with fs.open_input_stream(storage.fs_path(_uri(storage, server_name, after))) as fh:
-            return FollowWindow.from_json(fh.read().decode())
-    except (FileNotFoundError, OSError):
-        return None
+    data = storage.read_bytes(_uri(storage, server_name, after))
+    return FollowWindow.from_json(data.decode()) if data is not None else None
 
 
 def save_follow_window(storage: StorageSettings, server_name: str, window: FollowWindow) -> FollowWindow:
@@ -75,9 +71,5 @@ def save_follow_window(storage: StorageSettings, server_name: str, window: Follo
     Raises:
         botocore ClientError / OSError: the lake cannot be written.
     """
-    if storage.put_if_absent(_uri(storage, server_name, window.after), window.to_json().encode()):
-        return window
-    existing = load_follow_window(storage, server_name, window.after)
-    if existing is None:
-        raise OSError(f"follow-on window after {window.after} exists but cannot be read back")
-    return existing
+    existing = storage.first_write(_uri(storage, server_name, window.after), window.to_json().encode())
+    return window if existing is None else FollowWindow.from_json(existing.decode())

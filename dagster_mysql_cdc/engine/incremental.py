@@ -252,23 +252,14 @@ def _plan_uri(storage: StorageSettings, server_name: str, start: BinlogPosition)
 
 def load_plan(storage: StorageSettings, server_name: str, start: BinlogPosition) -> ChunkPlan | None:
     """The saved plan of the window starting at ``start``, if an earlier attempt made one."""
-    fs = storage.pyarrow_filesystem()
-    path = storage.fs_path(_plan_uri(storage, server_name, start))
-    try:
-        with fs.open_input_stream(path) as fh:
-            return ChunkPlan.from_json(fh.read().decode())
-    except (FileNotFoundError, OSError):
-        return None
+    data = storage.read_bytes(_plan_uri(storage, server_name, start))
+    return ChunkPlan.from_json(data.decode()) if data is not None else None
 
 
 def save_plan(storage: StorageSettings, server_name: str, plan: ChunkPlan) -> ChunkPlan:
     """Save ``plan`` unless one exists already (then return the existing one: first writer wins)."""
-    if storage.put_if_absent(_plan_uri(storage, server_name, plan.start), plan.to_json().encode()):
-        return plan
-    existing = load_plan(storage, server_name, plan.start)
-    if existing is None:
-        raise OSError(f"chunk plan of the window at {plan.start} exists but cannot be read back")
-    return existing
+    existing = storage.first_write(_plan_uri(storage, server_name, plan.start), plan.to_json().encode())
+    return plan if existing is None else ChunkPlan.from_json(existing.decode())
 
 
 def read_chunk(storage: StorageSettings, chunk: PlannedChunk, path: str | None = None) -> pa.Table:

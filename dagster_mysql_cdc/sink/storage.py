@@ -180,6 +180,29 @@ class StorageSettings:
         finally:
             os.unlink(tmp)
 
+    def read_bytes(self, uri: str) -> bytes | None:
+        """The object at ``uri``, or ``None`` when there is none (or it cannot be read)."""
+        try:
+            with self.pyarrow_filesystem().open_input_stream(self.fs_path(uri)) as fh:
+                return fh.read()
+        except (FileNotFoundError, OSError):
+            return None
+
+    def first_write(self, uri: str, body: bytes) -> bytes | None:
+        """:meth:`put_if_absent`, then the winner's body: ``None`` when this call wrote ``body``,
+        else the bytes an earlier writer stored (chunk plans, follow-on windows: first writer wins).
+
+        Raises:
+            OSError: an object exists at ``uri`` but cannot be read back.
+            botocore ClientError: the lake cannot be written.
+        """
+        if self.put_if_absent(uri, body):
+            return None
+        existing = self.read_bytes(uri)
+        if existing is None:
+            raise OSError(f"{uri} exists but cannot be read back")
+        return existing
+
     def ensure_root(self) -> None:
         """Create the local root directory, or check that the S3 bucket exists.
 
