@@ -55,15 +55,25 @@ class SensorDriven:
     """The tables of ``mysql`` as assets, their binlog sensor and an ephemeral instance; each
     :meth:`ticks` call continues from the cursor the previous one left."""
 
-    def __init__(self, mysql: MySqlCdcResource, lake_base_uri: str, tables=None, **lake_options):
+    def __init__(
+        self,
+        mysql: MySqlCdcResource,
+        lake_base_uri: str,
+        tables=None,
+        assets_options=None,
+        sensor_options=None,
+        **lake_options,
+    ):
         @mysql_cdc_assets(
-            tables=tables if tables is not None else mysql.discover_tables(), server_name=mysql.server_name
+            tables=tables if tables is not None else mysql.discover_tables(),
+            server_name=mysql.server_name,
+            **(assets_options or {}),
         )
         def cdc(context: dg.AssetExecutionContext, mysql: MySqlCdcResource, lake: CdcLakeResource):
             yield from mysql.sync(context=context, lake=lake)
 
         self.cdc = cdc
-        self.sensor = build_mysql_cdc_sensor(cdc)
+        self.sensor = build_mysql_cdc_sensor(cdc, **(sensor_options or {}))
         self.instance = dg.DagsterInstance.ephemeral()
         self.resources = {"mysql": mysql, "lake": CdcLakeResource(base_uri=lake_base_uri, **lake_options)}
         self.cursor: str | None = None

@@ -1,6 +1,7 @@
 """Reconciliation asset checks pass on a faithful lake and fail, with an explanation, when the lake
 is corrupted or the source changes behind the binlog's back."""
 
+import time
 import uuid
 
 import dagster as dg
@@ -139,6 +140,52 @@ def test_retention_check_warns_inside_margin(scratch_db, local_storage):
         assert ret.passed
 
 
+def test_quiet_table_heartbeat_keeps_freshness_and_checks(local_storage):
+    """A table the stream does not change gets runless heartbeats from the sensor (its freshness
+    policy passes) with the check results of its last materialization carried forward, so every
+    check still targets its latest materialization; a changed table is materialized by the run."""
+    from datetime import timedelta
+
+    from sensor_harness import SensorDriven, capture_resource, scratch_database
+
+    policy = dg.FreshnessPolicy.time_window(fail_window=timedelta(minutes=2))
+    with scratch_database("hbt") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"USE {db}")
+            cur.execute(f"CREATE TABLE {db}.busy (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"CREATE TABLE {db}.quiet (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"INSERT INTO {db}.quiet SELECT seq, seq FROM seq_1_to_40")
+        cdc = SensorDriven(
+            capture_resource(db),
+            local_storage.base_uri,
+            assets_options={"table_freshness_policy": policy},
+            sensor_options={"table_heartbeat_seconds": 2},
+        )
+        cdc.ticks()  # initial snapshot (every check of both tables), then caught up
+        quiet = dg.AssetKey([cdc.resources["mysql"].server_name, db, "quiet"])
+        first = cdc.instance.get_latest_materialization_event(quiet)
+        assert first is not None and first.run_id
+        time.sleep(2.2)
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.busy VALUES (1, 1)")
+        log = cdc.ticks()
+        runs = [r for r in log.runs if r.dagster_run.tags.get("dagster_mysql_cdc/mode") == "stream"]
+        assert runs and {tuple(m.asset_key.path[1:]) for m in runs[0].get_asset_materialization_events()} == {
+            (db, "busy"),
+            ("binlog",),
+        }
+        beat = cdc.instance.get_latest_materialization_event(quiet)
+        assert beat is not None and beat.run_id == "" and beat.timestamp > first.timestamp
+        md = beat.asset_materialization.metadata
+        assert md["kind"].value == "heartbeat" and md["dagster/row_count"].value == 40
+        for ck in (k for k in cdc.cdc.check_keys if k.asset_key == quiet):
+            rec = cdc.instance.get_latest_asset_check_evaluation_record(ck)
+            assert rec is not None and rec.evaluation is not None and rec.evaluation.passed, ck.name
+            assert rec.event.timestamp >= beat.timestamp, ck.name  # evaluated for the heartbeat
+            assert "carried_forward" in rec.evaluation.metadata
+        assert len([k for k in cdc.cdc.check_keys if k.asset_key == quiet]) == 3
+
+
 # -- stream runs: only the changed tables, every check evaluated ----------------------------------
 
 
@@ -192,7 +239,7 @@ def test_stream_run_selects_changed_tables_and_evaluates_every_check(local_stora
 
         # caught up and idle: the sensor's heartbeat keeps the binlog asset (and its freshness) current
         from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
-        from dagster_mysql_cdc.dagster_integration.selection import idle_heartbeat
+        from dagster_mysql_cdc.dagster_integration.heartbeat import idle_heartbeat
 
         committed = StreamCursor.parse(cdc.cursor).committed
         beat, *evals = idle_heartbeat(

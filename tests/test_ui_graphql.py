@@ -352,5 +352,7 @@ def test_ui_shows_checks_row_count_and_lag_after_a_stream_run(tmp_path, monkeypa
         assert policy["__typename"] == "TimeWindowFreshnessPolicy"
         # 5 s interval, following runs of up to 300 s (definitions.py)
         assert policy["failWindowSeconds"] == 900 and policy["warnWindowSeconds"] == 420
+        for t in INVENTORY_TABLES:  # every table: the same policy (quiet ones kept by heartbeats)
+            assert asset_state(url, [SERVER, "inventory", t])["internalFreshnessPolicy"] == policy, t
         ranges = asset_state(url, [SERVER, "inventory", "customers_pk_ranges"])
         assert ranges["groupName"] == "inventory_pk_ranges"

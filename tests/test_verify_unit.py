@@ -63,7 +63,7 @@ def test_freshness_policy_allows_a_following_run_to_report_at_its_end():
     ) == (600, 2400)
 
 
-def test_table_freshness_policy_true_derives_from_the_sensor_interval():
+def test_table_freshness_policy_derives_from_the_sensor_interval_by_default():
     import dagster as dg
 
     from dagster_mysql_cdc import freshness_policy_for_interval, mysql_cdc_assets
@@ -80,10 +80,10 @@ def test_table_freshness_policy_true_derives_from_the_sensor_interval():
         }
 
     derived = freshness_policy_for_interval(5)
-    off = policies()
-    assert off["binlog"] == derived and off["a"] is None and off["b"] is None
-    on = policies(table_freshness_policy=True)
+    on = policies()  # default: every table gets the derived policy (kept fresh by heartbeats)
     assert on["a"] == derived and on["b"] == derived and on["binlog"] == derived
+    off = policies(table_freshness_policy=None)
+    assert off["binlog"] == derived and off["a"] is None and off["b"] is None
     from datetime import timedelta
 
     mine = dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=1))

@@ -29,7 +29,7 @@ def mysql_cdc_assets(
     sensor_interval_seconds: int = 30,
     stream_follow_seconds: float = 0.0,
     freshness_policy: dg.FreshnessPolicy | None | bool = True,
-    table_freshness_policy: dg.FreshnessPolicy | None | bool = None,
+    table_freshness_policy: dg.FreshnessPolicy | None | bool = True,
     check_automation_condition: dg.AutomationCondition | None = None,
 ) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
     """Decorate a function that materializes captured tables; one asset per table.
@@ -58,10 +58,12 @@ def mysql_cdc_assets(
             ``sensor_interval_seconds`` (:func:`.translator.freshness_policy_for_interval`),
             ``None``/``False`` sets none. The binlog asset materializes every window and, while the
             server is idle, with the sensor's heartbeat: it is the capture's freshness.
-        table_freshness_policy: a freshness policy for every table asset; ``True`` derives it from
-            ``sensor_interval_seconds`` like the binlog asset's. Off by default (``None``): a table
-            materializes only when it changes, so a quiet table would read as stale; set it for
-            captures whose tables change continuously. A translator's own policy wins.
+        table_freshness_policy: a freshness policy for every table asset; ``True`` (default)
+            derives it from ``sensor_interval_seconds`` like the binlog asset's; ``None``/``False``
+            sets none. A table materializes only when a window changes it, so the sensor reports a
+            runless heartbeat of each quiet table with a policy (every half warn window, its check
+            results carried forward: :func:`.heartbeat.table_heartbeats`). A translator's own
+            policy wins.
         check_automation_condition: automation condition of the table checks, e.g.
             ``dg.AutomationCondition.on_cron("0 3 * * *")`` for nightly full checks (a checks-only
             run re-reads the whole table); needs the automation sensor. See also

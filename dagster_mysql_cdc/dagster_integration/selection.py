@@ -16,7 +16,6 @@ the tables it reads.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,8 +23,8 @@ import dagster as dg
 
 from ..events import BinlogPosition
 from ..source.connection import binlog_files, connect, server_info
-from .checks import GAPS, RETENTION, SCHEMA, TABLE_CHECKS, gaps_check, retention_check
-from .protocol import BINLOG_METADATA_KEY, TABLE_METADATA_KEY, binlog_asset_key
+from .checks import GAPS, RETENTION, SCHEMA, TABLE_CHECKS
+from .protocol import BINLOG_METADATA_KEY, TABLE_METADATA_KEY
 from .translator import table_of_spec
 
 log = logging.getLogger(__name__)
@@ -148,71 +147,3 @@ def window_selection(
         or (ck.asset_key in selected and ck.name in (*TABLE_CHECKS, SCHEMA))
     ]
     return WindowSelection(keys, checks, reason)
-
-
-def idle_heartbeat(
-    instance: dg.DagsterInstance,
-    assets_def: dg.AssetsDefinition,
-    committed: BinlogPosition | None,
-    reason: str,
-    every_seconds: float,
-    mysql=None,
-    retention_margin_files: int = 1,
-) -> list[dg.AssetMaterialization | dg.AssetCheckEvaluation]:
-    """The binlog asset's heartbeat while the server is idle (a runless materialization reported by
-    the sensor), at most once per ``every_seconds``.
-
-    A window run materializes the binlog asset; with nothing new on the server no run is requested,
-    so without a heartbeat its freshness policy would read an idle server as a stalled capture. The
-    heartbeat carries the committed position (``window_end_*``, as a window run reports it) and the
-    tick's reason, followed by results of the binlog asset's checks for it (``changes_in_binlog``:
-    no window was read; ``binlog_retention`` when ``mysql`` is given), so they stay evaluated.
-    Returns ``[]`` when not caught up or the last materialization is recent.
-    """
-    if committed is None or not reason.startswith("caught up"):
-        return []
-    key = binlog_asset_key(assets_def.specs)
-    if key is None:
-        return []
-    last = instance.get_latest_materialization_event(key)
-    if last is not None and time.time() - last.timestamp < every_seconds:
-        return []
-    beat = [
-        dg.AssetMaterialization(
-            asset_key=key,
-            description=f"Heartbeat: {reason}",
-            metadata={
-                "kind": "heartbeat",
-                "window_end_file": committed.file,
-                "window_end_pos": dg.MetadataValue.int(committed.pos),
-                "window_end_gtid_set": committed.gtid_set or "",
-                "behind_head_bytes": dg.MetadataValue.int(0),
-                "lag_seconds": dg.MetadataValue.float(0.0),
-                "sensor": reason,
-            },
-        )
-    ]
-    names = {ck.name for ck in assets_def.check_keys if ck.asset_key == key}
-    results: list[dg.AssetCheckResult] = []
-    if GAPS in names:
-        results.append(gaps_check(key, None, "idle"))
-    if RETENTION in names and mysql is not None:
-        try:
-            results.append(
-                retention_check(key, mysql.connection_settings(), committed, retention_margin_files)
-            )
-        except Exception as e:  # noqa: BLE001 - the heartbeat must not fail the tick
-            log.warning("binlog_retention in the heartbeat failed: %s", e)
-    return [
-        *beat,
-        *(
-            dg.AssetCheckEvaluation(
-                asset_key=key,
-                check_name=r.check_name or "",
-                passed=r.passed,
-                metadata=r.metadata,
-                severity=r.severity,
-            )
-            for r in results
-        ),
-    ]

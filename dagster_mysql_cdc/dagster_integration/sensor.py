@@ -48,6 +48,7 @@ from .cursor import (
     reconcile_cursor,
     window_key,
 )
+from .heartbeat import idle_heartbeat, table_heartbeats
 from .protocol import (
     IDENTITY_TAG,
     INCREMENTAL_TAG,
@@ -64,7 +65,7 @@ from .protocol import (
     position_tag,
 )
 from .resources import MySqlCdcResource
-from .selection import WindowSelection, idle_heartbeat, window_selection
+from .selection import WindowSelection, window_selection
 
 log = logging.getLogger(__name__)
 
@@ -381,6 +382,7 @@ def build_mysql_cdc_sensor(
     run_wait_seconds: float = 15.0,
     executor_def: dg.ExecutorDefinition | None = dg.in_process_executor,
     job_name: str | None = None,
+    table_heartbeat_seconds: float | None = None,
 ) -> dg.SensorDefinition:
     """The binlog sensor for a ``@mysql_cdc_assets`` definition.
 
@@ -400,6 +402,9 @@ def build_mysql_cdc_sensor(
         executor_def: executor of the capture job the sensor launches (default: in-process, one
             process per run); ``None`` targets the assets directly (the Definitions' executor).
         job_name: name of that job (default ``<op name>_capture``).
+        table_heartbeat_seconds: seconds between the runless heartbeats of a quiet table that has
+            a freshness policy (default: half its warn window; see :mod:`.heartbeat`). Each
+            heartbeat is one materialization plus one event per check of the table.
     """
     sensor_name = name or f"{assets_def.node_def.name}_binlog_sensor"
     target: dg.AssetsDefinition | dg.UnresolvedAssetJobDefinition = assets_def
@@ -436,19 +441,29 @@ def build_mysql_cdc_sensor(
         for w in plan.warnings:
             context.log.warning(w)
         new_cursor = plan.cursor.to_json()
-        if requests:
-            return dg.SensorResult(run_requests=requests, cursor=new_cursor)
+        every = max(60, 4 * minimum_interval_seconds)
         reason = plan.skip_reason or "nothing to do"
+        caught_up = plan.cursor.committed if not requests and reason.startswith("caught up") else None
+        beats = table_heartbeats(
+            context.instance,
+            assets_def,
+            caught_up,
+            reason,
+            default_every_seconds=every,
+            every_seconds=table_heartbeat_seconds,
+        )
+        if requests:
+            return dg.SensorResult(run_requests=requests, cursor=new_cursor, asset_events=beats or None)
         context.log.info(f"Skipped: {reason}")  # the tick's log shows it (the tick list, on hover)
         heartbeat = idle_heartbeat(
             context.instance,
             assets_def,
             plan.cursor.committed,
             reason,
-            max(60, 4 * minimum_interval_seconds),
+            every,
             mysql=mysql,
             retention_margin_files=retention_margin_files,
         )
-        return dg.SensorResult(skip_reason=reason, cursor=new_cursor, asset_events=heartbeat)
+        return dg.SensorResult(skip_reason=reason, cursor=new_cursor, asset_events=heartbeat + beats)
 
     return _sensor

@@ -157,7 +157,7 @@ def freshness_policy_for_interval(
     seconds, FAIL after ``max(600, 40 × interval) + run_seconds``: a window run every tick (plus
     its run time) keeps it PASS; a stopped sensor, a failing window or an unreachable server turns
     it WARN, then FAIL. While the server is idle the sensor reports a heartbeat materialization of
-    the binlog asset (see :func:`.selection.idle_heartbeat`), so quiet is not stale.
+    the binlog asset (see :func:`.heartbeat.idle_heartbeat`), so quiet is not stale.
 
     Args:
         sensor_interval_seconds: the sensor's ``minimum_interval_seconds``.

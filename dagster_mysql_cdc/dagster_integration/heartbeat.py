@@ -1,0 +1,243 @@
+"""Runless heartbeat materializations the binlog sensor reports (Debezium's heartbeat, as Dagster
+sees it): the capture's freshness while nothing changes.
+
+Dagster evaluates a freshness policy on an asset's last materialization only
+(``TimeWindowFreshnessPolicyEvaluator``, Dagster 1.13). A window run materializes the binlog asset
+and the tables the window changed; so without a heartbeat an idle server would read as a stalled
+capture on the binlog asset, and a quiet table as stale although every change of it is in the lake.
+
+- :func:`idle_heartbeat`: the binlog asset, while the server is idle (caught up).
+- :func:`table_heartbeats`: every table asset that has a freshness policy and was not materialized
+  for half its warn window, while the capture is current (caught up, or a window run succeeded
+  within that time). Its last check results are carried forward with it: a table the binlog did
+  not change since its last materialization is still what those checks verified (a change to it
+  always materializes it: window runs select every table they change, snapshots and repairs
+  materialize what they read), so its checks stay evaluated instead of reading *Not evaluated*.
+
+Both are runless events (``SensorResult.asset_events``): they never show a table as
+*Materializing* and start no run.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from ..events import BinlogPosition
+from .checks import GAPS, RETENTION, gaps_check, retention_check
+from .protocol import BINLOG_METADATA_KEY, TABLE_METADATA_KEY, binlog_asset_key
+
+log = logging.getLogger(__name__)
+
+#: Metadata of a table's last materialization that a heartbeat repeats (the table did not change).
+CARRIED_METADATA = ("dagster/row_count", "dagster/uri", "dagster/table_name")
+
+
+def idle_heartbeat(
+    instance: dg.DagsterInstance,
+    assets_def: dg.AssetsDefinition,
+    committed: BinlogPosition | None,
+    reason: str,
+    every_seconds: float,
+    mysql=None,
+    retention_margin_files: int = 1,
+) -> list[dg.AssetMaterialization | dg.AssetCheckEvaluation]:
+    """The binlog asset's heartbeat while the server is idle (a runless materialization reported by
+    the sensor), at most once per ``every_seconds``.
+
+    A window run materializes the binlog asset; with nothing new on the server no run is requested,
+    so without a heartbeat its freshness policy would read an idle server as a stalled capture. The
+    heartbeat carries the committed position (``window_end_*``, as a window run reports it) and the
+    tick's reason, followed by results of the binlog asset's checks for it (``changes_in_binlog``:
+    no window was read; ``binlog_retention`` when ``mysql`` is given), so they stay evaluated.
+    Returns ``[]`` when not caught up or the last materialization is recent.
+    """
+    if committed is None or not reason.startswith("caught up"):
+        return []
+    key = binlog_asset_key(assets_def.specs)
+    if key is None:
+        return []
+    last = instance.get_latest_materialization_event(key)
+    if last is not None and time.time() - last.timestamp < every_seconds:
+        return []
+    beat = [
+        dg.AssetMaterialization(
+            asset_key=key,
+            description=f"Heartbeat: {reason}",
+            metadata={
+                "kind": "heartbeat",
+                "window_end_file": committed.file,
+                "window_end_pos": dg.MetadataValue.int(committed.pos),
+                "window_end_gtid_set": committed.gtid_set or "",
+                "behind_head_bytes": dg.MetadataValue.int(0),
+                "lag_seconds": dg.MetadataValue.float(0.0),
+                "sensor": reason,
+            },
+        )
+    ]
+    names = {ck.name for ck in assets_def.check_keys if ck.asset_key == key}
+    results: list[dg.AssetCheckResult] = []
+    if GAPS in names:
+        results.append(gaps_check(key, None, "idle"))
+    if RETENTION in names and mysql is not None:
+        try:
+            results.append(
+                retention_check(key, mysql.connection_settings(), committed, retention_margin_files)
+            )
+        except Exception as e:  # noqa: BLE001 - the heartbeat must not fail the tick
+            log.warning("binlog_retention in the heartbeat failed: %s", e)
+    return [
+        *beat,
+        *(
+            dg.AssetCheckEvaluation(
+                asset_key=key,
+                check_name=r.check_name or "",
+                passed=r.passed,
+                metadata=r.metadata,
+                severity=r.severity,
+            )
+            for r in results
+        ),
+    ]
+
+
+def heartbeat_every(policy: dg.FreshnessPolicy | None, default: float) -> float:
+    """Seconds between heartbeats of an asset with freshness policy ``policy``: half its warn
+    window (else half its fail window) for a time-window policy, ``default`` for any other."""
+    warn = getattr(policy, "warn_window", None)
+    fail = getattr(policy, "fail_window", None)
+    window = warn or fail
+    if window is None:
+        return default
+    return max(1.0, window.to_timedelta().total_seconds() / 2)
+
+
+def _binlog_progress(
+    instance: dg.DagsterInstance, key: dg.AssetKey, caught_up_at: BinlogPosition | None, now: float
+) -> tuple[BinlogPosition, float] | None:
+    """``(position, as-of epoch seconds)`` the capture is known current to: the committed offset now
+    when caught up, else the end of the binlog asset's last materialized window."""
+    if caught_up_at is not None:
+        return caught_up_at, now
+    last = instance.get_latest_materialization_event(key)
+    mat = last.asset_materialization if last is not None else None
+    if mat is None:
+        return None
+    md = mat.metadata
+    try:
+        pos = BinlogPosition(str(md["window_end_file"].value), int(md["window_end_pos"].value))  # type: ignore[arg-type]
+    except (KeyError, TypeError, ValueError):
+        return None
+    return pos, last.timestamp  # type: ignore[union-attr]
+
+
+def _carried_checks(
+    instance: dg.DagsterInstance,
+    assets_def: dg.AssetsDefinition,
+    key: dg.AssetKey,
+    last: dg.EventLogEntry,
+    note: str,
+) -> list[dg.AssetCheckEvaluation]:
+    """The results of ``key``'s checks that were current for its last materialization ``last``,
+    reported again with ``note`` (checks without such a result are left as they are)."""
+    out = []
+    for ck in sorted(assets_def.check_keys, key=lambda c: c.name):
+        if ck.asset_key != key:
+            continue
+        rec = instance.get_latest_asset_check_evaluation_record(ck)
+        ev = rec.evaluation if rec is not None else None
+        if rec is None or ev is None:
+            continue
+        same_run = bool(last.run_id) and rec.run_id == last.run_id  # runless events share run id ''
+        evaluated_at = rec.event.timestamp if rec.event is not None else rec.create_timestamp
+        if not same_run and evaluated_at < last.timestamp:
+            continue  # not evaluated for the last materialization: nothing to carry
+        out.append(
+            dg.AssetCheckEvaluation(
+                asset_key=key,
+                check_name=ck.name,
+                passed=ev.passed,
+                metadata={**ev.metadata, "carried_forward": dg.MetadataValue.text(note)},
+                severity=ev.severity,
+                description=ev.description,
+            )
+        )
+    return out
+
+
+def table_heartbeats(
+    instance: dg.DagsterInstance,
+    assets_def: dg.AssetsDefinition,
+    caught_up_at: BinlogPosition | None,
+    reason: str,
+    *,
+    default_every_seconds: float,
+    every_seconds: float | None = None,
+    now: float | None = None,
+) -> list[dg.AssetMaterialization | dg.AssetCheckEvaluation]:
+    """Heartbeats of the quiet table assets that have a freshness policy (see module docs).
+
+    Args:
+        instance: the Dagster instance (latest materializations and check results are read).
+        assets_def: the multi-asset of :func:`.decorator.mysql_cdc_assets`.
+        caught_up_at: the committed offset when the tick found the capture caught up, else ``None``
+            (the capture is then current to the binlog asset's last window end, if that window
+            succeeded less than a table's heartbeat interval ago).
+        reason: the tick's reason, repeated in each heartbeat's description.
+        default_every_seconds: heartbeat interval of tables whose policy has no time window.
+        every_seconds: one heartbeat interval for every table instead of half its warn window.
+        now: epoch seconds (default: the clock).
+
+    Returns:
+        Per table, one ``AssetMaterialization`` (``kind=heartbeat``, the position the table is
+        current to, its carried row count / URI / table name) followed by its carried check
+        results; ``[]`` when no table is due. A table never materialized gets none (its freshness
+        stays unknown until its snapshot).
+    """
+    now = time.time() if now is None else now
+    binlog_key = binlog_asset_key(assets_def.specs)
+    if binlog_key is None:
+        return []
+    tables = [
+        s
+        for s in assets_def.specs
+        if TABLE_METADATA_KEY in (s.metadata or {})
+        and BINLOG_METADATA_KEY not in (s.metadata or {})
+        and s.freshness_policy is not None
+    ]
+    if not tables:
+        return []
+    progress = _binlog_progress(instance, binlog_key, caught_up_at, now)
+    if progress is None:
+        return []
+    at, as_of = progress
+    latest = instance.get_latest_materialization_events([s.key for s in tables])
+    events: list[dg.AssetMaterialization | dg.AssetCheckEvaluation] = []
+    for spec in tables:
+        every = every_seconds or heartbeat_every(spec.freshness_policy, default_every_seconds)
+        last = latest.get(spec.key)
+        mat = last.asset_materialization if last is not None else None
+        if last is None or mat is None or now - last.timestamp < every or now - as_of >= every:
+            continue
+        since = datetime.fromtimestamp(last.timestamp, UTC).isoformat(timespec="seconds")
+        note = f"no change to this table in the binlog since {since} (run {last.run_id[:8] or 'none'})"
+        md = {k: mat.metadata[k] for k in CARRIED_METADATA if k in mat.metadata}
+        events.append(
+            dg.AssetMaterialization(
+                asset_key=spec.key,
+                description=f"Heartbeat: {note}; the lake is current to {at.file}:{at.pos} ({reason})",
+                metadata={
+                    **md,
+                    "kind": "heartbeat",
+                    "window_end_file": at.file,
+                    "window_end_pos": dg.MetadataValue.int(at.pos),
+                    "current_as_of": dg.MetadataValue.timestamp(as_of),
+                    "unchanged_since": dg.MetadataValue.timestamp(last.timestamp),
+                },
+            )
+        )
+        events += _carried_checks(instance, assets_def, spec.key, last, note)
+    return events

@@ -1,0 +1,132 @@
+"""Table heartbeats (dagster_integration/heartbeat.py) on a real ephemeral Dagster instance: which
+quiet tables get a runless materialization, what it carries, which check results go with it."""
+
+import time
+
+import dagster as dg
+import pytest
+
+from dagster_mysql_cdc import mysql_cdc_assets
+from dagster_mysql_cdc.dagster_integration.heartbeat import heartbeat_every, table_heartbeats
+from dagster_mysql_cdc.dagster_integration.protocol import binlog_asset_key
+from dagster_mysql_cdc.events import BinlogPosition
+
+AT = BinlogPosition("mysql-bin.000004", 1234)
+
+
+def build(**kw) -> dg.AssetsDefinition:
+    @mysql_cdc_assets(tables=["db.a", "db.b"], server_name="srv", sensor_interval_seconds=5, **kw)
+    def cdc(context: dg.AssetExecutionContext):
+        yield from ()
+
+    return cdc
+
+
+def key(table: str) -> dg.AssetKey:
+    return dg.AssetKey(["srv", "db", table])
+
+
+def materialize(instance: dg.DagsterInstance, asset: dg.AssetKey, **metadata) -> None:
+    instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=asset, metadata=metadata))
+
+
+def evaluate(instance: dg.DagsterInstance, asset: dg.AssetKey, name: str, passed: bool) -> None:
+    instance.report_runless_asset_event(
+        dg.AssetCheckEvaluation(asset_key=asset, check_name=name, passed=passed, metadata={"n": 1})
+    )
+
+
+@pytest.fixture
+def instance():
+    with dg.DagsterInstance.ephemeral() as inst:
+        yield inst
+
+
+def test_interval_is_half_the_warn_window():
+    cdc = build()
+    policy = next(s.freshness_policy for s in cdc.specs if s.key == key("a"))
+    assert heartbeat_every(policy, 7) == 60  # warn window max(120, 10 x 5) s
+    assert heartbeat_every(None, 7) == 7
+
+
+def test_quiet_table_gets_a_heartbeat_with_its_checks_carried(instance):
+    cdc = build()
+    materialize(instance, key("a"), **{"dagster/row_count": 3, "dagster/uri": "file:///lake/a/state"})
+    evaluate(instance, key("a"), "row_count_matches_source", True)
+    evaluate(instance, key("a"), "checksum_matches_source", False)
+    later = time.time() + 3600
+    events = table_heartbeats(instance, cdc, AT, "caught up at x", default_every_seconds=60, now=later)
+    mats = [e for e in events if isinstance(e, dg.AssetMaterialization)]
+    assert [m.asset_key for m in mats] == [key("a")]  # b was never materialized: no heartbeat
+    md = mats[0].metadata
+    assert md["kind"].value == "heartbeat" and md["dagster/row_count"] == dg.MetadataValue.int(3)
+    assert md["window_end_pos"] == dg.MetadataValue.int(1234)
+    checks = {e.check_name: e for e in events if isinstance(e, dg.AssetCheckEvaluation)}
+    assert set(checks) == {"row_count_matches_source", "checksum_matches_source"}  # schema: none yet
+    assert checks["row_count_matches_source"].passed
+    assert not checks["checksum_matches_source"].passed  # a failure is carried as a failure
+    assert "no change to this table" in checks["checksum_matches_source"].metadata["carried_forward"].value
+    for e in events:
+        instance.report_runless_asset_event(e)
+    # just beaten: not due again; half the warn window later it is
+    assert (
+        table_heartbeats(instance, cdc, AT, "caught up", default_every_seconds=60, now=time.time() + 1) == []
+    )
+    again = table_heartbeats(instance, cdc, AT, "caught up", default_every_seconds=60, now=time.time() + 61)
+    assert [e.check_name for e in again if isinstance(e, dg.AssetCheckEvaluation)] == [
+        "checksum_matches_source",
+        "row_count_matches_source",
+    ]
+
+
+def test_results_older_than_the_last_materialization_are_not_carried(instance):
+    cdc = build()
+    evaluate(instance, key("a"), "row_count_matches_source", True)
+    time.sleep(0.01)
+    materialize(instance, key("a"))  # a later materialization whose checks did not run
+    events = table_heartbeats(
+        instance, cdc, AT, "caught up", default_every_seconds=60, now=time.time() + 3600
+    )
+    assert [type(e) for e in events] == [dg.AssetMaterialization]
+
+
+def test_busy_capture_beats_only_while_its_last_window_is_recent(instance):
+    cdc = build()
+    materialize(instance, key("a"))
+    binlog = binlog_asset_key(cdc.specs)
+    assert binlog is not None
+    materialize(instance, binlog, window_end_file="mysql-bin.000009", window_end_pos=77)
+    t = time.time()
+    # not caught up (a run is going): current to the binlog asset's last window end
+    beats = table_heartbeats(instance, cdc, None, "run x is STARTED", default_every_seconds=60, now=t + 59)
+    assert beats == []  # a was materialized less than 60 s ago
+    # a is due 120 s later, but the capture's last window is as old: stating it current would lie
+    assert table_heartbeats(instance, cdc, None, "run x", default_every_seconds=60, now=t + 120) == []
+
+
+def test_busy_capture_heartbeat_uses_the_last_window_end(instance):
+    cdc = build()
+    binlog = binlog_asset_key(cdc.specs)
+    assert binlog is not None
+    materialize(instance, key("a"))
+    time.sleep(0.05)
+    materialize(instance, binlog, window_end_file="mysql-bin.000009", window_end_pos=77)
+    # 60 s after a's materialization, the last window 0.05 s older: due and current
+    mats = [
+        e
+        for e in table_heartbeats(
+            instance, cdc, None, "run x", default_every_seconds=60, now=time.time() + 59.99
+        )
+        if isinstance(e, dg.AssetMaterialization)
+    ]
+    assert [m.asset_key for m in mats] == [key("a")]
+    assert mats[0].metadata["window_end_file"] == dg.MetadataValue.text("mysql-bin.000009")
+
+
+def test_no_policy_no_heartbeat(instance):
+    cdc = build(table_freshness_policy=None)
+    materialize(instance, key("a"))
+    assert (
+        table_heartbeats(instance, cdc, AT, "caught up", default_every_seconds=60, now=time.time() + 3600)
+        == []
+    )
