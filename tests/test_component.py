@@ -557,6 +557,14 @@ def test_repo_definitions_py_validates():
     assert "Validation successful" in p.stdout + p.stderr
 
 
+def test_dg_project_in_the_repository_root():
+    """``dg dev`` / ``dg list defs`` in the repository root load definitions.py ([tool.dg])."""
+    listed = json.loads(run([dg_exe(), "list", "defs", "--json"], cwd=ROOT).stdout)
+    keys = {a["asset_key"] for a in listed["assets"]}
+    assert {f"{SERVER}/inventory/{t}" for t in INVENTORY_TABLES} | {f"{SERVER}/binlog"} <= keys
+    assert "dbserver1_cdc_binlog_sensor" in {s["name"] for s in listed["sensors"]}
+
+
 def test_example_component_project_loads():
     p = run([sys.executable, "-m", "dagster", "definitions", "validate"], cwd=EXAMPLE_PROJECT)
     assert "Validation successful for code location inventory_cdc" in p.stdout + p.stderr
