@@ -44,6 +44,23 @@ TOTALS_SCHEMA = pa.schema(
 )
 
 
+def _dep(asset: dg.AssetKey, *columns: str) -> list[dg.TableColumnDep]:
+    return [dg.TableColumnDep(asset_key=asset, column_name=c) for c in columns]
+
+
+#: Which captured columns each result column derives from (the UI's column lineage).
+TOTALS_LINEAGE = dg.TableColumnLineage(
+    deps_by_column={
+        "product_id": _dep(ORDERS, "product_id"),
+        "product_name": _dep(PRODUCTS, "name"),
+        "orders": _dep(ORDERS, "order_number"),
+        "total_quantity": _dep(ORDERS, "quantity"),
+        "total_weight": _dep(ORDERS, "quantity") + _dep(PRODUCTS, "weight"),
+        "last_order_date": _dep(ORDERS, "order_date"),
+    }
+)
+
+
 def live_rows(uri: str, storage_options: dict[str, str], columns: list[str]) -> pa.Table:
     """The live rows of a captured table's ``state`` Delta table (tombstones dropped; a keyless
     table's row repeated ``__count`` times, one per copy in the source)."""
@@ -89,6 +106,11 @@ def order_totals(orders: pa.Table, products: pa.Table) -> pa.Table:
     freshness_policy=dg.FreshnessPolicy.time_window(
         fail_window=dt.timedelta(days=1), warn_window=dt.timedelta(hours=12)
     ),
+    metadata={
+        "dagster/column_schema": dg.TableSchema(
+            columns=[dg.TableColumn(f.name, str(f.type)) for f in TOTALS_SCHEMA]
+        ),
+    },
     description=(
         "Orders, units and shipped weight per product, from the live rows of the captured "
         "`inventory.orders` and `inventory.products` state tables; recomputed whenever either changes."
@@ -112,6 +134,8 @@ def inventory_order_totals(context: dg.AssetExecutionContext, lake: CdcLakeResou
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": dg.MetadataValue.int(totals.num_rows),
+            "dagster/column_lineage": TOTALS_LINEAGE,
+            "dagster/uri": dg.MetadataValue.path(uri),
             "live_orders": dg.MetadataValue.int(orders.num_rows),
             "total_quantity": dg.MetadataValue.int(int(pc.sum(totals["total_quantity"]).as_py() or 0)),
             "uri": dg.MetadataValue.path(uri),
