@@ -265,6 +265,78 @@ class BinlogReader:
     def __iter__(self) -> Iterator[RowsBatch | DdlStatement | StatementDml | TransactionCommit]:
         if self._reached_end(self.start):
             return
+        stream = self._open_stream()
+        deadline = time.monotonic() + self.deadline_s if self.deadline_s else None
+        st = _WindowState(file=self.start.file, gtid_set=self.start.gtid_set)
+        try:
+            for ev in stream:
+                self.events_read += 1
+                if deadline is not None and time.monotonic() > deadline:
+                    raise BinlogReadTimeout(
+                        f"Binlog window {self.start} → {self.end} not finished within "
+                        f"{self.deadline_s:.0f}s (at {self.position}); the window is retried."
+                    )
+                if isinstance(ev, RotateEvent):
+                    if self._rotate(ev, st):
+                        break
+                    continue
+                end_pos = ev.packet.log_pos
+                start_pos = end_pos - ev.packet.event_size
+                ts_ms = int(ev.timestamp) * 1000
+                if isinstance(ev, _BETWEEN_TRANSACTIONS):
+                    if self._between_transactions(end_pos, st):
+                        break
+                    continue
+                if isinstance(ev, (GtidEvent, MariadbGtidEvent)):
+                    st.tx_gtid = ev.gtid
+                    st.query = None
+                    continue
+                if isinstance(ev, (MariadbAnnotateRowsEvent,)):
+                    q = ev.sql_statement
+                    st.query = q.decode("utf-8", "replace") if isinstance(q, bytes) else q
+                    continue
+                if isinstance(ev, RowsQueryLogEvent):
+                    st.query = ev.query
+                    continue
+                if TransactionPayloadEvent is not None and isinstance(ev, TransactionPayloadEvent):
+                    raise CompressedTransactionError(
+                        f"Compressed transaction payload at {st.file}:{start_pos}: python-mysql-replication "
+                        "cannot decode it. SET GLOBAL binlog_transaction_compression = OFF and "
+                        "re-snapshot the affected tables."
+                    )
+                if isinstance(ev, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
+                    yield self._rows_batch(ev, st, start_pos, ts_ms)
+                    continue
+                if isinstance(ev, XidEvent):
+                    yield self._commit(st, end_pos, ts_ms)
+                    if self._stop_at_boundary(st):
+                        break
+                    continue
+                if isinstance(ev, QueryEvent):
+                    item = self._query_item(ev, st, start_pos, end_pos, ts_ms)
+                    if item is None:
+                        continue  # BEGIN / XA START
+                    yield item
+                    if not isinstance(item, StatementDml) and self._stop_at_boundary(st):
+                        break
+        except pymysql.err.MySQLError as e:
+            raise_for_missing_privilege(
+                e, self.settings.user, "reading the binlog (REPLICATION SLAVE, REPLICATION CLIENT)"
+            )
+            raise
+        finally:
+            stream.close()
+        if not st.done and self.end is not None and not self._reached_end(self.position):
+            raise BinlogEndedEarly(
+                f"The binlog ended at {self.position} before the window end {self.end}: the "
+                "position is not (or no longer) on the server."
+            )
+
+    # -- steps of __iter__ -----------------------------------------------------------------------
+
+    def _open_stream(self) -> BinLogStreamReader:
+        """The library's stream from ``start``: file/pos mode, non-blocking (ends at the server's end
+        of log), only the events the window needs (see the module docstring's guarantees)."""
         only = [
             WriteRowsEvent,
             UpdateRowsEvent,
@@ -280,7 +352,7 @@ class BinlogReader:
         ]
         if TransactionPayloadEvent is not None:
             only.append(TransactionPayloadEvent)
-        stream = BinLogStreamReader(
+        return BinLogStreamReader(
             connection_settings=self.settings.replication_settings(),
             server_id=self.server_id,
             log_file=self.start.file,
@@ -292,148 +364,116 @@ class BinlogReader:
             enable_logging=False,
             **({"pymysql_wrapper": _AnnotatingConnection} if self.annotate_rows and self.is_mariadb else {}),
         )
-        deadline = time.monotonic() + self.deadline_s if self.deadline_s else None
-        gtid_set = self.start.gtid_set
-        file = self.start.file
-        tx_gtid: str | None = None
-        thread: int | None = None
-        query: str | None = None
-        done = False
-        try:
-            for ev in stream:
-                self.events_read += 1
-                if deadline is not None and time.monotonic() > deadline:
-                    raise BinlogReadTimeout(
-                        f"Binlog window {self.start} → {self.end} not finished within "
-                        f"{self.deadline_s:.0f}s (at {self.position}); the window is retried."
-                    )
-                if isinstance(ev, RotateEvent):
-                    if ev.next_binlog != file:
-                        # The start of a binlog file is a transaction boundary.
-                        file = ev.next_binlog
-                        self.position = BinlogPosition(file, int(ev.position), gtid_set)
-                        if self._reached_end(self.position):
-                            done = True
-                            break
-                    continue
-                end_pos = ev.packet.log_pos
-                start_pos = end_pos - ev.packet.event_size
-                ts_ms = int(ev.timestamp) * 1000
-                if isinstance(ev, _BETWEEN_TRANSACTIONS):
-                    # artificial events (log_pos 0, e.g. the format description sent when the dump
-                    # starts mid-file) and positions behind us never move the position
-                    if end_pos > 0 and tx_gtid is None and thread is None:
-                        here = BinlogPosition(file, end_pos, gtid_set)
-                        if here.sort_key() > self.position.sort_key():
-                            self.position = here
-                            if self._reached_end(here):
-                                done = True
-                                break
-                    continue
-                if isinstance(ev, (GtidEvent, MariadbGtidEvent)):
-                    tx_gtid = ev.gtid
-                    query = None
-                    continue
-                if isinstance(ev, (MariadbAnnotateRowsEvent,)):
-                    q = ev.sql_statement
-                    query = q.decode("utf-8", "replace") if isinstance(q, bytes) else q
-                    continue
-                if isinstance(ev, RowsQueryLogEvent):
-                    query = ev.query
-                    continue
-                if TransactionPayloadEvent is not None and isinstance(ev, TransactionPayloadEvent):
-                    raise CompressedTransactionError(
-                        f"Compressed transaction payload at {file}:{start_pos}: python-mysql-replication "
-                        "cannot decode it. SET GLOBAL binlog_transaction_compression = OFF and "
-                        "re-snapshot the affected tables."
-                    )
-                if isinstance(ev, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
-                    op = (
-                        "c"
-                        if isinstance(ev, WriteRowsEvent)
-                        else "u"
-                        if isinstance(ev, UpdateRowsEvent)
-                        else "d"
-                    )
-                    decode = True
-                    if self.rows_filter is not None:
-                        key = (ev.schema, ev.table)
-                        cached = self._decode.get(key)
-                        if cached is None:
-                            cached = self._decode[key] = bool(self.rows_filter(*key))
-                        decode = cached
-                    if not decode:
-                        self.rows_skipped += 1
-                    yield RowsBatch(
-                        database=ev.schema,
-                        table=ev.table,
-                        op=op,
-                        rows=ev.rows if decode else [],
-                        file=file,
-                        pos=start_pos,
-                        ts_ms=ts_ms,
-                        server_id=ev.packet.server_id,
-                        gtid=tx_gtid,
-                        thread=thread,
-                        query=query,
-                        column_names=[c.name for c in ev.columns] if decode else [],
-                    )
-                    continue
-                if isinstance(ev, XidEvent):
-                    gtid_set = advance_gtid_set(gtid_set, tx_gtid, self.is_mariadb)
-                    self.position = BinlogPosition(file, end_pos, gtid_set)
-                    yield TransactionCommit(self.position, tx_gtid, ts_ms)
-                    tx_gtid, thread, query = None, None, None
-                    if self._reached_end(self.position):
-                        done = True
-                        break
-                    continue
-                if isinstance(ev, QueryEvent):
-                    sql = ev.query.strip()
-                    upper = sql[:6].upper()
-                    if upper == "BEGIN" or sql.upper().startswith("XA START"):
-                        thread = ev.slave_proxy_id
-                        continue
-                    if upper == "COMMIT" or upper.startswith("XA "):
-                        gtid_set = advance_gtid_set(gtid_set, tx_gtid, self.is_mariadb)
-                        self.position = BinlogPosition(file, end_pos, gtid_set)
-                        yield TransactionCommit(self.position, tx_gtid, ts_ms)
-                        tx_gtid, thread, query = None, None, None
-                        if self._reached_end(self.position):
-                            done = True
-                            break
-                        continue
-                    schema = ev.schema.decode() if isinstance(ev.schema, bytes) else ev.schema
-                    statement: dict[str, Any] = {
-                        "sql": sql,
-                        "database": schema or None,
-                        "file": file,
-                        "pos": start_pos,
-                        "ts_ms": ts_ms,
-                        "server_id": ev.packet.server_id,
-                        "gtid": tx_gtid,
-                        "thread": ev.slave_proxy_id,
-                    }
-                    if is_dml(sql):
-                        # statement-based DML inside a transaction: not a boundary (its XID/COMMIT is)
-                        yield StatementDml(**statement)
-                        continue
-                    gtid_set = advance_gtid_set(gtid_set, tx_gtid, self.is_mariadb)
-                    self.position = BinlogPosition(file, end_pos, gtid_set)
-                    yield DdlStatement(**statement, end=self.position)
-                    tx_gtid, thread, query = None, None, None
-                    if self._reached_end(self.position):
-                        done = True
-                        break
-        except pymysql.err.MySQLError as e:
-            raise_for_missing_privilege(
-                e, self.settings.user, "reading the binlog (REPLICATION SLAVE, REPLICATION CLIENT)"
-            )
-            raise
-        finally:
-            stream.close()
-        if not done and self.end is not None and not self._reached_end(self.position):
-            raise BinlogEndedEarly(
-                f"The binlog ended at {self.position} before the window end {self.end}: the "
-                "position is not (or no longer) on the server."
-            )
+
+    def _stop_at_boundary(self, st: _WindowState) -> bool:
+        """After a boundary: whether :attr:`position` reached ``end`` (then the window is done)."""
+        if self._reached_end(self.position):
+            st.done = True
+        return st.done
+
+    def _rotate(self, ev: RotateEvent, st: _WindowState) -> bool:
+        """A rotation to a new file moves the position to its start (a transaction boundary);
+        returns whether that reached ``end``."""
+        if ev.next_binlog != st.file:
+            # The start of a binlog file is a transaction boundary.
+            st.file = ev.next_binlog
+            self.position = BinlogPosition(st.file, int(ev.position), st.gtid_set)
+            return self._stop_at_boundary(st)
+        return False
+
+    def _between_transactions(self, end_pos: int, st: _WindowState) -> bool:
+        """A data-less event between transactions: its end is a boundary; returns whether that
+        reached ``end``."""
+        # artificial events (log_pos 0, e.g. the format description sent when the dump
+        # starts mid-file) and positions behind us never move the position
+        if end_pos > 0 and st.tx_gtid is None and st.thread is None:
+            here = BinlogPosition(st.file, end_pos, st.gtid_set)
+            if here.sort_key() > self.position.sort_key():
+                self.position = here
+                return self._stop_at_boundary(st)
+        return False
+
+    def _rows_batch(self, ev: Any, st: _WindowState, start_pos: int, ts_ms: int) -> RowsBatch:
+        """The rows event as a :class:`RowsBatch` (rows not decoded when ``rows_filter`` rejects the
+        table)."""
+        op = "c" if isinstance(ev, WriteRowsEvent) else "u" if isinstance(ev, UpdateRowsEvent) else "d"
+        decode = True
+        if self.rows_filter is not None:
+            key = (ev.schema, ev.table)
+            cached = self._decode.get(key)
+            if cached is None:
+                cached = self._decode[key] = bool(self.rows_filter(*key))
+            decode = cached
+        if not decode:
+            self.rows_skipped += 1
+        return RowsBatch(
+            database=ev.schema,
+            table=ev.table,
+            op=op,
+            rows=ev.rows if decode else [],
+            file=st.file,
+            pos=start_pos,
+            ts_ms=ts_ms,
+            server_id=ev.packet.server_id,
+            gtid=st.tx_gtid,
+            thread=st.thread,
+            query=st.query,
+            column_names=[c.name for c in ev.columns] if decode else [],
+        )
+
+    def _commit(self, st: _WindowState, end_pos: int, ts_ms: int) -> TransactionCommit:
+        """XID / COMMIT / XA end: the GTID set advances, the position moves to the boundary and the
+        transaction's state is cleared."""
+        tx_gtid = st.tx_gtid
+        self._end_transaction(st, end_pos)
+        return TransactionCommit(self.position, tx_gtid, ts_ms)
+
+    def _end_transaction(self, st: _WindowState, end_pos: int) -> None:
+        """A boundary at ``end_pos`` ends the open transaction (its GTID joins the set)."""
+        st.gtid_set = advance_gtid_set(st.gtid_set, st.tx_gtid, self.is_mariadb)
+        self.position = BinlogPosition(st.file, end_pos, st.gtid_set)
+        st.tx_gtid, st.thread, st.query = None, None, None
+
+    def _query_item(
+        self, ev: QueryEvent, st: _WindowState, start_pos: int, end_pos: int, ts_ms: int
+    ) -> TransactionCommit | StatementDml | DdlStatement | None:
+        """A QUERY event: ``None`` for BEGIN / XA START (the transaction's thread is noted), a
+        commit for COMMIT / XA END..., :class:`StatementDml` for statement-based DML (not a
+        boundary), else a :class:`DdlStatement` (a boundary)."""
+        sql = ev.query.strip()
+        upper = sql[:6].upper()
+        if upper == "BEGIN" or sql.upper().startswith("XA START"):
+            st.thread = ev.slave_proxy_id
+            return None
+        if upper == "COMMIT" or upper.startswith("XA "):
+            return self._commit(st, end_pos, ts_ms)
+        schema = ev.schema.decode() if isinstance(ev.schema, bytes) else ev.schema
+        statement: dict[str, Any] = {
+            "sql": sql,
+            "database": schema or None,
+            "file": st.file,
+            "pos": start_pos,
+            "ts_ms": ts_ms,
+            "server_id": ev.packet.server_id,
+            "gtid": st.tx_gtid,
+            "thread": ev.slave_proxy_id,
+        }
+        if is_dml(sql):
+            # statement-based DML inside a transaction: not a boundary (its XID/COMMIT is)
+            return StatementDml(**statement)
+        self._end_transaction(st, end_pos)
+        return DdlStatement(**statement, end=self.position)
+
+
+@dataclass
+class _WindowState:
+    """Where :meth:`BinlogReader.__iter__` is: the current file, the GTID set after the last
+    boundary, the open transaction's GTID, thread id and row-change statement, and whether the
+    window reached its end."""
+
+    file: str
+    gtid_set: str | None
+    tx_gtid: str | None = None
+    thread: int | None = None
+    query: str | None = None
+    done: bool = False

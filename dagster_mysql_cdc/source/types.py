@@ -691,309 +691,401 @@ Core = Callable[[Any], Any] | None
 
 
 def _build(column: ColumnSchema, options: TypeOptions, source: str, table: str | None) -> tuple[Core, Any]:
+    """``(core, none_value)`` of a column: the type family's builder below for its canonical type.
+
+    Raises:
+        ValueError: ``source`` is not ``"pymysql"`` or ``"binlog"``.
+        UnsupportedTypeError: the column's data type is not supported.
+    """
     if source not in _SOURCES:
         raise ValueError(f"source must be one of {_SOURCES}, got {source!r}")
     t = _check_supported(column, table)
     binlog = source == "binlog"
-    nullable = column.nullable
-
-    # ---- integers ---------------------------------------------------------------------
     if t in _INT_TYPES:
-        if t == "bigint" and column.unsigned:
-            if options.bigint_unsigned_handling_mode == "precise":
-                return (lambda v: decimal.Decimal(int(v))), None
+        return _integer_core(column, t, options)
+    if t in ("float", "double"):
+        return _floating_core(column, t)
+    if t == "decimal":
+        return _decimal_core(column, options)
+    if t in _TEXT_TYPES:
+        return _text_core(column)
+    if t in _BINARY_TYPES:
+        return _binary_core(column, t, options)
+    if t == "bit":
+        return _bit_core(column)
+    if t == "json":
+        return _json_core(column, binlog)
+    if t == "enum":
+        return _enum_core(column)
+    if t == "set":
+        return _set_core(column)
+    if t == "year":
+        return _year_core(binlog)
+    if t in ("date", "datetime", "timestamp", "time"):
+        return _temporal_core(column, t, options, binlog)
+    if t in _GEOMETRY_TYPES:
+        return _geometry_core(column)
+    raise UnsupportedTypeError(column, table)  # pragma: no cover
 
-            def wrap(v: Any) -> int:
-                v = int(v)
-                return v - _INT64_WRAP if v > _INT64_MAX else v
 
-            return wrap, None
+# ---- integers -------------------------------------------------------------------------------
 
-        def to_int(v: Any) -> int:
-            return v if v.__class__ is int else int(v)
 
-        return to_int, None
+def _integer_core(column: ColumnSchema, t: str, options: TypeOptions) -> tuple[Core, Any]:
+    """TINYINT..BIGINT: Python int; BIGINT UNSIGNED per ``bigint_unsigned_handling_mode`` (``long``:
+    the two's-complement wrap of Java's long, ``precise``: Decimal)."""
+    if t == "bigint" and column.unsigned:
+        if options.bigint_unsigned_handling_mode == "precise":
+            return (lambda v: decimal.Decimal(int(v))), None
 
-    # ---- floating point -----------------------------------------------------------------
+        def wrap(v: Any) -> int:
+            v = int(v)
+            return v - _INT64_WRAP if v > _INT64_MAX else v
+
+        return wrap, None
+
+    def to_int(v: Any) -> int:
+        return v if v.__class__ is int else int(v)
+
+    return to_int, None
+
+
+# ---- floating point -------------------------------------------------------------------------
+
+
+def _floating_core(column: ColumnSchema, t: str) -> tuple[Core, Any]:
+    """FLOAT: rounded to float32 (Debezium FLOAT32); FLOAT(M,D) and DOUBLE: float (FLOAT64)."""
     if t == "float" and column.scale is None:
         return (lambda v: _to_float32(float(v))), None
     if t == "float":  # FLOAT(M,D): FLOAT64 in Debezium
         return (lambda v: v if v.__class__ is float else float(v)), None
-    if t == "double":
-        return (lambda v: v if v.__class__ is float else float(v)), None
+    return (lambda v: v if v.__class__ is float else float(v)), None
 
-    # ---- decimal ------------------------------------------------------------------------
-    if t == "decimal":
-        p, s = _decimal_ps(column)
-        quantum = decimal.Decimal(1).scaleb(-s)
-        mode = options.decimal_handling_mode
 
-        def to_dec(v: Any) -> decimal.Decimal:
-            if not isinstance(v, decimal.Decimal):
-                if isinstance(v, float):
-                    v = decimal.Decimal(repr(v))
-                else:
-                    v = decimal.Decimal(v if isinstance(v, (int, str)) else str(v))
-            return v.quantize(quantum, context=_DEC_CTX)
+# ---- decimal --------------------------------------------------------------------------------
 
-        if mode == "double":
-            return (lambda v: float(v)), None
-        if mode == "string" or p > MAX_DECIMAL128_PRECISION:
-            return (lambda v: _plain(to_dec(v))), None
-        return to_dec, None
 
-    # ---- strings ------------------------------------------------------------------------
-    if t in _TEXT_TYPES:
-        codec = _codec_for(column)
+def _decimal_core(column: ColumnSchema, options: TypeOptions) -> tuple[Core, Any]:
+    """DECIMAL per ``decimal_handling_mode``: Decimal quantized half-even to the scale, float, or
+    the plain string (also for precisions above :data:`MAX_DECIMAL128_PRECISION`)."""
+    p, s = _decimal_ps(column)
+    quantum = decimal.Decimal(1).scaleb(-s)
+    mode = options.decimal_handling_mode
 
-        def to_str(v: Any) -> str:
-            if v.__class__ is str:
-                return v
-            if isinstance(v, (bytes, bytearray, memoryview)):
-                return bytes(v).decode(codec, "replace")
-            raise _type_error(column, v, "string")
-
-        return to_str, None
-
-    # ---- binary -------------------------------------------------------------------------
-    if t in _BINARY_TYPES:
-        pad_to = int(column.length) if (t == "binary" and column.length) else 0
-
-        def to_bytes(v: Any) -> bytes:
-            if v.__class__ is not bytes:
-                if isinstance(v, (bytearray, memoryview)):
-                    v = bytes(v)
-                elif isinstance(v, str):
-                    # python-mysql-replication without binlog_row_metadata=FULL decodes every
-                    # string-ish column as UTF-8 (strictly), so this round-trips exactly.
-                    v = v.encode("utf-8")
-                else:
-                    raise _type_error(column, v, "bytes")
-            if pad_to and len(v) < pad_to:
-                # DBZ-254: the binlog strips BINARY(n)'s trailing 0x00 padding; Debezium re-pads.
-                v = v + b"\x00" * (pad_to - len(v))
-            return v
-
-        bin_mode = options.binary_handling_mode
-        if bin_mode == "bytes":
-            return to_bytes, None
-        if bin_mode == "base64":
-            return (lambda v: base64.b64encode(to_bytes(v)).decode("ascii")), None
-        if bin_mode == "base64-url-safe":
-            return (lambda v: base64.urlsafe_b64encode(to_bytes(v)).decode("ascii")), None
-        return (lambda v: to_bytes(v).hex()), None
-
-    # ---- BIT ----------------------------------------------------------------------------
-    if t == "bit":
-        nbits = _bit_length(column)
-        nbytes = (nbits + 7) // 8
-
-        def bit_int(v: Any) -> int:
-            if isinstance(v, str):  # python-mysql-replication: '0101...' (MSB first)
-                return int(v, 2) if v else 0
-            if isinstance(v, (bytes, bytearray, memoryview)):  # pymysql: big-endian bytes
-                return int.from_bytes(bytes(v), "big")
-            if isinstance(v, (bool, int)):
-                return int(v)
-            raise _type_error(column, v, "BIT")
-
-        if nbits <= 1:
-            return (lambda v: bit_int(v) != 0), None
-        # Debezium io.debezium.data.Bits: little-endian byte[] of n/8 (+1) bytes.
-        return (lambda v: bit_int(v).to_bytes(nbytes, "little")), None
-
-    # ---- JSON ---------------------------------------------------------------------------
-    if t == "json":
-
-        def to_json(v: Any) -> str:
-            if isinstance(v, str):
-                return _compact_json_text(v)
-            if isinstance(v, (bytes, bytearray, memoryview)):
-                if binlog:
-                    # MySQL binary JSON: a top-level JSON *string* is returned as bytes.
-                    return json.dumps(bytes(v).decode("utf-8", "replace"), ensure_ascii=False)
-                return _compact_json_text(bytes(v).decode("utf-8", "replace"))
-            if type(v).__name__ == "JsonDiff":
-                raise ValueError(
-                    f"Column {column.name!r} received a partial JSON update (JsonDiff); set "
-                    "binlog_row_value_options='' on the server (Debezium requires the same)"
-                )
-            return _json_text(v)
-
-        return to_json, None
-
-    # ---- ENUM / SET ---------------------------------------------------------------------
-    if t == "enum":
-        values = column.enum_values
-
-        def to_enum(v: Any) -> str:
-            if v.__class__ is str:
-                return v
-            if isinstance(v, (bytes, bytearray)):
-                return bytes(v).decode("utf-8", "replace")
-            if isinstance(v, int) and not isinstance(v, bool):
-                # The binlog stores the 1-based index; 0 is the '' error value.
-                if v == 0:
-                    return ""
-                if 1 <= v <= len(values):
-                    return values[v - 1]
-                raise ValueError(
-                    f"ENUM index {v} out of range for column {column.name!r} ({len(values)} values)"
-                )
-            raise _type_error(column, v, "ENUM string")
-
-        return to_enum, None
-
-    if t == "set":
-        values = column.enum_values
-        order = {val: i for i, val in enumerate(values)}
-        order_ci = {val.lower(): i for i, val in enumerate(values)}
-
-        def rank(m: str) -> tuple[int, str]:
-            i = order.get(m)
-            if i is None:
-                i = order_ci.get(m.lower(), len(values))
-            return (i, m)
-
-        def to_set(v: Any) -> str:
-            if v.__class__ is str:
-                return v
-            if isinstance(v, (bytes, bytearray)):
-                return bytes(v).decode("utf-8", "replace")
-            if isinstance(v, (set, frozenset, list, tuple)):
-                members = [m.decode("utf-8", "replace") if isinstance(m, bytes) else str(m) for m in v]
-                return ",".join(sorted(members, key=rank))
-            if isinstance(v, int) and not isinstance(v, bool):
-                return ",".join(val for i, val in enumerate(values) if v >> i & 1)
-            raise _type_error(column, v, "SET string")
-
-        # python-mysql-replication returns an empty SET as None; a NOT NULL column cannot be
-        # NULL, so it is the empty set (Debezium's fallback for NOT NULL SET is "" as well).
-        return to_set, (None if nullable else "")
-
-    # ---- YEAR ---------------------------------------------------------------------------
-    if t == "year":
-
-        def to_year(v: Any) -> int:
-            if isinstance(v, _dt.date):
-                return v.year
-            v = int(v)
-            if binlog and v == 1900:
-                return 0  # python-mysql-replication adds 1900 to the stored byte; YEAR 0000 -> 1900
-            return v
-
-        return to_year, None
-
-    # ---- temporal -----------------------------------------------------------------------
-    connect = options.time_precision_mode == "connect"
-
-    if t == "date":
-        zero = None if nullable else 0
-
-        def to_days(v: Any) -> int | None:
-            if isinstance(v, _dt.datetime):
-                v = v.date()
-            if isinstance(v, _dt.date):
-                return v.toordinal() - _EPOCH_ORDINAL
-            if isinstance(v, (str, bytes)):
-                return zero  # pymysql: '0000-00-00' or another invalid date
-            raise _type_error(column, v, "DATE")
-
-        return to_days, zero
-
-    if t == "datetime":
-        millis = connect or _fsp(column) <= 3
-        zero = None if nullable else 0
-
-        def to_epoch(v: Any) -> int | None:
-            if isinstance(v, _dt.datetime):
-                us = _micros_since_epoch(v)
-                return us // 1000 if millis else us
-            if isinstance(v, _dt.date):
-                us = (v.toordinal() - _EPOCH_ORDINAL) * _ONE_DAY_US
-                return us // 1000 if millis else us
-            if isinstance(v, (str, bytes)):
-                return zero  # pymysql: '0000-00-00 00:00:00' or another invalid datetime
-            raise _type_error(column, v, "DATETIME")
-
-        return to_epoch, zero
-
-    if t == "timestamp":
-        fsp = _fsp(column)
-        zero_iso = None if nullable else "1970-01-01T00:00:00Z"
-
-        def to_iso(v: Any) -> str | None:
-            if isinstance(v, (str, bytes)):
-                return zero_iso  # pymysql: '0000-00-00 00:00:00'
-            if not isinstance(v, _dt.datetime):
-                raise _type_error(column, v, "TIMESTAMP")
-            if v.tzinfo is not None:
-                v = v.astimezone(_UTC).replace(tzinfo=None)
-            if binlog and v == _EPOCH_NAIVE:
-                # The zero TIMESTAMP is stored as 0 seconds; the smallest real TIMESTAMP is
-                # 1970-01-01 00:00:01 UTC, so epoch 0 is unambiguous.
-                return zero_iso
-            base = f"{v.year:04d}-{v.month:02d}-{v.day:02d}T{v.hour:02d}:{v.minute:02d}:{v.second:02d}"
-            if fsp:
-                return f"{base}.{v.microsecond:06d}"[: len(base) + 1 + fsp] + "Z"
-            if v.microsecond:
-                return f"{base}.{v.microsecond:06d}".rstrip("0") + "Z"
-            return base + "Z"
-
-        return to_iso, zero_iso
-
-    if t == "time":
-        fix_negative_fraction = binlog and _fsp(column) > 0
-
-        def td_micros(td: _dt.timedelta) -> int:
-            us = _timedelta_micros(td)
-            if fix_negative_fraction and us < 0:
-                return _fix_binlog_negative_time(us)
-            return us
-
-        if not connect:
-
-            def to_micros(v: Any) -> int:
-                if isinstance(v, _dt.timedelta):
-                    return td_micros(v)
-                if isinstance(v, _dt.time):
-                    return ((v.hour * 60 + v.minute) * 60 + v.second) * 1_000_000 + v.microsecond
-                raise _type_error(column, v, "TIME")
-
-            return to_micros, None
-
-        def to_millis(v: Any) -> int:
-            if isinstance(v, _dt.time):
-                us = ((v.hour * 60 + v.minute) * 60 + v.second) * 1_000_000 + v.microsecond
-            elif isinstance(v, _dt.timedelta):
-                us = td_micros(v)
+    def to_dec(v: Any) -> decimal.Decimal:
+        if not isinstance(v, decimal.Decimal):
+            if isinstance(v, float):
+                v = decimal.Decimal(repr(v))
             else:
-                raise _type_error(column, v, "TIME")
-            if not 0 <= us < _ONE_DAY_US:
-                raise ValueError(
-                    f"TIME value of column {column.name!r} is outside 00:00:00-23:59:59.999, which "
-                    "time_precision_mode='connect' (Kafka Connect Time) cannot represent; use "
-                    "time_precision_mode='adaptive_time_microseconds'"
-                )
-            return us // 1000
+                v = decimal.Decimal(v if isinstance(v, (int, str)) else str(v))
+        return v.quantize(quantum, context=_DEC_CTX)
 
-        return to_millis, None
+    if mode == "double":
+        return (lambda v: float(v)), None
+    if mode == "string" or p > MAX_DECIMAL128_PRECISION:
+        return (lambda v: _plain(to_dec(v))), None
+    return to_dec, None
 
-    # ---- spatial ------------------------------------------------------------------------
-    if t in _GEOMETRY_TYPES:
 
-        def to_geometry(v: Any) -> dict[str, Any]:
-            if not isinstance(v, (bytes, bytearray, memoryview)):
-                raise _type_error(column, v, "Geometry")
-            v = bytes(v)
-            if len(v) < 4:
-                raise ValueError(f"Geometry value of column {column.name!r} is shorter than its SRID prefix")
-            # MySQL internal geometry format: 4-byte little-endian SRID followed by the WKB.
-            return {"wkb": v[4:], "srid": int.from_bytes(v[:4], "little")}
+# ---- strings and binary ---------------------------------------------------------------------
 
-        return to_geometry, None
 
-    raise UnsupportedTypeError(column, table)  # pragma: no cover
+def _text_core(column: ColumnSchema) -> tuple[Core, Any]:
+    """CHAR..LONGTEXT: str (bytes decoded with the column's charset)."""
+    codec = _codec_for(column)
+
+    def to_str(v: Any) -> str:
+        if v.__class__ is str:
+            return v
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            return bytes(v).decode(codec, "replace")
+        raise _type_error(column, v, "string")
+
+    return to_str, None
+
+
+def _binary_core(column: ColumnSchema, t: str, options: TypeOptions) -> tuple[Core, Any]:
+    """BINARY..LONGBLOB per ``binary_handling_mode`` (bytes, base64, base64-url-safe, hex);
+    BINARY(n) re-padded with 0x00 to n bytes (DBZ-254)."""
+    pad_to = int(column.length) if (t == "binary" and column.length) else 0
+
+    def to_bytes(v: Any) -> bytes:
+        if v.__class__ is not bytes:
+            if isinstance(v, (bytearray, memoryview)):
+                v = bytes(v)
+            elif isinstance(v, str):
+                # python-mysql-replication without binlog_row_metadata=FULL decodes every
+                # string-ish column as UTF-8 (strictly), so this round-trips exactly.
+                v = v.encode("utf-8")
+            else:
+                raise _type_error(column, v, "bytes")
+        if pad_to and len(v) < pad_to:
+            # DBZ-254: the binlog strips BINARY(n)'s trailing 0x00 padding; Debezium re-pads.
+            v = v + b"\x00" * (pad_to - len(v))
+        return v
+
+    bin_mode = options.binary_handling_mode
+    if bin_mode == "bytes":
+        return to_bytes, None
+    if bin_mode == "base64":
+        return (lambda v: base64.b64encode(to_bytes(v)).decode("ascii")), None
+    if bin_mode == "base64-url-safe":
+        return (lambda v: base64.urlsafe_b64encode(to_bytes(v)).decode("ascii")), None
+    return (lambda v: to_bytes(v).hex()), None
+
+
+# ---- BIT ------------------------------------------------------------------------------------
+
+
+def _bit_core(column: ColumnSchema) -> tuple[Core, Any]:
+    """BIT(1): bool; BIT(n > 1): little-endian bytes of (n + 7) // 8 (Debezium io.debezium.data.Bits)."""
+    nbits = _bit_length(column)
+    nbytes = (nbits + 7) // 8
+
+    def bit_int(v: Any) -> int:
+        if isinstance(v, str):  # python-mysql-replication: '0101...' (MSB first)
+            return int(v, 2) if v else 0
+        if isinstance(v, (bytes, bytearray, memoryview)):  # pymysql: big-endian bytes
+            return int.from_bytes(bytes(v), "big")
+        if isinstance(v, (bool, int)):
+            return int(v)
+        raise _type_error(column, v, "BIT")
+
+    if nbits <= 1:
+        return (lambda v: bit_int(v) != 0), None
+    # Debezium io.debezium.data.Bits: little-endian byte[] of n/8 (+1) bytes.
+    return (lambda v: bit_int(v).to_bytes(nbytes, "little")), None
+
+
+# ---- JSON -----------------------------------------------------------------------------------
+
+
+def _json_core(column: ColumnSchema, binlog: bool) -> tuple[Core, Any]:
+    """JSON: compact JSON text (Debezium io.debezium.data.Json); a partial JSON update (JsonDiff)
+    raises ValueError (``binlog_row_value_options`` must be empty, as Debezium requires)."""
+
+    def to_json(v: Any) -> str:
+        if isinstance(v, str):
+            return _compact_json_text(v)
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            if binlog:
+                # MySQL binary JSON: a top-level JSON *string* is returned as bytes.
+                return json.dumps(bytes(v).decode("utf-8", "replace"), ensure_ascii=False)
+            return _compact_json_text(bytes(v).decode("utf-8", "replace"))
+        if type(v).__name__ == "JsonDiff":
+            raise ValueError(
+                f"Column {column.name!r} received a partial JSON update (JsonDiff); set "
+                "binlog_row_value_options='' on the server (Debezium requires the same)"
+            )
+        return _json_text(v)
+
+    return to_json, None
+
+
+# ---- ENUM / SET -----------------------------------------------------------------------------
+
+
+def _enum_core(column: ColumnSchema) -> tuple[Core, Any]:
+    """ENUM: the value's string (the binlog's 1-based index resolved; 0 is the '' error value)."""
+    values = column.enum_values
+
+    def to_enum(v: Any) -> str:
+        if v.__class__ is str:
+            return v
+        if isinstance(v, (bytes, bytearray)):
+            return bytes(v).decode("utf-8", "replace")
+        if isinstance(v, int) and not isinstance(v, bool):
+            # The binlog stores the 1-based index; 0 is the '' error value.
+            if v == 0:
+                return ""
+            if 1 <= v <= len(values):
+                return values[v - 1]
+            raise ValueError(f"ENUM index {v} out of range for column {column.name!r} ({len(values)} values)")
+        raise _type_error(column, v, "ENUM string")
+
+    return to_enum, None
+
+
+def _set_core(column: ColumnSchema) -> tuple[Core, Any]:
+    """SET: comma-separated members in definition order (bit mask or member set resolved); a NULL
+    of a NOT NULL column is the empty set ''."""
+    values = column.enum_values
+    order = {val: i for i, val in enumerate(values)}
+    order_ci = {val.lower(): i for i, val in enumerate(values)}
+
+    def rank(m: str) -> tuple[int, str]:
+        i = order.get(m)
+        if i is None:
+            i = order_ci.get(m.lower(), len(values))
+        return (i, m)
+
+    def to_set(v: Any) -> str:
+        if v.__class__ is str:
+            return v
+        if isinstance(v, (bytes, bytearray)):
+            return bytes(v).decode("utf-8", "replace")
+        if isinstance(v, (set, frozenset, list, tuple)):
+            members = [m.decode("utf-8", "replace") if isinstance(m, bytes) else str(m) for m in v]
+            return ",".join(sorted(members, key=rank))
+        if isinstance(v, int) and not isinstance(v, bool):
+            return ",".join(val for i, val in enumerate(values) if v >> i & 1)
+        raise _type_error(column, v, "SET string")
+
+    # python-mysql-replication returns an empty SET as None; a NOT NULL column cannot be
+    # NULL, so it is the empty set (Debezium's fallback for NOT NULL SET is "" as well).
+    return to_set, (None if column.nullable else "")
+
+
+# ---- temporal -------------------------------------------------------------------------------
+
+
+def _year_core(binlog: bool) -> tuple[Core, Any]:
+    """YEAR: int (python-mysql-replication's 1900 for YEAR 0000 mapped back to 0)."""
+
+    def to_year(v: Any) -> int:
+        if isinstance(v, _dt.date):
+            return v.year
+        v = int(v)
+        if binlog and v == 1900:
+            return 0  # python-mysql-replication adds 1900 to the stored byte; YEAR 0000 -> 1900
+        return v
+
+    return to_year, None
+
+
+def _temporal_core(column: ColumnSchema, t: str, options: TypeOptions, binlog: bool) -> tuple[Core, Any]:
+    """DATE, DATETIME, TIMESTAMP, TIME (Debezium "Temporal types", per ``time_precision_mode``)."""
+    connect = options.time_precision_mode == "connect"
+    if t == "date":
+        return _date_core(column)
+    if t == "datetime":
+        return _datetime_core(column, connect)
+    if t == "timestamp":
+        return _timestamp_core(column, binlog)
+    return _time_core(column, connect, binlog)
+
+
+def _date_core(column: ColumnSchema) -> tuple[Core, Any]:
+    """DATE: days since the epoch (io.debezium.time.Date); zero/invalid dates are NULL, or 0 in a
+    NOT NULL column."""
+    zero = None if column.nullable else 0
+
+    def to_days(v: Any) -> int | None:
+        if isinstance(v, _dt.datetime):
+            v = v.date()
+        if isinstance(v, _dt.date):
+            return v.toordinal() - _EPOCH_ORDINAL
+        if isinstance(v, (str, bytes)):
+            return zero  # pymysql: '0000-00-00' or another invalid date
+        raise _type_error(column, v, "DATE")
+
+    return to_days, zero
+
+
+def _datetime_core(column: ColumnSchema, connect: bool) -> tuple[Core, Any]:
+    """DATETIME: epoch milliseconds (fsp <= 3 or ``connect``; io.debezium.time.Timestamp) or
+    microseconds (MicroTimestamp) of the wall-clock time read as UTC; zero dates as for DATE."""
+    millis = connect or _fsp(column) <= 3
+    zero = None if column.nullable else 0
+
+    def to_epoch(v: Any) -> int | None:
+        if isinstance(v, _dt.datetime):
+            us = _micros_since_epoch(v)
+            return us // 1000 if millis else us
+        if isinstance(v, _dt.date):
+            us = (v.toordinal() - _EPOCH_ORDINAL) * _ONE_DAY_US
+            return us // 1000 if millis else us
+        if isinstance(v, (str, bytes)):
+            return zero  # pymysql: '0000-00-00 00:00:00' or another invalid datetime
+        raise _type_error(column, v, "DATETIME")
+
+    return to_epoch, zero
+
+
+def _timestamp_core(column: ColumnSchema, binlog: bool) -> tuple[Core, Any]:
+    """TIMESTAMP: ISO-8601 UTC text with the column's fsp digits (io.debezium.time.ZonedTimestamp);
+    the zero TIMESTAMP is NULL, or 1970-01-01T00:00:00Z in a NOT NULL column."""
+    fsp = _fsp(column)
+    zero_iso = None if column.nullable else "1970-01-01T00:00:00Z"
+
+    def to_iso(v: Any) -> str | None:
+        if isinstance(v, (str, bytes)):
+            return zero_iso  # pymysql: '0000-00-00 00:00:00'
+        if not isinstance(v, _dt.datetime):
+            raise _type_error(column, v, "TIMESTAMP")
+        if v.tzinfo is not None:
+            v = v.astimezone(_UTC).replace(tzinfo=None)
+        if binlog and v == _EPOCH_NAIVE:
+            # The zero TIMESTAMP is stored as 0 seconds; the smallest real TIMESTAMP is
+            # 1970-01-01 00:00:01 UTC, so epoch 0 is unambiguous.
+            return zero_iso
+        base = f"{v.year:04d}-{v.month:02d}-{v.day:02d}T{v.hour:02d}:{v.minute:02d}:{v.second:02d}"
+        if fsp:
+            return f"{base}.{v.microsecond:06d}"[: len(base) + 1 + fsp] + "Z"
+        if v.microsecond:
+            return f"{base}.{v.microsecond:06d}".rstrip("0") + "Z"
+        return base + "Z"
+
+    return to_iso, zero_iso
+
+
+def _time_core(column: ColumnSchema, connect: bool, binlog: bool) -> tuple[Core, Any]:
+    """TIME: microseconds (io.debezium.time.MicroTime), or with ``connect`` milliseconds of a
+    time of day (Kafka Connect Time; values outside 00:00-24:00 raise ValueError)."""
+    fix_negative_fraction = binlog and _fsp(column) > 0
+
+    def td_micros(td: _dt.timedelta) -> int:
+        us = _timedelta_micros(td)
+        if fix_negative_fraction and us < 0:
+            return _fix_binlog_negative_time(us)
+        return us
+
+    if not connect:
+
+        def to_micros(v: Any) -> int:
+            if isinstance(v, _dt.timedelta):
+                return td_micros(v)
+            if isinstance(v, _dt.time):
+                return ((v.hour * 60 + v.minute) * 60 + v.second) * 1_000_000 + v.microsecond
+            raise _type_error(column, v, "TIME")
+
+        return to_micros, None
+
+    def to_millis(v: Any) -> int:
+        if isinstance(v, _dt.time):
+            us = ((v.hour * 60 + v.minute) * 60 + v.second) * 1_000_000 + v.microsecond
+        elif isinstance(v, _dt.timedelta):
+            us = td_micros(v)
+        else:
+            raise _type_error(column, v, "TIME")
+        if not 0 <= us < _ONE_DAY_US:
+            raise ValueError(
+                f"TIME value of column {column.name!r} is outside 00:00:00-23:59:59.999, which "
+                "time_precision_mode='connect' (Kafka Connect Time) cannot represent; use "
+                "time_precision_mode='adaptive_time_microseconds'"
+            )
+        return us // 1000
+
+    return to_millis, None
+
+
+# ---- spatial --------------------------------------------------------------------------------
+
+
+def _geometry_core(column: ColumnSchema) -> tuple[Core, Any]:
+    """GEOMETRY and subtypes: ``{"wkb": bytes, "srid": int}`` (io.debezium.data.geometry.Geometry)
+    from MySQL's internal format (4-byte little-endian SRID + WKB)."""
+
+    def to_geometry(v: Any) -> dict[str, Any]:
+        if not isinstance(v, (bytes, bytearray, memoryview)):
+            raise _type_error(column, v, "Geometry")
+        v = bytes(v)
+        if len(v) < 4:
+            raise ValueError(f"Geometry value of column {column.name!r} is shorter than its SRID prefix")
+        # MySQL internal geometry format: 4-byte little-endian SRID followed by the WKB.
+        return {"wkb": v[4:], "srid": int.from_bytes(v[:4], "little")}
+
+    return to_geometry, None
 
 
 # --------------------------------------------------------------------------------------------
@@ -1116,6 +1208,65 @@ def _floor_div(x: pa.Array, d: int) -> pa.Array:
     return pc.if_else(pc.less(pc.subtract(x, pc.multiply(q, d)), 0), pc.subtract(q, 1), q)
 
 
+class _ArrayPaths:
+    """The two ways :func:`_array_converter` converts one column's raw values to Arrow.
+
+    ``generic`` is the per-value path, ``pa.array([none_value if v is None else core(v) ...], typ)``
+    (with ``decode``, pymysql's own text decoder, applied first to ``str`` values); ``attempt(fast)``
+    tries a vectorised ``fast(values)`` first and falls back to ``generic`` when it raises one of
+    :data:`_FAST_ERRORS` or returns ``None``. ``parsed`` and ``fill`` are the fast paths' helpers.
+    """
+
+    __slots__ = ("core", "decode", "none_value", "nv_scalar", "typ")
+
+    def __init__(self, core: Core, none_value: Any, typ: pa.DataType, decode: Callable[[str], Any] | None):
+        self.core = core
+        self.none_value = none_value
+        self.typ = typ
+        self.decode = decode
+        self.nv_scalar = None if none_value is None else pa.scalar(none_value, type=typ)
+
+    def generic(self, values: Sequence[Any]) -> pa.Array:
+        decode, core, none_value, typ = self.decode, self.core, self.none_value, self.typ
+        if decode is not None:
+            values = [decode(v) if v.__class__ is str else v for v in values]
+        if core is None:
+            return pa.array(values, type=typ, from_pandas=False)
+        if none_value is None:
+            return pa.array([None if v is None else core(v) for v in values], type=typ, from_pandas=False)
+        return pa.array([none_value if v is None else core(v) for v in values], type=typ, from_pandas=False)
+
+    def attempt(self, fast: Callable[[Sequence[Any]], pa.Array | None]) -> ArrayConverter:
+        generic = self.generic
+
+        def convert(values: Sequence[Any]) -> pa.Array:
+            try:
+                out = fast(values)
+            except _FAST_ERRORS:
+                out = None
+            return generic(values) if out is None else out
+
+        return convert
+
+    def parsed(self, vs: Sequence[Any], to: pa.DataType) -> pa.Array:
+        """Raw values as an Arrow array of type ``to`` (text: parsed by an Arrow cast)."""
+        if self.decode is None:
+            return pa.array(vs, type=to, from_pandas=False)
+        strings = pa.array(vs, type=pa.string(), from_pandas=False)  # non-str values raise
+        if pa.types.is_temporal(to) and pc.any(pc.starts_with(strings, "0000")).as_py():
+            # year 0 (zero dates, '0000-01-01'): Arrow parses it, Python's datetime cannot
+            raise ValueError("year 0")
+        return strings.cast(to)
+
+    def fill(self, arr: pa.Array) -> pa.Array:
+        """Nulls replaced by ``none_value`` (when it is not ``None``)."""
+        nv_scalar = self.nv_scalar
+        return arr if nv_scalar is None or not arr.null_count else arr.fill_null(nv_scalar)
+
+
+_FastPath = Callable[[Sequence[Any]], pa.Array | None]
+
+
 def _array_converter(
     column: ColumnSchema,
     options: TypeOptions,
@@ -1142,54 +1293,48 @@ def _array_converter(
     decoders + ``core`` give.
     """
     t = _canonical(column)
-    binlog = source == "binlog"
-    decode = _TEXT_DECODERS.get(t) if text else None
+    paths = _ArrayPaths(core, none_value, typ, _TEXT_DECODERS.get(t) if text else None)
+    fast = (
+        _fast_numeric(paths, column, t, options, typ)
+        or _fast_string_binary(paths, column, t, options)
+        or _fast_temporal(paths, column, t, options, source == "binlog", none_value)
+        or _fast_json(t)
+    )
+    return paths.generic if fast is None else paths.attempt(fast)
 
-    def generic(values: Sequence[Any]) -> pa.Array:
-        if decode is not None:
-            values = [decode(v) if v.__class__ is str else v for v in values]
-        if core is None:
-            return pa.array(values, type=typ, from_pandas=False)
-        if none_value is None:
-            return pa.array([None if v is None else core(v) for v in values], type=typ, from_pandas=False)
-        return pa.array([none_value if v is None else core(v) for v in values], type=typ, from_pandas=False)
 
-    def attempt(fast: Callable[[Sequence[Any]], pa.Array | None]) -> ArrayConverter:
-        def convert(values: Sequence[Any]) -> pa.Array:
-            try:
-                out = fast(values)
-            except _FAST_ERRORS:
-                out = None
-            return generic(values) if out is None else out
-
-        return convert
-
-    def parsed(vs: Sequence[Any], to: pa.DataType) -> pa.Array:
-        """Raw values as an Arrow array of type ``to`` (text: parsed by an Arrow cast)."""
-        if decode is None:
-            return pa.array(vs, type=to, from_pandas=False)
-        strings = pa.array(vs, type=pa.string(), from_pandas=False)  # non-str values raise
-        if pa.types.is_temporal(to) and pc.any(pc.starts_with(strings, "0000")).as_py():
-            # year 0 (zero dates, '0000-01-01'): Arrow parses it, Python's datetime cannot
-            raise ValueError("year 0")
-        return strings.cast(to)
-
-    nv_scalar = None if none_value is None else pa.scalar(none_value, type=typ)
-
-    def fill(arr: pa.Array) -> pa.Array:
-        return arr if nv_scalar is None or not arr.null_count else arr.fill_null(nv_scalar)
-
+def _fast_numeric(
+    paths: _ArrayPaths, column: ColumnSchema, t: str, options: TypeOptions, typ: pa.DataType
+) -> _FastPath | None:
+    """Integers, BIGINT UNSIGNED (both handling modes), DOUBLE / FLOAT(M,D), DECIMAL (decimal128/256
+    target): ``pa.array`` with the target type, plus a cast or a bit-for-bit view."""
+    parsed = paths.parsed
     if t in _INT_TYPES and not (t == "bigint" and column.unsigned):
         # pa.array takes Python ints (and, like int(), integral floats/Decimals); bool is rejected
-        return attempt(lambda vs: parsed(vs, typ))
+        return lambda vs: parsed(vs, typ)
     if t == "bigint":  # unsigned
         if options.bigint_unsigned_handling_mode == "precise":
-            return attempt(lambda vs: parsed(vs, pa.uint64()).cast(typ))
+            return lambda vs: parsed(vs, pa.uint64()).cast(typ)
         # long: the two's-complement wrap of Debezium's Java long, bit for bit
-        return attempt(lambda vs: parsed(vs, pa.uint64()).view(pa.int64()))
+        return lambda vs: parsed(vs, pa.uint64()).view(pa.int64())
     if t == "double" or (t == "float" and column.scale is not None):
         # text: Arrow's string -> double parsing is correctly rounded, as float(str)
-        return attempt(lambda vs: parsed(vs, pa.float64()))
+        return lambda vs: parsed(vs, pa.float64())
+    if t == "decimal" and pa.types.is_decimal(typ):
+        # pa.array with a decimal type takes only int and Decimal, and (like the string cast)
+        # raises when a value has more fraction digits than the scale (the per-value path rounds
+        # those half-even) or does not fit the precision; exact values are rescaled exactly, like
+        # Decimal.quantize
+        return lambda vs: parsed(vs, typ)
+    return None
+
+
+def _fast_string_binary(
+    paths: _ArrayPaths, column: ColumnSchema, t: str, options: TypeOptions
+) -> _FastPath | None:
+    """Text, ENUM and SET columns whose values are all ``str``; binary columns in ``bytes`` mode
+    whose values are all ``bytes`` (BINARY(n) values without their padding go per value)."""
+    fill = paths.fill
     if t in _TEXT_TYPES or t == "enum" or t == "set":
 
         def strings(vs: Sequence[Any]) -> pa.Array | None:
@@ -1200,7 +1345,7 @@ def _array_converter(
                 return fill(arr.cast(pa.string()))
             return None
 
-        return attempt(strings)
+        return strings
     if t in _BINARY_TYPES and options.binary_handling_mode == "bytes":
         pad_to = int(column.length) if (t == "binary" and column.length) else 0
 
@@ -1214,16 +1359,18 @@ def _array_converter(
                 return None  # BINARY(n) values without their padding (binlog): re-padded per value
             return arr
 
-        return attempt(binaries)
-    if t == "decimal" and pa.types.is_decimal(typ):
-        # pa.array with a decimal type takes only int and Decimal, and (like the string cast)
-        # raises when a value has more fraction digits than the scale (the per-value path rounds
-        # those half-even) or does not fit the precision; exact values are rescaled exactly, like
-        # Decimal.quantize
-        return attempt(lambda vs: parsed(vs, typ))
+        return binaries
+    return None
+
+
+def _fast_temporal(
+    paths: _ArrayPaths, column: ColumnSchema, t: str, options: TypeOptions, binlog: bool, none_value: Any
+) -> _FastPath | None:
+    """DATE (date32 days), DATETIME (timestamp -> epoch ms/us), TIMESTAMP (timestamp -> ISO text)."""
+    parsed, fill = paths.parsed, paths.fill
     if t == "date":
         # date32 takes date and datetime (the date part, as core's v.date()); strings raise
-        return attempt(lambda vs: fill(parsed(vs, pa.date32()).cast(pa.int32())))
+        return lambda vs: fill(parsed(vs, pa.date32()).cast(pa.int32()))
     if t == "datetime":
         millis = options.time_precision_mode == "connect" or _fsp(column) <= 3
 
@@ -1233,54 +1380,63 @@ def _array_converter(
             us = parsed(vs, pa.timestamp("us")).cast(pa.int64())
             return fill(_floor_div(us, 1000) if millis else us)
 
-        return attempt(epoch)
+        return epoch
     if t == "timestamp":
-        fsp = _fsp(column)
-        unit = {0: "s", 3: "ms", 6: "us"}.get(fsp, "us")
-        keep = 19 if fsp == 0 else 20 + fsp  # "YYYY-MM-DD HH:MM:SS" + "." + fsp digits
+        return _fast_timestamp(paths, _fsp(column), binlog, none_value)
+    return None
 
-        def iso(vs: Sequence[Any]) -> pa.Array | None:
-            ts = parsed(vs, pa.timestamp("us"))
-            us = ts.cast(pa.int64())
-            if len(us) and us.null_count < len(us) and pc.min(us).as_py() < 0:
-                return None  # before 1970 (not a TIMESTAMP value): per value
-            # fsp 0/3: a safe cast raises on digits beyond the column's precision, which core
-            # renders differently (fsp 0) or truncates (fsp 3): those values go per value
-            out = ts.cast(pa.timestamp(unit)).cast(pa.string())
-            if unit == "us" and fsp != 6:
-                out = pc.utf8_slice_codeunits(out, 0, keep)
-            out = pc.binary_join_element_wise(
-                pc.replace_substring(out, " ", "T", max_replacements=1), "Z", ""
-            )
-            if binlog:
-                # python-mysql-replication's zero TIMESTAMP is datetime(1970, 1, 1)
-                zero = pc.equal(us, 0)
-                if pc.any(zero).as_py():
-                    out = pc.if_else(zero, pa.scalar(none_value, pa.string()), out)
-            return fill(out)
 
-        return attempt(iso)
-    if t == "json" and _orjson is not None:
-        loads, dumps = _orjson_loads, _orjson_dumps
+def _fast_timestamp(paths: _ArrayPaths, fsp: int, binlog: bool, none_value: Any) -> _FastPath:
+    """TIMESTAMP(fsp) values -> the per-value path's ISO-8601 UTC text, by Arrow casts."""
+    parsed, fill = paths.parsed, paths.fill
+    unit = {0: "s", 3: "ms", 6: "us"}.get(fsp, "us")
+    keep = 19 if fsp == 0 else 20 + fsp  # "YYYY-MM-DD HH:MM:SS" + "." + fsp digits
 
-        def json_texts(vs: Sequence[Any]) -> pa.Array | None:
-            kind = pa.array(vs, from_pandas=False).type
-            if kind != pa.string():  # bytes/objects of MySQL binary JSON, or all NULL
-                return None
-            # orjson.loads/dumps raise (-> per value, json module) on what json renders
-            # differently: NaN/Infinity, lone surrogates, deep nesting
-            # (decoded at once: keeping orjson's bytes objects alive is twice as slow)
-            out = pa.array([None if v is None else dumps(loads(v)).decode() for v in vs], pa.string())
-            risky = pc.match_substring_regex(out, _ORJSON_RISKY.pattern)
-            if pc.any(risky).as_py():
-                texts = out.to_pylist()
-                for i in pc.indices_nonzero(risky).to_pylist():
-                    texts[i] = _compact_json_text_stdlib(vs[i])
-                out = pa.array(texts, pa.string())
-            return out
+    def iso(vs: Sequence[Any]) -> pa.Array | None:
+        ts = parsed(vs, pa.timestamp("us"))
+        us = ts.cast(pa.int64())
+        if len(us) and us.null_count < len(us) and pc.min(us).as_py() < 0:
+            return None  # before 1970 (not a TIMESTAMP value): per value
+        # fsp 0/3: a safe cast raises on digits beyond the column's precision, which core
+        # renders differently (fsp 0) or truncates (fsp 3): those values go per value
+        out = ts.cast(pa.timestamp(unit)).cast(pa.string())
+        if unit == "us" and fsp != 6:
+            out = pc.utf8_slice_codeunits(out, 0, keep)
+        out = pc.binary_join_element_wise(pc.replace_substring(out, " ", "T", max_replacements=1), "Z", "")
+        if binlog:
+            # python-mysql-replication's zero TIMESTAMP is datetime(1970, 1, 1)
+            zero = pc.equal(us, 0)
+            if pc.any(zero).as_py():
+                out = pc.if_else(zero, pa.scalar(none_value, pa.string()), out)
+        return fill(out)
 
-        return attempt(json_texts)
-    return generic
+    return iso
+
+
+def _fast_json(t: str) -> _FastPath | None:
+    """JSON text values re-serialised by orjson (when installed); values orjson renders
+    differently from the json module (see :data:`_ORJSON_RISKY`) are redone by the json module."""
+    if t != "json" or _orjson is None:
+        return None
+    loads, dumps = _orjson_loads, _orjson_dumps
+
+    def json_texts(vs: Sequence[Any]) -> pa.Array | None:
+        kind = pa.array(vs, from_pandas=False).type
+        if kind != pa.string():  # bytes/objects of MySQL binary JSON, or all NULL
+            return None
+        # orjson.loads/dumps raise (-> per value, json module) on what json renders
+        # differently: NaN/Infinity, lone surrogates, deep nesting
+        # (decoded at once: keeping orjson's bytes objects alive is twice as slow)
+        out = pa.array([None if v is None else dumps(loads(v)).decode() for v in vs], pa.string())
+        risky = pc.match_substring_regex(out, _ORJSON_RISKY.pattern)
+        if pc.any(risky).as_py():
+            texts = out.to_pylist()
+            for i in pc.indices_nonzero(risky).to_pylist():
+                texts[i] = _compact_json_text_stdlib(vs[i])
+            out = pa.array(texts, pa.string())
+        return out
+
+    return json_texts
 
 
 # pymysql field types the snapshot reads as text (see snapshot_decoders), and the decoder pymysql

@@ -1,0 +1,143 @@
+"""Catalog state: the tables, their default charsets, the databases' default charsets, and the
+mutable :class:`_TableEdit` a CREATE/ALTER works on before it is stored."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from ..schema import ColumnSchema, TableSchema
+from .outcome import _Fail
+
+Key = tuple[str, str]
+
+
+@dataclass
+class _State:
+    tables: dict[Key, TableSchema]
+    table_charsets: dict[Key, str | None]
+    db_charsets: dict[str, str | None]
+    json_checks: dict[Key, frozenset[str]]  # table-level CHECK (json_valid(c)) columns, lower
+
+    def copy(self) -> _State:
+        return _State(
+            dict(self.tables),
+            dict(self.table_charsets),
+            dict(self.db_charsets),
+            dict(self.json_checks),
+        )
+
+    def find(self, db: str, table: str) -> Key | None:
+        key = (db, table)
+        if key in self.tables:
+            return key
+        matches = [k for k in self.tables if k[0].lower() == db.lower() and k[1].lower() == table.lower()]
+        return matches[0] if len(matches) == 1 else None
+
+    def find_db(self, db: str) -> str | None:
+        names = {k[0] for k in self.tables} | set(self.db_charsets)
+        if db in names:
+            return db
+        matches = [n for n in names if n.lower() == db.lower()]
+        return matches[0] if len(matches) == 1 else None
+
+    def remove(self, key: Key) -> None:
+        self.tables.pop(key, None)
+        self.table_charsets.pop(key, None)
+        self.json_checks.pop(key, None)
+
+
+class _TableEdit:
+    """A table being created/altered: mutable columns, PK, comment, default charset."""
+
+    def __init__(
+        self,
+        database: str,
+        table: str,
+        columns: Iterable[ColumnSchema] = (),
+        primary_key: Iterable[str] = (),
+        comment: str = "",
+        charset: str | None = None,
+        json_checks: Iterable[str] = (),
+    ):
+        self.database = database
+        self.table = table
+        self.columns: list[ColumnSchema] = list(columns)
+        self.primary_key: list[str] = list(primary_key)
+        self.comment = comment
+        self.charset = charset
+        self.json_checks: set[str] = {c.lower() for c in json_checks}
+
+    @classmethod
+    def of(cls, state: _State, key: Key) -> _TableEdit:
+        s = state.tables[key]
+        return cls(
+            s.database,
+            s.table,
+            s.columns,
+            s.primary_key,
+            s.comment,
+            state.table_charsets.get(key),
+            state.json_checks.get(key, frozenset()),
+        )
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.database}.{self.table}"
+
+    def index(self, name: str) -> int | None:
+        low = name.lower()
+        for i, c in enumerate(self.columns):
+            if c.name.lower() == low:
+                return i
+        return None
+
+    def require(self, name: str) -> int:
+        i = self.index(name)
+        if i is None:
+            raise _Fail(
+                f"schema catalog out of sync: column {name!r} does not exist in {self.qualified} "
+                f"(known columns: {[c.name for c in self.columns]})"
+            )
+        return i
+
+    def insert(self, col: ColumnSchema, position: tuple[str, str | None] | None) -> None:
+        if position is None:
+            self.columns.append(col)
+        elif position[0] == "FIRST":
+            self.columns.insert(0, col)
+        else:
+            after = position[1] or ""
+            self.columns.insert(self.require(after) + 1, col)
+
+    def rename_in_keys(self, old: str, new: str) -> None:
+        self.primary_key = [new if k.lower() == old.lower() else k for k in self.primary_key]
+        if old.lower() in self.json_checks:
+            self.json_checks.discard(old.lower())
+            self.json_checks.add(new.lower())
+
+    def set_primary_key(self, names: list[str]) -> None:
+        resolved = []
+        for n in names:
+            resolved.append(self.columns[self.require(n)].name)
+        self.primary_key = resolved
+
+    def to_schema(self) -> TableSchema:
+        pk = {k.lower() for k in self.primary_key}
+        cols = []
+        for c in self.columns:
+            if c.name.lower() in pk and c.nullable:
+                c = replace(c, nullable=False)
+            if c.name.lower() in self.json_checks and c.data_type != "json":
+                c = replace(c, data_type="json", length=None, precision=None, scale=None, enum_values=())
+            cols.append(c)
+        base = TableSchema(self.database, self.table, (), tuple(self.primary_key), self.comment)
+        return base.with_columns(cols)
+
+    def store(self, state: _State) -> TableSchema:
+        key = (self.database, self.table)
+        schema = self.to_schema()
+        state.tables[key] = schema
+        state.table_charsets[key] = self.charset
+        state.json_checks[key] = frozenset(self.json_checks)
+        return schema
