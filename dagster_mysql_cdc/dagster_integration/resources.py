@@ -76,6 +76,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: ``json_schema_extra`` of a secret field: ``MySqlCdcComponent`` turns a YAML value written
+#: ``{{ env.NAME }}`` into ``dg.EnvVar("NAME")`` (read at run time, never shown in the UI).
+SECRET: dict[str, Any] = {"secret": True}
+
 #: Debezium ``snapshot.mode`` values understood here.
 SNAPSHOT_MODES = ("initial", "initial_only", "no_data", "when_needed", "always", "never")
 
@@ -105,7 +109,11 @@ class MySqlCdcResource(dg.ConfigurableResource):
     host: str = Field(default="127.0.0.1", description="Server host (database.hostname).")
     port: int = Field(default=3306, description="Server port (database.port).")
     user: str = Field(default="root", description="Capture user (database.user).")
-    password: str = Field(default="", description="Capture user's password (database.password); use EnvVar.")
+    password: str = Field(
+        default="",
+        description="Capture user's password (database.password); use EnvVar.",
+        json_schema_extra=SECRET,
+    )
     server_name: str = Field(
         default="mysql",
         description="Logical server name (topic.prefix): first segment of asset keys and lake paths.",
@@ -153,6 +161,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
     column_mask_hash_salt: str | None = Field(
         default=None,
         description="Salt of column_mask_hash (the <salt> of Debezium's property); a secret: use EnvVar.",
+        json_schema_extra=SECRET,
     )
     message_key_columns: dict[str, list[str]] = Field(
         default_factory=dict,
@@ -204,13 +213,17 @@ class MySqlCdcResource(dg.ConfigurableResource):
         default=None,
         description="CA certificate to verify the server with (database.ssl.truststore, as PEM): a path or "
         "the PEM text (e.g. EnvVar); default: the system CAs.",
+        json_schema_extra=SECRET,
     )
     ssl_cert: str | None = Field(
         default=None,
         description="Client certificate (database.ssl.keystore, as PEM): a path or the PEM text; use EnvVar.",
+        json_schema_extra=SECRET,
     )
     ssl_key: str | None = Field(
-        default=None, description="Client private key (unencrypted PEM): a path or the PEM text; use EnvVar."
+        default=None,
+        description="Client private key (unencrypted PEM): a path or the PEM text; use EnvVar.",
+        json_schema_extra=SECRET,
     )
     skip_unparseable_ddl: bool = Field(
         default=False,
@@ -1378,8 +1391,12 @@ class CdcLakeResource(dg.ConfigurableResource):
     s3_endpoint_url: str | None = Field(
         default=None, description="S3 API endpoint, e.g. http://127.0.0.1:8333."
     )
-    s3_access_key_id: str | None = Field(default=None, description="S3 access key (use EnvVar).")
-    s3_secret_access_key: str | None = Field(default=None, description="S3 secret key (use EnvVar).")
+    s3_access_key_id: str | None = Field(
+        default=None, description="S3 access key (use EnvVar).", json_schema_extra=SECRET
+    )
+    s3_secret_access_key: str | None = Field(
+        default=None, description="S3 secret key (use EnvVar).", json_schema_extra=SECRET
+    )
     s3_region: str = Field(default="us-east-1", description="S3 region.")
     s3_conditional_put: str | None = Field(
         default="etag", description="'etag' for atomic Delta commits via conditional PUT; null to disable."
@@ -1455,6 +1472,7 @@ __all__ = [
     "CdcLakeResource",
     "MySqlCdcResource",
     "DEFAULT_SPARK_CONFIG",
+    "SECRET",
     "SNAPSHOT_MODES",
     "SourceConnectionError",
 ]
