@@ -37,6 +37,8 @@ from .checks import (
     ROW_COUNT,
     CheckOptions,
     gaps_check,
+    no_data_skipped_results,
+    not_captured_results,
     retention_check,
     run_table_checks,
 )
@@ -62,6 +64,7 @@ from .verify import (
     incremental_progress_metadata,
     lag_metadata,
     live_row_count,
+    verification_failed_results,
     verify_window,
 )
 
@@ -658,26 +661,10 @@ class MySqlCdcResource(dg.ConfigurableResource):
             if committed is None or not DeltaTable.is_deltatable(
                 state_uri, storage_options=storage.delta_storage_options()
             ):
-                for n in sorted(names):
-                    yield dg.AssetCheckResult(
-                        asset_key=asset_key,
-                        check_name=n,
-                        passed=False,
-                        metadata={"reason": "the table has not been captured yet: materialize it first"},
-                    )
+                yield from not_captured_results(asset_key, names)
                 continue
             not_comparable = self._rows_not_comparable(context, window_start is not None)
-            for n in sorted(names & not_comparable):
-                yield dg.AssetCheckResult(
-                    asset_key=asset_key,
-                    check_name=n,
-                    passed=True,
-                    metadata={
-                        "skipped": "snapshot_mode=no_data: the lake holds only rows changed since the "
-                        "snapshot (or read by incremental snapshots), so it is not compared with the "
-                        "whole source here; run Execute checks after an incremental snapshot of the table"
-                    },
-                )
+            yield from no_data_skipped_results(asset_key, names & not_comparable)
             names = names - not_comparable
             if window_start is not None and names & {ROW_COUNT, CHECKSUM}:
                 # stream run: verify what the window changed (all tables at once, below)
@@ -702,21 +689,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 )
             except Exception as e:  # noqa: BLE001 - the window is committed: a verification error must not fail (and re-run) it
                 context.log.warning(f"stream-run verification failed: {type(e).__name__}: {e}")
-                results = [
-                    dg.AssetCheckResult(
-                        asset_key=t.key,
-                        check_name=n,
-                        passed=False,
-                        severity=dg.AssetCheckSeverity.WARN,
-                        metadata={
-                            "error": f"{type(e).__name__}: {e}",
-                            "explanation": "the window's verification could not run; run the full checks (Execute checks)",
-                        },
-                    )
-                    for t in in_window
-                    for n in sorted(t.checks)
-                ]
-                keyless = []
+                results, keyless = verification_failed_results(in_window, e), []
             yield from results
             for t in keyless:  # no key to compare by: the full (multiset) checks
                 yield from full_checks(t.key, t.database, t.table, t.state_uri, t.checks)
