@@ -89,3 +89,29 @@ def test_table_freshness_policy_derives_from_the_sensor_interval_by_default():
     mine = dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=1))
     given = policies(table_freshness_policy=mine)
     assert given["a"] == mine and given["binlog"] == derived
+
+
+def test_check_results_without_a_comparison():
+    import dagster as dg
+
+    from dagster_mysql_cdc.dagster_integration.checks import (
+        CHECKSUM,
+        ROW_COUNT,
+        no_data_skipped_results,
+        not_captured_results,
+    )
+    from dagster_mysql_cdc.dagster_integration.verify import WindowVerification, verification_failed_results
+
+    key = dg.AssetKey(["srv", "db", "t"])
+    r = not_captured_results(key, {CHECKSUM, ROW_COUNT})
+    assert [x.check_name for x in r] == sorted([CHECKSUM, ROW_COUNT]) and not any(x.passed for x in r)
+    assert "materialize it first" in r[0].metadata["reason"].value
+    r = no_data_skipped_results(key, {ROW_COUNT})
+    assert [(x.check_name, x.passed) for x in r] == [(ROW_COUNT, True)]
+    assert "snapshot_mode=no_data" in r[0].metadata["skipped"].value
+    r = verification_failed_results(
+        [WindowVerification(key, "db", "t", "uri", {CHECKSUM, ROW_COUNT})], RuntimeError("boom")
+    )
+    assert [x.check_name for x in r] == sorted([CHECKSUM, ROW_COUNT])
+    assert all(not x.passed and x.severity == dg.AssetCheckSeverity.WARN for x in r)
+    assert r[0].metadata["error"].value == "RuntimeError: boom"

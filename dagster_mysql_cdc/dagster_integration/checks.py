@@ -242,6 +242,37 @@ def _consistent_source(settings: ConnectionSettings, info: ServerInfo):
     return conn, pos
 
 
+def not_captured_results(key: dg.AssetKey, names: set[str]) -> list[dg.AssetCheckResult]:
+    """Failed results of the table checks ``names`` of a table the lake does not have yet."""
+    return [
+        dg.AssetCheckResult(
+            asset_key=key,
+            check_name=n,
+            passed=False,
+            metadata={"reason": "the table has not been captured yet: materialize it first"},
+        )
+        for n in sorted(names)
+    ]
+
+
+def no_data_skipped_results(key: dg.AssetKey, names: set[str]) -> list[dg.AssetCheckResult]:
+    """Passed, skipped results of the checks ``names`` whose rows are not comparable with the
+    whole source (``snapshot_mode=no_data``: the lake holds only the rows changed since)."""
+    return [
+        dg.AssetCheckResult(
+            asset_key=key,
+            check_name=n,
+            passed=True,
+            metadata={
+                "skipped": "snapshot_mode=no_data: the lake holds only rows changed since the "
+                "snapshot (or read by incremental snapshots), so it is not compared with the "
+                "whole source here; run Execute checks after an incremental snapshot of the table"
+            },
+        )
+        for n in sorted(names)
+    ]
+
+
 def run_table_checks(
     *,
     key: dg.AssetKey,
@@ -271,16 +302,11 @@ def run_table_checks(
     try:
         schema = read_table_schemas(conn, [(database, table)]).get((database, table))
         if schema is None:
-            for name in sorted(selected & set(TABLE_CHECKS)):
-                results.append(
-                    dg.AssetCheckResult(
-                        asset_key=key,
-                        check_name=name,
-                        passed=False,
-                        metadata={"reason": f"{database}.{table} no longer exists on the source"},
-                    )
-                )
-            return results
+            reason = f"{database}.{table} no longer exists on the source"
+            return [
+                dg.AssetCheckResult(asset_key=key, check_name=name, passed=False, metadata={"reason": reason})
+                for name in sorted(selected & set(TABLE_CHECKS))
+            ]
         conv = TableConverter(schema, type_options, "pymysql")
         schema = conv.table  # the captured columns: checks compare only what is captured
         from deltalake import DeltaTable
@@ -290,31 +316,7 @@ def run_table_checks(
         )
         lake_cols = {f.name: f for f in lake_schema if f.name not in STATE_META_NAMES}
         if SCHEMA in selected:
-            missing = [c for c in conv.arrow_schema.names if c not in lake_cols]
-            mismatched = [
-                f"{f.name}: source {f.type} vs lake {lake_cols[f.name].type}"
-                for f in conv.arrow_schema
-                if f.name in lake_cols and not f.type.equals(lake_cols[f.name].type)
-            ]
-            extra = [c for c in lake_cols if c not in conv.arrow_schema.names]
-            results.append(
-                dg.AssetCheckResult(
-                    asset_key=key,
-                    check_name=SCHEMA,
-                    passed=not missing and not mismatched,
-                    metadata={
-                        "missing_in_lake": missing,
-                        "type_mismatches": mismatched,
-                        "lake_only_columns": extra,
-                        "explanation": (
-                            "source columns missing from the lake: the schema change is not captured yet or was skipped"
-                            if missing
-                            else "lake columns cover the source"
-                            + (" (dropped source columns are kept in the lake)" if extra else "")
-                        ),
-                    },
-                )
-            )
+            results.append(_schema_result(key, conv, lake_cols))
         if not selected & {ROW_COUNT, CHECKSUM}:
             return results
         if (
@@ -322,6 +324,7 @@ def run_table_checks(
             and pos.file == committed.file
             and pos.pos - committed.pos > options.max_binlog_scan_bytes
         ):
+            skipped = f"the lake is more than {options.max_binlog_scan_bytes} binlog bytes behind; reconcile after it catches up"
             for name in sorted(selected & {ROW_COUNT, CHECKSUM}):
                 results.append(
                     dg.AssetCheckResult(
@@ -329,9 +332,7 @@ def run_table_checks(
                         check_name=name,
                         passed=True,
                         severity=dg.AssetCheckSeverity.WARN,
-                        metadata={
-                            "skipped": f"the lake is more than {options.max_binlog_scan_bytes} binlog bytes behind; reconcile after it catches up"
-                        },
+                        metadata={"skipped": skipped},
                     )
                 )
             return results
@@ -371,36 +372,9 @@ def run_table_checks(
                 )
             )
         if CHECKSUM in selected:
-            if options.checksum_sample_chunks > 0 and schema.primary_key:
-                sample_keys = _sample_keys(src_rows, kidx, options.checksum_sample_chunks, options.chunk_rows)
-                lake_sample = [r for r in lake_rows if tuple(r[i] for i in kidx) in sample_keys]
-                src_sample = [r for r in src_rows if tuple(r[i] for i in kidx) in sample_keys]
-            else:
-                lake_sample, src_sample = lake_rows, src_rows
-            lsum, ln = _checksum(lake_sample)
-            ssum, sn = _checksum(src_sample)
-            md: dict[str, Any] = {
-                **base_md,
-                "lake_checksum": f"{lsum:016x}",
-                "source_checksum": f"{ssum:016x}",
-                "rows_compared": sn,
-                "scope": "whole table"
-                if lake_sample is lake_rows
-                else f"{options.checksum_sample_chunks} key chunks",
-            }
-            if lsum != ssum or ln != sn:
-                lset = {tuple(r) for r in lake_sample}
-                sset = {tuple(r) for r in src_sample}
-                md["differing_keys_sample"] = [str(tuple(r[i] for i in kidx)) for r in list(lset ^ sset)[:10]]
-                if on_checksum_mismatch is not None:
-                    lake_keys = {tuple(r[i] for i in kidx) for r in lset - sset}
-                    src_keys = {tuple(r[i] for i in kidx) for r in sset - lset}
-                    md["repair"] = on_checksum_mismatch(
-                        schema, sorted(lake_keys | src_keys, key=repr), sorted(lake_keys - src_keys, key=repr)
-                    )
             results.append(
-                dg.AssetCheckResult(
-                    asset_key=key, check_name=CHECKSUM, passed=lsum == ssum and ln == sn, metadata=md
+                _checksum_result(
+                    key, schema, lake_rows, src_rows, kidx, base_md, options, on_checksum_mismatch
                 )
             )
         return results
@@ -409,6 +383,81 @@ def run_table_checks(
             conn.rollback()
         finally:
             conn.close()
+
+
+def _schema_result(
+    key: dg.AssetKey, conv: TableConverter, lake_cols: dict[str, pa.Field]
+) -> dg.AssetCheckResult:
+    """The ``schema_matches_source`` check: every captured source column is in the lake with the
+    same Arrow type (lake-only columns, e.g. dropped at the source, are allowed)."""
+    missing = [c for c in conv.arrow_schema.names if c not in lake_cols]
+    mismatched = [
+        f"{f.name}: source {f.type} vs lake {lake_cols[f.name].type}"
+        for f in conv.arrow_schema
+        if f.name in lake_cols and not f.type.equals(lake_cols[f.name].type)
+    ]
+    extra = [c for c in lake_cols if c not in conv.arrow_schema.names]
+    return dg.AssetCheckResult(
+        asset_key=key,
+        check_name=SCHEMA,
+        passed=not missing and not mismatched,
+        metadata={
+            "missing_in_lake": missing,
+            "type_mismatches": mismatched,
+            "lake_only_columns": extra,
+            "explanation": (
+                "source columns missing from the lake: the schema change is not captured yet or was skipped"
+                if missing
+                else "lake columns cover the source"
+                + (" (dropped source columns are kept in the lake)" if extra else "")
+            ),
+        },
+    )
+
+
+def _checksum_result(
+    key: dg.AssetKey,
+    schema: TableSchema,
+    lake_rows: list[tuple],
+    src_rows: list[tuple],
+    kidx: list[int],
+    base_md: dict[str, Any],
+    options: CheckOptions,
+    on_checksum_mismatch: Callable[[TableSchema, list[tuple], list[tuple]], str] | None,
+) -> dg.AssetCheckResult:
+    """The ``checksum_matches_source`` check over the compared rows (``kidx``: key column indexes),
+    the whole table or ``options.checksum_sample_chunks`` key chunks; on a mismatch a sample of
+    the differing keys and the ``on_checksum_mismatch`` repair text."""
+    if options.checksum_sample_chunks > 0 and schema.primary_key:
+        sample_keys = _sample_keys(src_rows, kidx, options.checksum_sample_chunks, options.chunk_rows)
+        lake_sample = [r for r in lake_rows if tuple(r[i] for i in kidx) in sample_keys]
+        src_sample = [r for r in src_rows if tuple(r[i] for i in kidx) in sample_keys]
+    else:
+        lake_sample, src_sample = lake_rows, src_rows
+    lsum, ln = _checksum(lake_sample)
+    ssum, sn = _checksum(src_sample)
+    md: dict[str, Any] = {
+        **base_md,
+        "lake_checksum": f"{lsum:016x}",
+        "source_checksum": f"{ssum:016x}",
+        "rows_compared": sn,
+        "scope": "whole table"
+        if lake_sample is lake_rows
+        else f"{options.checksum_sample_chunks} key chunks",
+    }
+    if lsum != ssum or ln != sn:
+        lset = {tuple(r) for r in lake_sample}
+        sset = {tuple(r) for r in src_sample}
+        md["differing_keys_sample"] = [str(tuple(r[i] for i in kidx)) for r in list(lset ^ sset)[:10]]
+        if on_checksum_mismatch is not None:
+            lake_keys = {tuple(r[i] for i in kidx) for r in lset - sset}
+            src_keys = {tuple(r[i] for i in kidx) for r in sset - lset}
+            md["repair"] = on_checksum_mismatch(
+                schema, sorted(lake_keys | src_keys, key=repr), sorted(lake_keys - src_keys, key=repr)
+            )
+    return dg.AssetCheckResult(
+        asset_key=key, check_name=CHECKSUM, passed=lsum == ssum and ln == sn, metadata=md
+    )
 
 
 def _source_rows(conn, schema: TableSchema, conv: TableConverter, chunk_rows: int) -> Iterable[tuple]:

@@ -1,20 +1,25 @@
 """``MySqlCdcComponent``: a MySQL/MariaDB CDC connector declared in a ``defs.yaml``.
 
 The YAML counterpart of ``definitions.py`` + ``assets/inventory.py``: one component is one Debezium
-connector (one source server). It builds the :class:`MySqlCdcResource` and
-:class:`CdcLakeResource`, discovers the captured tables, creates the ``@mysql_cdc_assets``
-multi-asset (one asset per table plus the server's binlog asset) and the binlog sensor::
+connector (one source server). The ``mysql`` and ``lake`` sections are the configuration of
+:class:`MySqlCdcResource` and :class:`CdcLakeResource` themselves: their YAML schema is derived from
+the resources' fields (names, types, defaults, descriptions), the way dagster-sling's
+``SlingReplicationCollectionComponent`` takes its ``SlingResource``, so a new resource setting is
+one edit in ``resources.py``. Only the component's own settings (tables, sensor, op, resource keys,
+translation) are declared here. The component discovers the captured tables and builds the
+``@mysql_cdc_assets`` multi-asset (one asset per table plus the server's binlog asset) and the
+binlog sensor::
 
     type: dagster_mysql_cdc.MySqlCdcComponent
     attributes:
-      connection:
+      mysql:                       # MySqlCdcResource fields
         host: 127.0.0.1
         port: 3307
         user: cdc
         password: "{{ env.CDC_MYSQL_PASSWORD }}"
         server_name: dbserver1
-      database_include_list: [inventory]
-      lake:
+        database_include_list: [inventory]
+      lake:                        # CdcLakeResource fields, plus spark_config
         base_uri: s3://lake/cdc
         s3_endpoint_url: http://127.0.0.1:8333
         s3_access_key_id: "{{ env.AWS_ACCESS_KEY_ID }}"
@@ -24,10 +29,14 @@ multi-asset (one asset per table plus the server's binlog asset) and the binlog 
       translation:
         group_name: "{{ database }}_cdc"
 
-Secrets: a secret field (``connection.password``, ``lake.s3_access_key_id``,
+Secrets: a secret field (marked ``json_schema_extra=SECRET`` in ``resources.py``: ``mysql.password``,
+``mysql.ssl_*``, ``mysql.column_mask_hash_salt``, ``lake.s3_access_key_id``,
 ``lake.s3_secret_access_key``) whose whole value is ``{{ env.NAME }}`` (or ``{{ env('NAME') }}``)
 becomes ``dg.EnvVar("NAME")`` instead of the rendered value, so the secret is read from the
 environment when a resource is initialized and never appears in the definitions snapshot or the UI.
+
+The earlier flat shape (a ``connection`` section and the capture settings at the top level) still
+loads, with a ``DeprecationWarning``: its keys are moved into ``mysql``.
 
 Scaffold one with ``dg scaffold defs dagster_mysql_cdc.MySqlCdcComponent <path>``; list it with
 ``dg list components --package dagster_mysql_cdc``.
@@ -36,12 +45,15 @@ No ``from __future__ import annotations`` here: the Resolvable framework reads t
 types at runtime to derive the YAML schema.
 """
 
+import dataclasses
 import inspect
 import logging
 import re
 import typing
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import UnionType
 from typing import Annotated, Any, Literal
 
 import dagster as dg
@@ -57,10 +69,15 @@ from dagster.components import (
     scaffold_with,
 )
 from dagster.components.component_scaffolding import scaffold_component
+from dagster.components.resolved.model import Model
 from dagster.components.utils.translation import TranslationFn, TranslationFnResolver
-from pydantic import BaseModel
+from dagster_pyspark import LazyPySparkResource
+from pydantic import BaseModel, Field, create_model, model_validator
+from pydantic.fields import FieldInfo
 
+from ..engine.gaps import GAP_HANDLING_MODES
 from ..errors import ConfigurationError, SourceConnectionError
+from ..source.columns import HASH_VERSIONS
 from ..source.schema import TableSchema
 from ..source.snapshot import LOCKING_MODES
 from ..source.tls import SslMode
@@ -71,26 +88,27 @@ from ..source.types import (
     TimePrecisionMode,
 )
 from .decorator import mysql_cdc_assets
-from .resources import DEFAULT_SPARK_CONFIG, SNAPSHOT_MODES, CdcLakeResource, MySqlCdcResource
+from .resources import DEFAULT_SPARK_CONFIG, SECRET, SNAPSHOT_MODES, CdcLakeResource, MySqlCdcResource
 from .sensor import build_mysql_cdc_sensor
 from .translator import DagsterMySqlCdcTranslator, MySqlCdcTableProps
 
 log = logging.getLogger(__name__)
 
-SnapshotMode = Literal[SNAPSHOT_MODES]  # type: ignore[valid-type]
-SnapshotLockingMode = Literal[LOCKING_MODES]  # type: ignore[valid-type]
-BinlogGapHandling = Literal["repair", "warn", "fail"]  # gaps.GAP_HANDLING_MODES
-ColumnMaskHashVersion = Literal["v1", "v2"]  # source.columns.HASH_VERSIONS
-FailureHandlingMode = Literal["fail", "warn", "skip"]  # stream.FAILURE_HANDLING_MODES
-
-
-def _resource_default(name: str) -> Any:
-    """The default of a ``MySqlCdcResource`` field (one source of truth for the defaults)."""
-    return MySqlCdcResource.model_fields[name].default
-
-
-def _lake_default(name: str) -> Any:
-    return CdcLakeResource.model_fields[name].default
+#: ``MySqlCdcResource`` fields with a fixed set of values -> the values (the library's own lists);
+#: checked when the code location loads rather than in the first run.
+MYSQL_CHOICES: Mapping[str, tuple[str, ...]] = {
+    "ssl_mode": typing.get_args(SslMode),
+    "snapshot_mode": SNAPSHOT_MODES,
+    "snapshot_locking_mode": LOCKING_MODES,
+    "decimal_handling_mode": typing.get_args(DecimalHandlingMode),
+    "time_precision_mode": typing.get_args(TimePrecisionMode),
+    "bigint_unsigned_handling_mode": typing.get_args(BigintUnsignedHandlingMode),
+    "binary_handling_mode": typing.get_args(BinaryHandlingMode),
+    "column_mask_hash_version": HASH_VERSIONS,
+    # engine.stream.FAILURE_HANDLING_MODES (not imported: loading a code location skips the data path)
+    "event_processing_failure_handling_mode": ("fail", "warn", "skip"),
+    "binlog_gap_handling": GAP_HANDLING_MODES,
+}
 
 
 # -- secrets ------------------------------------------------------------------------------------
@@ -109,49 +127,126 @@ def env_var_of_template(value: Any) -> str | None:
     return m.group("attr") or m.group("call")
 
 
-def _resolve_secret(context: ResolutionContext, value: Any) -> str | None:
-    """``{{ env.NAME }}`` -> ``dg.EnvVar("NAME")`` (resolved lazily, hidden in the UI); any other
-    template is rendered now; literal values pass through (as strings)."""
-    name = env_var_of_template(value)
-    if name is not None:
-        return dg.EnvVar(name)
-    resolved = context.resolve_value(value)
-    return None if resolved is None else str(resolved)
+def is_secret_field(info: FieldInfo) -> bool:
+    """Whether a resource field is marked secret (``json_schema_extra=resources.SECRET``)."""
+    extra = info.json_schema_extra
+    return isinstance(extra, dict) and all(extra.get(k) == v for k, v in SECRET.items())
 
 
-def _resolve_str(context: ResolutionContext, value: Any) -> str | None:
-    # Jinja native rendering turns "12345" into an int: keep string settings strings.
-    resolved = context.resolve_value(value)
-    return None if resolved is None else str(resolved)
+def _is_str_field(info: FieldInfo) -> bool:
+    """``str`` or ``str | None``: Jinja native rendering would turn ``"12345"`` into an int."""
+    annotation = info.annotation
+    if annotation is str:
+        return True
+    return typing.get_origin(annotation) in (typing.Union, UnionType) and set(
+        typing.get_args(annotation)
+    ) == {
+        str,
+        type(None),
+    }
 
 
-SecretStr = Annotated[
-    str,
-    Resolver(
-        _resolve_secret,
-        model_field_type=str,
-        inject_before_resolve=False,
-        description="Secret: write `{{ env.NAME }}` to read it from the environment at run time.",
-    ),
-]
-OptionalSecretStr = Annotated[
-    str | None,
-    Resolver(
-        _resolve_secret,
-        model_field_type=str | None,
-        inject_before_resolve=False,
-        description="Secret: write `{{ env.NAME }}` to read it from the environment at run time.",
-    ),
-]
+def _is_nested_resource(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
-def _str_field(description: str, examples: list[Any] | None = None, *, optional: bool = False) -> Resolver:
-    return Resolver(
-        _resolve_str,
-        model_field_type=str | None if optional else str,
-        inject_before_resolve=False,
-        description=description,
-        examples=examples,
+# -- resource sections: YAML schema derived from the resource classes ------------------------------
+def resource_attributes_model(
+    resource_cls: type[dg.ConfigurableResource],
+    *,
+    choices: Mapping[str, tuple[str, ...]] | None = None,
+    extra_fields: Mapping[str, tuple[Any, Any]] | None = None,
+) -> type[BaseModel]:
+    """The pydantic model of a resource's YAML section: one field per config field of ``resource_cls``.
+
+    Each field keeps the resource field's name, default and description; its type also accepts a
+    template string (``"{{ env('CDC_MYSQL_PORT', '3306') }}"``), rendered when the section is
+    resolved. Nested resources (``CdcLakeResource.pyspark``) are left out: ``extra_fields`` adds
+    the component's own keys for them. Unknown keys are rejected.
+
+    Args:
+        resource_cls: a ``dg.ConfigurableResource`` subclass.
+        choices: ``{field: allowed values}``: shown as a ``Literal`` in the schema.
+        extra_fields: ``{name: (type, FieldInfo)}`` added after the resource's fields.
+    """
+    fields: dict[str, Any] = {}
+    for name, info in resource_cls.model_fields.items():
+        annotation: Any = info.annotation
+        if _is_nested_resource(annotation):
+            continue
+        if choices and name in choices:
+            annotation = Literal[choices[name]]
+        description = info.description or ""
+        if is_secret_field(info):
+            description += " Secret: write `{{ env.NAME }}` to read it from the environment at run time."
+        default = info.get_default(call_default_factory=True)
+        fields[name] = (
+            annotation if annotation is str else annotation | str,
+            Field(default, description=description),
+        )
+    fields.update(extra_fields or {})
+    return create_model(f"{resource_cls.__name__}Attributes", __base__=Model, **fields)
+
+
+def _resolve_setting(context: ResolutionContext, info: FieldInfo | None, raw: Any) -> Any:
+    """One YAML value of a resource section: a secret ``{{ env.NAME }}`` -> ``dg.EnvVar("NAME")``;
+    anything else rendered now (string settings stay strings)."""
+    if info is not None and is_secret_field(info):
+        name = env_var_of_template(raw)
+        if name is not None:
+            return dg.EnvVar(name)
+    value = context.resolve_value(raw)
+    if info is not None and value is not None and _is_str_field(info):
+        value = str(value)
+    return value
+
+
+def resolve_resource_section(
+    context: ResolutionContext,
+    value: Any,
+    resource_cls: type[dg.ConfigurableResource],
+    section_model: type[BaseModel],
+) -> dict[str, Any]:
+    """The keyword arguments of ``resource_cls`` from its YAML section (only the keys written:
+    the others keep the resource's defaults)."""
+    if isinstance(value, str):  # the whole section as a template
+        value = context.resolve_value(value)
+    if isinstance(value, Mapping):
+        value = section_model.model_validate(value)
+    if value is None:
+        return {}
+    return {
+        name: _resolve_setting(context.at_path(name), resource_cls.model_fields.get(name), raw)
+        for name, raw in value.model_dump(exclude_unset=True).items()
+    }
+
+
+MySqlCdcAttributes = resource_attributes_model(MySqlCdcResource, choices=MYSQL_CHOICES)
+CdcLakeAttributes = resource_attributes_model(
+    CdcLakeResource,
+    extra_fields={
+        "spark_config": (
+            dict[str, Any] | str,
+            Field(
+                default_factory=dict,
+                description="Spark properties merged over the library defaults (local[2], UTC session "
+                "time zone, Arrow on ...), e.g. {spark.master: 'spark://host:7077', "
+                "spark.driver.memory: 4g}: the `spark_config` of the nested LazyPySparkResource.",
+            ),
+        )
+    },
+)
+
+
+def _resolve_mysql(context: ResolutionContext, value: Any) -> MySqlCdcResource:
+    return MySqlCdcResource(**resolve_resource_section(context, value, MySqlCdcResource, MySqlCdcAttributes))
+
+
+def _resolve_lake(context: ResolutionContext, value: Any) -> CdcLakeResource:
+    kwargs = resolve_resource_section(context, value, CdcLakeResource, CdcLakeAttributes)
+    spark_config = kwargs.pop("spark_config", None) or {}
+    return CdcLakeResource(
+        **kwargs, pyspark=LazyPySparkResource(spark_config={**DEFAULT_SPARK_CONFIG, **spark_config})
     )
 
 
@@ -159,87 +254,7 @@ def _doc(description: str, examples: list[Any] | None = None) -> Resolver:
     return Resolver.default(description=description, examples=examples)
 
 
-# -- attribute sections ---------------------------------------------------------------------------
-@dataclass
-class MySqlConnectionArgs(Resolvable):
-    """The captured server (Debezium ``database.*`` properties and ``topic.prefix``)."""
-
-    host: Annotated[str, _str_field("Server host (database.hostname).", ["127.0.0.1"])] = _resource_default(
-        "host"
-    )
-    port: Annotated[int, _doc("Server port (database.port).", [3306])] = _resource_default("port")
-    user: Annotated[str, _str_field("Capture user (database.user).", ["cdc"])] = _resource_default("user")
-    password: SecretStr = ""
-    server_name: Annotated[
-        str,
-        _str_field(
-            "Logical server name (topic.prefix): first segment of asset keys and lake paths.",
-            ["dbserver1"],
-        ),
-    ] = _resource_default("server_name")
-    server_id: Annotated[
-        int, _doc("Replication client id for the binlog dump (database.server.id); unique per server.")
-    ] = _resource_default("server_id")
-    connect_timeout: Annotated[int, _doc("Seconds to wait for a connection (connect.timeout.ms / 1000).")] = (
-        _resource_default("connect_timeout")
-    )
-    ssl_mode: Annotated[
-        SslMode,
-        _doc(
-            "TLS to the server (database.ssl.mode): disabled, preferred, required, verify_ca, verify_identity."
-        ),
-    ] = _resource_default("ssl_mode")
-    ssl_ca: OptionalSecretStr = None
-    ssl_cert: OptionalSecretStr = None
-    ssl_key: OptionalSecretStr = None
-
-
-@dataclass
-class CdcLakeArgs(Resolvable):
-    """Where captured tables are written (object storage + Spark)."""
-
-    base_uri: Annotated[
-        str, _str_field("Lake root: local path, file:// or s3://bucket/prefix.", ["s3://lake/cdc", ".lake"])
-    ] = _lake_default("base_uri")
-    s3_endpoint_url: Annotated[
-        str | None, _str_field("S3 API endpoint, e.g. http://127.0.0.1:8333 (null: AWS).", optional=True)
-    ] = None
-    s3_access_key_id: OptionalSecretStr = None
-    s3_secret_access_key: OptionalSecretStr = None
-    s3_region: Annotated[str, _str_field("S3 region.")] = _lake_default("s3_region")
-    s3_conditional_put: Annotated[
-        str | None,
-        _str_field("'etag' for atomic Delta commits via conditional PUT; null to disable.", optional=True),
-    ] = _lake_default("s3_conditional_put")
-    rows_per_file: Annotated[int, _doc("Maximum rows per Parquet data file.")] = _lake_default(
-        "rows_per_file"
-    )
-    compact_min_files: Annotated[int, _doc("Compact a table once it has this many files (0 = never).")] = (
-        _lake_default("compact_min_files")
-    )
-    sink_pipeline_depth: Annotated[
-        int, _doc("Record batches queued for the sink thread while the next ones are read (0 = in turn).")
-    ] = _lake_default("sink_pipeline_depth")
-    spark_config: Annotated[
-        dict[str, Any],
-        _doc(
-            "Spark properties merged over the library defaults (local[2], UTC session time zone, "
-            "Arrow on ...), e.g. {spark.master: 'spark://host:7077', spark.driver.memory: 4g}.",
-        ),
-    ] = field(default_factory=dict)
-    spark_remote: Annotated[
-        str | None,
-        _str_field(
-            "Spark Connect URL of a long-lived server on the runs' host (e.g. sc://127.0.0.1:15002, "
-            "infra/spark_connect.sh); null/empty: each run starts its own Spark from spark_config.",
-            optional=True,
-        ),
-    ] = None
-    spark_log_level: Annotated[
-        str, _doc("Log level of a run's own Spark JVM (WARN lines stay out of the run log at ERROR).")
-    ] = _lake_default("spark_log_level")
-
-
+# -- component-only sections ------------------------------------------------------------------------
 @dataclass
 class BinlogSensorArgs(Resolvable):
     """The binlog sensor that streams changes (one run per binlog window)."""
@@ -322,17 +337,17 @@ class MySqlCdcComponentScaffolder(Scaffolder[MySqlCdcScaffoldParams]):
 def starter_attributes(p: MySqlCdcScaffoldParams) -> dict[str, Any]:
     """The ``attributes`` of a scaffolded ``defs.yaml``."""
     attrs: dict[str, Any] = {
-        "connection": {
+        "mysql": {
             "host": p.host,
             "port": p.port,
             "user": p.user,
             "password": f"{{{{ env.{p.password_env_var} }}}}",
             "server_name": p.server_name,
             "server_id": p.server_id,
+            "database_include_list": [p.database] if p.database else [],
+            "table_exclude_list": [],
+            "snapshot_mode": "initial",
         },
-        "database_include_list": [p.database] if p.database else [],
-        "table_exclude_list": [],
-        "snapshot_mode": "initial",
         "lake": {"base_uri": p.lake_base_uri},
         "sensor": {"default_status": "stopped", "minimum_interval_seconds": 30},
     }
@@ -347,20 +362,38 @@ def starter_attributes(p: MySqlCdcScaffoldParams) -> dict[str, Any]:
     return attrs
 
 
+# -- the earlier flat shape -------------------------------------------------------------------------
+def flat_attributes_to_sections(data: Any, component_fields: set[str]) -> Any:
+    """The earlier flat ``attributes`` (``connection:`` plus the capture settings at the top level)
+    rewritten with those keys under ``mysql:`` (a ``DeprecationWarning`` says so); other data as is.
+
+    ``lake:`` needs no rewrite: its keys were already the ``CdcLakeResource`` fields + ``spark_config``.
+    """
+    if not isinstance(data, Mapping):
+        return data
+    moved = [
+        k
+        for k in data
+        if k == "connection" or (k in MySqlCdcResource.model_fields and k not in component_fields)
+    ]
+    if not moved or ("connection" in moved and not isinstance(data["connection"], Mapping | None)):
+        return data
+    warnings.warn(
+        "MySqlCdcComponent: `connection:` and the capture settings at the top level of `attributes` "
+        f"({', '.join(moved)}) are deprecated; write them under `mysql:` (the MySqlCdcResource fields).",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    mysql = dict(data.get("mysql") or {})
+    mysql.update(data.get("connection") or {})
+    mysql.update({k: data[k] for k in moved if k != "connection"})
+    return {**{k: v for k, v in data.items() if k not in moved}, "mysql": mysql}
+
+
+_MODELS: dict[type, type[BaseModel]] = {}
+
+
 # -- the component --------------------------------------------------------------------------------
-#: Fields whose values are a Literal choice (validated when the component is loaded).
-_CHOICE_FIELDS = (
-    "snapshot_mode",
-    "snapshot_locking_mode",
-    "decimal_handling_mode",
-    "time_precision_mode",
-    "bigint_unsigned_handling_mode",
-    "binary_handling_mode",
-    "column_mask_hash_version",
-    "event_processing_failure_handling_mode",
-)
-
-
 @scaffold_with(MySqlCdcComponentScaffolder)
 @dataclass
 class MySqlCdcComponent(Component, Resolvable):
@@ -369,191 +402,44 @@ class MySqlCdcComponent(Component, Resolvable):
     One asset per captured table (key server_name / database / table) plus the server's binlog
     asset (key server_name / binlog), one multi-asset materializing them (a snapshot from the UI,
     binlog windows when requested by the sensor), the binlog sensor, and the `mysql` and `lake`
-    resources.
+    resources, configured by the ``mysql`` / ``lake`` sections (the resources' own fields).
 
     Tables are read from the server when the code location loads (column schema and comments in
     the UI). If it cannot be reached, the explicitly listed ``tables`` are used as bare names.
+
+    Raises (when loaded):
+        ConfigurationError: a choice setting (``mysql.snapshot_mode`` ...) or
+            ``sensor.default_status`` is not one of its values.
     """
 
-    connection: Annotated[
-        MySqlConnectionArgs, _doc("The captured server (host, port, user, password, server_name, server_id).")
-    ] = field(default_factory=MySqlConnectionArgs)
+    mysql: Annotated[
+        MySqlCdcResource,
+        Resolver(
+            _resolve_mysql,
+            model_field_type=MySqlCdcAttributes,
+            inject_before_resolve=False,
+            description="The captured server and how it is captured: the MySqlCdcResource fields "
+            "(host, port, user, password, server_name, server_id, include/exclude lists, snapshot_mode ...).",
+        ),
+    ] = field(default_factory=MySqlCdcResource)
+    lake: Annotated[
+        CdcLakeResource,
+        Resolver(
+            _resolve_lake,
+            model_field_type=CdcLakeAttributes,
+            inject_before_resolve=False,
+            description="The lake: the CdcLakeResource fields (storage location, S3 settings, Spark) "
+            "and spark_config (merged over the library's Spark defaults).",
+        ),
+    ] = field(default_factory=CdcLakeResource)
     tables: Annotated[
         list[str] | None,
         _doc(
-            "Explicit 'database.table' names to capture (each must exist and pass the lists below). "
-            "Also the fallback when the server is unreachable at load time.",
+            "Explicit 'database.table' names to capture (each must exist and pass mysql's include/exclude "
+            "lists). Also the fallback when the server is unreachable at load time.",
             [["inventory.customers", "inventory.orders"]],
         ),
     ] = None
-    database_include_list: Annotated[list[str], _doc("Regexes of captured databases.", [["inventory"]])] = (
-        field(default_factory=list)
-    )
-    database_exclude_list: Annotated[list[str], _doc("Regexes of excluded databases.")] = field(
-        default_factory=list
-    )
-    table_include_list: Annotated[list[str], _doc("Regexes of captured 'db.table' names.")] = field(
-        default_factory=list
-    )
-    table_exclude_list: Annotated[list[str], _doc("Regexes of excluded 'db.table' names.")] = field(
-        default_factory=list
-    )
-    column_include_list: Annotated[
-        list[str], _doc("Regexes of captured 'db.table.column' names (column.include.list).")
-    ] = field(default_factory=list)
-    column_exclude_list: Annotated[
-        list[str],
-        _doc(
-            "Regexes of 'db.table.column' names left out (column.exclude.list).",
-            [["inventory\\.customers\\.ssn"]],
-        ),
-    ] = field(default_factory=list)
-    column_truncate_to_chars: Annotated[
-        dict[str, int],
-        _doc("{'db.table.column' regex: n}: values cut to n characters (column.truncate.to.<n>.chars)."),
-    ] = field(default_factory=dict)
-    column_mask_with_chars: Annotated[
-        dict[str, int],
-        _doc("{'db.table.column' regex: n}: values replaced by n '*' (column.mask.with.<n>.chars)."),
-    ] = field(default_factory=dict)
-    column_mask_hash: Annotated[
-        dict[str, str],
-        _doc(
-            "{'db.table.column' regex: algorithm}: values replaced by the salted hex digest "
-            "(column.mask.hash.<algorithm>.with.salt.<salt>).",
-            [{"inventory\\.customers\\.email": "SHA-256"}],
-        ),
-    ] = field(default_factory=dict)
-    column_mask_hash_salt: OptionalSecretStr = None
-    message_key_columns: Annotated[
-        dict[str, list[str]],
-        _doc(
-            "{'db.table' regex: [columns]}: key of keyless tables or primary-key override (message.key.columns).",
-            [{"inventory\\.orders_log": ["order_number"]}],
-        ),
-    ] = field(default_factory=dict)
-    column_mask_hash_version: Annotated[
-        ColumnMaskHashVersion, _doc("v1 (column.mask.hash.) or v2 (column.mask.hash.v2.).")
-    ] = _resource_default("column_mask_hash_version")
-    event_processing_failure_handling_mode: Annotated[
-        FailureHandlingMode,
-        _doc(
-            "A row event that cannot be decoded: fail, warn or skip (event.processing.failure.handling.mode)."
-        ),
-    ] = _resource_default("event_processing_failure_handling_mode")
-    include_query: Annotated[
-        bool, _doc("Fill source.query with each row change's statement (include.query; MySQL only).")
-    ] = _resource_default("include_query")
-    snapshot_mode: Annotated[SnapshotMode, _doc("Debezium snapshot.mode.")] = _resource_default(
-        "snapshot_mode"
-    )
-    snapshot_locking_mode: Annotated[SnapshotLockingMode, _doc("Debezium snapshot.locking.mode.")] = (
-        _resource_default("snapshot_locking_mode")
-    )
-    snapshot_fetch_size: Annotated[int, _doc("Rows per round trip while scanning (snapshot.fetch.size).")] = (
-        _resource_default("snapshot_fetch_size")
-    )
-    snapshot_batch_rows: Annotated[int, _doc("Rows per Arrow batch / Spark job while snapshotting.")] = (
-        _resource_default("snapshot_batch_rows")
-    )
-    snapshot_select_statement_overrides: Annotated[
-        dict[str, str],
-        _doc(
-            "{'db.table': 'SELECT * FROM db.table WHERE <condition>'}: rows an initial snapshot reads "
-            "(snapshot.select.statement.overrides); the condition is validated like a signal filter.",
-            [{"inventory.orders": "SELECT * FROM inventory.orders WHERE order_date >= '2016-02-01'"}],
-        ),
-    ] = field(default_factory=dict)
-    decimal_handling_mode: Annotated[DecimalHandlingMode, _doc("Debezium decimal.handling.mode.")] = (
-        _resource_default("decimal_handling_mode")
-    )
-    time_precision_mode: Annotated[TimePrecisionMode, _doc("Debezium time.precision.mode.")] = (
-        _resource_default("time_precision_mode")
-    )
-    bigint_unsigned_handling_mode: Annotated[
-        BigintUnsignedHandlingMode, _doc("Debezium bigint.unsigned.handling.mode.")
-    ] = _resource_default("bigint_unsigned_handling_mode")
-    binary_handling_mode: Annotated[BinaryHandlingMode, _doc("Debezium binary.handling.mode.")] = (
-        _resource_default("binary_handling_mode")
-    )
-    skip_unparseable_ddl: Annotated[
-        bool, _doc("Log and skip DDL that cannot be parsed (schema.history.internal.skip.unparseable.ddl).")
-    ] = _resource_default("skip_unparseable_ddl")
-    provide_transaction_metadata: Annotated[
-        bool, _doc("Fill the `transaction` struct of change events (provide.transaction.metadata).")
-    ] = _resource_default("provide_transaction_metadata")
-    stream_batch_rows: Annotated[int, _doc("Events per Arrow batch / Spark job while streaming.")] = (
-        _resource_default("stream_batch_rows")
-    )
-    binlog_read_timeout: Annotated[
-        int, _doc("Seconds a streaming run may spend reading its binlog window before it fails.")
-    ] = _resource_default("binlog_read_timeout")
-    stream_follow_seconds: Annotated[
-        float,
-        _doc(
-            "After its window a stream run keeps reading follow-on windows this long while changes keep "
-            "coming (0 = one window per run)."
-        ),
-    ] = _resource_default("stream_follow_seconds")
-    stream_follow_idle_seconds: Annotated[
-        float, _doc("A following run ends once the binlog had nothing new for this long.")
-    ] = _resource_default("stream_follow_idle_seconds")
-    binlog_gap_handling: Annotated[
-        BinlogGapHandling,
-        _doc(
-            "Changes the binlog does not carry (statement DML, foreign-key cascades, failed checksum): "
-            "repair (targeted incremental snapshot), warn or fail."
-        ),
-    ] = _resource_default("binlog_gap_handling")
-    signal_data_collection: Annotated[
-        str | None,
-        _str_field(
-            "Signal table 'db.table' (signal.data.collection); default '<db>.debezium_signal' for one included database.",
-            optional=True,
-        ),
-    ] = _resource_default("signal_data_collection")
-    incremental_snapshot_chunk_size: Annotated[
-        int, _doc("Rows per chunk (incremental.snapshot.chunk.size).")
-    ] = _resource_default("incremental_snapshot_chunk_size")
-    incremental_snapshot_max_chunks_per_run: Annotated[int, _doc("Chunks one window run reads.")] = (
-        _resource_default("incremental_snapshot_max_chunks_per_run")
-    )
-    incremental_snapshot_watermarking_strategy: Annotated[
-        str, _doc("insert_insert or insert_delete (incremental.snapshot.watermarking.strategy).")
-    ] = _resource_default("incremental_snapshot_watermarking_strategy")
-    incremental_snapshot_read_only: Annotated[
-        bool,
-        _doc(
-            "Read-only incremental snapshots: binlog positions as watermarks, nothing written to the source."
-        ),
-    ] = _resource_default("incremental_snapshot_read_only")
-    pk_range_rows: Annotated[int, _doc("Rows per primary-key-range partition (0 = off).")] = (
-        _resource_default("pk_range_rows")
-    )
-    checksum_sample_chunks: Annotated[int, _doc("Checksum check: 0 = whole table, N = N key chunks.")] = (
-        _resource_default("checksum_sample_chunks")
-    )
-    check_chunk_rows: Annotated[int, _doc("Rows per source read of the reconciliation checks.")] = (
-        _resource_default("check_chunk_rows")
-    )
-    retention_margin_files: Annotated[
-        int, _doc("binlog_retention check: warn within this many oldest files.")
-    ] = _resource_default("retention_margin_files")
-    stream_check_max_keys: Annotated[
-        int, _doc("Stream runs: checksum_matches_source compares at most this many changed keys per table.")
-    ] = _resource_default("stream_check_max_keys")
-    stream_materialize_unchanged: Annotated[
-        bool, _doc("Stream runs select every table instead of only the tables the window changed.")
-    ] = _resource_default("stream_materialize_unchanged")
-    stream_lookahead_max_bytes: Annotated[
-        int, _doc("Largest window the sensor reads ahead to select the changed tables (bytes).")
-    ] = _resource_default("stream_lookahead_max_bytes")
-    create_missing_signal_table: Annotated[
-        bool, _doc("Create the signal table when a range backfill needs it and it is missing.")
-    ] = _resource_default("create_missing_signal_table")
-    lake: Annotated[CdcLakeArgs, _doc("The lake: storage location, S3 settings, Spark properties.")] = field(
-        default_factory=CdcLakeArgs
-    )
     sensor: Annotated[BinlogSensorArgs, _doc("The binlog sensor.")] = field(default_factory=BinlogSensorArgs)
     op: Annotated[CdcOpArgs | None, _doc("Op name / tags / pool of the multi-asset.")] = None
     mysql_resource_key: Annotated[
@@ -576,21 +462,33 @@ class MySqlCdcComponent(Component, Resolvable):
     ) = None
 
     def __post_init__(self) -> None:
-        # Every YAML field also accepts a template string, so the schema cannot enforce the
-        # Literal choices: check them here, when the code location loads, not in the first run.
-        hints = typing.get_type_hints(type(self), include_extras=True)
-        for name in _CHOICE_FIELDS:
-            allowed = typing.get_args(typing.get_args(hints[name])[0])
-            value = getattr(self, name)
-            if value not in allowed:
+        # A choice setting also accepts a template string, so the schema cannot enforce it: check
+        # it here, when the code location loads, not in the first run.
+        for name, allowed in MYSQL_CHOICES.items():
+            value = getattr(self.mysql, name)
+            if not isinstance(value, dg.EnvVar) and value not in allowed:
                 raise ConfigurationError(
-                    f"MySqlCdcComponent: {name}={value!r} is not valid; use one of {', '.join(allowed)}"
+                    f"MySqlCdcComponent: mysql.{name}={value!r} is not valid; use one of {', '.join(allowed)}"
                 )
         if self.sensor.default_status not in ("running", "stopped"):
             raise ConfigurationError(
                 f"MySqlCdcComponent: sensor.default_status={self.sensor.default_status!r} is not "
                 "valid; use running or stopped"
             )
+
+    @classmethod
+    def model(cls) -> type[BaseModel]:
+        """The derived attributes model, also accepting the earlier flat shape (deprecated)."""
+        if cls not in _MODELS:
+            derived = super().model()
+            component_fields = {f.name for f in dataclasses.fields(cls)}
+
+            def sections(data: Any) -> Any:
+                return flat_attributes_to_sections(data, component_fields)
+
+            validators: dict[str, Any] = {"_flat_to_sections": model_validator(mode="before")(sections)}
+            _MODELS[cls] = create_model(derived.__name__, __base__=derived, __validators__=validators)
+        return _MODELS[cls]
 
     # -- type metadata for dg ---------------------------------------------------------------------
     @classmethod
@@ -607,85 +505,15 @@ class MySqlCdcComponent(Component, Resolvable):
     # -- resources --------------------------------------------------------------------------------
     @property
     def server_name(self) -> str:
-        return self.connection.server_name
+        return self.mysql.server_name
 
     def build_mysql_resource(self) -> MySqlCdcResource:
-        c = self.connection
-        return MySqlCdcResource(
-            host=c.host,
-            port=c.port,
-            user=c.user,
-            password=c.password,
-            server_name=c.server_name,
-            server_id=c.server_id,
-            connect_timeout=c.connect_timeout,
-            ssl_mode=c.ssl_mode,
-            ssl_ca=c.ssl_ca,
-            ssl_cert=c.ssl_cert,
-            ssl_key=c.ssl_key,
-            database_include_list=list(self.database_include_list),
-            database_exclude_list=list(self.database_exclude_list),
-            table_include_list=list(self.table_include_list),
-            table_exclude_list=list(self.table_exclude_list),
-            column_include_list=list(self.column_include_list),
-            column_exclude_list=list(self.column_exclude_list),
-            column_truncate_to_chars=dict(self.column_truncate_to_chars),
-            column_mask_with_chars=dict(self.column_mask_with_chars),
-            column_mask_hash=dict(self.column_mask_hash),
-            column_mask_hash_salt=self.column_mask_hash_salt,
-            column_mask_hash_version=self.column_mask_hash_version,
-            message_key_columns={k: list(v) for k, v in self.message_key_columns.items()},
-            include_query=self.include_query,
-            event_processing_failure_handling_mode=self.event_processing_failure_handling_mode,
-            snapshot_mode=self.snapshot_mode,
-            snapshot_locking_mode=self.snapshot_locking_mode,
-            snapshot_fetch_size=self.snapshot_fetch_size,
-            snapshot_batch_rows=self.snapshot_batch_rows,
-            snapshot_select_statement_overrides=dict(self.snapshot_select_statement_overrides),
-            decimal_handling_mode=self.decimal_handling_mode,
-            time_precision_mode=self.time_precision_mode,
-            bigint_unsigned_handling_mode=self.bigint_unsigned_handling_mode,
-            binary_handling_mode=self.binary_handling_mode,
-            skip_unparseable_ddl=self.skip_unparseable_ddl,
-            provide_transaction_metadata=self.provide_transaction_metadata,
-            stream_batch_rows=self.stream_batch_rows,
-            binlog_read_timeout=self.binlog_read_timeout,
-            stream_follow_seconds=self.stream_follow_seconds,
-            stream_follow_idle_seconds=self.stream_follow_idle_seconds,
-            binlog_gap_handling=self.binlog_gap_handling,
-            signal_data_collection=self.signal_data_collection,
-            incremental_snapshot_chunk_size=self.incremental_snapshot_chunk_size,
-            incremental_snapshot_max_chunks_per_run=self.incremental_snapshot_max_chunks_per_run,
-            incremental_snapshot_watermarking_strategy=self.incremental_snapshot_watermarking_strategy,
-            incremental_snapshot_read_only=self.incremental_snapshot_read_only,
-            pk_range_rows=self.pk_range_rows,
-            checksum_sample_chunks=self.checksum_sample_chunks,
-            check_chunk_rows=self.check_chunk_rows,
-            retention_margin_files=self.retention_margin_files,
-            stream_check_max_keys=self.stream_check_max_keys,
-            stream_materialize_unchanged=self.stream_materialize_unchanged,
-            stream_lookahead_max_bytes=self.stream_lookahead_max_bytes,
-            create_missing_signal_table=self.create_missing_signal_table,
-        )
+        """The ``mysql`` resource (the ``mysql`` section)."""
+        return self.mysql
 
     def build_lake_resource(self) -> CdcLakeResource:
-        from dagster_pyspark import LazyPySparkResource
-
-        lk = self.lake
-        return CdcLakeResource(
-            base_uri=lk.base_uri,
-            s3_endpoint_url=lk.s3_endpoint_url,
-            s3_access_key_id=lk.s3_access_key_id,
-            s3_secret_access_key=lk.s3_secret_access_key,
-            s3_region=lk.s3_region,
-            s3_conditional_put=lk.s3_conditional_put,
-            rows_per_file=lk.rows_per_file,
-            compact_min_files=lk.compact_min_files,
-            sink_pipeline_depth=lk.sink_pipeline_depth,
-            spark_remote=lk.spark_remote or None,
-            spark_log_level=lk.spark_log_level,
-            pyspark=LazyPySparkResource(spark_config={**DEFAULT_SPARK_CONFIG, **(lk.spark_config or {})}),
-        )
+        """The ``lake`` resource (the ``lake`` section)."""
+        return self.lake
 
     # -- specs ------------------------------------------------------------------------------------
     def get_asset_spec(self, props: MySqlCdcTableProps) -> dg.AssetSpec:
@@ -754,7 +582,7 @@ class MySqlCdcComponent(Component, Resolvable):
             op_tags=op.tags,
             pool=op.pool,
             sensor_interval_seconds=self.sensor.minimum_interval_seconds,
-            stream_follow_seconds=float(self.stream_follow_seconds),
+            stream_follow_seconds=float(self.mysql.stream_follow_seconds),
         )(cdc)
 
     def build_sensor(self, assets_def: dg.AssetsDefinition) -> dg.SensorDefinition:
@@ -790,11 +618,14 @@ class MySqlCdcComponent(Component, Resolvable):
 
 __all__ = [
     "BinlogSensorArgs",
-    "CdcLakeArgs",
+    "CdcLakeAttributes",
     "CdcOpArgs",
+    "MYSQL_CHOICES",
+    "MySqlCdcAttributes",
     "MySqlCdcComponent",
     "MySqlCdcComponentScaffolder",
     "MySqlCdcScaffoldParams",
-    "MySqlConnectionArgs",
     "env_var_of_template",
+    "flat_attributes_to_sections",
+    "resource_attributes_model",
 ]

@@ -37,6 +37,8 @@ from .checks import (
     ROW_COUNT,
     CheckOptions,
     gaps_check,
+    no_data_skipped_results,
+    not_captured_results,
     retention_check,
     run_table_checks,
 )
@@ -62,6 +64,7 @@ from .verify import (
     incremental_progress_metadata,
     lag_metadata,
     live_row_count,
+    verification_failed_results,
     verify_window,
 )
 
@@ -75,6 +78,10 @@ if TYPE_CHECKING:
 # does not pay for it; see tests/test_deployment.py.
 
 log = logging.getLogger(__name__)
+
+#: ``json_schema_extra`` of a secret field: ``MySqlCdcComponent`` turns a YAML value written
+#: ``{{ env.NAME }}`` into ``dg.EnvVar("NAME")`` (read at run time, never shown in the UI).
+SECRET: dict[str, Any] = {"secret": True}
 
 #: Debezium ``snapshot.mode`` values understood here.
 SNAPSHOT_MODES = ("initial", "initial_only", "no_data", "when_needed", "always", "never")
@@ -105,7 +112,11 @@ class MySqlCdcResource(dg.ConfigurableResource):
     host: str = Field(default="127.0.0.1", description="Server host (database.hostname).")
     port: int = Field(default=3306, description="Server port (database.port).")
     user: str = Field(default="root", description="Capture user (database.user).")
-    password: str = Field(default="", description="Capture user's password (database.password); use EnvVar.")
+    password: str = Field(
+        default="",
+        description="Capture user's password (database.password); use EnvVar.",
+        json_schema_extra=SECRET,
+    )
     server_name: str = Field(
         default="mysql",
         description="Logical server name (topic.prefix): first segment of asset keys and lake paths.",
@@ -153,6 +164,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
     column_mask_hash_salt: str | None = Field(
         default=None,
         description="Salt of column_mask_hash (the <salt> of Debezium's property); a secret: use EnvVar.",
+        json_schema_extra=SECRET,
     )
     message_key_columns: dict[str, list[str]] = Field(
         default_factory=dict,
@@ -204,13 +216,17 @@ class MySqlCdcResource(dg.ConfigurableResource):
         default=None,
         description="CA certificate to verify the server with (database.ssl.truststore, as PEM): a path or "
         "the PEM text (e.g. EnvVar); default: the system CAs.",
+        json_schema_extra=SECRET,
     )
     ssl_cert: str | None = Field(
         default=None,
         description="Client certificate (database.ssl.keystore, as PEM): a path or the PEM text; use EnvVar.",
+        json_schema_extra=SECRET,
     )
     ssl_key: str | None = Field(
-        default=None, description="Client private key (unencrypted PEM): a path or the PEM text; use EnvVar."
+        default=None,
+        description="Client private key (unencrypted PEM): a path or the PEM text; use EnvVar.",
+        json_schema_extra=SECRET,
     )
     skip_unparseable_ddl: bool = Field(
         default=False,
@@ -645,26 +661,10 @@ class MySqlCdcResource(dg.ConfigurableResource):
             if committed is None or not DeltaTable.is_deltatable(
                 state_uri, storage_options=storage.delta_storage_options()
             ):
-                for n in sorted(names):
-                    yield dg.AssetCheckResult(
-                        asset_key=asset_key,
-                        check_name=n,
-                        passed=False,
-                        metadata={"reason": "the table has not been captured yet: materialize it first"},
-                    )
+                yield from not_captured_results(asset_key, names)
                 continue
             not_comparable = self._rows_not_comparable(context, window_start is not None)
-            for n in sorted(names & not_comparable):
-                yield dg.AssetCheckResult(
-                    asset_key=asset_key,
-                    check_name=n,
-                    passed=True,
-                    metadata={
-                        "skipped": "snapshot_mode=no_data: the lake holds only rows changed since the "
-                        "snapshot (or read by incremental snapshots), so it is not compared with the "
-                        "whole source here; run Execute checks after an incremental snapshot of the table"
-                    },
-                )
+            yield from no_data_skipped_results(asset_key, names & not_comparable)
             names = names - not_comparable
             if window_start is not None and names & {ROW_COUNT, CHECKSUM}:
                 # stream run: verify what the window changed (all tables at once, below)
@@ -689,21 +689,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 )
             except Exception as e:  # noqa: BLE001 - the window is committed: a verification error must not fail (and re-run) it
                 context.log.warning(f"stream-run verification failed: {type(e).__name__}: {e}")
-                results = [
-                    dg.AssetCheckResult(
-                        asset_key=t.key,
-                        check_name=n,
-                        passed=False,
-                        severity=dg.AssetCheckSeverity.WARN,
-                        metadata={
-                            "error": f"{type(e).__name__}: {e}",
-                            "explanation": "the window's verification could not run; run the full checks (Execute checks)",
-                        },
-                    )
-                    for t in in_window
-                    for n in sorted(t.checks)
-                ]
-                keyless = []
+                results, keyless = verification_failed_results(in_window, e), []
             yield from results
             for t in keyless:  # no key to compare by: the full (multiset) checks
                 yield from full_checks(t.key, t.database, t.table, t.state_uri, t.checks)
@@ -1378,8 +1364,12 @@ class CdcLakeResource(dg.ConfigurableResource):
     s3_endpoint_url: str | None = Field(
         default=None, description="S3 API endpoint, e.g. http://127.0.0.1:8333."
     )
-    s3_access_key_id: str | None = Field(default=None, description="S3 access key (use EnvVar).")
-    s3_secret_access_key: str | None = Field(default=None, description="S3 secret key (use EnvVar).")
+    s3_access_key_id: str | None = Field(
+        default=None, description="S3 access key (use EnvVar).", json_schema_extra=SECRET
+    )
+    s3_secret_access_key: str | None = Field(
+        default=None, description="S3 secret key (use EnvVar).", json_schema_extra=SECRET
+    )
     s3_region: str = Field(default="us-east-1", description="S3 region.")
     s3_conditional_put: str | None = Field(
         default="etag", description="'etag' for atomic Delta commits via conditional PUT; null to disable."
@@ -1455,6 +1445,7 @@ __all__ = [
     "CdcLakeResource",
     "MySqlCdcResource",
     "DEFAULT_SPARK_CONFIG",
+    "SECRET",
     "SNAPSHOT_MODES",
     "SourceConnectionError",
 ]

@@ -496,96 +496,153 @@ def verify_window(
             server_id + VERIFY_SERVER_ID_OFFSET,
             max_keys,
         )
-        from deltalake import DeltaTable
-
         for t in wanted:
             k = (t.database, t.table)
             if k not in keyed:
                 continue
-            schema = keyed[k]
-            ck = changed[k]
-            conv = TableConverter(schema, type_options, "pymysql")
-            lake_schema = pa.schema(
-                DeltaTable(t.state_uri, storage_options=storage.delta_storage_options()).schema().to_arrow()
-            )
-            lake_cols = {f.name for f in lake_schema if f.name not in STATE_META_NAMES}
-            all_names = conv.arrow_schema.names
-            names = [n for n in all_names if n in lake_cols]
-            proj = [all_names.index(n) for n in names]
-            pk = list(schema.primary_key)
             base: dict[str, Any] = {
                 "committed_position": str(reached),
                 "source_position": str(pos),
                 "window_start": str(start),
-                "keys_changed_since_committed": len(ck.since),
+                "keys_changed_since_committed": len(changed[k].since),
             }
+            cmp = _KeyedCompare.of(conn, storage, t, keyed[k], changed[k], type_options, base)
             if ROW_COUNT in t.checks:
-                lake_live = live_row_count(storage, t.state_uri) or 0
-                src_count = _count(conn, schema)
-                since = list(ck.since.items())
-                lake_in = len(_lake_rows_for_keys(storage, t.state_uri, names, pk, ck.since))
-                src_in = len(_source_rows_for_keys(conn, schema, conv, proj, [raw for _, raw in since]))
-                passed = lake_live - lake_in == src_count - src_in
-                results.append(
-                    dg.AssetCheckResult(
-                        asset_key=t.key,
-                        check_name=ROW_COUNT,
-                        passed=passed,
-                        metadata={
-                            **base,
-                            "scope": "table (stream run: Delta statistics vs COUNT(*))",
-                            "lake_rows": lake_live,
-                            "source_rows": src_count,
-                            "explanation": (
-                                "live rows in the lake equal COUNT(*) in the source (keys changed since the "
-                                "committed position left out)"
-                                if passed
-                                else f"the lake has {lake_live - lake_in} live rows, the source "
-                                f"{src_count - src_in} (outside keys changed since the committed position): "
-                                "run the full checks (Execute checks) to find the keys"
-                            ),
-                        },
-                    )
-                )
+                results.append(_window_row_count(cmp))
             if CHECKSUM in t.checks:
-                cmp_keys = {c: r for c, r in ck.window.items() if c not in ck.since}
-                lake_rows = _lake_rows_for_keys(storage, t.state_uri, names, pk, cmp_keys)
-                src_rows = _source_rows_for_keys(conn, schema, conv, proj, list(cmp_keys.values()))
-                differing = sorted((c for c in cmp_keys if lake_rows.get(c) != src_rows.get(c)), key=repr)
-                passed = not differing
-                results.append(
-                    dg.AssetCheckResult(
-                        asset_key=t.key,
-                        check_name=CHECKSUM,
-                        passed=passed,
-                        metadata={
-                            **base,
-                            "scope": "keys changed by the window (stream run)",
-                            "keys_changed": ck.keys_changed,
-                            "keys_compared": len(cmp_keys),
-                            "rows_compared": len(cmp_keys),
-                            "columns_compared": names,
-                            "differing_keys_sample": [str(c) for c in differing[:10]],
-                            "explanation": (
-                                "every row the window changed equals the source's row"
-                                + (
-                                    f" (the first {len(ck.window)} of {ck.keys_changed} changed keys compared)"
-                                    if ck.keys_changed > len(ck.window)
-                                    else ""
-                                )
-                                if passed
-                                else f"{len(differing)} changed key(s) differ from the source: run the full "
-                                "checks (Execute checks), which also queue a repair"
-                            ),
-                        },
-                    )
-                )
+                results.append(_window_checksum(cmp))
         return results, rest
     finally:
         try:
             conn.rollback()
         finally:
             conn.close()
+
+
+@dataclass
+class _KeyedCompare:
+    """One keyed table of :func:`verify_window`: what both sides are compared on."""
+
+    conn: Any  # the consistent-snapshot connection
+    storage: StorageSettings
+    t: WindowVerification
+    schema: TableSchema
+    conv: TableConverter
+    ck: ChangedKeys
+    names: list[str]  # the columns both sides have
+    proj: list[int]  # their indexes in the converted source row
+    pk: list[str]
+    base: dict[str, Any]  # metadata common to both checks
+
+    @classmethod
+    def of(
+        cls,
+        conn: Any,
+        storage: StorageSettings,
+        t: WindowVerification,
+        schema: TableSchema,
+        ck: ChangedKeys,
+        type_options: TypeOptions,
+        base: dict[str, Any],
+    ) -> _KeyedCompare:
+        from deltalake import DeltaTable
+
+        conv = TableConverter(schema, type_options, "pymysql")
+        lake_schema = pa.schema(
+            DeltaTable(t.state_uri, storage_options=storage.delta_storage_options()).schema().to_arrow()
+        )
+        lake_cols = {f.name for f in lake_schema if f.name not in STATE_META_NAMES}
+        all_names = conv.arrow_schema.names
+        names = [n for n in all_names if n in lake_cols]
+        proj = [all_names.index(n) for n in names]
+        return cls(conn, storage, t, schema, conv, ck, names, proj, list(schema.primary_key), base)
+
+
+def _window_row_count(c: _KeyedCompare) -> dg.AssetCheckResult:
+    """``row_count_matches_source`` of a stream run: the lake's live rows (Delta statistics) against
+    ``COUNT(*)``, both without the keys changed since the committed position."""
+    lake_live = live_row_count(c.storage, c.t.state_uri) or 0
+    src_count = _count(c.conn, c.schema)
+    since = list(c.ck.since.items())
+    lake_in = len(_lake_rows_for_keys(c.storage, c.t.state_uri, c.names, c.pk, c.ck.since))
+    src_in = len(_source_rows_for_keys(c.conn, c.schema, c.conv, c.proj, [raw for _, raw in since]))
+    passed = lake_live - lake_in == src_count - src_in
+    return dg.AssetCheckResult(
+        asset_key=c.t.key,
+        check_name=ROW_COUNT,
+        passed=passed,
+        metadata={
+            **c.base,
+            "scope": "table (stream run: Delta statistics vs COUNT(*))",
+            "lake_rows": lake_live,
+            "source_rows": src_count,
+            "explanation": (
+                "live rows in the lake equal COUNT(*) in the source (keys changed since the "
+                "committed position left out)"
+                if passed
+                else f"the lake has {lake_live - lake_in} live rows, the source "
+                f"{src_count - src_in} (outside keys changed since the committed position): "
+                "run the full checks (Execute checks) to find the keys"
+            ),
+        },
+    )
+
+
+def _window_checksum(c: _KeyedCompare) -> dg.AssetCheckResult:
+    """``checksum_matches_source`` of a stream run: the rows of the keys the window changed (not
+    changed again since the committed position), lake against source."""
+    ck = c.ck
+    cmp_keys = {k: r for k, r in ck.window.items() if k not in ck.since}
+    lake_rows = _lake_rows_for_keys(c.storage, c.t.state_uri, c.names, c.pk, cmp_keys)
+    src_rows = _source_rows_for_keys(c.conn, c.schema, c.conv, c.proj, list(cmp_keys.values()))
+    differing = sorted((k for k in cmp_keys if lake_rows.get(k) != src_rows.get(k)), key=repr)
+    passed = not differing
+    return dg.AssetCheckResult(
+        asset_key=c.t.key,
+        check_name=CHECKSUM,
+        passed=passed,
+        metadata={
+            **c.base,
+            "scope": "keys changed by the window (stream run)",
+            "keys_changed": ck.keys_changed,
+            "keys_compared": len(cmp_keys),
+            "rows_compared": len(cmp_keys),
+            "columns_compared": c.names,
+            "differing_keys_sample": [str(k) for k in differing[:10]],
+            "explanation": (
+                "every row the window changed equals the source's row"
+                + (
+                    f" (the first {len(ck.window)} of {ck.keys_changed} changed keys compared)"
+                    if ck.keys_changed > len(ck.window)
+                    else ""
+                )
+                if passed
+                else f"{len(differing)} changed key(s) differ from the source: run the full "
+                "checks (Execute checks), which also queue a repair"
+            ),
+        },
+    )
+
+
+def verification_failed_results(
+    tables: Sequence[WindowVerification], error: BaseException
+) -> list[dg.AssetCheckResult]:
+    """WARN results of every check of ``tables`` when a stream run's verification raised
+    ``error`` (the window is committed: the run must not fail, and re-run, for it)."""
+    return [
+        dg.AssetCheckResult(
+            asset_key=t.key,
+            check_name=n,
+            passed=False,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata={
+                "error": f"{type(error).__name__}: {error}",
+                "explanation": "the window's verification could not run; run the full checks (Execute checks)",
+            },
+        )
+        for t in tables
+        for n in sorted(t.checks)
+    ]
 
 
 # -- schedules --------------------------------------------------------------------------------
@@ -626,5 +683,6 @@ __all__ = [
     "lag_metadata",
     "live_row_count",
     "transactions_between",
+    "verification_failed_results",
     "verify_window",
 ]

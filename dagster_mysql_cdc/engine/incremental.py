@@ -38,7 +38,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -52,6 +52,9 @@ from ..source.schema import TableSchema
 from ..source.signals import validate_filter
 from ..source.types import TableConverter, TypeOptions, quote_identifier, select_expression
 from .watermark import WATERMARK_STRATEGIES, close_window, open_window
+
+if TYPE_CHECKING:
+    from .absent_rows import LakeLiveRows
 
 log = logging.getLogger(__name__)
 
@@ -304,6 +307,37 @@ def _row_cmp(cols: list[str], op: str) -> str:
     return f"{lhs} {op} {rhs}"
 
 
+@dataclass
+class _ChunkTable:
+    """The table a chunk is read from: its progress, captured schema and converter."""
+
+    prog: TableProgress
+    schema: TableSchema  # captured columns only, keyed by message.key.columns
+    conv: TableConverter
+    pk: list[str]
+    lake: LakeLiveRows | None  # None: the lake's rows cannot be compared (unsupported key)
+    tbl: str  # quoted `db`.`table`
+    where_filter: str  # " AND (<filter>)" or ""
+
+
+@dataclass
+class _ChunkRead:
+    """What one watermark window read: the chunk's rows and what the lake must delete."""
+
+    chunk_id: str
+    open_id: str
+    close_id: str
+    low: dict | None
+    high: dict | None
+    rows: list[tuple]
+    gone: list[tuple]  # before-images of keys a repair expects gone from the source
+    key_lo: list | None
+    key_hi: list | None
+    last: bool  # the table's last chunk
+    last_row_key: list | None  # encoded key of the last row read
+    absent: pa.Table | None  # lake rows in the range the source no longer has
+
+
 def plan_chunks(
     settings: ConnectionSettings,
     info: ServerInfo,
@@ -342,8 +376,6 @@ def plan_chunks(
         raise IncrementalSnapshotError(
             f"watermark strategy {strategy!r} is not one of {WATERMARK_STRATEGIES}"
         )
-    from .absent_rows import LakeLiveRows, converted_key, source_keys_in_range, unsupported_key_reason
-
     state = state.copy()
     chunks: list[PlannedChunk] = []
     sdb, _, stable = signal_table.partition(".")
@@ -354,150 +386,217 @@ def plan_chunks(
     try:
         plan_start = current_position(conn, info)  # lake rows older than this: committed before
         while state.tables and not state.paused and len(chunks) < max_chunks:
-            prog = state.tables[0]
-            schema = schemas.get(prog.key)
-            if schema is None:
-                log.warning("Incremental snapshot: table %s no longer exists; skipped", prog.table)
-                state.tables.pop(0)
+            t = _next_chunk_table(state, schemas, type_options, lake_rows, storage, server_name, plan_start)
+            if t is None:
                 continue
-            conv = TableConverter(schema, type_options, "pymysql")
-            # captured columns only (column_include_list/column_exclude_list), keyed by message.key.columns
-            schema = conv.table
-            pk = _pk_cols(schema)
-            if set(pk) & set(conv.masked):  # chunk bounds are raw key values: they would leak
-                log.warning(
-                    "Incremental snapshot: %s has a masked key column %s; skipped (use a blocking snapshot)",
-                    prog.table,
-                    sorted(set(pk) & set(conv.masked)),
-                )
-                state.tables.pop(0)
+            read = _read_next_chunk(
+                conn,
+                info,
+                state,
+                t,
+                sig=sig,
+                chunk_size=chunk_size,
+                type_options=type_options,
+                strategy=strategy,
+                read_only=read_only,
+            )
+            if read is None:
                 continue
-            if prog.table not in lake_rows:
-                why = unsupported_key_reason(schema)
-                if why:
-                    log.warning("Incremental snapshot: %s", why)
-                lake_rows[prog.table] = (
-                    None
-                    if why
-                    else LakeLiveRows(storage, server_name, schema, conv.arrow_schema, before=plan_start)
-                )
-            lake = lake_rows[prog.table]
-            tbl = f"{quote_identifier(schema.database)}.{quote_identifier(schema.table)}"
-            where_filter = f" AND ({prog.filter})" if prog.filter else ""
-            empty = False
-            with conn.cursor() as cur:
-                if prog.max_key is None:
-                    cur.execute(
-                        f"SELECT {', '.join(quote_identifier(c) for c in pk)} FROM {tbl} WHERE 1=1{where_filter} "
-                        f"ORDER BY {', '.join(quote_identifier(c) + ' DESC' for c in pk)} LIMIT 1"
-                    )
-                    row = cur.fetchone()
-                    if row is None and lake is None and not (prog.candidate_keys and prog.chunks == 0):
-                        # empty table (or nothing matches the filter): no lake rows or repair keys to check
-                        state.done.append(prog.table)
-                        state.tables.pop(0)
-                        continue
-                    if row is None:  # one empty chunk: lake rows of the whole table may be gone, and a
-                        empty = True  # repair's candidate keys are checked between its watermarks
-                    else:
-                        prog.max_key = encode_key(row)
-                state.chunk_seq += 1
-                chunk_id = chunk_id_for(state.snapshot_id, state.chunk_seq)
-                open_id, close_id = f"{chunk_id}-o", f"{chunk_id}-c"
-                low = high = None
-                if read_only:
-                    low = current_position(conn, info).to_dict()
-                else:
-                    open_window(cur, sig, open_id, chunk_id)
-                conds = []
-                params: list[Any] = []
-                if prog.last_key is not None:
-                    conds.append(_row_cmp(pk, ">"))
-                    params += decode_key(prog.last_key)
-                rows: list[tuple] = []
-                if not empty:
-                    conds.append(_row_cmp(pk, "<="))
-                    params += decode_key(prog.max_key or [])
-                    cols = ", ".join(select_expression(c) for c in schema.columns)
-                    # this query has parameters: pymysql %-formats it, so a '%' of the filter
-                    # (modulo, LIKE pattern, string literal) must be doubled
-                    cur.execute(
-                        f"SELECT {cols} FROM {tbl} WHERE {' AND '.join(conds)}{where_filter.replace('%', '%%')} "
-                        f"ORDER BY {', '.join(quote_identifier(c) for c in pk)} LIMIT {int(chunk_size)}",
-                        params,
-                    )
-                    rows = list(cur.fetchall())
-                # between the watermarks, like the chunk: keys a repair expects gone from the source
-                gone = _absent_rows(cur, schema, tbl, pk, rows, prog)
-                idx = [schema.column_names.index(c) for c in pk]
-                key_lo = prog.last_key
-                last = (
-                    empty or len(rows) < chunk_size or encode_key([rows[-1][i] for i in idx]) == prog.max_key
-                )
-                key_hi = None if last else encode_key([rows[-1][i] for i in idx])
-                absent = None
-                if lake is not None:  # inside the watermark window, without the filter
-                    have = source_keys_in_range(cur, schema, type_options, key_lo, key_hi)
-                    absent = lake.absent(
-                        converted_key(schema, type_options, key_lo),
-                        converted_key(schema, type_options, key_hi),
-                        have,
-                    )
-                if read_only:
-                    high = current_position(conn, info).to_dict()
-                else:
-                    close_id = close_window(cur, sig, open_id, close_id, chunk_id, strategy)
-            batch = conv.to_record_batch(rows)
-            path = storage.uri(
-                "_staging", server_name, "incremental", f"{chunk_id}-{uuid.uuid4().hex[:8]}.parquet"
-            )
-            if not storage.is_s3:
-                import os
-
-                os.makedirs(os.path.dirname(storage.fs_path(path)), exist_ok=True)
-            with fs.open_output_stream(storage.fs_path(path)) as out:
-                pq.write_table(pa.Table.from_batches([batch], schema=conv.arrow_schema), out)
-            deletes_path = None
-            if gone:
-                deletes_path = path[: -len(".parquet")] + "-deletes.parquet"
-                with fs.open_output_stream(storage.fs_path(deletes_path)) as out:
-                    pq.write_table(
-                        pa.Table.from_batches([conv.to_record_batch(gone)], schema=conv.arrow_schema), out
-                    )
-            absent_path = None
-            if absent is not None and absent.num_rows:
-                absent_path = path.replace(".parquet", "-absent.parquet")
-                with fs.open_output_stream(storage.fs_path(absent_path)) as out:
-                    pq.write_table(absent, out)
-            chunks.append(
-                PlannedChunk(
-                    chunk_id,
-                    prog.table,
-                    len(rows),
-                    path,
-                    open_id,
-                    close_id,
-                    low,
-                    high,
-                    reason=prog.reason,
-                    deletes_path=deletes_path,
-                    key_lo=key_lo,
-                    key_hi=key_hi,
-                    absent_path=absent_path,
-                    absent=absent.num_rows if absent is not None else 0,
-                )
-            )
+            chunks.append(_stash_chunk(storage, fs, server_name, t, read))
+            prog = t.prog
             prog.chunks += 1
-            prog.rows += len(rows)
-            if rows:
-                prog.last_key = encode_key([rows[-1][i] for i in idx])
-            if last:
+            prog.rows += len(read.rows)
+            if read.rows:
+                prog.last_key = read.last_row_key
+            if read.last:
                 state.done.append(prog.table)
                 state.tables.pop(0)
         end = current_position(conn, info)
     finally:
         conn.close()
     return chunks, state, end
+
+
+def _next_chunk_table(
+    state: IncrementalState,
+    schemas: dict[tuple[str, str], TableSchema],
+    type_options: TypeOptions,
+    lake_rows: dict[str, LakeLiveRows | None],
+    storage: StorageSettings,
+    server_name: str,
+    plan_start: BinlogPosition,
+) -> _ChunkTable | None:
+    """The first queued table, ready to read; ``None`` when it was skipped (dropped from the queue:
+    the table no longer exists or a key column is masked). ``lake_rows`` caches the lake readers."""
+    from .absent_rows import LakeLiveRows, unsupported_key_reason
+
+    prog = state.tables[0]
+    schema = schemas.get(prog.key)
+    if schema is None:
+        log.warning("Incremental snapshot: table %s no longer exists; skipped", prog.table)
+        state.tables.pop(0)
+        return None
+    conv = TableConverter(schema, type_options, "pymysql")
+    # captured columns only (column_include_list/column_exclude_list), keyed by message.key.columns
+    schema = conv.table
+    pk = _pk_cols(schema)
+    if set(pk) & set(conv.masked):  # chunk bounds are raw key values: they would leak
+        log.warning(
+            "Incremental snapshot: %s has a masked key column %s; skipped (use a blocking snapshot)",
+            prog.table,
+            sorted(set(pk) & set(conv.masked)),
+        )
+        state.tables.pop(0)
+        return None
+    if prog.table not in lake_rows:
+        why = unsupported_key_reason(schema)
+        if why:
+            log.warning("Incremental snapshot: %s", why)
+        lake_rows[prog.table] = (
+            None if why else LakeLiveRows(storage, server_name, schema, conv.arrow_schema, before=plan_start)
+        )
+    return _ChunkTable(
+        prog=prog,
+        schema=schema,
+        conv=conv,
+        pk=pk,
+        lake=lake_rows[prog.table],
+        tbl=f"{quote_identifier(schema.database)}.{quote_identifier(schema.table)}",
+        where_filter=f" AND ({prog.filter})" if prog.filter else "",
+    )
+
+
+def _read_next_chunk(
+    conn: Any,
+    info: ServerInfo,
+    state: IncrementalState,
+    t: _ChunkTable,
+    *,
+    sig: str,
+    chunk_size: int,
+    type_options: TypeOptions,
+    strategy: str,
+    read_only: bool,
+) -> _ChunkRead | None:
+    """Open a watermark window, read the next chunk of ``t`` (and, without the filter, the keys
+    the source has in its range), close the window. ``None``: the table has nothing to read (empty,
+    or nothing matches the filter, and no lake rows or repair keys to check): it is done."""
+    from .absent_rows import converted_key, source_keys_in_range
+
+    prog, schema, pk, tbl, where_filter = t.prog, t.schema, t.pk, t.tbl, t.where_filter
+    empty = False
+    with conn.cursor() as cur:
+        if prog.max_key is None:
+            cur.execute(
+                f"SELECT {', '.join(quote_identifier(c) for c in pk)} FROM {tbl} WHERE 1=1{where_filter} "
+                f"ORDER BY {', '.join(quote_identifier(c) + ' DESC' for c in pk)} LIMIT 1"
+            )
+            row = cur.fetchone()
+            if row is None and t.lake is None and not (prog.candidate_keys and prog.chunks == 0):
+                # empty table (or nothing matches the filter): no lake rows or repair keys to check
+                state.done.append(prog.table)
+                state.tables.pop(0)
+                return None
+            if row is None:  # one empty chunk: lake rows of the whole table may be gone, and a
+                empty = True  # repair's candidate keys are checked between its watermarks
+            else:
+                prog.max_key = encode_key(row)
+        state.chunk_seq += 1
+        chunk_id = chunk_id_for(state.snapshot_id, state.chunk_seq)
+        open_id, close_id = f"{chunk_id}-o", f"{chunk_id}-c"
+        low = high = None
+        if read_only:
+            low = current_position(conn, info).to_dict()
+        else:
+            open_window(cur, sig, open_id, chunk_id)
+        conds = []
+        params: list[Any] = []
+        if prog.last_key is not None:
+            conds.append(_row_cmp(pk, ">"))
+            params += decode_key(prog.last_key)
+        rows: list[tuple] = []
+        if not empty:
+            conds.append(_row_cmp(pk, "<="))
+            params += decode_key(prog.max_key or [])
+            cols = ", ".join(select_expression(c) for c in schema.columns)
+            # this query has parameters: pymysql %-formats it, so a '%' of the filter
+            # (modulo, LIKE pattern, string literal) must be doubled
+            cur.execute(
+                f"SELECT {cols} FROM {tbl} WHERE {' AND '.join(conds)}{where_filter.replace('%', '%%')} "
+                f"ORDER BY {', '.join(quote_identifier(c) for c in pk)} LIMIT {int(chunk_size)}",
+                params,
+            )
+            rows = list(cur.fetchall())
+        # between the watermarks, like the chunk: keys a repair expects gone from the source
+        gone = _absent_rows(cur, schema, tbl, pk, rows, prog)
+        idx = [schema.column_names.index(c) for c in pk]
+        last_row_key = encode_key([rows[-1][i] for i in idx]) if rows else None
+        key_lo = prog.last_key
+        last = empty or len(rows) < chunk_size or last_row_key == prog.max_key
+        key_hi = None if last else last_row_key
+        absent = None
+        if t.lake is not None:  # inside the watermark window, without the filter
+            have = source_keys_in_range(cur, schema, type_options, key_lo, key_hi)
+            absent = t.lake.absent(
+                converted_key(schema, type_options, key_lo),
+                converted_key(schema, type_options, key_hi),
+                have,
+            )
+        if read_only:
+            high = current_position(conn, info).to_dict()
+        else:
+            close_id = close_window(cur, sig, open_id, close_id, chunk_id, strategy)
+    return _ChunkRead(
+        chunk_id, open_id, close_id, low, high, rows, gone, key_lo, key_hi, last, last_row_key, absent
+    )
+
+
+def _stash_chunk(
+    storage: StorageSettings, fs: Any, server_name: str, t: _ChunkTable, read: _ChunkRead
+) -> PlannedChunk:
+    """Write the chunk's rows (and its deletes / absent lake rows, if any) to the lake's staging
+    area as Parquet (``fs``: the storage's pyarrow filesystem); the planned chunk pointing at them."""
+    conv = t.conv
+    path = storage.uri(
+        "_staging", server_name, "incremental", f"{read.chunk_id}-{uuid.uuid4().hex[:8]}.parquet"
+    )
+    if not storage.is_s3:
+        import os
+
+        os.makedirs(os.path.dirname(storage.fs_path(path)), exist_ok=True)
+    with fs.open_output_stream(storage.fs_path(path)) as out:
+        pq.write_table(
+            pa.Table.from_batches([conv.to_record_batch(read.rows)], schema=conv.arrow_schema), out
+        )
+    deletes_path = None
+    if read.gone:
+        deletes_path = path[: -len(".parquet")] + "-deletes.parquet"
+        with fs.open_output_stream(storage.fs_path(deletes_path)) as out:
+            pq.write_table(
+                pa.Table.from_batches([conv.to_record_batch(read.gone)], schema=conv.arrow_schema), out
+            )
+    absent_path = None
+    absent = read.absent
+    if absent is not None and absent.num_rows:
+        absent_path = path.replace(".parquet", "-absent.parquet")
+        with fs.open_output_stream(storage.fs_path(absent_path)) as out:
+            pq.write_table(absent, out)
+    return PlannedChunk(
+        read.chunk_id,
+        t.prog.table,
+        len(read.rows),
+        path,
+        read.open_id,
+        read.close_id,
+        read.low,
+        read.high,
+        reason=t.prog.reason,
+        deletes_path=deletes_path,
+        key_lo=read.key_lo,
+        key_hi=read.key_hi,
+        absent_path=absent_path,
+        absent=absent.num_rows if absent is not None else 0,
+    )
 
 
 def _absent_rows(

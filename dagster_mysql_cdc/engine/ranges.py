@@ -15,7 +15,7 @@ import json
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -28,6 +28,9 @@ from ..source.schema import TableSchema
 from ..source.types import TableConverter, TypeOptions, quote_identifier, select_expression
 from .incremental import decode_key, encode_key
 from .watermark import close_window, keys_touched, open_window
+
+if TYPE_CHECKING:
+    from .absent_rows import LakeLiveRows
 
 log = logging.getLogger(__name__)
 
@@ -154,45 +157,19 @@ def snapshot_range(
     # captured columns only (column_include_list/column_exclude_list), keyed by message.key.columns
     schema = pconv.table
     pk = list(schema.primary_key)
-    cols_pk = ", ".join(quote_identifier(c) for c in pk)
-    tbl = f"{quote_identifier(schema.database)}.{quote_identifier(schema.table)}"
     sdb, _, st = signal_table.partition(".")
-    sig = f"{quote_identifier(sdb)}.{quote_identifier(st)}"
     wid = f"range-{uuid.uuid4().hex[:16]}"
-    conds, params = [], []
-    ph = ", ".join(["%s"] * len(pk))
-    if rng.lo is not None:
-        conds.append(f"({cols_pk}) > ({ph})")
-        params += decode_key(rng.lo)
-    if rng.hi is not None:
-        conds.append(f"({cols_pk}) <= ({ph})")
-        params += decode_key(rng.hi)
-    where = ("WHERE " + " AND ".join(conds)) if conds else ""
-    from .absent_rows import LakeLiveRows, converted_key, delete_events, key_tuples, unsupported_key_reason
-
-    lake = None
-    if storage is not None:
-        why = unsupported_key_reason(schema)
-        if why:
-            log.warning("Range re-snapshot: %s", why)
-    conn = connect(settings, autocommit=True)
-    try:
-        if storage is not None and not why:  # lake rows committed before the low watermark
-            lake = LakeLiveRows(
-                storage, server_name, schema, pconv.arrow_schema, before=current_position(conn, info)
-            )
-        low = current_position(conn, info)
-        with conn.cursor() as cur:
-            open_window(cur, sig, wid + "-o", wid)
-            cur.execute(
-                f"SELECT {', '.join(select_expression(c) for c in schema.columns)} FROM {tbl} {where} ORDER BY {cols_pk}",
-                params,
-            )
-            rows = list(cur.fetchall())
-            close_window(cur, sig, wid + "-o", wid + "-c", wid)
-        high = current_position(conn, info)
-    finally:
-        conn.close()
+    rows, low, high, lake = _read_range_in_window(
+        settings,
+        info,
+        schema,
+        pconv,
+        rng,
+        signal=(sdb, st),
+        wid=wid,
+        storage=storage,
+        server_name=server_name,
+    )
     # keys the binlog touched between the watermarks
     bconv = TableConverter(schema, type_options, "binlog")
     kidx = [schema.column_names.index(k) for k in pk]
@@ -236,20 +213,8 @@ def snapshot_range(
     high = BinlogPosition(hw[0], hw[1])
     deletes = None
     if lake is not None:  # the SELECT read the whole range (no filter): its keys are the source's
-        absent = lake.absent(
-            converted_key(schema, type_options, rng.lo),
-            converted_key(schema, type_options, rng.hi),
-            key_tuples(batch, pk),
-        )
-        deletes = delete_events(
-            absent,
-            schema=schema,
-            value_schema=pconv.arrow_schema,
-            server_name=server_name,
-            server_id=hw[3],
-            position=high,
-            source_ts_ms=hw[2],
-            skip_keys=touched,
+        deletes = _range_deletes(
+            lake, schema, pconv, rng, batch, type_options, server_name, hw, high=high, touched=touched
         )
     return RangeSnapshot(
         builder.to_record_batch(),
@@ -259,4 +224,100 @@ def snapshot_range(
         high,
         deletes=deletes,
         rows_deleted=deletes.num_rows if deletes is not None else 0,
+    )
+
+
+def _read_range_in_window(
+    settings: ConnectionSettings,
+    info: ServerInfo,
+    schema: TableSchema,
+    pconv: TableConverter,
+    rng: KeyRange,
+    *,
+    signal: tuple[str, str],
+    wid: str,
+    storage: StorageSettings | None,
+    server_name: str,
+) -> tuple[list[tuple], BinlogPosition, BinlogPosition, LakeLiveRows | None]:
+    """``SELECT`` the range's rows (captured columns, key order) between an open and a close
+    watermark row ``wid-o`` / ``wid-c`` in the signal table ``signal`` (database, table).
+
+    Returns:
+        (raw rows, position before the open watermark, position after the close watermark, the
+        lake's live rows committed before the window: ``None`` without ``storage`` or when the
+        key is not supported by :mod:`.absent_rows`).
+    """
+    from .absent_rows import LakeLiveRows, unsupported_key_reason
+
+    pk = list(schema.primary_key)
+    cols_pk = ", ".join(quote_identifier(c) for c in pk)
+    tbl = f"{quote_identifier(schema.database)}.{quote_identifier(schema.table)}"
+    sig = f"{quote_identifier(signal[0])}.{quote_identifier(signal[1])}"
+    conds, params = [], []
+    ph = ", ".join(["%s"] * len(pk))
+    if rng.lo is not None:
+        conds.append(f"({cols_pk}) > ({ph})")
+        params += decode_key(rng.lo)
+    if rng.hi is not None:
+        conds.append(f"({cols_pk}) <= ({ph})")
+        params += decode_key(rng.hi)
+    where = ("WHERE " + " AND ".join(conds)) if conds else ""
+    lake = None
+    if storage is not None:
+        why = unsupported_key_reason(schema)
+        if why:
+            log.warning("Range re-snapshot: %s", why)
+    conn = connect(settings, autocommit=True)
+    try:
+        if storage is not None and not why:  # lake rows committed before the low watermark
+            lake = LakeLiveRows(
+                storage, server_name, schema, pconv.arrow_schema, before=current_position(conn, info)
+            )
+        low = current_position(conn, info)
+        with conn.cursor() as cur:
+            open_window(cur, sig, wid + "-o", wid)
+            cur.execute(
+                f"SELECT {', '.join(select_expression(c) for c in schema.columns)} FROM {tbl} {where} ORDER BY {cols_pk}",
+                params,
+            )
+            rows = list(cur.fetchall())
+            close_window(cur, sig, wid + "-o", wid + "-c", wid)
+        high = current_position(conn, info)
+    finally:
+        conn.close()
+    return rows, low, high, lake
+
+
+def _range_deletes(
+    lake: LakeLiveRows,
+    schema: TableSchema,
+    pconv: TableConverter,
+    rng: KeyRange,
+    batch: pa.RecordBatch,
+    type_options: TypeOptions,
+    server_name: str,
+    hw: tuple[str, int, int, int],
+    *,
+    high: BinlogPosition,
+    touched: set,
+) -> pa.RecordBatch | None:
+    """``op=d`` events at the high watermark ``hw`` (file, pos, ts_ms, server_id) for the lake's
+    live rows of the range whose key the source's rows (``batch``) no longer have (keys the binlog
+    touched inside the window left out)."""
+    from .absent_rows import converted_key, delete_events, key_tuples
+
+    absent = lake.absent(
+        converted_key(schema, type_options, rng.lo),
+        converted_key(schema, type_options, rng.hi),
+        key_tuples(batch, list(schema.primary_key)),
+    )
+    return delete_events(
+        absent,
+        schema=schema,
+        value_schema=pconv.arrow_schema,
+        server_name=server_name,
+        server_id=hw[3],
+        position=high,
+        source_ts_ms=hw[2],
+        skip_keys=touched,
     )
