@@ -245,6 +245,17 @@ def test_custom_resource_keys_and_no_sensor():
     assert not defs.sensors
 
 
+def test_table_freshness_from_the_sensor_section():
+    from dagster_mysql_cdc import freshness_policy_for_interval
+
+    _, defs = load_yaml(attributes())
+    policies = {s.key.path[-1]: s.freshness_policy for s in the_assets_def(defs).specs}
+    assert policies["customers"] == freshness_policy_for_interval(15) == policies["binlog"]
+    _, defs = load_yaml(attributes(sensor={"minimum_interval_seconds": 15, "table_freshness": False}))
+    policies = {s.key.path[-1]: s.freshness_policy for s in the_assets_def(defs).specs}
+    assert policies["customers"] is None and policies["binlog"] is not None
+
+
 def test_translation_applies_to_the_listed_tables():
     attrs = attributes(
         translation={"group_name": "{{ database }}_raw", "key_prefix": "lake", "tags": {"t": "{{ table }}"}},

@@ -270,6 +270,17 @@ class BinlogSensorArgs(Resolvable):
     retention_margin_files: Annotated[
         int, _doc("Warn when the committed offset is in one of this many oldest binlog files.")
     ] = 1
+    table_freshness: Annotated[
+        bool,
+        _doc(
+            "Give every table the freshness policy derived from the interval (quiet tables get "
+            "runless heartbeats with their checks carried forward)."
+        ),
+    ] = True
+    table_heartbeat_seconds: Annotated[
+        float | None,
+        _doc("Seconds between heartbeats of a quiet table (default: half its warn window)."),
+    ] = None
 
 
 @dataclass
@@ -583,6 +594,7 @@ class MySqlCdcComponent(Component, Resolvable):
             pool=op.pool,
             sensor_interval_seconds=self.sensor.minimum_interval_seconds,
             stream_follow_seconds=float(self.mysql.stream_follow_seconds),
+            table_freshness_policy=True if self.sensor.table_freshness else None,
         )(cdc)
 
     def build_sensor(self, assets_def: dg.AssetsDefinition) -> dg.SensorDefinition:
@@ -598,6 +610,7 @@ class MySqlCdcComponent(Component, Resolvable):
                 else dg.DefaultSensorStatus.STOPPED
             ),
             mysql_resource_key=self.mysql_resource_key,
+            table_heartbeat_seconds=s.table_heartbeat_seconds,
         )
 
     def build_defs(self, context: ComponentLoadContext) -> dg.Definitions:
