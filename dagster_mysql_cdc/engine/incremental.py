@@ -247,7 +247,7 @@ class IncrementalSnapshotError(CdcError):
 
 # -- plan persistence (create-if-absent) ---------------------------------------------------------
 def _plan_uri(storage: StorageSettings, server_name: str, start: BinlogPosition) -> str:
-    return storage.uri("_staging", server_name, "incremental", f"plan-{start.as_version()}.json")
+    return storage.uri("_staging", server_name, "incremental", f"plan-{start.version_tag()}.json")
 
 
 def load_plan(storage: StorageSettings, server_name: str, start: BinlogPosition) -> ChunkPlan | None:
@@ -318,12 +318,15 @@ def plan_chunks(
     type_options: TypeOptions,
     strategy: str = "insert_insert",
     read_only: bool = False,
+    epoch: int = 0,
 ) -> tuple[list[PlannedChunk], IncrementalState, BinlogPosition]:
     """Read up to ``max_chunks`` chunks with watermarks (DBLog steps 1-3 per chunk).
 
     ``read_only``: write nothing to the source (Debezium's read-only incremental snapshot): the
     server's binlog position (with its executed GTID set) read just before and just after the
     chunk ``SELECT`` are the low and high watermarks.
+
+    ``epoch``: the window's offset epoch, given to every server position read here.
 
     Each chunk covers the key range ``(key_lo, key_hi]`` (the first chunk of a table starts at
     the smallest key, the last one ends above the largest; a filter that matches nothing gives
@@ -352,7 +355,9 @@ def plan_chunks(
     fs = storage.pyarrow_filesystem()
     lake_rows: dict[str, LakeLiveRows | None] = {}
     try:
-        plan_start = current_position(conn, info)  # lake rows older than this: committed before
+        plan_start = current_position(conn, info).with_epoch(
+            epoch
+        )  # lake rows older than this: committed before
         while state.tables and not state.paused and len(chunks) < max_chunks:
             prog = state.tables[0]
             schema = schemas.get(prog.key)
@@ -406,7 +411,7 @@ def plan_chunks(
                 open_id, close_id = f"{chunk_id}-o", f"{chunk_id}-c"
                 low = high = None
                 if read_only:
-                    low = current_position(conn, info).to_dict()
+                    low = current_position(conn, info).with_epoch(epoch).to_dict()
                 else:
                     open_window(cur, sig, open_id, chunk_id)
                 conds = []
@@ -444,7 +449,7 @@ def plan_chunks(
                         have,
                     )
                 if read_only:
-                    high = current_position(conn, info).to_dict()
+                    high = current_position(conn, info).with_epoch(epoch).to_dict()
                 else:
                     close_id = close_window(cur, sig, open_id, close_id, chunk_id, strategy)
             batch = conv.to_record_batch(rows)
@@ -494,7 +499,7 @@ def plan_chunks(
             if last:
                 state.done.append(prog.table)
                 state.tables.pop(0)
-        end = current_position(conn, info)
+        end = current_position(conn, info).with_epoch(epoch)
     finally:
         conn.close()
     return chunks, state, end

@@ -135,8 +135,12 @@ def snapshot_range(
     server_name: str,
     replica_server_id: int,
     storage: StorageSettings | None = None,
+    epoch: int = 0,
 ) -> RangeSnapshot:
     """Re-snapshot one key range with watermarks (see module docs).
+
+    ``epoch``: the offset epoch the capture is in (the watermark positions carry it, so the rows
+    order correctly against the lake's).
 
     With ``storage`` (the lake), live lake rows of the range that the source no longer has get a
     delete event at the high watermark (:mod:`.absent_rows`; integer keys only), so the range's
@@ -179,9 +183,13 @@ def snapshot_range(
     try:
         if storage is not None and not why:  # lake rows committed before the low watermark
             lake = LakeLiveRows(
-                storage, server_name, schema, pconv.arrow_schema, before=current_position(conn, info)
+                storage,
+                server_name,
+                schema,
+                pconv.arrow_schema,
+                before=current_position(conn, info).with_epoch(epoch),
             )
-        low = current_position(conn, info)
+        low = current_position(conn, info).with_epoch(epoch)
         with conn.cursor() as cur:
             open_window(cur, sig, wid + "-o", wid)
             cur.execute(
@@ -190,7 +198,7 @@ def snapshot_range(
             )
             rows = list(cur.fetchall())
             close_window(cur, sig, wid + "-o", wid + "-c", wid)
-        high = current_position(conn, info)
+        high = current_position(conn, info).with_epoch(epoch)
     finally:
         conn.close()
     # keys the binlog touched between the watermarks
@@ -233,7 +241,7 @@ def snapshot_range(
             snapshot="incremental",
         )
         emitted += 1
-    high = BinlogPosition(hw[0], hw[1])
+    high = low.at(hw[0], hw[1])
     deletes = None
     if lake is not None:  # the SELECT read the whole range (no filter): its keys are the source's
         absent = lake.absent(

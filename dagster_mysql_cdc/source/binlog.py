@@ -226,6 +226,7 @@ class BinlogReader:
 
     Iterating yields :class:`RowsBatch`, :class:`DdlStatement`, :class:`StatementDml` and
     :class:`TransactionCommit` items. After iteration :attr:`position` is the last boundary reached (== end when complete).
+    Every position it builds is in ``start``'s offset epoch (:meth:`BinlogPosition.at`).
 
     Raises (while iterating):
         BinlogEndedEarly, BinlogReadTimeout, CompressedTransactionError;
@@ -253,7 +254,8 @@ class BinlogReader:
         self.rows_skipped = 0  # rows events whose rows were not decoded (rows_filter)
         self.server_id = server_id
         self.start = start
-        self.end = end
+        # one server's binlog: every position of the window is in the start's offset epoch
+        self.end = end.with_epoch(start.epoch) if end is not None else None
         self.is_mariadb = is_mariadb
         self.deadline_s = deadline_s
         self.position = start
@@ -311,7 +313,7 @@ class BinlogReader:
                     if ev.next_binlog != file:
                         # The start of a binlog file is a transaction boundary.
                         file = ev.next_binlog
-                        self.position = BinlogPosition(file, int(ev.position), gtid_set)
+                        self.position = self.start.at(file, int(ev.position), gtid_set)
                         if self._reached_end(self.position):
                             done = True
                             break
@@ -323,7 +325,7 @@ class BinlogReader:
                     # artificial events (log_pos 0, e.g. the format description sent when the dump
                     # starts mid-file) and positions behind us never move the position
                     if end_pos > 0 and tx_gtid is None and thread is None:
-                        here = BinlogPosition(file, end_pos, gtid_set)
+                        here = self.start.at(file, end_pos, gtid_set)
                         if here.sort_key() > self.position.sort_key():
                             self.position = here
                             if self._reached_end(here):
@@ -381,7 +383,7 @@ class BinlogReader:
                     continue
                 if isinstance(ev, XidEvent):
                     gtid_set = advance_gtid_set(gtid_set, tx_gtid, self.is_mariadb)
-                    self.position = BinlogPosition(file, end_pos, gtid_set)
+                    self.position = self.start.at(file, end_pos, gtid_set)
                     yield TransactionCommit(self.position, tx_gtid, ts_ms)
                     tx_gtid, thread, query = None, None, None
                     if self._reached_end(self.position):
@@ -396,7 +398,7 @@ class BinlogReader:
                         continue
                     if upper == "COMMIT" or upper.startswith("XA "):
                         gtid_set = advance_gtid_set(gtid_set, tx_gtid, self.is_mariadb)
-                        self.position = BinlogPosition(file, end_pos, gtid_set)
+                        self.position = self.start.at(file, end_pos, gtid_set)
                         yield TransactionCommit(self.position, tx_gtid, ts_ms)
                         tx_gtid, thread, query = None, None, None
                         if self._reached_end(self.position):
@@ -419,7 +421,7 @@ class BinlogReader:
                         yield StatementDml(**statement)
                         continue
                     gtid_set = advance_gtid_set(gtid_set, tx_gtid, self.is_mariadb)
-                    self.position = BinlogPosition(file, end_pos, gtid_set)
+                    self.position = self.start.at(file, end_pos, gtid_set)
                     yield DdlStatement(**statement, end=self.position)
                     tx_gtid, thread, query = None, None, None
                     if self._reached_end(self.position):
