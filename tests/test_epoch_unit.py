@@ -102,6 +102,16 @@ def test_planning_compares_the_server_in_the_committed_epoch():
     assert plan.request is not None and plan.request.end == BinlogPosition("mysql-bin.000001", 900, epoch=1)
 
 
+def test_a_purged_offset_resnapshots_in_its_epoch():
+    files = [("mysql-bin.000002", 900)]
+    server = ServerState(current=BinlogPosition("mysql-bin.000002", 900), binlog_files=files)
+    plan = plan_stream_window(
+        StreamCursor(committed=NEW, snapshot_done=True), server, snapshot_mode="when_needed"
+    )
+    assert plan.request is not None and plan.request.kind == "snapshot"
+    assert plan.request.end == server.current.with_epoch(1) and plan.request.run_key.endswith("@e1:a1")
+
+
 def test_run_tags_and_metadata_carry_the_epoch():
     assert position_from_tag({"k": position_tag(NEW)}, "k") == NEW
     assert position_tag(OLD) == json.dumps({"file": "mysql-bin.000007", "pos": 1687, "gtid_set": "0-1-40"})

@@ -227,6 +227,8 @@ def plan_stream_window(
     if snapshot_mode == "initial_only":
         return Plan(cursor, skip_reason="snapshot_mode=initial_only: the snapshot is done, streaming is off")
     committed = cursor.committed
+    # the server's positions are in the committed offset's epoch (the same server since reconcile)
+    server = replace(server, current=server.current.with_epoch(committed.epoch))
     warnings: list[str] = []
     if names and committed.file not in names:
         if snapshot_mode == "when_needed":
@@ -256,8 +258,6 @@ def plan_stream_window(
             "binlog file(s): it will be lost if the server purges them before streaming catches up."
         )
     committed = normalize(committed, files)
-    # the server's positions are in the committed offset's epoch (the same server since reconcile)
-    server = replace(server, current=server.current.with_epoch(committed.epoch))
     inc = cursor.incremental
     if (
         committed.sort_key() >= server.current.sort_key()
