@@ -30,7 +30,7 @@ import operator
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -75,6 +75,7 @@ STATE_META_FIELDS = (
     pa.field("__ts_ms", pa.int64()),
     pa.field("__source_ts_ms", pa.int64()),
     pa.field("__snapshot", pa.string()),
+    pa.field("__epoch", pa.int64()),
     pa.field("__binlog_file", pa.string()),
     pa.field("__binlog_pos", pa.int64()),
     pa.field("__binlog_row", pa.int32()),
@@ -92,18 +93,27 @@ _BINLOG_SEQ = re.compile(r"\.(\d+)$")
 
 @dataclass(frozen=True, order=False)
 class BinlogPosition:
-    """A point in the source server's binary log.
+    """A point in the source server's binary log, in the lake's order.
 
     Attributes:
         file: binlog file name, e.g. ``mysql-bin.000003``.
         pos: byte offset in that file of the next event to read.
         gtid_set: executed GTID set at this point, in the server's own format (MySQL
             ``3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5``, MariaDB ``0-1-42``), or ``None``.
+        epoch: the *offset epoch*: how many times the capture moved to another server (or to a
+            binlog whose numbering restarted). A failover resumes by GTID at a position of the new
+            server whose file number may sort below the old server's, so the lake orders events by
+            ``(epoch, file number, offset, row)``: every position of one epoch sorts after every
+            position of the previous one. ``0`` until the first failover (then omitted from
+            :meth:`to_dict`, so cursors and run tags of a capture that never failed over are
+            unchanged). Positions read from the server inside a window take the window's epoch
+            (:meth:`at`).
     """
 
     file: str
     pos: int
     gtid_set: str | None = None
+    epoch: int = 0
 
     @property
     def file_seq(self) -> int:
@@ -113,37 +123,67 @@ class BinlogPosition:
             raise ValueError(f"Binlog file name {self.file!r} has no numeric suffix")
         return int(m.group(1))
 
-    def sort_key(self) -> tuple[int, int]:
-        """Total order of positions on one server: (file sequence, byte offset)."""
-        return (self.file_seq, self.pos)
+    def sort_key(self) -> tuple[int, int, int]:
+        """Total order of positions in the lake: (epoch, file sequence, byte offset)."""
+        return (self.epoch, self.file_seq, self.pos)
+
+    def at(self, file: str, pos: int, gtid_set: str | None = None) -> BinlogPosition:
+        """Another position of the same server and epoch (``file``/``pos`` read from the server
+        inside a window take the window's epoch, so they compare correctly with its ends)."""
+        return BinlogPosition(file, int(pos), gtid_set, self.epoch)
+
+    def with_epoch(self, epoch: int) -> BinlogPosition:
+        """This position in offset epoch ``epoch``."""
+        return self if epoch == self.epoch else replace(self, epoch=int(epoch))
 
     def as_version(self) -> int:
-        """Monotonic 63-bit integer for this position (file sequence × 10¹², offset).
+        """Monotonic 63-bit integer for this position *within its epoch* (file sequence × 10¹²,
+        offset).
 
         Used as the Delta ``txn`` version of the batch that ends/starts here, so a retried batch
         is recognised as already committed. Binlog files are at most 1 GiB (``max_binlog_size``),
-        far below 10¹² bytes.
+        far below 10¹² bytes. The epoch does not fit in the 63 bits (file numbers reach 10⁶), so
+        every Delta ``txn`` app id that takes this version is made per epoch with
+        :meth:`txn_app` (a new epoch starts its own version series); names of staging files
+        derived from it use :meth:`version_tag`.
         """
         return self.file_seq * 10**12 + self.pos
 
+    def txn_app(self, app_id: str) -> str:
+        """The Delta ``txn`` app id of a batch versioned by :meth:`as_version`: ``app_id`` in
+        epoch 0 (unchanged for captures that never failed over), ``app_id@epoch<n>`` after."""
+        return app_id if self.epoch == 0 else f"{app_id}@epoch{self.epoch}"
+
+    def version_tag(self) -> str:
+        """:meth:`as_version` as a file-name part, ``e<n>-`` prefixed in epoch ``n > 0``."""
+        return str(self.as_version()) if self.epoch == 0 else f"e{self.epoch}-{self.as_version()}"
+
     def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "pos": self.pos, "gtid_set": self.gtid_set}
+        """``{"file", "pos", "gtid_set"}`` plus ``"epoch"`` when it is not 0."""
+        d: dict[str, Any] = {"file": self.file, "pos": self.pos, "gtid_set": self.gtid_set}
+        if self.epoch:
+            d["epoch"] = self.epoch
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> BinlogPosition:
-        """Inverse of :meth:`to_dict`.
+        """Inverse of :meth:`to_dict` (no ``epoch``: 0, as written before epochs existed).
 
         Raises:
-            ValueError: ``d`` lacks ``file``/``pos`` or they have the wrong type.
+            ValueError: ``d`` lacks ``file``/``pos`` or they (or ``epoch``) have the wrong type.
         """
         try:
-            return cls(file=str(d["file"]), pos=int(d["pos"]), gtid_set=d.get("gtid_set"))
+            epoch = int(d.get("epoch") or 0)
+            if epoch < 0:
+                raise ValueError("negative epoch")
+            return cls(file=str(d["file"]), pos=int(d["pos"]), gtid_set=d.get("gtid_set"), epoch=epoch)
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"Not a binlog position: {d!r} ({e})") from None
 
     def __str__(self) -> str:
         g = f" gtid={self.gtid_set}" if self.gtid_set else ""
-        return f"{self.file}:{self.pos}{g}"
+        e = f" epoch={self.epoch}" if self.epoch else ""
+        return f"{self.file}:{self.pos}{g}{e}"
 
 
 def now_ms() -> int:

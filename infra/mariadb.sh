@@ -24,8 +24,9 @@
 # its user databases (tables and triggers; not routines or events) are copied with mariadb-dump
 # --gtid (not logged), its gtid_domain_id is --gtid-domain-id (default: its --server-id, so writes
 # after a promotion are told apart) and its binlog numbering starts at --binlog-start (default: the
-# primary's current file number + 1000, RESET MASTER TO n) so positions of the promoted replica
-# sort after the old primary's (see docs/operations.md, "Failover"). Give it a distinct --server-id and --port (CDC_MYSQL_REPLICA_PORT).
+# primary's current file number + 1000, RESET MASTER TO n) so the two servers' file names are told
+# apart (no longer required: the capture's offset epoch orders a promoted replica's positions after
+# the old primary's whatever their numbering, see docs/operations.md, "Failover"). Give it a distinct --server-id and --port (CDC_MYSQL_REPLICA_PORT).
 #   promote : STOP SLAVE; RESET SLAVE ALL; read_only=OFF (the replica becomes a primary)
 # Tunables: CDC_MARIADB_START_TIMEOUT (s, default 60), CDC_MARIADB_STOP_TIMEOUT (s, default 60).
 set -euo pipefail
@@ -33,7 +34,7 @@ set -euo pipefail
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 usage() {
-  sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 

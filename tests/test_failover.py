@@ -38,10 +38,11 @@ def _stop_and_remove_replica() -> None:
     shutil.rmtree(INFRA_DIR / "mariadb-replica", ignore_errors=True)
 
 
-def start_replica() -> int:
-    """A fresh GTID replica of the main instance (seeded with the primary's data now); its port."""
+def start_replica(*extra: str) -> int:
+    """A fresh GTID replica of the main instance (seeded with the primary's data now); its port.
+    ``extra``: more ``infra/mariadb.sh start`` flags (e.g. ``--binlog-start 1``)."""
     _stop_and_remove_replica()
-    opts = ["--instance", "replica", "--port", str(REPLICA_PORT), "--server-id", "2"]
+    opts = ["--instance", "replica", "--port", str(REPLICA_PORT), "--server-id", "2", *extra]
     subprocess.run([*MARIADB, "start", *opts, "--replica-of", str(MYSQL_PORT)], cwd=ROOT, check=True)
     return REPLICA_PORT
 
@@ -192,6 +193,115 @@ def test_failover_to_promoted_replica_loses_and_duplicates_nothing(replica, loca
     rep.close()
 
 
+def binlog_file(conn) -> str:
+    with conn.cursor() as cur:
+        cur.execute("SHOW MASTER STATUS")
+        return cur.fetchone()[0]
+
+
+def file_number(name: str) -> int:
+    return int(name.rsplit(".", 1)[1])
+
+
+def test_failover_to_a_replica_whose_binlog_numbering_sorts_below(local_storage, capsys):
+    """Issue 17's scenario: the promoted replica writes mysql-bin.000001 while the capture's offset
+    is in a higher-numbered file of the old primary. The translated position is put in the next
+    offset epoch, so the new server's events (updates and deletes of rows captured before the
+    failover, a DDL) order after the old server's in the state and the schema history."""
+    with scratch_database("epoch") as (db, primary):
+        try:
+            setup_table(primary, db)
+            with primary.cursor() as cur:
+                cur.execute("FLUSH BINARY LOGS")  # the primary's file number is > 1
+            port = start_replica("--binlog-start", "1")
+            rep = connect_root(port)
+            assert binlog_file(rep) == "mysql-bin.000001"
+            mysql = capture_resource(db)
+            cdc = SensorDriven(mysql, local_storage.base_uri)
+            cdc.ticks()  # snapshot
+            captured_on_primary = write(primary, batch(db, 1, 10))
+            cdc.ticks()
+            pending = write(primary, batch(db, 11, 6))  # replicated, not captured before the failover
+            wait_replicated(primary, rep)
+            before = json.loads(cdc.cursor or "{}")
+            assert file_number(before["committed"]["file"]) > file_number(binlog_file(rep))
+            assert "epoch" not in before["committed"]
+            promote(port)
+            # the new primary changes and deletes rows captured before the failover
+            on_new_primary = write(
+                rep,
+                [
+                    f"UPDATE {db}.t SET v = -1, note = 'upd-on-replica' WHERE id IN (-20, -19, 1, 2)",
+                    f"DELETE FROM {db}.t WHERE id IN (-18, 3, 1004)",
+                    f"UPDATE {db}.t SET note = CONCAT(note, '#') WHERE id BETWEEN 4 AND 8",
+                    f"DELETE FROM {db}.t WHERE id = 12",
+                    *batch(db, 41, 4),
+                ],
+            )
+            cdc.resources["mysql"] = on_port(mysql, port)  # the runbook: repoint host/port
+            t0 = time.monotonic()
+            log = cdc.ticks()
+            seconds = time.monotonic() - t0
+            after = json.loads(cdc.cursor or "{}")
+            assert after["server"]["server_id"] == 2
+            assert after["committed"]["epoch"] == 1, after["committed"]
+            assert file_number(after["committed"]["file"]) < file_number(before["committed"]["file"])
+            # a DDL on the new primary, then rows using the new column
+            ddl = write(rep, [f"ALTER TABLE {db}.t ADD COLUMN extra INT"])
+            later = write(
+                rep,
+                [
+                    f"UPDATE {db}.t SET extra = id * 10, v = v + 100 WHERE id IN (-17, 4, 5, 13)",
+                    f"INSERT INTO {db}.t (id, v, note, extra) VALUES (500, 5, 'after-ddl', 5000)",
+                    f"DELETE FROM {db}.t WHERE id IN (-16, 6)",
+                ],
+            )
+            cdc.ticks()
+            assert json.loads(cdc.cursor or "{}")["committed"]["epoch"] == 1
+
+            events = changelog(local_storage, db)
+            streamed = [e for e in events if e["op"] != "r"]
+            expected = captured_on_primary + pending + on_new_primary + later
+            by_gtid = Counter(e["source"]["gtid"] for e in streamed)
+            assert set(by_gtid) == set(expected), set(by_gtid) ^ set(expected)
+            assert not set(ddl) & set(by_gtid)  # the DDL is in the schema history, not the change log
+            row_keys = Counter((e["source"]["gtid"], e["op"], e["key"]["id"]) for e in streamed)
+            dups = {k: n for k, n in row_keys.items() if n > 1}
+            assert not dups
+            # the state equals the source, including the rows the new primary changed and deleted
+            assert live_state(local_storage, db) == source_state(rep, db)
+            st = DeltaTable(
+                local_storage.uri(db, db, "t", "state"), storage_options=local_storage.delta_storage_options()
+            ).to_pyarrow_table()
+            extra = sorted((r["id"], r["extra"]) for r in st.to_pylist() if not r["__deleted"])
+            with rep.cursor() as cur:
+                cur.execute(f"SELECT id, extra FROM {db}.t")
+                assert extra == sorted(cur.fetchall())
+            epochs = Counter(r["__epoch"] for r in st.to_pylist())
+            assert epochs[1] > 0 and set(epochs) <= {0, 1}
+            hist = DeltaTable(
+                local_storage.uri(db, "_schema_history"),
+                storage_options=local_storage.delta_storage_options(),
+            ).to_pyarrow_table()
+            alters = [r for r in hist.to_pylist() if r["ddl"].upper().startswith("ALTER")]
+            assert len(alters) == 1 and alters[0]["epoch"] == 1
+            with capsys.disabled():
+                print(
+                    f"\n[failover figures, numbering below] transactions: {len(expected)} "
+                    f"({len(captured_on_primary)} captured on the primary, {len(pending)} replicated but "
+                    f"not captured before the failover, {len(on_new_primary) + len(later)} on the promoted "
+                    f"replica + 1 DDL); change events streamed: {len(streamed)}; GTIDs in the change log: "
+                    f"{len(by_gtid)}; duplicates: {sum(n - 1 for n in row_keys.values())}; lost GTIDs: "
+                    f"{len(set(expected) - set(by_gtid))}; failover catch-up: {seconds:.1f}s in "
+                    f"{len(log.runs)} run(s); offset {before['committed']['file']}:{before['committed']['pos']}"
+                    f" -> {after['committed']['file']}:{after['committed']['pos']} epoch "
+                    f"{after['committed']['epoch']}"
+                )
+            rep.close()
+        finally:
+            _stop_and_remove_replica()
+
+
 def test_replica_seeded_at_the_captured_position(local_storage):
     """The replica's binlog holds none of the primary's transactions (seeded by a dump at the
     GTID position the capture had reached, gtid_slave_pos): the committed GTIDs are executed there
@@ -244,12 +354,14 @@ def test_offset_ahead_of_the_server_is_a_clear_error(local_storage):
         cdc.cursor = json.dumps(cur)
         with pytest.raises(Exception, match=r"never executed.*errant.*snapshot_mode='when_needed'"):
             cdc.ticks()
-        # when_needed would re-snapshot, but the server's position sorts before the offset's, so
-        # the lake would keep its newer-looking rows: still an error, naming the way out
+        # when_needed re-snapshots; the server's position sorts before the offset's, so the
+        # re-snapshot starts a new offset epoch and its rows win over the lake's
         cdc.cursor = json.dumps(cur)
         cdc.resources["mysql"] = on_port(mysql, MYSQL_PORT, snapshot_mode="when_needed")
-        with pytest.raises(Exception, match=r"cannot help here either.*new lake location"):
-            cdc.ticks()
+        log = cdc.ticks()
+        assert log.runs and all(r.success for r in log.runs)  # the re-snapshot (and caught up)
+        assert json.loads(cdc.cursor or "{}")["committed"]["epoch"] == 1
+        assert live_state(local_storage, db) == source_state(primary, db)
         # the untouched cursor still works
         cdc.cursor = good
         cdc.resources["mysql"] = mysql

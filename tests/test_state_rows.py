@@ -93,7 +93,7 @@ def state_columns(value_names: Sequence[str], replaced_before: bool = False):
 
     The row image is ``after`` (``before`` for deletes, so a tombstone keeps its key and last
     values), followed by the ``__op``/``__deleted``/``__ts_ms``/``__source_ts_ms``/``__snapshot``/
-    ``__binlog_file``/``__binlog_pos``/``__binlog_row``/``__gtid`` metadata columns. Read events
+    ``__epoch``/``__binlog_file``/``__binlog_pos``/``__binlog_row``/``__gtid`` metadata columns. Read events
     (``op=r``) order before binlog events at the same position (``__binlog_row = -1``).
     """
     from pyspark.sql import functions as F
@@ -111,6 +111,7 @@ def state_columns(value_names: Sequence[str], replaced_before: bool = False):
         F.col("ts_ms").alias("__ts_ms"),
         F.col("source.ts_ms").alias("__source_ts_ms"),
         F.col("source.snapshot").alias("__snapshot"),
+        F.lit(0).cast("long").alias("__epoch"),  # one batch, one offset epoch (0 here)
         F.col("source.file").alias("__binlog_file"),
         F.col("source.pos").alias("__binlog_pos"),
         F.when(F.col("op") == "r", F.lit(-1))

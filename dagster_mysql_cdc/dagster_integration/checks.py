@@ -223,8 +223,9 @@ def _lake_live_rows(storage: StorageSettings, state_uri: str, columns: list[str]
             yield from [row] * (1 if n is None else n)
 
 
-def _consistent_source(settings: ConnectionSettings, info: ServerInfo):
-    """(connection in a consistent-snapshot transaction, its binlog position)."""
+def _consistent_source(settings: ConnectionSettings, info: ServerInfo, epoch: int = 0):
+    """(connection in a consistent-snapshot transaction, its binlog position in offset epoch
+    ``epoch``: the epoch of the committed position it is compared with)."""
     from ..source.connection import current_position
 
     conn = connect(settings, autocommit=True)
@@ -239,7 +240,7 @@ def _consistent_source(settings: ConnectionSettings, info: ServerInfo):
                 pos = BinlogPosition(st["binlog_snapshot_file"], int(st["binlog_snapshot_position"]))
         if pos is None:  # MySQL: position read right after the snapshot started (no DDL assumed)
             pos = current_position(conn, info)
-    return conn, pos
+    return conn, pos.with_epoch(epoch)
 
 
 def not_captured_results(key: dg.AssetKey, names: set[str]) -> list[dg.AssetCheckResult]:
@@ -298,7 +299,7 @@ def run_table_checks(
     results: list[dg.AssetCheckResult] = []
     if not selected & set(TABLE_CHECKS):
         return results
-    conn, pos = _consistent_source(settings, info)
+    conn, pos = _consistent_source(settings, info, committed.epoch)
     try:
         schema = read_table_schemas(conn, [(database, table)]).get((database, table))
         if schema is None:

@@ -3,7 +3,7 @@
 The cursor is small JSON kept by Dagster for the sensor::
 
     {"v": 1,
-     "committed": {"file": "mysql-bin.000003", "pos": 1234, "gtid_set": "0-1-42"} | null,
+     "committed": {"file": "mysql-bin.000003", "pos": 1234, "gtid_set": "0-1-42", "epoch": 1} | null,
      "inflight": {"kind": "stream" | "snapshot", "start": {...} | null, "end": {...} | null,
                   "attempt": 1, "run_key": "..."} | null,
      "snapshot_done": true,
@@ -15,6 +15,12 @@ The cursor is small JSON kept by Dagster for the sensor::
 ``committed`` is the replication offset: everything before it is durably in the lake. It only
 moves when the run that wrote a window (or the snapshot) has succeeded (the design's exactly-once
 protocol: runs are idempotent per window, the cursor is advanced after success).
+
+``epoch`` (present once it is not 0) is the offset epoch
+(:class:`~dagster_mysql_cdc.events.BinlogPosition`): it goes up by one on every server change, so
+the lake orders the new server's events after the old one's whatever their binlog file numbers.
+Positions the sensor reads from the server (its current position) are in the committed offset's
+epoch.
 
 ``server`` is the identity of the server ``committed`` was read from
 (:class:`~dagster_mysql_cdc.source.failover.ServerIdentity`): a file/pos is only ever used on that
@@ -153,10 +159,15 @@ class Plan:
 
 
 def window_key(kind: str, start: BinlogPosition | None, end: BinlogPosition | None, attempt: int) -> str:
-    """Deterministic run key of a window (a keyed run is launched at most once)."""
-    s = f"{start.file}:{start.pos}" if start else "-"
-    e = f"{end.file}:{end.pos}" if end else "-"
+    """Deterministic run key of a window (a keyed run is launched at most once); positions of
+    offset epoch ``n > 0`` carry ``@e<n>`` (the same file/pos on a later server is another window)."""
+    s = f"{start.file}:{start.pos}{_epoch_suffix(start)}" if start else "-"
+    e = f"{end.file}:{end.pos}{_epoch_suffix(end)}" if end else "-"
     return f"{kind}:{s}:{e}:a{attempt}"
+
+
+def _epoch_suffix(pos: BinlogPosition) -> str:
+    return f"@e{pos.epoch}" if pos.epoch else ""
 
 
 def normalize(pos: BinlogPosition, files: list[tuple[str, int]]) -> BinlogPosition:
@@ -216,6 +227,8 @@ def plan_stream_window(
     if snapshot_mode == "initial_only":
         return Plan(cursor, skip_reason="snapshot_mode=initial_only: the snapshot is done, streaming is off")
     committed = cursor.committed
+    # the server's positions are in the committed offset's epoch (the same server since reconcile)
+    server = replace(server, current=server.current.with_epoch(committed.epoch))
     warnings: list[str] = []
     if names and committed.file not in names:
         if snapshot_mode == "when_needed":
@@ -268,7 +281,7 @@ def plan_stream_window(
         )
     end = server.current
     if committed.file != end.file and committed.file in names:
-        end = BinlogPosition(committed.file, files[names.index(committed.file)][1], None)
+        end = committed.at(committed.file, files[names.index(committed.file)][1], None)
     return Plan(
         replace(cursor, committed=committed),
         request=InFlight("stream", window_key("stream", committed, end, 1), 1, committed, end),
@@ -315,24 +328,20 @@ def reconcile_cursor(
             bound=bound,
         )
     except OffsetError as e:
-        limit = bound if bound is not None and bound.sort_key() > committed.sort_key() else committed
         if snapshot_mode != "when_needed":
             raise
-        if server.current.sort_key() <= limit.sort_key():
-            raise OffsetError(
-                f"{e} A re-snapshot (snapshot_mode=when_needed) cannot help here either: the server's "
-                f"position {server.current.file}:{server.current.pos} does not sort after "
-                f"{limit.file}:{limit.pos}, so the lake would keep its newer-looking rows; re-snapshot "
-                "into a new lake location (another server_name or base_uri)."
-            ) from None
+        # the re-snapshot starts a new offset epoch: its rows (at the server's position, whatever
+        # its binlog numbering) sort after everything the lake holds
+        limit = bound if bound is not None and bound.sort_key() > committed.sort_key() else committed
+        at = server.current.with_epoch(limit.epoch + 1)
         plan = Plan(
             replace(cursor, server=None),
             request=InFlight(
                 "snapshot",
-                window_key("resnapshot", committed, server.current, 1),
+                window_key("resnapshot", committed, at, 1),
                 1,
                 committed,
-                server.current,
+                at,
                 snapshot_mode,
             ),
             warnings=(f"{e} Re-snapshotting (snapshot_mode=when_needed).",),

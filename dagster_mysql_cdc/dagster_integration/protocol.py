@@ -8,7 +8,10 @@ position back to advance its cursor. Both sides import the names and the encodin
 
 Positions in **tags** are JSON of :meth:`BinlogPosition.to_dict`; positions in **metadata** are
 three entries ``<prefix>_file``, ``<prefix>_pos``, ``<prefix>_gtid_set`` (prefix ``window_end``
-for stream runs, ``snapshot`` for snapshots), readable in the Dagster UI.
+for stream runs, ``snapshot`` for snapshots), readable in the Dagster UI, and a fourth,
+``<prefix>_epoch``, once the capture failed over (the offset epoch; absent means 0). Both forms
+leave the epoch out while it is 0, so tags and metadata of a capture that never failed over are
+unchanged.
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ REQUEST_TAG = "dagster_mysql_cdc/request"
 INCREMENTAL_TAG = "dagster_mysql_cdc/incremental"
 #: JSON identity of the server the window's positions belong to (failover safety).
 IDENTITY_TAG = "dagster_mysql_cdc/server_identity"
+#: Offset epoch of a snapshot run's positions (set when it is not 0: a re-snapshot after a
+#: failover; stream runs carry the epoch in their window positions).
+EPOCH_TAG = "dagster_mysql_cdc/epoch"
 #: ``topic.prefix`` (server name) of the capture.
 SERVER_TAG = "dagster_mysql_cdc/server"
 #: Why a window run selected what it did (the sensor's look-ahead of the tables a window changes).
@@ -68,12 +74,16 @@ def position_from_tag(tags: Mapping[str, str], key: str) -> BinlogPosition:
 
 
 def position_metadata(prefix: str, pos: BinlogPosition) -> dict[str, Any]:
-    """``<prefix>_file``, ``<prefix>_pos``, ``<prefix>_gtid_set`` metadata entries of ``pos``."""
-    return {
+    """``<prefix>_file``, ``<prefix>_pos``, ``<prefix>_gtid_set`` metadata entries of ``pos``, and
+    ``<prefix>_epoch`` when its offset epoch is not 0."""
+    md: dict[str, Any] = {
         f"{prefix}_file": pos.file,
         f"{prefix}_pos": dg.MetadataValue.int(pos.pos),
         f"{prefix}_gtid_set": pos.gtid_set or "",
     }
+    if pos.epoch:
+        md[f"{prefix}_epoch"] = dg.MetadataValue.int(pos.epoch)
+    return md
 
 
 def position_from_metadata(md: Mapping[str, Any], *prefixes: str) -> BinlogPosition | None:
@@ -85,8 +95,13 @@ def position_from_metadata(md: Mapping[str, Any], *prefixes: str) -> BinlogPosit
         f, p = md.get(f"{prefix}_file"), md.get(f"{prefix}_pos")
         if f is None or p is None:
             continue
-        g = md.get(f"{prefix}_gtid_set")
-        return BinlogPosition(str(f.value), int(p.value), (str(g.value) or None) if g is not None else None)
+        g, e = md.get(f"{prefix}_gtid_set"), md.get(f"{prefix}_epoch")
+        return BinlogPosition(
+            str(f.value),
+            int(p.value),
+            (str(g.value) or None) if g is not None else None,
+            int(e.value) if e is not None else 0,
+        )
     return None
 
 

@@ -44,6 +44,7 @@ from .checks import (
 )
 from .protocol import (
     BINLOG_METADATA_KEY,
+    EPOCH_TAG,
     IDENTITY_TAG,
     INCREMENTAL_TAG,
     MODE_TAG,
@@ -787,6 +788,19 @@ class MySqlCdcResource(dg.ConfigurableResource):
     def _estimated_rows(self, settings: ConnectionSettings, tables: list[str]) -> dict[str, int]:
         return _optional(lambda: estimated_rows(settings, tables), "row estimates") or {}
 
+    def _snapshot_epoch(self, context: dg.AssetExecutionContext) -> int:
+        """Offset epoch of a snapshot run's position: the run's :data:`EPOCH_TAG` (a re-snapshot
+        the sensor started in a new epoch), else the epoch of the last committed position (a UI
+        materialization on the server the capture follows), else 0."""
+        tag = context.run.tags.get(EPOCH_TAG)
+        if tag:
+            try:
+                return int(tag)
+            except ValueError:
+                raise ConfigurationError(f"Run tag {EPOCH_TAG} is not an integer: {tag!r}") from None
+        last = _optional(lambda: self._last_committed(context), "the last committed position")
+        return last.epoch if last is not None else 0
+
     def _last_committed(self, context: dg.AssetExecutionContext) -> BinlogPosition | None:
         """The newest position the binlog asset reported (window end or snapshot)."""
         binlog_key = binlog_asset_key(context.assets_def.specs)
@@ -866,6 +880,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             server_name=self.server_name,
             replica_server_id=self.server_id + 3,
             storage=storage,
+            epoch=self._snapshot_epoch(context),
         )
         writer = lake.get_writer(self.server_name)
         conv = TableConverter(schema, self.type_options(), "pymysql")
@@ -875,9 +890,10 @@ class MySqlCdcResource(dg.ConfigurableResource):
             [snap.batch] + ([snap.deletes] if snap.deletes is not None and snap.deletes.num_rows else []),
             value_schema=conv.arrow_schema,
             primary_key=conv.table.primary_key,
-            app_id=f"dagster-mysql-cdc/range/{key}",
+            app_id=snap.high.txn_app(f"dagster-mysql-cdc/range/{key}"),
             version=snap.high.as_version(),
             position=snap.high,
+            epoch=snap.high.epoch,
         )
         context.log.info(
             f"{database}.{table} range {key} ({rng.lo} .. {rng.hi}]: read {snap.rows_read} rows, "
@@ -976,6 +992,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             server_name=self.server_name,
             need_streaming=mode != "initial_only",
             history=history,
+            epoch=self._snapshot_epoch(context),
         ):
             last = r
             context.log.info(
@@ -1093,6 +1110,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 options=self.snapshot_options("initial"),
                 server_name=self.server_name,
                 history=history,
+                epoch=start.epoch,
             ):
                 result.signal_log.append(
                     f"blocking snapshot of {r.schema.qualified_name}: {r.write.rows} rows at {r.position}"

@@ -50,6 +50,7 @@ from .cursor import (
 )
 from .heartbeat import idle_heartbeat, table_heartbeats
 from .protocol import (
+    EPOCH_TAG,
     IDENTITY_TAG,
     INCREMENTAL_TAG,
     MODE_TAG,
@@ -179,6 +180,8 @@ def _request(
     else:
         checks = None
         tags[MODE_TAG] = "snapshot"
+        if inflight.end is not None and inflight.end.epoch:  # a re-snapshot in a new offset epoch
+            tags[EPOCH_TAG] = str(inflight.end.epoch)
         if inflight.snapshot_mode:
             tags[SNAPSHOT_MODE_TAG] = inflight.snapshot_mode
     return dg.RunRequest(

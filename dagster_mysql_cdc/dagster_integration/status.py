@@ -86,7 +86,7 @@ def _lag(
     conn = connect(settings)
     try:
         info = server_info(conn)
-        now = current_position(conn, info)
+        now = current_position(conn, info).with_epoch(committed.epoch)  # the server the offset is on
         files = binlog_files(conn)
     finally:
         conn.close()

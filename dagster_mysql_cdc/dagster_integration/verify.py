@@ -328,6 +328,8 @@ def changed_keys(
     from ..source.binlog import BinlogReader, RowsBatch
 
     out = {k: ChangedKeys() for k in schemas}
+    # one server's binlog: compare in the window's offset epoch
+    reached, until = reached.with_epoch(start.epoch), until.with_epoch(start.epoch)
     if start.sort_key() >= until.sort_key() or not schemas:
         return out
     convs = {k: TableConverter(s, type_options, "binlog") for k, s in schemas.items()}
@@ -348,7 +350,7 @@ def changed_keys(
         k = (item.database, item.table)
         if k not in schemas or not item.rows:
             continue
-        in_window = BinlogPosition(item.file, item.pos).sort_key() < end_key
+        in_window = start.at(item.file, item.pos).sort_key() < end_key
         ck = out[k]
         pk = schemas[k].primary_key
         for row in item.rows:
@@ -469,7 +471,7 @@ def verify_window(
     wanted = [t for t in tables if t.checks & {ROW_COUNT, CHECKSUM}]
     if not wanted:
         return results, []
-    conn, pos = _consistent_source(settings, info)
+    conn, pos = _consistent_source(settings, info, start.epoch)
     try:
         schemas = read_table_schemas(conn, [(t.database, t.table) for t in wanted])
         keyed = {k: s for k, s in schemas.items() if s.primary_key}

@@ -39,6 +39,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from ..events import BinlogPosition, ChangeEventBuilder, now_ms
+from ..sink.state_rows import older_than
 from ..sink.storage import StorageSettings
 from ..source.schema import TableSchema
 from ..source.types import TableConverter, TypeOptions, quote_identifier
@@ -111,16 +112,15 @@ class LakeLiveRows:
         if not DeltaTable.is_deltatable(uri, storage_options=opts):
             return
         self.dt = DeltaTable(uri, storage_options=opts)
-        t = self.dt.to_pyarrow_table(columns=[*self.pk, "__deleted", "__binlog_file", "__binlog_pos"])
+        names = pa.schema(self.dt.schema().to_arrow()).names
+        epoch = ["__epoch"] if "__epoch" in names else []  # absent: written before offset epochs
+        t = self.dt.to_pyarrow_table(columns=[*self.pk, "__deleted", *epoch, "__binlog_file", "__binlog_pos"])
         t = t.filter(self._older_live(t))
         self.keys = sorted(zip(*(t.column(k).to_pylist() for k in self.pk)))
 
     def _older_live(self, t: pa.Table) -> pa.ChunkedArray:
-        f, p = t.column("__binlog_file"), t.column("__binlog_pos")
-        older = pc.or_(
-            pc.less(f, self.before.file),
-            pc.and_(pc.equal(f, self.before.file), pc.less(p, self.before.pos)),
-        )
+        b = self.before
+        older = older_than(t, b.epoch, b.file, b.pos)  # (__epoch, file, pos) below `before`
         return pc.and_(pc.invert(pc.fill_null(t.column("__deleted"), True)), pc.fill_null(older, False))
 
     def absent(self, lo: tuple | None, hi: tuple | None, source_keys: set[tuple]) -> pa.Table:

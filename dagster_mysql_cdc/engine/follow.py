@@ -53,7 +53,7 @@ class FollowWindow:
 
 
 def _uri(storage: StorageSettings, server_name: str, after: BinlogPosition) -> str:
-    return storage.uri("_staging", server_name, "follow", f"window-after-{after.as_version()}.json")
+    return storage.uri("_staging", server_name, "follow", f"window-after-{after.version_tag()}.json")
 
 
 def load_follow_window(

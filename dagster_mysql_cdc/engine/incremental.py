@@ -250,7 +250,7 @@ class IncrementalSnapshotError(CdcError):
 
 # -- plan persistence (create-if-absent) ---------------------------------------------------------
 def _plan_uri(storage: StorageSettings, server_name: str, start: BinlogPosition) -> str:
-    return storage.uri("_staging", server_name, "incremental", f"plan-{start.as_version()}.json")
+    return storage.uri("_staging", server_name, "incremental", f"plan-{start.version_tag()}.json")
 
 
 def load_plan(storage: StorageSettings, server_name: str, start: BinlogPosition) -> ChunkPlan | None:
@@ -352,12 +352,15 @@ def plan_chunks(
     type_options: TypeOptions,
     strategy: str = "insert_insert",
     read_only: bool = False,
+    epoch: int = 0,
 ) -> tuple[list[PlannedChunk], IncrementalState, BinlogPosition]:
     """Read up to ``max_chunks`` chunks with watermarks (DBLog steps 1-3 per chunk).
 
     ``read_only``: write nothing to the source (Debezium's read-only incremental snapshot): the
     server's binlog position (with its executed GTID set) read just before and just after the
     chunk ``SELECT`` are the low and high watermarks.
+
+    ``epoch``: the window's offset epoch, given to every server position read here.
 
     Each chunk covers the key range ``(key_lo, key_hi]`` (the first chunk of a table starts at
     the smallest key, the last one ends above the largest; a filter that matches nothing gives
@@ -384,7 +387,8 @@ def plan_chunks(
     fs = storage.pyarrow_filesystem()
     lake_rows: dict[str, LakeLiveRows | None] = {}
     try:
-        plan_start = current_position(conn, info)  # lake rows older than this: committed before
+        # lake rows older than this: committed before
+        plan_start = current_position(conn, info).with_epoch(epoch)
         while state.tables and not state.paused and len(chunks) < max_chunks:
             t = _next_chunk_table(state, schemas, type_options, lake_rows, storage, server_name, plan_start)
             if t is None:
@@ -399,6 +403,7 @@ def plan_chunks(
                 type_options=type_options,
                 strategy=strategy,
                 read_only=read_only,
+                epoch=epoch,
             )
             if read is None:
                 continue
@@ -411,7 +416,7 @@ def plan_chunks(
             if read.last:
                 state.done.append(prog.table)
                 state.tables.pop(0)
-        end = current_position(conn, info)
+        end = current_position(conn, info).with_epoch(epoch)
     finally:
         conn.close()
     return chunks, state, end
@@ -477,6 +482,7 @@ def _read_next_chunk(
     type_options: TypeOptions,
     strategy: str,
     read_only: bool,
+    epoch: int = 0,
 ) -> _ChunkRead | None:
     """Open a watermark window, read the next chunk of ``t`` (and, without the filter, the keys
     the source has in its range), close the window. ``None``: the table has nothing to read (empty,
@@ -506,7 +512,7 @@ def _read_next_chunk(
         open_id, close_id = f"{chunk_id}-o", f"{chunk_id}-c"
         low = high = None
         if read_only:
-            low = current_position(conn, info).to_dict()
+            low = current_position(conn, info).with_epoch(epoch).to_dict()
         else:
             open_window(cur, sig, open_id, chunk_id)
         conds = []
@@ -543,7 +549,7 @@ def _read_next_chunk(
                 have,
             )
         if read_only:
-            high = current_position(conn, info).to_dict()
+            high = current_position(conn, info).with_epoch(epoch).to_dict()
         else:
             close_id = close_window(cur, sig, open_id, close_id, chunk_id, strategy)
     return _ChunkRead(

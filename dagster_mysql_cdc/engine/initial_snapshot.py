@@ -48,6 +48,7 @@ def run_snapshot(
     server_name: str,
     need_streaming: bool = True,
     history: SchemaHistory | None = None,
+    epoch: int = 0,
 ) -> Iterator[SnapshotTableResult]:
     """Snapshot ``tables`` consistently and write each to the lake.
 
@@ -62,6 +63,10 @@ def run_snapshot(
     snapshot position after all tables are written (Debezium records the snapshot's schema the
     same way), so streaming from that position decodes events with these schemas.
 
+    ``epoch``: the offset epoch of the snapshot position (a re-snapshot after a failover, or a
+    snapshot taken by a window of that epoch): the position, the state rows and the history
+    records carry it (see :class:`~dagster_mysql_cdc.events.BinlogPosition`).
+
     Yields:
         one :class:`SnapshotTableResult` per table, in the order given, after its data is committed.
 
@@ -74,6 +79,7 @@ def run_snapshot(
         settings, tables, type_options, options, server_name, need_streaming=need_streaming
     ) as snap:
         assert snap.position is not None
+        position = snap.position.with_epoch(epoch)
         results: list[SnapshotTableResult] = []
         if not isinstance(writer, LakeWriter):
             writer = writer()
@@ -88,10 +94,11 @@ def run_snapshot(
                 snap.scan(key),
                 value_schema=value_schema,
                 primary_key=conv.table.primary_key,  # the message key (message.key.columns)
-                app_id=SNAPSHOT_APP_ID,
-                version=snap.position.as_version(),
-                position=snap.position,
-                snapshot_position=snap.position,
+                app_id=position.txn_app(SNAPSHOT_APP_ID),
+                version=position.as_version(),
+                position=position,
+                snapshot_position=position,
+                epoch=epoch,
             )
             log.info(
                 "Snapshot of %s.%s: %d rows in %.2fs (changelog v%s, state v%s)",
@@ -105,7 +112,7 @@ def run_snapshot(
             results.append(
                 SnapshotTableResult(
                     schema=conv.table,  # captured columns (the history keeps the full schema)
-                    position=snap.position,
+                    position=position,
                     write=result,
                     lock_kind=snap.lock_kind,
                     lock_seconds=snap.lock_seconds,
@@ -116,12 +123,12 @@ def run_snapshot(
             assert snap.info is not None and snap.position is not None  # set when the snapshot began
             history.append(
                 snapshot_records(
-                    snap.position,
+                    position,
                     [snap.schemas[k] for k in snap.tables],
                     snap.create_statements,
                     snap.info.server_id,
                 ),
-                app_id=snapshot_history_app_id(snap.tables),
-                version=snap.position.as_version(),
+                app_id=position.txn_app(snapshot_history_app_id(snap.tables)),
+                version=position.as_version(),
             )
     yield from results

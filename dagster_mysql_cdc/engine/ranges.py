@@ -138,8 +138,12 @@ def snapshot_range(
     server_name: str,
     replica_server_id: int,
     storage: StorageSettings | None = None,
+    epoch: int = 0,
 ) -> RangeSnapshot:
     """Re-snapshot one key range with watermarks (see module docs).
+
+    ``epoch``: the offset epoch the capture is in (the watermark positions carry it, so the rows
+    order correctly against the lake's).
 
     With ``storage`` (the lake), live lake rows of the range that the source no longer has get a
     delete event at the high watermark (:mod:`.absent_rows`; integer keys only), so the range's
@@ -169,6 +173,7 @@ def snapshot_range(
         wid=wid,
         storage=storage,
         server_name=server_name,
+        epoch=epoch,
     )
     # keys the binlog touched between the watermarks
     bconv = TableConverter(schema, type_options, "binlog")
@@ -210,7 +215,7 @@ def snapshot_range(
             snapshot="incremental",
         )
         emitted += 1
-    high = BinlogPosition(hw[0], hw[1])
+    high = low.at(hw[0], hw[1])
     deletes = None
     if lake is not None:  # the SELECT read the whole range (no filter): its keys are the source's
         deletes = _range_deletes(
@@ -238,6 +243,7 @@ def _read_range_in_window(
     wid: str,
     storage: StorageSettings | None,
     server_name: str,
+    epoch: int = 0,
 ) -> tuple[list[tuple], BinlogPosition, BinlogPosition, LakeLiveRows | None]:
     """``SELECT`` the range's rows (captured columns, key order) between an open and a close
     watermark row ``wid-o`` / ``wid-c`` in the signal table ``signal`` (database, table).
@@ -271,9 +277,13 @@ def _read_range_in_window(
     try:
         if storage is not None and not why:  # lake rows committed before the low watermark
             lake = LakeLiveRows(
-                storage, server_name, schema, pconv.arrow_schema, before=current_position(conn, info)
+                storage,
+                server_name,
+                schema,
+                pconv.arrow_schema,
+                before=current_position(conn, info).with_epoch(epoch),
             )
-        low = current_position(conn, info)
+        low = current_position(conn, info).with_epoch(epoch)
         with conn.cursor() as cur:
             open_window(cur, sig, wid + "-o", wid)
             cur.execute(
@@ -282,7 +292,7 @@ def _read_range_in_window(
             )
             rows = list(cur.fetchall())
             close_window(cur, sig, wid + "-o", wid + "-c", wid)
-        high = current_position(conn, info)
+        high = current_position(conn, info).with_epoch(epoch)
     finally:
         conn.close()
     return rows, low, high, lake

@@ -398,6 +398,7 @@ def run_window(
                 type_options=type_options,
                 strategy=inc.watermark_strategy,
                 read_only=inc.read_only,
+                epoch=start.epoch,
             )
             plan = save_plan(storage, server_name, ChunkPlan(start, plan_end, planned, after.to_dict()))
         else:
@@ -412,8 +413,8 @@ def run_window(
                 chunks_by_open[c.open_id] = c
                 chunks_by_close[c.close_id] = c
             chunks_by_close.setdefault(c.close_id, c)  # stop-snapshot bookkeeping
-        if plan.end is not None and plan.end.sort_key() > end.sort_key():
-            end = plan.end
+        if plan.end is not None and plan.end.with_epoch(start.epoch).sort_key() > end.sort_key():
+            end = plan.end.with_epoch(start.epoch)
             result.end = end
     open_windows: dict[str, tuple[PlannedChunk, set]] = {}  # table -> (chunk, touched keys)
     # keys of the planned tables touched by this window before their chunk closes (outside chunk
@@ -480,8 +481,9 @@ def run_window(
                 db,
                 t,
                 primary_key=schema.primary_key,
-                app_id=STREAM_APP_ID,
+                app_id=start.txn_app(STREAM_APP_ID),
                 version=start.as_version(),
+                epoch=start.epoch,
             )
 
         return opener
@@ -616,10 +618,11 @@ def run_window(
 
     def positional_watermarks(file: str, pos: int) -> None:
         """Read-only chunks: open at their low position, close (emit) at their high position."""
-        here = BinlogPosition(file, pos).sort_key()
+        here = start.at(file, pos).sort_key()
         for c in list(positional):
             assert c.low is not None and c.high is not None  # read-only chunks carry both positions
-            low, high = BinlogPosition.from_dict(c.low), BinlogPosition.from_dict(c.high)
+            low = BinlogPosition.from_dict(c.low).with_epoch(start.epoch)
+            high = BinlogPosition.from_dict(c.high).with_epoch(start.epoch)
             if here >= high.sort_key():
                 positional.remove(c)
                 open_windows.setdefault(c.table, (c, set()))
@@ -657,7 +660,7 @@ def run_window(
                 server_id=ev.server_id,
                 database=te.schema.database,
                 table=te.schema.table,
-                position=BinlogPosition(ev.file, ev.pos),
+                position=start.at(ev.file, ev.pos),
                 snapshot_flags=pa.repeat(pa.scalar("incremental"), rows.num_rows),
                 snapshot_ts_ms=ev.ts_ms,
                 op=op,
@@ -701,7 +704,7 @@ def run_window(
                 value_schema=target,
                 server_name=server_name,
                 server_id=ev.server_id,
-                position=BinlogPosition(ev.file, ev.pos),
+                position=start.at(ev.file, ev.pos),
                 source_ts_ms=ev.ts_ms,
                 # keys the binlog changed, and keys the repair's own deletes above already cover
                 skip_keys=touched | seen.get(c.table, set()) | gone_keys,
@@ -810,7 +813,7 @@ def run_window(
                             thread=item.thread,
                             query=item.sql,
                         )
-                        te.truncated_at = BinlogPosition(item.file, item.pos)
+                        te.truncated_at = start.at(item.file, item.pos)
                     for ch in o.table_changes:
                         te = tables.get((ch.database, ch.table))
                         if te is not None and ch.schema is not None:
@@ -849,6 +852,7 @@ def run_window(
         # a finished snapshot leaves nothing behind (a pause without active tables is a no-op, as in Debezium)
         result.incremental_state = state.to_dict() if state is not None and state.active else None
         version = start.as_version()
+        app = start.txn_app(STREAM_APP_ID)  # versions restart in every offset epoch
         for te in tables.values():
             te.finish()
         for (db, t), te in tables.items():
@@ -858,9 +862,9 @@ def run_window(
                     position=result.end,
                     truncated_at=te.truncated_at,
                 )
-        history.append(records, app_id=STREAM_APP_ID, version=version)
+        history.append(records, app_id=app, version=version)
         if tx_records:
-            _append_transactions(storage, server_name, tx_records, version)
+            _append_transactions(storage, server_name, tx_records, app, version)
     except BaseException:
         for te in tables.values():
             if te.sink is not None:
@@ -938,7 +942,7 @@ def _handle_gaps(
             "Not repaired: the statement's tables could not be named; re-snapshot the database's tables"
         )
     return queue_repairs(
-        state, [g for g in gaps if g not in unknown], schemas, f"repair-{start.as_version()}"
+        state, [g for g in gaps if g not in unknown], schemas, f"repair-{start.version_tag()}"
     )
 
 
@@ -1106,14 +1110,13 @@ def _transaction_records(tx: dict, commit: TransactionCommit) -> list[dict]:
     ]
 
 
-def _append_transactions(storage, server_name: str, rows: list[dict], version: int) -> None:
-    """Append to ``<server>/_transactions`` (Debezium's transaction topic), idempotent per window."""
+def _append_transactions(storage, server_name: str, rows: list[dict], app_id: str, version: int) -> None:
+    """Append to ``<server>/_transactions`` (Debezium's transaction topic), idempotent per window
+    (``(app_id, version)``: the window's per-epoch app id and start version)."""
     from ..sink.delta import append_rows
 
     table = pa.Table.from_pylist(rows, schema=TRANSACTIONS_SCHEMA)
-    append_rows(
-        storage, storage.uri(server_name, "_transactions"), table, app_id=STREAM_APP_ID, version=version
-    )
+    append_rows(storage, storage.uri(server_name, "_transactions"), table, app_id=app_id, version=version)
 
 
 def _key_json(columns: Sequence[str], values: tuple) -> str:

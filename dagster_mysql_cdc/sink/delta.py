@@ -60,13 +60,20 @@ def open_table(storage: StorageSettings, table_uri: str) -> DeltaTable | None:
 
 
 def append_rows(
-    storage: StorageSettings, table_uri: str, rows: pa.Table, *, app_id: str, version: int
+    storage: StorageSettings,
+    table_uri: str,
+    rows: pa.Table,
+    *,
+    app_id: str,
+    version: int,
+    add_columns: bool = False,
 ) -> bool:
     """Append ``rows`` to the Delta table at ``table_uri`` (created on first use) in one commit,
     exactly once per batch identity ``(app_id, version)`` (Delta ``txn`` action, see module docs).
 
     For small bookkeeping tables written by the driver (schema history, ``_transactions``); data
-    files of captured tables go through :func:`commit_files`.
+    files of captured tables go through :func:`commit_files`. ``add_columns``: columns of ``rows``
+    the table lacks are added (Delta schema merge; older rows read NULL there).
 
     Returns:
         ``True`` if committed, ``False`` if this batch (or a later one of ``app_id``) was already.
@@ -86,6 +93,7 @@ def append_rows(
         mode="append",
         storage_options=storage.delta_storage_options(),
         commit_properties=CommitProperties(app_transactions=[Transaction(app_id=app_id, version=version)]),
+        schema_mode="merge" if add_columns and dt is not None else None,
     )
     return True
 

@@ -16,8 +16,11 @@ in Arrow (:mod:`.state_rows`) and merged by delta-rs; a first snapshot's state r
 the same Spark job as its change log. One Delta commit per dataset and batch (:mod:`.delta`).
 
 Current-state semantics (DBLog / Debezium "latest wins"): every state row carries its ordering key
-``(__binlog_file, __binlog_pos, __binlog_row)``; a row replaces the stored one only if its key is
-greater. Snapshot rows take ``__binlog_row = -1`` at the snapshot position, so they order before
+``(__epoch, __binlog_file, __binlog_pos, __binlog_row)``; a row replaces the stored one only if its
+key is greater. ``__epoch`` is the offset epoch (:class:`~dagster_mysql_cdc.events.BinlogPosition`):
+after a failover the new server's binlog numbering may sort below the old one's, the epoch keeps
+its events after the old ones. State tables written before epochs existed get the column on their
+next write (schema evolution); their NULLs read as 0 (``COALESCE``). Snapshot rows take ``__binlog_row = -1`` at the snapshot position, so they order before
 any binlog event at that position. Hence a batch may be re-applied, and a snapshot and a stream
 window may commit in either order: the state converges to the same rows. Deletes and TRUNCATE
 leave tombstones (``__deleted = true``).
@@ -26,7 +29,9 @@ Keyless tables keep the source's multiplicity: one state row per distinct row va
 ``__count`` of copies (see :class:`_StateApplier` and docs/design.md, "Keyless tables").
 Counting merges are not idempotent by themselves, so each one carries a Delta ``txn`` marker in
 the same commit (binlog events: the position of the newest event applied; snapshot reads: the
-record batch's sequence number) and a retried window skips what the state already has.
+record batch's sequence number) and a retried window skips what the state already has. Versions
+from :meth:`BinlogPosition.as_version` restart in every epoch, so their app ids are per epoch
+(:meth:`BinlogPosition.txn_app`, applied by the callers to the batch's ``app_id``).
 """
 
 from __future__ import annotations
@@ -63,7 +68,7 @@ from .spark_files import (
     remove_staged,
     write_storage_ref,
 )
-from .state_rows import ORDER_COLS, count_per_value, newest_per_key, state_rows
+from .state_rows import EPOCH_COL, ORDER_COLS, count_per_value, newest_per_key, state_rows
 from .storage import StorageSettings
 
 if TYPE_CHECKING:
@@ -101,12 +106,19 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _epoch(alias: str = "") -> str:
+    """SQL of a state row's offset epoch (NULL in rows written before epochs existed: 0)."""
+    return f"COALESCE({alias + '.' if alias else ''}{_q(EPOCH_COL)}, 0)"
+
+
 def newer_predicate(s: str = "s", t: str = "t") -> str:
-    """SQL predicate: the source row's ordering key is greater than the target row's."""
-    f, p, r = (_q(c) for c in ORDER_COLS)
+    """SQL predicate: the source row's ordering key ``(__epoch, __binlog_file, __binlog_pos,
+    __binlog_row)`` is greater than the target row's (NULL ``__epoch`` = 0)."""
+    f, p, r = (_q(c) for c in ORDER_COLS[1:])
+    se, te = _epoch(s), _epoch(t)
     return (
-        f"({s}.{f} > {t}.{f}) OR ({s}.{f} = {t}.{f} AND {s}.{p} > {t}.{p}) "
-        f"OR ({s}.{f} = {t}.{f} AND {s}.{p} = {t}.{p} AND {s}.{r} > {t}.{r})"
+        f"({se} > {te}) OR ({se} = {te} AND (({s}.{f} > {t}.{f}) OR ({s}.{f} = {t}.{f} AND {s}.{p} > {t}.{p}) "
+        f"OR ({s}.{f} = {t}.{f} AND {s}.{p} = {t}.{p} AND {s}.{r} > {t}.{r})))"
     )
 
 
@@ -310,6 +322,7 @@ class LakeWriter:
         position: BinlogPosition | None = None,
         snapshot_position: BinlogPosition | None = None,
         truncated_at: BinlogPosition | None = None,
+        epoch: int = 0,
     ) -> TableWriteResult:
         """Append a batch of change events to the change log and apply it to the current state.
 
@@ -328,6 +341,7 @@ class LakeWriter:
                 the snapshot and older than it become tombstones.
             truncated_at: position of the last TRUNCATE in the batch: rows older than it become
                 tombstones after the batch is applied.
+            epoch: offset epoch of the events' positions (their state rows' ``__epoch``).
 
         Raises:
             SinkError: a commit failed or the schema cannot evolve (nothing of that dataset
@@ -340,6 +354,7 @@ class LakeWriter:
             app_id=app_id,
             version=version,
             snapshot_position=snapshot_position,
+            epoch=epoch,
         )
         try:
             for batch in batches:
@@ -358,13 +373,15 @@ class LakeWriter:
         app_id: str,
         version: int,
         snapshot_position: BinlogPosition | None = None,
+        epoch: int = 0,
     ) -> TableBatch:
         """Start a batch of one table: record batches are written as they are added.
 
         The change log's data files are written by Spark on the sink thread as record batches
         arrive and stay invisible until :meth:`TableBatch.commit` publishes them in one Delta
         commit; state rows are merged per record batch ("latest wins" merges commute, so a
-        killed batch is simply applied again). See :class:`TableBatch`.
+        killed batch is simply applied again). See :class:`TableBatch`. ``epoch``: the offset epoch
+        of the events' positions (see :meth:`write_table_batch`).
         """
         return TableBatch(
             self,
@@ -374,6 +391,7 @@ class LakeWriter:
             app_id=app_id,
             version=version,
             snapshot_position=snapshot_position,
+            epoch=epoch,
         )
 
     def _submit(self, tb: TableBatch, batch: pa.RecordBatch) -> Future:
@@ -426,8 +444,10 @@ class TableBatch:
         app_id: str,
         version: int,
         snapshot_position: BinlogPosition | None,
+        epoch: int = 0,
     ):
         self.w = writer
+        self.epoch = epoch
         self.database, self.table = database, table
         self.primary_key = primary_key
         self.app_id, self.version = app_id, version
@@ -516,7 +536,11 @@ class TableBatch:
             not self.state.skip and self.state.direct and self.snapshot_position is not None and not keyless
         )
         if direct:
-            outputs.append(FileOutput(self.paths.state, st_b, kind="state", value_names=tuple(batch_names)))
+            outputs.append(
+                FileOutput(
+                    self.paths.state, st_b, kind="state", value_names=tuple(batch_names), epoch=self.epoch
+                )
+            )
         files = self.w._write_files(events, outputs, self.manifests)
         self.jobs += 1
         self.log_files += files[0]
@@ -525,7 +549,7 @@ class TableBatch:
         elif not self.state.skip and keyless:
             self._merge_counts(events, st_b, batch_names)
         elif not self.state.skip:
-            rows = state_rows(events, batch_names)
+            rows = state_rows(events, batch_names, epoch=self.epoch)
             self.state.merge(rows, st_b, list(self.primary_key), True)
 
     def _merge_counts(self, events: pa.Table, st_b: pa.Schema, names: list[str]) -> None:
@@ -538,11 +562,13 @@ class TableBatch:
         for i in [*cuts, len(ops)]:
             if i > start:
                 self.state.merge_counts(
-                    state_rows(events.slice(start, i - start), names, keyless=True), st_b, names
+                    state_rows(events.slice(start, i - start), names, keyless=True, epoch=self.epoch),
+                    st_b,
+                    names,
                 )
             if i < len(ops):
                 at = src[i].as_py()
-                self.state.truncate_counts(BinlogPosition(at["file"], int(at["pos"])), st_b)
+                self.state.truncate_counts(BinlogPosition(at["file"], int(at["pos"]), epoch=self.epoch), st_b)
             start = i + 1
 
     # -- on the producer thread --------------------------------------------------------------
@@ -664,6 +690,11 @@ class _StateApplier:
             )
             self.dt = open_table(self.w.storage, self.uri)
             self.direct = False
+        elif self.dt is not None and EPOCH_COL not in pa.schema(self.dt.schema().to_arrow()).names:
+            # a state table written before offset epochs: add the column (NULL = epoch 0) so the
+            # merge predicates can read it
+            self.w._evolve(self.uri, st_schema)
+            self.dt = open_table(self.w.storage, self.uri)
 
     def _source(self, rows: pa.Table, st_schema: pa.Schema) -> pa.Table:
         """``rows`` in the merge source layout: ``st_schema`` then the target's other columns (nulls).
@@ -783,8 +814,11 @@ class _StateApplier:
         added = f"({stored} + s.{cnt})"
         add = {**take, cnt: added, dl: f"{added} <= 0"}
         put = {**take, cnt: f"s.{cnt}", dl: f"s.{cnt} <= 0"}
-        f, p, r = (_q(c) for c in ORDER_COLS)
-        same = f"s.{f} = t.{f} AND s.{p} = t.{p} AND s.{r} = t.{r} AND t.{_q('__op')} = 'r'"
+        f, p, r = (_q(c) for c in ORDER_COLS[1:])
+        same = (
+            f"{_epoch('s')} = {_epoch('t')} AND s.{f} = t.{f} AND s.{p} = t.{p} AND s.{r} = t.{r} "
+            f"AND t.{_q('__op')} = 'r'"
+        )
         try:
             m = self.dt.merge(
                 source,
@@ -891,11 +925,13 @@ class _StateApplier:
 
 
 def _older_plain(pos: BinlogPosition, row: int = 0) -> str:
-    f, p, r = (_q(c) for c in ORDER_COLS)
+    """SQL predicate: a state row's ordering key is below ``(pos, row)`` (NULL ``__epoch`` = 0)."""
+    f, p, r = (_q(c) for c in ORDER_COLS[1:])
     file = pos.file.replace("'", "''")
+    e, n = _epoch(), int(pos.epoch)
     return (
-        f"({f} < '{file}') OR ({f} = '{file}' AND {p} < {pos.pos}) "
-        f"OR ({f} = '{file}' AND {p} = {pos.pos} AND {r} < {row})"
+        f"({e} < {n}) OR ({e} = {n} AND (({f} < '{file}') OR ({f} = '{file}' AND {p} < {pos.pos}) "
+        f"OR ({f} = '{file}' AND {p} = {pos.pos} AND {r} < {row})))"
     )
 
 
@@ -904,6 +940,7 @@ def _tombstone_updates(pos: BinlogPosition, op: str) -> dict[str, str]:
     return {
         '"__deleted"': "true",
         '"__op"': f"'{op}'",
+        _q(EPOCH_COL): str(int(pos.epoch)),
         '"__binlog_file"': f"'{file}'",
         '"__binlog_pos"': str(int(pos.pos)),
         '"__binlog_row"': "-1" if op == "r" else "0",
@@ -911,7 +948,9 @@ def _tombstone_updates(pos: BinlogPosition, op: str) -> dict[str, str]:
 
 
 def _position_versions(rows: pa.Table) -> pa.Array:
-    """:meth:`BinlogPosition.as_version` of each state row's ``(__binlog_file, __binlog_pos)``."""
+    """:meth:`BinlogPosition.as_version` of each state row's ``(__binlog_file, __binlog_pos)``:
+    the version within the rows' epoch (one table batch is one epoch; its count markers' app id
+    is per epoch, see :meth:`BinlogPosition.txn_app`)."""
     files = rows.column("__binlog_file").combine_chunks()
     uniq = pc.unique(files)
     seqs = pa.array([BinlogPosition(f, 0).file_seq for f in uniq.to_pylist()], pa.int64())

@@ -80,12 +80,14 @@ class FileOutput:
             current-state rows (:func:`.state_rows.state_rows`, no deduplication: for a first
             snapshot, whose keys are unique).
         value_names: the table's columns (``kind="state"`` only).
+        epoch: offset epoch of the events' positions (``kind="state"`` only: ``__epoch``).
     """
 
     table_uri: str
     schema: pa.Schema
     kind: str = "events"
     value_names: tuple[str, ...] = ()
+    epoch: int = 0
 
     def to_dict(self) -> dict:
         return {
@@ -93,18 +95,25 @@ class FileOutput:
             "schema": encode_schema(self.schema),
             "kind": self.kind,
             "value_names": list(self.value_names),
+            "epoch": self.epoch,
         }
 
     @classmethod
     def from_dict(cls, d: dict) -> FileOutput:
-        return cls(d["table_uri"], decode_schema(d["schema"]), d["kind"], tuple(d["value_names"]))
+        return cls(
+            d["table_uri"],
+            decode_schema(d["schema"]),
+            d["kind"],
+            tuple(d["value_names"]),
+            int(d.get("epoch") or 0),
+        )
 
     def rows(self, events: pa.Table) -> pa.Table:
         """This output's rows of a chunk of change events, cast to :attr:`schema`."""
         if self.kind == "state":
             from .state_rows import state_rows
 
-            events = state_rows(events, self.value_names)
+            events = state_rows(events, self.value_names, epoch=self.epoch)
         elif self.kind != "events":
             raise ValueError(f"unknown output kind {self.kind!r}")
         return events.select(self.schema.names).cast(self.schema)

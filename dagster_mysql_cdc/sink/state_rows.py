@@ -15,8 +15,10 @@ computed per record batch by :func:`count_per_value` (binlog events: +1 per ``c`
 image, −1 per ``d``/``u`` before image; snapshot reads: the number of copies read) and read back as
 a multiset by :func:`live_multiset`.
 
-Ordering: an event is newer when its ordering key ``(__binlog_file, __binlog_pos, __binlog_row)``
-is greater; snapshot reads (``op=r``) take ``__binlog_row = -1`` so they order before binlog events
+Ordering: an event is newer when its ordering key ``(__epoch, __binlog_file, __binlog_pos,
+__binlog_row)`` is greater (``__epoch``: the offset epoch of the window that wrote it, see
+:class:`~dagster_mysql_cdc.events.BinlogPosition`; NULL in rows written before epochs existed,
+read as 0); snapshot reads (``op=r``) take ``__binlog_row = -1`` so they order before binlog events
 at their position. Ties (a keyless update that changes nothing) prefer the live row over the
 tombstone.
 """
@@ -28,11 +30,12 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-ORDER_COLS = ("__binlog_file", "__binlog_pos", "__binlog_row")
+ORDER_COLS = ("__epoch", "__binlog_file", "__binlog_pos", "__binlog_row")
+EPOCH_COL = ORDER_COLS[0]
 
 
 def state_rows(
-    batch: pa.RecordBatch | pa.Table, value_names: Sequence[str], *, keyless: bool = False
+    batch: pa.RecordBatch | pa.Table, value_names: Sequence[str], *, keyless: bool = False, epoch: int = 0
 ) -> pa.Table:
     """State rows of the change events in ``batch`` (one per event, not yet deduplicated).
 
@@ -42,6 +45,8 @@ def state_rows(
         keyless: the table has no key (every column is the key): an update also yields a
             tombstone for its ``before`` image, which is another key (Debezium
             ``message.key.columns`` unset on a keyless table).
+        epoch: the offset epoch of the events' positions (``__epoch`` of every row; the change
+            log's ``source`` has no such field: one batch is one window, of one epoch).
 
     Returns:
         a table with ``value_names`` followed by the state metadata columns, for every event
@@ -57,6 +62,7 @@ def state_rows(
         "__ts_ms": pc.cast(t.column("ts_ms"), pa.int64()),
         "__source_ts_ms": pc.cast(pc.struct_field(source, "ts_ms"), pa.int64()),
         "__snapshot": pc.struct_field(source, "snapshot"),
+        "__epoch": pa.repeat(pa.scalar(int(epoch), pa.int64()), t.num_rows),
         "__binlog_file": pc.struct_field(source, "file"),
         "__binlog_pos": pc.cast(pc.struct_field(source, "pos"), pa.int64()),
         "__binlog_row": pc.if_else(pc.equal(op, "r"), pa.scalar(-1, pa.int32()), row),
@@ -94,6 +100,35 @@ def _chunked(a) -> pa.ChunkedArray:
     return a if isinstance(a, pa.ChunkedArray) else pa.chunked_array([a])
 
 
+def epoch_filled(rows: pa.Table) -> pa.Table:
+    """``rows`` with ``__epoch`` NULLs (state rows written before epochs existed) as 0, and the
+    column added (all 0) when absent, so Arrow sorts by :data:`ORDER_COLS` order them as the
+    lake's SQL predicates do (``COALESCE(__epoch, 0)``)."""
+    if EPOCH_COL not in rows.column_names:
+        return rows.append_column(
+            EPOCH_COL, pa.chunked_array([pa.repeat(pa.scalar(0, pa.int64()), rows.num_rows)])
+        )
+    col = rows.column(EPOCH_COL)
+    if col.null_count == 0:
+        return rows
+    i = rows.column_names.index(EPOCH_COL)
+    return rows.set_column(i, EPOCH_COL, pc.fill_null(col.cast(pa.int64()), 0))
+
+
+def older_than(rows: pa.Table, epoch: int, file: str, pos: int) -> pa.ChunkedArray:
+    """Boolean mask: the state row's ``(__epoch, __binlog_file, __binlog_pos)`` sorts below
+    ``(epoch, file, pos)`` (``__epoch`` NULL or absent: 0; NULL file/pos: false)."""
+    e = (
+        pc.fill_null(rows.column(EPOCH_COL).cast(pa.int64()), 0)
+        if EPOCH_COL in rows.column_names
+        else pa.chunked_array([pa.repeat(pa.scalar(0, pa.int64()), rows.num_rows)])
+    )
+    f, p = rows.column("__binlog_file"), rows.column("__binlog_pos")
+    same = pc.equal(e, epoch)
+    in_epoch = pc.or_(pc.less(f, file), pc.and_(pc.equal(f, file), pc.less(p, pos)))
+    return pc.fill_null(pc.or_(pc.less(e, epoch), pc.and_(same, in_epoch)), False)
+
+
 def newest_per_key(rows: pa.Table, key: Sequence[str]) -> pa.Table:
     """Keep the newest row of each key (greatest ordering key; live before tombstone on ties).
 
@@ -111,7 +146,7 @@ def newest_per_key(rows: pa.Table, key: Sequence[str]) -> pa.Table:
     if rows.num_rows <= 1:
         return rows
     order = [(c, "descending") for c in ORDER_COLS] + [("__deleted", "ascending")]
-    rows = rows.take(pc.sort_indices(rows, sort_keys=order))
+    rows = rows.take(pc.sort_indices(epoch_filled(rows), sort_keys=order))
     if all(_groupable(rows.schema.field(k).type) for k in key):
         ranked = rows.select(list(key)).append_column("__i", pa.array(range(rows.num_rows), pa.int64()))
         first = ranked.group_by(list(key), use_threads=False).aggregate([("__i", "min")]).column("__i_min")
@@ -147,7 +182,7 @@ def count_per_value(rows: pa.Table, key: Sequence[str]) -> pa.Table:
     if rows.num_rows == 0:
         return rows.append_column("__count", pa.chunked_array([sign], pa.int64()))
     order = [(c, "descending") for c in ORDER_COLS] + [("__deleted", "ascending")]
-    idx = pc.sort_indices(rows, sort_keys=order)
+    idx = pc.sort_indices(epoch_filled(rows), sort_keys=order)
     rows, sign = rows.take(idx), sign.take(idx)
     if all(_groupable(rows.schema.field(k).type) for k in key):
         ranked = (

@@ -226,6 +226,7 @@ class BinlogReader:
 
     Iterating yields :class:`RowsBatch`, :class:`DdlStatement`, :class:`StatementDml` and
     :class:`TransactionCommit` items. After iteration :attr:`position` is the last boundary reached (== end when complete).
+    Every position it builds is in ``start``'s offset epoch (:meth:`BinlogPosition.at`).
 
     Raises (while iterating):
         BinlogEndedEarly, BinlogReadTimeout, CompressedTransactionError;
@@ -253,7 +254,8 @@ class BinlogReader:
         self.rows_skipped = 0  # rows events whose rows were not decoded (rows_filter)
         self.server_id = server_id
         self.start = start
-        self.end = end
+        # one server's binlog: every position of the window is in the start's offset epoch
+        self.end = end.with_epoch(start.epoch) if end is not None else None
         self.is_mariadb = is_mariadb
         self.deadline_s = deadline_s
         self.position = start
@@ -377,7 +379,7 @@ class BinlogReader:
         if ev.next_binlog != st.file:
             # The start of a binlog file is a transaction boundary.
             st.file = ev.next_binlog
-            self.position = BinlogPosition(st.file, int(ev.position), st.gtid_set)
+            self.position = self.start.at(st.file, int(ev.position), st.gtid_set)
             return self._stop_at_boundary(st)
         return False
 
@@ -387,7 +389,7 @@ class BinlogReader:
         # artificial events (log_pos 0, e.g. the format description sent when the dump
         # starts mid-file) and positions behind us never move the position
         if end_pos > 0 and st.tx_gtid is None and st.thread is None:
-            here = BinlogPosition(st.file, end_pos, st.gtid_set)
+            here = self.start.at(st.file, end_pos, st.gtid_set)
             if here.sort_key() > self.position.sort_key():
                 self.position = here
                 return self._stop_at_boundary(st)
@@ -431,7 +433,7 @@ class BinlogReader:
     def _end_transaction(self, st: _WindowState, end_pos: int) -> None:
         """A boundary at ``end_pos`` ends the open transaction (its GTID joins the set)."""
         st.gtid_set = advance_gtid_set(st.gtid_set, st.tx_gtid, self.is_mariadb)
-        self.position = BinlogPosition(st.file, end_pos, st.gtid_set)
+        self.position = self.start.at(st.file, end_pos, st.gtid_set)
         st.tx_gtid, st.thread, st.query = None, None, None
 
     def _query_item(

@@ -14,7 +14,9 @@ position is used:
   does after a failover: the first transaction of the new server's binlog that the committed GTID
   set does not contain is found (the start GTIDs of each binlog file bound the search to one file,
   then ``SHOW BINLOG EVENTS`` finds the transaction) and its position on the new server becomes
-  the resume position (:func:`resume_by_gtid`);
+  the resume position (:func:`resume_by_gtid`), in the next *offset epoch* (the lake orders
+  ``(epoch, file number, offset)``, so it does not matter that a promoted replica's binlog numbering
+  sorts below the old server's);
 - never silently skip: a position ahead of the server's end, committed transactions the server
   does not have (errant or lost ones), a server change without a GTID set, or a translation that
   cannot be proven to duplicate nothing raise an :class:`OffsetError` naming both sides and the
@@ -504,9 +506,15 @@ def reconcile_offset(
         files / current: the server's ``SHOW BINARY LOGS`` and current position.
         address: ``host:port`` for messages.
         bound: the furthest position the lake may already hold events of (a failed window's end);
-            default ``committed``. A translated position must sort after it: the lake orders
-            events by (file number, offset), so an earlier-sorting position on the new server
-            would be taken for events it already has.
+            default ``committed``. A translated position is put in the next offset epoch after
+            both (``max(epoch) + 1``): the lake orders events by (epoch, file number, offset), so the
+            new server's events sort after everything it holds, whatever the new server's binlog
+            numbering (a promoted replica usually starts at ``mysql-bin.000001``).
+
+    Returns:
+        the position (``committed`` as is on the same server; translated, in epoch
+        ``max(committed.epoch, bound.epoch) + 1``, after a server change), the identity to record
+        and what was decided.
 
     Raises:
         OffsetError: ahead of the server's end, not at an event boundary, server changed without
@@ -552,23 +560,16 @@ def reconcile_offset(
         )
     theirs = f"The committed offset {committed}" + (f" of {recorded.describe()}" if recorded else "")
     pos, first = resume_by_gtid(conn, info, committed.gtid_set, files, current, theirs=theirs)
-    limit = bound if bound is not None and bound.sort_key() > committed.sort_key() else committed
-    if pos.sort_key() <= limit.sort_key():
-        raise OffsetError(
-            f"{theirs} translates to {pos.file}:{pos.pos} on {here} ({why}), which does not sort after "
-            f"{limit.file}:{limit.pos}: the lake orders events by (binlog file number, offset), so the "
-            "new server's events would be taken for ones it already has. If the lake is caught up "
-            f"with this server (nothing missing), run FLUSH BINARY LOGS on it until its binlog file "
-            f"number exceeds {limit.file}'s, then the next tick resumes at the new file; give replicas "
-            "that may be promoted a higher binlog numbering (RESET MASTER TO n when setting them up). "
-            + REMEDIES
-        )
+    # a new offset epoch: the lake orders (epoch, file number, offset), so the new server's
+    # positions sort after everything the lake may hold, whatever their file numbers
+    epoch = max(committed.epoch, bound.epoch if bound is not None else 0) + 1
+    pos = pos.with_epoch(epoch)
     ident = read_identity(conn, info, pos.file, address)
     what = f"first transaction not in the committed set: {first}" if first else "nothing missing"
     return Reconciled(
-        replace(pos),
+        pos,
         ident,
         True,
         f"Server changed ({why}): resuming {committed} by GTID [{committed.gtid_set}] at {pos.file}:{pos.pos} "
-        f"on {ident.describe()} ({what})",
+        f"on {ident.describe()} ({what}); offset epoch {epoch}",
     )

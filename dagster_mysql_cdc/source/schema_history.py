@@ -11,8 +11,9 @@ history and the user-facing schema-change dataset.
 so replaying the history needs no DDL parsing. Initial snapshots record one ``CREATE`` change per
 snapshotted table at the snapshot position (Debezium does the same when it snapshots the schema).
 
-Records order by ``(file_seq, pos, seq)``; :meth:`SchemaHistory.catalog_at` replays every record at
-or before a position.
+Records order by ``(epoch, file_seq, pos, seq)`` (``epoch``: the offset epoch of the position, see
+:class:`~dagster_mysql_cdc.events.BinlogPosition`; NULL in records written before epochs existed,
+read as 0); :meth:`SchemaHistory.catalog_at` replays every record at or before a position.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..events import BinlogPosition, now_ms
 from ..sink.storage import StorageSettings
@@ -33,6 +35,7 @@ log = logging.getLogger(__name__)
 
 HISTORY_SCHEMA = pa.schema(
     [
+        ("epoch", pa.int64()),
         ("file_seq", pa.int64()),
         ("file", pa.string()),
         ("pos", pa.int64()),
@@ -65,6 +68,7 @@ class HistoryRecord:
 
     def to_row(self) -> dict:
         return {
+            "epoch": self.position.epoch,
             "file_seq": self.position.file_seq,
             "file": self.position.file,
             "pos": self.position.pos,
@@ -151,14 +155,25 @@ class SchemaHistory:
         if not DeltaTable.is_deltatable(self.uri, storage_options=opts):
             return HISTORY_SCHEMA.empty_table()
         t = DeltaTable(self.uri, storage_options=opts).to_pyarrow_table()
-        return t.sort_by([("file_seq", "ascending"), ("pos", "ascending"), ("seq", "ascending")])
+        epoch = (
+            pc.fill_null(t.column("epoch").cast(pa.int64()), 0)
+            if "epoch" in t.column_names
+            else pa.chunked_array([pa.repeat(pa.scalar(0, pa.int64()), t.num_rows)], pa.int64())
+        )
+        if "epoch" in t.column_names:  # NULL: a record written before offset epochs
+            t = t.set_column(t.column_names.index("epoch"), "epoch", epoch)
+        else:
+            t = t.add_column(0, "epoch", epoch)
+        return t.sort_by(
+            [("epoch", "ascending"), ("file_seq", "ascending"), ("pos", "ascending"), ("seq", "ascending")]
+        )
 
     def catalog_at(self, position: BinlogPosition | None) -> dict[tuple[str, str], TableSchema]:
         """Table schemas in force at ``position`` (every record at or before it replayed)."""
         catalog: dict[tuple[str, str], TableSchema] = {}
         limit = position.sort_key() if position is not None else None
         for r in self.read().to_pylist():
-            if limit is not None and (r["file_seq"], r["pos"]) > limit:
+            if limit is not None and (r["epoch"], r["file_seq"], r["pos"]) > limit:
                 break
             apply_table_changes(catalog, json.loads(r["tableChanges"]))
         return catalog
@@ -174,4 +189,5 @@ class SchemaHistory:
         from ..sink.delta import append_rows
 
         table = pa.Table.from_pylist([r.to_row() for r in records], schema=HISTORY_SCHEMA)
-        return append_rows(self.storage, self.uri, table, app_id=app_id, version=version)
+        # add_columns: a history written before offset epochs gets the epoch column
+        return append_rows(self.storage, self.uri, table, app_id=app_id, version=version, add_columns=True)
