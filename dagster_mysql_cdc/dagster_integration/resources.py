@@ -18,6 +18,7 @@ from ..engine.gaps import GAP_HANDLING_MODES, check_gap_handling, checksum_repai
 from ..engine.incremental import IncrementalState
 from ..errors import ConfigurationError, SourceConnectionError, UnknownTableError
 from ..events import BinlogPosition
+from ..sink.layout import LakeLayout
 from ..sink.spark_session import quiet_spark, remote_spark_session, use_this_python_for_local_spark
 from ..sink.storage import StorageSettings
 from ..source.catalog import list_tables, read_table_schemas
@@ -656,7 +657,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                     yield gaps_check(asset_key, gaps, self.binlog_gap_handling)
                 continue
             db, table = table_of_spec(spec)
-            state_uri = storage.uri(self.server_name, db, table, "state")
+            state_uri = LakeLayout(storage, self.server_name).state(db, table)
             from deltalake import DeltaTable
 
             if committed is None or not DeltaTable.is_deltatable(

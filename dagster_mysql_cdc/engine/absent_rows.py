@@ -39,6 +39,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from ..events import BinlogPosition, ChangeEventBuilder, now_ms
+from ..sink.layout import LakeLayout
 from ..sink.state_rows import older_than
 from ..sink.storage import StorageSettings
 from ..source.schema import TableSchema
@@ -73,8 +74,8 @@ def unsupported_key_reason(schema: TableSchema) -> str | None:
 
 
 def state_uri(storage: StorageSettings, server_name: str, schema: TableSchema) -> str:
-    """The lake URI of the table's state (as :meth:`LakeWriter.paths` builds it)."""
-    return f"{storage.uri(server_name, schema.database, schema.table)}/state"
+    """The lake URI of the table's state (:meth:`.LakeLayout.state`)."""
+    return LakeLayout(storage, server_name).state(schema.database, schema.table)
 
 
 class LakeLiveRows:

@@ -24,6 +24,7 @@ import json
 from dataclasses import dataclass
 
 from ..events import BinlogPosition
+from ..sink.layout import LakeLayout
 from ..sink.storage import StorageSettings
 
 
@@ -53,7 +54,7 @@ class FollowWindow:
 
 
 def _uri(storage: StorageSettings, server_name: str, after: BinlogPosition) -> str:
-    return storage.uri("_staging", server_name, "follow", f"window-after-{after.version_tag()}.json")
+    return LakeLayout(storage, server_name).follow_window(after)
 
 
 def load_follow_window(

@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from ..errors import ConfigurationError
 from ..events import BinlogPosition, ChangeEventBuilder, now_ms
+from ..sink.layout import LakeLayout
 from ..sink.storage import StorageSettings
 from ..source.binlog import BinlogReader
 from ..source.connection import ConnectionSettings, ServerInfo, connect, current_position
@@ -91,7 +92,8 @@ def compute_ranges(conn: Any, schema: TableSchema, rows_per_partition: int) -> l
 
 
 def ranges_uri(storage: StorageSettings, server_name: str, database: str, table: str) -> str:
-    return storage.uri(server_name, database, table, "pk_ranges.json")
+    """The lake file of ``database.table``'s key ranges (:meth:`.LakeLayout.pk_ranges`)."""
+    return LakeLayout(storage, server_name).pk_ranges(database, table)
 
 
 def save_ranges(storage: StorageSettings, uri: str, ranges: list[KeyRange]) -> None:

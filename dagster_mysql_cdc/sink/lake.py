@@ -1,11 +1,7 @@
 """Spark writer of a table's change log and current state (Delta tables on the lake).
 
-Layout below the lake root (``StorageSettings.base_uri``)::
-
-    <server>/<database>/<table>/changelog   Delta table, append-only Debezium envelopes
-    <server>/<database>/<table>/state       Delta table, one row per primary key (latest wins)
-    <server>/_schema_history                Delta table, schema change events (see schema_history)
-    _staging/<server>/incremental/          incremental-snapshot chunk plans and chunk files
+Paths below the lake root: :class:`.layout.LakeLayout` (``<server>/<database>/<table>/changelog``
+and ``.../state`` here).
 
 Data path: Arrow record batches of change events (bounded size) are handed to a sink thread, so
 the caller reads the next record batch (binlog or snapshot scan) while the previous one is written:
@@ -57,6 +53,7 @@ from deltalake import CommitProperties, Transaction
 from ..errors import SinkError
 from ..events import BinlogPosition, state_schema
 from .delta import CommitOutcome, commit_files, open_table
+from .layout import LakeLayout, TablePaths
 from .spark_files import (
     FORMAT_NAME,
     DeltaFilesDataSource,
@@ -75,14 +72,6 @@ if TYPE_CHECKING:
     from deltalake import DeltaTable
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TablePaths:
-    """Lake URIs of one captured table's datasets."""
-
-    changelog: str
-    state: str
 
 
 @dataclass
@@ -228,8 +217,7 @@ class LakeWriter:
             spark.sparkContext.addFile(self._storage_ref)
 
     def paths(self, database: str, table: str) -> TablePaths:
-        base = self.storage.uri(self.server_name, database, table)
-        return TablePaths(changelog=f"{base}/changelog", state=f"{base}/state")
+        return LakeLayout(self.storage, self.server_name).table(database, table)
 
     # -- one Spark job ----------------------------------------------------------------------
     def _write_files(self, events: pa.Table, outputs: list[FileOutput], manifests: str) -> list[list[dict]]:

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..events import BinlogPosition, now_ms
+from ..sink.layout import LakeLayout
 from ..sink.storage import StorageSettings
 from .ddl import DdlOutcome
 from .schema import TableSchema
@@ -145,7 +146,7 @@ class SchemaHistory:
 
     def __init__(self, storage: StorageSettings, server_name: str):
         self.storage = storage
-        self.uri = storage.uri(server_name, "_schema_history")
+        self.uri = LakeLayout(storage, server_name).schema_history()
 
     def read(self) -> pa.Table:
         """All records, ordered by position (empty table if there is no history yet)."""

@@ -1,0 +1,79 @@
+"""Where everything lives in the lake: one object names every path below the lake root.
+
+Layout below ``StorageSettings.base_uri`` (docs/output-layout.md)::
+
+    <server>/<database>/<table>/changelog       Delta table, append-only Debezium envelopes
+    <server>/<database>/<table>/state           Delta table, one row per key (latest wins)
+    <server>/<database>/<table>/pk_ranges.json  primary-key ranges of the table's partitions
+    <server>/_schema_history                    Delta table, schema change events
+    <server>/_transactions                      Delta table, transaction metadata (BEGIN/END)
+    _staging/<server>/incremental/              incremental-snapshot chunk plans and chunk files
+    _staging/<server>/follow/                   follow-on windows of a following stream run
+
+Staging file names that depend on a binlog position use :meth:`BinlogPosition.version_tag`
+(the offset epoch is part of it after a failover).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from ..events import BinlogPosition
+from .storage import StorageSettings
+
+
+@dataclass(frozen=True)
+class TablePaths:
+    """Lake URIs of one captured table's datasets."""
+
+    changelog: str
+    state: str
+
+
+@dataclass(frozen=True)
+class LakeLayout:
+    """The lake paths of one logical server (``server_name``, Debezium's ``topic.prefix``).
+
+    Every method returns a URI in ``storage``'s scheme (``file://``-less local path or
+    ``s3://bucket/...``), as :meth:`StorageSettings.uri` builds it; nothing is created.
+    """
+
+    storage: StorageSettings
+    server_name: str
+
+    def table(self, database: str, table: str) -> TablePaths:
+        """Change log and state of ``database.table``."""
+        base = self.storage.uri(self.server_name, database, table)
+        return TablePaths(changelog=f"{base}/changelog", state=f"{base}/state")
+
+    def state(self, database: str, table: str) -> str:
+        """The current-state Delta table of ``database.table``."""
+        return self.table(database, table).state
+
+    def pk_ranges(self, database: str, table: str) -> str:
+        """The JSON file of ``database.table``'s primary-key range partitions."""
+        return self.storage.uri(self.server_name, database, table, "pk_ranges.json")
+
+    def schema_history(self) -> str:
+        """The server's schema history Delta table."""
+        return self.storage.uri(self.server_name, "_schema_history")
+
+    def transactions(self) -> str:
+        """The server's transaction metadata Delta table (``provide.transaction.metadata``)."""
+        return self.storage.uri(self.server_name, "_transactions")
+
+    def chunk_plan(self, start: BinlogPosition) -> str:
+        """The incremental-snapshot chunk plan of the window starting at ``start``."""
+        return self._staging("incremental", f"plan-{start.version_tag()}.json")
+
+    def chunk_file(self, chunk_id: str) -> str:
+        """A new (unique) Parquet file for the rows of incremental-snapshot chunk ``chunk_id``."""
+        return self._staging("incremental", f"{chunk_id}-{uuid.uuid4().hex[:8]}.parquet")
+
+    def follow_window(self, after: BinlogPosition) -> str:
+        """The follow-on window that starts where the window ending at ``after`` ended."""
+        return self._staging("follow", f"window-after-{after.version_tag()}.json")
+
+    def _staging(self, kind: str, name: str) -> str:
+        return self.storage.uri("_staging", self.server_name, kind, name)
