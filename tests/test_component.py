@@ -16,6 +16,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 import yaml
+from component_helpers import all_keys, load_in_sandbox, the_assets_def
 from conftest import (
     CDC_PASSWORD,
     CDC_USER,
@@ -97,25 +98,6 @@ def base_attributes(mysql: dict | None = None, **overrides) -> dict:
     return attrs
 
 
-def load_yaml(attributes: dict, sandbox) -> tuple[MySqlCdcComponent, dg.Definitions]:
-    """Write a defs.yaml into a sandbox dg project and load it like `dg`/`dagster dev` do."""
-    path = sandbox.scaffold_component(
-        component_cls=MySqlCdcComponent,
-        defs_yaml_contents={"type": "dagster_mysql_cdc.MySqlCdcComponent", "attributes": attributes},
-    )
-    with sandbox.load_component_and_build_defs(defs_path=path) as (component, defs):
-        return component, defs
-
-
-def all_keys(defs: dg.Definitions) -> set[dg.AssetKey]:
-    return set(defs.resolve_asset_graph().get_all_asset_keys())
-
-
-def the_assets_def(defs: dg.Definitions) -> dg.AssetsDefinition:
-    (ad,) = [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)]
-    return ad
-
-
 def spec_of(ad: dg.AssetsDefinition, table: str) -> dg.AssetSpec:
     (spec,) = [s for s in ad.specs if (s.metadata or {}).get(TABLE_METADATA_KEY) == f"inventory.{table}"]
     return spec
@@ -150,7 +132,7 @@ def dg_exe() -> str:
 # -- loading from YAML ----------------------------------------------------------------------------
 def test_yaml_component_builds_assets_sensor_and_resources():
     with create_defs_folder_sandbox() as sandbox:
-        component, defs = load_yaml(base_attributes(), sandbox)
+        component, defs = load_in_sandbox(base_attributes(), sandbox)
 
     assert isinstance(component, MySqlCdcComponent)
     keys = all_keys(defs)
@@ -221,7 +203,7 @@ def test_capture_options_reach_the_resource():
         op={"name": "inventory_capture", "tags": {"team": "data"}, "pool": "mysql_snapshots"},
     )
     with create_defs_folder_sandbox() as sandbox:
-        _, defs = load_yaml(attrs, sandbox)
+        _, defs = load_in_sandbox(attrs, sandbox)
     assert all_keys(defs) == {
         dg.AssetKey([SERVER, "inventory", "customers"]),
         dg.AssetKey([SERVER, "inventory", "orders"]),
@@ -262,7 +244,7 @@ def test_tls_options_reach_the_resource_and_key_material_stays_secret(monkeypatc
         ssl_key="{{ env.CDC_TEST_SSL_KEY }}",
     )
     with create_defs_folder_sandbox() as sandbox:
-        _, defs = load_yaml(attrs, sandbox)
+        _, defs = load_in_sandbox(attrs, sandbox)
     m = defs.resources["mysql"]
     assert m.ssl_mode == "verify_identity"
     assert isinstance(m.ssl_ca, dg.EnvVar) and m.ssl_ca.env_var_name == "CDC_TEST_SSL_CA"
@@ -288,7 +270,7 @@ def test_column_options_reach_the_resource_and_the_salt_stays_secret(monkeypatch
         },
     )
     with create_defs_folder_sandbox() as sandbox:
-        _, defs = load_yaml(attrs, sandbox)
+        _, defs = load_in_sandbox(attrs, sandbox)
     m = defs.resources["mysql"]
     assert isinstance(m.column_mask_hash_salt, dg.EnvVar)
     assert m.column_mask_hash_salt.env_var_name == "CDC_TEST_MASK_SALT"
@@ -318,7 +300,7 @@ def test_translation_overrides_apply_to_every_table_spec():
         binlog_translation={"group_name": "{{ server_name }}_stream", "key_prefix": "lake"},
     )
     with create_defs_folder_sandbox() as sandbox:
-        _, defs = load_yaml(attrs, sandbox)
+        _, defs = load_in_sandbox(attrs, sandbox)
 
     keys = all_keys(defs)
     assert dg.AssetKey(["lake", SERVER, "binlog"]) in keys
@@ -361,7 +343,7 @@ def test_custom_resource_keys_and_no_sensor():
         mysql_resource_key="inventory_mysql", lake_resource_key="inventory_lake", sensor={"enabled": False}
     )
     with create_defs_folder_sandbox() as sandbox:
-        _, defs = load_yaml(attrs, sandbox)
+        _, defs = load_in_sandbox(attrs, sandbox)
     assert set(defs.resources) == {"inventory_mysql", "inventory_lake"}
     assert {"inventory_mysql", "inventory_lake"} <= set(the_assets_def(defs).required_resource_keys)
     assert not defs.sensors
@@ -546,7 +528,7 @@ def test_yaml_component_snapshots_a_table(tmp_path):
         lake_resource_key="dst",
     )
     with create_defs_folder_sandbox() as sandbox:
-        _, defs = load_yaml(attrs, sandbox)
+        _, defs = load_in_sandbox(attrs, sandbox)
     key = dg.AssetKey([SERVER, "inventory", "customers"])
     job = defs.resolve_implicit_global_asset_job_def()
     result = job.execute_in_process(asset_selection=[key], instance=dg.DagsterInstance.ephemeral())

@@ -12,7 +12,7 @@ import warnings
 import dagster as dg
 import pytest
 import yaml
-from dagster.components.testing import create_defs_folder_sandbox
+from component_helpers import all_keys, load_yaml, the_assets_def
 
 from dagster_mysql_cdc import CdcLakeResource, MySqlCdcComponent, MySqlCdcResource, SourceConnectionError
 from dagster_mysql_cdc.dagster_integration.component import (
@@ -72,26 +72,6 @@ def attributes(mysql: dict | None = None, lake: dict | None = None, **component)
         "sensor": {"minimum_interval_seconds": 15},
         **component,
     }
-
-
-def load_yaml(attrs: dict) -> tuple[MySqlCdcComponent, dg.Definitions]:
-    """Write a defs.yaml into a sandbox dg project and load it like `dg`/`dagster dev` do."""
-    with create_defs_folder_sandbox() as sandbox:
-        path = sandbox.scaffold_component(
-            component_cls=MySqlCdcComponent,
-            defs_yaml_contents={"type": "dagster_mysql_cdc.MySqlCdcComponent", "attributes": attrs},
-        )
-        with sandbox.load_component_and_build_defs(defs_path=path) as (component, defs):
-            return component, defs
-
-
-def all_keys(defs: dg.Definitions) -> set[dg.AssetKey]:
-    return set(defs.resolve_asset_graph().get_all_asset_keys())
-
-
-def the_assets_def(defs: dg.Definitions) -> dg.AssetsDefinition:
-    (ad,) = [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)]
-    return ad
 
 
 def error_chain(e: BaseException | None) -> str:
