@@ -130,3 +130,27 @@ def test_no_policy_no_heartbeat(instance):
         table_heartbeats(instance, cdc, AT, "caught up", default_every_seconds=60, now=time.time() + 3600)
         == []
     )
+
+
+def test_heartbeats_carry_the_offset_epoch(instance):
+    """After a failover (epoch 1) a heartbeat's position keeps its epoch, so a snapshot run that
+    reads the binlog asset's last position takes the capture's epoch."""
+    from dagster_mysql_cdc.dagster_integration.heartbeat import idle_heartbeat
+    from dagster_mysql_cdc.dagster_integration.protocol import position_from_metadata
+
+    cdc = build()
+    at = BinlogPosition("mysql-bin.000001", 99, "0-2-7", epoch=1)
+    (beat,) = [
+        e for e in idle_heartbeat(instance, cdc, at, "caught up", 0) if isinstance(e, dg.AssetMaterialization)
+    ]
+    assert position_from_metadata(beat.metadata, "window_end") == at
+    instance.report_runless_asset_event(beat)
+    materialize(instance, key("a"))
+    mats = [
+        e
+        for e in table_heartbeats(
+            instance, cdc, None, "run x", default_every_seconds=60, now=time.time() + 59.99
+        )
+        if isinstance(e, dg.AssetMaterialization)
+    ]
+    assert [position_from_metadata(m.metadata, "window_end") for m in mats] == [at]

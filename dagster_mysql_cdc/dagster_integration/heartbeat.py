@@ -28,7 +28,13 @@ import dagster as dg
 
 from ..events import BinlogPosition
 from .checks import GAPS, RETENTION, gaps_check, retention_check
-from .protocol import BINLOG_METADATA_KEY, TABLE_METADATA_KEY, binlog_asset_key
+from .protocol import (
+    BINLOG_METADATA_KEY,
+    TABLE_METADATA_KEY,
+    binlog_asset_key,
+    position_from_metadata,
+    position_metadata,
+)
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +75,7 @@ def idle_heartbeat(
             description=f"Heartbeat: {reason}",
             metadata={
                 "kind": "heartbeat",
-                "window_end_file": committed.file,
-                "window_end_pos": dg.MetadataValue.int(committed.pos),
-                "window_end_gtid_set": committed.gtid_set or "",
+                **position_metadata("window_end", committed),
                 "behind_head_bytes": dg.MetadataValue.int(0),
                 "lag_seconds": dg.MetadataValue.float(0.0),
                 "sensor": reason,
@@ -126,12 +130,11 @@ def _binlog_progress(
     mat = last.asset_materialization if last is not None else None
     if mat is None:
         return None
-    md = mat.metadata
     try:
-        pos = BinlogPosition(str(md["window_end_file"].value), int(md["window_end_pos"].value))  # type: ignore[arg-type]
-    except (KeyError, TypeError, ValueError):
+        pos = position_from_metadata(mat.metadata, "window_end")
+    except (TypeError, ValueError):
         return None
-    return pos, last.timestamp  # type: ignore[union-attr]
+    return (pos, last.timestamp) if pos is not None else None  # type: ignore[union-attr]
 
 
 def _carried_checks(
@@ -232,8 +235,7 @@ def table_heartbeats(
                 metadata={
                     **md,
                     "kind": "heartbeat",
-                    "window_end_file": at.file,
-                    "window_end_pos": dg.MetadataValue.int(at.pos),
+                    **position_metadata("window_end", at),
                     "current_as_of": dg.MetadataValue.timestamp(as_of),
                     "unchanged_since": dg.MetadataValue.timestamp(last.timestamp),
                 },
