@@ -139,13 +139,14 @@ def test_heartbeats_carry_the_offset_epoch(instance):
     from dagster_mysql_cdc.dagster_integration.protocol import position_from_metadata
 
     cdc = build()
+    materialize(instance, key("a"))
+    time.sleep(0.05)
     at = BinlogPosition("mysql-bin.000001", 99, "0-2-7", epoch=1)
     (beat,) = [
         e for e in idle_heartbeat(instance, cdc, at, "caught up", 0) if isinstance(e, dg.AssetMaterialization)
     ]
     assert position_from_metadata(beat.metadata, "window_end") == at
     instance.report_runless_asset_event(beat)
-    materialize(instance, key("a"))
     mats = [
         e
         for e in table_heartbeats(
