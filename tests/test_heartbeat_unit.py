@@ -109,13 +109,13 @@ def test_busy_capture_heartbeat_uses_the_last_window_end(instance):
     binlog = binlog_asset_key(cdc.specs)
     assert binlog is not None
     materialize(instance, key("a"))
-    time.sleep(0.05)
+    time.sleep(1.0)  # the table 1 s older than the last window: due at +59.5 s, the window not stale
     materialize(instance, binlog, window_end_file="mysql-bin.000009", window_end_pos=77)
     # 60 s after a's materialization, the last window 0.05 s older: due and current
     mats = [
         e
         for e in table_heartbeats(
-            instance, cdc, None, "run x", default_every_seconds=60, now=time.time() + 59.99
+            instance, cdc, None, "run x", default_every_seconds=60, now=time.time() + 59.5
         )
         if isinstance(e, dg.AssetMaterialization)
     ]
@@ -140,7 +140,7 @@ def test_heartbeats_carry_the_offset_epoch(instance):
 
     cdc = build()
     materialize(instance, key("a"))
-    time.sleep(0.05)
+    time.sleep(1.0)  # the table 1 s older than the last window: due at +59.5 s, the window not stale
     at = BinlogPosition("mysql-bin.000001", 99, "0-2-7", epoch=1)
     (beat,) = [
         e for e in idle_heartbeat(instance, cdc, at, "caught up", 0) if isinstance(e, dg.AssetMaterialization)
@@ -150,7 +150,7 @@ def test_heartbeats_carry_the_offset_epoch(instance):
     mats = [
         e
         for e in table_heartbeats(
-            instance, cdc, None, "run x", default_every_seconds=60, now=time.time() + 59.99
+            instance, cdc, None, "run x", default_every_seconds=60, now=time.time() + 59.5
         )
         if isinstance(e, dg.AssetMaterialization)
     ]
