@@ -72,8 +72,9 @@ from .verify import (
 
 if TYPE_CHECKING:
     from ..engine.initial_snapshot import SnapshotTableResult
-    from ..engine.stream import IncrementalOptions, StreamOptions
+    from ..engine.stream import IncrementalOptions, StreamOptions, WindowResult
     from ..sink.lake import LakeWriter
+    from ..source.schema_history import SchemaHistory
 
 # The data path (stream, pipeline, sink: sqlglot, python-mysql-replication, deltalake, pyspark) is
 # imported by the methods that run it, so loading a code location (webserver, daemon, sensor ticks)
@@ -1031,34 +1032,17 @@ class MySqlCdcResource(dg.ConfigurableResource):
         Raises:
             ConfigurationError: the run tags do not name a valid window.
         """
-        from ..engine.initial_snapshot import run_snapshot
         from ..source.schema_history import SchemaHistory
 
         tags = context.run.tags
-        try:
-            start = position_from_tag(tags, WINDOW_START_TAG)
-            end = position_from_tag(tags, WINDOW_END_TAG)
-        except (KeyError, ValueError) as e:
-            raise ConfigurationError(
-                f"Streaming run without a valid binlog window in its tags ({e}); stream runs are "
-                "requested by the binlog sensor (build_mysql_cdc_sensor)."
-            ) from None
+        start, end = _window_tags(tags)
         keys_by_table, binlog_key = self._selection(context)
         settings = self.connection_settings()
         info = self._server_info(settings)
         if tags.get(IDENTITY_TAG):
             check_window_server(settings, info, tags[IDENTITY_TAG], start, f"{self.host}:{self.port}")
         storage = lake.storage_settings()
-        try:
-            incremental = (
-                IncrementalState.from_dict(json.loads(tags[INCREMENTAL_TAG]))
-                if tags.get(INCREMENTAL_TAG)
-                else None
-            )
-        except (ValueError, KeyError, TypeError) as e:
-            raise ConfigurationError(
-                f"Run tag {INCREMENTAL_TAG} is not a valid incremental snapshot state ({e})"
-            ) from None
+        incremental = _incremental_tag(tags)
         context.log.info(f"Binlog window {start} -> {end}")
         writer = lake.get_writer(self.server_name)
         history = SchemaHistory(storage, self.server_name)
@@ -1072,6 +1056,25 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 result, follow_windows = self._follow(
                     context, result, writer, history, settings, info, storage, set(keys_by_table)
                 )
+        self._log_window(context, result)
+        if report is not None:
+            report["gaps"] = [g.to_dict() for g in result.gaps]
+        reached = _reached(start, end, result)
+        if result.blocking_tables:
+            yield from self._blocking_snapshot(context, result, settings, writer, history, keys_by_table)
+        lag = self._lag_metadata(context, settings, info, reached, result.last_event_ts_ms)
+        yield from self._table_results(
+            context, result, settings, storage, keys_by_table, start=start, reached=reached, lag=lag
+        )
+        if binlog_key is not None:
+            yield dg.MaterializeResult(
+                asset_key=binlog_key,
+                metadata=_stream_metadata(result, start, reached, lag, follow_windows, writer.spark_seconds),
+            )
+        return reached
+
+    def _log_window(self, context: dg.AssetExecutionContext, result: WindowResult) -> None:
+        """Log a stream run's signals (rejected ones as WARNING), gaps (WARNING) and skipped events."""
         for line in result.signal_log:
             (context.log.warning if line in result.signals_rejected else context.log.info)(line)
         for gap in result.gaps:
@@ -1088,38 +1091,53 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 f"(event_processing_failure_handling_mode={mode}); the binlog asset's events_skipped "
                 "metadata lists them. Re-snapshot the affected tables to repair the lake."
             )
-        if report is not None:
-            report["gaps"] = [g.to_dict() for g in result.gaps]
-        # The offset this run reached, which the sensor commits: the requested end (with the
-        # server's GTID set) when the reader stopped exactly there, else where it really stopped:
-        # the start of the next file for a window bounded to its file's end (that requested end
-        # has no GTID set), after the requested end when incremental-snapshot chunks extended the
-        # window, before it when a blocking snapshot paused streaming.
-        reached = end if (result.end.file, result.end.pos) == (end.file, end.pos) else result.end
-        if reached is end and start.gtid_set and result.end.gtid_set:
-            # the GTID set the reader tracked from the start's (exact), not the sensor's reading of
-            # the server's end (which may include a transaction committed just after that position)
-            reached = replace(end, gtid_set=result.end.gtid_set)
-        if result.blocking_tables:
-            # Blocking snapshot: streaming paused at result.end; snapshot, then streaming resumes.
-            context.log.info(f"Blocking snapshot of {[f'{d}.{t}' for d, t in result.blocking_tables]}")
-            for r in run_snapshot(
-                settings,
-                result.blocking_tables,
-                writer,
-                type_options=self.type_options(),
-                options=self.snapshot_options("initial"),
-                server_name=self.server_name,
-                history=history,
-                epoch=start.epoch,
-            ):
-                result.signal_log.append(
-                    f"blocking snapshot of {r.schema.qualified_name}: {r.write.rows} rows at {r.position}"
-                )
-                key = keys_by_table.get((r.schema.database, r.schema.table))
-                if key is not None and (r.schema.database, r.schema.table) not in result.tables:
-                    yield dg.MaterializeResult(asset_key=key, metadata=snapshot_metadata(r))
-        lag = self._lag_metadata(context, settings, info, reached, result.last_event_ts_ms)
+
+    def _blocking_snapshot(
+        self,
+        context: dg.AssetExecutionContext,
+        result: WindowResult,
+        settings: ConnectionSettings,
+        writer: LakeWriter,
+        history: SchemaHistory,
+        keys_by_table: dict,
+    ) -> Iterator[dg.MaterializeResult]:
+        """Blocking snapshot of ``result.blocking_tables`` (Debezium's blocking snapshot): streaming
+        paused at ``result.end``; the tables are snapshotted, then streaming resumes. Yields the
+        materializations of the snapshotted tables the window did not change."""
+        from ..engine.initial_snapshot import run_snapshot
+
+        context.log.info(f"Blocking snapshot of {[f'{d}.{t}' for d, t in result.blocking_tables]}")
+        for r in run_snapshot(
+            settings,
+            result.blocking_tables,
+            writer,
+            type_options=self.type_options(),
+            options=self.snapshot_options("initial"),
+            server_name=self.server_name,
+            history=history,
+            epoch=result.end.epoch,
+        ):
+            result.signal_log.append(
+                f"blocking snapshot of {r.schema.qualified_name}: {r.write.rows} rows at {r.position}"
+            )
+            key = keys_by_table.get((r.schema.database, r.schema.table))
+            if key is not None and (r.schema.database, r.schema.table) not in result.tables:
+                yield dg.MaterializeResult(asset_key=key, metadata=snapshot_metadata(r))
+
+    def _table_results(
+        self,
+        context: dg.AssetExecutionContext,
+        result: WindowResult,
+        settings: ConnectionSettings,
+        storage: StorageSettings,
+        keys_by_table: dict,
+        *,
+        start: BinlogPosition,
+        reached: BinlogPosition,
+        lag: dict[str, Any],
+    ) -> Iterator[dg.MaterializeResult]:
+        """The materialization of every changed table the run selected (row count, lag, window,
+        incremental snapshot progress, commit facts); changed tables not selected are logged."""
         progress_tables = {c["table"] for c in result.chunks} | {
             t.get("table") for t in (result.incremental_state or {}).get("tables", [])[:1]
         }
@@ -1163,43 +1181,6 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 "code location, or the sensor's look-ahead missed it); the data was written, the asset "
                 "materializes with its next change or snapshot"
             )
-        if binlog_key is not None:
-            yield dg.MaterializeResult(
-                asset_key=binlog_key,
-                metadata={
-                    "kind": "stream",
-                    **position_metadata("window_start", start),
-                    **position_metadata("window_end", reached),
-                    "events_read": dg.MetadataValue.int(result.events_read),
-                    "transactions": dg.MetadataValue.int(result.transactions),
-                    "rows": dg.MetadataValue.int(result.rows),
-                    "ddl_statements": dg.MetadataValue.int(result.ddl_statements),
-                    "tables_changed": dg.MetadataValue.json(
-                        {f"{d}.{t}": w.rows_by_op for (d, t), w in result.tables.items()}
-                    ),
-                    **lag,
-                    "lag_ms": dg.MetadataValue.int(result.lag_ms or 0),
-                    "seconds": dg.MetadataValue.float(round(result.seconds, 3)),
-                    **(
-                        {
-                            "incremental_snapshot": dg.MetadataValue.json(
-                                IncrementalState.from_dict(result.incremental_state).progress()  # type: ignore[union-attr]
-                            )
-                        }
-                        if result.incremental_state
-                        else {}
-                    ),
-                    "incremental_state": dg.MetadataValue.json(result.incremental_state or {}),
-                    "incremental_chunks": dg.MetadataValue.json(result.chunks),
-                    "signals": dg.MetadataValue.json(result.signal_log),
-                    "binlog_gaps": dg.MetadataValue.json([g.to_dict() for g in result.gaps]),
-                    "events_skipped_count": dg.MetadataValue.int(result.events_skipped_count),
-                    "events_skipped": dg.MetadataValue.json(result.events_skipped),
-                    "follow_windows": dg.MetadataValue.int(follow_windows),
-                    "spark_session_seconds": dg.MetadataValue.float(round(writer.spark_seconds, 3)),
-                },
-            )
-        return reached
 
     def _read_window(self, settings, info, start, end, writer, history, incremental):
         """One binlog window ``[start, end)`` into the lake with this resource's options
@@ -1290,6 +1271,98 @@ class MySqlCdcResource(dg.ConfigurableResource):
             if not exact or r.incremental_state or r.chunks or r.blocking_tables:
                 break
         return result, windows
+
+
+def _window_tags(tags: Any) -> tuple[BinlogPosition, BinlogPosition]:
+    """``(start, end)`` of the binlog window a stream run's tags name.
+
+    Raises:
+        ConfigurationError: the tags do not name a valid window.
+    """
+    try:
+        start = position_from_tag(tags, WINDOW_START_TAG)
+        end = position_from_tag(tags, WINDOW_END_TAG)
+    except (KeyError, ValueError) as e:
+        raise ConfigurationError(
+            f"Streaming run without a valid binlog window in its tags ({e}); stream runs are "
+            "requested by the binlog sensor (build_mysql_cdc_sensor)."
+        ) from None
+    return start, end
+
+
+def _incremental_tag(tags: Any) -> IncrementalState | None:
+    """The incremental snapshot state a stream run's tags carry (``None``: none).
+
+    Raises:
+        ConfigurationError: the tag is not a valid state.
+    """
+    try:
+        return (
+            IncrementalState.from_dict(json.loads(tags[INCREMENTAL_TAG]))
+            if tags.get(INCREMENTAL_TAG)
+            else None
+        )
+    except (ValueError, KeyError, TypeError) as e:
+        raise ConfigurationError(
+            f"Run tag {INCREMENTAL_TAG} is not a valid incremental snapshot state ({e})"
+        ) from None
+
+
+def _reached(start: BinlogPosition, end: BinlogPosition, result: WindowResult) -> BinlogPosition:
+    """The offset a stream run reached, which the sensor commits."""
+    # The requested end (with the server's GTID set) when the reader stopped exactly there, else
+    # where it really stopped: the start of the next file for a window bounded to its file's end
+    # (that requested end has no GTID set), after the requested end when incremental-snapshot
+    # chunks extended the window, before it when a blocking snapshot paused streaming.
+    reached = end if (result.end.file, result.end.pos) == (end.file, end.pos) else result.end
+    if reached is end and start.gtid_set and result.end.gtid_set:
+        # the GTID set the reader tracked from the start's (exact), not the sensor's reading of
+        # the server's end (which may include a transaction committed just after that position)
+        reached = replace(end, gtid_set=result.end.gtid_set)
+    return reached
+
+
+def _stream_metadata(
+    result: WindowResult,
+    start: BinlogPosition,
+    reached: BinlogPosition,
+    lag: dict[str, Any],
+    follow_windows: int,
+    spark_seconds: float,
+) -> dict[str, Any]:
+    """The binlog asset's metadata of a stream run (``kind=stream``)."""
+    return {
+        "kind": "stream",
+        **position_metadata("window_start", start),
+        **position_metadata("window_end", reached),
+        "events_read": dg.MetadataValue.int(result.events_read),
+        "transactions": dg.MetadataValue.int(result.transactions),
+        "rows": dg.MetadataValue.int(result.rows),
+        "ddl_statements": dg.MetadataValue.int(result.ddl_statements),
+        "tables_changed": dg.MetadataValue.json(
+            {f"{d}.{t}": w.rows_by_op for (d, t), w in result.tables.items()}
+        ),
+        **lag,
+        "lag_ms": dg.MetadataValue.int(result.lag_ms or 0),
+        "seconds": dg.MetadataValue.float(round(result.seconds, 3)),
+        **(
+            {
+                "incremental_snapshot": dg.MetadataValue.json(
+                    IncrementalState.from_dict(result.incremental_state).progress()  # type: ignore[union-attr]
+                )
+            }
+            if result.incremental_state
+            else {}
+        ),
+        "incremental_state": dg.MetadataValue.json(result.incremental_state or {}),
+        "incremental_chunks": dg.MetadataValue.json(result.chunks),
+        "signals": dg.MetadataValue.json(result.signal_log),
+        "binlog_gaps": dg.MetadataValue.json([g.to_dict() for g in result.gaps]),
+        "events_skipped_count": dg.MetadataValue.int(result.events_skipped_count),
+        "events_skipped": dg.MetadataValue.json(result.events_skipped),
+        "follow_windows": dg.MetadataValue.int(follow_windows),
+        "spark_session_seconds": dg.MetadataValue.float(round(spark_seconds, 3)),
+    }
 
 
 def _optional(fn: Callable[[], Any], what: str) -> Any:

@@ -29,7 +29,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 
 import dagster as dg
@@ -225,12 +225,15 @@ def evaluate_tick(
             on the connected server (see docs/operations.md, "Failover").
         SourceConnectionError: the server is unreachable (the tick fails, the cursor is kept).
     """
-    binlog_key = _binlog_key(assets_def)
-    keys = list(assets_def.keys)
+    tick = _Tick(
+        binlog_key=_binlog_key(assets_def),
+        keys=list(assets_def.keys),
+        cheap=[ck for ck in assets_def.check_keys if ck.name in (SCHEMA, RETENTION, GAPS)],
+        server_name=mysql.server_name,
+        select=partial(window_selection, mysql, assets_def),
+    )
     bound: BinlogPosition | None = None
-    cheap = [ck for ck in assets_def.check_keys if ck.name in (SCHEMA, RETENTION, GAPS)]
     notes: list[str] = []
-    select = partial(window_selection, mysql, assets_def)
     if cursor.inflight is None and cursor.snapshot_done and cursor.committed is not None:
         adopted = _window_run_starting_at(instance, cursor.committed, mysql.server_name)
         if adopted is not None:
@@ -242,78 +245,151 @@ def evaluate_tick(
             cursor = replace(cursor, inflight=adopted)
             notes.append(f"resuming window {adopted.run_key} requested by an earlier tick")
     if cursor.inflight is not None:
-        inf = cursor.inflight
-        runs = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: inf.run_key}), limit=1)
-        if not runs:
-            # Requested but not created yet (or the request was lost): same key, launched at most once.
-            return Plan(cursor, skip_reason=f"waiting for run {inf.run_key} to be created"), [
-                _request(
-                    inf, keys, cursor.incremental, cheap, mysql.server_name, cursor.server, select=select
-                )
-            ]
-        run = runs[0]
-        if run_wait_seconds > 0 and not run.is_finished:
-            run = _wait_for_run(instance, run, run_wait_seconds)
-        if run.status == dg.DagsterRunStatus.SUCCESS:
-            if inf.kind == "stream":
-                end = _reported_end(instance, run.run_id, binlog_key, "window_end") or inf.end
-                assert end is not None  # a stream window always has an end
-                inc = _reported_json(instance, run.run_id, binlog_key, "incremental_state")
-                cursor = replace(
-                    cursor, committed=end, inflight=None, last_error=None, incremental=inc or None
-                )
-                notes.append(f"committed window {inf.start} -> {end} (run {run.run_id[:8]})")
-                following = _window_run_starting_at(instance, end, mysql.server_name)
-                if following is not None:  # requested by a tick whose cursor was lost: continue it next tick
-                    cursor = replace(cursor, inflight=following)
-                    return Plan(
-                        cursor, skip_reason="; ".join(notes + [f"resuming window {following.run_key}"])
-                    ), []
-            else:
-                pos = _reported_end(instance, run.run_id, binlog_key, "snapshot")
-                if pos is None:
-                    cursor = replace(cursor, inflight=None, last_error="snapshot run reported no position")
-                    return Plan(
-                        cursor, skip_reason="snapshot run succeeded but reported no position; re-planning"
-                    ), []
-                cursor = replace(
-                    cursor, committed=pos, inflight=None, snapshot_done=True, last_error=None, server=None
-                )
-                notes.append(f"snapshot committed at {pos} (run {run.run_id[:8]})")
-        elif run.status in _FAILED and (changed := _server_changed(cursor, mysql)):
-            # the run read (or refused to read) another server than the window's: re-plan by GTID,
-            # keeping the failed window's end as the bound of what the lake may hold
-            bound = inf.end
-            notes.append(f"run {run.run_id[:8]} {run.status.value}; the server changed ({changed})")
-            cursor = replace(cursor, inflight=None, last_error=f"run {run.run_id} {run.status.value}")
-        elif run.status in _FAILED:
-            retry = replace(
-                inf,
-                attempt=inf.attempt + 1,
-                run_key=window_key(inf.kind, inf.start, inf.end, inf.attempt + 1),
-            )
-            cursor = replace(cursor, inflight=retry, last_error=f"run {run.run_id} {run.status.value}")
-            return (
+        cursor, bound, done = _settle_inflight(cursor, mysql, instance, tick, notes, run_wait_seconds)
+        if done is not None:
+            return done
+    return _plan_next(cursor, mysql, tick, notes, bound=bound, retention_margin_files=retention_margin_files)
+
+
+@dataclass(frozen=True)
+class _Tick:
+    """What the run requests of one sensor tick share: the assets, the cheap checks (selected
+    without a window selection), the server name and the window selection function."""
+
+    binlog_key: dg.AssetKey
+    keys: list[dg.AssetKey]
+    cheap: list[dg.AssetCheckKey]
+    server_name: str
+    select: Callable[[BinlogPosition, BinlogPosition, dict | None], WindowSelection]
+
+    def request(
+        self, inflight: InFlight, incremental: dict | None, identity: dict | None, select: bool = True
+    ) -> dg.RunRequest:
+        """:func:`_request` of ``inflight`` (with the window selection unless ``select=False``)."""
+        return _request(
+            inflight,
+            self.keys,
+            incremental,
+            self.cheap,
+            self.server_name,
+            identity,
+            select=self.select if select else None,
+        )
+
+
+_TickOutcome = tuple[Plan, list[dg.RunRequest]]
+
+
+def _settle_inflight(
+    cursor: StreamCursor,
+    mysql: MySqlCdcResource,
+    instance,
+    tick: _Tick,
+    notes: list[str],
+    run_wait_seconds: float,
+) -> tuple[StreamCursor, BinlogPosition | None, _TickOutcome | None]:
+    """Step 1 of a tick: the run of ``cursor.inflight``. Success commits its window end (or
+    snapshot position); a failure after a server change re-plans (the failed window's end is the
+    returned bound); another failure retries the window as the next attempt; otherwise the tick
+    waits.
+
+    Returns:
+        (cursor, bound for :func:`.cursor.reconcile_cursor`, the tick's outcome if it ends here).
+    """
+    inf = cursor.inflight
+    assert inf is not None
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: inf.run_key}), limit=1)
+    if not runs:
+        # Requested but not created yet (or the request was lost): same key, launched at most once.
+        return (
+            cursor,
+            None,
+            (
+                Plan(cursor, skip_reason=f"waiting for run {inf.run_key} to be created"),
+                [tick.request(inf, cursor.incremental, cursor.server)],
+            ),
+        )
+    run = runs[0]
+    if run_wait_seconds > 0 and not run.is_finished:
+        run = _wait_for_run(instance, run, run_wait_seconds)
+    if run.status == dg.DagsterRunStatus.SUCCESS:
+        cursor, done = _commit_run(cursor, inf, run, instance, tick, notes)
+        return cursor, None, done
+    if run.status in _FAILED and (changed := _server_changed(cursor, mysql)):
+        # the run read (or refused to read) another server than the window's: re-plan by GTID,
+        # keeping the failed window's end as the bound of what the lake may hold
+        notes.append(f"run {run.run_id[:8]} {run.status.value}; the server changed ({changed})")
+        cursor = replace(cursor, inflight=None, last_error=f"run {run.run_id} {run.status.value}")
+        return cursor, inf.end, None
+    if run.status in _FAILED:
+        retry = replace(
+            inf,
+            attempt=inf.attempt + 1,
+            run_key=window_key(inf.kind, inf.start, inf.end, inf.attempt + 1),
+        )
+        cursor = replace(cursor, inflight=retry, last_error=f"run {run.run_id} {run.status.value}")
+        return (
+            cursor,
+            None,
+            (
                 Plan(
                     cursor,
                     skip_reason=f"run {run.run_id[:8]} {run.status.value}: retrying window as attempt {retry.attempt}",
                 ),
-                [
-                    _request(
-                        retry,
-                        keys,
-                        cursor.incremental,
-                        cheap,
-                        mysql.server_name,
-                        cursor.server,
-                        select=select,
-                    )
-                ],
+                [tick.request(retry, cursor.incremental, cursor.server)],
+            ),
+        )
+    return (
+        cursor,
+        None,
+        (Plan(cursor, skip_reason=f"run {run.run_id[:8]} for {inf.run_key} is {run.status.value}"), []),
+    )
+
+
+def _commit_run(
+    cursor: StreamCursor, inf: InFlight, run: dg.DagsterRun, instance, tick: _Tick, notes: list[str]
+) -> tuple[StreamCursor, _TickOutcome | None]:
+    """A successful run of ``inf``: its reported window end (and incremental state) or snapshot
+    position becomes the committed offset. Returns (cursor, the tick's outcome if it ends here:
+    a window already requested from the new offset, or a snapshot that reported no position)."""
+    if inf.kind == "stream":
+        end = _reported_end(instance, run.run_id, tick.binlog_key, "window_end") or inf.end
+        assert end is not None  # a stream window always has an end
+        inc = _reported_json(instance, run.run_id, tick.binlog_key, "incremental_state")
+        cursor = replace(cursor, committed=end, inflight=None, last_error=None, incremental=inc or None)
+        notes.append(f"committed window {inf.start} -> {end} (run {run.run_id[:8]})")
+        following = _window_run_starting_at(instance, end, tick.server_name)
+        if following is not None:  # requested by a tick whose cursor was lost: continue it next tick
+            cursor = replace(cursor, inflight=following)
+            return cursor, (
+                Plan(cursor, skip_reason="; ".join(notes + [f"resuming window {following.run_key}"])),
+                [],
             )
-        else:
-            return Plan(
-                cursor, skip_reason=f"run {run.run_id[:8]} for {inf.run_key} is {run.status.value}"
-            ), []
+        return cursor, None
+    pos = _reported_end(instance, run.run_id, tick.binlog_key, "snapshot")
+    if pos is None:
+        cursor = replace(cursor, inflight=None, last_error="snapshot run reported no position")
+        return cursor, (
+            Plan(cursor, skip_reason="snapshot run succeeded but reported no position; re-planning"),
+            [],
+        )
+    cursor = replace(cursor, committed=pos, inflight=None, snapshot_done=True, last_error=None, server=None)
+    notes.append(f"snapshot committed at {pos} (run {run.run_id[:8]})")
+    return cursor, None
+
+
+def _plan_next(
+    cursor: StreamCursor,
+    mysql: MySqlCdcResource,
+    tick: _Tick,
+    notes: list[str],
+    *,
+    bound: BinlogPosition | None,
+    retention_margin_files: int,
+) -> _TickOutcome:
+    """Step 2 of a tick, nothing in flight: reconcile the offset with the server (failover, purged
+    binlog: :func:`.cursor.reconcile_cursor`), then request the initial snapshot or the next window
+    (:func:`.cursor.plan_stream_window`), or skip with the reason."""
     conn = connect(mysql.connection_settings())
     try:
         info = server_info(conn)
@@ -332,7 +408,7 @@ def evaluate_tick(
     if resnapshot is not None:
         assert resnapshot.request is not None
         return replace(resnapshot, cursor=replace(resnapshot.cursor, inflight=resnapshot.request)), [
-            _request(resnapshot.request, keys, None, cheap, mysql.server_name)
+            tick.request(resnapshot.request, None, None, select=False)
         ]
     warnings = [m for m in messages if m.startswith("Server changed")]
     notes.extend(m for m in messages if m not in warnings)
@@ -346,15 +422,7 @@ def evaluate_tick(
     if plan.request is None:
         return plan, []
     return replace(plan, cursor=replace(plan.cursor, inflight=plan.request)), [
-        _request(
-            plan.request,
-            keys,
-            plan.cursor.incremental,
-            cheap,
-            mysql.server_name,
-            plan.cursor.server,
-            select=select,
-        )
+        tick.request(plan.request, plan.cursor.incremental, plan.cursor.server)
     ]
 
 

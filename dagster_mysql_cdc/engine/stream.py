@@ -7,6 +7,12 @@ every DDL in the window applied in order), turns rows into Debezium change event
 key, as Debezium does), and commits each changed table's change log and state, then the window's
 schema history records. Every commit is tagged with the window start, so re-running a window
 (after a crash anywhere) commits nothing twice.
+
+The window is split as Debezium splits its connector: :func:`run_window` coordinates (Debezium's
+``ChangeEventSourceCoordinator``) the :class:`BinlogStreamingSource` (this module: events →
+envelopes → record batches → commit), the incremental snapshot source
+(:class:`~.incremental_source.IncrementalSnapshotSource`: the window's chunks and watermarks) and
+the :class:`~.signals.SignalProcessor` (signal-table rows).
 """
 
 from __future__ import annotations
@@ -22,8 +28,9 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import CdcError, ConfigurationError
-from ..events import BinlogPosition, ChangeEventBuilder, now_ms, snapshot_events
+from ..events import BinlogPosition, ChangeEventBuilder, now_ms
 from ..sink.lake import LakeWriter, TableBatch, TableWriteResult
+from ..sink.layout import LakeLayout
 from ..source.binlog import BinlogReader, DdlStatement, RowsBatch, StatementDml, TransactionCommit
 from ..source.catalog import read_table_schemas
 from ..source.connection import ConnectionSettings, ServerInfo, connect
@@ -32,31 +39,18 @@ from ..source.filters import TableFilter
 from ..source.foreign_keys import read_cascading_foreign_keys
 from ..source.schema import TableSchema
 from ..source.schema_history import HistoryRecord, SchemaHistory, records_from_outcome
-from ..source.signals import InvalidSignal, Signal, matches_collection, parse_signal
 from ..source.statements import dml_target_tables
 from ..source.types import TableConverter, TypeOptions
 from .gaps import (
-    REPAIR_HEADER,
     BinlogGap,
     BinlogGapError,
     CascadeTracker,
     check_gap_handling,
     queue_repairs,
 )
-from .incremental import (
-    ChunkPlan,
-    IncrementalSnapshotError,
-    IncrementalState,
-    PlannedChunk,
-    load_plan,
-    plan_chunks,
-    read_absent,
-    read_chunk,
-    save_plan,
-    start_snapshot,
-    stop_snapshot,
-    with_paused,
-)
+from .incremental import IncrementalState
+from .incremental_source import IncrementalOptions, IncrementalSnapshotSource
+from .signals import SignalProcessor
 
 log = logging.getLogger(__name__)
 
@@ -293,26 +287,314 @@ def _remap(values: dict, names: list[str]) -> dict:
     return {names[int(k[len("UNKNOWN_COL") :])]: v for k, v in values.items()}
 
 
-@dataclass(frozen=True)
-class IncrementalOptions:
-    """Signal table and incremental snapshot options.
+class BinlogStreamingSource:
+    """The binlog of one window turned into Debezium change events and committed (Debezium
+    ``BinlogStreamingChangeEventSource``, ``MySqlStreamingChangeEventSource`` before 3.0, bounded
+    to ``[start, end)``).
 
-    Attributes:
-        signal_table: ``db.table`` of the signal table (Debezium ``signal.data.collection``);
-            ``None`` disables signals and incremental snapshots.
-        chunk_size: rows per chunk (``incremental.snapshot.chunk.size``).
-        max_chunks_per_run: chunks read per window run (bounds a run's snapshot work).
-        watermark_strategy: ``insert_insert`` or ``insert_delete``
-            (``incremental.snapshot.watermarking.strategy``).
-        read_only: read-only incremental snapshot (``read.only``): no watermark rows; the binlog
-            positions (and GTID sets) before and after each chunk SELECT are its watermarks.
+    :meth:`stream` reads a :class:`~.source.binlog.BinlogReader` in order: row events become
+    ``c``/``u``/``d`` events of their table (:class:`_TableEvents`: record batches to the
+    :class:`~.sink.lake.LakeWriter`), DDL goes through the schema catalog (``t`` events for
+    TRUNCATE, schema history records), transaction commits feed the transaction metadata, and
+    statement DML / foreign-key cascades are recorded as gaps (:mod:`.gaps`). Rows of the signal
+    table go to the :class:`~.signals.SignalProcessor`; the keys a row event touches are recorded
+    for the :class:`~.incremental_source.IncrementalSnapshotSource` (its chunk dedup). At the end
+    :meth:`commit` commits every changed table at the window's end position, then the schema
+    history and transaction records, all tagged with the window start (idempotent re-runs);
+    :meth:`abort` drops the open table batches instead.
+
+    Raises (from :meth:`stream`): see :func:`run_window`.
     """
 
-    signal_table: str | None = None
-    chunk_size: int = 1024
-    max_chunks_per_run: int = 64
-    watermark_strategy: str = "insert_insert"
-    read_only: bool = False
+    def __init__(
+        self,
+        settings: ConnectionSettings,
+        info: ServerInfo,
+        *,
+        start: BinlogPosition,
+        writer: LakeWriter,
+        history: SchemaHistory,
+        table_filter: TableFilter,
+        type_options: TypeOptions,
+        options: StreamOptions,
+        server_name: str,
+        signal_table: str | None,
+        result: WindowResult,
+    ):
+        self.settings = settings
+        self.info = info
+        self.start = start
+        self.writer = writer
+        self.history = history
+        self.table_filter = table_filter
+        self.type_options = type_options
+        self.options = options
+        self.server_name = server_name
+        self.result = result
+        self.catalog = SchemaCatalog(history.catalog_at(start), server_version=info.version)
+        self.tables: dict[tuple[str, str], _TableEvents] = {}
+        self.records: list[HistoryRecord] = []
+        self.fallback_conn: Any = None
+        self.tx_counter: dict = {"total": 0, "per_table": {}, "id": None}
+        self.tx_records: list[dict] = []
+        self.sig_key = tuple(signal_table.split(".", 1)) if signal_table else None
+        check_gap_handling(options.gap_handling)
+        # foreign keys whose actions change captured child rows without row events (see .gaps)
+        conn = connect(settings)
+        try:
+            self.fks = {
+                parent: kept
+                for parent, keys in read_cascading_foreign_keys(
+                    conn, table_filter.literal_databases()
+                ).items()
+                if (kept := [k for k in keys if table_filter.matches(*k.child) and k.child != self.sig_key])
+            }
+        finally:
+            conn.close()
+        self.cascades = CascadeTracker(self.fks)
+        self.dml_gaps: dict[str, BinlogGap] = {}
+
+    def reader(self, replica_server_id: int, end: BinlogPosition) -> BinlogReader:
+        """The binlog reader of ``[start, end)``."""
+        sig_key, fks, table_filter = self.sig_key, self.fks, self.table_filter
+        return BinlogReader(
+            self.settings,
+            replica_server_id,
+            self.start,
+            end,
+            is_mariadb=self.info.is_mariadb,
+            deadline_s=self.options.deadline_s,
+            # rows of tables that are neither captured nor the signal table are never decoded (the
+            # loop below skips them anyway); their events still arrive, so positions are unchanged
+            rows_filter=lambda db, t: (db, t) == sig_key or (db, t) in fks or table_filter.matches(db, t),
+            annotate_rows=self.options.include_query,
+        )
+
+    def connection(self) -> Any:
+        """The window's source connection for look-ups (opened on first use, closed by :meth:`close`)."""
+        if self.fallback_conn is None:
+            self.fallback_conn = connect(self.settings)
+        return self.fallback_conn
+
+    def close(self) -> None:
+        """Close the look-up connection, if opened."""
+        if self.fallback_conn is not None:
+            self.fallback_conn.close()
+
+    def skipped(self, table: str, position: str, reason: str) -> None:
+        """An event that cannot be decoded, skipped (event.processing.failure.handling.mode)."""
+        result = self.result
+        result.events_skipped_count += 1
+        if len(result.events_skipped) < 100:
+            result.events_skipped.append({"table": table, "position": position, "reason": reason})
+        if self.options.event_processing_failure_handling_mode == "warn":
+            log.warning("Skipped an event of %s at %s that cannot be decoded: %s", table, position, reason)
+
+    def table_events(self, db: str, t: str) -> _TableEvents | None:
+        """The events of captured table ``db.t`` in the window, at its schema at the current
+        position (``None``: not captured, the signal table, or unknown to the server)."""
+        if not self.table_filter.matches(db, t) or (db, t) == self.sig_key:
+            return None
+        schema = self.catalog.get(db, t)
+        if schema is None:
+            # Not in the history (captured table never snapshotted): current schema, verified below.
+            schema = read_table_schemas(self.connection(), [(db, t)]).get((db, t))
+            if schema is None:
+                return None
+            log.warning(
+                "No schema history for %s.%s; using its current schema from information_schema", db, t
+            )
+            self.catalog.put(schema)  # seed the catalog for later DDL
+        te = self.tables.get((db, t))
+        if te is None:
+            options = self.options
+            te = self.tables[(db, t)] = _TableEvents(
+                schema,
+                self.type_options,
+                self.server_name,
+                options.batch_rows,
+                self._open_sink(db, t),
+                on_failure=None if options.event_processing_failure_handling_mode == "fail" else self.skipped,
+            )
+        else:
+            te.schema_changed(schema)
+        return te
+
+    def _open_sink(self, db: str, t: str) -> Callable[[TableSchema], TableBatch]:
+        def opener(schema: TableSchema) -> TableBatch:
+            return self.writer.open_table_batch(
+                db,
+                t,
+                primary_key=schema.primary_key,
+                app_id=self.start.txn_app(STREAM_APP_ID),
+                version=self.start.as_version(),
+                epoch=self.start.epoch,
+            )
+
+        return opener
+
+    def captured_tables(self) -> dict[tuple[str, str], TableSchema]:
+        """``{(db, table): schema}`` of the captured tables at the current position."""
+        return {
+            k: self.type_options.columns.keyed(v)  # message.key.columns: the key repairs use
+            for k, v in self.catalog.tables().items()
+            if self.table_filter.matches(*k) and k != self.sig_key
+        }
+
+    def stream(
+        self, reader: BinlogReader, snapshot: IncrementalSnapshotSource, signals: SignalProcessor
+    ) -> None:
+        """Read the window's binlog in order (stops early after the transaction of a blocking
+        execute-snapshot)."""
+        for item in reader:
+            if snapshot.positional:
+                if isinstance(item, RowsBatch):
+                    snapshot.positional_watermarks(item.file, item.pos)
+                elif isinstance(item, DdlStatement):
+                    snapshot.positional_watermarks(item.file, item.pos)
+            if isinstance(item, RowsBatch):
+                if self.sig_key is not None and (item.database, item.table) == self.sig_key:
+                    signals.process_rows(item)
+                    continue
+                self._on_rows(item, snapshot)
+            elif isinstance(item, TransactionCommit):
+                self._on_commit(item)
+                if signals.blocking:
+                    break  # streaming pauses here; the caller runs the blocking snapshot
+            elif isinstance(item, StatementDml):
+                self._on_statement_dml(item)
+            elif isinstance(item, DdlStatement):
+                self._on_ddl(item)
+
+    def _on_rows(self, item: RowsBatch, snapshot: IncrementalSnapshotSource) -> None:
+        """A rows event of a table other than the signal table."""
+        if item.op != "c" and (item.database, item.table) in self.fks:
+            self.cascades.add((item.database, item.table), item.op, item.rows, f"{item.file}:{item.pos}")
+        te = self.table_events(item.database, item.table)
+        if te is None:
+            return
+        name = f"{item.database}.{item.table}"
+        try:
+            _add_rows(
+                te,
+                item,
+                self.tx_counter if self.options.provide_transaction_metadata else None,
+                touched=snapshot.touched(name),
+                include_query=self.options.include_query,
+            )
+        except SchemaMismatchError as e:  # raised before any of the event's rows is added
+            if te.on_failure is None:
+                raise
+            te.on_failure(name, f"{item.file}:{item.pos}", str(e))
+            return
+        self.result.last_event_ts_ms = item.ts_ms
+        te.maybe_flush()
+
+    def _on_commit(self, item: TransactionCommit) -> None:
+        """A transaction commit: counted; its transaction metadata records (BEGIN/END)."""
+        self.result.transactions += 1
+        tx_counter = self.tx_counter
+        if self.options.provide_transaction_metadata and tx_counter["total"]:
+            self.tx_records += _transaction_records(tx_counter, item)
+        tx_counter.update(total=0, per_table={}, id=None)
+
+    def _on_statement_dml(self, item: StatementDml) -> None:
+        """Statement-based DML: a gap of each captured table it writes (the first per table)."""
+        targets = dml_target_tables(item.sql, item.database)
+        if not targets and (
+            item.database is None or any(d == item.database for d, _ in self.captured_tables())
+        ):
+            targets = [(item.database or "?", "?")]  # tables not named: reported, not repaired
+        for db, t in targets or []:
+            if t != "?" and (not self.table_filter.matches(db, t) or (db, t) == self.sig_key):
+                continue
+            name = f"{db}.{t}"
+            if name not in self.dml_gaps:
+                self.dml_gaps[name] = BinlogGap(
+                    kind="statement_dml",
+                    table=name,
+                    position=f"{item.file}:{item.pos}",
+                    detail=(
+                        f"statement-based DML (binlog_format=STATEMENT or MIXED, thread "
+                        f"{item.thread}) has no row images: "
+                        + (
+                            # the statement may hold values the column policy masks or leaves out
+                            "statement text withheld (column filters/masks are configured)"
+                            if self.type_options.columns.hides_values
+                            else repr(item.sql[:200])
+                        )
+                    ),
+                )
+
+    def _on_ddl(self, item: DdlStatement) -> None:
+        """A DDL: applied to the catalog; schema history records; ``t`` events for TRUNCATE."""
+        outcomes = self.catalog.apply(
+            item.sql, item.database, skip_unparseable=self.options.skip_unparseable_ddl, logger=log
+        )
+        records = self.records
+        for o in outcomes:
+            if o.ignored:
+                continue
+            self.result.ddl_statements += 1
+            records.append(
+                records_from_outcome(o, item.end, len(records), item.ts_ms, item.server_id, item.gtid)
+            )
+            for db, t in o.truncated:
+                te = self.table_events(db, t)
+                if te is None:
+                    continue
+                te.builder.add(
+                    "t",
+                    None,
+                    None,
+                    file=item.file,
+                    pos=item.pos,
+                    row=0,
+                    ts_ms=now_ms(),
+                    source_ts_ms=item.ts_ms,
+                    server_id=item.server_id,
+                    gtid=item.gtid,
+                    thread=item.thread,
+                    query=item.sql,
+                )
+                te.truncated_at = self.start.at(item.file, item.pos)
+            for ch in o.table_changes:
+                te = self.tables.get((ch.database, ch.table))
+                if te is not None and ch.schema is not None:
+                    te.schema_changed(ch.schema)
+        self.result.last_event_ts_ms = item.ts_ms
+
+    def gaps(self) -> list[BinlogGap]:
+        """The window's changes the binlog does not carry: statement DML, then FK cascades."""
+        return list(self.dml_gaps.values()) + self.cascades.gaps()
+
+    def commit(self, position: BinlogPosition) -> None:
+        """Commit every changed table at ``position`` (into ``result.tables``), then the schema
+        history records and transaction metadata of the window, all tagged with the window start.
+
+        Raises:
+            SinkError: a commit failed.
+        """
+        version = self.start.as_version()
+        app = self.start.txn_app(STREAM_APP_ID)  # versions restart in every offset epoch
+        for te in self.tables.values():
+            te.finish()
+        for (db, t), te in self.tables.items():
+            if te.sink is not None:
+                self.result.tables[(db, t)] = te.sink.commit(
+                    value_schema=te.conv.arrow_schema,
+                    position=position,
+                    truncated_at=te.truncated_at,
+                )
+        self.history.append(self.records, app_id=app, version=version)
+        if self.tx_records:
+            _append_transactions(self.writer.storage, self.server_name, self.tx_records, app, version)
+
+    def abort(self) -> None:
+        """Drop every open table batch (nothing of the window is committed by this attempt)."""
+        for te in self.tables.values():
+            if te.sink is not None:
+                te.sink.abort()
 
 
 def run_window(
@@ -339,6 +621,10 @@ def run_window(
     ``blocking`` execute-snapshot ends the window after its transaction and is reported in
     ``result.blocking_tables`` for the caller to snapshot.
 
+    The coordinator of the window's three parts (Debezium's ``ChangeEventSourceCoordinator``):
+    the :class:`BinlogStreamingSource`, the :class:`~.incremental_source.IncrementalSnapshotSource`
+    and the :class:`~.signals.SignalProcessor`.
+
     Raises:
         BinlogReadError (and subclasses): see :mod:`.source.binlog`.
         UnparseableDdlError: a DDL could not be parsed (unless ``skip_unparseable_ddl``).
@@ -347,557 +633,92 @@ def run_window(
     """
     t0 = time.monotonic()
     inc = incremental_options or IncrementalOptions()
-    storage = writer.storage
-    catalog = SchemaCatalog(history.catalog_at(start), server_version=info.version)
     result = WindowResult(start=start, end=end)
-    tables: dict[tuple[str, str], _TableEvents] = {}
-    records: list[HistoryRecord] = []
-    fallback_conn = None
-    tx_counter: dict = {"total": 0, "per_table": {}, "id": None}
-    tx_records: list[dict] = []
-    sig_key = tuple(inc.signal_table.split(".", 1)) if inc.signal_table else None
-    check_gap_handling(options.gap_handling)
-    # foreign keys whose actions change captured child rows without row events (see .gaps)
-    conn = connect(settings)
-    try:
-        fks = {
-            parent: kept
-            for parent, keys in read_cascading_foreign_keys(conn, table_filter.literal_databases()).items()
-            if (kept := [k for k in keys if table_filter.matches(*k.child) and k.child != sig_key])
-        }
-    finally:
-        conn.close()
-    cascades = CascadeTracker(fks)
-    dml_gaps: dict[str, BinlogGap] = {}
-
-    # -- incremental snapshot: plan this window's chunks (reused on retry) ---------------------
-    state_before = incremental.copy() if incremental else None
-    state = incremental.copy() if incremental else None
-    chunks_by_open: dict[str, PlannedChunk] = {}
-    chunks_by_close: dict[str, PlannedChunk] = {}
-    positional: list[PlannedChunk] = []
-    if sig_key and state is not None and state.active and not state.paused:
-        plan = load_plan(storage, server_name, start)
-        if plan is None:
-            conn = connect(settings)
-            try:
-                current = read_table_schemas(conn, [p.key for p in state.tables])
-            finally:
-                conn.close()
-            assert inc.signal_table is not None  # sig_key is set only with a signal table
-            planned, after, plan_end = plan_chunks(
-                settings,
-                info,
-                state,
-                current,
-                storage=storage,
-                server_name=server_name,
-                signal_table=inc.signal_table,
-                chunk_size=inc.chunk_size,
-                max_chunks=inc.max_chunks_per_run,
-                type_options=type_options,
-                strategy=inc.watermark_strategy,
-                read_only=inc.read_only,
-                epoch=start.epoch,
-            )
-            plan = save_plan(storage, server_name, ChunkPlan(start, plan_end, planned, after.to_dict()))
-        else:
-            result.signal_log.append(
-                f"reusing the chunk plan of an earlier attempt ({len(plan.chunks)} chunks)"
-            )
-        state = IncrementalState.from_dict(plan.state_after)
-        for c in plan.chunks:
-            if c.low is not None and c.high is not None:
-                positional.append(c)  # read-only watermarks: binlog positions, not rows
-            else:
-                chunks_by_open[c.open_id] = c
-                chunks_by_close[c.close_id] = c
-            chunks_by_close.setdefault(c.close_id, c)  # stop-snapshot bookkeeping
-        if plan.end is not None and plan.end.with_epoch(start.epoch).sort_key() > end.sort_key():
-            end = plan.end.with_epoch(start.epoch)
-            result.end = end
-    open_windows: dict[str, tuple[PlannedChunk, set]] = {}  # table -> (chunk, touched keys)
-    # keys of the planned tables touched by this window before their chunk closes (outside chunk
-    # windows and in earlier chunks' windows): a lake row the binlog changes in this window is not
-    # deleted as absent (the binlog's own event says what happened)
-    seen: dict[str, set] = {c.table: set() for c in [*chunks_by_close.values(), *positional]}
-    stopped: set[str] = set()
-    blocking: list[tuple[str, str]] = []
-
-    reader = BinlogReader(
+    source = BinlogStreamingSource(
         settings,
-        replica_server_id,
-        start,
-        end,
-        is_mariadb=info.is_mariadb,
-        deadline_s=options.deadline_s,
-        # rows of tables that are neither captured nor the signal table are never decoded (the
-        # loop below skips them anyway); their events still arrive, so positions are unchanged
-        rows_filter=lambda db, t: (db, t) == sig_key or (db, t) in fks or table_filter.matches(db, t),
-        annotate_rows=options.include_query,
+        info,
+        start=start,
+        writer=writer,
+        history=history,
+        table_filter=table_filter,
+        type_options=type_options,
+        options=options,
+        server_name=server_name,
+        signal_table=inc.signal_table,
+        result=result,
     )
-
-    def skipped(table: str, position: str, reason: str) -> None:
-        """An event that cannot be decoded, skipped (event.processing.failure.handling.mode)."""
-        result.events_skipped_count += 1
-        if len(result.events_skipped) < 100:
-            result.events_skipped.append({"table": table, "position": position, "reason": reason})
-        if options.event_processing_failure_handling_mode == "warn":
-            log.warning("Skipped an event of %s at %s that cannot be decoded: %s", table, position, reason)
-
-    def table_events(db: str, t: str) -> _TableEvents | None:
-        nonlocal fallback_conn
-        if not table_filter.matches(db, t) or (db, t) == sig_key:
-            return None
-        schema = catalog.get(db, t)
-        if schema is None:
-            # Not in the history (captured table never snapshotted): current schema, verified below.
-            if fallback_conn is None:
-                fallback_conn = connect(settings)
-            schema = read_table_schemas(fallback_conn, [(db, t)]).get((db, t))
-            if schema is None:
-                return None
-            log.warning(
-                "No schema history for %s.%s; using its current schema from information_schema", db, t
-            )
-            catalog.put(schema)  # seed the catalog for later DDL
-        te = tables.get((db, t))
-        if te is None:
-            te = tables[(db, t)] = _TableEvents(
-                schema,
-                type_options,
-                server_name,
-                options.batch_rows,
-                open_sink(db, t),
-                on_failure=None if options.event_processing_failure_handling_mode == "fail" else skipped,
-            )
-        else:
-            te.schema_changed(schema)
-        return te
-
-    def open_sink(db: str, t: str) -> Callable[[TableSchema], TableBatch]:
-        def opener(schema: TableSchema) -> TableBatch:
-            return writer.open_table_batch(
-                db,
-                t,
-                primary_key=schema.primary_key,
-                app_id=start.txn_app(STREAM_APP_ID),
-                version=start.as_version(),
-                epoch=start.epoch,
-            )
-
-        return opener
-
-    def captured_tables() -> dict[tuple[str, str], TableSchema]:
-        return {
-            k: type_options.columns.keyed(v)  # message.key.columns: the key repairs use
-            for k, v in catalog.tables().items()
-            if table_filter.matches(*k) and k != sig_key
-        }
-
-    def reject(message: str) -> None:
-        """A signal that cannot be executed: logged as WARNING, capture continues."""
-        result.signal_log.append(message)
-        result.signals_rejected.append(message)
-
-    def on_signal(sig: Signal, ev: RowsBatch) -> None:
-        nonlocal state, state_before, fallback_conn
-        here = f"{ev.file}:{ev.pos}"
-        if sig.type == "log":
-            result.signal_log.append(f"log signal {sig.id}: " + (sig.message or "").replace("{}", here))
-            return
-        if sig.type == "pause-snapshot":
-            state, state_before = with_paused(state, True), with_paused(state_before, True)
-            result.signal_log.append(f"incremental snapshot paused by {sig.id} at {here}")
-            return
-        if sig.type == "resume-snapshot":
-            state, state_before = with_paused(state, False), with_paused(state_before, False)
-            result.signal_log.append(f"incremental snapshot resumed by {sig.id} at {here}")
-            return
-        if sig.type == "stop-snapshot":
-            if sig.data_collections:
-                stopped.update(
-                    t for t in open_windows if any(matches_collection(p, t) for p in sig.data_collections)
-                )
-                stopped.update(
-                    c.table
-                    for c in chunks_by_close.values()
-                    if any(matches_collection(p, c.table) for p in sig.data_collections)
-                )
-            else:
-                stopped.update(c.table for c in chunks_by_close.values())
-            state = stop_snapshot(state, list(sig.data_collections))
-            state_before = stop_snapshot(state_before, list(sig.data_collections))
-            result.signal_log.append(
-                f"incremental snapshot stopped by {sig.id} at {here} ({list(sig.data_collections) or 'all tables'})"
-            )
-            return
-        # execute-snapshot
-        known = captured_tables()
-        wanted = sorted(
-            {k for k in known for p in sig.data_collections if matches_collection(p, f"{k[0]}.{k[1]}")}
-        )
-        unknown = [
-            p for p in sig.data_collections if not any(matches_collection(p, f"{k[0]}.{k[1]}") for k in known)
-        ]
-        if unknown:
-            reject(f"signal {sig.id}: unknown or not captured data-collections {unknown}; ignored")
-        if not wanted:
-            reject(f"signal {sig.id}: no captured table matches {list(sig.data_collections)}; skipped")
-            return
-        masked = [f"{d}.{t}" for d, t in wanted if type_options.columns.masked_key(known[(d, t)])]
-        if masked and sig.snapshot_type != "blocking":
-            # chunk bounds would carry raw key values into the cursor, run tags and the lake's plan
-            reject(
-                f"signal {sig.id}: {masked} have a masked key column, so they cannot be snapshotted "
-                "incrementally (its raw key values would be stored); use a blocking snapshot"
-            )
-            wanted = [k for k in wanted if f"{k[0]}.{k[1]}" not in masked]
-            if not wanted:
-                return
-        if sig.snapshot_type == "blocking":
-            blocking.extend(wanted)
-            result.signal_log.append(
-                f"blocking snapshot {sig.id} of {[f'{d}.{t}' for d, t in wanted]}: streaming pauses at {here}"
-            )
-            return
-        try:
-            if sig.conditions and fallback_conn is None:
-                fallback_conn = connect(settings)  # filters are tried on the server once
-            state, msgs = start_snapshot(
-                state,
-                sig.id,
-                wanted,
-                sig.conditions,
-                known,
-                conn=fallback_conn,
-                reason=sig.reason,
-                delete_keys=sig.delete_keys,
-            )
-            state_before, _ = start_snapshot(
-                state_before,
-                sig.id,
-                wanted,
-                sig.conditions,
-                known,
-                reason=sig.reason,
-                delete_keys=sig.delete_keys,
-            )
-        except (InvalidSignal, IncrementalSnapshotError) as e:
-            reject(f"signal {sig.id} skipped: {e}")
-            return
-        stopped.difference_update(f"{d}.{t}" for d, t in wanted)
-        result.signal_log.extend(msgs)
-
-    def on_signal_rows(ev: RowsBatch) -> None:
-        for row in ev.rows:
-            values = row.get("values") or row.get("after_values") or {}
-            if ev.op == "d":  # insert_delete strategy: deleting the open row is the high watermark
-                c = chunks_by_close.get(str(values.get("id")))
-                if c is not None:
-                    close_window(c, ev)
-                continue
-            if ev.op != "c":
-                continue
-            try:
-                sig = parse_signal(values)
-            except InvalidSignal as e:
-                reject(f"signal row at {ev.file}:{ev.pos} skipped: {e}")
-                continue
-            if sig.type == "snapshot-window-open":
-                c = chunks_by_open.get(sig.id)
-                if c is not None:
-                    open_windows[c.table] = (c, set())
-                continue
-            if sig.type == "snapshot-window-close":
-                c = chunks_by_close.get(sig.id)
-                if c is not None:
-                    close_window(c, ev)
-                continue
-            on_signal(sig, ev)
-
-    def positional_watermarks(file: str, pos: int) -> None:
-        """Read-only chunks: open at their low position, close (emit) at their high position."""
-        here = start.at(file, pos).sort_key()
-        for c in list(positional):
-            assert c.low is not None and c.high is not None  # read-only chunks carry both positions
-            low = BinlogPosition.from_dict(c.low).with_epoch(start.epoch)
-            high = BinlogPosition.from_dict(c.high).with_epoch(start.epoch)
-            if here >= high.sort_key():
-                positional.remove(c)
-                open_windows.setdefault(c.table, (c, set()))
-                close_window(
-                    c,
-                    RowsBatch(
-                        "", "", "r", [], high.file, high.pos, now_ms(), info.server_id, None, None, None, []
-                    ),
-                )
-            elif here >= low.sort_key() and c.table not in open_windows:
-                open_windows[c.table] = (c, set())
-
-    def close_window(c: PlannedChunk, ev: RowsBatch) -> None:
-        _, touched = open_windows.pop(c.table, (c, set()))
-        if c.table in stopped:
-            result.signal_log.append(f"chunk {c.id} of stopped table {c.table} dropped")
-            return
-        db, _, t = c.table.partition(".")
-        te = table_events(db, t)
-        if te is None:
-            return
-        target = te.conv.arrow_schema
-        batch = _in_layout(read_chunk(storage, c), target)
-        if touched:
-            batch = _without_keys(batch, te.conv.table.primary_key, touched)
-        emitted = batch.num_rows
-        headers = {REPAIR_HEADER: c.reason} if c.reason else None
-
-        def chunk_events(rows: pa.RecordBatch, op: str) -> pa.RecordBatch:
-            """``op`` events of the chunk's rows at the high watermark (``source.snapshot=incremental``)."""
-            return snapshot_events(
-                rows,
-                primary_key=te.conv.table.primary_key,
-                server_name=server_name,
-                server_id=ev.server_id,
-                database=te.schema.database,
-                table=te.schema.table,
-                position=start.at(ev.file, ev.pos),
-                snapshot_flags=pa.repeat(pa.scalar("incremental"), rows.num_rows),
-                snapshot_ts_ms=ev.ts_ms,
-                op=op,
-                headers=headers,
-            )
-
-        te.append_batch(chunk_events(batch, "r"))
-        from .absent_rows import delete_events, key_tuples
-
-        info_row: dict[str, Any] = {
-            "chunk": c.id,
-            "table": c.table,
-            "read": c.rows,
-            "emitted": emitted,
-            "dropped": c.rows - emitted,
-        }
-        gone_keys: set[tuple] = set()
-        if c.deletes_path:
-            # keys a repair found gone from the source (between the watermarks): deleted at the
-            # high watermark unless the binlog changed them inside the window
-            gone = _in_layout(read_chunk(storage, c, c.deletes_path), target)
-            if touched:
-                gone = _without_keys(gone, te.conv.table.primary_key, touched)
-            te.append_batch(chunk_events(gone, "d"))
-            info_row["deleted"] = gone.num_rows
-            gone_keys = key_tuples(gone, te.conv.table.primary_key)
-        deleted = 0
-        absent = read_absent(storage, c)
-        if absent is not None:  # lake rows of the chunk's key range the source no longer had
-            deletes = delete_events(
-                pa.table(
-                    [
-                        absent.column(f.name).cast(f.type)
-                        if f.name in absent.column_names
-                        else pa.nulls(absent.num_rows, f.type)
-                        for f in target
-                    ],
-                    schema=target,
-                ),
-                schema=te.conv.table,
-                value_schema=target,
-                server_name=server_name,
-                server_id=ev.server_id,
-                position=start.at(ev.file, ev.pos),
-                source_ts_ms=ev.ts_ms,
-                # keys the binlog changed, and keys the repair's own deletes above already cover
-                skip_keys=touched | seen.get(c.table, set()) | gone_keys,
-            )
-            deleted = deletes.num_rows
-            te.append_batch(deletes)
-        if c.table in seen:  # the next chunks of the table leave these keys to the binlog too
-            seen[c.table] |= touched
-        info_row["deleted_absent_from_source"] = deleted
-        if c.reason:
-            info_row["repair"] = c.reason
-        result.chunks.append(info_row)
-
+    # -- incremental snapshot: plan this window's chunks (reused on retry) ---------------------
+    snapshot = IncrementalSnapshotSource(
+        settings,
+        info,
+        storage=writer.storage,
+        server_name=server_name,
+        options=inc,
+        type_options=type_options,
+        result=result,
+        table_events=source.table_events,
+        state=incremental,
+    )
+    end = snapshot.plan(start, end)
+    signals = SignalProcessor(
+        result=result,
+        snapshot=snapshot,
+        captured_tables=source.captured_tables,
+        type_options=type_options,
+        connection=source.connection,
+    )
+    reader = source.reader(replica_server_id, end)
     try:
-        for item in reader:
-            if positional:
-                if isinstance(item, RowsBatch):
-                    positional_watermarks(item.file, item.pos)
-                elif isinstance(item, DdlStatement):
-                    positional_watermarks(item.file, item.pos)
-            if isinstance(item, RowsBatch):
-                if sig_key is not None and (item.database, item.table) == sig_key:
-                    on_signal_rows(item)
-                    continue
-                if item.op != "c" and (item.database, item.table) in fks:
-                    cascades.add((item.database, item.table), item.op, item.rows, f"{item.file}:{item.pos}")
-                te = table_events(item.database, item.table)
-                if te is None:
-                    continue
-                name = f"{item.database}.{item.table}"
-                window = open_windows.get(name)
-                try:
-                    _add_rows(
-                        te,
-                        item,
-                        tx_counter if options.provide_transaction_metadata else None,
-                        touched=window[1] if window else seen.get(name),
-                        include_query=options.include_query,
-                    )
-                except SchemaMismatchError as e:  # raised before any of the event's rows is added
-                    if te.on_failure is None:
-                        raise
-                    te.on_failure(name, f"{item.file}:{item.pos}", str(e))
-                    continue
-                result.last_event_ts_ms = item.ts_ms
-                te.maybe_flush()
-            elif isinstance(item, TransactionCommit):
-                result.transactions += 1
-                if options.provide_transaction_metadata and tx_counter["total"]:
-                    tx_records += _transaction_records(tx_counter, item)
-                tx_counter.update(total=0, per_table={}, id=None)
-                if blocking:
-                    break  # streaming pauses here; the caller runs the blocking snapshot
-            elif isinstance(item, StatementDml):
-                targets = dml_target_tables(item.sql, item.database)
-                if not targets and (
-                    item.database is None or any(d == item.database for d, _ in captured_tables())
-                ):
-                    targets = [(item.database or "?", "?")]  # tables not named: reported, not repaired
-                for db, t in targets or []:
-                    if t != "?" and (not table_filter.matches(db, t) or (db, t) == sig_key):
-                        continue
-                    name = f"{db}.{t}"
-                    if name not in dml_gaps:
-                        dml_gaps[name] = BinlogGap(
-                            kind="statement_dml",
-                            table=name,
-                            position=f"{item.file}:{item.pos}",
-                            detail=(
-                                f"statement-based DML (binlog_format=STATEMENT or MIXED, thread "
-                                f"{item.thread}) has no row images: "
-                                + (
-                                    # the statement may hold values the column policy masks or leaves out
-                                    "statement text withheld (column filters/masks are configured)"
-                                    if type_options.columns.hides_values
-                                    else repr(item.sql[:200])
-                                )
-                            ),
-                        )
-            elif isinstance(item, DdlStatement):
-                outcomes = catalog.apply(
-                    item.sql, item.database, skip_unparseable=options.skip_unparseable_ddl, logger=log
-                )
-                for o in outcomes:
-                    if o.ignored:
-                        continue
-                    result.ddl_statements += 1
-                    records.append(
-                        records_from_outcome(o, item.end, len(records), item.ts_ms, item.server_id, item.gtid)
-                    )
-                    for db, t in o.truncated:
-                        te = table_events(db, t)
-                        if te is None:
-                            continue
-                        te.builder.add(
-                            "t",
-                            None,
-                            None,
-                            file=item.file,
-                            pos=item.pos,
-                            row=0,
-                            ts_ms=now_ms(),
-                            source_ts_ms=item.ts_ms,
-                            server_id=item.server_id,
-                            gtid=item.gtid,
-                            thread=item.thread,
-                            query=item.sql,
-                        )
-                        te.truncated_at = start.at(item.file, item.pos)
-                    for ch in o.table_changes:
-                        te = tables.get((ch.database, ch.table))
-                        if te is not None and ch.schema is not None:
-                            te.schema_changed(ch.schema)
-                result.last_event_ts_ms = item.ts_ms
-        if positional and not blocking:  # high watermarks at the very end of the window
-            positional_watermarks(reader.position.file, reader.position.pos)
-            for c in list(positional):  # a high watermark can equal the window end exactly
-                assert c.high is not None
-                positional_watermarks(c.high["file"], c.high["pos"])
+        source.stream(reader, snapshot, signals)
+        if snapshot.positional and not signals.blocking:  # high watermarks at the very end of the window
+            snapshot.flush_positional(reader.position)
         result.events_read = reader.events_read
         result.end = reader.position
-        if blocking:
+        if signals.blocking:
             # the planned chunks lie after the pause point: they are re-planned later
-            state = state_before
-            result.blocking_tables = list(dict.fromkeys(blocking))
-        result.gaps = list(dml_gaps.values()) + cascades.gaps()
+            snapshot.resume_before_blocking()
+            result.blocking_tables = list(dict.fromkeys(signals.blocking))
+        result.gaps = source.gaps()
         if result.gaps:
-            known = captured_tables()
-            handled = result.gaps
-            if options.gap_handling == "repair":
-                # a repair stores raw key values (candidate keys, chunk bounds): not for masked keys
-                masked = {
-                    id(g)
-                    for g in result.gaps
-                    if type_options.columns.masked_key(known.get(_table_key(g.table)))
-                }
-                for g in result.gaps:
-                    if id(g) in masked:
-                        g.repair = (
-                            "Not repaired: its key column is masked and a repair stores raw key values; "
-                            "re-snapshot the table (materialize its asset)"
-                        )
-                handled = [g for g in result.gaps if id(g) not in masked]
-            state = _handle_gaps(handled, state, options, inc, known, start)
-        # a finished snapshot leaves nothing behind (a pause without active tables is a no-op, as in Debezium)
-        result.incremental_state = state.to_dict() if state is not None and state.active else None
-        version = start.as_version()
-        app = start.txn_app(STREAM_APP_ID)  # versions restart in every offset epoch
-        for te in tables.values():
-            te.finish()
-        for (db, t), te in tables.items():
-            if te.sink is not None:
-                result.tables[(db, t)] = te.sink.commit(
-                    value_schema=te.conv.arrow_schema,
-                    position=result.end,
-                    truncated_at=te.truncated_at,
-                )
-        history.append(records, app_id=app, version=version)
-        if tx_records:
-            _append_transactions(storage, server_name, tx_records, app, version)
+            snapshot.state = _window_gaps(
+                result.gaps, snapshot.state, options, inc, source.captured_tables(), type_options, start
+            )
+        result.incremental_state = snapshot.final_state()
+        source.commit(result.end)
     except BaseException:
-        for te in tables.values():
-            if te.sink is not None:
-                te.sink.abort()
+        source.abort()
         raise
     finally:
-        if fallback_conn is not None:
-            fallback_conn.close()
+        source.close()
     for line in result.signal_log:
         log.log(logging.WARNING if line in result.signals_rejected else logging.INFO, line)
     result.seconds = time.monotonic() - t0
     return result
 
 
-def _in_layout(rows: pa.Table, target: pa.Schema) -> pa.RecordBatch:
-    """Stashed chunk rows in the table's current column layout, built column-wise (no per-row work)."""
-    return pa.RecordBatch.from_arrays(
-        [
-            (
-                rows.column(f.name).combine_chunks()
-                if f.name in rows.column_names
-                else pa.nulls(rows.num_rows, f.type)
-            ).cast(f.type)
-            for f in target
-        ],
-        schema=target,
-    )
-
-
-def _without_keys(batch: pa.RecordBatch, pk: Sequence[str], keys: set) -> pa.RecordBatch:
-    """``batch`` without the rows whose (converted) primary key is in ``keys``."""
-    key_cols = [batch.column(batch.schema.get_field_index(k)).to_pylist() for k in pk]
-    return batch.filter(pa.array([tuple(k) not in keys for k in zip(*key_cols)], pa.bool_()))
+def _window_gaps(
+    gaps: list[BinlogGap],
+    state: IncrementalState | None,
+    options: StreamOptions,
+    inc: IncrementalOptions,
+    known: dict[tuple[str, str], TableSchema],
+    type_options: TypeOptions,
+    start: BinlogPosition,
+) -> IncrementalState | None:
+    """:func:`_handle_gaps` of the window's gaps; with ``repair``, gaps of tables whose key column
+    is masked are reported, not repaired (a repair stores raw key values: candidate keys, chunk
+    bounds). Returns the incremental state with the repairs queued."""
+    handled = gaps
+    if options.gap_handling == "repair":
+        masked = {id(g) for g in gaps if type_options.columns.masked_key(known.get(_table_key(g.table)))}
+        for g in gaps:
+            if id(g) in masked:
+                g.repair = (
+                    "Not repaired: its key column is masked and a repair stores raw key values; "
+                    "re-snapshot the table (materialize its asset)"
+                )
+        handled = [g for g in gaps if id(g) not in masked]
+    return _handle_gaps(handled, state, options, inc, known, start)
 
 
 def _table_key(name: str) -> tuple[str, str]:
@@ -960,22 +781,7 @@ def _add_rows(
     ``__debezium.oldkey`` headers, as Debezium emits it.
     """
     names = te.names
-    if ev.column_names and ev.column_names[0].startswith("UNKNOWN_COL"):
-        if len(ev.column_names) != len(names):
-            raise SchemaMismatchError(
-                f"Row event for {te.schema.qualified_name} at {ev.file}:{ev.pos} has "
-                f"{len(ev.column_names)} columns, the schema history has {len(names)}: the history "
-                "is out of sync; re-snapshot the table."
-            )
-        remap = True
-    else:
-        remap = False
-        if ev.column_names != names:
-            raise SchemaMismatchError(
-                f"Row event for {te.schema.qualified_name} at {ev.file}:{ev.pos} has columns "
-                f"{ev.column_names}, but the schema history at that position has {names}. The history "
-                "is out of sync with the server (a DDL was missed or skipped); re-snapshot the table."
-            )
+    remap = _check_columns(te, ev)
     rows = ev.rows
     if not rows:
         return
@@ -991,20 +797,6 @@ def _add_rows(
         thread=ev.thread,
         query=ev.query if include_query else None,
     )
-
-    def tx_orders(n: int) -> list[tuple[str, int, int]] | None:
-        """Debezium transaction metadata of the next ``n`` events of this table:
-        ``(id, total_order, data_collection_order)`` each (1-based orders), advancing ``tx``."""
-        if tx is None:
-            return None
-        if tx["id"] is None:
-            tx["id"] = ev.gtid or f"{ev.file}:{ev.pos}"
-        key = te.schema.qualified_name
-        t0, c0 = tx["total"], tx["per_table"].get(key, 0)
-        tx["total"] = t0 + n
-        tx["per_table"][key] = c0 + n
-        tid = tx["id"]
-        return [(tid, t0 + j, c0 + j) for j in range(1, n + 1)]
 
     keyf = conv.primary_key_function() if pk and (ev.op == "u" or touched is not None) else None
     if touched is not None and not pk:
@@ -1028,30 +820,9 @@ def _add_rows(
                 touched.update(bk)
                 touched.update(ak)
             if bk != ak:
-                # Debezium: delete of the old key + create of the new key, linked by key headers
-                ops, rownos, headers = [], [], {}
-                b2: list = []
-                a2: list = []
-                bns2: list = []
-                ans2: list = []
-
-                def emit(op: str, bv: Any, av: Any, bn: Any, an: Any, i: int) -> None:
-                    ops.append(op)
-                    b2.append(bv)
-                    a2.append(av)
-                    bns2.append(bn)
-                    ans2.append(an)
-                    rownos.append(i)
-
-                for i, (bv, av, bn, an, k0, k1) in enumerate(zip(before, after, bns, ans, bk, ak)):
-                    if k0 == k1:
-                        emit("u", bv, av, bn, an, i)
-                        continue
-                    headers[len(ops)] = {"__debezium.newkey": _key_json(pk, k1)}
-                    emit("d", bv, None, bn, None, i)
-                    headers[len(ops)] = {"__debezium.oldkey": _key_json(pk, k0)}
-                    emit("c", None, av, None, an, i)
-                before, after, bns, ans = b2, a2, bns2, ans2
+                ops, rownos, headers, before, after, bns, ans = _split_key_changes(
+                    pk, before, after, bns, ans, bk, ak
+                )
         te.builder.add_raw(
             conv,
             ops,
@@ -1060,7 +831,7 @@ def _add_rows(
             before_none_sources=bns,
             after_none_sources=ans,
             rows=rownos,
-            tx=tx_orders(len(before)),
+            tx=_tx_orders(tx, te, ev, len(before)),
             headers=headers,
             **common,
         )
@@ -1071,11 +842,91 @@ def _add_rows(
     nss = [r.get("none_sources") for r in rows]
     if keyf is not None and touched is not None:
         touched.update(keyf(v, ns) for v, ns in zip(values, nss))
-    orders = tx_orders(len(values))
+    orders = _tx_orders(tx, te, ev, len(values))
     if ev.op == "c":
         te.builder.add_raw(conv, "c", None, values, after_none_sources=nss, tx=orders, **common)
     else:
         te.builder.add_raw(conv, "d", values, None, before_none_sources=nss, tx=orders, **common)
+
+
+def _check_columns(te: _TableEvents, ev: RowsBatch) -> bool:
+    """Check a rows event's columns against the table's schema at its position.
+
+    Returns:
+        Whether the row dicts are keyed ``UNKNOWN_COL<i>`` (no ``binlog_row_metadata``: remap them).
+    Raises:
+        SchemaMismatchError: the columns (names, or their number) differ from the schema history.
+    """
+    names = te.names
+    if ev.column_names and ev.column_names[0].startswith("UNKNOWN_COL"):
+        if len(ev.column_names) != len(names):
+            raise SchemaMismatchError(
+                f"Row event for {te.schema.qualified_name} at {ev.file}:{ev.pos} has "
+                f"{len(ev.column_names)} columns, the schema history has {len(names)}: the history "
+                "is out of sync; re-snapshot the table."
+            )
+        return True
+    if ev.column_names != names:
+        raise SchemaMismatchError(
+            f"Row event for {te.schema.qualified_name} at {ev.file}:{ev.pos} has columns "
+            f"{ev.column_names}, but the schema history at that position has {names}. The history "
+            "is out of sync with the server (a DDL was missed or skipped); re-snapshot the table."
+        )
+    return False
+
+
+def _tx_orders(tx: dict | None, te: _TableEvents, ev: RowsBatch, n: int) -> list[tuple[str, int, int]] | None:
+    """Debezium transaction metadata of the next ``n`` events of ``te``'s table in event ``ev``:
+    ``(id, total_order, data_collection_order)`` each (1-based orders), advancing ``tx``
+    (``None``: no transaction metadata)."""
+    if tx is None:
+        return None
+    if tx["id"] is None:
+        tx["id"] = ev.gtid or f"{ev.file}:{ev.pos}"
+    key = te.schema.qualified_name
+    t0, c0 = tx["total"], tx["per_table"].get(key, 0)
+    tx["total"] = t0 + n
+    tx["per_table"][key] = c0 + n
+    tid = tx["id"]
+    return [(tid, t0 + j, c0 + j) for j in range(1, n + 1)]
+
+
+def _split_key_changes(
+    pk: Sequence[str], before: list, after: list, bns: list, ans: list, bk: list, ak: list
+) -> tuple[list[str], list[int], dict[int, dict[str, str]], list, list, list, list]:
+    """Update rows whose key changed (``bk[i] != ak[i]``) as Debezium emits them: a delete of the
+    old key + a create of the new key, linked by ``__debezium.newkey`` / ``__debezium.oldkey``
+    headers; other rows stay updates.
+
+    Returns:
+        (ops, source row number of each event, headers by event index, before images, after
+        images, before none-sources, after none-sources), one entry per event.
+    """
+    ops: list[str] = []
+    rownos: list[int] = []
+    headers: dict[int, dict[str, str]] = {}
+    b2: list = []
+    a2: list = []
+    bns2: list = []
+    ans2: list = []
+
+    def emit(op: str, bv: Any, av: Any, bn: Any, an: Any, i: int) -> None:
+        ops.append(op)
+        b2.append(bv)
+        a2.append(av)
+        bns2.append(bn)
+        ans2.append(an)
+        rownos.append(i)
+
+    for i, (bv, av, bn, an, k0, k1) in enumerate(zip(before, after, bns, ans, bk, ak)):
+        if k0 == k1:
+            emit("u", bv, av, bn, an, i)
+            continue
+        headers[len(ops)] = {"__debezium.newkey": _key_json(pk, k1)}
+        emit("d", bv, None, bn, None, i)
+        headers[len(ops)] = {"__debezium.oldkey": _key_json(pk, k0)}
+        emit("c", None, av, None, an, i)
+    return ops, rownos, headers, b2, a2, bns2, ans2
 
 
 TRANSACTIONS_SCHEMA = pa.schema(
@@ -1116,7 +967,9 @@ def _append_transactions(storage, server_name: str, rows: list[dict], app_id: st
     from ..sink.delta import append_rows
 
     table = pa.Table.from_pylist(rows, schema=TRANSACTIONS_SCHEMA)
-    append_rows(storage, storage.uri(server_name, "_transactions"), table, app_id=app_id, version=version)
+    append_rows(
+        storage, LakeLayout(storage, server_name).transactions(), table, app_id=app_id, version=version
+    )
 
 
 def _key_json(columns: Sequence[str], values: tuple) -> str:

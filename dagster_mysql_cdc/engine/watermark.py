@@ -7,7 +7,7 @@ table between the two watermark events changed a key whose chunk row may be stal
 drops those keys and the binlog's version wins. Used by
 
 - incremental snapshots (:mod:`dagster_mysql_cdc.engine.incremental`: the watermark rows; the window's
-  binlog side is applied while streaming, in :mod:`dagster_mysql_cdc.engine.stream`),
+  binlog side is applied while streaming, in :mod:`dagster_mysql_cdc.engine.incremental_source`),
 - PK-range re-snapshots (:mod:`dagster_mysql_cdc.engine.ranges`: both sides, right after the SELECT),
 - the asset checks (:mod:`dagster_mysql_cdc.dagster_integration.checks`: the keys changed between
   two positions, left out of a comparison).
