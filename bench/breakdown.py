@@ -48,9 +48,9 @@ def streaming(
 ) -> None:
     """Time conversion / event building of captured binlog rows of ``db.table``."""
     from dagster_mysql_cdc import stream as S
+    from dagster_mysql_cdc.sink.schema_history import SchemaHistory
     from dagster_mysql_cdc.sink.storage import StorageSettings
     from dagster_mysql_cdc.source.binlog import BinlogReader, RowsBatch
-    from dagster_mysql_cdc.source.schema_history import SchemaHistory
     from dagster_mysql_cdc.source.types import TableConverter, TypeOptions, value_converter
 
     items: list[RowsBatch] = []

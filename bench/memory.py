@@ -29,7 +29,7 @@ from dagster_mysql_cdc.sink.lake import LakeWriter
 from dagster_mysql_cdc.sink.storage import StorageSettings
 from dagster_mysql_cdc.source.connection import ConnectionSettings, connect, server_info
 from dagster_mysql_cdc.source.filters import TableFilter
-from dagster_mysql_cdc.source.schema_history import SchemaHistory
+from dagster_mysql_cdc.sink.schema_history import SchemaHistory
 from dagster_mysql_cdc.source.types import TypeOptions
 from dagster_mysql_cdc.engine.stream import StreamOptions, run_window
 a = json.loads(sys.argv[1])

@@ -293,10 +293,10 @@ def run(args: argparse.Namespace) -> dict:
     from dagster_mysql_cdc.engine.initial_snapshot import run_snapshot
     from dagster_mysql_cdc.engine.stream import StreamOptions, run_window
     from dagster_mysql_cdc.sink.lake import LakeWriter
+    from dagster_mysql_cdc.sink.schema_history import SchemaHistory
     from dagster_mysql_cdc.sink.storage import StorageSettings
     from dagster_mysql_cdc.source.connection import connect, current_position, server_info
     from dagster_mysql_cdc.source.filters import TableFilter
-    from dagster_mysql_cdc.source.schema_history import SchemaHistory
     from dagster_mysql_cdc.source.snapshot import SnapshotOptions
     from dagster_mysql_cdc.source.types import TypeOptions
 

@@ -76,8 +76,8 @@ def our_scan(settings, db: str) -> tuple[int, dict]:
 def end_to_end(settings, db: str, writer, lake_dir: str) -> tuple[int, dict]:
     """(c) run_snapshot into ``lake_dir`` with the schema history."""
     from dagster_mysql_cdc.engine.initial_snapshot import run_snapshot
+    from dagster_mysql_cdc.sink.schema_history import SchemaHistory
     from dagster_mysql_cdc.sink.storage import StorageSettings
-    from dagster_mysql_cdc.source.schema_history import SchemaHistory
     from dagster_mysql_cdc.source.snapshot import SnapshotOptions
     from dagster_mysql_cdc.source.types import TypeOptions
 

@@ -232,9 +232,9 @@ class _NullTableBatch:
 def window(settings, info, start, end, db: str, server_id: int, writer, lake_dir: str) -> tuple[int, dict]:
     """(b)/(c) the library's ``run_window`` with ``writer``; history read from ``lake_dir``."""
     from dagster_mysql_cdc.engine.stream import StreamOptions, run_window
+    from dagster_mysql_cdc.sink.schema_history import SchemaHistory
     from dagster_mysql_cdc.sink.storage import StorageSettings
     from dagster_mysql_cdc.source.filters import TableFilter
-    from dagster_mysql_cdc.source.schema_history import SchemaHistory
     from dagster_mysql_cdc.source.types import TypeOptions
 
     storage = StorageSettings(base_uri=lake_dir)
@@ -331,9 +331,9 @@ def verify_lake(lake_dir: str, db: str, expect: dict[str, int]) -> str:
 def run(args: argparse.Namespace) -> dict[str, list[C.Measurement]]:
     from dagster_mysql_cdc.engine.initial_snapshot import run_snapshot
     from dagster_mysql_cdc.sink.lake import LakeWriter
+    from dagster_mysql_cdc.sink.schema_history import SchemaHistory
     from dagster_mysql_cdc.sink.storage import StorageSettings
     from dagster_mysql_cdc.source.connection import connect, current_position, server_info
-    from dagster_mysql_cdc.source.schema_history import SchemaHistory
     from dagster_mysql_cdc.source.snapshot import SnapshotOptions
     from dagster_mysql_cdc.source.types import TypeOptions
 

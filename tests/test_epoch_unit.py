@@ -27,10 +27,10 @@ from dagster_mysql_cdc.dagster_integration.protocol import (
 )
 from dagster_mysql_cdc.events import STATE_META_FIELDS, BinlogPosition, state_schema
 from dagster_mysql_cdc.sink.lake import LakeWriter, _older_plain, _StateApplier, newer_predicate
+from dagster_mysql_cdc.sink.schema_history import HistoryRecord, SchemaHistory
 from dagster_mysql_cdc.sink.state_rows import count_per_value, epoch_filled, newest_per_key, older_than
 from dagster_mysql_cdc.sink.storage import StorageSettings
 from dagster_mysql_cdc.source.schema import ColumnSchema, TableSchema
-from dagster_mysql_cdc.source.schema_history import HistoryRecord, SchemaHistory
 
 OLD = BinlogPosition("mysql-bin.000007", 1687, "0-1-40")  # the old primary, epoch 0
 NEW = BinlogPosition("mysql-bin.000001", 342, "0-1-40", epoch=1)  # the promoted replica

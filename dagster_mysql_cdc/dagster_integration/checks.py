@@ -206,9 +206,9 @@ def touched_keys(
 def _lake_live_rows(storage: StorageSettings, state_uri: str, columns: list[str]) -> Iterable[tuple]:
     """The live rows of a state table as tuples of ``columns``; a keyless table's row value once
     per copy (its ``__count``), so the lake is compared with the source as a multiset."""
-    from deltalake import DeltaTable
+    from ..sink.delta import read_table
 
-    dt = DeltaTable(state_uri, storage_options=storage.delta_storage_options())
+    dt = read_table(storage, state_uri)
     import pyarrow.dataset as pads  # imports pandas: only when a check reads the lake
 
     ds: pads.Dataset = dt.to_pyarrow_dataset()
@@ -310,11 +310,9 @@ def run_table_checks(
             ]
         conv = TableConverter(schema, type_options, "pymysql")
         schema = conv.table  # the captured columns: checks compare only what is captured
-        from deltalake import DeltaTable
+        from ..sink.delta import read_table
 
-        lake_schema = pa.schema(
-            DeltaTable(state_uri, storage_options=storage.delta_storage_options()).schema().to_arrow()
-        )
+        lake_schema = pa.schema(read_table(storage, state_uri).schema().to_arrow())
         lake_cols = {f.name: f for f in lake_schema if f.name not in STATE_META_NAMES}
         if SCHEMA in selected:
             results.append(_schema_result(key, conv, lake_cols))

@@ -74,7 +74,7 @@ if TYPE_CHECKING:
     from ..engine.initial_snapshot import SnapshotTableResult
     from ..engine.stream import IncrementalOptions, StreamOptions, WindowResult
     from ..sink.lake import LakeWriter
-    from ..source.schema_history import SchemaHistory
+    from ..sink.schema_history import SchemaHistory
 
 # The data path (stream, pipeline, sink: sqlglot, python-mysql-replication, deltalake, pyspark) is
 # imported by the methods that run it, so loading a code location (webserver, daemon, sensor ticks)
@@ -659,11 +659,9 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 continue
             db, table = table_of_spec(spec)
             state_uri = LakeLayout(storage, self.server_name).state(db, table)
-            from deltalake import DeltaTable
+            from ..sink.delta import open_table
 
-            if committed is None or not DeltaTable.is_deltatable(
-                state_uri, storage_options=storage.delta_storage_options()
-            ):
+            if committed is None or open_table(storage, state_uri) is None:
                 yield from not_captured_results(asset_key, names)
                 continue
             not_comparable = self._rows_not_comparable(context, window_start is not None)
@@ -966,7 +964,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
         each table is recorded in the schema history at the snapshot position.
         """
         from ..engine.initial_snapshot import run_snapshot
-        from ..source.schema_history import SchemaHistory
+        from ..sink.schema_history import SchemaHistory
 
         keys_by_table, binlog_key = self._selection(context)
         tables = sorted(keys_by_table)
@@ -1032,7 +1030,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
         Raises:
             ConfigurationError: the run tags do not name a valid window.
         """
-        from ..source.schema_history import SchemaHistory
+        from ..sink.schema_history import SchemaHistory
 
         tags = context.run.tags
         start, end = _window_tags(tags)

@@ -57,12 +57,12 @@ def live_row_count(storage: StorageSettings, state_uri: str) -> int | None:
         the count, or ``None`` when ``state_uri`` is not a Delta table yet.
     """
     import pyarrow.dataset as pads
-    from deltalake import DeltaTable
 
-    opts = storage.delta_storage_options()
-    if not DeltaTable.is_deltatable(state_uri, storage_options=opts):
+    from ..sink.delta import open_table
+
+    dtable = open_table(storage, state_uri)
+    if dtable is None:
         return None
-    dtable = DeltaTable(state_uri, storage_options=opts)
     ds: pads.Dataset = dtable.to_pyarrow_dataset()
     live = pads.field("__deleted") == False  # noqa: E712
     if "__count" in ds.schema.names:
@@ -374,12 +374,13 @@ def _lake_rows_for_keys(
 ) -> dict[tuple, tuple]:
     """Live state rows (tuples of ``names``) whose key is in ``keys`` (converted keys)."""
     import pyarrow.dataset as pads
-    from deltalake import DeltaTable
+
+    from ..sink.delta import read_table
 
     wanted = set(keys)
     if not wanted:
         return {}
-    ds = DeltaTable(state_uri, storage_options=storage.delta_storage_options()).to_pyarrow_dataset()
+    ds = read_table(storage, state_uri).to_pyarrow_dataset()
     first = sorted({k[0] for k in wanted}, key=repr)
     live = pads.field("__deleted") == False  # noqa: E712
     kidx = [names.index(p) for p in pk]
@@ -547,12 +548,10 @@ class _KeyedCompare:
         type_options: TypeOptions,
         base: dict[str, Any],
     ) -> _KeyedCompare:
-        from deltalake import DeltaTable
+        from ..sink.delta import read_table
 
         conv = TableConverter(schema, type_options, "pymysql")
-        lake_schema = pa.schema(
-            DeltaTable(t.state_uri, storage_options=storage.delta_storage_options()).schema().to_arrow()
-        )
+        lake_schema = pa.schema(read_table(storage, t.state_uri).schema().to_arrow())
         lake_cols = {f.name for f in lake_schema if f.name not in STATE_META_NAMES}
         all_names = conv.arrow_schema.names
         names = [n for n in all_names if n in lake_cols]

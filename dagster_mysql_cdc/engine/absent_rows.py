@@ -101,7 +101,7 @@ class LakeLiveRows:
         value_schema: pa.Schema,
         before: BinlogPosition,
     ):
-        from deltalake import DeltaTable
+        from ..sink.delta import open_table
 
         self.value_schema = value_schema
         self.pk = list(schema.primary_key)
@@ -109,10 +109,9 @@ class LakeLiveRows:
         self.dt = None
         self.keys: list[tuple] = []
         uri = state_uri(storage, server_name, schema)
-        opts = storage.delta_storage_options()
-        if not DeltaTable.is_deltatable(uri, storage_options=opts):
+        self.dt = open_table(storage, uri)
+        if self.dt is None:
             return
-        self.dt = DeltaTable(uri, storage_options=opts)
         names = pa.schema(self.dt.schema().to_arrow()).names
         epoch = ["__epoch"] if "__epoch" in names else []  # absent: written before offset epochs
         t = self.dt.to_pyarrow_table(columns=[*self.pk, "__deleted", *epoch, "__binlog_file", "__binlog_pos"])

@@ -46,6 +46,7 @@ import pymysql
 
 from ..errors import CdcError
 from ..events import BinlogPosition
+from ..sink.layout import LakeLayout
 from ..sink.storage import StorageSettings
 from ..source.connection import ConnectionSettings, ServerInfo, connect, current_position
 from ..source.schema import TableSchema
@@ -250,7 +251,7 @@ class IncrementalSnapshotError(CdcError):
 
 # -- plan persistence (create-if-absent) ---------------------------------------------------------
 def _plan_uri(storage: StorageSettings, server_name: str, start: BinlogPosition) -> str:
-    return storage.uri("_staging", server_name, "incremental", f"plan-{start.version_tag()}.json")
+    return LakeLayout(storage, server_name).chunk_plan(start)
 
 
 def load_plan(storage: StorageSettings, server_name: str, start: BinlogPosition) -> ChunkPlan | None:
@@ -563,9 +564,7 @@ def _stash_chunk(
     """Write the chunk's rows (and its deletes / absent lake rows, if any) to the lake's staging
     area as Parquet (``fs``: the storage's pyarrow filesystem); the planned chunk pointing at them."""
     conv = t.conv
-    path = storage.uri(
-        "_staging", server_name, "incremental", f"{read.chunk_id}-{uuid.uuid4().hex[:8]}.parquet"
-    )
+    path = LakeLayout(storage, server_name).chunk_file(read.chunk_id)
     if not storage.is_s3:
         import os
 

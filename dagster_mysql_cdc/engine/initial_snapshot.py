@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from ..events import BinlogPosition
 from ..sink.lake import LakeWriter, TableWriteResult
+from ..sink.schema_history import SchemaHistory, snapshot_records
 from ..source.connection import ConnectionSettings
 from ..source.schema import TableSchema
-from ..source.schema_history import SchemaHistory, snapshot_records
 from ..source.snapshot import ConsistentSnapshot, SnapshotOptions
 from ..source.types import TableConverter, TypeOptions
 from .stream import snapshot_history_app_id

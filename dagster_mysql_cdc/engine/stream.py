@@ -31,6 +31,7 @@ from ..errors import CdcError, ConfigurationError
 from ..events import BinlogPosition, ChangeEventBuilder, now_ms
 from ..sink.lake import LakeWriter, TableBatch, TableWriteResult
 from ..sink.layout import LakeLayout
+from ..sink.schema_history import HistoryRecord, SchemaHistory, records_from_outcome
 from ..source.binlog import BinlogReader, DdlStatement, RowsBatch, StatementDml, TransactionCommit
 from ..source.catalog import read_table_schemas
 from ..source.connection import ConnectionSettings, ServerInfo, connect
@@ -38,7 +39,6 @@ from ..source.ddl import SchemaCatalog
 from ..source.filters import TableFilter
 from ..source.foreign_keys import read_cascading_foreign_keys
 from ..source.schema import TableSchema
-from ..source.schema_history import HistoryRecord, SchemaHistory, records_from_outcome
 from ..source.statements import dml_target_tables
 from ..source.types import TableConverter, TypeOptions
 from .gaps import (

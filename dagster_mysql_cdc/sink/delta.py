@@ -59,6 +59,15 @@ def open_table(storage: StorageSettings, table_uri: str) -> DeltaTable | None:
     return DeltaTable(table_uri, storage_options=opts)
 
 
+def read_table(storage: StorageSettings, table_uri: str) -> DeltaTable:
+    """The Delta table at ``table_uri`` (it must exist).
+
+    Raises:
+        deltalake.exceptions.TableNotFoundError: no Delta table there.
+    """
+    return DeltaTable(table_uri, storage_options=storage.delta_storage_options())
+
+
 def append_rows(
     storage: StorageSettings,
     table_uri: str,

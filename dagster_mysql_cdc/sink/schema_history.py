@@ -27,10 +27,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..events import BinlogPosition, now_ms
-from ..sink.layout import LakeLayout
-from ..sink.storage import StorageSettings
-from .ddl import DdlOutcome
-from .schema import TableSchema
+from ..source.ddl import DdlOutcome
+from ..source.schema import TableSchema
+from .layout import LakeLayout
+from .storage import StorageSettings
 
 log = logging.getLogger(__name__)
 
@@ -150,12 +150,12 @@ class SchemaHistory:
 
     def read(self) -> pa.Table:
         """All records, ordered by position (empty table if there is no history yet)."""
-        from deltalake import DeltaTable
+        from .delta import open_table
 
-        opts = self.storage.delta_storage_options()
-        if not DeltaTable.is_deltatable(self.uri, storage_options=opts):
+        dt = open_table(self.storage, self.uri)
+        if dt is None:
             return HISTORY_SCHEMA.empty_table()
-        t = DeltaTable(self.uri, storage_options=opts).to_pyarrow_table()
+        t = dt.to_pyarrow_table()
         epoch = (
             pc.fill_null(t.column("epoch").cast(pa.int64()), 0)
             if "epoch" in t.column_names
@@ -187,7 +187,7 @@ class SchemaHistory:
         """
         if not records:
             return False
-        from ..sink.delta import append_rows
+        from .delta import append_rows
 
         table = pa.Table.from_pylist([r.to_row() for r in records], schema=HISTORY_SCHEMA)
         # add_columns: a history written before offset epochs gets the epoch column
