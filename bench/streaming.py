@@ -175,6 +175,7 @@ class NullWriter:
         position=None,
         snapshot_position=None,
         truncated_at=None,
+        epoch=0,
     ):
         from dagster_mysql_cdc.sink.delta import CommitOutcome
         from dagster_mysql_cdc.sink.lake import TablePaths, TableWriteResult
@@ -190,7 +191,9 @@ class NullWriter:
             database, table, sum(rows_by_op.values()), rows_by_op, TablePaths("", ""), none, none, 0.0
         )
 
-    def open_table_batch(self, database, table, *, primary_key, app_id, version, snapshot_position=None):
+    def open_table_batch(
+        self, database, table, *, primary_key, app_id, version, snapshot_position=None, epoch=0
+    ):
         return _NullTableBatch(self, database, table)
 
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import decimal
-import io
 import json
 import logging
 import uuid
@@ -41,7 +40,6 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pymysql
 
 from ..errors import CdcError
@@ -268,18 +266,14 @@ def save_plan(storage: StorageSettings, server_name: str, plan: ChunkPlan) -> Ch
 
 def read_chunk(storage: StorageSettings, chunk: PlannedChunk, path: str | None = None) -> pa.Table:
     """The stashed rows of a planned chunk (or its file ``path``, e.g. ``chunk.deletes_path``)."""
-    fs = storage.pyarrow_filesystem()
-    with fs.open_input_stream(storage.fs_path(path or chunk.path)) as fh:
-        return pq.read_table(io.BytesIO(fh.read()))
+    return storage.read_parquet(path or chunk.path)
 
 
 def read_absent(storage: StorageSettings, chunk: PlannedChunk) -> pa.Table | None:
     """The lake rows in the chunk's key range that the source no longer had (``None``: none)."""
     if not chunk.absent_path:
         return None
-    fs = storage.pyarrow_filesystem()
-    with fs.open_input_stream(storage.fs_path(chunk.absent_path)) as fh:
-        return pq.read_table(io.BytesIO(fh.read()))
+    return storage.read_parquet(chunk.absent_path)
 
 
 # -- planning ----------------------------------------------------------------------------------
@@ -385,7 +379,6 @@ def plan_chunks(
     sdb, _, stable = signal_table.partition(".")
     sig = f"{quote_identifier(sdb)}.{quote_identifier(stable)}"
     conn = connect(settings, autocommit=True)
-    fs = storage.pyarrow_filesystem()
     lake_rows: dict[str, LakeLiveRows | None] = {}
     try:
         # lake rows older than this: committed before
@@ -408,7 +401,7 @@ def plan_chunks(
             )
             if read is None:
                 continue
-            chunks.append(_stash_chunk(storage, fs, server_name, t, read))
+            chunks.append(_stash_chunk(storage, server_name, t, read))
             prog = t.prog
             prog.chunks += 1
             prog.rows += len(read.rows)
@@ -559,33 +552,26 @@ def _read_next_chunk(
 
 
 def _stash_chunk(
-    storage: StorageSettings, fs: Any, server_name: str, t: _ChunkTable, read: _ChunkRead
+    storage: StorageSettings, server_name: str, t: _ChunkTable, read: _ChunkRead
 ) -> PlannedChunk:
     """Write the chunk's rows (and its deletes / absent lake rows, if any) to the lake's staging
-    area as Parquet (``fs``: the storage's pyarrow filesystem); the planned chunk pointing at them."""
+    area as Parquet; the planned chunk pointing at them."""
     conv = t.conv
     path = LakeLayout(storage, server_name).chunk_file(read.chunk_id)
-    if not storage.is_s3:
-        import os
-
-        os.makedirs(os.path.dirname(storage.fs_path(path)), exist_ok=True)
-    with fs.open_output_stream(storage.fs_path(path)) as out:
-        pq.write_table(
-            pa.Table.from_batches([conv.to_record_batch(read.rows)], schema=conv.arrow_schema), out
-        )
+    storage.write_parquet(
+        path, pa.Table.from_batches([conv.to_record_batch(read.rows)], schema=conv.arrow_schema)
+    )
     deletes_path = None
     if read.gone:
         deletes_path = path[: -len(".parquet")] + "-deletes.parquet"
-        with fs.open_output_stream(storage.fs_path(deletes_path)) as out:
-            pq.write_table(
-                pa.Table.from_batches([conv.to_record_batch(read.gone)], schema=conv.arrow_schema), out
-            )
+        storage.write_parquet(
+            deletes_path, pa.Table.from_batches([conv.to_record_batch(read.gone)], schema=conv.arrow_schema)
+        )
     absent_path = None
     absent = read.absent
     if absent is not None and absent.num_rows:
         absent_path = path.replace(".parquet", "-absent.parquet")
-        with fs.open_output_stream(storage.fs_path(absent_path)) as out:
-            pq.write_table(absent, out)
+        storage.write_parquet(absent_path, absent)
     return PlannedChunk(
         read.chunk_id,
         t.prog.table,

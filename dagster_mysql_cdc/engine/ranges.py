@@ -97,23 +97,14 @@ def ranges_uri(storage: StorageSettings, server_name: str, database: str, table:
 
 
 def save_ranges(storage: StorageSettings, uri: str, ranges: list[KeyRange]) -> None:
-    fs = storage.pyarrow_filesystem()
-    path = storage.fs_path(uri)
-    if not storage.is_s3:
-        import os
-
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-    with fs.open_output_stream(path) as out:
-        out.write(json.dumps([r.__dict__ for r in ranges]).encode())
+    """Store a table's key ranges at ``uri`` (:func:`ranges_uri`), replacing earlier ones."""
+    storage.write_bytes(uri, json.dumps([r.__dict__ for r in ranges]).encode())
 
 
 def load_ranges(storage: StorageSettings, uri: str) -> dict[str, KeyRange]:
-    fs = storage.pyarrow_filesystem()
-    try:
-        with fs.open_input_stream(storage.fs_path(uri)) as fh:
-            return {d["key"]: KeyRange(**d) for d in json.loads(fh.read().decode())}
-    except (FileNotFoundError, OSError):
-        return {}
+    """The key ranges stored at ``uri`` by partition key (``{}`` when none are stored)."""
+    data = storage.read_bytes(uri)
+    return {d["key"]: KeyRange(**d) for d in json.loads(data.decode())} if data is not None else {}
 
 
 @dataclass

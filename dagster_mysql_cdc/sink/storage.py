@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from ..errors import ConfigurationError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -187,6 +190,45 @@ class StorageSettings:
                 return fh.read()
         except (FileNotFoundError, OSError):
             return None
+
+    def write_bytes(self, uri: str, body: bytes) -> None:
+        """Write (replace) the object at ``uri``; local parent folders are created.
+
+        Raises:
+            OSError / botocore ClientError: the lake cannot be written.
+        """
+        path = self.fs_path(uri)
+        if not self.is_s3:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        with self.pyarrow_filesystem().open_output_stream(path) as out:
+            out.write(body)
+
+    def write_parquet(self, uri: str, table: pa.Table) -> None:
+        """Write ``table`` as one Parquet file at ``uri`` (staged chunk rows: small, driver-side).
+
+        Raises:
+            OSError / botocore ClientError: the lake cannot be written.
+        """
+        import pyarrow.parquet as pq
+
+        path = self.fs_path(uri)
+        if not self.is_s3:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        with self.pyarrow_filesystem().open_output_stream(path) as out:
+            pq.write_table(table, out)
+
+    def read_parquet(self, uri: str) -> pa.Table:
+        """The Parquet file at ``uri`` read whole (see :meth:`write_parquet`).
+
+        Raises:
+            FileNotFoundError / OSError: no such file, or it cannot be read.
+        """
+        import io
+
+        import pyarrow.parquet as pq
+
+        with self.pyarrow_filesystem().open_input_stream(self.fs_path(uri)) as fh:
+            return pq.read_table(io.BytesIO(fh.read()))
 
     def first_write(self, uri: str, body: bytes) -> bytes | None:
         """:meth:`put_if_absent`, then the winner's body: ``None`` when this call wrote ``body``,
