@@ -111,7 +111,7 @@ def raw_library(settings, start, end, db: str, server_id: int) -> tuple[int, dic
         only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent, RotateEvent],
     )
     rows_events = (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)
-    end_key = end.sort_key()
+    end_key = (end.file_seq, end.pos)  # one server: (file number, offset)
     file_seq = start.file_seq
     ours = others = events = values = 0
     reached = False
