@@ -47,7 +47,7 @@ def streaming(
     spark=None,
 ) -> None:
     """Time conversion / event building of captured binlog rows of ``db.table``."""
-    from dagster_mysql_cdc import stream as S
+    from dagster_mysql_cdc.engine import stream as S
     from dagster_mysql_cdc.sink.schema_history import SchemaHistory
     from dagster_mysql_cdc.sink.storage import StorageSettings
     from dagster_mysql_cdc.source.binlog import BinlogReader, RowsBatch
