@@ -1,0 +1,317 @@
+"""A real Spark standalone cluster, not only ``local[...]`` (issue 15): the lake resource on
+``spark.master=spark://...`` writes an initial snapshot and an incremental snapshot with concurrent
+changes, the lake equals the source row for row, and the write tasks ran on the cluster's executor.
+
+The fixture starts a master and one worker (1 core, 1 GiB) on loopback from the installed pyspark
+(``bin/spark-class``; ``SPARK_HOME`` is the pyspark package directory) and kills their process
+groups afterwards. The lake is a local path: on one machine it is the "shared mount" a cluster
+needs. The executors run this interpreter (``PYSPARK_PYTHON``), i.e. the venv with the package.
+
+The Spark driver is a child process (``python tests/test_spark_cluster.py <json>``, the run worker
+of a deployment): a process has one SparkContext, and the suite's own local Spark (the session
+``spark`` fixture, the local sessions of other tests) must not be replaced by the cluster's. The
+child drives the binlog sensor, makes the concurrent changes and reports the application's
+executors from the driver's REST API; this process checks the lake against the source.
+"""
+
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+ROWS = 3000
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get_json(url: str):
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def _spark_env(tmp: Path) -> dict[str, str]:
+    import pyspark
+
+    home = os.path.dirname(pyspark.__file__)
+    env = dict(os.environ)
+    env.update(
+        SPARK_HOME=home,
+        PYSPARK_PYTHON=sys.executable,  # the executors' Python: this venv, with the package
+        SPARK_LOCAL_IP="127.0.0.1",
+        SPARK_LOG_DIR=str(tmp / "logs"),
+        SPARK_WORKER_DIR=str(tmp / "work"),
+        SPARK_NO_DAEMONIZE="1",
+        SPARK_DAEMON_MEMORY="256m",  # the master's and worker's own JVMs (2 cores, shared CI host)
+    )
+    return env
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """``(master URL, master web UI port, worker directory)`` of a running standalone master with
+    one ALIVE worker."""
+    tmp = tmp_path_factory.mktemp("spark-cluster")
+    env = _spark_env(tmp)
+    spark_class = os.path.join(env["SPARK_HOME"], "bin", "spark-class")
+    port, web = _free_port(), _free_port()
+    master = f"spark://127.0.0.1:{port}"
+    procs: list[subprocess.Popen] = []
+
+    def start(name: str, *args: str) -> None:
+        log = open(tmp / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        procs.append(
+            subprocess.Popen(
+                [spark_class, *args], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        )
+
+    def stop() -> None:
+        for p in reversed(procs):
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(p.pid, sig)  # spark-class execs java; kill its whole group
+                except ProcessLookupError:
+                    break
+                try:
+                    p.wait(timeout=10)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+
+    try:
+        start(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(web),
+        )
+        start(
+            "worker",
+            "org.apache.spark.deploy.worker.Worker",
+            master,
+            "--host",
+            "127.0.0.1",
+            "--cores",
+            "1",
+            "--memory",
+            "1g",
+            "--webui-port",
+            str(_free_port()),
+        )
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                state = _get_json(f"http://127.0.0.1:{web}/json")
+                if any(w.get("state") == "ALIVE" for w in state.get("workers", [])):
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                logs = "\n".join(
+                    (tmp / f"{n}.log").read_text(errors="replace")[-2000:] for n in ("master", "worker")
+                )
+                pytest.fail(f"the Spark standalone cluster did not come up:\n{logs}")
+            time.sleep(1)
+        yield master, web, tmp / "work"
+    finally:
+        stop()
+
+
+def test_snapshots_on_a_standalone_cluster_run_on_its_executor(tmp_path, cluster):
+    from lake_utils import live_state_rows, source_rows
+    from sensor_harness import scratch_database
+
+    from dagster_mysql_cdc.sink.storage import StorageSettings
+
+    master, web, work = cluster
+    lake = tmp_path / "lake"
+    with scratch_database("scl") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"USE {db}")
+            cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(30), n INT, d DECIMAL(10,2))")
+            cur.execute(f"INSERT INTO t SELECT seq, CONCAT('v', seq), seq * 3, seq / 8 FROM seq_1_to_{ROWS}")
+        args = {"db": db, "lake": str(lake), "master": master, "master_web": web, "ui_port": _free_port()}
+        t0 = time.monotonic()
+        out = subprocess.run(
+            [sys.executable, __file__, json.dumps(args)],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        )
+        elapsed = time.monotonic() - t0
+        assert out.returncode == 0, f"driver failed:\n{out.stdout[-4000:]}\n{out.stderr[-6000:]}"
+        report = json.loads(out.stdout.strip().splitlines()[-1])
+
+        # (1) the lake's live state equals the source, row for row, every column
+        storage = StorageSettings(base_uri=str(lake))
+        expected, key = source_rows(db, "t")
+        got = live_state_rows(storage, storage.uri(db, db, "t", "state"), key)
+        assert len(got) == len(expected) and got == expected
+        assert report["changes"] > 0  # the incremental snapshot raced real changes
+        assert report["incremental_runs"] >= 2
+
+    # (2) the writes ran on the cluster's executor, not in the driver
+    assert report["master"] == master
+    executors = {e["id"]: e for e in report["executors"]}
+    workers = [e for i, e in executors.items() if i != "driver"]
+    assert workers and sum(e["totalTasks"] for e in workers) > 0, report["executors"]
+    assert executors.get("driver", {}).get("totalTasks", 0) == 0
+    apps = [a for a in report["master_apps"] if a["id"] == report["app_id"]]
+    assert apps and apps[0]["cores"] >= 1
+    # the storage settings file reached the executor through SparkContext.addFile (a cluster's
+    # executors do not share the driver's temporary directory); on one host the executor could
+    # also open the driver's path, so this shows the shipping, not that the executor used the copy
+    assert list((work / report["app_id"]).glob("*/cdc-storage-*.json"))
+    print(
+        f"cluster run: {elapsed:.1f}s, {report['changes']} concurrent changes, "
+        f"{report['incremental_runs']} incremental runs, executors {report['executors']}"
+    )
+
+
+# -- the driver (run worker) process -----------------------------------------------------------
+
+
+def _drive(db: str, lake: str, master: str, master_web: int, ui_port: int) -> dict:
+    """Initial snapshot, then an incremental snapshot raced by concurrent changes, on ``master``."""
+    from conftest import master_position, root_connect
+    from dagster_pyspark import LazyPySparkResource
+    from pyspark import SparkContext
+    from sensor_harness import SensorDriven, capture_resource
+
+    from dagster_mysql_cdc import DEFAULT_SPARK_CONFIG
+    from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
+
+    spark_config = {
+        **DEFAULT_SPARK_CONFIG,
+        "spark.master": master,
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.memory": "1g",
+        "spark.executor.memory": "1g",
+        "spark.executor.cores": "1",
+        "spark.cores.max": "1",
+        "spark.ui.enabled": "true",  # the executors' task counts, through the driver's REST API
+        "spark.ui.port": str(ui_port),
+        "spark.port.maxRetries": "0",
+    }
+    mysql = capture_resource(db, incremental_snapshot_chunk_size=500)
+    signals = mysql.create_signal_table()
+    cdc = SensorDriven(
+        mysql,
+        lake,
+        mysql.discover_tables(),
+        spark_remote="",
+        pyspark=LazyPySparkResource(spark_config=spark_config),
+    )
+    log = cdc.ticks()  # initial snapshot, then caught up
+    assert all(r.success for r in log.runs), "initial snapshot failed"
+
+    done = threading.Event()
+    changes = [0]
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        rnd = random.Random(15)
+        try:
+            conn = root_connect()
+            with conn.cursor() as cur:
+                cur.execute(f"USE {db}")
+                while not done.is_set():
+                    k = rnd.randint(1, ROWS + 500)
+                    op = rnd.random()
+                    if op < 0.5:
+                        cur.execute("UPDATE t SET v = %s, n = n + 1 WHERE id = %s", (f"u{changes[0]}", k))
+                    elif op < 0.75:
+                        cur.execute("DELETE FROM t WHERE id = %s", (k,))
+                    else:
+                        cur.execute(
+                            "INSERT INTO t VALUES (%s, %s, %s, %s) ON DUPLICATE KEY UPDATE v = VALUES(v)",
+                            (k, f"i{changes[0]}", k, k / 4),
+                        )
+                    changes[0] += 1
+                    time.sleep(0.01)
+            conn.close()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    root = root_connect()
+    with root.cursor() as cur:
+        cur.execute(
+            f"INSERT INTO {signals} (id, type, data) VALUES (%s, %s, %s)",
+            (
+                "cluster-1",
+                "execute-snapshot",
+                json.dumps({"data-collections": [f"{db}.t"], "type": "incremental"}),
+            ),
+        )
+    root.close()
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    started = finished = False
+    incremental_runs = 0
+    try:
+        for _ in range(30):
+            log = cdc.ticks(max_ticks=1, until_caught_up=False)
+            assert all(r.success for r in log.runs), "a window run failed"
+            incremental_runs += len(log.runs)  # the runs from the signal to the last chunk
+            inc = StreamCursor.parse(cdc.cursor).incremental
+            if inc is not None:
+                started = True
+            elif started:
+                finished = True
+                break
+    finally:
+        done.set()
+        thread.join(timeout=30)
+    assert not errors, errors
+    assert finished, f"incremental snapshot not finished: {cdc.cursor}"
+    target = master_position()
+    for _ in range(20):  # then stream until the offset passes the last change
+        log = cdc.ticks(max_ticks=1, until_caught_up=False)
+        assert all(r.success for r in log.runs), "a window run failed"
+        committed = StreamCursor.parse(cdc.cursor).committed
+        if committed is not None and committed.sort_key() >= target.sort_key():
+            break
+    else:
+        raise AssertionError(f"not caught up: {cdc.cursor}")
+
+    sc = SparkContext._active_spark_context
+    assert sc is not None
+    app = sc.applicationId
+    executors = _get_json(f"http://127.0.0.1:{ui_port}/api/v1/applications/{app}/executors")
+    return {
+        "master": sc.master,
+        "app_id": app,
+        "executors": [{"id": e["id"], "totalTasks": e["totalTasks"]} for e in executors],
+        "master_apps": [
+            {"id": a["id"], "cores": a["cores"]}
+            for a in _get_json(f"http://127.0.0.1:{master_web}/json")["activeapps"]
+        ],
+        "changes": changes[0],
+        "incremental_runs": incremental_runs,
+    }
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    print(json.dumps(_drive(**json.loads(sys.argv[1]))))
