@@ -5,8 +5,9 @@ source does not have."""
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from dagster_mysql_cdc.engine.absent_rows import LakeLiveRows, state_uri, unsupported_key_reason
+from dagster_mysql_cdc.engine.absent_rows import LakeLiveRows, unsupported_key_reason
 from dagster_mysql_cdc.events import BinlogPosition, state_schema
+from dagster_mysql_cdc.sink.layout import LakeLayout
 from dagster_mysql_cdc.sink.storage import StorageSettings
 from dagster_mysql_cdc.source.schema import ColumnSchema, TableSchema
 
@@ -32,7 +33,7 @@ def write_state(storage: StorageSettings, rows: list[tuple]) -> None:
     data["__binlog_file"] = [r[3] for r in rows]
     data["__binlog_pos"] = [r[4] for r in rows]
     data["__binlog_row"] = [0] * len(rows)
-    write_deltalake(state_uri(storage, "srv", table()), pa.table(data, schema=schema))
+    write_deltalake(LakeLayout(storage, "srv").state("d", "t"), pa.table(data, schema=schema))
 
 
 def test_absent_rows_are_live_older_in_range_and_not_in_the_source(tmp_path):

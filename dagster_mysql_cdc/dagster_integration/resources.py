@@ -820,7 +820,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
         Returns:
             ``{"db.table": number of ranges}``
         """
-        from ..engine.ranges import compute_ranges, ranges_uri, save_ranges
+        from ..engine.ranges import compute_ranges, save_ranges
         from .partitions import pk_ranges_partitions_name
 
         out: dict[str, int] = {}
@@ -833,7 +833,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 if not schema.primary_key or columns.masked_key(full):  # raw key bounds would leak
                     continue
                 ranges = compute_ranges(conn, schema, self.pk_range_rows)
-                save_ranges(storage, ranges_uri(storage, self.server_name, db, t), ranges)
+                save_ranges(storage, LakeLayout(storage, self.server_name).pk_ranges(db, t), ranges)
                 name = pk_ranges_partitions_name(self.server_name, db, t)
                 existing = set(instance.get_dynamic_partitions(name))
                 new = [r.key for r in ranges if r.key not in existing]
@@ -852,11 +852,12 @@ class MySqlCdcResource(dg.ConfigurableResource):
         Raises:
             ConfigurationError: unknown partition (snapshot the table first), no signal table.
         """
-        from ..engine.ranges import load_ranges, ranges_uri, snapshot_range
+        from ..engine.ranges import load_ranges, snapshot_range
 
         storage = lake.storage_settings()
         key = context.partition_key
-        rng = load_ranges(storage, ranges_uri(storage, self.server_name, database, table)).get(key)
+        ranges = load_ranges(storage, LakeLayout(storage, self.server_name).pk_ranges(database, table))
+        rng = ranges.get(key)
         if rng is None:
             raise ConfigurationError(
                 f"Partition {key} of {database}.{table} has no key range: materialize the table asset "
@@ -900,7 +901,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             f"emitted {snap.rows_emitted}, deleted {snap.rows_deleted} the source no longer has, "
             f"at high watermark {snap.high}"
         )
-        ranges_total = len(load_ranges(storage, ranges_uri(storage, self.server_name, database, table)))
+        ranges_total = len(ranges)
         done = set(context.instance.get_materialized_partitions(context.asset_key)) | {key}
         progress = {
             "ranges_done": len(done),

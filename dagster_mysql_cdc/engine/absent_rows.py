@@ -73,11 +73,6 @@ def unsupported_key_reason(schema: TableSchema) -> str | None:
     return None
 
 
-def state_uri(storage: StorageSettings, server_name: str, schema: TableSchema) -> str:
-    """The lake URI of the table's state (:meth:`.LakeLayout.state`)."""
-    return LakeLayout(storage, server_name).state(schema.database, schema.table)
-
-
 class LakeLiveRows:
     """The primary keys of a table's live lake state rows written before position ``before``
     (converted values, sorted), and their images on demand.
@@ -108,7 +103,7 @@ class LakeLiveRows:
         self.before = before
         self.dt = None
         self.keys: list[tuple] = []
-        uri = state_uri(storage, server_name, schema)
+        uri = LakeLayout(storage, server_name).state(schema.database, schema.table)
         self.dt = open_table(storage, uri)
         if self.dt is None:
             return

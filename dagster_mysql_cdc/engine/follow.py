@@ -53,15 +53,11 @@ class FollowWindow:
         )
 
 
-def _uri(storage: StorageSettings, server_name: str, after: BinlogPosition) -> str:
-    return LakeLayout(storage, server_name).follow_window(after)
-
-
 def load_follow_window(
     storage: StorageSettings, server_name: str, after: BinlogPosition
 ) -> FollowWindow | None:
     """The follow-on window an earlier run (or attempt) planned from ``after``, if any."""
-    data = storage.read_bytes(_uri(storage, server_name, after))
+    data = storage.read_bytes(LakeLayout(storage, server_name).follow_window(after))
     return FollowWindow.from_json(data.decode()) if data is not None else None
 
 
@@ -72,5 +68,7 @@ def save_follow_window(storage: StorageSettings, server_name: str, window: Follo
     Raises:
         botocore ClientError / OSError: the lake cannot be written.
     """
-    existing = storage.first_write(_uri(storage, server_name, window.after), window.to_json().encode())
+    existing = storage.first_write(
+        LakeLayout(storage, server_name).follow_window(window.after), window.to_json().encode()
+    )
     return window if existing is None else FollowWindow.from_json(existing.decode())

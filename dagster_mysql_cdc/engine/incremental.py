@@ -248,19 +248,17 @@ class IncrementalSnapshotError(CdcError):
 
 
 # -- plan persistence (create-if-absent) ---------------------------------------------------------
-def _plan_uri(storage: StorageSettings, server_name: str, start: BinlogPosition) -> str:
-    return LakeLayout(storage, server_name).chunk_plan(start)
-
-
 def load_plan(storage: StorageSettings, server_name: str, start: BinlogPosition) -> ChunkPlan | None:
     """The saved plan of the window starting at ``start``, if an earlier attempt made one."""
-    data = storage.read_bytes(_plan_uri(storage, server_name, start))
+    data = storage.read_bytes(LakeLayout(storage, server_name).chunk_plan(start))
     return ChunkPlan.from_json(data.decode()) if data is not None else None
 
 
 def save_plan(storage: StorageSettings, server_name: str, plan: ChunkPlan) -> ChunkPlan:
     """Save ``plan`` unless one exists already (then return the existing one: first writer wins)."""
-    existing = storage.first_write(_plan_uri(storage, server_name, plan.start), plan.to_json().encode())
+    existing = storage.first_write(
+        LakeLayout(storage, server_name).chunk_plan(plan.start), plan.to_json().encode()
+    )
     return plan if existing is None else ChunkPlan.from_json(existing.decode())
 
 

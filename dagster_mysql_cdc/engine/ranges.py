@@ -21,7 +21,6 @@ import pyarrow as pa
 
 from ..errors import ConfigurationError
 from ..events import BinlogPosition, ChangeEventBuilder, now_ms
-from ..sink.layout import LakeLayout
 from ..sink.storage import StorageSettings
 from ..source.binlog import BinlogReader
 from ..source.connection import ConnectionSettings, ServerInfo, connect, current_position
@@ -91,13 +90,8 @@ def compute_ranges(conn: Any, schema: TableSchema, rows_per_partition: int) -> l
     return ranges
 
 
-def ranges_uri(storage: StorageSettings, server_name: str, database: str, table: str) -> str:
-    """The lake file of ``database.table``'s key ranges (:meth:`.LakeLayout.pk_ranges`)."""
-    return LakeLayout(storage, server_name).pk_ranges(database, table)
-
-
 def save_ranges(storage: StorageSettings, uri: str, ranges: list[KeyRange]) -> None:
-    """Store a table's key ranges at ``uri`` (:func:`ranges_uri`), replacing earlier ones."""
+    """Store a table's key ranges at ``uri`` (:meth:`.LakeLayout.pk_ranges`), replacing earlier ones."""
     storage.write_bytes(uri, json.dumps([r.__dict__ for r in ranges]).encode())
 
 

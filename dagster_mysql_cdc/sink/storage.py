@@ -197,10 +197,7 @@ class StorageSettings:
         Raises:
             OSError / botocore ClientError: the lake cannot be written.
         """
-        path = self.fs_path(uri)
-        if not self.is_s3:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-        with self.pyarrow_filesystem().open_output_stream(path) as out:
+        with self._output_stream(uri) as out:
             out.write(body)
 
     def write_parquet(self, uri: str, table: pa.Table) -> None:
@@ -211,11 +208,15 @@ class StorageSettings:
         """
         import pyarrow.parquet as pq
 
+        with self._output_stream(uri) as out:
+            pq.write_table(table, out)
+
+    def _output_stream(self, uri: str):
+        """A pyarrow output stream that replaces the object at ``uri`` (local parents created)."""
         path = self.fs_path(uri)
         if not self.is_s3:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-        with self.pyarrow_filesystem().open_output_stream(path) as out:
-            pq.write_table(table, out)
+        return self.pyarrow_filesystem().open_output_stream(path)
 
     def read_parquet(self, uri: str) -> pa.Table:
         """The Parquet file at ``uri`` read whole (see :meth:`write_parquet`).
