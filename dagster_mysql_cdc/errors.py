@@ -6,6 +6,11 @@ messages: they are built from settings objects whose ``repr`` hides them.
 
 from __future__ import annotations
 
+#: Debezium ``event.processing.failure.handling.mode`` values offered (not the silent ``ignore``):
+#: what a window does with an event it cannot decode (engine/stream.py; validated at load by the
+#: component, which does not import the data path).
+FAILURE_HANDLING_MODES = ("fail", "warn", "skip")
+
 
 class CdcError(Exception):
     """Base class of all dagster-mysql-cdc errors."""

@@ -76,7 +76,7 @@ from pydantic import BaseModel, Field, create_model, model_validator
 from pydantic.fields import FieldInfo
 
 from ..engine.gaps import GAP_HANDLING_MODES
-from ..errors import ConfigurationError, SourceConnectionError
+from ..errors import FAILURE_HANDLING_MODES, ConfigurationError, SourceConnectionError
 from ..source.columns import HASH_VERSIONS
 from ..source.schema import TableSchema
 from ..source.snapshot import LOCKING_MODES
@@ -105,8 +105,7 @@ MYSQL_CHOICES: Mapping[str, tuple[str, ...]] = {
     "bigint_unsigned_handling_mode": typing.get_args(BigintUnsignedHandlingMode),
     "binary_handling_mode": typing.get_args(BinaryHandlingMode),
     "column_mask_hash_version": HASH_VERSIONS,
-    # engine.stream.FAILURE_HANDLING_MODES (not imported: loading a code location skips the data path)
-    "event_processing_failure_handling_mode": ("fail", "warn", "skip"),
+    "event_processing_failure_handling_mode": FAILURE_HANDLING_MODES,
     "binlog_gap_handling": GAP_HANDLING_MODES,
 }
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import CdcError, ConfigurationError
+from ..errors import FAILURE_HANDLING_MODES, CdcError, ConfigurationError
 from ..events import BinlogPosition, ChangeEventBuilder, now_ms
 from ..sink.lake import LakeWriter, TableBatch, TableWriteResult
 from ..sink.layout import LakeLayout
@@ -55,10 +55,6 @@ from .signals import SignalProcessor
 log = logging.getLogger(__name__)
 
 STREAM_APP_ID = "dagster-mysql-cdc/stream"
-
-
-#: Debezium ``event.processing.failure.handling.mode`` values offered (not the silent ``ignore``).
-FAILURE_HANDLING_MODES = ("fail", "warn", "skip")
 
 
 class SchemaMismatchError(CdcError):
