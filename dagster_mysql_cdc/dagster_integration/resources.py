@@ -183,6 +183,21 @@ class MySqlCdcResource(dg.ConfigurableResource):
     snapshot_locking_mode: str = Field(
         default="minimal", description="snapshot.locking.mode: minimal, extended or none."
     )
+    snapshot_split_reads: bool = Field(
+        default=False,
+        description="Read initial and blocking snapshots without any lock, in primary-key splits that the "
+        "Spark executors read in parallel, each in its own consistent snapshot (Flink CDC's lock-free "
+        "snapshot); False: one locked, consistent scan on the run's process (snapshot_locking_mode).",
+    )
+    snapshot_split_rows: int = Field(
+        default=100_000,
+        description="Rows per split of a split snapshot (scan.incremental.snapshot.chunk.size).",
+    )
+    snapshot_max_connections: int = Field(
+        default=0,
+        description="At most this many Spark tasks read the source at once in a split snapshot "
+        "(0: one per Spark core).",
+    )
     snapshot_fetch_size: int = Field(
         default=10_000, description="Rows per round trip while scanning (snapshot.fetch.size)."
     )
@@ -964,7 +979,6 @@ class MySqlCdcResource(dg.ConfigurableResource):
         and lock durations, change-log/state URIs and Delta versions, column schema. The schema of
         each table is recorded in the schema history at the snapshot position.
         """
-        from ..engine.initial_snapshot import run_snapshot
         from ..sink.schema_history import SchemaHistory
 
         keys_by_table, binlog_key = self._selection(context)
@@ -979,18 +993,17 @@ class MySqlCdcResource(dg.ConfigurableResource):
             context.log.warning(warning)
         storage = lake.storage_settings()
         history = SchemaHistory(storage, self.server_name)
+        reader = "split reads, no lock" if self.snapshot_split_reads else f"locking={opts.locking_mode}"
         context.log.info(
             f"Snapshot of {len(tables)} table(s) from {self.user}@{self.host}:{self.port} "
-            f"(snapshot_mode={mode}, locking={opts.locking_mode}) into {lake.base_uri}"
+            f"(snapshot_mode={mode}, {reader}) into {lake.base_uri}"
         )
         last = None
-        for r in run_snapshot(
+        for r in self._run_snapshot(
             self.connection_settings(),
             tables,
             lambda: lake.get_writer(self.server_name),
-            type_options=self.type_options(),
             options=opts,
-            server_name=self.server_name,
             need_streaming=mode != "initial_only",
             history=history,
             epoch=self._snapshot_epoch(context),
@@ -1016,6 +1029,53 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 },
             )
         return last.position if last is not None else None
+
+    def _run_snapshot(
+        self,
+        settings: ConnectionSettings,
+        tables: Sequence[tuple[str, str]],
+        writer: LakeWriter | Callable[[], LakeWriter],
+        *,
+        options: SnapshotOptions,
+        history: SchemaHistory,
+        epoch: int,
+        need_streaming: bool = True,
+    ) -> Iterator[SnapshotTableResult]:
+        """The snapshot engine this resource is configured for: split reads on the Spark executors
+        (``snapshot_split_reads``, when data is read) or the locked consistent scan."""
+        if self.snapshot_split_reads and options.include_data:
+            from ..engine.split_snapshot import SplitOptions, run_split_snapshot
+
+            return run_split_snapshot(
+                settings,
+                tables,
+                writer,
+                type_options=self.type_options(),
+                split=SplitOptions(
+                    split_rows=self.snapshot_split_rows,
+                    max_connections=self.snapshot_max_connections,
+                    fetch_size=options.fetch_size,
+                    batch_rows=min(options.batch_rows, 50_000),
+                ),
+                server_name=self.server_name,
+                select_overrides=options.select_overrides,
+                need_streaming=need_streaming,
+                history=history,
+                epoch=epoch,
+            )
+        from ..engine.initial_snapshot import run_snapshot
+
+        return run_snapshot(
+            settings,
+            tables,
+            writer,
+            type_options=self.type_options(),
+            options=options,
+            server_name=self.server_name,
+            need_streaming=need_streaming,
+            history=history,
+            epoch=epoch,
+        )
 
     def stream(
         self, context: dg.AssetExecutionContext, lake: CdcLakeResource, report: dict | None = None
@@ -1103,16 +1163,12 @@ class MySqlCdcResource(dg.ConfigurableResource):
         """Blocking snapshot of ``result.blocking_tables`` (Debezium's blocking snapshot): streaming
         paused at ``result.end``; the tables are snapshotted, then streaming resumes. Yields the
         materializations of the snapshotted tables the window did not change."""
-        from ..engine.initial_snapshot import run_snapshot
-
         context.log.info(f"Blocking snapshot of {[f'{d}.{t}' for d, t in result.blocking_tables]}")
-        for r in run_snapshot(
+        for r in self._run_snapshot(
             settings,
             result.blocking_tables,
             writer,
-            type_options=self.type_options(),
             options=self.snapshot_options("initial"),
-            server_name=self.server_name,
             history=history,
             epoch=result.end.epoch,
         ):

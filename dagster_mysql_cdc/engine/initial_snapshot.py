@@ -121,14 +121,24 @@ def run_snapshot(
             )
         if history is not None:
             assert snap.info is not None and snap.position is not None  # set when the snapshot began
-            history.append(
-                snapshot_records(
-                    position,
-                    [snap.schemas[k] for k in snap.tables],
-                    snap.create_statements,
-                    snap.info.server_id,
-                ),
-                app_id=position.txn_app(snapshot_history_app_id(snap.tables)),
-                version=position.as_version(),
+            record_snapshot_schemas(
+                history, position, snap.tables, snap.schemas, snap.create_statements, snap.info.server_id
             )
     yield from results
+
+
+def record_snapshot_schemas(
+    history: SchemaHistory,
+    position: BinlogPosition,
+    tables: Sequence[tuple[str, str]],
+    schemas: dict[tuple[str, str], TableSchema],
+    create_statements: dict[tuple[str, str], str],
+    server_id: int,
+) -> None:
+    """Append one ``CREATE`` schema-history record per snapshotted table at the snapshot position
+    (idempotent: the batch identity is the tables and the position)."""
+    history.append(
+        snapshot_records(position, [schemas[k] for k in tables], create_statements, server_id),
+        app_id=position.txn_app(snapshot_history_app_id(tables)),
+        version=position.as_version(),
+    )

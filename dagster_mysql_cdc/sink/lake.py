@@ -167,6 +167,7 @@ class LakeWriter:
         self._spark: Any = None if callable(spark) else spark
         self._spark_lock = threading.Lock()
         self._stage_dir: str | None = None
+        self._registered: set[str] = set()
         #: seconds it took to start (or connect to) Spark and register the data source; 0 until then
         self.spark_seconds = 0.0
         self.storage = storage
@@ -205,16 +206,40 @@ class LakeWriter:
     def _prepare(self, spark) -> None:
         """Register the data source on ``spark``; decide how payloads reach its executors."""
         spark.dataSource.register(DeltaFilesDataSource)
+        self._registered = {FORMAT_NAME}
         if payloads_can_be_staged(spark):
             # executors on this host: payload chunks travel as local Arrow files, not in tasks
             self._stage_dir = tempfile.mkdtemp(prefix="cdc-payloads-")
             weakref.finalize(self, shutil.rmtree, self._stage_dir, True)
-        elif is_connect_session(spark):
-            # a Spark Connect server on another host: the settings file travels as a session artifact
-            spark.addArtifacts(self._storage_ref, file=True)
+        self._ship(spark, self._storage_ref)
+
+    def _ship(self, spark, path: str) -> None:
+        """Make the driver-local file ``path`` readable by the executors (under its base name
+        through ``SparkFiles`` when they do not share this host's disk)."""
+        if payloads_can_be_staged(spark):
+            return  # executors on this host read it where it is
+        if is_connect_session(spark):
+            # a Spark Connect server on another host: the file travels as a session artifact
+            spark.addArtifacts(path, file=True)
         else:
-            # cluster executors do not share the driver's disk: ship the settings file with the job
-            spark.sparkContext.addFile(self._storage_ref)
+            # cluster executors do not share the driver's disk: ship the file with the job
+            spark.sparkContext.addFile(path)
+
+    def register_data_source(self, source: Any) -> None:
+        """Register the Python data source class ``source`` on the session (once per writer)."""
+        spark = self.spark
+        name = source.name()
+        if name not in self._registered:
+            spark.dataSource.register(source)
+            self._registered.add(name)
+
+    def private_file(self, write: Callable[[str], str]) -> str:
+        """A private (0600) file for the executors: ``write(directory)`` creates it in this writer's
+        private directory and returns its path, which is shipped to the executors (see
+        :meth:`_ship`) and returned. The caller deletes it after the job."""
+        path = write(self._ref_dir)
+        self._ship(self.spark, path)
+        return path
 
     def paths(self, database: str, table: str) -> TablePaths:
         return LakeLayout(self.storage, self.server_name).table(database, table)
@@ -223,13 +248,25 @@ class LakeWriter:
     def _write_files(self, events: pa.Table, outputs: list[FileOutput], manifests: str) -> list[list[dict]]:
         """One Spark job: the executors write ``events`` (change-log rows) as Parquet data files of
         each output (see :mod:`.spark_files`); returns the files written, per output."""
-        manifest = os.path.join(manifests, f"manifest-{uuid.uuid4().hex}.json")
         spark = self.spark
         staged = tempfile.mkdtemp(prefix="job-", dir=self._stage_dir) if self._stage_dir else None
         try:
+            return self._write_frame(payload_frame(spark, events, stage_dir=staged), outputs, manifests)
+        finally:
+            remove_staged(staged)
+
+    def _write_frame(self, frame, outputs: list[FileOutput], manifests: str) -> list[list[dict]]:
+        """One Spark job writing ``frame`` (a DataFrame of Arrow IPC payloads: column ``payload``
+        or ``payload_path``, see :mod:`.spark_files`) as the Parquet data files of each output;
+        returns the files written, per output.
+
+        Raises:
+            SinkError: a task failed (its files are deleted by the job's abort; nothing committed).
+        """
+        manifest = os.path.join(manifests, f"manifest-{uuid.uuid4().hex}.json")
+        try:
             (
-                payload_frame(spark, events, stage_dir=staged)
-                .write.format(FORMAT_NAME)
+                frame.write.format(FORMAT_NAME)
                 .mode("append")
                 .option("outputs", encode_outputs(outputs))
                 .option("manifest", manifest)
@@ -242,8 +279,6 @@ class LakeWriter:
             raise SinkError(
                 f"Writing data files to {where} on {self.storage.location()} failed: {_root_cause(e)}"
             ) from e
-        finally:
-            remove_staged(staged)
         with open(manifest) as fh:
             return json.load(fh)
 
@@ -351,6 +386,43 @@ class LakeWriter:
             tb.abort()
             raise
         return tb.commit(value_schema=value_schema, position=position, truncated_at=truncated_at)
+
+    def write_frame_batch(
+        self,
+        database: str,
+        table: str,
+        frame: Callable[[Any], Any],
+        *,
+        log_schema: pa.Schema,
+        value_schema: pa.Schema,
+        primary_key: tuple[str, ...],
+        app_id: str,
+        version: int,
+        position: BinlogPosition | None = None,
+        snapshot_position: BinlogPosition | None = None,
+        epoch: int = 0,
+    ) -> TableWriteResult:
+        """Like :meth:`write_table_batch`, for events a Spark DataFrame produces on the executors
+        (:meth:`TableBatch.add_frame`): one job writes the change log (and a first snapshot's state).
+
+        Raises:
+            SinkError: the job, a merge or a commit failed (nothing of that dataset was published).
+        """
+        tb = self.open_table_batch(
+            database,
+            table,
+            primary_key=primary_key,
+            app_id=app_id,
+            version=version,
+            snapshot_position=snapshot_position,
+            epoch=epoch,
+        )
+        try:
+            tb.add_frame(frame, log_schema)
+        except BaseException:
+            tb.abort()
+            raise
+        return tb.commit(value_schema=value_schema, position=position)
 
     def open_table_batch(
         self,
@@ -539,6 +611,63 @@ class TableBatch:
         elif not self.state.skip:
             rows = state_rows(events, batch_names, epoch=self.epoch)
             self.state.merge(rows, st_b, list(self.primary_key), True)
+
+    def add_frame(self, frame: Callable[[Any], Any], log_schema: pa.Schema) -> None:
+        """Write change events that a Spark DataFrame produces on the executors (one job).
+
+        ``frame(spark)`` returns a DataFrame of Arrow IPC payloads (column ``payload``, e.g. the
+        ``mysql_cdc_splits`` reader: the executors read the source themselves) whose events have
+        the change-log schema ``log_schema``. A first snapshot's state rows are written by the
+        same job; otherwise the change-log files just written are read back in record batches and
+        merged into the state like :meth:`add`'s (keyed: latest wins; keyless: counts).
+        Called on the producer thread, after the record batches :meth:`add` queued are written.
+
+        Raises:
+            SinkError: the job or a merge failed (call :meth:`abort`).
+        """
+        self._wait()
+        names = [f.name for f in log_schema.field("after").type]
+        keyless = not self.primary_key
+        st_b = state_schema(pa.schema(list(log_schema.field("after").type)), keyless=keyless)
+        direct = (
+            not self.state.skip and self.state.direct and self.snapshot_position is not None and not keyless
+        )
+        outputs = [FileOutput(self.paths.changelog, log_schema)]
+        if direct:
+            outputs.append(
+                FileOutput(self.paths.state, st_b, kind="state", value_names=tuple(names), epoch=self.epoch)
+            )
+        files = self.w._write_frame(frame(self.w.spark), outputs, self.manifests)
+        self.jobs += 1
+        self.log_files += files[0]
+        self.log_schema = union_schema(self.log_schema, log_schema)
+        self.names += [n for n in names if n not in self.names]
+        for batch in self._read_back(files[0]) if not direct else ():
+            for vc in pc.value_counts(batch.column("op")).to_pylist():
+                self.rows_by_op[vc["values"]] = self.rows_by_op.get(vc["values"], 0) + vc["counts"]
+            if self.state.skip:
+                continue
+            if keyless:
+                self._merge_counts(batch, st_b, names)
+            else:
+                self.state.merge(
+                    state_rows(batch, names, epoch=self.epoch), st_b, list(self.primary_key), True
+                )
+        if direct:
+            self.rows_by_op["r"] = self.rows_by_op.get("r", 0) + sum(int(f["num_records"]) for f in files[0])
+            self.state.add_direct(files[1], st_b)
+
+    def _read_back(self, files: list[dict], batch_rows: int = 100_000) -> Iterable[pa.Table]:
+        """The change events of data files this batch wrote (not yet committed), in record batches."""
+        import pyarrow.parquet as pq
+
+        storage = self.w.storage
+        fs = storage.pyarrow_filesystem()
+        base = storage.fs_path(self.paths.changelog)
+        for f in files:
+            with fs.open_input_file(f"{base}/{f['path']}") as fh:
+                for batch in pq.ParquetFile(fh).iter_batches(batch_size=batch_rows):
+                    yield pa.Table.from_batches([batch])
 
     def _merge_counts(self, events: pa.Table, st_b: pa.Schema, names: list[str]) -> None:
         """Keyless table: merge the record batch's count changes, applying each TRUNCATE (``op=t``)

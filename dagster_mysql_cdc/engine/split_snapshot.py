@@ -1,0 +1,285 @@
+"""Source → events → sink for a lock-free initial snapshot read in parallel splits on Spark.
+
+:func:`run_split_snapshot` is the ``snapshot_split_reads`` variant of
+:func:`.initial_snapshot.run_snapshot`: no global read lock, no long transaction on the driver.
+Per table, the driver plans primary-key splits (:func:`..source.splits.plan_splits`) and runs one
+Spark job in which every task reads its splits from the source, each in its own consistent
+snapshot (:mod:`..source.split_reader`), and writes the change-log (and a first snapshot's
+state) data files; the driver only commits them.
+
+Consistency (see :mod:`..source.splits`): the snapshot's offset is the binlog position ``P0``
+read before any split; a split's rows carry the position of its own snapshot (MariaDB: exact;
+MySQL: ``P0``). Streaming from ``P0`` replays every change made while the splits were read and
+the state keeps, per key, the newest of the split row and the binlog events. A DDL statement on a
+snapshotted table while its splits are read would mix schemas: it is detected (the table's
+``SHOW CREATE TABLE`` is compared after its job) and the snapshot fails without returning an
+offset, so the next materialization snapshots again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigurationError, UnknownTableError
+from ..events import BinlogPosition, change_log_schema, now_ms
+from ..sink.lake import LakeWriter
+from ..sink.schema_history import SchemaHistory
+from ..sink.spark_files import default_parallelism
+from ..source.catalog import read_table_schemas
+from ..source.connection import ConnectionSettings, connect, current_position, preflight, server_info
+from ..source.select_overrides import checked_condition
+from ..source.split_reader import FORMAT_NAME, SplitJob, SplitsDataSource, group_splits, write_job_ref
+from ..source.splits import SplitScan, plan_splits
+from ..source.types import TableConverter, TypeOptions, quote_identifier
+from .initial_snapshot import SNAPSHOT_APP_ID, SnapshotTableResult, record_snapshot_schemas
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SplitOptions:
+    """How a split snapshot reads the source.
+
+    Attributes:
+        split_rows: rows per split (Flink CDC ``scan.incremental.snapshot.chunk.size``).
+        max_connections: at most this many tasks read the source at once (``0``: one per Spark
+            core, Spark's default parallelism).
+        fetch_size / batch_rows: rows per round trip / per Arrow record batch in a task.
+    """
+
+    split_rows: int = 100_000
+    max_connections: int = 0
+    fetch_size: int = 10_000
+    batch_rows: int = 50_000
+
+    def __post_init__(self) -> None:
+        if self.split_rows < 1 or self.max_connections < 0 or self.fetch_size < 1 or self.batch_rows < 1:
+            raise ConfigurationError(
+                "snapshot_split_rows, fetch size and batch rows must be positive and "
+                "snapshot_max_connections 0 (no cap) or more"
+            )
+
+
+_AUTO_INCREMENT = re.compile(r"\s+AUTO_INCREMENT=\d+")
+
+
+def _create_statements(conn: Any, tables: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    out = {}
+    with conn.cursor() as cur:
+        for d, t in tables:
+            cur.execute(f"SHOW CREATE TABLE {quote_identifier(d)}.{quote_identifier(t)}")
+            row = cur.fetchone()
+            if row is None:
+                raise UnknownTableError(f"Table {d}.{t} vanished before the snapshot")
+            out[(d, t)] = row[1]
+    return out
+
+
+def _check_no_ddl(conn: Any, table: tuple[str, str], before: str) -> None:
+    """Refuse a table whose definition changed while its splits were read (mixed schemas)."""
+    now = _create_statements(conn, [table])[table]
+    if _AUTO_INCREMENT.sub("", now) != _AUTO_INCREMENT.sub("", before):
+        raise ConfigurationError(
+            f"{table[0]}.{table[1]} was altered while its splits were read, so its rows may mix two "
+            "schemas. Nothing after the position of this snapshot was acknowledged: materialize the "
+            "table again once the DDL is done (or use the locked snapshot, snapshot_split_reads=False)."
+        )
+
+
+def run_split_snapshot(
+    settings: ConnectionSettings,
+    tables: Sequence[tuple[str, str]],
+    writer: LakeWriter | Callable[[], LakeWriter],
+    *,
+    type_options: TypeOptions,
+    split: SplitOptions,
+    server_name: str,
+    select_overrides: Sequence[tuple[str, str]] = (),
+    need_streaming: bool = True,
+    history: SchemaHistory | None = None,
+    epoch: int = 0,
+) -> Iterator[SnapshotTableResult]:
+    """Snapshot ``tables`` without locks, in parallel splits read and written by the Spark executors.
+
+    Same contract as :func:`.initial_snapshot.run_snapshot` (one :class:`SnapshotTableResult` per
+    table after its data is committed; the schema history gets one ``CREATE`` record per table),
+    except that the results' ``position`` is the offset streaming must resume from (``P0``, read
+    before the first split) and ``lock_kind`` is ``"none"``. ``write.extra`` holds ``splits`` and
+    ``tasks`` per table.
+
+    Raises:
+        SourceConnectionError, PreflightError, UnknownTableError: source problems (before any write).
+        ConfigurationError: a table was altered while it was read (its data may be committed; no
+            offset is returned, so the next snapshot repeats it), or a bad override condition.
+        SinkError: a Spark task or a commit failed.
+    """
+    started, started_ms = time.monotonic(), now_ms()
+    conn = connect(settings)
+    try:
+        info = server_info(conn)
+        for w in preflight(conn, info, tables, need_streaming=need_streaming, need_lock=False):
+            log.warning(w)
+        position = current_position(conn, info).with_epoch(epoch)
+        schemas = read_table_schemas(conn, tables)
+        missing = [f"{d}.{t}" for d, t in tables if (d, t) not in schemas]
+        if missing:
+            raise UnknownTableError(f"Table(s) vanished before the snapshot: {missing}")
+        overrides = dict(select_overrides)
+        conditions = {
+            k: checked_condition(
+                f"{k[0]}.{k[1]}", overrides[f"{k[0]}.{k[1]}".lower()], schemas[k].column_names
+            )
+            for k in tables
+            if f"{k[0]}.{k[1]}".lower() in overrides
+        }
+        creates = _create_statements(conn, tables)
+        if not isinstance(writer, LakeWriter):
+            writer = writer()
+        writer.register_data_source(SplitsDataSource)
+        cores = default_parallelism(writer.spark)
+        results = []
+        for i, key in enumerate(tables):
+            t0 = time.monotonic()
+            conv = TableConverter(schemas[key], type_options, "pymysql")
+            splits = plan_splits(conn, schemas[key], split_rows=split.split_rows, min_splits=cores)
+            scan = SplitScan(
+                schema=schemas[key],
+                type_options=type_options,
+                server_name=server_name,
+                server_id=info.server_id,
+                is_mariadb=info.is_mariadb,
+                fallback=position,
+                n_splits=len(splits),
+                first_table=i == 0,
+                last_table=i == len(tables) - 1,
+                condition=conditions.get(key),
+                fetch_size=split.fetch_size,
+                batch_rows=split.batch_rows,
+                snapshot_ts_ms=started_ms,
+            )
+            job = SplitJob(settings, scan, group_splits(splits, split.max_connections))
+            if conv.table.primary_key:
+                result = _write_table(writer, key, job, conv, position, epoch)
+            else:
+                result = _write_keyless(writer, key, job, conv, position, epoch, exact=info.is_mariadb)
+            _check_no_ddl(conn, key, creates[key])
+            log.info(
+                "Split snapshot of %s.%s: %d rows in %d split(s), %d task(s), %.2fs",
+                key[0],
+                key[1],
+                result.rows,
+                len(splits),
+                len(job.groups),
+                time.monotonic() - t0,
+            )
+            results.append(
+                SnapshotTableResult(
+                    schema=conv.table,
+                    position=position,
+                    write=result,
+                    lock_kind="none",
+                    lock_seconds=0.0,
+                    snapshot_seconds=time.monotonic() - started,
+                )
+            )
+        if history is not None:
+            record_snapshot_schemas(history, position, list(tables), schemas, creates, info.server_id)
+    finally:
+        conn.close()
+    yield from results
+
+
+def _write_table(
+    writer: LakeWriter,
+    key: tuple[str, str],
+    job: SplitJob,
+    conv: TableConverter,
+    position: BinlogPosition,
+    epoch: int,
+):
+    """One Spark job: the executors read ``job``'s splits and write the table's data files."""
+    ref = writer.private_file(lambda d: write_job_ref(job, d))
+    try:
+        result = writer.write_frame_batch(
+            key[0],
+            key[1],
+            lambda spark: spark.read.format(FORMAT_NAME).option("job_ref", ref).load(),
+            log_schema=change_log_schema(conv.arrow_schema, conv.table.primary_key),
+            value_schema=conv.arrow_schema,
+            primary_key=conv.table.primary_key,
+            app_id=position.txn_app(SNAPSHOT_APP_ID),
+            version=position.as_version(),
+            position=position,
+            snapshot_position=position,
+            epoch=epoch,
+        )
+    finally:
+        os.remove(ref)
+    result.extra.update(splits=sum(len(g) for g in job.groups), tasks=len(job.groups))
+    return result
+
+
+def _write_keyless(
+    writer: LakeWriter,
+    key: tuple[str, str],
+    job: SplitJob,
+    conv: TableConverter,
+    position: BinlogPosition,
+    epoch: int,
+    *,
+    exact: bool,
+):
+    """A keyless table (no key to split on, no "latest wins" per key): one consistent read on the
+    driver at its exact snapshot position ``S``, whose value counts are set at ``S``; the state
+    table then records ``S`` as the stream's counting marker, so the binlog events between the
+    snapshot's offset and ``S`` (already in the counts) are not counted again.
+
+    Raises:
+        ConfigurationError: the server gives no exact snapshot position (MySQL): the counts would
+            be off by the changes made meanwhile.
+    """
+    if not exact:
+        raise ConfigurationError(
+            f"{key[0]}.{key[1]} has no primary key and this server (MySQL) gives no exact position of a "
+            "consistent snapshot, so a lock-free split snapshot cannot count its duplicate rows exactly. "
+            "Set message_key_columns for it, or use snapshot_split_reads=False."
+        )
+    from ..events import state_schema
+    from ..sink.delta import commit_files
+    from ..source.splits import KeySplit, read_split, split_position
+    from .stream import STREAM_APP_ID
+
+    conn = connect(job.settings)
+    try:
+        at = split_position(conn, job.scan)
+        result = writer.write_table_batch(
+            key[0],
+            key[1],
+            read_split(conn, job.scan, KeySplit(0, None, None), position=at),
+            value_schema=conv.arrow_schema,
+            primary_key=(),
+            app_id=position.txn_app(SNAPSHOT_APP_ID),
+            version=position.as_version(),
+            position=position,
+            snapshot_position=at,
+            epoch=epoch,
+        )
+    finally:
+        conn.close()
+    commit_files(
+        writer.storage,
+        result.paths.state,
+        state_schema(conv.arrow_schema, keyless=True),
+        [],
+        mode="append",
+        app_id=f"{at.txn_app(STREAM_APP_ID)}/counts",
+        version=at.as_version(),
+    )
+    result.extra.update(splits=1, tasks=0, read_at=str(at))
+    return result

@@ -1,0 +1,309 @@
+"""Primary-key splits of a table, and the lock-free read of one split.
+
+A *split* is a primary-key range ``(lo, hi]`` of one table (Flink CDC's snapshot split; a DBLog
+chunk). A snapshot that reads its tables as splits needs no global read lock and parallelises:
+each split is read by its own task (a Spark executor, :mod:`.split_reader`) on its own
+connection, in its own ``REPEATABLE READ`` transaction ``WITH CONSISTENT SNAPSHOT``.
+
+Planning (:func:`plan_splits`, on the driver, no locks):
+
+- a single integer key column: ``MIN``/``MAX`` of the key cut into even ranges, as many as the
+  table's estimated rows divided by ``split_rows`` (at least ``min_splits``);
+- any other key (composite, character, temporal, decimal): boundary keys every ``split_rows`` rows,
+  found by keyset stepping over the primary-key index (as the ``pk_ranges`` partitions);
+- a keyless table: one split holding the whole table.
+
+Reading (:func:`read_split`, on the executor). The split's rows carry the binlog position their
+transaction's snapshot saw:
+
+- **MariaDB**: exact. ``binlog_snapshot_file`` / ``binlog_snapshot_position`` are the binlog
+  position matching the consistent snapshot (what ``mariadb-dump --single-transaction`` uses
+  without locks), so every split is a consistent snapshot at its own position ``S_i``.
+- **MySQL** has no such status: the rows take the position the driver read before any split began
+  (``fallback``, Debezium's ``snapshot.locking.mode=none`` reading). Streaming resumes from there, so
+  every change after it is replayed and the state's "latest wins" merge converges; the ``op=r``
+  event may already reflect a change that follows it in the change log.
+
+The snapshot's offset is the position read before the first split (``P0 <= S_i``): streaming from
+it replays every change made while the splits were read, and the state keeps, per key, whichever
+of the split row (ordered at ``(S_i, row -1)``) and the binlog events is newest. This is Flink
+CDC's incremental snapshot algorithm with the watermark window collapsed to one point by the
+server's consistent-snapshot position.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pymysql
+import pymysql.cursors
+
+from ..events import BinlogPosition, snapshot_events
+from .schema import TableSchema
+from .types import TableConverter, TypeOptions, quote_identifier, select_expression, snapshot_decoders
+
+log = logging.getLogger(__name__)
+
+#: Key column types split by MIN/MAX arithmetic.
+INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint"})
+
+
+@dataclass(frozen=True)
+class KeySplit:
+    """Keys in ``(lo, hi]`` of one table: ``lo=None`` from the first key, ``hi=None`` to the last.
+
+    Attributes:
+        index: position of the split in the table's key order (0-based).
+        lo / hi: raw key tuples (as pymysql returns them), exclusive / inclusive.
+    """
+
+    index: int
+    lo: tuple | None
+    hi: tuple | None
+
+    def where(self, key: Sequence[str]) -> tuple[str, list]:
+        """SQL condition (row-value comparison on ``key``) and its parameters; ``("", [])`` for the
+        whole table."""
+        if not key or (self.lo is None and self.hi is None):
+            return "", []
+        cols = "(" + ", ".join(quote_identifier(c) for c in key) + ")"
+        ph = "(" + ", ".join(["%s"] * len(key)) + ")"
+        conds, params = [], []
+        if self.lo is not None:
+            conds.append(f"{cols} > {ph}")
+            params += list(self.lo)
+        if self.hi is not None:
+            conds.append(f"{cols} <= {ph}")
+            params += list(self.hi)
+        return " AND ".join(conds), params
+
+
+def _table_sql(schema: TableSchema) -> str:
+    return f"{quote_identifier(schema.database)}.{quote_identifier(schema.table)}"
+
+
+def estimated_rows(conn: Any, schema: TableSchema) -> int:
+    """The server's row estimate of the table (``information_schema.TABLES.TABLE_ROWS``; InnoDB's
+    is approximate), 0 when unknown."""
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+            (schema.database, schema.table),
+        )
+        row = cur.fetchone()
+    return int(row[0] or 0) if row else 0
+
+
+def plan_splits(conn: Any, schema: TableSchema, *, split_rows: int, min_splits: int = 1) -> list[KeySplit]:
+    """Cut ``schema``'s table into splits of about ``split_rows`` rows (see the module docs).
+
+    Args:
+        conn: a pymysql connection to the source.
+        schema: the table (its ``primary_key`` is the split key; empty: one split).
+        split_rows: rows per split wanted (Flink CDC ``scan.incremental.snapshot.chunk.size``).
+        min_splits: at least this many splits for an integer key with enough distinct values (so
+            every Spark core gets work); boundary stepping follows ``split_rows`` only.
+
+    Returns:
+        Splits in key order covering the whole key space (the first open below, the last above).
+
+    Raises:
+        ValueError: ``split_rows`` or ``min_splits`` below 1.
+    """
+    if split_rows < 1 or min_splits < 1:
+        raise ValueError("split_rows and min_splits must be at least 1")
+    key = list(schema.primary_key)
+    if not key:
+        return [KeySplit(0, None, None)]
+    if len(key) == 1 and schema.column(key[0]).data_type in INTEGER_TYPES:
+        want = max(min_splits, math.ceil(estimated_rows(conn, schema) / split_rows))
+        return _integer_splits(conn, schema, key[0], want)
+    return _boundary_splits(conn, schema, key, split_rows)
+
+
+def _integer_splits(conn: Any, schema: TableSchema, col: str, want: int) -> list[KeySplit]:
+    """``want`` even ranges between the key's MIN and MAX."""
+    c = quote_identifier(col)
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT MIN({c}), MAX({c}) FROM {_table_sql(schema)}")
+        lo, hi = cur.fetchone()
+    if lo is None or want <= 1 or hi - lo < want:
+        return [KeySplit(0, None, None)]
+    step = (hi - lo) / want
+    bounds = sorted({int(lo + step * i) for i in range(1, want)})
+    splits, prev = [], None
+    for i, b in enumerate(bounds):
+        splits.append(KeySplit(i, prev, (b,)))
+        prev = (b,)
+    splits.append(KeySplit(len(bounds), prev, None))
+    return splits
+
+
+def _boundary_splits(conn: Any, schema: TableSchema, key: list[str], split_rows: int) -> list[KeySplit]:
+    """Boundary keys every ``split_rows`` rows in key order (keyset stepping over the key index)."""
+    cols = ", ".join(quote_identifier(c) for c in key)
+    bounds: list[tuple] = []
+    with conn.cursor() as cur:
+        while True:
+            where, params = KeySplit(0, bounds[-1] if bounds else None, None).where(key)
+            cur.execute(
+                f"SELECT {cols} FROM {_table_sql(schema)} {'WHERE ' + where if where else ''} "
+                f"ORDER BY {cols} LIMIT 1 OFFSET {int(split_rows) - 1}",
+                params,
+            )
+            row = cur.fetchone()
+            if row is None:
+                break
+            bounds.append(tuple(row))
+    splits, prev = [], None
+    for i, b in enumerate(bounds):
+        splits.append(KeySplit(i, prev, b))
+        prev = b
+    splits.append(KeySplit(len(bounds), prev, None))
+    return splits
+
+
+@dataclass(frozen=True)
+class SplitScan:
+    """What a task needs to read the splits of one table (pickled to the executors; no secrets
+    other than the column-mask salt inside ``type_options``, so it travels in a 0600 file).
+
+    Attributes:
+        schema: the table as the server has it (all columns, its own primary key: the split key);
+            the captured columns and message key follow from ``type_options``.
+        type_options: Debezium type mapping and column policy.
+        server_name: Debezium ``topic.prefix``.
+        server_id: the source's ``server_id`` (``source.server_id``).
+        is_mariadb: read the exact consistent-snapshot position (MariaDB) or use ``fallback``.
+        fallback: the position read before the first split (the snapshot's offset).
+        n_splits: splits of the table (the last one's last row is marked ``last_in_data_collection``).
+        first_table / last_table: the snapshot's first/last table (``first`` / ``last`` markers).
+        condition: ``snapshot.select.statement.overrides`` condition, already validated.
+        fetch_size: rows per round trip; batch_rows: rows per Arrow batch.
+        snapshot_ts_ms: ``source.ts_ms`` of the events (when the snapshot began).
+    """
+
+    schema: TableSchema
+    type_options: TypeOptions
+    server_name: str
+    server_id: int
+    is_mariadb: bool
+    fallback: BinlogPosition
+    n_splits: int
+    first_table: bool = True
+    last_table: bool = True
+    condition: str | None = None
+    fetch_size: int = 10_000
+    batch_rows: int = 100_000
+    snapshot_ts_ms: int = 0
+
+
+def split_position(conn: Any, scan: SplitScan) -> BinlogPosition:
+    """Start the split's consistent-snapshot transaction and return the position its rows carry
+    (the exact snapshot position on MariaDB, ``scan.fallback`` elsewhere; with its epoch)."""
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        if scan.is_mariadb:
+            cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+            status = {k.lower(): v for k, v in cur.fetchall()}
+            f, p = status.get("binlog_snapshot_file"), status.get("binlog_snapshot_position")
+            if f and p is not None:
+                cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (f, int(p)))
+                gtid = cur.fetchone()[0] or None
+                return BinlogPosition(file=f, pos=int(p), gtid_set=gtid, epoch=scan.fallback.epoch)
+    return scan.fallback
+
+
+def read_split(
+    conn: Any, scan: SplitScan, split: KeySplit, position: BinlogPosition | None = None
+) -> Iterator[pa.RecordBatch]:
+    """Read one split in its own consistent snapshot; yield ``op=r`` change-log record batches of at
+    most ``scan.batch_rows`` rows (Debezium snapshot step 8 for one key range).
+
+    ``conn`` must be a connection of its own (the transaction is committed at the end). With
+    ``position``, the caller already started the transaction (:func:`split_position`). Rows are
+    read as the server's text through an unbuffered cursor and converted column-wise by Arrow,
+    as :class:`.snapshot.ConsistentSnapshot` does.
+
+    Raises:
+        pymysql.err.MySQLError: the server refused the read (the task fails; Spark retries it).
+    """
+    conv = TableConverter(scan.schema, scan.type_options, "pymysql")
+    if position is None:
+        position = split_position(conn, scan)
+    where, params = split.where(list(scan.schema.primary_key))  # the table's own (indexed) key
+    cond = scan.condition
+    if cond and params:  # bound parameters: the condition's own '%' must not be a placeholder
+        cond = cond.replace("%", "%%")
+    conds = [c for c in (where, f"({cond})" if cond else "") if c]
+    sql = (
+        "SELECT "
+        + ", ".join(select_expression(c) for c in conv.columns)
+        + f" FROM {_table_sql(scan.schema)}"
+        + (" WHERE " + " AND ".join(conds) if conds else "")
+    )
+    saved = conn.decoders
+    conn.decoders = snapshot_decoders(saved)
+    cur = conn.cursor(pymysql.cursors.SSCursor)
+    try:
+        try:
+            cur.execute(sql, params or None)
+        finally:
+            conn.decoders = saved
+        prev: list | None = None
+        first = split.index == 0
+        while True:
+            rows = _fetch(cur, scan.fetch_size, scan.batch_rows)
+            if prev is not None:
+                yield _events(scan, conv, prev, position, first, last=not rows, split=split)
+                first = False
+            if not rows:
+                break
+            prev = rows
+        conn.commit()
+    finally:
+        cur.close()
+
+
+def _fetch(cur: Any, fetch_size: int, limit: int) -> list:
+    buf: list = []
+    while len(buf) < limit:
+        rows = cur.fetchmany(min(fetch_size, limit - len(buf)))
+        if not rows:
+            break
+        buf.extend(rows)
+    return buf
+
+
+def _events(
+    scan: SplitScan,
+    conv: TableConverter,
+    rows: list,
+    position: BinlogPosition,
+    first: bool,
+    *,
+    last: bool,
+    split: KeySplit,
+) -> pa.RecordBatch:
+    flags = ["true"] * len(rows)
+    if first:
+        flags[0] = "first" if scan.first_table else "first_in_data_collection"
+    if last and split.index == scan.n_splits - 1:
+        flags[-1] = "last" if scan.last_table else "last_in_data_collection"
+    return snapshot_events(
+        conv.to_record_batch(rows, text_values=True),
+        primary_key=conv.table.primary_key,
+        server_name=scan.server_name,
+        server_id=scan.server_id,
+        database=scan.schema.database,
+        table=scan.schema.table,
+        position=position,
+        snapshot_flags=pa.array(flags, pa.string()),
+        snapshot_ts_ms=scan.snapshot_ts_ms,
+    )
