@@ -377,6 +377,43 @@ def test_incremental_snapshot_of_100k_rows_under_concurrent_writes(scratch_db, m
     )
 
 
+def test_incremental_snapshot_in_splits_under_concurrent_writes(scratch_db, make_cdc):
+    """snapshot_split_reads: a run's chunks of a table are read by the Spark executors as splits
+    inside one watermark window; the lake still equals the source under concurrent writes."""
+    db = scratch_db
+    sql(
+        db,
+        "CREATE TABLE big (id INT PRIMARY KEY, v VARCHAR(32) NOT NULL, n INT, d DECIMAL(12,2), ts DATETIME(3))",
+        "INSERT INTO big SELECT seq, CONCAT('v', seq), seq % 1000, seq / 7, "
+        "TIMESTAMP '2024-01-01 00:00:00' + INTERVAL seq SECOND FROM seq_1_to_60000",
+    )
+    cdc = make_cdc(
+        db,
+        incremental_snapshot_chunk_size=2000,
+        incremental_snapshot_max_chunks_per_run=12,
+        snapshot_split_reads=True,
+    )
+    cdc.settle()
+    writer = Writer(db, big_step(66_000))
+    writer.start()
+    try:
+        signal(db, "split-1", "execute-snapshot", {"data-collections": [f"{db}.big"]})
+        cdc.run_snapshot_to_completion()
+    finally:
+        ops = writer.finish()
+    cdc.settle()
+    assert ops > 100, "the writer ran during the snapshot"
+    cdc.check("big")
+    chunks = cdc.emitted_chunks("big")
+    assert all(c["emitted"] + c["dropped"] == c["read"] for c in chunks)
+    assert sum(c["read"] for c in chunks) > 55_000
+    groups = [c for c in chunks if c["read"] > 2000]
+    assert groups and len(chunks) <= 8, f"a run's chunks are read as one group: {chunks}"
+    assert sum(c["dropped"] for c in chunks) > 0, "keys the binlog changed inside a window are dropped"
+    keys = cdc.incremental_keys("big", ["id"])
+    assert sum(c["emitted"] for c in chunks) == len(keys)
+
+
 def test_failed_run_mid_snapshot_retries_with_the_saved_plan(scratch_db, make_cdc, monkeypatch):
     db = scratch_db
     sql(
@@ -605,7 +642,8 @@ def test_malformed_and_unknown_signals_are_skipped(scratch_db, make_cdc):
     )
 
 
-def test_composite_and_varchar_primary_keys_converge(scratch_db, make_cdc):
+@pytest.mark.parametrize("split_reads", [False, True], ids=["chunk_by_chunk", "split_reads"])
+def test_composite_and_varchar_primary_keys_converge(scratch_db, make_cdc, split_reads):
     db = scratch_db
     sql(
         db,
@@ -640,7 +678,12 @@ def test_composite_and_varchar_primary_keys_converge(scratch_db, make_cdc):
             else:
                 cur.execute("DELETE FROM vpk WHERE k = CONCAT(MD5(%s), '-é')", (k,))
 
-    cdc = make_cdc(db, incremental_snapshot_chunk_size=700, incremental_snapshot_max_chunks_per_run=8)
+    cdc = make_cdc(
+        db,
+        incremental_snapshot_chunk_size=700,
+        incremental_snapshot_max_chunks_per_run=8,
+        snapshot_split_reads=split_reads,
+    )
     cdc.settle()
     writer = Writer(db, step, seed=11)
     writer.start()
@@ -664,7 +707,13 @@ def test_composite_and_varchar_primary_keys_converge(scratch_db, make_cdc):
     cdc.check("vpk")
     assert len(cdc.incremental_keys("comp", ["a", "b"])) > 4000
     assert len(cdc.incremental_keys("vpk", ["k"])) > 4000
-    assert len(cdc.emitted_chunks("comp")) >= 7 and len(cdc.emitted_chunks("vpk")) >= 7
+    for table in ("comp", "vpk"):
+        chunks = cdc.emitted_chunks(table)
+        assert all(c["emitted"] + c["dropped"] == c["read"] for c in chunks)
+        if split_reads:  # the first chunk alone, then groups of splits read in one window
+            assert 2 <= len(chunks) <= 4 and max(c["read"] for c in chunks) > 2 * 700, chunks
+        else:
+            assert len(chunks) >= 7
 
 
 def test_insert_delete_watermarks_leave_no_rows(scratch_db, make_cdc):

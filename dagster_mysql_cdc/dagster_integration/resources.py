@@ -185,9 +185,11 @@ class MySqlCdcResource(dg.ConfigurableResource):
     )
     snapshot_split_reads: bool = Field(
         default=False,
-        description="Read initial and blocking snapshots without any lock, in primary-key splits that the "
-        "Spark executors read in parallel, each in its own consistent snapshot (Flink CDC's lock-free "
-        "snapshot); False: one locked, consistent scan on the run's process (snapshot_locking_mode).",
+        description="Snapshots read by the Spark executors in parallel primary-key splits, each on its own "
+        "connection: initial and blocking snapshots without any lock, each split in its own consistent "
+        "snapshot (Flink CDC's lock-free snapshot); incremental snapshots read a run's chunks of a table as "
+        "splits inside one watermark window. False: the run's process reads (initial snapshots: one locked "
+        "consistent scan, snapshot_locking_mode; incremental: chunk by chunk).",
     )
     snapshot_split_rows: int = Field(
         default=100_000,
@@ -516,6 +518,8 @@ class MySqlCdcResource(dg.ConfigurableResource):
             max_chunks_per_run=self.incremental_snapshot_max_chunks_per_run,
             watermark_strategy=self.incremental_snapshot_watermarking_strategy,
             read_only=self.incremental_snapshot_read_only,
+            split_reads=self.snapshot_split_reads,
+            max_connections=self.snapshot_max_connections,
         )
 
     def create_signal_table(self) -> str:

@@ -53,6 +53,8 @@ from ..source.types import TableConverter, TypeOptions, quote_identifier, select
 from .watermark import WATERMARK_STRATEGIES, close_window, open_window
 
 if TYPE_CHECKING:
+    from ..sink.lake import LakeWriter
+    from ..source.splits import KeySplit
     from .absent_rows import LakeLiveRows
 
 log = logging.getLogger(__name__)
@@ -208,6 +210,7 @@ class PlannedChunk:
     key_hi: list | None = None  # unbounded (first / last chunk of the table)
     absent_path: str | None = None  # lake rows in the range the source no longer has (Parquet)
     absent: int = 0
+    files: list[str] | None = None  # a group of splits: every file of its rows (``path`` the first)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -264,6 +267,8 @@ def save_plan(storage: StorageSettings, server_name: str, plan: ChunkPlan) -> Ch
 
 def read_chunk(storage: StorageSettings, chunk: PlannedChunk, path: str | None = None) -> pa.Table:
     """The stashed rows of a planned chunk (or its file ``path``, e.g. ``chunk.deletes_path``)."""
+    if path is None and chunk.files:
+        return pa.concat_tables([storage.read_parquet(f) for f in chunk.files])
     return storage.read_parquet(path or chunk.path)
 
 
@@ -311,6 +316,7 @@ class _ChunkTable:
     lake: LakeLiveRows | None  # None: the lake's rows cannot be compared (unsupported key)
     tbl: str  # quoted `db`.`table`
     where_filter: str  # " AND (<filter>)" or ""
+    source_schema: TableSchema | None = None  # the table as the server has it (split reads)
 
 
 @dataclass
@@ -346,8 +352,15 @@ def plan_chunks(
     strategy: str = "insert_insert",
     read_only: bool = False,
     epoch: int = 0,
+    writer: LakeWriter | None = None,
+    max_connections: int = 0,
 ) -> tuple[list[PlannedChunk], IncrementalState, BinlogPosition]:
     """Read up to ``max_chunks`` chunks with watermarks (DBLog steps 1-3 per chunk).
+
+    ``writer``: read chunks as parallel splits on the Spark executors (see
+    :func:`_read_chunk_group`): after a table's first chunk, the rest of the run's chunk budget for
+    it is read by one Spark job inside one watermark window (at most ``max_connections`` tasks at
+    once; 0: one per core). Without it, or for a repair's chunks, chunks are read one by one here.
 
     ``read_only``: write nothing to the source (Debezium's read-only incremental snapshot): the
     server's binlog position (with its executed GTID set) read just before and just after the
@@ -381,10 +394,40 @@ def plan_chunks(
     try:
         # lake rows older than this: committed before
         plan_start = current_position(conn, info).with_epoch(epoch)
-        while state.tables and not state.paused and len(chunks) < max_chunks:
+        budget = max_chunks
+        while state.tables and not state.paused and budget > 0:
             t = _next_chunk_table(state, schemas, type_options, lake_rows, storage, server_name, plan_start)
             if t is None:
                 continue
+            if writer is not None and _group_ok(t):
+                group = _read_chunk_group(
+                    conn,
+                    info,
+                    state,
+                    t,
+                    settings=settings,
+                    writer=writer,
+                    storage=storage,
+                    server_name=server_name,
+                    sig=sig,
+                    chunk_size=chunk_size,
+                    n_chunks=budget,
+                    max_connections=max_connections,
+                    type_options=type_options,
+                    strategy=strategy,
+                    read_only=read_only,
+                    epoch=epoch,
+                )
+                chunks.append(group.chunk)
+                budget -= group.splits
+                t.prog.chunks += group.splits
+                t.prog.rows += group.chunk.rows
+                t.prog.last_key = group.chunk.key_hi
+                if group.last:
+                    state.done.append(t.prog.table)
+                    state.tables.pop(0)
+                continue
+            budget -= 1
             read = _read_next_chunk(
                 conn,
                 info,
@@ -460,6 +503,7 @@ def _next_chunk_table(
         lake=lake_rows[prog.table],
         tbl=f"{quote_identifier(schema.database)}.{quote_identifier(schema.table)}",
         where_filter=f" AND ({prog.filter})" if prog.filter else "",
+        source_schema=schemas[prog.key],
     )
 
 
@@ -547,6 +591,159 @@ def _read_next_chunk(
     return _ChunkRead(
         chunk_id, open_id, close_id, low, high, rows, gone, key_lo, key_hi, last, last_row_key, absent
     )
+
+
+def _group_ok(t: _ChunkTable) -> bool:
+    """Whether ``t``'s next chunks may be read as a group of splits: its key range is known (the
+    first chunk, which finds the maximum key and checks a repair's candidate keys, is read alone),
+    no cascade key map, and the chunk key is the table's own (indexed) primary key."""
+    return (
+        t.prog.max_key is not None
+        and not t.prog.key_map
+        and t.source_schema is not None
+        and list(t.source_schema.primary_key) == t.pk
+    )
+
+
+@dataclass
+class _ChunkGroup:
+    chunk: PlannedChunk
+    splits: int
+    last: bool
+
+
+def _group_splits(cur: Any, t: _ChunkTable, chunk_size: int, n: int) -> list[KeySplit]:
+    """Up to ``n`` splits of ``chunk_size`` keys after ``t.prog.last_key``, the last one ending at
+    the maximum key when it is reached (boundaries by keyset stepping over the key index)."""
+    from ..source.splits import KeySplit
+
+    pk = t.pk
+    maxk = tuple(decode_key(t.prog.max_key or []))
+    lo = tuple(decode_key(t.prog.last_key)) if t.prog.last_key is not None else None
+    cols = ", ".join(quote_identifier(c) for c in pk)
+    splits: list[KeySplit] = []
+    while len(splits) < n:
+        where, params = KeySplit(0, lo, maxk).where(pk)
+        cur.execute(
+            f"SELECT {cols} FROM {t.tbl} WHERE {where} ORDER BY {cols} LIMIT 1 OFFSET {int(chunk_size) - 1}",
+            params,
+        )
+        row = cur.fetchone()
+        hi = tuple(row) if row is not None else maxk
+        splits.append(KeySplit(len(splits), lo, hi))
+        if row is None or hi == maxk:
+            break
+        lo = hi
+    return splits
+
+
+def _read_chunk_group(
+    conn: Any,
+    info: ServerInfo,
+    state: IncrementalState,
+    t: _ChunkTable,
+    *,
+    settings: ConnectionSettings,
+    writer: LakeWriter,
+    storage: StorageSettings,
+    server_name: str,
+    sig: str,
+    chunk_size: int,
+    n_chunks: int,
+    max_connections: int,
+    type_options: TypeOptions,
+    strategy: str,
+    read_only: bool,
+    epoch: int,
+) -> _ChunkGroup:
+    """Read up to ``n_chunks`` chunks of ``t`` as parallel splits on the Spark executors, all inside
+    ONE watermark window (DBLog: any read between the low and the high watermark is valid at the
+    high watermark once the keys the binlog touched inside the window are dropped, so the window
+    may hold several concurrent reads): low watermark, one Spark job whose tasks read one key
+    range each (their own connections) and write its rows to the lake's staging area, the lake's
+    absent rows of the whole range, high watermark. The stream side treats the group as one chunk
+    covering ``(key_lo, key_hi]`` (:class:`~.incremental_source.IncrementalSnapshotSource`).
+
+    Raises:
+        SinkError: a Spark task failed (the watermark rows stay; the window is planned again).
+    """
+    from ..source.split_reader import SplitJob, group_splits
+    from ..source.splits import SplitScan
+    from .absent_rows import converted_key, source_keys_in_range
+    from .split_snapshot import split_frame
+
+    prog, schema = t.prog, t.schema
+    assert t.source_schema is not None  # checked by _group_ok
+    with conn.cursor() as cur:
+        splits = _group_splits(cur, t, chunk_size, n_chunks)
+        key_lo = prog.last_key
+        last = splits[-1].hi == tuple(decode_key(prog.max_key or []))
+        key_hi = None if last else encode_key(list(splits[-1].hi or ()))
+        state.chunk_seq += 1
+        chunk_id = chunk_id_for(state.snapshot_id, state.chunk_seq)
+        open_id, close_id = f"{chunk_id}-o", f"{chunk_id}-c"
+        low = high = None
+        if read_only:
+            low = current_position(conn, info).with_epoch(epoch).to_dict()
+        else:
+            open_window(cur, sig, open_id, chunk_id)
+        scan = SplitScan(
+            schema=t.source_schema,
+            type_options=type_options,
+            server_name=server_name,
+            server_id=info.server_id,
+            is_mariadb=info.is_mariadb,
+            fallback=BinlogPosition("", 0, epoch=epoch),
+            n_splits=len(splits),
+            condition=prog.filter or None,
+            values_only=True,
+        )
+        path = LakeLayout(storage, server_name).chunk_file(chunk_id)
+        with split_frame(writer, SplitJob(settings, scan, group_splits(splits, max_connections))) as frame:
+            files = writer.write_frame_files(frame, path[: -len(".parquet")], t.conv.arrow_schema)
+        absent = None
+        if t.lake is not None and t.lake.keys:  # inside the watermark window, without the filter
+            have = source_keys_in_range(cur, schema, type_options, key_lo, key_hi)
+            absent = t.lake.absent(
+                converted_key(schema, type_options, key_lo), converted_key(schema, type_options, key_hi), have
+            )
+        if read_only:
+            high = current_position(conn, info).with_epoch(epoch).to_dict()
+        else:
+            close_id = close_window(cur, sig, open_id, close_id, chunk_id, strategy)
+    if not files:  # nothing read: one empty file keeps the chunk readable
+        storage.write_parquet(path, t.conv.arrow_schema.empty_table())
+        files = [path]
+    rows = sum(pq_rows(storage, f) for f in files)
+    absent_path = None
+    if absent is not None and absent.num_rows:
+        absent_path = path.replace(".parquet", "-absent.parquet")
+        storage.write_parquet(absent_path, absent)
+    chunk = PlannedChunk(
+        chunk_id,
+        prog.table,
+        rows,
+        files[0],
+        open_id,
+        close_id,
+        low,
+        high,
+        reason=prog.reason,
+        key_lo=key_lo,
+        key_hi=key_hi,
+        absent_path=absent_path,
+        absent=absent.num_rows if absent is not None else 0,
+        files=files,
+    )
+    return _ChunkGroup(chunk, len(splits), last)
+
+
+def pq_rows(storage: StorageSettings, uri: str) -> int:
+    """Rows of the Parquet file ``uri`` (from its footer)."""
+    import pyarrow.parquet as pq
+
+    with storage.pyarrow_filesystem().open_input_file(storage.fs_path(uri)) as fh:
+        return int(pq.ParquetFile(fh).metadata.num_rows)
 
 
 def _stash_chunk(

@@ -42,6 +42,7 @@ from .incremental import (
 )
 
 if TYPE_CHECKING:
+    from ..sink.lake import LakeWriter
     from .stream import WindowResult, _TableEvents
 
 
@@ -58,6 +59,9 @@ class IncrementalOptions:
             (``incremental.snapshot.watermarking.strategy``).
         read_only: read-only incremental snapshot (``read.only``): no watermark rows; the binlog
             positions (and GTID sets) before and after each chunk SELECT are its watermarks.
+        split_reads: read a run's chunks of a table as parallel splits on the Spark executors,
+            inside one watermark window (:func:`~.incremental.plan_chunks`); ``max_connections``
+            caps the tasks reading the source at once (0: one per Spark core).
     """
 
     signal_table: str | None = None
@@ -65,6 +69,8 @@ class IncrementalOptions:
     max_chunks_per_run: int = 64
     watermark_strategy: str = "insert_insert"
     read_only: bool = False
+    split_reads: bool = False
+    max_connections: int = 0
 
 
 class IncrementalSnapshotSource:
@@ -84,6 +90,7 @@ class IncrementalSnapshotSource:
             chunk rows go there, in binlog order with the table's change events.
         result: the window's result: ``signal_log`` and ``chunks`` are appended to.
         state: the snapshot progress at the window start (``None``: no snapshot).
+        writer: the lake writer (with ``options.split_reads``, its Spark session reads the chunks).
 
     Chunk state: ``open_windows`` maps a table to its open chunk and the keys the binlog touched
     inside the window; ``seen`` holds the keys of planned tables touched outside chunk windows (a
@@ -103,6 +110,7 @@ class IncrementalSnapshotSource:
         result: WindowResult,
         table_events: Callable[[str, str], _TableEvents | None],
         state: IncrementalState | None,
+        writer: LakeWriter | None = None,
     ):
         self.settings = settings
         self.info = info
@@ -112,6 +120,7 @@ class IncrementalSnapshotSource:
         self.type_options = type_options
         self.result = result
         self.table_events = table_events
+        self.writer = writer
         # the state after the planned chunks, and the state at the window start (a blocking
         # snapshot pauses streaming before the planned chunks: they are re-planned later)
         self.state = state.copy() if state else None
@@ -185,6 +194,8 @@ class IncrementalSnapshotSource:
             strategy=inc.watermark_strategy,
             read_only=inc.read_only,
             epoch=start.epoch,
+            writer=self.writer if inc.split_reads else None,
+            max_connections=inc.max_connections,
         )
         return save_plan(self.storage, self.server_name, ChunkPlan(start, plan_end, planned, after.to_dict()))
 

@@ -23,6 +23,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,7 +142,6 @@ def run_split_snapshot(
         creates = _create_statements(conn, tables)
         if not isinstance(writer, LakeWriter):
             writer = writer()
-        writer.register_data_source(SplitsDataSource)
         cores = default_parallelism(writer.spark)
         results = []
         for i, key in enumerate(tables):
@@ -195,6 +195,18 @@ def run_split_snapshot(
     yield from results
 
 
+@contextmanager
+def split_frame(writer: LakeWriter, job: SplitJob) -> Iterator[Callable[[Any], Any]]:
+    """The ``mysql_cdc_splits`` DataFrame of ``job`` (a function of the Spark session), with the
+    job's private file shipped to the executors for the duration of the block."""
+    writer.register_data_source(SplitsDataSource)
+    ref = writer.private_file(lambda d: write_job_ref(job, d))
+    try:
+        yield lambda spark: spark.read.format(FORMAT_NAME).option("job_ref", ref).load()
+    finally:
+        os.remove(ref)
+
+
 def _write_table(
     writer: LakeWriter,
     key: tuple[str, str],
@@ -204,12 +216,11 @@ def _write_table(
     epoch: int,
 ):
     """One Spark job: the executors read ``job``'s splits and write the table's data files."""
-    ref = writer.private_file(lambda d: write_job_ref(job, d))
-    try:
+    with split_frame(writer, job) as frame:
         result = writer.write_frame_batch(
             key[0],
             key[1],
-            lambda spark: spark.read.format(FORMAT_NAME).option("job_ref", ref).load(),
+            frame,
             log_schema=change_log_schema(conv.arrow_schema, conv.table.primary_key),
             value_schema=conv.arrow_schema,
             primary_key=conv.table.primary_key,
@@ -219,8 +230,6 @@ def _write_table(
             snapshot_position=position,
             epoch=epoch,
         )
-    finally:
-        os.remove(ref)
     result.extra.update(splits=sum(len(g) for g in job.groups), tasks=len(job.groups))
     return result
 

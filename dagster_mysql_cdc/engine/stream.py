@@ -654,6 +654,7 @@ def run_window(
         result=result,
         table_events=source.table_events,
         state=incremental,
+        writer=writer,
     )
     end = snapshot.plan(start, end)
     signals = SignalProcessor(

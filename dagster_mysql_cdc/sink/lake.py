@@ -233,6 +233,22 @@ class LakeWriter:
             spark.dataSource.register(source)
             self._registered.add(name)
 
+    def write_frame_files(self, frame: Callable[[Any], Any], uri: str, schema: pa.Schema) -> list[str]:
+        """One Spark job writing the Arrow IPC payloads of ``frame(spark)`` as plain Parquet files of
+        ``schema`` under ``uri`` (a staging directory: nothing is committed to a Delta table).
+
+        Returns:
+            The URIs of the files written (none when the frame had no rows).
+        Raises:
+            SinkError: a task failed.
+        """
+        manifests = tempfile.mkdtemp(prefix="cdc-manifests-")
+        try:
+            files = self._write_frame(frame(self.spark), [FileOutput(uri, schema)], manifests)[0]
+        finally:
+            shutil.rmtree(manifests, ignore_errors=True)
+        return [f"{uri.rstrip('/')}/{f['path']}" for f in files]
+
     def private_file(self, write: Callable[[str], str]) -> str:
         """A private (0600) file for the executors: ``write(directory)`` creates it in this writer's
         private directory and returns its path, which is shipped to the executors (see

@@ -186,6 +186,10 @@ class SplitScan:
         condition: ``snapshot.select.statement.overrides`` condition, already validated.
         fetch_size: rows per round trip; batch_rows: rows per Arrow batch.
         snapshot_ts_ms: ``source.ts_ms`` of the events (when the snapshot began).
+        values_only: yield the converted rows (the table's value schema) instead of change
+            events, read in autocommit (a single consistent ``SELECT``): for chunk reads whose
+            consistency comes from a DBLog watermark window around the whole job (incremental
+            snapshots); ``fallback`` and the snapshot markers are then unused.
     """
 
     schema: TableSchema
@@ -201,6 +205,7 @@ class SplitScan:
     fetch_size: int = 10_000
     batch_rows: int = 100_000
     snapshot_ts_ms: int = 0
+    values_only: bool = False
 
 
 def split_position(conn: Any, scan: SplitScan) -> BinlogPosition:
@@ -235,7 +240,7 @@ def read_split(
         pymysql.err.MySQLError: the server refused the read (the task fails; Spark retries it).
     """
     conv = TableConverter(scan.schema, scan.type_options, "pymysql")
-    if position is None:
+    if position is None and not scan.values_only:
         position = split_position(conn, scan)
     where, params = split.where(list(scan.schema.primary_key))  # the table's own (indexed) key
     cond = scan.condition
@@ -260,6 +265,12 @@ def read_split(
         first = split.index == 0
         while True:
             rows = _fetch(cur, scan.fetch_size, scan.batch_rows)
+            if scan.values_only:
+                if not rows:
+                    break
+                yield conv.to_record_batch(rows, text_values=True)
+                continue
+            assert position is not None  # read from the transaction above
             if prev is not None:
                 yield _events(scan, conv, prev, position, first, last=not rows, split=split)
                 first = False
