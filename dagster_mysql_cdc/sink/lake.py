@@ -203,6 +203,16 @@ class LakeWriter:
     def spark(self, value) -> None:
         self._spark = value
 
+    def active_spark(self):
+        """:attr:`spark`, made the JVM's active session of the calling thread first (classic
+        sessions). Spark resolves a Python data source's name in the *active* session; a thread
+        that never had one (e.g. a Dagster step after another session's job) would otherwise get
+        ``ClassNotFoundException: mysql_cdc_delta_files.DefaultSource``."""
+        spark = self.spark
+        if not is_connect_session(spark):
+            spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+        return spark
+
     def _prepare(self, spark) -> None:
         """Register the data source on ``spark``; decide how payloads reach its executors."""
         spark.dataSource.register(DeltaFilesDataSource)
@@ -244,7 +254,7 @@ class LakeWriter:
         """
         manifests = tempfile.mkdtemp(prefix="cdc-manifests-")
         try:
-            files = self._write_frame(frame(self.spark), [FileOutput(uri, schema)], manifests)[0]
+            files = self._write_frame(frame(self.active_spark()), [FileOutput(uri, schema)], manifests)[0]
         finally:
             shutil.rmtree(manifests, ignore_errors=True)
         return [f"{uri.rstrip('/')}/{f['path']}" for f in files]
@@ -264,7 +274,7 @@ class LakeWriter:
     def _write_files(self, events: pa.Table, outputs: list[FileOutput], manifests: str) -> list[list[dict]]:
         """One Spark job: the executors write ``events`` (change-log rows) as Parquet data files of
         each output (see :mod:`.spark_files`); returns the files written, per output."""
-        spark = self.spark
+        spark = self.active_spark()
         staged = tempfile.mkdtemp(prefix="job-", dir=self._stage_dir) if self._stage_dir else None
         try:
             return self._write_frame(payload_frame(spark, events, stage_dir=staged), outputs, manifests)
@@ -653,7 +663,7 @@ class TableBatch:
             outputs.append(
                 FileOutput(self.paths.state, st_b, kind="state", value_names=tuple(names), epoch=self.epoch)
             )
-        files = self.w._write_frame(frame(self.w.spark), outputs, self.manifests)
+        files = self.w._write_frame(frame(self.w.active_spark()), outputs, self.manifests)
         self.jobs += 1
         self.log_files += files[0]
         self.log_schema = union_schema(self.log_schema, log_schema)
