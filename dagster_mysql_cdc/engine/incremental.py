@@ -667,7 +667,8 @@ def _read_chunk_group(
     Raises:
         SinkError: a Spark task failed (the watermark rows stay; the window is planned again).
     """
-    from ..source.split_reader import SplitJob, group_splits
+    from ..sink.spark_files import default_parallelism
+    from ..source.split_reader import SplitJob, merge_splits
     from ..source.splits import SplitScan
     from .absent_rows import converted_key, source_keys_in_range
     from .split_snapshot import split_frame
@@ -699,7 +700,9 @@ def _read_chunk_group(
             values_only=True,
         )
         path = LakeLayout(storage, server_name).chunk_file(chunk_id)
-        with split_frame(writer, SplitJob(settings, scan, group_splits(splits, max_connections))) as frame:
+        # the chunk boundaries bound the group's rows; the reads are one key range per task
+        tasks = merge_splits(splits, max_connections or default_parallelism(writer.spark))
+        with split_frame(writer, SplitJob(settings, scan, tasks)) as frame:
             files = writer.write_frame_files(frame, path[: -len(".parquet")], t.conv.arrow_schema)
         absent = None
         if t.lake is not None and t.lake.keys:  # inside the watermark window, without the filter

@@ -66,6 +66,12 @@ def group_splits(splits: Sequence[KeySplit], max_tasks: int) -> tuple[tuple[KeyS
     return tuple(groups)
 
 
+def merge_splits(splits: Sequence[KeySplit], n: int) -> tuple[tuple[KeySplit, ...], ...]:
+    """At most ``n`` tasks of one key range each: runs of contiguous splits merged into one split
+    (one connection, one ``SELECT`` per task; the per-task cost of a small split is paid once)."""
+    return tuple((KeySplit(i, g[0].lo, g[-1].hi),) for i, g in enumerate(group_splits(splits, max(1, n))))
+
+
 def write_job_ref(job: SplitJob, directory: str) -> str:
     """Pickle ``job`` into a new 0600 file in ``directory``; return its path."""
     fd, path = tempfile.mkstemp(prefix="cdc-splits-", suffix=".pkl", dir=directory)
