@@ -414,6 +414,40 @@ def test_incremental_snapshot_in_splits_under_concurrent_writes(scratch_db, make
     assert sum(c["emitted"] for c in chunks) == len(keys)
 
 
+def test_split_groups_are_bounded_and_runs_follow_the_time_budget(scratch_db, make_cdc):
+    """A group of splits holds at most tasks x snapshot_split_rows rows; with a time budget a run
+    stops reading chunks once it is spent, whatever incremental_snapshot_max_chunks_per_run says."""
+    db = scratch_db
+    sql(
+        db,
+        "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(16))",
+        "INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_20000",
+    )
+    cdc = make_cdc(
+        db,
+        incremental_snapshot_chunk_size=1000,
+        incremental_snapshot_max_chunks_per_run=1000,
+        incremental_snapshot_run_seconds=0.001,
+        snapshot_split_reads=True,
+        snapshot_split_rows=2000,
+        snapshot_max_connections=2,
+    )
+    cdc.settle()
+    signal(db, "budget-1", "execute-snapshot", {"data-collections": [f"{db}.t"]})
+    cdc.run_snapshot_to_completion()
+    cdc.check("t")
+    chunks = cdc.emitted_chunks("t")
+    assert chunks[0]["read"] == 1000, "the first chunk is read alone (it finds the key range)"
+    assert all(c["read"] <= 2 * 2000 for c in chunks), chunks
+    assert len(chunks) >= 5, "one group per run: the time budget ends each run's reads"
+    per_run = [
+        len(binlog_metadata(r)["incremental_chunks"])
+        for r in cdc.runs
+        if r.success and r.dagster_run.tags.get(MODE_TAG) == "stream"
+    ]
+    assert max(per_run) == 1, per_run
+
+
 def test_failed_run_mid_snapshot_retries_with_the_saved_plan(scratch_db, make_cdc, monkeypatch):
     db = scratch_db
     sql(

@@ -284,6 +284,12 @@ class MySqlCdcResource(dg.ConfigurableResource):
     incremental_snapshot_max_chunks_per_run: int = Field(
         default=64, description="Chunks one window run reads."
     )
+    incremental_snapshot_run_seconds: float = Field(
+        default=0.0,
+        description="Time budget of one window run's chunk reads: no chunk starts after this many seconds "
+        "(0: only incremental_snapshot_max_chunks_per_run bounds a run). With snapshot_split_reads, raise "
+        "max_chunks_per_run and let this bound the run.",
+    )
     incremental_snapshot_watermarking_strategy: str = Field(
         default="insert_insert",
         description="insert_insert or insert_delete (incremental.snapshot.watermarking.strategy).",
@@ -520,6 +526,8 @@ class MySqlCdcResource(dg.ConfigurableResource):
             read_only=self.incremental_snapshot_read_only,
             split_reads=self.snapshot_split_reads,
             max_connections=self.snapshot_max_connections,
+            split_rows=self.snapshot_split_rows,
+            run_seconds=self.incremental_snapshot_run_seconds,
         )
 
     def create_signal_table(self) -> str:

@@ -34,6 +34,7 @@ import datetime as _dt
 import decimal
 import json
 import logging
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -354,13 +355,20 @@ def plan_chunks(
     epoch: int = 0,
     writer: LakeWriter | None = None,
     max_connections: int = 0,
+    split_rows: int = 100_000,
+    seconds: float = 0.0,
 ) -> tuple[list[PlannedChunk], IncrementalState, BinlogPosition]:
     """Read up to ``max_chunks`` chunks with watermarks (DBLog steps 1-3 per chunk).
 
     ``writer``: read chunks as parallel splits on the Spark executors (see
     :func:`_read_chunk_group`): after a table's first chunk, the rest of the run's chunk budget for
     it is read by one Spark job inside one watermark window (at most ``max_connections`` tasks at
-    once; 0: one per core). Without it, or for a repair's chunks, chunks are read one by one here.
+    once; 0: one per core), each task reading at most about ``split_rows`` rows (a group holds
+    at most tasks x ``split_rows`` rows: the emission at its high watermark holds them in memory).
+    Without it, or for a repair's chunks, chunks are read one by one here.
+
+    ``seconds``: a time budget: no chunk is started once this many seconds were spent reading
+    (0: none); ``max_chunks`` still bounds the run.
 
     ``read_only``: write nothing to the source (Debezium's read-only incremental snapshot): the
     server's binlog position (with its executed GTID set) read just before and just after the
@@ -395,7 +403,15 @@ def plan_chunks(
         # lake rows older than this: committed before
         plan_start = current_position(conn, info).with_epoch(epoch)
         budget = max_chunks
+        deadline = time.monotonic() + seconds if seconds > 0 else None
+        tasks = 0
+        if writer is not None:
+            from ..sink.spark_files import default_parallelism
+
+            tasks = max_connections or default_parallelism(writer.spark)
         while state.tables and not state.paused and budget > 0:
+            if deadline is not None and chunks and time.monotonic() >= deadline:
+                break
             t = _next_chunk_table(state, schemas, type_options, lake_rows, storage, server_name, plan_start)
             if t is None:
                 continue
@@ -411,8 +427,8 @@ def plan_chunks(
                     server_name=server_name,
                     sig=sig,
                     chunk_size=chunk_size,
-                    n_chunks=budget,
-                    max_connections=max_connections,
+                    n_chunks=min(budget, max(1, tasks * split_rows // chunk_size)),
+                    tasks=tasks,
                     type_options=type_options,
                     strategy=strategy,
                     read_only=read_only,
@@ -650,7 +666,7 @@ def _read_chunk_group(
     sig: str,
     chunk_size: int,
     n_chunks: int,
-    max_connections: int,
+    tasks: int,
     type_options: TypeOptions,
     strategy: str,
     read_only: bool,
@@ -667,7 +683,6 @@ def _read_chunk_group(
     Raises:
         SinkError: a Spark task failed (the watermark rows stay; the window is planned again).
     """
-    from ..sink.spark_files import default_parallelism
     from ..source.split_reader import SplitJob, merge_splits
     from ..source.splits import SplitScan
     from .absent_rows import converted_key, source_keys_in_range
@@ -701,8 +716,7 @@ def _read_chunk_group(
         )
         path = LakeLayout(storage, server_name).chunk_file(chunk_id)
         # the chunk boundaries bound the group's rows; the reads are one key range per task
-        tasks = merge_splits(splits, max_connections or default_parallelism(writer.spark))
-        with split_frame(writer, SplitJob(settings, scan, tasks)) as frame:
+        with split_frame(writer, SplitJob(settings, scan, merge_splits(splits, tasks))) as frame:
             files = writer.write_frame_files(frame, path[: -len(".parquet")], t.conv.arrow_schema)
         absent = None
         if t.lake is not None and t.lake.keys:  # inside the watermark window, without the filter

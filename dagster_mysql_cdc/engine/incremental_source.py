@@ -61,7 +61,9 @@ class IncrementalOptions:
             positions (and GTID sets) before and after each chunk SELECT are its watermarks.
         split_reads: read a run's chunks of a table as parallel splits on the Spark executors,
             inside one watermark window (:func:`~.incremental.plan_chunks`); ``max_connections``
-            caps the tasks reading the source at once (0: one per Spark core).
+            caps the tasks reading the source at once (0: one per Spark core), ``split_rows``
+            the rows of one task's read.
+        run_seconds: time budget of a run's chunk reads (0: only ``max_chunks_per_run`` bounds it).
     """
 
     signal_table: str | None = None
@@ -71,6 +73,8 @@ class IncrementalOptions:
     read_only: bool = False
     split_reads: bool = False
     max_connections: int = 0
+    split_rows: int = 100_000
+    run_seconds: float = 0.0
 
 
 class IncrementalSnapshotSource:
@@ -196,6 +200,8 @@ class IncrementalSnapshotSource:
             epoch=start.epoch,
             writer=self.writer if inc.split_reads else None,
             max_connections=inc.max_connections,
+            split_rows=inc.split_rows,
+            seconds=inc.run_seconds,
         )
         return save_plan(self.storage, self.server_name, ChunkPlan(start, plan_end, planned, after.to_dict()))
 
