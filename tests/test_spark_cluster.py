@@ -1,6 +1,7 @@
 """A real Spark standalone cluster, not only ``local[...]`` (issue 15): the lake resource on
-``spark.master=spark://...`` writes an initial snapshot and an incremental snapshot with concurrent
-changes, the lake equals the source row for row, and the write tasks ran on the cluster's executor.
+``spark.master=spark://...`` with ``snapshot_split_reads`` runs an initial snapshot and an
+incremental snapshot with concurrent changes; the lake equals the source row for row, and the
+tasks that read the source and wrote the files ran on the cluster's executor, not the driver.
 
 The fixture starts a master and one worker (1 core, 1 GiB) on loopback from the installed pyspark
 (``bin/spark-class``; ``SPARK_HOME`` is the pyspark package directory) and kills their process
@@ -182,6 +183,10 @@ def test_snapshots_on_a_standalone_cluster_run_on_its_executor(tmp_path, cluster
     # executors do not share the driver's temporary directory); on one host the executor could
     # also open the driver's path, so this shows the shipping, not that the executor used the copy
     assert list((work / report["app_id"]).glob("*/cdc-storage-*.json"))
+    # split reads: the initial snapshot took no lock and its rows were read by the tasks (the
+    # driver ran none); each split job's private file (connection settings, splits) was shipped
+    assert report["snapshot_lock"] == "none" and report["snapshot_rows"] == ROWS
+    assert len(list((work / report["app_id"]).glob("*/cdc-splits-*.pkl"))) >= 2
     print(
         f"cluster run: {elapsed:.1f}s, {report['changes']} concurrent changes, "
         f"{report['incremental_runs']} incremental runs, executors {report['executors']}"
@@ -214,7 +219,8 @@ def _drive(db: str, lake: str, master: str, master_web: int, ui_port: int) -> di
         "spark.ui.port": str(ui_port),
         "spark.port.maxRetries": "0",
     }
-    mysql = capture_resource(db, incremental_snapshot_chunk_size=500)
+    # split reads: the executors read the source themselves (initial and incremental snapshot)
+    mysql = capture_resource(db, incremental_snapshot_chunk_size=500, snapshot_split_reads=True)
     signals = mysql.create_signal_table()
     cdc = SensorDriven(
         mysql,
@@ -225,6 +231,12 @@ def _drive(db: str, lake: str, master: str, master_web: int, ui_port: int) -> di
     )
     log = cdc.ticks()  # initial snapshot, then caught up
     assert all(r.success for r in log.runs), "initial snapshot failed"
+    snapshot_md = [
+        e.event_specific_data.materialization.metadata
+        for r in log.runs
+        for e in r.get_asset_materialization_events()
+        if e.asset_key.path[-1] == "t"
+    ][0]
 
     done = threading.Event()
     changes = [0]
@@ -309,6 +321,8 @@ def _drive(db: str, lake: str, master: str, master_web: int, ui_port: int) -> di
         ],
         "changes": changes[0],
         "incremental_runs": incremental_runs,
+        "snapshot_lock": snapshot_md["lock"].value,
+        "snapshot_rows": snapshot_md["dagster/row_count"].value,
     }
 
 
