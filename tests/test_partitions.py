@@ -5,6 +5,7 @@ import random
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import dagster as dg
 import pymysql
@@ -24,7 +25,8 @@ from dagster_mysql_cdc import (
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
-def test_backfill_of_two_ranges_during_streaming_converges(local_storage):
+@pytest.mark.parametrize("split_reads", [False, True], ids=["driver_reads", "split_reads"])
+def test_backfill_of_two_ranges_during_streaming_converges(local_storage, split_reads):
     db = f"rng_{uuid.uuid4().hex[:8]}"
     conn = root_connect()
     with conn.cursor() as cur:
@@ -41,6 +43,7 @@ def test_backfill_of_two_ranges_during_streaming_converges(local_storage):
             server_name=db,
             database_include_list=[db],
             pk_range_rows=1000,
+            snapshot_split_reads=split_reads,
         )
         mysql.create_signal_table()
         tables = mysql.discover_tables(tables=[f"{db}.t"])
@@ -126,6 +129,9 @@ def test_backfill_of_two_ranges_during_streaming_converges(local_storage):
             .to_pylist()
         )
         assert sum(1 for e in log if e["op"] == "r" and e["source"]["snapshot"] == "incremental") > 1000
+        # split reads: the executors staged each range's rows (read inside its watermark window)
+        staged = list(Path(local_storage.base_uri, "_staging", db, "incremental").glob("range-*/*.parquet"))
+        assert bool(staged) == split_reads, staged
     finally:
         with conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS {db}")

@@ -898,6 +898,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             schema = read_table_schemas(conn, [(database, table)])[(database, table)]
         finally:
             conn.close()
+        writer = lake.get_writer(self.server_name)
         snap = snapshot_range(
             settings,
             info,
@@ -909,8 +910,10 @@ class MySqlCdcResource(dg.ConfigurableResource):
             replica_server_id=self.server_id + 3,
             storage=storage,
             epoch=self._snapshot_epoch(context),
+            writer=writer if self.snapshot_split_reads else None,
+            tasks=self.snapshot_max_connections,
+            range_rows=self.pk_range_rows or 100_000,
         )
-        writer = lake.get_writer(self.server_name)
         conv = TableConverter(schema, self.type_options(), "pymysql")
         w = writer.write_table_batch(
             database,

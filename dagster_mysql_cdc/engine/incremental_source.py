@@ -40,6 +40,7 @@ from .incremental import (
     stop_snapshot,
     with_paused,
 )
+from .watermark import without_keys
 
 if TYPE_CHECKING:
     from ..sink.lake import LakeWriter
@@ -346,7 +347,7 @@ class IncrementalSnapshotSource:
         target = te.conv.arrow_schema
         batch = _in_layout(read_chunk(self.storage, c), target)
         if touched:
-            batch = _without_keys(batch, te.conv.table.primary_key, touched)
+            batch = without_keys(batch, te.conv.table.primary_key, touched)
         emitted = batch.num_rows
         te.append_batch(self._chunk_events(c, te, ev, batch, "r"))
         info_row: dict[str, Any] = {
@@ -396,7 +397,7 @@ class IncrementalSnapshotSource:
         assert c.deletes_path is not None
         gone = _in_layout(read_chunk(self.storage, c, c.deletes_path), te.conv.arrow_schema)
         if touched:
-            gone = _without_keys(gone, te.conv.table.primary_key, touched)
+            gone = without_keys(gone, te.conv.table.primary_key, touched)
         te.append_batch(self._chunk_events(c, te, ev, gone, "d"))
         info_row["deleted"] = gone.num_rows
         return key_tuples(gone, te.conv.table.primary_key)
@@ -445,9 +446,3 @@ def _in_layout(rows: pa.Table, target: pa.Schema) -> pa.RecordBatch:
         ],
         schema=target,
     )
-
-
-def _without_keys(batch: pa.RecordBatch, pk: Sequence[str], keys: set) -> pa.RecordBatch:
-    """``batch`` without the rows whose (converted) primary key is in ``keys``."""
-    key_cols = [batch.column(batch.schema.get_field_index(k)).to_pylist() for k in pk]
-    return batch.filter(pa.array([tuple(k) not in keys for k in zip(*key_cols)], pa.bool_()))

@@ -20,16 +20,18 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ..errors import ConfigurationError
-from ..events import BinlogPosition, ChangeEventBuilder, now_ms
+from ..events import BinlogPosition, snapshot_events
+from ..sink.layout import LakeLayout
 from ..sink.storage import StorageSettings
 from ..source.binlog import BinlogReader
 from ..source.connection import ConnectionSettings, ServerInfo, connect, current_position
 from ..source.schema import TableSchema
 from ..source.types import TableConverter, TypeOptions, quote_identifier, select_expression
 from .incremental import decode_key, encode_key
-from .watermark import close_window, keys_touched, open_window
+from .watermark import close_window, keys_touched, open_window, without_keys
 
 if TYPE_CHECKING:
+    from ..sink.lake import LakeWriter
     from .absent_rows import LakeLiveRows
 
 log = logging.getLogger(__name__)
@@ -126,11 +128,19 @@ def snapshot_range(
     replica_server_id: int,
     storage: StorageSettings | None = None,
     epoch: int = 0,
+    writer: LakeWriter | None = None,
+    tasks: int = 0,
+    range_rows: int = 100_000,
 ) -> RangeSnapshot:
     """Re-snapshot one key range with watermarks (see module docs).
 
     ``epoch``: the offset epoch the capture is in (the watermark positions carry it, so the rows
     order correctly against the lake's).
+
+    ``writer``: read the range on the Spark executors (``snapshot_split_reads``): inside the
+    watermark window, one Spark job whose ``tasks`` tasks (0: one per core) each read a part of
+    about ``range_rows / tasks`` keys on their own connection and stage the rows in the lake; the
+    window's deduplication and the emission are then the same as for a read on this process.
 
     With ``storage`` (the lake), live lake rows of the range that the source no longer has get a
     delete event at the high watermark (:mod:`.absent_rows`; integer keys only), so the range's
@@ -145,12 +155,19 @@ def snapshot_range(
             "and create it (MySqlCdcResource.create_signal_table())"
         )
     pconv = TableConverter(schema, type_options, "pymysql")
+    source_schema = schema
     # captured columns only (column_include_list/column_exclude_list), keyed by message.key.columns
     schema = pconv.table
     pk = list(schema.primary_key)
     sdb, _, st = signal_table.partition(".")
     wid = f"range-{uuid.uuid4().hex[:16]}"
-    rows, low, high, lake = _read_range_in_window(
+    split = None
+    if writer is not None and list(source_schema.primary_key) == pk:
+        from ..sink.spark_files import default_parallelism
+
+        n = tasks or default_parallelism(writer.spark)
+        split = _RangeSplitRead(writer, source_schema, type_options, max(1, range_rows // n), n)
+    batch, low, high, lake = _read_range_in_window(
         settings,
         info,
         schema,
@@ -161,6 +178,7 @@ def snapshot_range(
         storage=storage,
         server_name=server_name,
         epoch=epoch,
+        split=split,
     )
     # keys the binlog touched between the watermarks
     bconv = TableConverter(schema, type_options, "binlog")
@@ -176,42 +194,28 @@ def snapshot_range(
     if mark is None:
         raise ConfigurationError(f"high watermark {wid} not found in the binlog between {low} and {high}")
     hw = (mark.file, mark.pos, mark.ts_ms, mark.server_id)
-    builder = ChangeEventBuilder(
-        pconv.arrow_schema,
-        schema.primary_key,
+    high = low.at(hw[0], hw[1])
+    kept = without_keys(batch, pk, touched) if touched else batch
+    events = snapshot_events(
+        kept,
+        primary_key=schema.primary_key,
         server_name=server_name,
+        server_id=hw[3],
         database=schema.database,
         table=schema.table,
+        position=high,
+        snapshot_flags=pa.repeat(pa.scalar("incremental"), kept.num_rows),
+        snapshot_ts_ms=hw[2],
     )
-    batch = pconv.to_record_batch(rows)
-    now = now_ms()
-    emitted = 0
-    for tup in zip(*[c.to_pylist() for c in batch.columns]):
-        if builder.key_of(tup) in touched:
-            continue
-        builder.add(
-            "r",
-            None,
-            tup,
-            file=hw[0],
-            pos=hw[1],
-            row=0,
-            ts_ms=now,
-            source_ts_ms=hw[2],
-            server_id=hw[3],
-            snapshot="incremental",
-        )
-        emitted += 1
-    high = low.at(hw[0], hw[1])
     deletes = None
     if lake is not None:  # the SELECT read the whole range (no filter): its keys are the source's
         deletes = _range_deletes(
             lake, schema, pconv, rng, batch, type_options, server_name, hw, high=high, touched=touched
         )
     return RangeSnapshot(
-        builder.to_record_batch(),
-        len(rows),
-        emitted,
+        events,
+        batch.num_rows,
+        kept.num_rows,
         low,
         high,
         deletes=deletes,
@@ -231,13 +235,15 @@ def _read_range_in_window(
     storage: StorageSettings | None,
     server_name: str,
     epoch: int = 0,
-) -> tuple[list[tuple], BinlogPosition, BinlogPosition, LakeLiveRows | None]:
-    """``SELECT`` the range's rows (captured columns, key order) between an open and a close
-    watermark row ``wid-o`` / ``wid-c`` in the signal table ``signal`` (database, table).
+    split: _RangeSplitRead | None = None,
+) -> tuple[pa.RecordBatch, BinlogPosition, BinlogPosition, LakeLiveRows | None]:
+    """``SELECT`` the range's rows (captured columns) between an open and a close watermark row
+    ``wid-o`` / ``wid-c`` in the signal table ``signal`` (database, table); with ``split``, the
+    Spark executors read them (:class:`_RangeSplitRead`).
 
     Returns:
-        (raw rows, position before the open watermark, position after the close watermark, the
-        lake's live rows committed before the window: ``None`` without ``storage`` or when the
+        (converted rows, position before the open watermark, position after the close watermark,
+        the lake's live rows committed before the window: ``None`` without ``storage`` or when the
         key is not supported by :mod:`.absent_rows`).
     """
     from .absent_rows import LakeLiveRows, unsupported_key_reason
@@ -273,16 +279,75 @@ def _read_range_in_window(
         low = current_position(conn, info).with_epoch(epoch)
         with conn.cursor() as cur:
             open_window(cur, sig, wid + "-o", wid)
-            cur.execute(
-                f"SELECT {', '.join(select_expression(c) for c in schema.columns)} FROM {tbl} {where} ORDER BY {cols_pk}",
-                params,
-            )
-            rows = list(cur.fetchall())
+            if split is not None:
+                batch = split.read(
+                    conn, settings, info, rng, LakeLayout(split.writer.storage, server_name), wid
+                )
+            else:
+                cur.execute(
+                    f"SELECT {', '.join(select_expression(c) for c in schema.columns)} FROM {tbl} {where} ORDER BY {cols_pk}",
+                    params,
+                )
+                batch = pconv.to_record_batch(list(cur.fetchall()))
             close_window(cur, sig, wid + "-o", wid + "-c", wid)
         high = current_position(conn, info).with_epoch(epoch)
     finally:
         conn.close()
-    return rows, low, high, lake
+    return batch, low, high, lake
+
+
+@dataclass
+class _RangeSplitRead:
+    """How a range is read on the Spark executors: ``tasks`` parts of about ``step`` keys."""
+
+    writer: LakeWriter
+    source_schema: TableSchema  # the table as the server has it (its primary key splits)
+    type_options: TypeOptions
+    step: int
+    tasks: int
+
+    def read(
+        self,
+        conn: Any,
+        settings: ConnectionSettings,
+        info: ServerInfo,
+        rng: KeyRange,
+        layout: LakeLayout,
+        wid: str,
+    ) -> pa.RecordBatch:
+        """One Spark job reading the range's parts (called inside the watermark window); the rows
+        staged by the executors, read back as one record batch of the value schema."""
+        from ..source.split_reader import SplitJob
+        from ..source.splits import SplitScan, step_splits
+        from .split_snapshot import split_frame
+
+        key = list(self.source_schema.primary_key)
+        lo = tuple(decode_key(rng.lo)) if rng.lo is not None else None
+        hi = tuple(decode_key(rng.hi)) if rng.hi is not None else None
+        parts = step_splits(conn, self.source_schema, key, lo, hi, step=self.step, n=self.tasks)
+        scan = SplitScan(
+            schema=self.source_schema,
+            type_options=self.type_options,
+            server_name="",
+            server_id=info.server_id,
+            is_mariadb=info.is_mariadb,
+            fallback=BinlogPosition("", 0),
+            n_splits=len(parts),
+            values_only=True,
+        )
+        value_schema = TableConverter(self.source_schema, self.type_options, "pymysql").arrow_schema
+        stage = layout.chunk_file(wid)[: -len(".parquet")]
+        with split_frame(self.writer, SplitJob(settings, scan, tuple((p,) for p in parts))) as frame:
+            files = self.writer.write_frame_files(frame, stage, value_schema)
+        storage = self.writer.storage
+        table = (
+            pa.concat_tables([storage.read_parquet(f) for f in files])
+            if files
+            else value_schema.empty_table()
+        )
+        return pa.RecordBatch.from_arrays(
+            [table.column(f.name).combine_chunks().cast(f.type) for f in value_schema], schema=value_schema
+        )
 
 
 def _range_deletes(

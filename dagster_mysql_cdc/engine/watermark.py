@@ -20,9 +20,11 @@ rows; ``insert_delete`` closes the window by deleting the open row (the signal t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import pyarrow as pa
 
 from ..source.signals import WATERMARK_TYPES
 
@@ -122,3 +124,10 @@ def keys_touched(
                     if image in row:
                         keys.add(key_of(row[image]))
     return keys, high
+
+
+def without_keys(batch: pa.RecordBatch, pk: Sequence[str], keys: set) -> pa.RecordBatch:
+    """``batch`` (converted rows) without the rows whose primary key is in ``keys`` (the keys the
+    binlog touched inside the watermark window: its version wins, DBLog's chunk deduplication)."""
+    key_cols = [batch.column(batch.schema.get_field_index(k)).to_pylist() for k in pk]
+    return batch.filter(pa.array([tuple(k) not in keys for k in zip(*key_cols)], pa.bool_()))

@@ -146,25 +146,45 @@ def _integer_splits(conn: Any, schema: TableSchema, col: str, want: int) -> list
 
 def _boundary_splits(conn: Any, schema: TableSchema, key: list[str], split_rows: int) -> list[KeySplit]:
     """Boundary keys every ``split_rows`` rows in key order (keyset stepping over the key index)."""
+    return step_splits(conn, schema, key, None, None, step=split_rows)
+
+
+def step_splits(
+    conn: Any,
+    schema: TableSchema,
+    key: Sequence[str],
+    lo: tuple | None,
+    hi: tuple | None,
+    *,
+    step: int,
+    n: int = 0,
+) -> list[KeySplit]:
+    """Splits of about ``step`` rows covering the key range ``(lo, hi]`` (``None``: open), at most
+    ``n`` of them (0: no limit; the last one takes the rest of the range). Boundaries come from
+    keyset stepping over the key index (``ORDER BY key LIMIT 1 OFFSET step-1``), no locks.
+
+    Raises:
+        ValueError: ``step`` below 1.
+    """
+    if step < 1:
+        raise ValueError("step must be at least 1")
     cols = ", ".join(quote_identifier(c) for c in key)
-    bounds: list[tuple] = []
+    splits: list[KeySplit] = []
+    at = lo
     with conn.cursor() as cur:
-        while True:
-            where, params = KeySplit(0, bounds[-1] if bounds else None, None).where(key)
+        while not n or len(splits) < n - 1:
+            where, params = KeySplit(0, at, hi).where(key)
             cur.execute(
                 f"SELECT {cols} FROM {_table_sql(schema)} {'WHERE ' + where if where else ''} "
-                f"ORDER BY {cols} LIMIT 1 OFFSET {int(split_rows) - 1}",
+                f"ORDER BY {cols} LIMIT 1 OFFSET {int(step) - 1}",
                 params,
             )
             row = cur.fetchone()
-            if row is None:
+            if row is None or tuple(row) == hi:
                 break
-            bounds.append(tuple(row))
-    splits, prev = [], None
-    for i, b in enumerate(bounds):
-        splits.append(KeySplit(i, prev, b))
-        prev = b
-    splits.append(KeySplit(len(bounds), prev, None))
+            splits.append(KeySplit(len(splits), at, tuple(row)))
+            at = tuple(row)
+    splits.append(KeySplit(len(splits), at, hi))
     return splits
 
 
