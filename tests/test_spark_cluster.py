@@ -220,7 +220,9 @@ def _drive(db: str, lake: str, master: str, master_web: int, ui_port: int) -> di
         "spark.port.maxRetries": "0",
     }
     # split reads: the executors read the source themselves (initial and incremental snapshot)
-    mysql = capture_resource(db, incremental_snapshot_chunk_size=500, snapshot_split_reads=True)
+    mysql = capture_resource(
+        db, incremental_snapshot_chunk_size=500, snapshot_split_reads=True, snapshot_split_rows=1000
+    )
     signals = mysql.create_signal_table()
     cdc = SensorDriven(
         mysql,

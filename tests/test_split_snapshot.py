@@ -122,6 +122,8 @@ def test_split_snapshot_of_inventory_equals_source(inventory_db, storage):
     assert len(metas) == 6
     positions = {(m["binlog_file"].value, m["binlog_pos"].value) for m in metas.values()}
     assert len(positions) == 1, "one offset for the whole snapshot"
+    tasks = {table: meta["split_tasks"].value for (_, _, table), meta in metas.items()}
+    assert tasks["products"] >= 2 and tasks["geom"] == 0, "9 rows: Spark tasks; 3 rows: read by the run"
     for (_, db, table), meta in metas.items():
         assert meta["lock"].value == "none"
         expected, key = source_rows(db, table)

@@ -1494,6 +1494,15 @@ def snapshot_metadata(r: SnapshotTableResult) -> dict[str, Any]:
         "dagster/column_schema": dg.TableSchema(
             columns=[dg.TableColumn(name=c.name, type=c.column_type) for c in r.schema.columns]
         ),
+        # split reads: the table's splits and the Spark tasks that read them (0: read by the run)
+        **(
+            {
+                "splits": dg.MetadataValue.int(w.extra["splits"]),
+                "split_tasks": dg.MetadataValue.int(w.extra["tasks"]),
+            }
+            if "splits" in w.extra
+            else {}
+        ),
     }
 
 

@@ -164,10 +164,10 @@ def run_split_snapshot(
                 snapshot_ts_ms=started_ms,
             )
             job = SplitJob(settings, scan, group_splits(splits, split.max_connections))
-            if conv.table.primary_key:
+            if conv.table.primary_key and len(splits) > 1:
                 result = _write_table(writer, key, job, conv, position, epoch)
-            else:
-                result = _write_keyless(writer, key, job, conv, position, epoch, exact=info.is_mariadb)
+            else:  # one split (a small or keyless table): no Spark job to read it
+                result = _write_one_split(writer, key, job, conv, position, epoch, exact=info.is_mariadb)
             _check_no_ddl(conn, key, creates[key])
             log.info(
                 "Split snapshot of %s.%s: %d rows in %d split(s), %d task(s), %.2fs",
@@ -234,7 +234,7 @@ def _write_table(
     return result
 
 
-def _write_keyless(
+def _write_one_split(
     writer: LakeWriter,
     key: tuple[str, str],
     job: SplitJob,
@@ -244,16 +244,20 @@ def _write_keyless(
     *,
     exact: bool,
 ):
-    """A keyless table (no key to split on, no "latest wins" per key): one consistent read on the
-    driver at its exact snapshot position ``S``, whose value counts are set at ``S``; the state
-    table then records ``S`` as the stream's counting marker, so the binlog events between the
+    """A table of one split (smaller than ``split_rows``, or keyless: no key to split on): read on
+    the driver in its own consistent snapshot at position ``S`` (no Spark job to read a few rows),
+    written like a locked snapshot's table.
+
+    A keyless table has no "latest wins" per key: its value counts are set at ``S`` and the state
+    table records ``S`` as the stream's counting marker, so the binlog events between the
     snapshot's offset and ``S`` (already in the counts) are not counted again.
 
     Raises:
-        ConfigurationError: the server gives no exact snapshot position (MySQL): the counts would
-            be off by the changes made meanwhile.
+        ConfigurationError: a keyless table on a server that gives no exact snapshot position
+            (MySQL): the counts would be off by the changes made meanwhile.
     """
-    if not exact:
+    keyless = not conv.table.primary_key
+    if keyless and not exact:
         raise ConfigurationError(
             f"{key[0]}.{key[1]} has no primary key and this server (MySQL) gives no exact position of a "
             "consistent snapshot, so a lock-free split snapshot cannot count its duplicate rows exactly. "
@@ -272,15 +276,18 @@ def _write_keyless(
             key[1],
             read_split(conn, job.scan, KeySplit(0, None, None), position=at),
             value_schema=conv.arrow_schema,
-            primary_key=(),
+            primary_key=conv.table.primary_key,
             app_id=position.txn_app(SNAPSHOT_APP_ID),
             version=position.as_version(),
             position=position,
-            snapshot_position=at,
+            snapshot_position=at if keyless else position,
             epoch=epoch,
         )
     finally:
         conn.close()
+    result.extra.update(splits=1, tasks=0, read_at=str(at))
+    if not keyless:
+        return result
     commit_files(
         writer.storage,
         result.paths.state,
@@ -290,5 +297,4 @@ def _write_keyless(
         app_id=f"{at.txn_app(STREAM_APP_ID)}/counts",
         version=at.as_version(),
     )
-    result.extra.update(splits=1, tasks=0, read_at=str(at))
     return result

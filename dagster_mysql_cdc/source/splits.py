@@ -106,8 +106,9 @@ def plan_splits(conn: Any, schema: TableSchema, *, split_rows: int, min_splits: 
         conn: a pymysql connection to the source.
         schema: the table (its ``primary_key`` is the split key; empty: one split).
         split_rows: rows per split wanted (Flink CDC ``scan.incremental.snapshot.chunk.size``).
-        min_splits: at least this many splits for an integer key with enough distinct values (so
-            every Spark core gets work); boundary stepping follows ``split_rows`` only.
+        min_splits: at least this many splits for an integer key when the table has more than
+            ``split_rows`` rows (so every Spark core gets work); a smaller table is one split;
+            boundary stepping follows ``split_rows`` only.
 
     Returns:
         Splits in key order covering the whole key space (the first open below, the last above).
@@ -121,7 +122,8 @@ def plan_splits(conn: Any, schema: TableSchema, *, split_rows: int, min_splits: 
     if not key:
         return [KeySplit(0, None, None)]
     if len(key) == 1 and schema.column(key[0]).data_type in INTEGER_TYPES:
-        want = max(min_splits, math.ceil(estimated_rows(conn, schema) / split_rows))
+        want = math.ceil(estimated_rows(conn, schema) / split_rows)
+        want = max(min_splits, want) if want > 1 else 1
         return _integer_splits(conn, schema, key[0], want)
     return _boundary_splits(conn, schema, key, split_rows)
 
