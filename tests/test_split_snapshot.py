@@ -5,7 +5,9 @@ import random
 import threading
 import time
 from collections import Counter
+from dataclasses import replace
 
+import pyarrow as pa
 import pytest
 from conftest import cdc_settings, root_connect
 from lake_utils import live_state_rows, read_delta, source_rows, source_table
@@ -17,7 +19,7 @@ from dagster_mysql_cdc.errors import ConfigurationError
 from dagster_mysql_cdc.events import BinlogPosition
 from dagster_mysql_cdc.source.catalog import read_table_schemas
 from dagster_mysql_cdc.source.connection import connect
-from dagster_mysql_cdc.source.split_reader import group_splits
+from dagster_mysql_cdc.source.split_reader import group_splits, merge_splits
 from dagster_mysql_cdc.source.splits import KeySplit, SplitScan, plan_splits, read_split
 from dagster_mysql_cdc.source.types import TypeOptions
 
@@ -34,6 +36,15 @@ def test_group_splits_caps_the_tasks_and_keeps_key_order():
     groups = group_splits(splits, 3)
     assert [len(g) for g in groups] == [3, 2, 2]
     assert [s for g in groups for s in g] == splits
+
+
+def test_merge_splits_gives_one_contiguous_range_per_task():
+    splits = [KeySplit(0, None, (10,)), *[KeySplit(i, (i * 10,), (i * 10 + 10,)) for i in range(1, 5)]]
+    splits.append(KeySplit(5, (50,), None))
+    merged = merge_splits(splits, 2)
+    assert merged == ((KeySplit(0, None, (30,)),), (KeySplit(1, (30,), None),))
+    assert merge_splits(splits, 0) == ((KeySplit(0, None, None),),), "at least one task"
+    assert len(merge_splits(splits, 10)) == 6
 
 
 def test_key_split_conditions():
@@ -217,3 +228,24 @@ def test_split_snapshot_under_concurrent_writes_converges(local_storage):
         assert 30_000 < len(reads) <= 45_000
         at = {(e["source"]["file"], e["source"]["pos"]) for e in reads}
         assert len(at) > 1, "each split carries its own consistent-snapshot position"
+
+
+@pytest.mark.spark
+def test_executors_that_cannot_reach_the_source_get_a_clear_error(spark, tmp_path):
+    """A task's connection error names the executors' needs and the way back (nothing committed)."""
+    from dagster_mysql_cdc.engine.split_snapshot import split_frame
+    from dagster_mysql_cdc.errors import SourceConnectionError
+    from dagster_mysql_cdc.sink.lake import LakeWriter
+    from dagster_mysql_cdc.sink.storage import StorageSettings
+    from dagster_mysql_cdc.source.schema import ColumnSchema, TableSchema
+    from dagster_mysql_cdc.source.split_reader import SplitJob
+
+    schema = TableSchema("nowhere", "t", (ColumnSchema("id", "int", 1, nullable=False),), ("id",))
+    scan = SplitScan(schema, TypeOptions(), "srv", 1, True, BinlogPosition("f", 4), 1, values_only=True)
+    unreachable = replace(cdc_settings(), port=1, connect_timeout=2)
+    writer = LakeWriter(spark, StorageSettings(base_uri=str(tmp_path / "lake")), "srv")
+    with pytest.raises(SourceConnectionError, match="executor hosts need network access") as err:
+        with split_frame(writer, SplitJob(unreachable, scan, ((KeySplit(0, None, None),),))) as frame:
+            writer.write_frame_files(frame, str(tmp_path / "stage"), pa.schema([("id", pa.int32())]))
+    assert "127.0.0.1:1" in str(err.value) and unreachable.password not in str(err.value)
+    assert not list((tmp_path / "stage").glob("*.parquet"))

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigurationError, UnknownTableError
+from ..errors import ConfigurationError, SinkError, SourceConnectionError, UnknownTableError
 from ..events import BinlogPosition, change_log_schema, now_ms
 from ..sink.lake import LakeWriter
 from ..sink.schema_history import SchemaHistory
@@ -203,6 +203,17 @@ def split_frame(writer: LakeWriter, job: SplitJob) -> Iterator[Callable[[Any], A
     ref = writer.private_file(lambda d: write_job_ref(job, d))
     try:
         yield lambda spark: spark.read.format(FORMAT_NAME).option("job_ref", ref).load()
+    except SinkError as e:
+        if "pymysql" not in str(e) and "MySQL" not in str(e):
+            raise
+        st = job.settings
+        raise SourceConnectionError(
+            f"The Spark executors could not read {job.scan.schema.qualified_name} from "
+            f"{st.host}:{st.port} as {st.user!r}: {e}. With snapshot_split_reads every Spark task "
+            "connects to the source itself: the executor hosts need network access to it and the "
+            "capture user's grants must cover them ('cdc'@'<executor host>'); or set "
+            "snapshot_split_reads=False to read on the run process. Nothing was committed."
+        ) from e
     finally:
         os.remove(ref)
 
