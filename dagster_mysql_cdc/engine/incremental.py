@@ -559,14 +559,8 @@ def _read_next_chunk(
                 empty = True  # repair's candidate keys are checked between its watermarks
             else:
                 prog.max_key = encode_key(row)
-        state.chunk_seq += 1
-        chunk_id = chunk_id_for(state.snapshot_id, state.chunk_seq)
-        open_id, close_id = f"{chunk_id}-o", f"{chunk_id}-c"
-        low = high = None
-        if read_only:
-            low = current_position(conn, info).with_epoch(epoch).to_dict()
-        else:
-            open_window(cur, sig, open_id, chunk_id)
+        chunk_id, open_id, close_id, low = _open_chunk_window(conn, cur, info, state, sig, read_only, epoch)
+        high = None
         conds = []
         params: list[Any] = []
         if prog.last_key is not None:
@@ -695,14 +689,8 @@ def _read_chunk_group(
         key_lo = prog.last_key
         last = splits[-1].hi == tuple(decode_key(prog.max_key or []))
         key_hi = None if last else encode_key(list(splits[-1].hi or ()))
-        state.chunk_seq += 1
-        chunk_id = chunk_id_for(state.snapshot_id, state.chunk_seq)
-        open_id, close_id = f"{chunk_id}-o", f"{chunk_id}-c"
-        low = high = None
-        if read_only:
-            low = current_position(conn, info).with_epoch(epoch).to_dict()
-        else:
-            open_window(cur, sig, open_id, chunk_id)
+        chunk_id, open_id, close_id, low = _open_chunk_window(conn, cur, info, state, sig, read_only, epoch)
+        high = None
         scan = SplitScan(
             schema=t.source_schema,
             type_options=type_options,
@@ -761,6 +749,23 @@ def pq_rows(storage: StorageSettings, uri: str) -> int:
 
     with storage.pyarrow_filesystem().open_input_file(storage.fs_path(uri)) as fh:
         return int(pq.ParquetFile(fh).metadata.num_rows)
+
+
+def _open_chunk_window(
+    conn: Any, cur: Any, info: ServerInfo, state: IncrementalState, sig: str, read_only: bool, epoch: int
+) -> tuple[str, str, str, dict | None]:
+    """The next chunk's id and its low watermark: the open row written to the signal table ``sig``,
+    or (``read_only``) the server's position now. Returns (chunk id, open row id, close row id,
+    low position or ``None``)."""
+    state.chunk_seq += 1
+    chunk_id = chunk_id_for(state.snapshot_id, state.chunk_seq)
+    open_id, close_id = f"{chunk_id}-o", f"{chunk_id}-c"
+    low = None
+    if read_only:
+        low = current_position(conn, info).with_epoch(epoch).to_dict()
+    else:
+        open_window(cur, sig, open_id, chunk_id)
+    return chunk_id, open_id, close_id, low
 
 
 def _stash_chunk(

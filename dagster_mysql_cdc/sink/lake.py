@@ -396,6 +396,41 @@ class LakeWriter:
             SinkError: a commit failed or the schema cannot evolve (nothing of that dataset
                 was published).
         """
+
+        def fill(tb: TableBatch) -> None:
+            for batch in batches:
+                tb.add(batch)
+
+        return self._write_batch(
+            database,
+            table,
+            fill,
+            value_schema=value_schema,
+            primary_key=primary_key,
+            app_id=app_id,
+            version=version,
+            position=position,
+            snapshot_position=snapshot_position,
+            truncated_at=truncated_at,
+            epoch=epoch,
+        )
+
+    def _write_batch(
+        self,
+        database: str,
+        table: str,
+        fill: Callable[[TableBatch], None],
+        *,
+        value_schema: pa.Schema,
+        primary_key: tuple[str, ...],
+        app_id: str,
+        version: int,
+        position: BinlogPosition | None,
+        snapshot_position: BinlogPosition | None,
+        truncated_at: BinlogPosition | None,
+        epoch: int,
+    ) -> TableWriteResult:
+        """Open a table batch, ``fill`` it, commit it (abort on any error)."""
         tb = self.open_table_batch(
             database,
             table,
@@ -406,8 +441,7 @@ class LakeWriter:
             epoch=epoch,
         )
         try:
-            for batch in batches:
-                tb.add(batch)
+            fill(tb)
         except BaseException:
             tb.abort()
             raise
@@ -434,21 +468,19 @@ class LakeWriter:
         Raises:
             SinkError: the job, a merge or a commit failed (nothing of that dataset was published).
         """
-        tb = self.open_table_batch(
+        return self._write_batch(
             database,
             table,
+            lambda tb: tb.add_frame(frame, log_schema),
+            value_schema=value_schema,
             primary_key=primary_key,
             app_id=app_id,
             version=version,
+            position=position,
             snapshot_position=snapshot_position,
+            truncated_at=None,
             epoch=epoch,
         )
-        try:
-            tb.add_frame(frame, log_schema)
-        except BaseException:
-            tb.abort()
-            raise
-        return tb.commit(value_schema=value_schema, position=position)
 
     def open_table_batch(
         self,
