@@ -173,7 +173,10 @@ def _split_child(arg: str) -> int:
     sample()
     done.set()
     th.join()
+    rt = spark.sparkContext._jvm.java.lang.Runtime.getRuntime()
     res = {
+        "jvm_heap_committed_kb": int(rt.totalMemory()) // 1024,
+        "jvm_heap_max_kb": int(rt.maxMemory()) // 1024,
         "rows": rows,
         "seconds": secs,
         "splits": notes.get("splits"),
@@ -243,7 +246,8 @@ def split_main(args) -> int:
                 f"{r['splits']} splits / {r['tasks']} tasks, load {load:.2f}: peak RSS during the snapshot: "
                 f"driver {mb('driver_peak_kb'):,.0f} MB (before {mb('driver_before_kb'):,.0f} MB; "
                 f"ru_maxrss incl. Spark start {mb('driver_maxrss_kb'):,.0f} MB), JVM {mb('jvm_peak_kb'):,.0f} MB "
-                f"(before {mb('jvm_before_kb'):,.0f} MB), largest Python worker {mb('worker_peak_kb'):,.0f} MB, "
+                f"(before {mb('jvm_before_kb'):,.0f} MB; heap committed {mb('jvm_heap_committed_kb'):,.0f} MB of max "
+                f"{mb('jvm_heap_max_kb'):,.0f} MB), largest Python worker {mb('worker_peak_kb'):,.0f} MB, "
                 f"workers alive together {mb('workers_sum_peak_kb'):,.0f} MB ({r['workers_seen']} worker pids)",
                 flush=True,
             )
