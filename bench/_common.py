@@ -207,11 +207,13 @@ def run_repetitions(
 _SPARK = None
 
 
-def get_spark():
+def get_spark(master: str | None = None):
     """The library's default local Spark session, started once (JVM start is never timed).
 
-    One trivial job runs after start-up so the first timed job does not pay the scheduler's
-    first-job initialisation; Python workers and the data source are still cold.
+    ``master`` overrides the default's ``spark.master`` (e.g. ``local[1]``; one session per
+    process, so it only counts on the first call). One trivial job runs after start-up so the
+    first timed job does not pay the scheduler's first-job initialisation; Python workers and the
+    data source are still cold.
     """
     global _SPARK
     if _SPARK is None:
@@ -223,12 +225,14 @@ def get_spark():
         t0 = time.perf_counter()
         # the library's defaults; only the console progress bar is turned off (output hygiene)
         conf = {**DEFAULT_SPARK_CONFIG, "spark.ui.showConsoleProgress": "false"}
+        if master:
+            conf["spark.master"] = master
         use_this_python_for_local_spark(conf)  # as the resource does: workers run this interpreter
         _SPARK = LazyPySparkResource(spark_config=conf).spark_session
         _SPARK.sparkContext.setLogLevel("ERROR")
         _SPARK.range(1).count()
         print(
-            f"[spark] session started in {time.perf_counter() - t0:.1f}s (not timed): {DEFAULT_SPARK_CONFIG['spark.master']}"
+            f"[spark] session started in {time.perf_counter() - t0:.1f}s (not timed): {conf['spark.master']}"
         )
         warm_up_sink(_SPARK)
     return _SPARK
@@ -311,7 +315,8 @@ class TimedLakeWriter:
     phases are busy times of that thread (they overlap the source's work), plus the commit step
     that waits for the thread and publishes. Seams: ``spark.createDataFrame``, ``_write_files``
     (one Spark write job: the change log's files, and a first snapshot's state files), ``TableBatch._write``
-    (everything the sink thread does for one record batch), ``_StateApplier.merge`` (Arrow dedup +
+    (everything the sink thread does for one record batch), ``_write_frame`` (one Spark job whose
+    executors produce the events, e.g. the split snapshot's), ``_StateApplier.merge`` (Arrow dedup +
     delta-rs merge) / ``finish``, ``TableBatch.commit``, ``maybe_compact``.
     """
 
@@ -343,6 +348,9 @@ class TimedLakeWriter:
 
             def _write_files(self, *a, **kw):
                 return self._timed("spark_jobs", super()._write_files)(*a, **kw)
+
+            def _write_frame(self, *a, **kw):  # a job whose executors produce the events
+                return self._timed("frame_jobs", super()._write_frame)(*a, **kw)
 
             def _evolve(self, *a, **kw):
                 return self._timed("evolve", super()._evolve)(*a, **kw)

@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     C.add_common_args(p)
     p.add_argument("--fresh-lake", action="store_true", help="streaming: also run (c0) into an empty lake")
     p.add_argument("--only", choices=("streaming", "snapshot"), default=None)
+    C.add_cold_args(p, "the end-to-end variants")  # both run() read args.cold
     args = p.parse_args(argv)
     C.print_machine()
     t0 = time.perf_counter()
