@@ -708,7 +708,10 @@ def _read_chunk_group(
             files = writer.write_frame_files(frame, path[: -len(".parquet")], t.conv.arrow_schema)
         absent = None
         if t.lake is not None and t.lake.keys:  # inside the watermark window, without the filter
-            have = source_keys_in_range(cur, schema, type_options, key_lo, key_hi)
+            if prog.filter:
+                have = source_keys_in_range(cur, schema, type_options, key_lo, key_hi)
+            else:  # the splits read every row of the range: their keys are the source's
+                have = _staged_keys(storage, files, t.pk)
             absent = t.lake.absent(
                 converted_key(schema, type_options, key_lo), converted_key(schema, type_options, key_hi), have
             )
@@ -741,6 +744,15 @@ def _read_chunk_group(
         files=files,
     )
     return _ChunkGroup(chunk, len(splits), last)
+
+
+def _staged_keys(storage: StorageSettings, files: list[str], pk: list[str]) -> set[tuple]:
+    """The (converted) primary keys of staged chunk rows (only the key columns are read)."""
+    keys: set[tuple] = set()
+    for f in files:
+        t = storage.read_parquet(f, columns=pk)
+        keys.update(zip(*(t.column(k).to_pylist() for k in pk)))
+    return keys
 
 
 def pq_rows(storage: StorageSettings, uri: str) -> int:

@@ -218,8 +218,8 @@ class StorageSettings:
             os.makedirs(os.path.dirname(path), exist_ok=True)
         return self.pyarrow_filesystem().open_output_stream(path)
 
-    def read_parquet(self, uri: str) -> pa.Table:
-        """The Parquet file at ``uri`` read whole (see :meth:`write_parquet`).
+    def read_parquet(self, uri: str, columns: list[str] | None = None) -> pa.Table:
+        """The Parquet file at ``uri`` read whole, or only ``columns`` (see :meth:`write_parquet`).
 
         Raises:
             FileNotFoundError / OSError: no such file, or it cannot be read.
@@ -229,7 +229,7 @@ class StorageSettings:
         import pyarrow.parquet as pq
 
         with self.pyarrow_filesystem().open_input_stream(self.fs_path(uri)) as fh:
-            return pq.read_table(io.BytesIO(fh.read()))
+            return pq.read_table(io.BytesIO(fh.read()), columns=columns)
 
     def first_write(self, uri: str, body: bytes) -> bytes | None:
         """:meth:`put_if_absent`, then the winner's body: ``None`` when this call wrote ``body``,
