@@ -598,7 +598,13 @@ def print_table(
         )
         print(
             f"{key:<4} {m.label:<58} {m.rows:>9,} {m.seconds:>8.2f} {m.rate:>10,.0f} {1e6 / m.rate:>7.1f} "
-            f"{ratio:>5.2f}x  {verdict:<14} {m.cpu_us_per_row:>10.1f} {base.cpu_us_per_row / m.cpu_us_per_row:>8.2f}x{reps}"
+            f"{ratio:>5.2f}x  {verdict:<14} {m.cpu_us_per_row:>10.1f} "
+            + (
+                f"{base.cpu_us_per_row / m.cpu_us_per_row:>8.2f}x"
+                if m.cpu_us_per_row
+                else f"{'n/a':>9}"  # a cold child's CPU is not sampled
+            )
+            + reps
         )
     print(
         "ratio = rows/s over (a)'s (wall clock, the issue's measure); cpu us/row = CPU of this process + "

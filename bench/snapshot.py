@@ -286,6 +286,14 @@ def cold_split(db: str, lake_dir: str, master: str, args) -> tuple[int, dict]:
     return C.run_cold_child("bench.snapshot", payload, "")
 
 
+def cold_split_connect(db: str, lake_dir: str, remote: str, args) -> tuple[int, dict]:
+    """(s2cc) ``run_split_snapshot`` in a **fresh Python process** on the Spark Connect server
+    ``remote`` (a deployment's long-lived server: its executors read the splits, its Python
+    workers are warm after the first run; no row travels from the run process over gRPC)."""
+    payload = {"mode": "split_cc", "db": db, "lake": lake_dir, **_split_payload(args)}
+    return C.run_cold_child("bench.snapshot", payload, remote)
+
+
 def cold_end_to_end(db: str, lake_dir: str, remote: str) -> tuple[int, dict]:
     """(c_cl / c_cc) ``run_snapshot`` in a **fresh Python process** paying every start-up cost a
     run worker pays: imports, the Spark session (a local JVM, or a session on the Spark Connect
@@ -316,6 +324,11 @@ def _cold_child(arg: str) -> int:
         return C.cold_child_result(rows, notes, t0, t_imports)
     lake = CdcLakeResource(base_uri=a["lake"], spark_remote=os.environ.get("CDC_SPARK_REMOTE") or None)
     t_imports = time.monotonic()
+    if a.get("mode") == "split_cc":
+        rows, notes = split_end_to_end(
+            C.cdc_settings(), a["db"], lake.get_writer(SERVER), a["lake"], _split_options(a)
+        )
+        return C.cold_child_result(rows, notes, t0, t_imports)
     rows, notes = end_to_end(C.cdc_settings(), a["db"], lake.get_writer(SERVER), a["lake"])
     return C.cold_child_result(rows, notes, t0, t_imports)
 
@@ -348,6 +361,8 @@ def run(args: argparse.Namespace) -> dict[str, list[C.Measurement]]:
             results["c_cc"] = []
         if split:
             results["s2cl"] = []
+            if os.environ.get("CDC_SPARK_REMOTE"):
+                results["s2cc"] = []
     with C.scratch_database("snap") as (root, db), C.scratch_dir("bench-snap-", args.keep) as tmp:
         t0 = time.perf_counter()
         fill(root, db, n)
@@ -412,6 +427,17 @@ def run(args: argparse.Namespace) -> dict[str, list[C.Measurement]]:
                     out["s2cl"] = mk
                     print(f"       s2cl: {mk.notes}")
                     print(f"       s2cl check: {verify_lake(lk, db, n)}")
+                    remote = os.environ.get("CDC_SPARK_REMOTE", "")
+                    if remote:
+                        lk = os.path.join(tmp, f"s2cc-{rep}-{attempt}")
+                        mk = C.measure(
+                            "s2cc",
+                            "cold process, run_split_snapshot on the Spark Connect server",
+                            lambda lk=lk: cold_split_connect(db, lk, remote, args),
+                        )
+                        out["s2cc"] = mk
+                        print(f"       s2cc: {mk.notes}")
+                        print(f"       s2cc check: {verify_lake(lk, db, n)}")
             return out
 
         C.run_repetitions(args.repeat, repetition, results)
