@@ -149,3 +149,40 @@ def test_filtered_incremental_snapshot_tombstones_rows_the_source_lost(local_sto
         cdc.ticks()
         assert lake_live(local_storage, db) == source(conn, db)
         assert absent_deletes(local_storage, db) == [5, 7, 10, 20, 95, 3000, 3333, 3999]
+
+
+def test_split_reads_keep_rows_inserted_above_the_maximum_key(local_storage):
+    """The last group of an incremental snapshot with split reads reads up to the maximum key found
+    at its start; rows inserted above it later (and already in the lake) are the source's, not
+    rows it lost: no delete for them."""
+    from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
+
+    with scratch_database("abovemax") as (db, conn):
+        make_table(conn, db)
+        mysql = capture_resource(
+            db,
+            incremental_snapshot_chunk_size=200,
+            incremental_snapshot_max_chunks_per_run=4,
+            snapshot_split_reads=True,
+        )
+        mysql.create_signal_table()
+        cdc = SensorDriven(mysql, local_storage.base_uri, mysql.discover_tables(tables=[f"{db}.t"]))
+        cdc.ticks()
+        with conn.cursor() as cur:
+            cur.execute(
+                f"INSERT INTO {db}.debezium_signal (id, type, data) VALUES ('s1', 'execute-snapshot', %s)",
+                (json.dumps({"data-collections": [f"{db}.t"]}),),
+            )
+        for _ in range(10):  # until the first chunk has found the maximum key (4000)
+            cdc.ticks(max_ticks=1, until_caught_up=False)
+            inc = StreamCursor.parse(cdc.cursor).incremental
+            if inc and inc["tables"] and inc["tables"][0].get("max_key"):
+                break
+        else:
+            raise AssertionError(f"no maximum key: {cdc.cursor}")
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.t VALUES (5000, 'new', 1), (5001, 'new', 2)")
+        cdc.ticks()  # the stream lands the inserts, the snapshot's later groups run, its last one too
+        assert lake_live(local_storage, db) == source(conn, db)
+        assert (5000, "new", 1) in lake_live(local_storage, db)
+        assert absent_deletes(local_storage, db) == []

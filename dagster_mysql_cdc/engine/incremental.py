@@ -710,8 +710,11 @@ def _read_chunk_group(
         if t.lake is not None and t.lake.keys:  # inside the watermark window, without the filter
             if prog.filter:
                 have = source_keys_in_range(cur, schema, type_options, key_lo, key_hi)
-            else:  # the splits read every row of the range: their keys are the source's
+            else:  # the splits read every row up to the maximum key: their keys are the source's
                 have = _staged_keys(storage, files, t.pk)
+                if key_hi is None:  # the last group's range is open above: keys inserted after
+                    # the maximum key was read are the source's too (the splits stop at it)
+                    have |= source_keys_in_range(cur, schema, type_options, prog.max_key, None)
             absent = t.lake.absent(
                 converted_key(schema, type_options, key_lo), converted_key(schema, type_options, key_hi), have
             )
