@@ -14,11 +14,12 @@ from lake_utils import live_state_rows, read_delta, source_rows, source_table
 from sensor_harness import SensorDriven, capture_resource, scratch_database
 from test_snapshot import materialize, mysql_resource
 
-from dagster_mysql_cdc.engine.split_snapshot import _check_no_ddl, _create_statements
+from dagster_mysql_cdc.engine.split_snapshot import _check_no_ddl
 from dagster_mysql_cdc.errors import ConfigurationError
 from dagster_mysql_cdc.events import BinlogPosition
 from dagster_mysql_cdc.source.catalog import read_table_schemas
 from dagster_mysql_cdc.source.connection import connect
+from dagster_mysql_cdc.source.snapshot import create_statements
 from dagster_mysql_cdc.source.split_reader import group_splits, merge_splits
 from dagster_mysql_cdc.source.splits import KeySplit, SplitScan, plan_splits, read_split
 from dagster_mysql_cdc.source.types import TypeOptions
@@ -109,7 +110,7 @@ def test_a_table_altered_while_read_is_refused():
             cur.execute(f"CREATE TABLE {db}.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
         c = connect(cdc_settings())
         try:
-            before = _create_statements(c, [(db, "t")])[(db, "t")]
+            before = create_statements(c, [(db, "t")])[(db, "t")]
             with conn.cursor() as cur:
                 cur.execute(f"INSERT INTO {db}.t (v) VALUES (1), (2)")  # AUTO_INCREMENT moves: not a DDL
             _check_no_ddl(c, (db, "t"), before)

@@ -33,11 +33,19 @@ from ..sink.lake import LakeWriter
 from ..sink.schema_history import SchemaHistory
 from ..sink.spark_files import default_parallelism
 from ..source.catalog import read_table_schemas
-from ..source.connection import ConnectionSettings, connect, current_position, preflight, server_info
-from ..source.select_overrides import checked_condition
+from ..source.connection import (
+    ConnectionSettings,
+    ServerInfo,
+    connect,
+    current_position,
+    preflight,
+    server_info,
+)
+from ..source.schema import TableSchema
+from ..source.snapshot import create_statements, override_conditions
 from ..source.split_reader import FORMAT_NAME, SplitJob, SplitsDataSource, group_splits, write_job_ref
-from ..source.splits import SplitScan, plan_splits
-from ..source.types import TableConverter, TypeOptions, quote_identifier
+from ..source.splits import KeySplit, SplitScan, plan_splits
+from ..source.types import TableConverter, TypeOptions
 from .initial_snapshot import SNAPSHOT_APP_ID, SnapshotTableResult, record_snapshot_schemas
 
 log = logging.getLogger(__name__)
@@ -70,21 +78,9 @@ class SplitOptions:
 _AUTO_INCREMENT = re.compile(r"\s+AUTO_INCREMENT=\d+")
 
 
-def _create_statements(conn: Any, tables: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
-    out = {}
-    with conn.cursor() as cur:
-        for d, t in tables:
-            cur.execute(f"SHOW CREATE TABLE {quote_identifier(d)}.{quote_identifier(t)}")
-            row = cur.fetchone()
-            if row is None:
-                raise UnknownTableError(f"Table {d}.{t} vanished before the snapshot")
-            out[(d, t)] = row[1]
-    return out
-
-
 def _check_no_ddl(conn: Any, table: tuple[str, str], before: str) -> None:
     """Refuse a table whose definition changed while its splits were read (mixed schemas)."""
-    now = _create_statements(conn, [table])[table]
+    now = create_statements(conn, [table])[table]
     if _AUTO_INCREMENT.sub("", now) != _AUTO_INCREMENT.sub("", before):
         raise ConfigurationError(
             f"{table[0]}.{table[1]} was altered while its splits were read, so its rows may mix two "
@@ -131,15 +127,8 @@ def run_split_snapshot(
         missing = [f"{d}.{t}" for d, t in tables if (d, t) not in schemas]
         if missing:
             raise UnknownTableError(f"Table(s) vanished before the snapshot: {missing}")
-        overrides = dict(select_overrides)
-        conditions = {
-            k: checked_condition(
-                f"{k[0]}.{k[1]}", overrides[f"{k[0]}.{k[1]}".lower()], schemas[k].column_names
-            )
-            for k in tables
-            if f"{k[0]}.{k[1]}".lower() in overrides
-        }
-        creates = _create_statements(conn, tables)
+        conditions = override_conditions(select_overrides, tables, schemas)
+        creates = create_statements(conn, tables)
         if not isinstance(writer, LakeWriter):
             writer = writer()
         cores = default_parallelism(writer.spark)
@@ -216,6 +205,42 @@ def split_frame(writer: LakeWriter, job: SplitJob) -> Iterator[Callable[[Any], A
         ) from e
     finally:
         os.remove(ref)
+
+
+def stage_split_rows(
+    writer: LakeWriter,
+    settings: ConnectionSettings,
+    info: ServerInfo,
+    schema: TableSchema,
+    type_options: TypeOptions,
+    tasks: tuple[tuple[KeySplit, ...], ...],
+    stage_uri: str,
+    *,
+    condition: str | None = None,
+) -> list[tuple[str, int]]:
+    """One Spark job: the executors read the key ranges of ``tasks`` (one group per task) of
+    ``schema``'s table, and write the rows (the value schema, no change events: their consistency
+    comes from the caller's watermark window) as plain Parquet files under ``stage_uri``.
+
+    Returns:
+        ``(uri, rows)`` of each file written (none when no row was read).
+    Raises:
+        SourceConnectionError: the executors could not read the source; SinkError: a task failed.
+    """
+    scan = SplitScan(
+        schema=schema,
+        type_options=type_options,
+        server_name="",
+        server_id=info.server_id,
+        is_mariadb=info.is_mariadb,
+        fallback=BinlogPosition("", 0),
+        n_splits=sum(len(g) for g in tasks),
+        condition=condition,
+        values_only=True,
+    )
+    value_schema = TableConverter(schema, type_options, "pymysql").arrow_schema
+    with split_frame(writer, SplitJob(settings, scan, tasks)) as frame:
+        return writer.write_frame_files(frame, stage_uri, value_schema)
 
 
 def _write_table(

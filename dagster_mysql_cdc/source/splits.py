@@ -40,12 +40,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pymysql
-import pymysql.cursors
 
-from ..events import BinlogPosition, snapshot_events
+from ..events import BinlogPosition
 from .schema import TableSchema
-from .types import TableConverter, TypeOptions, quote_identifier, select_expression, snapshot_decoders
+from .snapshot import mariadb_snapshot_position, read_events, text_row_chunks
+from .types import TableConverter, TypeOptions, quote_identifier, select_expression
 
 log = logging.getLogger(__name__)
 
@@ -161,10 +160,14 @@ def step_splits(
     *,
     step: int,
     n: int = 0,
+    rest: bool = True,
 ) -> list[KeySplit]:
-    """Splits of about ``step`` rows covering the key range ``(lo, hi]`` (``None``: open), at most
-    ``n`` of them (0: no limit; the last one takes the rest of the range). Boundaries come from
-    keyset stepping over the key index (``ORDER BY key LIMIT 1 OFFSET step-1``), no locks.
+    """Splits of about ``step`` rows from ``lo`` (exclusive) towards ``hi`` (inclusive; ``None``:
+    open), at most ``n`` of them (0: no limit). ``rest``: the last split takes the rest of the
+    range up to ``hi``; otherwise each split holds ``step`` keys and only a split that reaches the
+    end of the range ends at ``hi`` (the range is then covered only up to the last split's upper
+    bound). Boundaries come from keyset stepping over the key index (``ORDER BY key LIMIT 1
+    OFFSET step-1``), no locks.
 
     Raises:
         ValueError: ``step`` below 1.
@@ -172,10 +175,12 @@ def step_splits(
     if step < 1:
         raise ValueError("step must be at least 1")
     cols = ", ".join(quote_identifier(c) for c in key)
+    # splits that end at a found boundary, at most (None: no limit)
+    stepped = None if not n else (n - 1 if rest else n)
     splits: list[KeySplit] = []
     at = lo
     with conn.cursor() as cur:
-        while not n or len(splits) < n - 1:
+        while stepped is None or len(splits) < stepped:
             where, params = KeySplit(0, at, hi).where(key)
             cur.execute(
                 f"SELECT {cols} FROM {_table_sql(schema)} {'WHERE ' + where if where else ''} "
@@ -187,6 +192,9 @@ def step_splits(
                 break
             splits.append(KeySplit(len(splits), at, tuple(row)))
             at = tuple(row)
+        else:
+            if not rest:
+                return splits  # n splits of step keys; the range goes on after them
     splits.append(KeySplit(len(splits), at, hi))
     return splits
 
@@ -233,22 +241,15 @@ class SplitScan:
 
 def split_position(conn: Any, scan: SplitScan) -> BinlogPosition:
     """Start the split's consistent-snapshot transaction and return the position its rows carry
-    (the exact snapshot position on MariaDB, ``scan.fallback`` elsewhere; with its epoch)."""
+    (the exact snapshot position on MariaDB, ``scan.fallback`` elsewhere; with its epoch). A split
+    whose snapshot is at the offset takes the offset's GTID set (no binlog scan)."""
     with conn.cursor() as cur:
         cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
         if scan.is_mariadb:
-            cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
-            status = {k.lower(): v for k, v in cur.fetchall()}
-            f, p = status.get("binlog_snapshot_file"), status.get("binlog_snapshot_position")
-            if f and p is not None:
-                if (f, int(p)) == (scan.fallback.file, scan.fallback.pos):
-                    return scan.fallback  # nothing committed since the offset: its GTID set
-                # BINLOG_GTID_POS scans the binlog file up to the position (~0.1 s at the end of a
-                # 700 MB file): paid only by splits whose snapshot is past the offset
-                cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (f, int(p)))
-                gtid = cur.fetchone()[0] or None
-                return BinlogPosition(file=f, pos=int(p), gtid_set=gtid, epoch=scan.fallback.epoch)
+            position = mariadb_snapshot_position(cur, known=scan.fallback)
+            if position is not None:
+                return position
     return scan.fallback
 
 
@@ -260,8 +261,8 @@ def read_split(
 
     ``conn`` must be a connection of its own (the transaction is committed at the end). With
     ``position``, the caller already started the transaction (:func:`split_position`). Rows are
-    read as the server's text through an unbuffered cursor and converted column-wise by Arrow,
-    as :class:`.snapshot.ConsistentSnapshot` does.
+    read as the server's text through an unbuffered cursor and converted column-wise by Arrow
+    (:func:`.snapshot.text_row_chunks`), as :class:`.snapshot.ConsistentSnapshot` does.
 
     Raises:
         pymysql.err.MySQLError: the server refused the read (the task fails; Spark retries it).
@@ -280,68 +281,37 @@ def read_split(
         + f" FROM {_table_sql(scan.schema)}"
         + (" WHERE " + " AND ".join(conds) if conds else "")
     )
-    saved = conn.decoders
-    conn.decoders = snapshot_decoders(saved)
-    cur = conn.cursor(pymysql.cursors.SSCursor)
-    try:
-        try:
-            cur.execute(sql, params or None)
-        finally:
-            conn.decoders = saved
-        prev: list | None = None
-        first = split.index == 0
-        while True:
-            rows = _fetch(cur, scan.fetch_size, scan.batch_rows)
-            if scan.values_only:
-                if not rows:
-                    break
-                yield conv.to_record_batch(rows, text_values=True)
-                continue
-            assert position is not None  # read from the transaction above
-            if prev is not None:
-                yield _events(scan, conv, prev, position, first, last=not rows, split=split)
-                first = False
-            if not rows:
-                break
-            prev = rows
+    chunks = text_row_chunks(conn, sql, params, scan.fetch_size, scan.batch_rows)
+    if scan.values_only:
+        for rows in chunks:
+            yield conv.to_record_batch(rows, text_values=True)
         conn.commit()
-    finally:
-        cur.close()
-
-
-def _fetch(cur: Any, fetch_size: int, limit: int) -> list:
-    buf: list = []
-    while len(buf) < limit:
-        rows = cur.fetchmany(min(fetch_size, limit - len(buf)))
-        if not rows:
-            break
-        buf.extend(rows)
-    return buf
+        return
+    assert position is not None  # read from the transaction above
+    prev: list | None = None
+    first = split.index == 0
+    for rows in chunks:
+        if prev is not None:
+            yield _events(scan, conv, prev, position, first, last=False)
+            first = False
+        prev = rows
+    if prev is not None:
+        yield _events(scan, conv, prev, position, first, last=split.index == scan.n_splits - 1)
+    conn.commit()
 
 
 def _events(
-    scan: SplitScan,
-    conv: TableConverter,
-    rows: list,
-    position: BinlogPosition,
-    first: bool,
-    *,
-    last: bool,
-    split: KeySplit,
+    scan: SplitScan, conv: TableConverter, rows: list, position: BinlogPosition, first: bool, *, last: bool
 ) -> pa.RecordBatch:
-    flags = ["true"] * len(rows)
-    if first:
-        flags[0] = "first" if scan.first_table else "first_in_data_collection"
-    if last and split.index == scan.n_splits - 1:
-        flags[-1] = "last" if scan.last_table else "last_in_data_collection"
-    return snapshot_events(
-        conv.to_record_batch(rows, text_values=True),
-        primary_key=conv.table.primary_key,
+    return read_events(
+        conv,
+        rows,
         server_name=scan.server_name,
         server_id=scan.server_id,
-        database=scan.schema.database,
-        table=scan.schema.table,
         position=position,
-        snapshot_flags=pa.array(flags, pa.string()),
         snapshot_ts_ms=scan.snapshot_ts_ms,
+        first=first,
+        last=last,
+        first_table=scan.first_table,
+        last_table=scan.last_table,
     )
