@@ -55,7 +55,6 @@ from .watermark import WATERMARK_STRATEGIES, close_window, open_window
 
 if TYPE_CHECKING:
     from ..sink.lake import LakeWriter
-    from ..source.splits import KeySplit
     from .absent_rows import LakeLiveRows
 
 log = logging.getLogger(__name__)
@@ -622,31 +621,6 @@ class _ChunkGroup:
     last: bool
 
 
-def _group_splits(cur: Any, t: _ChunkTable, chunk_size: int, n: int) -> list[KeySplit]:
-    """Up to ``n`` splits of ``chunk_size`` keys after ``t.prog.last_key``, the last one ending at
-    the maximum key when it is reached (boundaries by keyset stepping over the key index)."""
-    from ..source.splits import KeySplit
-
-    pk = t.pk
-    maxk = tuple(decode_key(t.prog.max_key or []))
-    lo = tuple(decode_key(t.prog.last_key)) if t.prog.last_key is not None else None
-    cols = ", ".join(quote_identifier(c) for c in pk)
-    splits: list[KeySplit] = []
-    while len(splits) < n:
-        where, params = KeySplit(0, lo, maxk).where(pk)
-        cur.execute(
-            f"SELECT {cols} FROM {t.tbl} WHERE {where} ORDER BY {cols} LIMIT 1 OFFSET {int(chunk_size) - 1}",
-            params,
-        )
-        row = cur.fetchone()
-        hi = tuple(row) if row is not None else maxk
-        splits.append(KeySplit(len(splits), lo, hi))
-        if row is None or hi == maxk:
-            break
-        lo = hi
-    return splits
-
-
 def _read_chunk_group(
     conn: Any,
     info: ServerInfo,
@@ -677,35 +651,36 @@ def _read_chunk_group(
     Raises:
         SinkError: a Spark task failed (the watermark rows stay; the window is planned again).
     """
-    from ..source.split_reader import SplitJob, merge_splits
-    from ..source.splits import SplitScan
+    from ..source.split_reader import merge_splits
+    from ..source.splits import step_splits
     from .absent_rows import converted_key, source_keys_in_range
-    from .split_snapshot import split_frame
+    from .split_snapshot import stage_split_rows
 
     prog, schema = t.prog, t.schema
     assert t.source_schema is not None  # checked by _group_ok
+    maxk = tuple(decode_key(prog.max_key or []))
+    lo = tuple(decode_key(prog.last_key)) if prog.last_key is not None else None
+    # up to n_chunks chunks of chunk_size keys; the last one ends at the maximum key when reached
+    splits = step_splits(conn, t.source_schema, t.pk, lo, maxk, step=chunk_size, n=n_chunks, rest=False)
     with conn.cursor() as cur:
-        splits = _group_splits(cur, t, chunk_size, n_chunks)
         key_lo = prog.last_key
-        last = splits[-1].hi == tuple(decode_key(prog.max_key or []))
+        last = splits[-1].hi == maxk
         key_hi = None if last else encode_key(list(splits[-1].hi or ()))
         chunk_id, open_id, close_id, low = _open_chunk_window(conn, cur, info, state, sig, read_only, epoch)
         high = None
-        scan = SplitScan(
-            schema=t.source_schema,
-            type_options=type_options,
-            server_name=server_name,
-            server_id=info.server_id,
-            is_mariadb=info.is_mariadb,
-            fallback=BinlogPosition("", 0, epoch=epoch),
-            n_splits=len(splits),
-            condition=prog.filter or None,
-            values_only=True,
-        )
         path = LakeLayout(storage, server_name).chunk_file(chunk_id)
         # the chunk boundaries bound the group's rows; the reads are one key range per task
-        with split_frame(writer, SplitJob(settings, scan, merge_splits(splits, tasks))) as frame:
-            files = writer.write_frame_files(frame, path[: -len(".parquet")], t.conv.arrow_schema)
+        staged = stage_split_rows(
+            writer,
+            settings,
+            info,
+            t.source_schema,
+            type_options,
+            merge_splits(splits, tasks),
+            path[: -len(".parquet")],
+            condition=prog.filter or None,
+        )
+        files = [f for f, _ in staged]
         absent = None
         if t.lake is not None and t.lake.keys:  # inside the watermark window, without the filter
             if prog.filter:
@@ -725,7 +700,7 @@ def _read_chunk_group(
     if not files:  # nothing read: one empty file keeps the chunk readable
         storage.write_parquet(path, t.conv.arrow_schema.empty_table())
         files = [path]
-    rows = sum(pq_rows(storage, f) for f in files)
+    rows = sum(n for _, n in staged)
     absent_path = None
     if absent is not None and absent.num_rows:
         absent_path = path.replace(".parquet", "-absent.parquet")
@@ -756,14 +731,6 @@ def _staged_keys(storage: StorageSettings, files: list[str], pk: list[str]) -> s
         t = storage.read_parquet(f, columns=pk)
         keys.update(zip(*(t.column(k).to_pylist() for k in pk)))
     return keys
-
-
-def pq_rows(storage: StorageSettings, uri: str) -> int:
-    """Rows of the Parquet file ``uri`` (from its footer)."""
-    import pyarrow.parquet as pq
-
-    with storage.pyarrow_filesystem().open_input_file(storage.fs_path(uri)) as fh:
-        return int(pq.ParquetFile(fh).metadata.num_rows)
 
 
 def _open_chunk_window(

@@ -317,28 +317,27 @@ class _RangeSplitRead:
     ) -> pa.RecordBatch:
         """One Spark job reading the range's parts (called inside the watermark window); the rows
         staged by the executors, read back as one record batch of the value schema."""
-        from ..source.split_reader import SplitJob
-        from ..source.splits import SplitScan, step_splits
-        from .split_snapshot import split_frame
+        from ..source.splits import step_splits
+        from .split_snapshot import stage_split_rows
 
         key = list(self.source_schema.primary_key)
         lo = tuple(decode_key(rng.lo)) if rng.lo is not None else None
         hi = tuple(decode_key(rng.hi)) if rng.hi is not None else None
         parts = step_splits(conn, self.source_schema, key, lo, hi, step=self.step, n=self.tasks)
-        scan = SplitScan(
-            schema=self.source_schema,
-            type_options=self.type_options,
-            server_name="",
-            server_id=info.server_id,
-            is_mariadb=info.is_mariadb,
-            fallback=BinlogPosition("", 0),
-            n_splits=len(parts),
-            values_only=True,
-        )
         value_schema = TableConverter(self.source_schema, self.type_options, "pymysql").arrow_schema
         stage = layout.chunk_file(wid)[: -len(".parquet")]
-        with split_frame(self.writer, SplitJob(settings, scan, tuple((p,) for p in parts))) as frame:
-            files = self.writer.write_frame_files(frame, stage, value_schema)
+        files = [
+            f
+            for f, _ in stage_split_rows(
+                self.writer,
+                settings,
+                info,
+                self.source_schema,
+                self.type_options,
+                tuple((p,) for p in parts),
+                stage,
+            )
+        ]
         storage = self.writer.storage
         table = (
             pa.concat_tables([storage.read_parquet(f) for f in files])

@@ -226,8 +226,8 @@ class LakeWriter:
     def _ship(self, spark, path: str) -> None:
         """Make the driver-local file ``path`` readable by the executors (under its base name
         through ``SparkFiles`` when they do not share this host's disk)."""
-        if payloads_can_be_staged(spark):
-            return  # executors on this host read it where it is
+        if self._stage_dir is not None:
+            return  # executors on this host (payloads_can_be_staged, decided once) read it where it is
         if is_connect_session(spark):
             # a Spark Connect server on another host: the file travels as a session artifact
             spark.addArtifacts(path, file=True)
@@ -243,12 +243,14 @@ class LakeWriter:
             spark.dataSource.register(source)
             self._registered.add(name)
 
-    def write_frame_files(self, frame: Callable[[Any], Any], uri: str, schema: pa.Schema) -> list[str]:
+    def write_frame_files(
+        self, frame: Callable[[Any], Any], uri: str, schema: pa.Schema
+    ) -> list[tuple[str, int]]:
         """One Spark job writing the Arrow IPC payloads of ``frame(spark)`` as plain Parquet files of
         ``schema`` under ``uri`` (a staging directory: nothing is committed to a Delta table).
 
         Returns:
-            The URIs of the files written (none when the frame had no rows).
+            ``(uri, rows)`` of each file written (none when the frame had no rows).
         Raises:
             SinkError: a task failed.
         """
@@ -257,7 +259,7 @@ class LakeWriter:
             files = self._write_frame(frame(self.active_spark()), [FileOutput(uri, schema)], manifests)[0]
         finally:
             shutil.rmtree(manifests, ignore_errors=True)
-        return [f"{uri.rstrip('/')}/{f['path']}" for f in files]
+        return [(f"{uri.rstrip('/')}/{f['path']}", int(f["num_records"])) for f in files]
 
     def private_file(self, write: Callable[[str], str]) -> str:
         """A private (0600) file for the executors: ``write(directory)`` creates it in this writer's
@@ -635,40 +637,13 @@ class TableBatch:
             raise
 
     def _write_one(self, batch: pa.RecordBatch) -> None:
-        ops = batch.column(batch.schema.get_field_index("op"))
-        vc = ops.value_counts()
-        for op, cnt in zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()):
-            self.rows_by_op[op] = self.rows_by_op.get(op, 0) + cnt
-        self.log_schema = union_schema(self.log_schema, batch.schema)
-        batch_names = [f.name for f in batch.schema.field("after").type]
-        self.names += [n for n in batch_names if n not in self.names]
-        after = {f.name: f for f in batch.schema.field("after").type}
-        keyless = not self.primary_key
-        st_b = state_schema(pa.schema([after[n] for n in batch_names]), keyless=keyless)
+        self._count_ops(batch.column(batch.schema.get_field_index("op")))
+        names, st_b, outputs = self._job_outputs(batch.schema)
         events = pa.Table.from_batches([batch])
-        outputs = [FileOutput(self.paths.changelog, batch.schema)]
-        # a first snapshot (unique keys, no older rows): the same Spark job writes the state rows,
-        # committed at the end; otherwise they are merged below. A keyless table's copies of one
-        # value may be in different record batches: its counts are always merged.
-        direct = (
-            not self.state.skip and self.state.direct and self.snapshot_position is not None and not keyless
-        )
-        if direct:
-            outputs.append(
-                FileOutput(
-                    self.paths.state, st_b, kind="state", value_names=tuple(batch_names), epoch=self.epoch
-                )
-            )
         files = self.w._write_files(events, outputs, self.manifests)
-        self.jobs += 1
-        self.log_files += files[0]
-        if direct:
-            self.state.add_direct(files[1], st_b)
-        elif not self.state.skip and keyless:
-            self._merge_counts(events, st_b, batch_names)
-        elif not self.state.skip:
-            rows = state_rows(events, batch_names, epoch=self.epoch)
-            self.state.merge(rows, st_b, list(self.primary_key), True)
+        self._job_written(files, st_b)
+        if len(outputs) == 1:
+            self._merge_state(events, st_b, names)
 
     def add_frame(self, frame: Callable[[Any], Any], log_schema: pa.Schema) -> None:
         """Write change events that a Spark DataFrame produces on the executors (one job).
@@ -684,36 +659,54 @@ class TableBatch:
             SinkError: the job or a merge failed (call :meth:`abort`).
         """
         self._wait()
-        names = [f.name for f in log_schema.field("after").type]
+        names, st_b, outputs = self._job_outputs(log_schema)
+        files = self.w._write_frame(frame(self.w.active_spark()), outputs, self.manifests)
+        self._job_written(files, st_b)
+        if len(outputs) > 1:  # the state rows were written directly: count the events written
+            self.rows_by_op["r"] = self.rows_by_op.get("r", 0) + sum(int(f["num_records"]) for f in files[0])
+            return
+        for events in self._read_back(files[0]):
+            self._count_ops(events.column("op"))
+            self._merge_state(events, st_b, names)
+
+    def _count_ops(self, ops: pa.Array | pa.ChunkedArray) -> None:
+        for vc in pc.value_counts(ops).to_pylist():
+            self.rows_by_op[vc["values"]] = self.rows_by_op.get(vc["values"], 0) + vc["counts"]
+
+    def _job_outputs(self, log_schema: pa.Schema) -> tuple[list[str], pa.Schema, list[FileOutput]]:
+        """Record the change-log schema of a job's events; returns their columns, their state
+        schema and the job's outputs: the change log, and the state rows too for a first snapshot
+        (unique keys, no older rows: written by the same Spark job, committed at the end; otherwise
+        they are merged by :meth:`_merge_state`). A keyless table's copies of one value may be in
+        different record batches: its counts are always merged."""
+        self.log_schema = union_schema(self.log_schema, log_schema)
+        after = list(log_schema.field("after").type)
+        names = [f.name for f in after]
+        self.names += [n for n in names if n not in self.names]
         keyless = not self.primary_key
-        st_b = state_schema(pa.schema(list(log_schema.field("after").type)), keyless=keyless)
-        direct = (
-            not self.state.skip and self.state.direct and self.snapshot_position is not None and not keyless
-        )
+        st_b = state_schema(pa.schema(after), keyless=keyless)
         outputs = [FileOutput(self.paths.changelog, log_schema)]
-        if direct:
+        if not self.state.skip and self.state.direct and self.snapshot_position is not None and not keyless:
             outputs.append(
                 FileOutput(self.paths.state, st_b, kind="state", value_names=tuple(names), epoch=self.epoch)
             )
-        files = self.w._write_frame(frame(self.w.active_spark()), outputs, self.manifests)
+        return names, st_b, outputs
+
+    def _job_written(self, files: list[list[dict]], st_b: pa.Schema) -> None:
+        """Record the data files a job wrote (per output, as :meth:`_job_outputs` listed them)."""
         self.jobs += 1
         self.log_files += files[0]
-        self.log_schema = union_schema(self.log_schema, log_schema)
-        self.names += [n for n in names if n not in self.names]
-        for batch in self._read_back(files[0]) if not direct else ():
-            for vc in pc.value_counts(batch.column("op")).to_pylist():
-                self.rows_by_op[vc["values"]] = self.rows_by_op.get(vc["values"], 0) + vc["counts"]
-            if self.state.skip:
-                continue
-            if keyless:
-                self._merge_counts(batch, st_b, names)
-            else:
-                self.state.merge(
-                    state_rows(batch, names, epoch=self.epoch), st_b, list(self.primary_key), True
-                )
-        if direct:
-            self.rows_by_op["r"] = self.rows_by_op.get("r", 0) + sum(int(f["num_records"]) for f in files[0])
+        if len(files) > 1:
             self.state.add_direct(files[1], st_b)
+
+    def _merge_state(self, events: pa.Table, st_b: pa.Schema, names: list[str]) -> None:
+        """Merge the state rows of change events into the state table (keyless: their counts)."""
+        if self.state.skip:
+            return
+        if not self.primary_key:
+            self._merge_counts(events, st_b, names)
+        else:
+            self.state.merge(state_rows(events, names, epoch=self.epoch), st_b, list(self.primary_key), True)
 
     def _read_back(self, files: list[dict], batch_rows: int = 100_000) -> Iterable[pa.Table]:
         """The change events of data files this batch wrote (not yet committed), in record batches."""
