@@ -1555,6 +1555,12 @@ class CdcLakeResource(dg.ConfigurableResource):
         description="Record batches queued for the sink thread while the next ones are read (reading "
         "overlaps writing; memory grows with it); 0 = read and write in turn.",
     )
+    sink_switch_interval_ms: float = Field(
+        default=0.5,
+        description="The run process's GIL switch interval (sys.setswitchinterval) while its sink thread "
+        "writes beside the reader, so the sink's Spark calls are not starved by the CPU-bound reader "
+        "(Python's default is 5 ms); 0 = leave the interpreter's.",
+    )
     spark_remote: str | None = Field(
         default=None,
         description="Spark Connect URL (sc://host:port) of a long-lived Spark Connect server on the "
@@ -1609,6 +1615,7 @@ class CdcLakeResource(dg.ConfigurableResource):
             rows_per_file=self.rows_per_file,
             compact_min_files=self.compact_min_files,
             pipeline_depth=self.sink_pipeline_depth,
+            switch_interval_s=self.sink_switch_interval_ms / 1000.0,
         )
 
 

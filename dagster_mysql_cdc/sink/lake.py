@@ -36,6 +36,7 @@ import json
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -72,6 +73,48 @@ if TYPE_CHECKING:
     from deltalake import DeltaTable
 
 log = logging.getLogger(__name__)
+
+#: GIL switch interval while a sink thread overlaps the reader (see :func:`hold_switch_interval`)
+SINK_SWITCH_INTERVAL_S = 0.0005
+_switch_lock = threading.Lock()
+_switch_holders = 0
+_switch_saved = 0.0
+
+
+def hold_switch_interval(seconds: float) -> Callable[[], None]:
+    """Lower the interpreter's GIL switch interval (``sys.setswitchinterval``, Python's default
+    5 ms) to ``seconds`` while a sink thread runs beside a CPU-bound reader; returns the function
+    that gives it back (the previous value returns when the last holder releases).
+
+    Why: the reader thread (binlog decoding, snapshot row parsing) holds the GIL for whole switch
+    intervals; the sink thread's Spark calls (py4j / gRPC round trips, many per job) release it on
+    every socket wait and then wait up to one interval to get it back (the "convoy effect"). Measured
+    on 500,000 row changes (``bench.streaming``, 2 cores, in-process reader): the sink thread's busy
+    time fell from 26.4 s to 10.3 s (1 ms) and 10.0 s (0.2 ms), the window from 28.3 s to 26.3-27.1 s.
+    ``seconds <= 0`` changes nothing.
+    """
+    global _switch_holders, _switch_saved
+    if seconds <= 0:
+        return lambda: None
+    with _switch_lock:
+        if _switch_holders == 0:
+            _switch_saved = sys.getswitchinterval()
+        _switch_holders += 1
+        sys.setswitchinterval(min(seconds, sys.getswitchinterval()))
+    released = False
+
+    def release() -> None:
+        global _switch_holders
+        nonlocal released
+        with _switch_lock:
+            if released:
+                return
+            released = True
+            _switch_holders -= 1
+            if _switch_holders == 0:
+                sys.setswitchinterval(_switch_saved)
+
+    return release
 
 
 @dataclass
@@ -151,6 +194,9 @@ class LakeWriter:
         pipeline_depth: record batches that may wait for or be in the sink thread while the
             caller reads the next ones (reading overlaps writing; memory stays bounded by
             ``pipeline_depth + 1`` record batches). ``0`` writes in the caller's thread.
+        switch_interval_s: the GIL switch interval while the sink thread exists (see
+            :func:`hold_switch_interval`; given back when the writer is garbage-collected);
+            ``0`` leaves the interpreter's.
     """
 
     def __init__(
@@ -162,6 +208,7 @@ class LakeWriter:
         rows_per_file: int = 1_000_000,
         compact_min_files: int = 64,
         pipeline_depth: int = 2,
+        switch_interval_s: float = SINK_SWITCH_INTERVAL_S,
     ):
         self._spark_factory: Callable[[], Any] | None = spark if callable(spark) else None
         self._spark: Any = None if callable(spark) else spark
@@ -175,6 +222,7 @@ class LakeWriter:
         self.rows_per_file = rows_per_file
         self.compact_min_files = compact_min_files
         self.pipeline_depth = pipeline_depth
+        self.switch_interval_s = switch_interval_s
         self._pool: ThreadPoolExecutor | None = None
         self._slots: threading.BoundedSemaphore | None = None
         storage.ensure_root()
@@ -529,6 +577,7 @@ class LakeWriter:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cdc-sink")
             self._slots = threading.BoundedSemaphore(self.pipeline_depth)
             weakref.finalize(self, self._pool.shutdown, False)
+            weakref.finalize(self, hold_switch_interval(self.switch_interval_s))
         slots = self._slots
         assert slots is not None  # made with the pool
         slots.acquire()
