@@ -3,8 +3,9 @@
 #   - MariaDB server + client (apt) if `mariadbd` or `mariadb` is missing
 #   - make (apt) if missing; python3 (apt) if missing
 #   - checks java >= 17 (installs openjdk-17-jre-headless via apt only if java is absent)
-#   - uv (PyPI) if missing, then `uv sync --frozen`: the project venv $CDC_ROOT/.venv exactly as
-#     uv.lock pins it (the package editable + the dev group). Skip with CDC_SKIP_PIP=1.
+#   - uv (PyPI) if missing, then `uv sync --frozen --compile-bytecode`: the project venv
+#     $CDC_ROOT/.venv exactly as uv.lock pins it (the package editable + the dev group), with the
+#     bytecode of every module compiled (the package's too). Skip with CDC_SKIP_PIP=1.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
@@ -73,9 +74,17 @@ else
   fi
   # the OS trust store (as pip, curl and git use), so a TLS-intercepting proxy's CA is trusted too
   export UV_NATIVE_TLS="${UV_NATIVE_TLS:-1}"
-  say "uv sync --frozen (the locked environment in $CDC_ROOT/.venv; a few minutes on a fresh machine)"
-  # --python python3: the interpreter on PATH (uv may not download one: only PyPI is reachable)
-  (cd "$CDC_ROOT" && UV_PYTHON_DOWNLOADS=never "$CDC_UV" sync --frozen --python "${CDC_UV_PYTHON:-python3}" -q </dev/null) \
+  say "uv sync --frozen --compile-bytecode (the locked environment in $CDC_ROOT/.venv; a few minutes on a fresh machine)"
+  # --python python3: the interpreter on PATH (uv may not download one: only PyPI is reachable).
+  # --compile-bytecode: every run the daemon launches is a fresh process, and so is every Spark
+  # Python worker; without .pyc files (uv writes none by default, and nothing is written at
+  # import time under PYTHONDONTWRITEBYTECODE=1 or in a read-only venv) each of them compiles
+  # dagster, pyspark and pandas from source: `import dagster, pyspark.sql.connect.session` took
+  # 3.0 s instead of 1.2 s (docs/benchmarks.md, "Bytecode of the environment").
+  (cd "$CDC_ROOT" && UV_PYTHON_DOWNLOADS=never "$CDC_UV" sync --frozen --compile-bytecode --python "${CDC_UV_PYTHON:-python3}" -q </dev/null) \
     || die "uv sync --frozen failed (see above); uv.lock must match pyproject.toml: run 'uv lock' after changing dependencies"
+  # the package itself is installed editable (its source is this checkout): compile it too
+  "$CDC_ROOT/.venv/bin/python" -m compileall -q -j 0 "$CDC_ROOT/dagster_mysql_cdc" >/dev/null \
+    || die "compiling the package's bytecode failed (a syntax error in dagster_mysql_cdc/?)"
 fi
 say "ok"
