@@ -75,6 +75,58 @@ def test_relative_markdown_links_stay_inside_the_repository_and_exist():
     assert not problems, "\n".join(problems)
 
 
+MD_ANCHOR_LINK = re.compile(r"\]\(([^)\s#]*)#([^)\s]+)\)")
+
+
+def heading_anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives the headings of a markdown file: the heading text without links'
+    targets, lower-cased, every character other than letters, digits, ``_``, ``-`` and spaces
+    dropped, spaces turned into ``-``; a repeated anchor gets ``-1``, ``-2``, ... Headings inside
+    fenced code blocks are not headings."""
+    anchors: set[str] = set()
+    seen: dict[str, int] = {}
+    fenced = False
+    for line in (text_of(path) or "").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        m = None if fenced else re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if m is None:
+            continue
+        text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", m.group(1))
+        slug = re.sub(r"[^\w\- ]", "", text.lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        anchors.add(slug if n == 0 else f"{slug}-{n}")
+    return anchors
+
+
+def test_markdown_links_to_a_heading_name_one_that_exists():
+    problems, checked = [], 0
+    for path in tracked_files():
+        if path.suffix != ".md":
+            continue
+        for m in MD_ANCHOR_LINK.finditer(text_of(path) or ""):
+            target, anchor = m.group(1), m.group(2)
+            if "://" in target:
+                continue
+            file = (path.parent / target).resolve() if target else path
+            if file.suffix != ".md" or not file.exists():
+                continue  # other files, and missing ones (the test above reports those)
+            checked += 1
+            if anchor not in heading_anchors(file):
+                problems.append(f"{path.relative_to(ROOT)}: link {target}#{anchor}: no such heading")
+    assert checked > 50, "the docs link to their sections; this test must see those links"
+    assert not problems, "\n".join(problems)
+
+
+def test_heading_anchors_follow_github():
+    path = ROOT / "docs" / "benchmarks.md"
+    anchors = heading_anchors(path)
+    assert "the-gil-switch-interval-of-the-run-process" in anchors
+    assert "under-a-real-daemon-issue-11-benchdaemon_latencypy" in anchors
+    assert "bytecode-of-the-environment" in anchors
+
+
 def test_sample_datasets_ship_with_the_repository():
     tracked = {p.relative_to(ROOT).as_posix() for p in tracked_files()}
     for name in (
