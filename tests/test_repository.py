@@ -7,8 +7,10 @@ repository works here and fails for them. Pure file scan; no services needed.
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,8 @@ OUTSIDE_PATTERNS = {
     "an absolute path of a developer machine": re.compile("/" + r"work/[\w.-]"),
     "a path above the repository root from infra/env.sh's CDC_ROOT": re.compile(r"CDC_ROOT\}?/\.\." + "/"),
 }
-MD_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+#: a Markdown link: its target file (empty for a link into the same file) and its #anchor, if any
+MD_LINK = re.compile(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)")
 BINARY_SUFFIXES = {".png", ".jpg", ".gif", ".parquet", ".ico"}
 
 
@@ -57,16 +60,22 @@ def test_no_tracked_file_names_a_path_outside_the_repository():
     assert not problems, "tracked files that reach outside the repository:\n" + "\n".join(problems)
 
 
-def test_relative_markdown_links_stay_inside_the_repository_and_exist():
-    problems = []
+def markdown_links() -> Iterator[tuple[Path, str, str | None]]:
+    """``(file, target, anchor)`` of every link in the tracked Markdown files that is not a URL
+    (``target`` empty for a link into the same file; ``anchor`` ``None`` without ``#``)."""
     for path in tracked_files():
         if path.suffix != ".md":
             continue
-        text = text_of(path) or ""
-        for m in MD_LINK.finditer(text):
+        for m in MD_LINK.finditer(text_of(path) or ""):
             target = m.group(1)
-            if "://" in target or target.startswith(("mailto:", "/")):
-                continue
+            if "://" not in target and not target.startswith(("mailto:", "/")):
+                yield path, target, m.group(2)
+
+
+def test_relative_markdown_links_stay_inside_the_repository_and_exist():
+    problems = []
+    for path, target, _ in markdown_links():
+        if target:
             resolved = (path.parent / target).resolve()
             if not resolved.is_relative_to(ROOT):
                 problems.append(f"{path.relative_to(ROOT)}: link {target} leaves the repository")
@@ -75,9 +84,7 @@ def test_relative_markdown_links_stay_inside_the_repository_and_exist():
     assert not problems, "\n".join(problems)
 
 
-MD_ANCHOR_LINK = re.compile(r"\]\(([^)\s#]*)#([^)\s]+)\)")
-
-
+@functools.cache
 def heading_anchors(path: Path) -> set[str]:
     """The anchors GitHub gives the headings of a markdown file: the heading text without links'
     targets, lower-cased, every character other than letters, digits, ``_``, ``-`` and spaces
@@ -102,19 +109,15 @@ def heading_anchors(path: Path) -> set[str]:
 
 def test_markdown_links_to_a_heading_name_one_that_exists():
     problems, checked = [], 0
-    for path in tracked_files():
-        if path.suffix != ".md":
+    for path, target, anchor in markdown_links():
+        if not anchor:
             continue
-        for m in MD_ANCHOR_LINK.finditer(text_of(path) or ""):
-            target, anchor = m.group(1), m.group(2)
-            if "://" in target:
-                continue
-            file = (path.parent / target).resolve() if target else path
-            if file.suffix != ".md" or not file.exists():
-                continue  # other files, and missing ones (the test above reports those)
-            checked += 1
-            if anchor not in heading_anchors(file):
-                problems.append(f"{path.relative_to(ROOT)}: link {target}#{anchor}: no such heading")
+        file = (path.parent / target).resolve() if target else path
+        if file.suffix != ".md" or not file.exists():
+            continue  # other files, and missing ones (the test above reports those)
+        checked += 1
+        if anchor not in heading_anchors(file):
+            problems.append(f"{path.relative_to(ROOT)}: link {target}#{anchor}: no such heading")
     assert checked > 50, "the docs link to their sections; this test must see those links"
     assert not problems, "\n".join(problems)
 
