@@ -41,6 +41,7 @@ from ..source.foreign_keys import read_cascading_foreign_keys
 from ..source.schema import TableSchema
 from ..source.statements import dml_target_tables
 from ..source.types import TableConverter, TypeOptions
+from .ddl_effects import REASON_HEADER, DdlEffect, ddl_effects
 from .gaps import (
     BinlogGap,
     BinlogGapError,
@@ -126,6 +127,8 @@ class WindowResult:
     #: how many there were: {"table", "position", "reason"} each
     events_skipped: list[dict] = field(default_factory=list)
     events_skipped_count: int = 0
+    #: what DDL did to captured tables' rows (lines for people, see .ddl_effects)
+    ddl_effects: list[str] = field(default_factory=list)
 
     @property
     def rows(self) -> int:
@@ -138,6 +141,21 @@ class WindowResult:
         return None if self.last_event_ts_ms is None else max(0, now_ms() - self.last_event_ts_ms)
 
 
+def _combined(a: TableWriteResult, b: TableWriteResult) -> TableWriteResult:
+    """One table's two results in one window (parts, see :class:`_TableEvents`): counts added up,
+    ``b``'s commit outcomes (the newer)."""
+    by_op = dict(a.rows_by_op)
+    for op, n in b.rows_by_op.items():
+        by_op[op] = by_op.get(op, 0) + n
+    return replace(
+        b,
+        rows=a.rows + b.rows,
+        rows_by_op=by_op,
+        seconds=a.seconds + b.seconds,
+        spark_jobs=a.spark_jobs + b.spark_jobs,
+    )
+
+
 def merge_window_results(a: WindowResult, b: WindowResult) -> WindowResult:
     """One result for window ``a`` followed by window ``b`` (``b.start`` is where ``a`` ended):
     counts added up, per-table results combined (rows summed, the newer commit outcomes kept), the
@@ -145,19 +163,7 @@ def merge_window_results(a: WindowResult, b: WindowResult) -> WindowResult:
     tables = dict(a.tables)
     for k, tb in b.tables.items():
         ta = tables.get(k)
-        if ta is None:
-            tables[k] = tb
-            continue
-        by_op = dict(ta.rows_by_op)
-        for op, n in tb.rows_by_op.items():
-            by_op[op] = by_op.get(op, 0) + n
-        tables[k] = replace(
-            tb,
-            rows=ta.rows + tb.rows,
-            rows_by_op=by_op,
-            seconds=ta.seconds + tb.seconds,
-            spark_jobs=ta.spark_jobs + tb.spark_jobs,
-        )
+        tables[k] = tb if ta is None else _combined(ta, tb)
     return WindowResult(
         start=a.start,
         end=b.end,
@@ -173,13 +179,30 @@ def merge_window_results(a: WindowResult, b: WindowResult) -> WindowResult:
         incremental_state=b.incremental_state,
         blocking_tables=b.blocking_tables,
         gaps=a.gaps + b.gaps,
+        events_skipped=(a.events_skipped + b.events_skipped)[:100],
+        events_skipped_count=a.events_skipped_count + b.events_skipped_count,
+        ddl_effects=a.ddl_effects + b.ddl_effects,
     )
+
+
+@dataclass
+class _SinkPart:
+    """A finished part of a table's events in the window (see :meth:`_TableEvents.schema_changed`)."""
+
+    sink: TableBatch
+    value_schema: pa.Schema
+    truncated_at: BinlogPosition | None
 
 
 class _TableEvents:
     """Events of one table in the window: the builder of the current schema, finished record
     batches on their way to the sink (merged up to ``batch_rows`` while their schema is the same),
-    and the table's :class:`~.sink.lake.TableBatch`, opened with the first record batch."""
+    and the table's :class:`~.sink.lake.TableBatch`, opened with the first record batch.
+
+    A DDL that changes the table's primary key (or replaces the table by one keyed otherwise)
+    ends the current batch: the events before it are one *part* (merged into the state by the old
+    key), those after it the next (by the new key), committed in order with the batch identities
+    of the window start and of the DDL's position (:meth:`parts`)."""
 
     def __init__(
         self,
@@ -187,7 +210,7 @@ class _TableEvents:
         options: TypeOptions,
         server_name: str,
         batch_rows: int,
-        open_sink: Callable[[TableSchema], TableBatch],
+        open_sink: Callable[[TableSchema, BinlogPosition | None], TableBatch],
         on_failure: Callable[[str, str, str], None] | None = None,
     ):
         self.on_failure = on_failure  # (table, position, reason) of a skipped event; None: fail
@@ -196,10 +219,14 @@ class _TableEvents:
         self.batch_rows = batch_rows
         self.open_sink = open_sink
         self.sink: TableBatch | None = None
+        self.sink_key: tuple[str, ...] | None = None
+        self.sink_from: BinlogPosition | None = None  # None: the window start
+        self.done_parts: list[_SinkPart] = []
         self.pending: list[pa.RecordBatch] = []
         self.pending_rows = 0
         self.truncated_at: BinlogPosition | None = None
         self._set_schema(schema)
+        self._part_schema = self.conv.arrow_schema
 
     def _set_schema(self, schema: TableSchema) -> None:
         self.schema = schema
@@ -254,7 +281,8 @@ class _TableEvents:
         )
         self.pending, self.pending_rows = [], 0
         if self.sink is None:
-            self.sink = self.open_sink(self.conv.table)
+            self.sink = self.open_sink(self.conv.table, self.sink_from)
+            self.sink_key = tuple(self.conv.table.primary_key)
         self.sink.add(batch)
 
     def finish(self) -> None:
@@ -268,10 +296,34 @@ class _TableEvents:
         if batch.num_rows:
             self._finished(batch)
 
-    def schema_changed(self, schema: TableSchema) -> None:
-        if schema != self.schema:
-            self.flush()
-            self._set_schema(schema)
+    def schema_changed(self, schema: TableSchema, at: BinlogPosition | None = None) -> None:
+        """The table's schema changed (a DDL at ``at``): later events use it. When the message key
+        changes and events were written with the old one, the current part ends here."""
+        if schema == self.schema:
+            return
+        self.flush()
+        old_key = tuple(self.conv.table.primary_key)
+        self._part_schema = self.conv.arrow_schema  # the newest columns of the current part
+        self._set_schema(schema)
+        if at is not None and tuple(self.conv.table.primary_key) != old_key:
+            self.end_part(at)
+
+    def end_part(self, at: BinlogPosition) -> None:
+        """Hand the pending events over and close the current part: later events go to a new
+        part whose batch identity is ``at`` (a DDL's position)."""
+        self.hand_over()
+        if self.sink is not None:
+            self.done_parts.append(_SinkPart(self.sink, self._part_schema, self.truncated_at))
+            self.sink = None
+            self.truncated_at = None
+        self.sink_from = at
+
+    def parts(self) -> list[_SinkPart]:
+        """The table's parts in binlog order (the open one last), to commit in that order."""
+        out = list(self.done_parts)
+        if self.sink is not None:
+            out.append(_SinkPart(self.sink, self.conv.arrow_schema, self.truncated_at))
+        return out
 
     def maybe_flush(self) -> None:
         if len(self.builder) >= self.batch_rows:
@@ -349,6 +401,10 @@ class BinlogStreamingSource:
             conn.close()
         self.cascades = CascadeTracker(self.fks)
         self.dml_gaps: dict[str, BinlogGap] = {}
+        #: tables a DDL requires to be snapshotted again (``db.table``: why), see .ddl_effects
+        self.resnapshots: dict[str, str] = {}
+        #: what DDL did to captured tables' rows, for the run's log
+        self.ddl_log: list[str] = []
 
     def reader(self, replica_server_id: int, end: BinlogPosition) -> BinlogReader:
         """The binlog reader of ``[start, end)``."""
@@ -401,6 +457,12 @@ class BinlogStreamingSource:
                 "No schema history for %s.%s; using its current schema from information_schema", db, t
             )
             self.catalog.put(schema)  # seed the catalog for later DDL
+        return self._events_of(db, t, schema)
+
+    def _events_of(
+        self, db: str, t: str, schema: TableSchema, at: BinlogPosition | None = None
+    ) -> _TableEvents:
+        """The window's :class:`_TableEvents` of ``db.t`` (made on first use) at ``schema``."""
         te = self.tables.get((db, t))
         if te is None:
             options = self.options
@@ -413,17 +475,19 @@ class BinlogStreamingSource:
                 on_failure=None if options.event_processing_failure_handling_mode == "fail" else self.skipped,
             )
         else:
-            te.schema_changed(schema)
+            te.schema_changed(schema, at)
         return te
 
-    def _open_sink(self, db: str, t: str) -> Callable[[TableSchema], TableBatch]:
-        def opener(schema: TableSchema) -> TableBatch:
+    def _open_sink(self, db: str, t: str) -> Callable[[TableSchema, BinlogPosition | None], TableBatch]:
+        def opener(schema: TableSchema, since: BinlogPosition | None) -> TableBatch:
+            # the first part of a table in the window has the window start's identity; a part
+            # that begins at a DDL (a new primary key) that DDL's position: versions grow
             return self.writer.open_table_batch(
                 db,
                 t,
                 primary_key=schema.primary_key,
                 app_id=self.start.txn_app(STREAM_APP_ID),
-                version=self.start.as_version(),
+                version=(since or self.start).as_version(),
                 epoch=self.start.epoch,
             )
 
@@ -523,7 +587,10 @@ class BinlogStreamingSource:
                 )
 
     def _on_ddl(self, item: DdlStatement) -> None:
-        """A DDL: applied to the catalog; schema history records; ``t`` events for TRUNCATE."""
+        """A DDL: applied to the catalog; schema history records; ``t`` events for TRUNCATE; the
+        statement's effects on the rows of captured tables (:mod:`.ddl_effects`): ``t`` events of
+        tables whose rows end here, tables to snapshot again, rows to re-read."""
+        before = self.catalog.tables()
         outcomes = self.catalog.apply(
             item.sql, item.database, skip_unparseable=self.options.skip_unparseable_ddl, logger=log
         )
@@ -554,11 +621,68 @@ class BinlogStreamingSource:
                     query=item.sql,
                 )
                 te.truncated_at = self.start.at(item.file, item.pos)
+            at = self.start.at(item.file, item.pos)
             for ch in o.table_changes:
+                for effect in ddl_effects(ch, before):
+                    self._ddl_effect(effect, item, before.get(effect.table))
                 te = self.tables.get((ch.database, ch.table))
                 if te is not None and ch.schema is not None:
-                    te.schema_changed(ch.schema)
+                    te.schema_changed(ch.schema, at)
+            before = self.catalog.tables()
         self.result.last_event_ts_ms = item.ts_ms
+
+    def _ddl_effect(self, effect: DdlEffect, item: DdlStatement, old: TableSchema | None) -> None:
+        """Apply one :class:`~.ddl_effects.DdlEffect` of a DDL to a captured table."""
+        db, t = effect.table
+        if not self.table_filter.matches(db, t) or (db, t) == self.sig_key:
+            return
+        name = f"{db}.{t}"
+        if effect.kind == "cut":
+            schema = self.tables[(db, t)].schema if (db, t) in self.tables else old
+            if schema is None:
+                return  # never known: nothing of it can be in the lake
+            te = self._events_of(db, t, schema)
+            te.builder.add(
+                "t",
+                None,
+                None,
+                file=item.file,
+                pos=item.pos,
+                row=0,
+                ts_ms=now_ms(),
+                source_ts_ms=item.ts_ms,
+                server_id=item.server_id,
+                gtid=item.gtid,
+                thread=item.thread,
+                query=item.sql,
+                headers={REASON_HEADER: effect.reason},
+            )
+            te.truncated_at = self.start.at(item.file, item.pos)
+            self.ddl_log.append(f"{name}: rows end at {item.file}:{item.pos} ({effect.reason})")
+            return
+        if effect.kind == "repair" and self._repairable(db, t):
+            self.dml_gaps.setdefault(
+                name,
+                BinlogGap(
+                    kind="ddl",
+                    table=name,
+                    position=f"{item.file}:{item.pos}",
+                    detail=f"{effect.reason}: {item.sql[:200]!r}",
+                ),
+            )
+            return
+        if name not in self.resnapshots:
+            self.resnapshots[name] = effect.reason
+            self.ddl_log.append(f"{name}: snapshot again after {item.file}:{item.pos} ({effect.reason})")
+
+    def _repairable(self, db: str, t: str) -> bool:
+        """Whether rows the server rewrote can be re-read by a targeted incremental snapshot:
+        a keyed table, with gap repairs on (``binlog_gap_handling``; ``fail``/``warn`` handle the
+        gap as they do any other) and a signal table; else the table is snapshotted again."""
+        if self.options.gap_handling != "repair":
+            return True
+        schema = self.catalog.get(db, t)
+        return bool(self.sig_key) and schema is not None and bool(schema.primary_key)
 
     def gaps(self) -> list[BinlogGap]:
         """The window's changes the binlog does not carry: statement DML, then FK cascades."""
@@ -576,12 +700,12 @@ class BinlogStreamingSource:
         for te in self.tables.values():
             te.finish()
         for (db, t), te in self.tables.items():
-            if te.sink is not None:
-                self.result.tables[(db, t)] = te.sink.commit(
-                    value_schema=te.conv.arrow_schema,
-                    position=position,
-                    truncated_at=te.truncated_at,
+            for part in te.parts():
+                written = part.sink.commit(
+                    value_schema=part.value_schema, position=position, truncated_at=part.truncated_at
                 )
+                prev = self.result.tables.get((db, t))
+                self.result.tables[(db, t)] = written if prev is None else _combined(prev, written)
         self.history.append(self.records, app_id=app, version=version)
         if self.tx_records:
             _append_transactions(self.writer.storage, self.server_name, self.tx_records, app, version)
@@ -589,8 +713,8 @@ class BinlogStreamingSource:
     def abort(self) -> None:
         """Drop every open table batch (nothing of the window is committed by this attempt)."""
         for te in self.tables.values():
-            if te.sink is not None:
-                te.sink.abort()
+            for part in te.parts():
+                part.sink.abort()
 
 
 def run_window(
@@ -675,6 +799,10 @@ def run_window(
             # the planned chunks lie after the pause point: they are re-planned later
             snapshot.resume_before_blocking()
             result.blocking_tables = list(dict.fromkeys(signals.blocking))
+        result.ddl_effects = list(source.ddl_log)
+        if source.resnapshots:  # tables a DDL left with rows the binlog does not carry (.ddl_effects)
+            again = [k for k in map(_table_key, source.resnapshots) if source.catalog.get(*k) is not None]
+            result.blocking_tables = list(dict.fromkeys([*result.blocking_tables, *again]))
         result.gaps = source.gaps()
         if result.gaps:
             snapshot.state = _window_gaps(

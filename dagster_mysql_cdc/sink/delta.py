@@ -117,6 +117,7 @@ def commit_files(
     app_id: str,
     version: int,
     metadata: dict[str, str] | None = None,
+    properties: dict[str, str] | None = None,
 ) -> CommitOutcome:
     """Publish Parquet files (already written under ``table_uri``) in one Delta commit.
 
@@ -126,6 +127,8 @@ def commit_files(
         mode: ``append`` adds the files; ``overwrite`` also removes every current file.
         app_id / version: batch identity (see module docs).
         metadata: custom commit info (e.g. binlog positions), visible in ``DESCRIBE HISTORY``.
+        properties: table properties of a table this commit creates (besides
+            :data:`TABLE_PROPERTIES`).
 
     Raises:
         SinkError: the commit failed (schema mismatch, storage error); nothing was published.
@@ -160,6 +163,9 @@ def commit_files(
             )
             dt = open_table(storage, table_uri)
             assert dt is not None
+            if properties:  # delta-rs accepts properties it does not know only through ALTER
+                dt.alter.set_table_properties(properties, raise_if_not_exists=False)
+                dt.update_incremental()
             return CommitOutcome(True, dt.version(), len(actions), rows)
         done = dt.transaction_version(app_id)
         if done is not None and done >= version:
@@ -197,6 +203,88 @@ def _delta_schema(schema: pa.Schema):
     from deltalake import Schema
 
     return Schema.from_arrow(schema)
+
+
+def rewrite_table(
+    storage: StorageSettings,
+    table_uri: str,
+    schema: pa.Schema,
+    *,
+    reason: str,
+    batch_rows: int = 100_000,
+    attempts: int = 5,
+) -> bool:
+    """Rewrite every data file of the Delta table at ``table_uri`` into ``schema`` in one commit
+    (Delta ``WRITE`` in overwrite mode with a new schema): the values of each column are converted
+    to its new type (:func:`.evolution.conform_table`; e.g. ``INT`` -> ``BIGINT``, milliseconds ->
+    microseconds, numbers -> text), columns the files lack are null.
+
+    Used when a source column's type changes in a way the lake type cannot hold as it is (Delta has
+    no in-place type change that delta-rs writes). Earlier versions stay readable (time travel)
+    until ``VACUUM``; the table's properties and ``txn`` identities are kept. Memory: one record
+    batch of ``batch_rows`` rows at a time. Optimistic: the commit fails if another writer
+    committed since the files were listed (``max_commit_retries=0``), and the rewrite starts over
+    from the new version (``attempts`` times).
+
+    Args:
+        schema: the new table schema: a lake schema whose every field is a supertype of the
+            table's (:func:`.evolution.conform_schema`).
+        reason: recorded in the commit info (``dagster_mysql_cdc.rewrite``).
+
+    Returns:
+        ``True`` when rewritten, ``False`` when there is no table or it already has ``schema``.
+    Raises:
+        SinkError: the rewrite failed (the table is unchanged).
+    """
+    import pyarrow.parquet as pq
+    from deltalake import write_deltalake
+    from deltalake.exceptions import CommitFailedError
+
+    from .evolution import conform_table, relabel
+
+    last: Exception | None = None
+    for _ in range(max(1, attempts)):
+        dt = open_table(storage, table_uri)
+        if dt is None:
+            return False
+        current = pa.schema(dt.schema().to_arrow())
+        if current.equals(schema, check_metadata=True):
+            return False
+        fs = storage.pyarrow_filesystem()
+        base = storage.fs_path(table_uri)
+        paths = dt.get_add_actions(flatten=False).column("path").to_pylist()
+
+        def batches(paths=paths, current=current, fs=fs, base=base):
+            for rel in paths:
+                with fs.open_input_file(f"{base}/{rel}") as fh:
+                    for b in pq.ParquetFile(fh).iter_batches(batch_size=batch_rows):
+                        t = relabel(pa.Table.from_batches([b]), current)
+                        yield from conform_table(t, schema).to_batches()
+
+        try:
+            write_deltalake(
+                dt,
+                pa.RecordBatchReader.from_batches(schema, batches()),
+                mode="overwrite",
+                schema_mode="overwrite",
+                commit_properties=CommitProperties(
+                    custom_metadata={"dagster_mysql_cdc.rewrite": reason}, max_commit_retries=0
+                ),
+            )
+            log.info("rewrote %s (%d files) into its new schema: %s", table_uri, len(paths), reason)
+            return True
+        except CommitFailedError as e:  # another writer committed meanwhile: list the files again
+            last = e
+            continue
+        except Exception as e:
+            raise SinkError(
+                f"Rewriting {table_uri} on {storage.location()} into its new column types failed "
+                f"({reason}): {type(e).__name__}: {e}. The table is unchanged; the next run retries."
+            ) from e
+    raise SinkError(
+        f"Rewriting {table_uri} on {storage.location()} kept conflicting with other writers ({last}); "
+        "the next run retries."
+    )
 
 
 def delete_files(storage: StorageSettings, table_uri: str, files: list[dict]) -> None:

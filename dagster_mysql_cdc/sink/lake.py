@@ -53,7 +53,8 @@ from deltalake import CommitProperties, Transaction
 
 from ..errors import SinkError
 from ..events import BinlogPosition, state_schema
-from .delta import CommitOutcome, commit_files, open_table
+from .delta import CommitOutcome, commit_files, open_table, rewrite_table
+from .evolution import conform_schema, conform_table, state_value_field
 from .layout import LakeLayout, TablePaths
 from .spark_files import (
     FORMAT_NAME,
@@ -73,6 +74,11 @@ if TYPE_CHECKING:
     from deltalake import DeltaTable
 
 log = logging.getLogger(__name__)
+
+#: Table property of a state table: the JSON list of its key columns (``[]``: keyless, every
+#: column is the key). A batch keyed otherwise (the table's primary key changed) starts the state
+#: over instead of merging into rows keyed another way (see ``_StateApplier._check_key_model``).
+KEY_PROPERTY = "dagster_mysql_cdc.primary_key"
 
 #: GIL switch interval while a sink thread overlaps the reader (see :func:`hold_switch_interval`)
 SINK_SWITCH_INTERVAL_S = 0.0005
@@ -632,8 +638,17 @@ class TableBatch:
         self.futures: list[Future] = []
         self._dead: str | None = None  # why a record batch failed (the later ones are not written)
         self.state = _StateApplier(
-            writer, self.paths.state, app_id, version, self.manifests, keyless=not primary_key
+            writer,
+            self.paths.state,
+            app_id,
+            version,
+            self.manifests,
+            primary_key=primary_key,
+            full_snapshot=snapshot_position is not None,
         )
+        self.lake = _LakeSchemas(writer, self.paths, self.state)
+        #: per column of the newest batch: its source field (the state column metadata to refresh)
+        self.source_fields: dict[str, pa.Field] = {}
         if self.state.skip:
             log.info("state of %s.%s already has batch %s@%s", database, table, app_id, version)
 
@@ -688,7 +703,9 @@ class TableBatch:
     def _write_one(self, batch: pa.RecordBatch) -> None:
         self._count_ops(batch.column(batch.schema.get_field_index("op")))
         names, st_b, outputs = self._job_outputs(batch.schema)
-        events = pa.Table.from_batches([batch])
+        # the events in the lake's column types (a column whose source type changed is converted
+        # into the type the lake keeps for it, see .evolution); unchanged columns are not copied
+        events = conform_table(batch, outputs[0].schema)
         files = self.w._write_files(events, outputs, self.manifests)
         self._job_written(files, st_b)
         if len(outputs) == 1:
@@ -723,18 +740,27 @@ class TableBatch:
             self.rows_by_op[vc["values"]] = self.rows_by_op.get(vc["values"], 0) + vc["counts"]
 
     def _job_outputs(self, log_schema: pa.Schema) -> tuple[list[str], pa.Schema, list[FileOutput]]:
-        """Record the change-log schema of a job's events; returns their columns, their state
-        schema and the job's outputs: the change log, and the state rows too for a first snapshot
-        (unique keys, no older rows: written by the same Spark job, committed at the end; otherwise
-        they are merged by :meth:`_merge_state`). A keyless table's copies of one value may be in
-        different record batches: its counts are always merged."""
-        self.log_schema = union_schema(self.log_schema, log_schema)
-        after = list(log_schema.field("after").type)
-        names = [f.name for f in after]
+        """Conform the lake to a job's events (schema ``log_schema``, the source's column types at
+        their position): the change log's and the state's lake schemas take the new columns and the
+        supertypes of changed ones, rewriting a table whose column type widens (:mod:`.evolution`).
+        Returns the events' columns, their state schema (lake types) and the job's outputs: the
+        change log (in its lake schema), and the state rows too for a first snapshot (unique keys,
+        no older rows: written by the same Spark job, committed at the end; otherwise they are
+        merged by :meth:`_merge_state`). A keyless table's copies of one value may be in different
+        record batches: its counts are always merged."""
+        target = self.lake.conform_log(log_schema)
+        self.log_schema = target
+        source_after = list(log_schema.field("after").type)
+        lake_after = target.field("after").type
+        names = [f.name for f in source_after]
         self.names += [n for n in names if n not in self.names]
+        self.source_fields.update({f.name: f for f in source_after})
         keyless = not self.primary_key
-        st_b = state_schema(pa.schema(after), keyless=keyless)
-        outputs = [FileOutput(self.paths.changelog, log_schema)]
+        values = pa.schema([state_value_field(lake_after.field(f.name), f) for f in source_after])
+        wanted = state_schema(values, keyless=keyless)
+        lake_state = self.lake.conform_state(wanted)
+        st_b = pa.schema([lake_state.field(f.name) for f in wanted])  # this batch's columns, lake types
+        outputs = [FileOutput(self.paths.changelog, target)]
         if not self.state.skip and self.state.direct and self.snapshot_position is not None and not keyless:
             outputs.append(
                 FileOutput(self.paths.state, st_b, kind="state", value_names=tuple(names), epoch=self.epoch)
@@ -788,6 +814,19 @@ class TableBatch:
                 self.state.truncate_counts(BinlogPosition(at["file"], int(at["pos"]), epoch=self.epoch), st_b)
             start = i + 1
 
+    def _state_schema(self, value_schema: pa.Schema) -> pa.Schema:
+        """The state table's lake schema after this batch: its columns (the newest first when the
+        table is new), then columns only older events had, then the metadata columns."""
+        assert self.log_schema is not None
+        lake_after = self.log_schema.field("after").type
+        values = [
+            state_value_field(lake_after.field(f.name) if lake_after.get_field_index(f.name) >= 0 else f, f)
+            for f in value_schema
+        ]
+        seen = {f.name for f in values}
+        values += [lake_after.field(n) for n in self.names if n not in seen]
+        return self.lake.conform_state(state_schema(pa.schema(values), keyless=not self.primary_key))
+
     # -- on the producer thread --------------------------------------------------------------
     def commit(
         self,
@@ -810,12 +849,13 @@ class TableBatch:
         storage = self.w.storage
         try:
             self._wait()
-            if self.log_schema is not None:
-                self.w._evolve(self.paths.changelog, self.log_schema)
+            if self.log_schema is None:
+                self.log_schema = self.lake.conform_log(_empty_log_schema(value_schema, self.primary_key))
+            self.w._evolve(self.paths.changelog, self.log_schema)
             log_commit = commit_files(
                 storage,
                 self.paths.changelog,
-                self.log_schema or _empty_log_schema(value_schema, self.primary_key),
+                self.log_schema,
                 self.log_files,
                 mode="append",
                 app_id=self.app_id,
@@ -823,11 +863,13 @@ class TableBatch:
                 metadata=meta,
             )
             state_commit = self.state.finish(
-                _state_schema_of(self.names, self.log_schema, value_schema, keyless=not self.primary_key),
+                self._state_schema(value_schema),
                 metadata=meta,
                 snapshot_position=self.snapshot_position,
                 truncated_at=truncated_at,
             )
+            if not self.state.skip:
+                self.lake.refresh_state_metadata({**{f.name: f for f in value_schema}, **self.source_fields})
         except BaseException:
             self.abort()
             raise
@@ -845,6 +887,92 @@ class TableBatch:
             seconds=time.monotonic() - self.started,
             spark_jobs=self.jobs,
         )
+
+
+class _LakeSchemas:
+    """The lake schemas of one table batch's change log and state, conformed to each record batch
+    (:func:`.evolution.conform_schema`): new columns are added, a column whose type the lake cannot
+    hold as it is gets its supertype, and the table holding it is rewritten first
+    (:func:`.delta.rewrite_table`), so the data files written next match the table's schema."""
+
+    def __init__(self, writer: LakeWriter, paths: TablePaths, state: _StateApplier):
+        self.w = writer
+        self.paths = paths
+        self.state_applier = state
+        self._log: pa.Schema | None = None
+        self._log_read = False
+        self.state: pa.Schema | None = None if state.replace else _arrow_schema(state.dt)
+
+    @property
+    def log(self) -> pa.Schema | None:
+        if not self._log_read:
+            self._log = _arrow_schema(open_table(self.w.storage, self.paths.changelog))
+            self._log_read = True
+        return self._log
+
+    def conform_log(self, incoming: pa.Schema) -> pa.Schema:
+        """The change log's lake schema for events of schema ``incoming`` (rewriting it first when
+        a column's type widens)."""
+        lake = self.log
+        c = conform_schema(lake, incoming)
+        if lake is not None and c.changed:
+            rewrite_table(
+                self.w.storage,
+                self.paths.changelog,
+                c.schema,
+                reason=f"column(s) {', '.join(c.changed)} change type",
+            )
+        self._log = c.schema
+        return c.schema
+
+    def conform_state(self, incoming: pa.Schema) -> pa.Schema:
+        """The state's lake schema for state rows of schema ``incoming`` (rewriting it when a
+        column's type widens, adding new columns at once: merge predicates may name them)."""
+        lake = self.state
+        c = conform_schema(lake, incoming, keep_metadata=True)
+        if lake is not None and (c.changed or c.added):
+            if c.changed:
+                rewrite_table(
+                    self.w.storage,
+                    self.paths.state,
+                    c.schema,
+                    reason=f"column(s) {', '.join(c.changed)} change type",
+                )
+            else:
+                self.w._evolve(self.paths.state, c.schema)
+            self.state_applier.dt = open_table(self.w.storage, self.paths.state)
+        self.state = c.schema
+        return c.schema
+
+    def refresh_state_metadata(self, fields: dict[str, pa.Field]) -> None:
+        """Set the state table's column metadata to the source's (``fields``: the newest source
+        field of each column; ``mysql.type``, ENUM members ...) where it changed: a metadata-only
+        Delta commit (``ALTER ... SET`` column metadata), no data rewritten. Best-effort."""
+        dt = open_table(self.w.storage, self.paths.state)
+        if dt is None or not fields:
+            return
+        lake = pa.schema(dt.schema().to_arrow())
+        for name, src in fields.items():
+            if name not in lake.names:
+                continue
+            cur = lake.field(name)
+            want = state_value_field(cur, src).metadata or {}
+            have = cur.metadata or {}
+            update = {k.decode(): v.decode() for k, v in want.items() if have.get(k) != v}
+            update.update({k.decode(): "" for k in have if k not in want and have[k]})
+            if update:
+                try:
+                    dt.alter.set_column_metadata(name, update)
+                except Exception as e:  # pragma: no cover - concurrent writers
+                    log.warning("could not refresh the metadata of %s.%s: %s", self.paths.state, name, e)
+                    return
+                dt = open_table(self.w.storage, self.paths.state)
+                assert dt is not None
+        self.state = pa.schema(dt.schema().to_arrow())
+
+
+def _arrow_schema(dt: DeltaTable | None) -> pa.Schema | None:
+    return None if dt is None else pa.schema(dt.schema().to_arrow())
 
 
 class _StateApplier:
@@ -865,10 +993,12 @@ class _StateApplier:
         version: int,
         manifests: str,
         *,
-        keyless: bool = False,
+        primary_key: tuple[str, ...] = (),
+        full_snapshot: bool = False,
     ):
         self.w = writer
-        self.keyless = keyless
+        self.primary_key = tuple(primary_key)
+        self.keyless = not primary_key
         self.read_seq = 0  # record batches of snapshot reads merged so far (keyless counts)
         self.uri = uri
         self.app_id = app_id
@@ -880,6 +1010,34 @@ class _StateApplier:
         self.direct_files: list[dict] = []
         self.direct_schema: pa.Schema | None = None
         self.direct = self.dt is None  # nothing to merge with yet
+        #: the state is keyed another way: a keyed full snapshot replaces it in one commit
+        self.replace = False
+        if self.dt is not None and not self.skip:
+            self._check_key_model(full_snapshot)
+
+    def _key_property(self) -> dict[str, str]:
+        return {KEY_PROPERTY: json.dumps(list(self.primary_key))}
+
+    def _check_key_model(self, full_snapshot: bool) -> None:
+        """Compare the state's recorded key (table property :data:`KEY_PROPERTY`) with this
+        batch's. Rows keyed another way cannot be merged with (a key may match several of them):
+        a keyed full snapshot replaces the table in one commit (:meth:`finish`); otherwise the old
+        rows are removed first (a key change always comes with a cut or a new snapshot of the
+        table, see ``engine/ddl_effects.py``, so no live row is lost for good)."""
+        assert self.dt is not None
+        recorded = self.dt.metadata().configuration.get(KEY_PROPERTY)
+        mine = json.dumps(list(self.primary_key))
+        if recorded is None or recorded == mine:
+            if recorded is None:  # a table from before the property: record its key
+                _set_properties(self.dt, {KEY_PROPERTY: mine})
+            return
+        log.info("state %s is keyed %s, the batch %s: it starts over", self.uri, recorded, mine)
+        if full_snapshot and not self.keyless:
+            self.direct = self.replace = True
+            return
+        self.dt.delete()
+        _set_properties(self.dt, {KEY_PROPERTY: mine})
+        self.dt = open_table(self.w.storage, self.uri)
 
     def _table(self) -> DeltaTable:
         """The state table, which exists once :meth:`merge` or :meth:`finish` created it."""
@@ -904,6 +1062,7 @@ class _StateApplier:
                 mode="append",
                 app_id=self.app_id + "/init",
                 version=0,
+                properties=self._key_property(),
             )
             self.dt = open_table(self.w.storage, self.uri)
             self.direct = False
@@ -943,11 +1102,14 @@ class _StateApplier:
                 (f"t.{_q(k)} = s.{_q(k)}" if keyed else f"(t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)})")
                 for k in key
             )
+            # explicit column lists, quoted: delta-rs's *_all variants quote names with backticks
+            # and fail on a name that contains one
+            every = {_q(n): f"s.{_q(n)}" for n in source.schema.names}
             metrics = (
                 self._table()
                 .merge(source, predicate=on, source_alias="s", target_alias="t", merge_schema=True)
-                .when_matched_update_all(predicate=newer_predicate())
-                .when_not_matched_insert_all()
+                .when_matched_update(every, predicate=newer_predicate())
+                .when_not_matched_insert(every)
                 .execute()
             )
             log.debug("merge into %s: %s", self.uri, metrics)
@@ -1093,17 +1255,23 @@ class _StateApplier:
                     if self.direct_schema is not None
                     else st_schema
                 )
-                if self.direct_files or truncated_at is None:
-                    return commit_files(
+                if self.direct_files or truncated_at is None or self.replace:
+                    outcome = commit_files(
                         storage,
                         self.uri,
                         schema,
                         self.direct_files,
-                        mode="append",
+                        mode="overwrite" if self.replace else "append",
                         app_id=self.app_id,
                         version=self.version,
                         metadata=metadata,
+                        properties=self._key_property(),
                     )
+                    if self.replace and outcome.committed:
+                        dt = open_table(storage, self.uri)
+                        assert dt is not None
+                        _set_properties(dt, self._key_property())
+                    return outcome
                 commit_files(
                     storage, self.uri, schema, [], mode="append", app_id=self.app_id + "/init", version=0
                 )
@@ -1141,6 +1309,15 @@ class _StateApplier:
             ) from e
 
 
+def _set_properties(dt: DeltaTable, properties: dict[str, str]) -> None:
+    """Set table properties (one metadata commit; best-effort: a concurrent writer may win it and
+    the next batch sets them again)."""
+    try:
+        dt.alter.set_table_properties(properties, raise_if_not_exists=False)
+    except Exception as e:  # pragma: no cover - depends on concurrent writers
+        log.warning("could not set %s on %s: %s", properties, dt.table_uri, e)
+
+
 def _older_plain(pos: BinlogPosition, row: int = 0) -> str:
     """SQL predicate: a state row's ordering key is below ``(pos, row)`` (NULL ``__epoch`` = 0)."""
     f, p, r = (_q(c) for c in ORDER_COLS[1:])
@@ -1173,18 +1350,6 @@ def _position_versions(rows: pa.Table) -> pa.Array:
     seqs = pa.array([BinlogPosition(f, 0).file_seq for f in uniq.to_pylist()], pa.int64())
     seq = seqs.take(pc.index_in(files, value_set=uniq))
     return pc.add(pc.multiply(seq, 10**12), rows.column("__binlog_pos").combine_chunks().cast(pa.int64()))
-
-
-def _state_schema_of(
-    names: list[str], log_schema: pa.Schema | None, value_schema: pa.Schema, *, keyless: bool = False
-) -> pa.Schema:
-    """State schema: the newest columns first, then columns only older events had, then metadata."""
-    fields = list(value_schema)
-    if log_schema is not None:
-        seen = {f.name for f in fields}
-        after = {f.name: f for f in log_schema.field("after").type}
-        fields += [after[n] for n in names if n not in seen]
-    return state_schema(pa.schema(fields), keyless=keyless)
 
 
 def _root_cause(e: BaseException) -> str:

@@ -109,14 +109,20 @@ class FileOutput:
         )
 
     def rows(self, events: pa.Table) -> pa.Table:
-        """This output's rows of a chunk of change events, cast to :attr:`schema`."""
+        """This output's rows of a chunk of change events in :attr:`schema` (the lake's column
+        types: values converted where the source type differs, :func:`.evolution.conform_table`;
+        columns the events lack are null)."""
+        from .evolution import conform_table
+
         if self.kind == "state":
             from .state_rows import state_rows
 
             events = state_rows(events, self.value_names, epoch=self.epoch)
         elif self.kind != "events":
             raise ValueError(f"unknown output kind {self.kind!r}")
-        return events.select(self.schema.names).cast(self.schema)
+        return conform_table(
+            events.select([n for n in events.column_names if n in self.schema.names]), self.schema
+        )
 
 
 def encode_outputs(outputs: Sequence[FileOutput]) -> str:

@@ -129,7 +129,11 @@ class _AlterTable(_TableElements):
         schema = edit.store(self.state)
         new_key = (edit.database, edit.table)
         prev = key if new_key != key else None
-        return self.outcome(edit.database, [TableChange("ALTER", edit.database, edit.table, schema, prev)])
+        filled = tuple(c for c in edit.filled if any(x.name == c for x in schema.columns))
+        return self.outcome(
+            edit.database,
+            [TableChange("ALTER", edit.database, edit.table, schema, prev, filled_columns=filled)],
+        )
 
     def alter_from_ast(self, edit: _TableEdit, ast: exp.Expression) -> None:
         options = ast.args.get("options") or []

@@ -168,6 +168,27 @@ def _column_attributes(cd: exp.ColumnDef, name: str) -> _ColumnAttributes:
     return a
 
 
+def fills_existing_rows(cd: exp.Expression) -> bool:
+    """Whether adding column definition ``cd`` to a table gives its existing rows a value other
+    than NULL: ``NOT NULL`` (the type's implicit default), a ``DEFAULT`` that is not ``NULL``,
+    ``AUTO_INCREMENT``, a generated column (``AS (expr)``), or ``SERIAL``."""
+    for c in cd.args.get("constraints") or []:
+        k: Any = c.args.get("kind") if isinstance(c, exp.ColumnConstraint) else c
+        kn = _cls(k)
+        if kn == "NotNullColumnConstraint" and not k.args.get("allow_null"):
+            return True
+        if kn == "DefaultColumnConstraint" and not isinstance(k.this, exp.Null):
+            return True
+        if kn in (
+            "AutoIncrementColumnConstraint",
+            "ComputedColumnConstraint",
+            "GeneratedAsIdentityColumnConstraint",
+        ):
+            return True
+    kind = cd.args.get("kind")
+    return kind is not None and "SERIAL" in kind.sql(dialect="mysql").upper()
+
+
 def _int_params(name: str, raw_params: list[Any]) -> list[int]:
     """Integer type parameters (``DECIMAL(10, 2)`` -> ``[10, 2]``); anything else raises ``_Fail``."""
     out = []

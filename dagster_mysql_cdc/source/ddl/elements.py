@@ -10,7 +10,7 @@ from sqlglot.tokens import TokenType
 
 from ..schema import ColumnSchema
 from .base import _ApplierBase
-from .columns import column_schema
+from .columns import column_schema, fills_existing_rows
 from .dialect import _cls, _ident, _json_valid_column, _parse, _try_parse
 from .outcome import _Fail
 from .state import _TableEdit
@@ -147,6 +147,8 @@ class _TableElements(_ApplierBase):
                 return
             raise _Fail(f"schema catalog out of sync: column {col.name!r} already exists in {edit.qualified}")
         edit.insert(col, self.position(cd))
+        if fills_existing_rows(cd):
+            edit.filled.append(col.name)
         if pk:
             edit.primary_key = [col.name]
 

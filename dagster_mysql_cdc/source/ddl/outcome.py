@@ -46,7 +46,9 @@ class TableChange:
 
     ``type`` is ``CREATE``, ``ALTER`` (also for renames, with ``previous_name`` = ``(db, old)``,
     Debezium's ``previousId``) or ``DROP``; ``schema`` is the table after the change (``None`` for
-    ``DROP``).
+    ``DROP``). ``filled_columns``: columns an ``ALTER`` added whose existing rows the server fills
+    with values (``NOT NULL``, a non-NULL ``DEFAULT``, ``AUTO_INCREMENT``, a generated column):
+    the binlog carries no row events for them (not part of the schema history record).
     """
 
     type: Literal["CREATE", "ALTER", "DROP"]
@@ -54,6 +56,7 @@ class TableChange:
     table: str
     schema: TableSchema | None
     previous_name: tuple[str, str] | None = None
+    filled_columns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,8 @@ class _TableEdit:
         self.comment = comment
         self.charset = charset
         self.json_checks: set[str] = {c.lower() for c in json_checks}
+        #: columns added whose existing rows get a value from the server (see TableChange)
+        self.filled: list[str] = []
 
     @classmethod
     def of(cls, state: _State, key: Key) -> _TableEdit:
