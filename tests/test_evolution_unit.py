@@ -97,7 +97,7 @@ def test_text_rendering():
     assert convert(pa.array([1, -5, None], pa.int32()), INT, s).to_pylist() == ["1", "-5", None]
     d = pa.array([decimal.Decimal("1.50")], pa.decimal128(5, 2))
     assert convert(d, dec(5, 2), supertype(dec(5, 2), VARCHAR)).to_pylist() == ["1.50"]
-    stamp = int(dt.datetime(2024, 1, 2, 3, 4, 5, 678000, tzinfo=dt.timezone.utc).timestamp() * 1000)
+    stamp = int(dt.datetime(2024, 1, 2, 3, 4, 5, 678000, tzinfo=dt.UTC).timestamp() * 1000)
     assert convert(pa.array([stamp], pa.int64()), DT0, supertype(DT0, VARCHAR)).to_pylist() == [
         "2024-01-02 03:04:05.678"
     ]
