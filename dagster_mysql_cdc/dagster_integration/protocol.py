@@ -47,6 +47,9 @@ EPOCH_TAG = "dagster_mysql_cdc/epoch"
 SERVER_TAG = "dagster_mysql_cdc/server"
 #: Why a window run selected what it did (the sensor's look-ahead of the tables a window changes).
 SELECTION_TAG = "dagster_mysql_cdc/selection"
+#: JSON ``{"db.table": {"since", "error", "catch_up"}}``: the stopped tables a window run leaves
+#: out, and those (``catch_up: true``) it tries to catch up first (engine/isolation.py).
+STOPPED_TAG = "dagster_mysql_cdc/stopped_tables"
 
 # -- metadata keys of asset specs -------------------------------------------------------------------
 #: On a table asset's spec: ``{"database", "table"}`` it captures.

@@ -50,6 +50,7 @@ from .protocol import (
     INCREMENTAL_TAG,
     MODE_TAG,
     SNAPSHOT_MODE_TAG,
+    STOPPED_TAG,
     TABLE_METADATA_KEY,
     WINDOW_END_TAG,
     WINDOW_START_TAG,
@@ -1120,7 +1121,12 @@ class MySqlCdcResource(dg.ConfigurableResource):
         context.log.info(f"Binlog window {start} -> {end}")
         writer = lake.get_writer(self.server_name)
         history = SchemaHistory(storage, self.server_name)
-        result = self._read_window(settings, info, start, end, writer, history, incremental)
+        stopped, again = self._catch_up_stopped(
+            context, _stopped_tag(tags), start, writer, history, settings, info
+        )
+        table_filter = self.table_filter().without([_table_key(n) for n in stopped])
+        result = self._read_window(settings, info, start, end, writer, history, incremental, table_filter)
+        result.blocking_tables = list(dict.fromkeys([*result.blocking_tables, *again]))
         follow_windows = 0
         if (result.end.file, result.end.pos) == (end.file, end.pos):
             result.end = end  # the requested end carries the server's GTID set
@@ -1128,8 +1134,26 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 result.incremental_state or result.chunks or result.blocking_tables
             ):
                 result, follow_windows = self._follow(
-                    context, result, writer, history, settings, info, storage, set(keys_by_table)
+                    context,
+                    result,
+                    writer,
+                    history,
+                    settings,
+                    info,
+                    storage,
+                    set(keys_by_table),
+                    table_filter,
                 )
+        for name, failed in result.failed_tables.items():
+            stopped[name] = {**failed, "attempted": name in stopped}
+            context.log.warning(
+                f"{name} stopped: its changes from {BinlogPosition.from_dict(failed['since'])} on could not "
+                f"be written ({failed['error']}). The other tables go on. It is caught up from that "
+                "position automatically (retries back off from 1 minute to 1 hour), or at once after "
+                "the cause is fixed and the table is materialized (docs/operations.md, 'A table stopped')."
+            )
+        if report is not None:
+            report["stopped"] = stopped
         self._log_window(context, result)
         if report is not None:
             report["gaps"] = [g.to_dict() for g in result.gaps]
@@ -1143,9 +1167,92 @@ class MySqlCdcResource(dg.ConfigurableResource):
         if binlog_key is not None:
             yield dg.MaterializeResult(
                 asset_key=binlog_key,
-                metadata=_stream_metadata(result, start, reached, lag, follow_windows, writer.spark_seconds),
+                metadata={
+                    **_stream_metadata(result, start, reached, lag, follow_windows, writer.spark_seconds),
+                    "stopped_tables": dg.MetadataValue.json(stopped),
+                },
             )
         return reached
+
+    def _catch_up_stopped(
+        self,
+        context: dg.AssetExecutionContext,
+        tagged: dict[str, dict],
+        start: BinlogPosition,
+        writer: LakeWriter,
+        history: SchemaHistory,
+        settings: ConnectionSettings,
+        info: ServerInfo,
+    ) -> tuple[dict[str, dict], list[tuple[str, str]]]:
+        """Catch up the stopped tables the sensor marked due (tag :data:`STOPPED_TAG`, see
+        ``engine/isolation.py``): each one's binlog from its stop position to ``start``, read for
+        that table only. Returns the tables still stopped (``{"since", "error", "attempted"}``)
+        and the tables to snapshot again (their stop position was purged, or the catch-up met
+        changes the binlog does not carry)."""
+        from ..engine.isolation import catch_up
+        from ..engine.stream import IncrementalOptions, run_window
+        from ..source.connection import binlog_files
+
+        still: dict[str, dict] = {}
+        again: list[tuple[str, str]] = []
+        for name, s in tagged.items():
+            since = BinlogPosition.from_dict(s["since"])
+            if not s.get("catch_up"):
+                still[name] = {"since": s["since"], "error": s.get("error") or "", "attempted": False}
+                continue
+            key = _table_key(name)
+            conn = connect(settings)
+            try:
+                files = binlog_files(conn)
+            finally:
+                conn.close()
+            if since.file not in [f for f, _ in files]:
+                context.log.warning(
+                    f"{name}: its stop position {since} is no longer on the server (purged); it is "
+                    "snapshotted again instead of caught up"
+                )
+                again.append(key)
+                continue
+            base = self.table_filter().restricted_to([key])
+
+            def read(a: BinlogPosition, b: BinlogPosition, base=base, key=key) -> None:
+                r = run_window(
+                    settings,
+                    info,
+                    replica_server_id=self.server_id,
+                    start=a,
+                    end=b,
+                    writer=writer,
+                    history=history,
+                    table_filter=base,
+                    type_options=self.type_options(),
+                    options=self.stream_options(),
+                    server_name=self.server_name,
+                    incremental_options=IncrementalOptions(),
+                    catch_up=True,
+                )
+                if r.failed_tables:
+                    from ..errors import SinkError
+
+                    raise SinkError(next(iter(r.failed_tables.values()))["error"])
+                again.extend(r.blocking_tables)
+                if r.gaps:  # repairs are incremental snapshots of the main window: re-read it whole
+                    again.append(key)
+
+            try:
+                n = catch_up(read, since, start, files)
+            except Exception as e:  # the table stays stopped, with the new error
+                still[name] = {
+                    "since": s["since"],
+                    "error": f"{type(e).__name__}: {e}"[:2000],
+                    "attempted": True,
+                }
+                context.log.warning(f"{name} is still stopped: catching up from {since} failed: {e}")
+                continue
+            context.log.info(
+                f"{name} caught up from {since} to {start} ({n} window(s)); it is captured again"
+            )
+        return still, list(dict.fromkeys(again))
 
     def _log_window(self, context: dg.AssetExecutionContext, result: WindowResult) -> None:
         """Log a stream run's signals (rejected ones as WARNING), gaps (WARNING) and skipped events."""
@@ -1252,10 +1359,10 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 "materializes with its next change or snapshot"
             )
 
-    def _read_window(self, settings, info, start, end, writer, history, incremental):
+    def _read_window(self, settings, info, start, end, writer, history, incremental, table_filter=None):
         """One binlog window ``[start, end)`` into the lake with this resource's options
         (:func:`dagster_mysql_cdc.engine.stream.run_window`); the requested window and every follow-on
-        window of a run go through it."""
+        window of a run go through it (``table_filter``: the capture's, without stopped tables)."""
         from ..engine.stream import run_window
 
         return run_window(
@@ -1266,7 +1373,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             end=end,
             writer=writer,
             history=history,
-            table_filter=self.table_filter(),
+            table_filter=table_filter or self.table_filter(),
             type_options=self.type_options(),
             options=self.stream_options(),
             server_name=self.server_name,
@@ -1274,7 +1381,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             incremental_options=self.incremental_options(),
         )
 
-    def _follow(self, context, result, writer, history, settings, info, storage, selected):
+    def _follow(self, context, result, writer, history, settings, info, storage, selected, table_filter=None):
         """Follow-on windows after the requested one (see :mod:`dagster_mysql_cdc.engine.follow`).
 
         Returns ``(merged result, number of follow-on windows read)``. Saved windows (an earlier
@@ -1329,7 +1436,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                     )
                     break
                 w = save_follow_window(storage, self.server_name, FollowWindow(after, req.start, req.end))
-            r = self._read_window(settings, info, w.start, w.end, writer, history, None)
+            r = self._read_window(settings, info, w.start, w.end, writer, history, None, table_filter)
             windows += 1
             exact = (r.end.file, r.end.pos) == (w.end.file, w.end.pos)
             if exact:
@@ -1338,7 +1445,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 f"Follow-on window {w.start} -> {r.end}: {r.rows} rows, {r.events_read} events in {r.seconds:.1f}s"
             )
             result = merge_window_results(result, r)
-            if not exact or r.incremental_state or r.chunks or r.blocking_tables:
+            if not exact or r.incremental_state or r.chunks or r.blocking_tables or r.failed_tables:
                 break
         return result, windows
 
@@ -1358,6 +1465,29 @@ def _window_tags(tags: Any) -> tuple[BinlogPosition, BinlogPosition]:
             "requested by the binlog sensor (build_mysql_cdc_sensor)."
         ) from None
     return start, end
+
+
+def _table_key(name: str) -> tuple[str, str]:
+    db, _, t = name.partition(".")
+    return (db, t)
+
+
+def _stopped_tag(tags: Any) -> dict[str, dict]:
+    """The stopped tables a stream run's tags carry (:data:`STOPPED_TAG`; ``{}``: none).
+
+    Raises:
+        ConfigurationError: the tag is not valid.
+    """
+    raw = tags.get(STOPPED_TAG)
+    if not raw:
+        return {}
+    try:
+        out = json.loads(raw)
+        for v in out.values():
+            BinlogPosition.from_dict(v["since"])
+        return out
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ConfigurationError(f"Run tag {STOPPED_TAG} is not valid ({e}): {raw[:200]!r}") from None
 
 
 def _incremental_tag(tags: Any) -> IncrementalState | None:

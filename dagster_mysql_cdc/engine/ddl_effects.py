@@ -97,7 +97,7 @@ def value_preserving(old: ColumnSchema, new: ColumnSchema) -> bool:
     if a in _TEXTUAL and b in _TEXTUAL:
         if b == "char" and a != "char":
             return False  # CHAR drops trailing spaces
-        return old.charset == new.charset and _text_capacity(new) >= _text_capacity(old)
+        return _charset_keeps(old.charset, new.charset) and _text_capacity(new) >= _text_capacity(old)
     if a in _BINARY and b in _BINARY:
         return _binary_capacity(new) >= _binary_capacity(old)
     if a == b and a in ("datetime", "timestamp", "time"):
@@ -113,6 +113,22 @@ def value_preserving(old: ColumnSchema, new: ColumnSchema) -> bool:
     if {a, b} <= {"json", "longtext"}:
         return True  # MariaDB's JSON is LONGTEXT
     return a == b and a in ("year", "date", "json", "geometry") or a == b and a.endswith("point")
+
+
+#: Character sets that hold every character of the ones listed (conversion loses nothing).
+_SUPERSETS = {
+    "utf8mb4": {"utf8mb3", "utf8", "latin1", "ascii", "ucs2", "utf16", "utf32"},
+    "utf8mb3": {"utf8", "latin1", "ascii", "ucs2"},
+    "utf8": {"utf8mb3", "latin1", "ascii", "ucs2"},
+}
+
+
+def _charset_keeps(old: str | None, new: str | None) -> bool:
+    """Whether converting text from charset ``old`` to ``new`` keeps every character (``None``:
+    not derivable from the DDL: the table's default, taken as unchanged)."""
+    if old is None or new is None or old == new:
+        return True
+    return old in _SUPERSETS.get(new, set())
 
 
 def _text_capacity(c: ColumnSchema) -> int:

@@ -27,7 +27,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import FAILURE_HANDLING_MODES, CdcError, ConfigurationError
+from ..errors import FAILURE_HANDLING_MODES, CdcError, ConfigurationError, SinkError
 from ..events import BinlogPosition, ChangeEventBuilder, now_ms
 from ..sink.lake import LakeWriter, TableBatch, TableWriteResult
 from ..sink.layout import LakeLayout
@@ -51,6 +51,7 @@ from .gaps import (
 )
 from .incremental import IncrementalState
 from .incremental_source import IncrementalOptions, IncrementalSnapshotSource
+from .isolation import lake_unreachable
 from .signals import SignalProcessor
 
 log = logging.getLogger(__name__)
@@ -129,6 +130,10 @@ class WindowResult:
     events_skipped_count: int = 0
     #: what DDL did to captured tables' rows (lines for people, see .ddl_effects)
     ddl_effects: list[str] = field(default_factory=list)
+    #: ``db.table`` -> ``{"error", "since"}`` (``since``: the window start, a position's dict) of
+    #: the tables whose events of the window could not be written: they stop alone (nothing of
+    #: theirs committed by this window), the others are committed (see .isolation)
+    failed_tables: dict[str, dict] = field(default_factory=dict)
 
     @property
     def rows(self) -> int:
@@ -182,6 +187,7 @@ def merge_window_results(a: WindowResult, b: WindowResult) -> WindowResult:
         events_skipped=(a.events_skipped + b.events_skipped)[:100],
         events_skipped_count=a.events_skipped_count + b.events_skipped_count,
         ddl_effects=a.ddl_effects + b.ddl_effects,
+        failed_tables={**a.failed_tables, **b.failed_tables},
     )
 
 
@@ -225,8 +231,10 @@ class _TableEvents:
         self.pending: list[pa.RecordBatch] = []
         self.pending_rows = 0
         self.truncated_at: BinlogPosition | None = None
+        #: why this table's events of the window cannot be written (its later events are dropped
+        #: and nothing of it is committed: the table stops alone, see .isolation)
+        self.failed: str | None = None
         self._set_schema(schema)
-        self._part_schema = self.conv.arrow_schema
 
     def _set_schema(self, schema: TableSchema) -> None:
         self.schema = schema
@@ -240,7 +248,24 @@ class _TableEvents:
         )
         self.names = schema.column_names
 
+    def fail(self, error: BaseException) -> None:
+        """This table's window cannot be written: drop what is pending, keep the first error."""
+        if self.failed is None:
+            self.failed = f"{type(error).__name__}: {error}"[:2000]
+            log.warning("%s stops: %s", self.schema.qualified_name, self.failed, exc_info=error)
+        self.pending, self.pending_rows = [], 0
+        self._set_schema(self.schema)  # a fresh builder: events of a failed table are not kept
+
     def flush(self) -> None:
+        if self.failed is not None:
+            self._set_schema(self.schema)
+            return
+        try:
+            self._flush()
+        except Exception as e:  # a value that cannot be converted (failure mode "fail")
+            self.fail(e)
+
+    def _flush(self) -> None:
         if len(self.builder):
             try:
                 batch = self.builder.to_record_batch()
@@ -272,8 +297,15 @@ class _TableEvents:
 
     def hand_over(self) -> None:
         """Pass the pending record batches (as one) to the sink thread."""
-        if not self.pending:
+        if not self.pending or self.failed is not None:
+            self.pending, self.pending_rows = [], 0
             return
+        try:
+            self._hand_over()
+        except Exception as e:  # this table's sink failed (an earlier record batch, a rewrite ...)
+            self.fail(e)
+
+    def _hand_over(self) -> None:
         batch = (
             self.pending[0]
             if len(self.pending) == 1
@@ -284,6 +316,17 @@ class _TableEvents:
             self.sink = self.open_sink(self.conv.table, self.sink_from)
             self.sink_key = tuple(self.conv.table.primary_key)
         self.sink.add(batch)
+
+    def ensure_sink(self) -> None:
+        """Open the table's batch now (a DDL: the commit gives the lake its new columns even when
+        no event of the table follows in the window)."""
+        self.flush()
+        self.hand_over()
+        if self.sink is None and self.failed is None:
+            try:
+                self.sink = self.open_sink(self.conv.table, self.sink_from)
+            except Exception as e:
+                self.fail(e)
 
     def finish(self) -> None:
         """Everything built so far goes to the sink."""
@@ -302,18 +345,18 @@ class _TableEvents:
         if schema == self.schema:
             return
         self.flush()
-        old_key = tuple(self.conv.table.primary_key)
-        self._part_schema = self.conv.arrow_schema  # the newest columns of the current part
+        new_key = tuple(TableConverter(schema, self.options, "binlog").table.primary_key)
+        if at is not None and new_key != tuple(self.conv.table.primary_key):
+            self.end_part(at)  # with the old schema: the part so far is written by the old key
         self._set_schema(schema)
-        if at is not None and tuple(self.conv.table.primary_key) != old_key:
-            self.end_part(at)
 
     def end_part(self, at: BinlogPosition) -> None:
         """Hand the pending events over and close the current part: later events go to a new
         part whose batch identity is ``at`` (a DDL's position)."""
         self.hand_over()
         if self.sink is not None:
-            self.done_parts.append(_SinkPart(self.sink, self._part_schema, self.truncated_at))
+            self.sink.drain()  # the next part starts from the state this one leaves (same Delta tables)
+            self.done_parts.append(_SinkPart(self.sink, self.conv.arrow_schema, self.truncated_at))
             self.sink = None
             self.truncated_at = None
         self.sink_from = at
@@ -368,7 +411,9 @@ class BinlogStreamingSource:
         server_name: str,
         signal_table: str | None,
         result: WindowResult,
+        catch_up: bool = False,
     ):
+        self.catch_up = catch_up
         self.settings = settings
         self.info = info
         self.start = start
@@ -405,6 +450,7 @@ class BinlogStreamingSource:
         self.resnapshots: dict[str, str] = {}
         #: what DDL did to captured tables' rows, for the run's log
         self.ddl_log: list[str] = []
+        self._signal_exists: bool | None = None
 
     def reader(self, replica_server_id: int, end: BinlogPosition) -> BinlogReader:
         """The binlog reader of ``[start, end)``."""
@@ -628,13 +674,19 @@ class BinlogStreamingSource:
                 te = self.tables.get((ch.database, ch.table))
                 if te is not None and ch.schema is not None:
                     te.schema_changed(ch.schema, at)
+                if ch.schema is not None and self._captured(ch.database, ch.table):
+                    # the lake takes the new columns now, even if no row of the table changes
+                    self._events_of(ch.database, ch.table, ch.schema, at).ensure_sink()
             before = self.catalog.tables()
         self.result.last_event_ts_ms = item.ts_ms
+
+    def _captured(self, db: str, t: str) -> bool:
+        return self.table_filter.matches(db, t) and (db, t) != self.sig_key
 
     def _ddl_effect(self, effect: DdlEffect, item: DdlStatement, old: TableSchema | None) -> None:
         """Apply one :class:`~.ddl_effects.DdlEffect` of a DDL to a captured table."""
         db, t = effect.table
-        if not self.table_filter.matches(db, t) or (db, t) == self.sig_key:
+        if not self._captured(db, t):
             return
         name = f"{db}.{t}"
         if effect.kind == "cut":
@@ -682,7 +734,19 @@ class BinlogStreamingSource:
         if self.options.gap_handling != "repair":
             return True
         schema = self.catalog.get(db, t)
-        return bool(self.sig_key) and schema is not None and bool(schema.primary_key)
+        return schema is not None and bool(schema.primary_key) and self._signal_table_exists()
+
+    def _signal_table_exists(self) -> bool:
+        if self._signal_exists is None:
+            self._signal_exists = False
+            if self.sig_key is not None:
+                with self.connection().cursor() as cur:
+                    cur.execute(
+                        "SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                        self.sig_key,
+                    )
+                    self._signal_exists = cur.fetchone() is not None
+        return self._signal_exists
 
     def gaps(self) -> list[BinlogGap]:
         """The window's changes the binlog does not carry: statement DML, then FK cascades."""
@@ -700,12 +764,37 @@ class BinlogStreamingSource:
         for te in self.tables.values():
             te.finish()
         for (db, t), te in self.tables.items():
-            for part in te.parts():
-                written = part.sink.commit(
-                    value_schema=part.value_schema, position=position, truncated_at=part.truncated_at
+            parts = te.parts()
+            done = 0
+            try:
+                if te.failed is not None:
+                    raise SinkError(te.failed)
+                for part in parts:
+                    written = part.sink.commit(
+                        value_schema=part.value_schema, position=position, truncated_at=part.truncated_at
+                    )
+                    done += 1
+                    prev = self.result.tables.get((db, t))
+                    self.result.tables[(db, t)] = written if prev is None else _combined(prev, written)
+            except Exception as e:  # this table stops alone (see .isolation); the others go on
+                log.warning("%s.%s stops: %s", db, t, e, exc_info=te.failed is None)
+                for part in parts[done:]:
+                    part.sink.abort()  # (the failed part aborted itself; aborting twice is harmless)
+                self.result.tables.pop((db, t), None)
+                self.result.failed_tables[f"{db}.{t}"] = {
+                    "error": te.failed or f"{type(e).__name__}: {e}"[:2000],
+                    "since": self.start.to_dict(),
+                }
+        if self.result.failed_tables:
+            lake_down = lake_unreachable(self.writer.storage, self.server_name)
+            if lake_down is not None:  # not the tables: the lake itself fails the window
+                raise SinkError(
+                    f"{len(self.result.failed_tables)} table(s) could not be committed and the lake "
+                    f"itself fails ({lake_down}); the window is retried. First error: "
+                    f"{next(iter(self.result.failed_tables.values()))['error']}"
                 )
-                prev = self.result.tables.get((db, t))
-                self.result.tables[(db, t)] = written if prev is None else _combined(prev, written)
+        if self.catch_up:
+            return  # the history and transactions of these positions were committed by their windows
         self.history.append(self.records, app_id=app, version=version)
         if self.tx_records:
             _append_transactions(self.writer.storage, self.server_name, self.tx_records, app, version)
@@ -732,8 +821,13 @@ def run_window(
     server_name: str,
     incremental: IncrementalState | None = None,
     incremental_options: IncrementalOptions | None = None,
+    catch_up: bool = False,
 ) -> WindowResult:
     """Read ``[start, end)`` of the binlog and commit its changes to the lake.
+
+    ``catch_up``: the window re-reads positions whose schema history (and transaction metadata)
+    an earlier window committed, for tables that were stopped (:mod:`.isolation`): only their
+    tables are written.
 
     With ``incremental_options.signal_table`` set, signal rows in the binlog are executed in
     order and an active incremental snapshot reads its next chunks (see :mod:`.incremental`): the
@@ -766,6 +860,7 @@ def run_window(
         server_name=server_name,
         signal_table=inc.signal_table,
         result=result,
+        catch_up=catch_up,
     )
     # -- incremental snapshot: plan this window's chunks (reused on retry) ---------------------
     snapshot = IncrementalSnapshotSource(

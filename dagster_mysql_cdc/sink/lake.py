@@ -52,7 +52,7 @@ import pyarrow.compute as pc
 from deltalake import CommitProperties, Transaction
 
 from ..errors import SinkError
-from ..events import BinlogPosition, state_schema
+from ..events import STATE_META_NAMES, BinlogPosition, state_schema
 from .delta import CommitOutcome, commit_files, open_table, rewrite_table
 from .evolution import conform_schema, conform_table, state_value_field
 from .layout import LakeLayout, TablePaths
@@ -675,6 +675,15 @@ class TableBatch:
         for f in self.futures:
             f.result()
 
+    def drain(self) -> None:
+        """Wait until the record batches added so far are written (errors are kept for
+        :meth:`commit`, which raises them)."""
+        for f in self.futures:
+            try:
+                f.result()
+            except BaseException:
+                pass
+
     def abort(self) -> None:
         """Stop: cancel queued record batches, wait for the one being written, drop temp files.
         Written data files stay uncommitted (invisible; removed by Delta VACUUM)."""
@@ -1186,7 +1195,13 @@ class _StateApplier:
     ) -> None:
         assert self.dt is not None
         source = self._source(count_per_value(rows, key), st_schema)
-        on = " AND ".join(f"(t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)})" for k in key)
+        # every column of the lake's rows is the value, also those the batch lacks (dropped by a
+        # DDL: null in the batch's rows): a row that still holds one is another value
+        on = " AND ".join(
+            f"(t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)})"
+            for k in source.schema.names
+            if k not in STATE_META_NAMES
+        )
         cnt, dl = _q("__count"), _q("__deleted")
         stored = f"COALESCE(t.{cnt}, CASE WHEN t.{dl} THEN 0 ELSE 1 END)"  # no count yet: one copy
         take = {_q(n): f"s.{_q(n)}" for n in source.schema.names if n not in ("__count", "__deleted")}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import ConfigurationError
 
@@ -39,6 +39,10 @@ class TableFilter:
     database_exclude_list: tuple[str, ...] = ()
     table_include_list: tuple[str, ...] = ()
     table_exclude_list: tuple[str, ...] = ()
+    #: exact ``(database, table)`` names left out on top of the lists (stopped tables, see
+    #: ``engine/isolation.py``), and, when not ``None``, the only names captured (a catch-up)
+    skipped: frozenset[tuple[str, str]] = frozenset()
+    only: frozenset[tuple[str, str]] | None = None
     # compiled lists (None = no list), set in __post_init__
     _dbi: list[re.Pattern] | None = field(default=None, init=False, repr=False, compare=False)
     _dbx: list[re.Pattern] | None = field(default=None, init=False, repr=False, compare=False)
@@ -61,6 +65,10 @@ class TableFilter:
 
     def matches(self, database: str, table: str) -> bool:
         """Whether ``database.table`` is captured."""
+        if (database, table) in self.skipped or (
+            self.only is not None and (database, table) not in self.only
+        ):
+            return False
         qualified = f"{database}.{table}"
         if self._dbi is not None and not any(p.fullmatch(database) for p in self._dbi):
             return False
@@ -71,6 +79,14 @@ class TableFilter:
         if self._tx is not None and any(p.fullmatch(qualified) for p in self._tx):
             return False
         return True
+
+    def without(self, tables: Sequence[tuple[str, str]]) -> TableFilter:
+        """This filter without the exact names ``tables``."""
+        return replace(self, skipped=self.skipped | frozenset(tables))
+
+    def restricted_to(self, tables: Sequence[tuple[str, str]]) -> TableFilter:
+        """This filter, capturing only the exact names ``tables`` (those it matches)."""
+        return replace(self, only=frozenset(tables))
 
     def literal_databases(self) -> list[str] | None:
         """Database names when every database include pattern is a plain name (for narrow queries)."""
