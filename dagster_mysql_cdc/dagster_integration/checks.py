@@ -195,9 +195,16 @@ def touched_keys(
     from ..engine.watermark import keys_touched
     from ..source.binlog import BinlogReader  # imported when a check runs (load time stays low)
 
+    pk = list(schema.primary_key)
+    keyf = conv.primary_key_function() if pk else None
+
     def key_of(image: dict) -> tuple:
+        if keyf is not None:
+            if any(k not in image for k in pk):
+                return SCHEMA_CHANGED  # an image of another key (a DDL since ``start``)
+            return keyf(image, None)
         if any(n not in image for n in names):
-            return SCHEMA_CHANGED  # an image of another schema (a DDL since ``start``)
+            return SCHEMA_CHANGED  # a keyless image of other columns (a DDL since ``start``)
         return tuple(conv.convert_row_dict(image)[i] for i in idx)
 
     keys, _ = keys_touched(

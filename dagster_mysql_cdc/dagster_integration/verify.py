@@ -330,7 +330,7 @@ def changed_keys(
     from ..source.binlog import BinlogReader, RowsBatch
 
     out = {k: ChangedKeys() for k in schemas}
-    names_of = {k: set(s.column_names) for k, s in schemas.items()}
+    keys_of = {k: list(s.primary_key) for k, s in schemas.items()}
     # one server's binlog: compare in the window's offset epoch
     reached, until = reached.with_epoch(start.epoch), until.with_epoch(start.epoch)
     if start.sort_key() >= until.sort_key() or not schemas:
@@ -356,7 +356,7 @@ def changed_keys(
         in_window = start.at(item.file, item.pos).sort_key() < end_key
         ck = out[k]
         pk = schemas[k].primary_key
-        if any(n not in item.column_names for n in names_of[k]):
+        if any(n not in item.column_names for n in keys_of[k]):
             ck.schema_changed = True  # images of another schema (a DDL in between): see verify_window
             continue
         for row in item.rows:
