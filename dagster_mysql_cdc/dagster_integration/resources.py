@@ -224,6 +224,11 @@ class MySqlCdcResource(dg.ConfigurableResource):
     binary_handling_mode: str = Field(
         default="bytes", description="bytes, base64, base64-url-safe or hex (binary.handling.mode)."
     )
+    enable_time_adjuster: bool = Field(
+        default=True,
+        description="DATE/DATETIME years below 100 read as two-digit years: 00-69 -> 2000-2069, "
+        "70-99 -> 1970-1999 (enable.time.adjuster; Debezium's default). False keeps the stored year.",
+    )
     connect_timeout: int = Field(
         default=10, description="Seconds to wait for a connection (connect.timeout.ms / 1000)."
     )
@@ -385,6 +390,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             bigint_unsigned_handling_mode=self.bigint_unsigned_handling_mode,  # type: ignore[arg-type]
             binary_handling_mode=self.binary_handling_mode,  # type: ignore[arg-type]
             columns=self.column_policy(),
+            enable_time_adjuster=self.enable_time_adjuster,
         )
 
     def column_policy(self) -> ColumnPolicy:
