@@ -44,7 +44,7 @@ from ..sink.storage import StorageSettings
 from ..source.catalog import read_table_schemas
 from ..source.connection import ConnectionSettings, ServerInfo, binlog_files, connect
 from ..source.schema import TableSchema
-from ..source.types import TableConverter, TypeOptions, quote_identifier, select_expression
+from ..source.types import TableConverter, TypeOptions, hashable_value, quote_identifier, select_expression
 
 log = logging.getLogger(__name__)
 
@@ -198,9 +198,29 @@ def touched_keys(
     keys, _ = keys_touched(
         BinlogReader(settings, server_id, start, end, is_mariadb=info.is_mariadb, deadline_s=300),
         (schema.database, schema.table),
-        lambda image: tuple(conv.convert_row_dict(image)[i] for i in idx),
+        lambda image: _hashable_row(conv.convert_row_dict(image)[i] for i in idx),
     )
     return keys
+
+
+def _hashable_row(values: Iterable[Any]) -> tuple:
+    """A converted row (or key) as a tuple that can be hashed: struct values (geometries, dicts in
+    Python) as tuples (:func:`~..source.types.hashable_value`), the same on the lake's and the
+    source's side, so a keyless table with a spatial column (every column is its key) compares."""
+    return tuple(hashable_value(v) for v in values)
+
+
+def _struct_positions(schema: pa.Schema, names: Sequence[str]) -> list[int]:
+    """Positions in ``names`` of the struct columns of ``schema`` (their values need
+    :func:`_hashable_row`)."""
+    return [i for i, n in enumerate(names) if pa.types.is_struct(schema.field(n).type)]
+
+
+def _hashable_rows(rows: Iterable[tuple], structs: list[int]) -> Iterable[tuple]:
+    """``rows`` with their struct values made hashable (unchanged when there are none)."""
+    if not structs:
+        return rows
+    return (_hashable_row(r) for r in rows)
 
 
 def _lake_live_rows(storage: StorageSettings, state_uri: str, columns: list[str]) -> Iterable[tuple]:
@@ -214,12 +234,13 @@ def _lake_live_rows(storage: StorageSettings, state_uri: str, columns: list[str]
     ds: pads.Dataset = dt.to_pyarrow_dataset()
     counted = "__count" in ds.schema.names
     extra = ["__deleted"] + (["__count"] if counted else [])
+    structs = _struct_positions(ds.schema, columns)
     for batch in ds.to_batches(columns=columns + extra, filter=pads.field("__deleted") == False):  # noqa: E712
-        cols = [batch.column(c).to_pylist() for c in columns]
+        rows = _hashable_rows(zip(*[batch.column(c).to_pylist() for c in columns]), structs)
         if not counted:
-            yield from zip(*cols)
+            yield from rows
             continue
-        for row, n in zip(zip(*cols), batch.column("__count").to_pylist()):
+        for row, n in zip(rows, batch.column("__count").to_pylist()):
             yield from [row] * (1 if n is None else n)
 
 
@@ -462,6 +483,7 @@ def _checksum_result(
 def _source_rows(conn, schema: TableSchema, conv: TableConverter, chunk_rows: int) -> Iterable[tuple]:
     cols = ", ".join(select_expression(c) for c in schema.columns)
     tbl = f"{quote_identifier(schema.database)}.{quote_identifier(schema.table)}"
+    structs = _struct_positions(conv.arrow_schema, conv.arrow_schema.names)
     cur = conn.cursor(pymysql.cursors.SSCursor)
     try:
         cur.execute(f"SELECT {cols} FROM {tbl}")
@@ -470,7 +492,7 @@ def _source_rows(conn, schema: TableSchema, conv: TableConverter, chunk_rows: in
             if not rows:
                 break
             batch = conv.to_record_batch(list(rows))
-            yield from zip(*[c.to_pylist() for c in batch.columns])
+            yield from _hashable_rows(zip(*[c.to_pylist() for c in batch.columns]), structs)
     finally:
         cur.close()
 

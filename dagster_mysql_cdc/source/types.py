@@ -77,6 +77,9 @@ __all__ = [
     "select_expression",
     "quote_identifier",
     "snapshot_decoders",
+    "hashable_value",
+    "enum_allowed",
+    "json_is_text",
 ]
 
 Source = Literal["pymysql", "binlog"]
@@ -1166,6 +1169,19 @@ def _geometry_core(column: ColumnSchema) -> tuple[Core, Any]:
 
 
 def _identity(v: Any) -> Any:
+    return v
+
+
+def hashable_value(v: Any) -> Any:
+    """A converted value in a form that can be hashed and compared: a struct (a geometry's
+    ``{"wkb", "srid"}`` dict, as the converters and ``pyarrow``'s ``to_pylist`` give it) becomes a
+    tuple of its sorted ``(field, value)`` pairs, a list a tuple; other values are returned as
+    they are. Equal values map to equal results, so rows and keys holding structs can be set
+    members and dict keys (a keyless table's key is all its columns)."""
+    if isinstance(v, dict):
+        return tuple(sorted((k, hashable_value(x)) for k, x in v.items()))
+    if isinstance(v, (list, tuple)):
+        return tuple(hashable_value(x) for x in v)
     return v
 
 
