@@ -58,7 +58,7 @@ from .protocol import (
     position_from_tag,
     position_metadata,
 )
-from .translator import table_of_spec
+from .translator import table_asset_key, table_of_spec
 from .verify import (
     WindowVerification,
     backlog,
@@ -947,7 +947,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             "last_range_keys": {"after": rng.lo, "up_to": rng.hi},
             "last_range_rows": snap.rows_read,
         }
-        table_key = dg.AssetKey([self.server_name, database, table])
+        table_key = table_asset_key(self.server_name, database, table)
         context.log_event(  # the table's page shows the backfill's progress (an observation)
             dg.AssetObservation(
                 asset_key=table_key,
