@@ -421,6 +421,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             batch_rows=self.snapshot_batch_rows,
             include_data=mode != "no_data",
             select_overrides=parse_overrides(self.snapshot_select_statement_overrides),
+            event_processing_failure_handling_mode=self.event_processing_failure_handling_mode,
         )
 
     def table_filter(self) -> TableFilter:
@@ -1034,6 +1035,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 f"{r.schema.qualified_name}: {r.write.rows} rows at {r.position} "
                 f"({'committed' if r.write.state.committed else 'already committed, skipped'})"
             )
+            self._log_rows_left_out(context, r)
             key = keys_by_table.get((r.schema.database, r.schema.table))
             if key is not None:
                 yield dg.MaterializeResult(asset_key=key, metadata=snapshot_metadata(r))
@@ -1083,6 +1085,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 need_streaming=need_streaming,
                 history=history,
                 epoch=epoch,
+                failure_handling=options.event_processing_failure_handling_mode,
             )
         from ..engine.initial_snapshot import run_snapshot
 
@@ -1152,6 +1155,24 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 metadata=_stream_metadata(result, start, reached, lag, follow_windows, writer.spark_seconds),
             )
         return reached
+
+    def _log_rows_left_out(self, context: dg.AssetExecutionContext, r: SnapshotTableResult) -> None:
+        """WARNINGs for the snapshot rows of a table left out because a value could not be
+        converted (event_processing_failure_handling_mode warn: each of the first 20; skip: one)."""
+        if not r.rows_skipped_count:
+            return
+        mode = self.event_processing_failure_handling_mode
+        if mode == "warn":
+            for ev in r.rows_skipped[:20]:
+                context.log.warning(
+                    f"Left a row of {ev['table']} out of the snapshot, {ev['position']}: {ev['reason']}"
+                )
+        context.log.warning(
+            f"{r.rows_skipped_count} row(s) of {r.schema.qualified_name} holding a value that cannot be "
+            f"converted were left out of the snapshot (event_processing_failure_handling_mode={mode}); "
+            "the table's events_skipped metadata lists them. Fix the value or the type mapping option "
+            "and re-snapshot the table."
+        )
 
     def _log_window(self, context: dg.AssetExecutionContext, result: WindowResult) -> None:
         """Log a stream run's signals (rejected ones as WARNING), gaps (WARNING) and skipped events."""
@@ -1507,6 +1528,15 @@ def snapshot_metadata(r: SnapshotTableResult) -> dict[str, Any]:
                 "split_tasks": dg.MetadataValue.int(w.extra["tasks"]),
             }
             if "splits" in w.extra
+            else {}
+        ),
+        # rows left out: a value could not be converted (event_processing_failure_handling_mode)
+        **(
+            {
+                "events_skipped_count": dg.MetadataValue.int(r.rows_skipped_count),
+                "events_skipped": dg.MetadataValue.json(r.rows_skipped),
+            }
+            if r.rows_skipped_count
             else {}
         ),
     }

@@ -1880,6 +1880,27 @@ class TableConverter:
         convs = self._text_array_converters if text_values else self._array_converters
         return [conv(values) for conv, values in zip(convs, columns)]
 
+    def unconvertible_rows(
+        self, rows: Sequence[Sequence[Any]], *, text_values: bool = False
+    ) -> dict[int, tuple[str, str]]:
+        """Rows holding a value the conversion rejects: ``{row index: (column, error)}`` (the
+        first rejected column of each row; the error's text, which may quote the value, is left
+        out for masked columns). ``rows`` and ``text_values`` as for :meth:`to_record_batch`.
+        Empty when every value converts."""
+        convs = self._text_array_converters if text_values else self._array_converters
+        masked = set(self.masked)
+        bad: dict[int, tuple[str, str]] = {}
+        for i, row in enumerate(rows):
+            for name, conv, v in zip(self.names, convs, row):
+                if v is None:
+                    continue
+                try:
+                    conv([v])
+                except (ValueError, TypeError, OverflowError, ArithmeticError, pa.ArrowException) as e:
+                    bad[i] = (name, type(e).__name__ if name in masked else f"{type(e).__name__}: {e}")
+                    break
+        return bad
+
     def to_record_batch(self, rows: Sequence[Sequence[Any]], *, text_values: bool = False) -> pa.RecordBatch:
         """Convert raw rows given in column order into a record batch with :attr:`arrow_schema`.
 
