@@ -393,37 +393,43 @@ def text_row_chunks(
 OnFailure = Callable[[str, str, str], None]
 
 
-def row_position(conv: TableConverter, row: Sequence[Any], position: BinlogPosition, index: int) -> str:
-    """Where a snapshot row is, for messages: the snapshot position and the row's primary key
-    (``id=5``), or its index in the record batch when the table has no key or a key column is
-    masked (a masked value never appears in a message)."""
+def row_position(conv: TableConverter, row: Sequence[Any], where: str, index: int) -> str:
+    """Where a snapshot row is, for messages: ``where`` (e.g. ``snapshot at <position>``) and the
+    row's primary key (``id=5``), or its index in the record batch when the table has no key or a
+    key column is masked (a masked value never appears in a message)."""
     pk = conv.table.primary_key
     if pk and not set(pk) & set(conv.masked):
         values = dict(zip(conv.names, row))
         key = ", ".join(f"{k}={values[k]!r}" for k in pk)
-        return f"snapshot at {position}, row with key {key}"
-    return f"snapshot at {position}, row {index} of a record batch"
+        return f"{where}, row with key {key}"
+    return f"{where}, row {index} of a record batch"
 
 
 def convert_snapshot_rows(
-    conv: TableConverter, rows: list, position: BinlogPosition, on_failure: OnFailure | None
+    conv: TableConverter,
+    rows: list,
+    where: str,
+    on_failure: OnFailure | None = None,
+    *,
+    text_values: bool = True,
 ) -> pa.RecordBatch:
-    """``conv.to_record_batch(rows, text_values=True)``; a row holding a value that cannot be
-    converted raises :class:`~..errors.ValueConversionError` (table, column, row) when
+    """``conv.to_record_batch(rows, text_values=text_values)`` of rows read by a snapshot
+    (``where``: ``snapshot at <position>``, an incremental chunk, ...); a row holding a value that
+    cannot be converted raises :class:`~..errors.ValueConversionError` (table, column, row) when
     ``on_failure`` is ``None``, else is reported to ``on_failure`` and left out."""
     try:
-        return conv.to_record_batch(rows, text_values=True)
+        return conv.to_record_batch(rows, text_values=text_values)
     except (ValueError, TypeError, OverflowError, ArithmeticError, pa.ArrowException):
-        bad = conv.unconvertible_rows(rows, text_values=True)
+        bad = conv.unconvertible_rows(rows, text_values=text_values)
         if not bad:
             raise
     table = conv.table.qualified_name
     if on_failure is None:
         i, (column, why) = min(bad.items())
-        raise ValueConversionError(table, column, row_position(conv, rows[i], position, i), why) from None
+        raise ValueConversionError(table, column, row_position(conv, rows[i], where, i), why) from None
     for i, (column, why) in sorted(bad.items()):
-        on_failure(table, row_position(conv, rows[i], position, i), f"{column}: {why}")
-    return conv.to_record_batch([r for i, r in enumerate(rows) if i not in bad], text_values=True)
+        on_failure(table, row_position(conv, rows[i], where, i), f"{column}: {why}")
+    return conv.to_record_batch([r for i, r in enumerate(rows) if i not in bad], text_values=text_values)
 
 
 def read_events(
@@ -447,7 +453,7 @@ def read_events(
 
     A value that cannot be converted: see :func:`convert_snapshot_rows` (``on_failure``).
     """
-    values = convert_snapshot_rows(conv, rows, position, on_failure)
+    values = convert_snapshot_rows(conv, rows, f"snapshot at {position}", on_failure)
     flags = ["true"] * values.num_rows
     if first and flags:
         flags[0] = "first" if first_table else "first_in_data_collection"
