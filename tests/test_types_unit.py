@@ -710,8 +710,12 @@ def test_zero_timestamp():
     epoch = dt.datetime(1970, 1, 1)  # binlog lib: utcfromtimestamp(0)
     assert both(col("timestamp", nullable=True), "0000-00-00 00:00:00", epoch) is None
     assert both(col("timestamp", nullable=False), "0000-00-00 00:00:00", epoch) == "1970-01-01T00:00:00Z"
+    # the epoch with the column's fsp digits, as Debezium (BinlogRegressionIT DBZ-1318: ...00.00Z)
     assert both(col("timestamp", precision=3, nullable=False), "0000-00-00 00:00:00.000", epoch) == (
-        "1970-01-01T00:00:00Z"
+        "1970-01-01T00:00:00.000Z"
+    )
+    assert both(col("timestamp", precision=2, nullable=False), "0000-00-00 00:00:00.00", epoch) == (
+        "1970-01-01T00:00:00.00Z"
     )
     first = dt.datetime(1970, 1, 1, 0, 0, 1)
     assert both(col("timestamp", nullable=True), first, first) == "1970-01-01T00:00:01Z"
@@ -958,7 +962,7 @@ def test_to_record_batch_has_exact_schema():
         assert tuple(got[0].values()) == EXPECTED_ROW
         assert tuple(got[2].values()) == EXPECTED_ROW
         # NOT NULL temporal columns turn None into the epoch fallback, the rest stays null
-        assert got[1]["dt"] == 0 and got[1]["ts"] == "1970-01-01T00:00:00Z"
+        assert got[1]["dt"] == 0 and got[1]["ts"] == "1970-01-01T00:00:00.000000Z"  # TIMESTAMP(6)
         assert got[1]["id"] is None and got[1]["j"] is None
 
 

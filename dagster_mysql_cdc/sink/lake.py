@@ -943,13 +943,15 @@ class _StateApplier:
                 (f"t.{_q(k)} = s.{_q(k)}" if keyed else f"(t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)})")
                 for k in key
             )
-            metrics = (
-                self._table()
-                .merge(source, predicate=on, source_alias="s", target_alias="t", merge_schema=True)
-                .when_matched_update_all(predicate=newer_predicate())
-                .when_not_matched_insert_all()
-                .execute()
-            )
+            m = self._table().merge(source, predicate=on, source_alias="s", target_alias="t", merge_schema=True)
+            if any("`" in n for n in source.schema.names):
+                # delta-rs' *_all() quote column names in backticks without escaping them: a
+                # column named with a backtick (MySQL allows it) gets explicit, quoted expressions
+                cols = {_q(n): f"s.{_q(n)}" for n in source.schema.names}
+                m = m.when_matched_update(cols, predicate=newer_predicate()).when_not_matched_insert(cols)
+            else:
+                m = m.when_matched_update_all(predicate=newer_predicate()).when_not_matched_insert_all()
+            metrics = m.execute()
             log.debug("merge into %s: %s", self.uri, metrics)
         except Exception as e:
             raise SinkError(

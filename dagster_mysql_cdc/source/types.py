@@ -80,6 +80,7 @@ __all__ = [
     "hashable_value",
     "enum_allowed",
     "json_is_text",
+    "binlog_value_as_parameter",
 ]
 
 Source = Literal["pymysql", "binlog"]
@@ -1076,9 +1077,11 @@ def _datetime_core(column: ColumnSchema, connect: bool, adjust: bool = False) ->
 
 def _timestamp_core(column: ColumnSchema, binlog: bool) -> tuple[Core, Any]:
     """TIMESTAMP: ISO-8601 UTC text with the column's fsp digits (io.debezium.time.ZonedTimestamp);
-    the zero TIMESTAMP is NULL, or 1970-01-01T00:00:00Z in a NOT NULL column."""
+    the zero TIMESTAMP is NULL, or the epoch with the column's fsp digits in a NOT NULL column
+    (``1970-01-01T00:00:00Z``, ``1970-01-01T00:00:00.00Z`` for TIMESTAMP(2), as Debezium)."""
     fsp = _fsp(column)
-    zero_iso = None if column.nullable else "1970-01-01T00:00:00Z"
+    epoch_iso = "1970-01-01T00:00:00" + ("." + "0" * fsp if fsp else "") + "Z"
+    zero_iso = None if column.nullable else epoch_iso
 
     def to_iso(v: Any) -> str | None:
         if isinstance(v, (str, bytes)):
@@ -1183,6 +1186,31 @@ def hashable_value(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         return tuple(hashable_value(x) for x in v)
     return v
+
+
+def binlog_value_as_parameter(column: ColumnSchema, raw: Any) -> Any:
+    """A python-mysql-replication row-image value as a query parameter equal to the stored value
+    (``WHERE (key columns) IN (...)`` of the rows a window changed): the library turns a zero
+    DATE/DATETIME into ``None`` and a zero TIMESTAMP into 1970-01-01 00:00:00 (neither matches the
+    stored zero), returns BIT(n) as ``'0101'`` text, BINARY(n) without its trailing 0x00 padding
+    and SET as a Python set; those are given back in the server's terms. Other values as they are.
+    """
+    t = _canonical(column)
+    if raw is None:
+        if t == "date" and not column.nullable:
+            return "0000-00-00"
+        if t in ("datetime", "timestamp") and not column.nullable:
+            return "0000-00-00 00:00:00"
+        return None
+    if t == "timestamp" and raw == _EPOCH_NAIVE:
+        return "0000-00-00 00:00:00"
+    if t == "bit" and isinstance(raw, str):
+        return int(raw, 2) if raw else 0
+    if t == "binary" and isinstance(raw, (bytes, bytearray)) and column.length and len(raw) < column.length:
+        return bytes(raw) + b"\x00" * (int(column.length) - len(raw))
+    if t == "set" and isinstance(raw, (set, frozenset)):
+        return ",".join(m.decode() if isinstance(m, bytes) else str(m) for m in raw)
+    return raw
 
 
 def quote_identifier(name: str) -> str:
