@@ -27,7 +27,7 @@ binlog sensor::
       sensor:
         minimum_interval_seconds: 15
       translation:
-        group_name: "{{ database }}_cdc"
+        group_name: "{{ database_name }}_cdc"
 
 Secrets: a secret field (marked ``json_schema_extra=SECRET`` in ``resources.py``: ``mysql.password``,
 ``mysql.ssl_*``, ``mysql.column_mask_hash_salt``, ``lake.s3_access_key_id``,
