@@ -943,7 +943,9 @@ class _StateApplier:
                 (f"t.{_q(k)} = s.{_q(k)}" if keyed else f"(t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)})")
                 for k in key
             )
-            m = self._table().merge(source, predicate=on, source_alias="s", target_alias="t", merge_schema=True)
+            m = self._table().merge(
+                source, predicate=on, source_alias="s", target_alias="t", merge_schema=True
+            )
             if any("`" in n for n in source.schema.names):
                 # delta-rs' *_all() quote column names in backticks without escaping them: a
                 # column named with a backtick (MySQL allows it) gets explicit, quoted expressions
