@@ -113,9 +113,13 @@ def test_a_value_that_cannot_be_converted_fails_naming_table_column_and_position
 def test_a_value_that_cannot_be_converted_is_left_out_and_reported(local_storage, mode):
     """warn/skip: the row (snapshot) or event (stream) holding the value is left out, reported in
     the materialization metadata (events_skipped: table, position, column) and the run log; every
-    other row is captured."""
+    other row, and every other table (Debezium's dbz7143 beside it), is captured."""
     with scratch_database("convskip") as (db, conn):
         with conn.cursor() as cur:
+            cur.execute(
+                f"CREATE TABLE {db}.dbz7143 (id INT NOT NULL, age INT NULL, name VARCHAR(255) NULL, PRIMARY KEY(id))"
+            )
+            cur.execute(f"INSERT INTO {db}.dbz7143 VALUES (1, 30, 'a')")
             cur.execute(TIME_TABLE.format(db=db))
             cur.execute(GOOD_ROW.format(db=db, id=1))
             cur.execute(BAD_ROW.format(db=db))
@@ -136,6 +140,7 @@ def test_a_value_that_cannot_be_converted_is_left_out_and_reported(local_storage
         with conn.cursor() as cur:
             cur.execute(BAD_ROW.format(db=db).replace("201", "202"))
             cur.execute(GOOD_ROW.format(db=db, id=3))
+            cur.execute(f"INSERT INTO {db}.dbz7143 VALUES (2, 40, 'b')")
         (window,) = cdc.ticks().runs
         md = _binlog_metadata(cdc, window)
         assert md["events_skipped_count"] == 1
@@ -143,3 +148,5 @@ def test_a_value_that_cannot_be_converted_is_left_out_and_reported(local_storage
         assert skipped["table"] == f"{db}.time_table" and skipped["reason"].startswith("after.A: ValueError")
         rows = live_state_rows(local_storage, local_storage.uri(db, db, "time_table", "state"), ["id"])
         assert [r["id"] for r in rows] == [1, 2, 3]
+        other = live_state_rows(local_storage, local_storage.uri(db, db, "dbz7143", "state"), ["id"])
+        assert [(r["id"], r["age"]) for r in other] == [(1, 30), (2, 40)]
