@@ -49,3 +49,28 @@ class UnknownTableError(ConfigurationError):
 
 class SinkError(CdcError):
     """Writing or committing to the lake failed."""
+
+
+class ValueConversionError(CdcError, ValueError):
+    """A source value cannot be converted to its Debezium representation (e.g. a TIME beyond
+    24 h with ``time_precision_mode=connect``), and ``event_processing_failure_handling_mode`` is
+    ``fail`` (Debezium ``event.processing.failure.handling.mode``).
+
+    The message names the table, the column and the position (binlog ``file:pos row n`` of a
+    change event, or the snapshot position and the row's key), never the value itself (it may be
+    sensitive), and the fix.
+
+    Attributes:
+        table: ``database.table``.
+        column: the column (``before.``/``after.`` prefixed for a change event's image).
+        position: where the value is.
+    """
+
+    def __init__(self, table: str, column: str, position: str, reason: str):
+        self.table, self.column, self.position = table, column, position
+        super().__init__(
+            f"A value of {table} column {column} at {position} cannot be converted ({reason}). "
+            "Change the type mapping option that rejects it (e.g. time_precision_mode), or set "
+            "event_processing_failure_handling_mode='warn' or 'skip' to leave such rows out (reported "
+            "in the run's metadata), then re-snapshot the table to repair the lake."
+        )

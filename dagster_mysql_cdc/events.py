@@ -609,16 +609,21 @@ class ChangeEventBuilder:
         return f"{g[5]}:{g[6]} row {self._row[i]}"
 
     def unconvertible_events(self) -> dict[int, str]:
-        """Events whose raw images hold a value the converter rejects: ``{event index: reason}``.
+        """Events whose raw images hold a value the converter rejects: ``{event index: reason}``,
+        the reason ``"<before|after>.<column>: <error>"`` (see :meth:`unconvertible_values`)."""
+        return {i: f"{column}: {why}" for i, (column, why) in self.unconvertible_values().items()}
 
-        The reason names the column and the error; the error's text (which may quote the value) is
-        left out for masked columns. Empty for converted images (:meth:`add`).
+    def unconvertible_values(self) -> dict[int, tuple[str, str]]:
+        """Events whose raw images hold a value the converter rejects: ``{event index: (column,
+        error)}``, the column as ``before.<name>`` / ``after.<name>`` (the first rejected value of
+        the event). The error's text (which may quote the value) is left out for masked columns.
+        Empty for converted images (:meth:`add`).
         """
         conv = self._converter
         if conv is None:
             return {}
         masked = set(conv.masked)
-        bad: dict[int, str] = {}
+        bad: dict[int, tuple[str, str]] = {}
         for side in ("before", "after"):
             owner = {k: i for i, k in enumerate(self._idx[side]) if k is not None}
             for ci, col in enumerate(self._cols[side]):
@@ -630,7 +635,7 @@ class ChangeEventBuilder:
                         conv.convert_value(ci, v)
                     except (ValueError, TypeError, OverflowError, ArithmeticError) as e:
                         why = type(e).__name__ if name in masked else f"{type(e).__name__}: {e}"
-                        bad[owner[k]] = f"{side}.{name}: {why}"
+                        bad[owner[k]] = (f"{side}.{name}", why)
         return bad
 
     def drop_events(self, events: set[int]) -> None:

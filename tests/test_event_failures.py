@@ -66,3 +66,87 @@ def test_undecodable_events_fail_or_are_skipped_and_reported(local_storage, mode
         assert bool(per_event) == (mode == "warn")
         rows = live_state_rows(local_storage, local_storage.uri(db, db, "t", "state"), ["id"])
         assert [r["id"] for r in rows] == [1, 2]  # the decodable event before it was kept
+
+
+# -- values that cannot be converted (Debezium BinlogConvertingFailureIT, converting_failure.sql) ----
+
+TIME_TABLE = "CREATE TABLE {db}.time_table (id INT NOT NULL, A TIME(1) NULL, B TIME(6) NULL, C TIME(1) NOT NULL, PRIMARY KEY(id))"
+# time_precision_mode=connect holds a time of day: -23:45:56.7 and 123:00:00.123456 cannot be converted
+BAD_ROW = "INSERT INTO {db}.time_table VALUES (201, '-23:45:56.7', '123:00:00.123456', '23:45:56.0')"
+GOOD_ROW = "INSERT INTO {db}.time_table VALUES ({id}, '23:45:56.7', '23:00:00.123456', '23:45:56.0')"
+
+
+def _failure_message(run) -> str:
+    failure = next(e for e in run.all_events if e.is_step_failure)
+    return str(failure.step_failure_data.error)
+
+
+def test_a_value_that_cannot_be_converted_fails_naming_table_column_and_position(local_storage):
+    """event_processing_failure_handling_mode=fail (the default): the snapshot and the stream
+    window stop with ValueConversionError naming the table, the column and the row (snapshot:
+    position and key; stream: binlog file:pos and row), never the value, and the fix."""
+    with scratch_database("convfail") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(TIME_TABLE.format(db=db))
+            cur.execute(GOOD_ROW.format(db=db, id=1))
+            cur.execute(BAD_ROW.format(db=db))
+        cdc = SensorDriven(capture_resource(db, time_precision_mode="connect"), local_storage.base_uri)
+        snap = cdc.ticks(raise_on_error=False, max_ticks=1, until_caught_up=False).runs[0]
+        assert not snap.success
+        msg = _failure_message(snap)
+        assert "ValueConversionError" in msg and f"{db}.time_table column A at snapshot at" in msg, msg
+        assert "row with key id='201'" in msg and "time_precision_mode" in msg
+        assert "event_processing_failure_handling_mode" in msg and "-23:45:56" not in msg
+        with conn.cursor() as cur:
+            cur.execute(f"DELETE FROM {db}.time_table WHERE id = 201")
+        assert all(r.success for r in cdc.ticks().runs)  # the snapshot is retried and now passes
+        with conn.cursor() as cur:
+            cur.execute(BAD_ROW.format(db=db))
+        window = cdc.ticks(raise_on_error=False, max_ticks=1, until_caught_up=False).runs[0]
+        assert not window.success
+        msg = _failure_message(window)
+        assert "ValueConversionError" in msg and f"{db}.time_table column after.A at " in msg, msg
+        assert re.search(r"at \S+\.\d+:\d+ row 0 ", msg) and "-23:45:56" not in msg
+
+
+@pytest.mark.parametrize("mode", ["warn", "skip"])
+def test_a_value_that_cannot_be_converted_is_left_out_and_reported(local_storage, mode):
+    """warn/skip: the row (snapshot) or event (stream) holding the value is left out, reported in
+    the materialization metadata (events_skipped: table, position, column) and the run log; every
+    other row, and every other table (Debezium's dbz7143 beside it), is captured."""
+    with scratch_database("convskip") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(
+                f"CREATE TABLE {db}.dbz7143 (id INT NOT NULL, age INT NULL, name VARCHAR(255) NULL, PRIMARY KEY(id))"
+            )
+            cur.execute(f"INSERT INTO {db}.dbz7143 VALUES (1, 30, 'a')")
+            cur.execute(TIME_TABLE.format(db=db))
+            cur.execute(GOOD_ROW.format(db=db, id=1))
+            cur.execute(BAD_ROW.format(db=db))
+            cur.execute(GOOD_ROW.format(db=db, id=2))
+        mysql = capture_resource(
+            db, time_precision_mode="connect", event_processing_failure_handling_mode=mode
+        )
+        cdc = SensorDriven(mysql, local_storage.base_uri)
+        (snap,) = cdc.ticks().runs
+        (mat,) = [m for m in snap.get_asset_materialization_events() if m.asset_key.path[-1] == "time_table"]
+        md = {k: v.value for k, v in mat.materialization.metadata.items()}
+        assert md["events_skipped_count"] == 1 and md["dagster/row_count"] == 2
+        (skipped,) = md["events_skipped"]
+        assert skipped["table"] == f"{db}.time_table" and "row with key id='201'" in skipped["position"]
+        assert skipped["reason"].startswith("A: ValueError")
+        logs = [e.message for e in cdc.instance.all_logs(snap.run_id) if e.level >= 30]
+        assert any("time_table" in (m or "") and "out of the snapshot" in (m or "") for m in logs)
+        with conn.cursor() as cur:
+            cur.execute(BAD_ROW.format(db=db).replace("201", "202"))
+            cur.execute(GOOD_ROW.format(db=db, id=3))
+            cur.execute(f"INSERT INTO {db}.dbz7143 VALUES (2, 40, 'b')")
+        (window,) = cdc.ticks().runs
+        md = _binlog_metadata(cdc, window)
+        assert md["events_skipped_count"] == 1
+        (skipped,) = md["events_skipped"]
+        assert skipped["table"] == f"{db}.time_table" and skipped["reason"].startswith("after.A: ValueError")
+        rows = live_state_rows(local_storage, local_storage.uri(db, db, "time_table", "state"), ["id"])
+        assert [r["id"] for r in rows] == [1, 2, 3]
+        other = live_state_rows(local_storage, local_storage.uri(db, db, "dbz7143", "state"), ["id"])
+        assert [(r["id"], r["age"]) for r in other] == [(1, 30), (2, 40)]

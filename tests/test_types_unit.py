@@ -134,11 +134,16 @@ SCHEMA_CASES = [
         pa.decimal128(10, 2),
     ),
     (
+        # wider than 38 digits: written as a plain-notation string, and the metadata says so
         col("decimal", precision=65, scale=30),
         DEFAULT,
-        ("bytes", "org.apache.kafka.connect.data.Decimal"),
+        ("string", None),
         pa.string(),
     ),
+    (col("float"), DEFAULT, ("float32", None), pa.float32()),
+    # FLOAT(M,D): FLOAT64 (Debezium DBZ-3865), precision and scale kept in mysql.type
+    (col("float", precision=10, scale=2), DEFAULT, ("float64", None), pa.float64()),
+    (col("double", precision=10, scale=2), DEFAULT, ("float64", None), pa.float64()),
     (
         col("decimal", precision=10, scale=2),
         TypeOptions(decimal_handling_mode="double"),
@@ -228,6 +233,25 @@ def test_debezium_parameters():
     assert debezium_parameters(col("int"), DEFAULT) == {}
     meta = arrow_field(col("set", enum_values=("a", "b")), DEFAULT).metadata
     assert json.loads(meta[b"debezium.parameters"]) == {"allowed": "a,b"}
+    # a DECIMAL held as a string has no Decimal parameters (it is not a Decimal)
+    assert debezium_parameters(col("decimal", precision=65, scale=18), DEFAULT) == {}
+
+
+def test_enum_allowed_escapes_commas_as_debezium():
+    """BinlogEnumColumnIT (DBZ-1203): labels with commas are escaped, quotes kept as they are."""
+    labels = ("station", "post_office", "plane", "ahihi_dongok", "now", "test", "a,b", "c,'d", "g,'h")
+    expected = "station,post_office,plane,ahihi_dongok,now,test,a\\,b,c\\,'d,g\\,'h"
+    assert debezium_parameters(col("enum", enum_values=labels), DEFAULT) == {"allowed": expected}
+    meta = arrow_field(col("set", enum_values=("x,y", "z")), DEFAULT).metadata
+    assert json.loads(meta[b"debezium.parameters"]) == {"allowed": "x\\,y,z"}
+
+
+def test_float_m_d_is_float64_with_the_float32_value():
+    """DBZ-3865 (BinlogFloatIT): FLOAT(10,2) 5.61 is the double of the stored float32 5.61."""
+    c = col("float", precision=10, scale=2)
+    stored = struct.unpack("<f", struct.pack("<f", 5.61))[0]
+    assert both(c, stored, stored) == stored == 5.610000133514404
+    assert arrow_field(c, DEFAULT).metadata[b"mysql.type"] == b"float(10,2)"
 
 
 def test_arrow_schema_is_in_ordinal_order():
@@ -522,11 +546,30 @@ def test_json_scalars():
     assert conv(c, "binlog")(Decimal("1.5")) == "1.5"
 
 
-def test_json_mariadb_longtext_and_invalid_text():
-    c = col("json")
-    # MariaDB: JSON is LONGTEXT, the binlog lib returns the text as str
-    assert conv(c, "binlog")('{"a" : [1,  2]}') == '{"a":[1,2]}'
+def test_json_mysql_text_is_compacted_and_invalid_text_kept():
+    c = col("json")  # MySQL: binary JSON (no character set); the snapshot's text is compacted
+    assert conv(c)('{"a" : [1,  2]}') == '{"a":[1,2]}'
     assert conv(c)("not json") == "not json"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"pi": 3.141592653589793238462643383279}',  # every digit kept
+        '{"big": 12345678901234567890.5, "huge": 1e400}',  # no float rounding, no Infinity
+        '{"a": 1, "a": 2}',  # duplicate keys kept
+        '{"a" : [1,  2]}',  # the server's spacing kept
+        "not json",
+        '"\\ud83d"',
+    ],
+)
+def test_json_mariadb_text_passes_through_as_stored(text):
+    """MariaDB's JSON is LONGTEXT: Debezium passes the stored text through; so do both sources."""
+    c = col("json", charset="utf8mb4")
+    assert both(c, text, text) == text
+    assert both(c, text, text.encode()) == text
+    tc = TableConverter(TableSchema("db", "t", (c,)), DEFAULT, "pymysql")
+    assert tc.to_record_batch([(text,), (None,)], text_values=True).column(0).to_pylist() == [text, None]
 
 
 def test_year():
@@ -548,6 +591,57 @@ def test_date():
     assert both(c, dt.date(1000, 1, 1), dt.date(1000, 1, 1)) == -354285
     assert both(c, dt.date(9999, 12, 31), dt.date(9999, 12, 31)) == 2932896
     assert both(c, dt.date(2018, 6, 20), dt.date(2018, 6, 20), CONNECT) == 17702
+
+
+NO_ADJUSTER = TypeOptions(enable_time_adjuster=False)
+
+
+def test_time_adjuster_two_digit_years_as_debezium():
+    """BinlogYearIT (DBZ-1143): with enable.time.adjuster (the default) the years 0018 and 0078
+    are 2018 and 1978; without it they are kept (days/millis counted back to year 18/78)."""
+    d, dtm = col("date"), col("datetime")
+    assert both(d, dt.date(18, 4, 1), dt.date(18, 4, 1)) == 17622
+    assert both(d, dt.date(78, 4, 1), dt.date(78, 4, 1)) == 3012
+    assert (
+        both(dtm, dt.datetime(18, 4, 1, 12, 34, 56), dt.datetime(18, 4, 1, 12, 34, 56)) == 1_522_586_096_000
+    )
+    assert both(dtm, dt.datetime(78, 4, 1, 12, 34, 56), dt.datetime(78, 4, 1, 12, 34, 56)) == 260_282_096_000
+    assert both(d, dt.date(18, 4, 1), dt.date(18, 4, 1), NO_ADJUSTER) == -712863
+    assert both(d, dt.date(78, 4, 1), dt.date(78, 4, 1), NO_ADJUSTER) == -690948
+    # bounds: 69 -> 2069, 70 -> 1970, 99 -> 1999, 100 stays; leap days stay leap days
+    assert conv(d)(dt.date(69, 1, 1)) == conv(d)(dt.date(2069, 1, 1))
+    assert conv(d)(dt.date(70, 1, 1)) == 0
+    assert conv(d)(dt.date(99, 12, 31)) == conv(d)(dt.date(1999, 12, 31))
+    assert conv(d)(dt.date(100, 1, 1)) == dt.date(100, 1, 1).toordinal() - dt.date(1970, 1, 1).toordinal()
+    assert conv(d)(dt.date(96, 2, 29)) == conv(d)(dt.date(1996, 2, 29))
+    us6 = col("datetime", precision=6)
+    assert conv(us6, "binlog")(dt.datetime(1, 1, 1, 0, 0, 0, 5)) == conv(us6)(
+        dt.datetime(2001, 1, 1, 0, 0, 0, 5)
+    )
+    with pytest.raises(ConfigurationError, match="enable.time.adjuster"):
+        TypeOptions(enable_time_adjuster="yes")  # type: ignore[arg-type]
+
+
+def test_time_adjuster_column_wise_equals_per_value():
+    """The Arrow fast paths (snapshot text and binlog objects) give the per-value results."""
+    schema = TableSchema("db", "t", (col("date", "d", 1), col("datetime", "t", 2, precision=3)))
+    text_rows = [
+        ("0018-04-01", "0078-04-01 12:34:56.5"),
+        ("2018-04-01", "1978-04-01 12:34:56.5"),
+        (None, None),
+    ]
+    obj_rows = [
+        (dt.date(18, 4, 1), dt.datetime(78, 4, 1, 12, 34, 56, 500000)),
+        (dt.date(2018, 4, 1), dt.datetime(1978, 4, 1, 12, 34, 56, 500000)),
+        (None, None),
+    ]
+    for options in (DEFAULT, NO_ADJUSTER):
+        pm = TableConverter(schema, options, "pymysql").to_record_batch(text_rows, text_values=True)
+        bl = TableConverter(schema, options, "binlog").to_record_batch(obj_rows)
+        per_value = [TableConverter(schema, options, "binlog").convert_row(r) for r in obj_rows]
+        assert pm.to_pylist() == bl.to_pylist() == [dict(zip(("d", "t"), r)) for r in per_value]
+    adjusted = TableConverter(schema, DEFAULT, "binlog").to_record_batch(obj_rows).to_pylist()
+    assert adjusted[0] == adjusted[1] == {"d": 17622, "t": 260_282_096_500}
 
 
 def test_zero_date_nullable_and_not_null():
@@ -616,8 +710,12 @@ def test_zero_timestamp():
     epoch = dt.datetime(1970, 1, 1)  # binlog lib: utcfromtimestamp(0)
     assert both(col("timestamp", nullable=True), "0000-00-00 00:00:00", epoch) is None
     assert both(col("timestamp", nullable=False), "0000-00-00 00:00:00", epoch) == "1970-01-01T00:00:00Z"
+    # the epoch with the column's fsp digits, as Debezium (BinlogRegressionIT DBZ-1318: ...00.00Z)
     assert both(col("timestamp", precision=3, nullable=False), "0000-00-00 00:00:00.000", epoch) == (
-        "1970-01-01T00:00:00Z"
+        "1970-01-01T00:00:00.000Z"
+    )
+    assert both(col("timestamp", precision=2, nullable=False), "0000-00-00 00:00:00.00", epoch) == (
+        "1970-01-01T00:00:00.00Z"
     )
     first = dt.datetime(1970, 1, 1, 0, 0, 1)
     assert both(col("timestamp", nullable=True), first, first) == "1970-01-01T00:00:01Z"
@@ -695,9 +793,14 @@ def test_geometry_srid_split():
     v = both(c, raw, raw)
     assert v == {"wkb": POINT_WKB, "srid": 4326}
     assert arrow_roundtrip(c, v) == v
+    # SRID 0 (none given) is null, as Debezium (BinlogGeometryIT)
     assert both(col("geometry"), b"\x00\x00\x00\x00" + POINT_WKB, b"\x00\x00\x00\x00" + POINT_WKB) == {
         "wkb": POINT_WKB,
-        "srid": 0,
+        "srid": None,
+    }
+    assert arrow_roundtrip(col("geometry"), {"wkb": POINT_WKB, "srid": None}) == {
+        "wkb": POINT_WKB,
+        "srid": None,
     }
 
 
@@ -859,7 +962,7 @@ def test_to_record_batch_has_exact_schema():
         assert tuple(got[0].values()) == EXPECTED_ROW
         assert tuple(got[2].values()) == EXPECTED_ROW
         # NOT NULL temporal columns turn None into the epoch fallback, the rest stays null
-        assert got[1]["dt"] == 0 and got[1]["ts"] == "1970-01-01T00:00:00Z"
+        assert got[1]["dt"] == 0 and got[1]["ts"] == "1970-01-01T00:00:00.000000Z"  # TIMESTAMP(6)
         assert got[1]["id"] is None and got[1]["j"] is None
 
 
@@ -889,3 +992,20 @@ def test_value_converter_matches_table_converter():
     for c, raw, exp in zip(ALL_COLUMNS, ROW_PYMYSQL, EXPECTED_ROW):
         assert value_converter(c, DEFAULT, "pymysql")(raw) == exp
     assert tc.convert_columns([ROW_PYMYSQL])[6] == [DEC65]
+
+
+def test_binlog_values_as_query_parameters():
+    """python-mysql-replication's raw key values given back in the server's terms, so a
+    ``WHERE key IN (...)`` of the rows a window changed finds them (Debezium's datetime_key_test:
+    zero dates in a primary key)."""
+    from dagster_mysql_cdc.source.types import binlog_value_as_parameter as p
+
+    assert p(col("datetime", nullable=False), None) == "0000-00-00 00:00:00"
+    assert p(col("date", nullable=False), None) == "0000-00-00"
+    assert p(col("date", nullable=True), None) is None
+    assert p(col("timestamp", nullable=False), dt.datetime(1970, 1, 1)) == "0000-00-00 00:00:00"
+    assert p(col("timestamp"), dt.datetime(2020, 1, 1)) == dt.datetime(2020, 1, 1)
+    assert p(col("bit", length=4), "0101") == 5
+    assert p(col("binary", length=4), b"ab") == b"ab\x00\x00"
+    assert p(col("set", enum_values=("a", "b")), {"b"}) == "b"
+    assert p(col("int"), 7) == 7

@@ -44,7 +44,7 @@ from ..sink.storage import StorageSettings
 from ..source.catalog import read_table_schemas
 from ..source.connection import ConnectionSettings, ServerInfo, binlog_files, connect
 from ..source.schema import TableSchema
-from ..source.types import TableConverter, TypeOptions, quote_identifier, select_expression
+from ..source.types import TableConverter, TypeOptions, hashable_value, quote_identifier, select_expression
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +205,7 @@ def touched_keys(
             return keyf(image, None)
         if any(n not in image for n in names):
             return SCHEMA_CHANGED  # a keyless image of other columns (a DDL since ``start``)
-        return tuple(conv.convert_row_dict(image)[i] for i in idx)
+        return _hashable_row(conv.convert_row_dict(image)[i] for i in idx)
 
     keys, _ = keys_touched(
         BinlogReader(settings, server_id, start, end, is_mariadb=info.is_mariadb, deadline_s=300),
@@ -220,6 +220,26 @@ def touched_keys(
 SCHEMA_CHANGED = ("<schema changed>",)
 
 
+def _hashable_row(values: Iterable[Any]) -> tuple:
+    """A converted row (or key) as a tuple that can be hashed: struct values (geometries, dicts in
+    Python) as tuples (:func:`~..source.types.hashable_value`), the same on the lake's and the
+    source's side, so a keyless table with a spatial column (every column is its key) compares."""
+    return tuple(hashable_value(v) for v in values)
+
+
+def _struct_positions(schema: pa.Schema, names: Sequence[str]) -> list[int]:
+    """Positions in ``names`` of the struct columns of ``schema`` (their values need
+    :func:`_hashable_row`)."""
+    return [i for i, n in enumerate(names) if pa.types.is_struct(schema.field(n).type)]
+
+
+def _hashable_rows(rows: Iterable[tuple], structs: list[int]) -> Iterable[tuple]:
+    """``rows`` with their struct values made hashable (unchanged when there are none)."""
+    if not structs:
+        return rows
+    return (_hashable_row(r) for r in rows)
+
+
 def _lake_live_rows(storage: StorageSettings, state_uri: str, columns: list[str]) -> Iterable[tuple]:
     """The live rows of a state table as tuples of ``columns``; a keyless table's row value once
     per copy (its ``__count``), so the lake is compared with the source as a multiset."""
@@ -231,12 +251,13 @@ def _lake_live_rows(storage: StorageSettings, state_uri: str, columns: list[str]
     ds: pads.Dataset = dt.to_pyarrow_dataset()
     counted = "__count" in ds.schema.names
     extra = ["__deleted"] + (["__count"] if counted else [])
+    structs = _struct_positions(ds.schema, columns)
     for batch in ds.to_batches(columns=columns + extra, filter=pads.field("__deleted") == False):  # noqa: E712
-        cols = [batch.column(c).to_pylist() for c in columns]
+        rows = _hashable_rows(zip(*[batch.column(c).to_pylist() for c in columns]), structs)
         if not counted:
-            yield from zip(*cols)
+            yield from rows
             continue
-        for row, n in zip(zip(*cols), batch.column("__count").to_pylist()):
+        for row, n in zip(rows, batch.column("__count").to_pylist()):
             yield from [row] * (1 if n is None else n)
 
 
@@ -388,9 +409,10 @@ def run_table_checks(
         lake_rows = [
             r for r in _lake_live_rows(storage, state_uri, names) if tuple(r[i] for i in kidx) not in touched
         ]
+        unconvertible = [0]
         src_rows = [
             p
-            for p in _source_rows(conn, schema, conv, options.chunk_rows, lake_types)
+            for p in _source_rows(conn, schema, conv, options.chunk_rows, lake_types, unconvertible)
             if tuple(p[i] for i in kidx) not in touched
         ]
         base_md: dict[str, Any] = {
@@ -399,6 +421,10 @@ def run_table_checks(
             "keys_changed_since_committed": len(touched),
             "columns_compared": names,
         }
+        if unconvertible[0]:
+            # rows the capture leaves out (event_processing_failure_handling_mode warn|skip): they
+            # count, and can never match a lake row, so the checks show the lake misses them
+            base_md["source_rows_not_convertible"] = unconvertible[0]
         if ROW_COUNT in selected:
             results.append(
                 dg.AssetCheckResult(
@@ -505,14 +531,60 @@ def _checksum_result(
     )
 
 
-def _source_rows(
-    conn, schema: TableSchema, conv: TableConverter, chunk_rows: int, lake: pa.Schema
+class _NotConvertible:
+    """Stands for every value of a source row the type mapping rejects: equal to nothing else."""
+
+    __slots__ = ("n",)
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __repr__(self) -> str:
+        return f"<source row {self.n} not convertible>"
+
+
+def _converted_rows(
+    conv: TableConverter, rows: list, unconvertible: list[int], lake: pa.Schema
 ) -> Iterable[tuple]:
-    """The source table's rows as tuples of ``lake``'s columns, in the lake's types."""
+    """Converted source rows, as tuples of ``lake``'s columns in the lake's types (the lake keeps
+    a supertype of a column whose type changed: ``sink/evolution.py``); a row holding a value that
+    cannot be converted (left out of the lake by event_processing_failure_handling_mode
+    warn|skip, or failing the capture) becomes a row of :class:`_NotConvertible` values, counted
+    in ``unconvertible[0]``."""
     from ..sink.evolution import conform_table
 
+    try:
+        batch = conform_table(conv.to_record_batch(rows).select(lake.names), lake)
+        return zip(*[c.to_pylist() for c in batch.columns])
+    except (ValueError, TypeError, OverflowError, ArithmeticError, pa.ArrowException):
+        bad = conv.unconvertible_rows(rows)
+        if not bad:
+            raise
+    good = iter(_converted_rows(conv, [r for i, r in enumerate(rows) if i not in bad], unconvertible, lake))
+    out = []
+    for i in range(len(rows)):
+        if i in bad:
+            unconvertible[0] += 1
+            out.append(tuple(_NotConvertible(unconvertible[0]) for _ in lake.names))
+        else:
+            out.append(next(good))
+    return out
+
+
+def _source_rows(
+    conn,
+    schema: TableSchema,
+    conv: TableConverter,
+    chunk_rows: int,
+    lake: pa.Schema,
+    unconvertible: list[int] | None = None,
+) -> Iterable[tuple]:
+    """The source table's rows as tuples of ``lake``'s columns, in the lake's types (see
+    :func:`_converted_rows`)."""
+    unconvertible = [0] if unconvertible is None else unconvertible
     cols = ", ".join(select_expression(c) for c in schema.columns)
     tbl = f"{quote_identifier(schema.database)}.{quote_identifier(schema.table)}"
+    structs = _struct_positions(lake, lake.names)
     cur = conn.cursor(pymysql.cursors.SSCursor)
     try:
         cur.execute(f"SELECT {cols} FROM {tbl}")
@@ -520,8 +592,7 @@ def _source_rows(
             rows = cur.fetchmany(chunk_rows)
             if not rows:
                 break
-            batch = conform_table(conv.to_record_batch(list(rows)).select(lake.names), lake)
-            yield from zip(*[c.to_pylist() for c in batch.columns])
+            yield from _hashable_rows(_converted_rows(conv, list(rows), unconvertible, lake), structs)
     finally:
         cur.close()
 

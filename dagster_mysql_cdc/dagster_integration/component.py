@@ -27,7 +27,7 @@ binlog sensor::
       sensor:
         minimum_interval_seconds: 15
       translation:
-        group_name: "{{ database }}_cdc"
+        group_name: "{{ database_name }}_cdc"
 
 Secrets: a secret field (marked ``json_schema_extra=SECRET`` in ``resources.py``: ``mysql.password``,
 ``mysql.ssl_*``, ``mysql.column_mask_hash_salt``, ``lake.s3_access_key_id``,
@@ -90,7 +90,7 @@ from ..source.types import (
 from .decorator import mysql_cdc_assets
 from .resources import DEFAULT_SPARK_CONFIG, SECRET, SNAPSHOT_MODES, CdcLakeResource, MySqlCdcResource
 from .sensor import build_mysql_cdc_sensor
-from .translator import DagsterMySqlCdcTranslator, MySqlCdcTableProps
+from .translator import DagsterMySqlCdcTranslator, MySqlCdcTableProps, dagster_name
 
 log = logging.getLogger(__name__)
 
@@ -292,10 +292,14 @@ class CdcOpArgs(Resolvable):
 
 
 def _table_template_vars(props: MySqlCdcTableProps) -> Mapping[str, Any]:
+    """``database``/``table``: the real names; ``database_name``/``table_name``: their Dagster
+    names (:func:`.translator.dagster_name`, valid in keys and group names whatever the real name)."""
     return {
         "props": props,
         "database": props.database,
         "table": props.table,
+        "database_name": dagster_name(props.database),
+        "table_name": dagster_name(props.table),
         "server_name": props.server_name,
     }
 

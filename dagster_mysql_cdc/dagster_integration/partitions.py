@@ -19,11 +19,15 @@ from collections.abc import Sequence
 import dagster as dg
 
 from ..source.schema import TableSchema
+from .translator import dagster_name, table_asset_key
 
 
 def pk_ranges_partitions_name(server_name: str, database: str, table: str) -> str:
-    """Name of the table's dynamic partitions definition."""
-    return re.sub(r"[^A-Za-z0-9_]", "_", f"{server_name}__{database}__{table}__pk_ranges")
+    """Name of the table's dynamic partitions definition (database and table by their
+    :func:`~.translator.dagster_name`)."""
+    return re.sub(
+        r"[^A-Za-z0-9_]", "_", f"{server_name}__{dagster_name(database)}__{dagster_name(table)}__pk_ranges"
+    )
 
 
 def pk_ranges_partitions_def(server_name: str, database: str, table: str) -> dg.DynamicPartitionsDefinition:
@@ -31,8 +35,9 @@ def pk_ranges_partitions_def(server_name: str, database: str, table: str) -> dg.
 
 
 def pk_ranges_asset_key(server_name: str, database: str, table: str) -> dg.AssetKey:
-    """Key of a table's range asset: ``[server, db, "<table>_pk_ranges"]`` (named after its table)."""
-    return dg.AssetKey([server_name, database, f"{table}_pk_ranges"])
+    """Key of a table's range asset: ``[server, db, "<table>_pk_ranges"]`` (named after its table,
+    database and table by their :func:`~.translator.dagster_name`)."""
+    return dg.AssetKey([server_name, dagster_name(database), f"{dagster_name(table)}_pk_ranges"])
 
 
 def build_pk_range_assets(
@@ -66,8 +71,8 @@ def _range_asset(server_name: str, db: str, table: str, mysql_key: str, lake_key
         key=pk_ranges_asset_key(server_name, db, table),
         name=None,
         partitions_def=pk_ranges_partitions_def(server_name, db, table),
-        deps=[dg.AssetKey([server_name, db, table])],
-        group_name=f"{db}_pk_ranges",
+        deps=[table_asset_key(server_name, db, table)],
+        group_name=f"{dagster_name(db)}_pk_ranges",
         kinds={"mysql", "spark", "delta"},
         required_resource_keys={mysql_key, lake_key},
         description=(

@@ -52,8 +52,13 @@ SELECTION_TAG = "dagster_mysql_cdc/selection"
 STOPPED_TAG = "dagster_mysql_cdc/stopped_tables"
 
 # -- metadata keys of asset specs -------------------------------------------------------------------
-#: On a table asset's spec: ``{"database", "table"}`` it captures.
+#: On a table asset's spec: ``"database.table"`` it captures (Debezium's data-collection id).
 TABLE_METADATA_KEY = "dagster_mysql_cdc/table"
+#: On a table asset's spec: the real database name (any character MySQL allows; the asset key
+#: and group hold its Dagster name, ``translator.dagster_name``).
+DATABASE_NAME_METADATA_KEY = "dagster_mysql_cdc/database"
+#: On a table asset's spec: the real table name.
+TABLE_NAME_METADATA_KEY = "dagster_mysql_cdc/table_name"
 #: On every spec of a capture: the server name (``topic.prefix``).
 SERVER_METADATA_KEY = "dagster_mysql_cdc/server"
 #: On the ``binlog`` asset's spec: the server name; marks the asset that carries the offset.

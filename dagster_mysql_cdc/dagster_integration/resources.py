@@ -59,7 +59,7 @@ from .protocol import (
     position_from_tag,
     position_metadata,
 )
-from .translator import table_of_spec
+from .translator import table_asset_key, table_of_spec
 from .verify import (
     WindowVerification,
     backlog,
@@ -225,6 +225,11 @@ class MySqlCdcResource(dg.ConfigurableResource):
     binary_handling_mode: str = Field(
         default="bytes", description="bytes, base64, base64-url-safe or hex (binary.handling.mode)."
     )
+    enable_time_adjuster: bool = Field(
+        default=True,
+        description="DATE/DATETIME years below 100 read as two-digit years: 00-69 -> 2000-2069, "
+        "70-99 -> 1970-1999 (enable.time.adjuster; Debezium's default). False keeps the stored year.",
+    )
     connect_timeout: int = Field(
         default=10, description="Seconds to wait for a connection (connect.timeout.ms / 1000)."
     )
@@ -386,6 +391,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             bigint_unsigned_handling_mode=self.bigint_unsigned_handling_mode,  # type: ignore[arg-type]
             binary_handling_mode=self.binary_handling_mode,  # type: ignore[arg-type]
             columns=self.column_policy(),
+            enable_time_adjuster=self.enable_time_adjuster,
         )
 
     def column_policy(self) -> ColumnPolicy:
@@ -416,6 +422,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             batch_rows=self.snapshot_batch_rows,
             include_data=mode != "no_data",
             select_overrides=parse_overrides(self.snapshot_select_statement_overrides),
+            event_processing_failure_handling_mode=self.event_processing_failure_handling_mode,
         )
 
     def table_filter(self) -> TableFilter:
@@ -942,7 +949,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             "last_range_keys": {"after": rng.lo, "up_to": rng.hi},
             "last_range_rows": snap.rows_read,
         }
-        table_key = dg.AssetKey([self.server_name, database, table])
+        table_key = table_asset_key(self.server_name, database, table)
         context.log_event(  # the table's page shows the backfill's progress (an observation)
             dg.AssetObservation(
                 asset_key=table_key,
@@ -1029,6 +1036,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 f"{r.schema.qualified_name}: {r.write.rows} rows at {r.position} "
                 f"({'committed' if r.write.state.committed else 'already committed, skipped'})"
             )
+            self._log_rows_left_out(context, r)
             key = keys_by_table.get((r.schema.database, r.schema.table))
             if key is not None:
                 yield dg.MaterializeResult(asset_key=key, metadata=snapshot_metadata(r))
@@ -1078,6 +1086,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 need_streaming=need_streaming,
                 history=history,
                 epoch=epoch,
+                failure_handling=options.event_processing_failure_handling_mode,
             )
         from ..engine.initial_snapshot import run_snapshot
 
@@ -1253,6 +1262,24 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 f"{name} caught up from {since} to {start} ({n} window(s)); it is captured again"
             )
         return still, list(dict.fromkeys(again))
+
+    def _log_rows_left_out(self, context: dg.AssetExecutionContext, r: SnapshotTableResult) -> None:
+        """WARNINGs for the snapshot rows of a table left out because a value could not be
+        converted (event_processing_failure_handling_mode warn: each of the first 20; skip: one)."""
+        if not r.rows_skipped_count:
+            return
+        mode = self.event_processing_failure_handling_mode
+        if mode == "warn":
+            for ev in r.rows_skipped[:20]:
+                context.log.warning(
+                    f"Left a row of {ev['table']} out of the snapshot, {ev['position']}: {ev['reason']}"
+                )
+        context.log.warning(
+            f"{r.rows_skipped_count} row(s) of {r.schema.qualified_name} holding a value that cannot be "
+            f"converted were left out of the snapshot (event_processing_failure_handling_mode={mode}); "
+            "the table's events_skipped metadata lists them. Fix the value or the type mapping option "
+            "and re-snapshot the table."
+        )
 
     def _log_window(self, context: dg.AssetExecutionContext, result: WindowResult) -> None:
         """Log a stream run's signals (rejected ones as WARNING), gaps (WARNING) and skipped events."""
@@ -1631,6 +1658,15 @@ def snapshot_metadata(r: SnapshotTableResult) -> dict[str, Any]:
                 "split_tasks": dg.MetadataValue.int(w.extra["tasks"]),
             }
             if "splits" in w.extra
+            else {}
+        ),
+        # rows left out: a value could not be converted (event_processing_failure_handling_mode)
+        **(
+            {
+                "events_skipped_count": dg.MetadataValue.int(r.rows_skipped_count),
+                "events_skipped": dg.MetadataValue.json(r.rows_skipped),
+            }
+            if r.rows_skipped_count
             else {}
         ),
     }

@@ -8,6 +8,9 @@ groups, owners, automation conditions, ...
 
 from __future__ import annotations
 
+import hashlib
+import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -15,7 +18,49 @@ from datetime import timedelta
 import dagster as dg
 
 from ..source.schema import TableSchema
-from .protocol import BINLOG_METADATA_KEY, SERVER_METADATA_KEY, TABLE_METADATA_KEY
+from .protocol import (
+    BINLOG_METADATA_KEY,
+    DATABASE_NAME_METADATA_KEY,
+    SERVER_METADATA_KEY,
+    TABLE_METADATA_KEY,
+    TABLE_NAME_METADATA_KEY,
+)
+
+_DAGSTER_NAME = re.compile(r"[A-Za-z0-9_]+")
+
+
+def dagster_name(identifier: str) -> str:
+    """The Dagster name of a MySQL database or table name: an asset key part and a group name.
+
+    Dagster names must match ``^[A-Za-z0-9_]+$`` (the op outputs of a multi-asset are named after
+    the asset keys, groups are names); MySQL accepts any character but U+0000 in a quoted
+    identifier (``peer-dash``, ``tbl space``, ``Ünïcode``, ``special"[`]$'``). The mapping is
+    deterministic and collision-free:
+
+    * a name that already is a Dagster name is kept as it is (existing asset keys do not change);
+    * any other name becomes its readable ASCII part (accents dropped, every run of other
+      characters ``_``) followed by ``_`` and the first 8 hex digits of the SHA-256 of the real
+      name (UTF-8): ``tbl space`` -> ``tbl_space_<8 hex>``; so two names that differ only in the
+      characters Dagster does not allow (``a-b``, ``a.b``, ``a b``) get different Dagster names,
+      and none of them is ``a_b``. (:func:`build_mysql_cdc_asset_specs` still refuses any two
+      tables that end up with one key.)
+
+    The real name stays everywhere else: the asset's metadata (``dagster/table_name``,
+    ``dagster_mysql_cdc/database``, ``dagster_mysql_cdc/table_name``), the lake path (see
+    :func:`~..sink.layout.path_segment`) and the change events' ``source.db``/``source.table``.
+    """
+    if _DAGSTER_NAME.fullmatch(identifier):
+        return identifier
+    ascii_part = unicodedata.normalize("NFKD", identifier).encode("ascii", "ignore").decode("ascii")
+    readable = "_".join(p for p in re.split(r"[^A-Za-z0-9]+", ascii_part) if p)
+    digest = hashlib.sha256(identifier.encode("utf-8")).hexdigest()[:8]
+    return f"{readable}_{digest}" if readable else f"n_{digest}"
+
+
+def table_asset_key(server_name: str, database: str, table: str) -> dg.AssetKey:
+    """The default key of a captured table's asset: ``[server, db, table]`` with the database
+    and table names mapped by :func:`dagster_name` (``["dbserver1", "inventory", "orders"]``)."""
+    return dg.AssetKey([server_name, dagster_name(database), dagster_name(table)])
 
 
 @dataclass(frozen=True)
@@ -48,8 +93,12 @@ class DagsterMySqlCdcTranslator:
     """
 
     def get_asset_spec(self, props: MySqlCdcTableProps) -> dg.AssetSpec:
+        """Key :func:`table_asset_key`, group :func:`dagster_name` of the database; the real
+        database and table names in the metadata."""
         metadata: dict = {
             TABLE_METADATA_KEY: props.qualified_name,
+            DATABASE_NAME_METADATA_KEY: props.database,
+            TABLE_NAME_METADATA_KEY: props.table,
             SERVER_METADATA_KEY: props.server_name,
             # Dagster's standard table name: the lake table, named like its folder <server>/<db>/<table>
             "dagster/table_name": f"{props.server_name}.{props.qualified_name}",
@@ -72,9 +121,9 @@ class DagsterMySqlCdcTranslator:
             if props.schema.primary_key:
                 metadata["primary_key"] = ", ".join(props.schema.primary_key)
         return dg.AssetSpec(
-            key=dg.AssetKey([props.server_name, props.database, props.table]),
+            key=table_asset_key(props.server_name, props.database, props.table),
             description=description,
-            group_name=props.database,
+            group_name=dagster_name(props.database),
             kinds={"mysql", "spark", "delta"},
             metadata=metadata,
         )
@@ -91,7 +140,7 @@ class DagsterMySqlCdcTranslator:
                 f"Binlog stream of MySQL server `{server_name}`: each materialization is a committed "
                 "window of the binlog (position, GTID set, lag) and its schema-history records."
             ),
-            group_name=f"{server_name}_cdc".replace("-", "_"),
+            group_name=re.sub(r"[^A-Za-z0-9_]", "_", f"{server_name}_cdc"),
             kinds={"mysql", "delta"},
             metadata={BINLOG_METADATA_KEY: server_name, SERVER_METADATA_KEY: server_name},
         )
@@ -127,25 +176,69 @@ def build_mysql_cdc_asset_specs(
                 raise ValueError(f"Table {t!r} must be written as 'database.table'")
             props = MySqlCdcTableProps(server_name, db, name, None)
         spec = translator.get_asset_spec(props)
-        if TABLE_METADATA_KEY not in (spec.metadata or {}):
-            spec = spec.merge_attributes(metadata={TABLE_METADATA_KEY: props.qualified_name})
+        md = spec.metadata or {}
+        missing = {
+            k: v
+            for k, v in (
+                (TABLE_METADATA_KEY, props.qualified_name),
+                (DATABASE_NAME_METADATA_KEY, props.database),
+                (TABLE_NAME_METADATA_KEY, props.table),
+            )
+            if k not in md
+        }
+        if missing:
+            spec = spec.merge_attributes(metadata=missing)
         specs.append(spec.replace_attributes(skippable=True))
     if include_binlog:
         specs.append(translator.get_binlog_asset_spec(server_name))
-    keys = [s.key for s in specs]
-    dups = {k for k in keys if keys.count(k) > 1}
-    if dups:
-        raise ValueError(f"Several tables map to the same asset key(s): {sorted(map(str, dups))}")
+    _refuse_clashes(specs)
     return specs
 
 
+def _refuse_clashes(specs: Sequence[dg.AssetSpec]) -> None:
+    """Two specs with one asset key, or with keys Dagster names one op output after
+    (``AssetKey.to_python_identifier``: ``-`` and ``.`` read as ``_``), cannot be in one multi-asset.
+
+    Raises:
+        ValueError: naming the tables of each clash and the fix (a translator's keys).
+    """
+    by_output: dict[str, list[dg.AssetSpec]] = {}
+    for s in specs:
+        by_output.setdefault(s.key.to_python_identifier(), []).append(s)
+    clashes = [group for group in by_output.values() if len(group) > 1]
+    if clashes:
+        described = "; ".join(
+            " and ".join(
+                f"{s.key.to_user_string()} ({(s.metadata or {}).get(TABLE_METADATA_KEY, 'binlog')})"
+                for s in group
+            )
+            for group in clashes
+        )
+        raise ValueError(
+            f"Several tables map to the same asset key (or to keys Dagster cannot tell apart): {described}. "
+            "Give them distinct keys with a DagsterMySqlCdcTranslator subclass (get_asset_spec) or "
+            "the component's translation."
+        )
+
+
 def table_of_spec(spec: dg.AssetSpec) -> tuple[str, str]:
-    """``(database, table)`` a spec was built for (from its metadata)."""
-    qualified = (spec.metadata or {}).get(TABLE_METADATA_KEY)
+    """``(database, table)`` a spec was built for: the real names in its metadata
+    (``dagster_mysql_cdc/database`` and ``/table_name``; specs without them: their
+    ``dagster_mysql_cdc/table`` ``"db.table"`` split at the first dot)."""
+    md = spec.metadata or {}
+    db, table = md.get(DATABASE_NAME_METADATA_KEY), md.get(TABLE_NAME_METADATA_KEY)
+    if db is not None and table is not None:
+        return _text(db), _text(table)
+    qualified = md.get(TABLE_METADATA_KEY)
     if not qualified:
         raise ValueError(f"Asset {spec.key} was not built by dagster-mysql-cdc (no table metadata)")
-    db, _, table = str(qualified).partition(".")
+    db, _, table = _text(qualified).partition(".")
     return db, table
+
+
+def _text(v: object) -> str:
+    """A metadata entry's string (a plain ``str``, or a ``TextMetadataValue`` once normalized)."""
+    return str(getattr(v, "value", v))
 
 
 def freshness_policy_for_interval(

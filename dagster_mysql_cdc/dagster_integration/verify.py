@@ -35,7 +35,13 @@ from ..sink.storage import StorageSettings
 from ..source.catalog import read_table_schemas
 from ..source.connection import ConnectionSettings, ServerInfo, binlog_files, connect, current_position
 from ..source.schema import TableSchema
-from ..source.types import TableConverter, TypeOptions, quote_identifier, select_expression
+from ..source.types import (
+    TableConverter,
+    TypeOptions,
+    binlog_value_as_parameter,
+    quote_identifier,
+    select_expression,
+)
 from .checks import CHECKSUM, ROW_COUNT, _consistent_source
 
 log = logging.getLogger(__name__)
@@ -337,6 +343,7 @@ def changed_keys(
         return out
     convs = {k: TableConverter(s, type_options, "binlog") for k, s in schemas.items()}
     idx = {k: [[c.name for c in s.columns].index(p) for p in s.primary_key] for k, s in schemas.items()}
+    key_cols = {k: [s.column(p) for p in s.primary_key] for k, s in schemas.items()}
     reader = BinlogReader(
         settings,
         server_id,
@@ -355,7 +362,6 @@ def changed_keys(
             continue
         in_window = start.at(item.file, item.pos).sort_key() < end_key
         ck = out[k]
-        pk = schemas[k].primary_key
         if any(n not in item.column_names for n in keys_of[k]):
             ck.schema_changed = True  # images of another schema (a DDL in between): see verify_window
             continue
@@ -364,7 +370,7 @@ def changed_keys(
                 if image not in row:
                     continue
                 conv_key = tuple(convs[k].convert_row_dict(row[image])[i] for i in idx[k])
-                raw_key = tuple(row[image][p] for p in pk)
+                raw_key = tuple(binlog_value_as_parameter(c, row[image][c.name]) for c in key_cols[k])
                 if in_window:
                     if conv_key not in ck.window:
                         ck.keys_changed += 1
@@ -373,6 +379,9 @@ def changed_keys(
                 else:
                     ck.since[conv_key] = raw_key
     return out
+
+
+_INT64_MAX = (1 << 63) - 1
 
 
 def _lake_rows_for_keys(
@@ -399,8 +408,14 @@ def _lake_rows_for_keys(
                 if key in wanted:
                     out[key] = tuple(row)
 
+    key_type = ds.schema.field(pk[0]).type
+    if pa.types.is_decimal(key_type) and any(abs(int(v)) > _INT64_MAX for v in first if v is not None):
+        # delta-rs writes a decimal column's min/max statistics clamped to int64: a file holding
+        # BIGINT UNSIGNED keys above 2**63-1 would be pruned by a filter on them
+        scan(live)
+        return out
     try:  # the key values typed as the lake column (e.g. string_view), so Parquet pruning applies
-        scan(live & pads.field(pk[0]).isin(pa.array(first, type=ds.schema.field(pk[0]).type)))
+        scan(live & pads.field(pk[0]).isin(pa.array(first, type=key_type)))
     except (pa.ArrowException, TypeError, ValueError) as e:
         log.debug("key filter on %s not usable (%s): scanning live rows", pk[0], e)
         out.clear()

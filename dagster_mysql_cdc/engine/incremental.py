@@ -50,6 +50,7 @@ from ..sink.storage import StorageSettings
 from ..source.connection import ConnectionSettings, ServerInfo, connect, current_position
 from ..source.schema import TableSchema
 from ..source.signals import validate_filter
+from ..source.snapshot import convert_snapshot_rows
 from ..source.types import TableConverter, TypeOptions, quote_identifier, select_expression
 from .watermark import WATERMARK_STRATEGIES, close_window, open_window
 
@@ -757,15 +758,14 @@ def _stash_chunk(
     area as Parquet; the planned chunk pointing at them."""
     conv = t.conv
     path = LakeLayout(storage, server_name).chunk_file(read.chunk_id)
-    storage.write_parquet(
-        path, pa.Table.from_batches([conv.to_record_batch(read.rows)], schema=conv.arrow_schema)
-    )
+    where = f"incremental snapshot chunk {read.chunk_id}"  # a value that cannot be converted: named
+    rows = convert_snapshot_rows(conv, read.rows, where, text_values=False)
+    storage.write_parquet(path, pa.Table.from_batches([rows], schema=conv.arrow_schema))
     deletes_path = None
     if read.gone:
         deletes_path = path[: -len(".parquet")] + "-deletes.parquet"
-        storage.write_parquet(
-            deletes_path, pa.Table.from_batches([conv.to_record_batch(read.gone)], schema=conv.arrow_schema)
-        )
+        gone = convert_snapshot_rows(conv, read.gone, where, text_values=False)
+        storage.write_parquet(deletes_path, pa.Table.from_batches([gone], schema=conv.arrow_schema))
     absent_path = None
     absent = read.absent
     if absent is not None and absent.num_rows:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..events import BinlogPosition
 from ..sink.lake import LakeWriter, TableWriteResult
@@ -36,6 +36,10 @@ class SnapshotTableResult:
     lock_kind: str
     lock_seconds: float
     snapshot_seconds: float
+    #: rows left out because a value could not be converted (event_processing_failure_handling_mode
+    #: warn|skip): the first 100 ``{"table", "position", "reason"}``, and how many
+    rows_skipped: list[dict] = field(default_factory=list)
+    rows_skipped_count: int = 0
 
 
 def run_snapshot(
@@ -117,6 +121,8 @@ def run_snapshot(
                     lock_kind=snap.lock_kind,
                     lock_seconds=snap.lock_seconds,
                     snapshot_seconds=time.monotonic() - started,
+                    rows_skipped=snap.skipped.get(key, []),
+                    rows_skipped_count=snap.skipped_count.get(key, 0),
                 )
             )
         if history is not None:

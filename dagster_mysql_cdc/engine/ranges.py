@@ -26,6 +26,7 @@ from ..sink.storage import StorageSettings
 from ..source.binlog import BinlogReader
 from ..source.connection import ConnectionSettings, ServerInfo, connect, current_position
 from ..source.schema import TableSchema
+from ..source.snapshot import convert_snapshot_rows
 from ..source.types import TableConverter, TypeOptions, quote_identifier, select_expression
 from .incremental import decode_key, encode_key
 from .watermark import close_window, keys_touched, open_window, without_keys
@@ -288,7 +289,9 @@ def _read_range_in_window(
                     f"SELECT {', '.join(select_expression(c) for c in schema.columns)} FROM {tbl} {where} ORDER BY {cols_pk}",
                     params,
                 )
-                batch = pconv.to_record_batch(list(cur.fetchall()))
+                batch = convert_snapshot_rows(
+                    pconv, list(cur.fetchall()), f"key-range re-snapshot {wid}", text_values=False
+                )
             close_window(cur, sig, wid + "-o", wid + "-c", wid)
         high = current_position(conn, info).with_epoch(epoch)
     finally:

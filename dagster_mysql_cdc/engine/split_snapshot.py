@@ -101,6 +101,7 @@ def run_split_snapshot(
     need_streaming: bool = True,
     history: SchemaHistory | None = None,
     epoch: int = 0,
+    failure_handling: str = "fail",
 ) -> Iterator[SnapshotTableResult]:
     """Snapshot ``tables`` without locks, in parallel splits read and written by the Spark executors.
 
@@ -151,6 +152,7 @@ def run_split_snapshot(
                 fetch_size=split.fetch_size,
                 batch_rows=split.batch_rows,
                 snapshot_ts_ms=started_ms,
+                failure_handling=failure_handling,
             )
             job = SplitJob(settings, scan, group_splits(splits, split.max_connections))
             if conv.table.primary_key and len(splits) > 1:

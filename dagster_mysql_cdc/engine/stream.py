@@ -27,7 +27,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import FAILURE_HANDLING_MODES, CdcError, ConfigurationError, SinkError
+from ..errors import FAILURE_HANDLING_MODES, CdcError, ConfigurationError, SinkError, ValueConversionError
 from ..events import BinlogPosition, ChangeEventBuilder, now_ms
 from ..sink.lake import LakeWriter, TableBatch, TableWriteResult
 from ..sink.layout import LakeLayout
@@ -80,7 +80,9 @@ class StreamOptions:
             snapshot, ``warn`` only reports, ``fail`` raises :class:`~.gaps.BinlogGapError`.
         event_processing_failure_handling_mode: a row event that cannot be decoded (its columns
             differ from the schema history, or a value cannot be converted): ``fail`` (default)
-            fails the window run; ``warn`` skips it and logs a WARNING with its position;
+            fails the window run (a value: :class:`~..errors.ValueConversionError` naming the
+            table, the column and the event's position); ``warn`` skips it and logs a WARNING
+            with its position;
             ``skip`` skips it with one WARNING per window. Both report every skipped event in
             :attr:`WindowResult.events_skipped` (Debezium ``event.processing.failure.handling.mode``;
             its silent ``ignore`` is not offered).
@@ -270,14 +272,21 @@ class _TableEvents:
             try:
                 batch = self.builder.to_record_batch()
             except ValueError:
-                # event.processing.failure.handling.mode=warn|skip: drop the events holding a
-                # value that cannot be converted, report each, convert the rest
-                bad = self.builder.unconvertible_events() if self.on_failure is not None else {}
+                # event.processing.failure.handling.mode: fail names the table, the column and the
+                # event's position; warn|skip drop the events holding a value that cannot be
+                # converted, report each, and convert the rest
+                bad = self.builder.unconvertible_values()
                 if not bad:
                     raise
-                for i, why in sorted(bad.items()):
-                    assert self.on_failure is not None
-                    self.on_failure(self.schema.qualified_name, self.builder.event_position(i), why)
+                if self.on_failure is None:
+                    i, (column, why) = min(bad.items())
+                    raise ValueConversionError(
+                        self.schema.qualified_name, column, self.builder.event_position(i), why
+                    ) from None
+                for i, (column, why) in sorted(bad.items()):
+                    self.on_failure(
+                        self.schema.qualified_name, self.builder.event_position(i), f"{column}: {why}"
+                    )
                 self.builder.drop_events(set(bad))
                 batch = self.builder.to_record_batch()
             if batch.num_rows:

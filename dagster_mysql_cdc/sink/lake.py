@@ -1112,7 +1112,7 @@ class _StateApplier:
                 for k in key
             )
             # explicit column lists, quoted: delta-rs's *_all variants quote names with backticks
-            # and fail on a name that contains one
+            # without escaping them and fail on a name that contains one (MySQL allows it)
             every = {_q(n): f"s.{_q(n)}" for n in source.schema.names}
             metrics = (
                 self._table()
@@ -1206,8 +1206,13 @@ class _StateApplier:
         stored = f"COALESCE(t.{cnt}, CASE WHEN t.{dl} THEN 0 ELSE 1 END)"  # no count yet: one copy
         take = {_q(n): f"s.{_q(n)}" for n in source.schema.names if n not in ("__count", "__deleted")}
         added = f"({stored} + s.{cnt})"
-        add = {**take, cnt: added, dl: f"{added} <= 0"}
-        put = {**take, cnt: f"s.{cnt}", dl: f"s.{cnt} <= 0"}
+        op = _q("__op")
+
+        def live_op(count: str) -> str:  # copies left after a delete: the value's row was updated
+            return f"CASE WHEN s.{op} = 'd' AND {count} > 0 THEN 'u' ELSE s.{op} END"
+
+        add = {**take, op: live_op(added), cnt: added, dl: f"{added} <= 0"}
+        put = {**take, op: live_op(f"s.{cnt}"), cnt: f"s.{cnt}", dl: f"s.{cnt} <= 0"}
         f, p, r = (_q(c) for c in ORDER_COLS[1:])
         same = (
             f"{_epoch('s')} = {_epoch('t')} AND s.{f} = t.{f} AND s.{p} = t.{p} AND s.{r} = t.{r} "

@@ -12,6 +12,9 @@ Layout below ``StorageSettings.base_uri`` (docs/output-layout.md)::
 
 Staging file names that depend on a binlog position use :meth:`BinlogPosition.version_tag`
 (the offset epoch is part of it after a failover).
+
+``<database>`` and ``<table>`` are the real names, except for the characters a path or an object
+store URL cannot carry as they are (:func:`path_segment`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,34 @@ from dataclasses import dataclass
 
 from ..events import BinlogPosition
 from .storage import StorageSettings
+
+#: Characters a lake path keeps as they are, besides letters and digits (any script).
+_PATH_SAFE = frozenset("_-. ")
+
+
+def path_segment(name: str) -> str:
+    """The lake path segment of a database or table name: the name itself when every character
+    is a letter or digit (any script: ``Ünïcode``), ``_``, ``-``, ``.`` or a space, and it is not
+    ``.`` or ``..``; otherwise each other character is written ``@`` + the 4 hex digits of its
+    UTF-16 code unit(s), as MySQL names its own files (``special"[`]$'`` ->
+    ``special@0022@005b@0060@005d@0024@0027``, ``a/b`` -> ``a@002fb``, ``..`` -> ``@002e@002e``).
+
+    Deterministic and collision-free (``@`` itself is always encoded, so a segment decodes to one
+    name), and the identity for every name that has ever been capturable (``[A-Za-z0-9_.-]``):
+    existing lakes keep their paths. Encoded are ``/`` and ``\\`` (path separators), ``%``, ``?``,
+    ``#`` and the other URL-special characters (delta-rs reads table locations as URLs: ``a%20b``
+    or ``a[b`` break there), quotes, control characters and ``@``.
+    """
+    if name not in ("", ".", "..") and all(c.isalnum() or c in _PATH_SAFE for c in name):
+        return name
+    out = []
+    for c in name:
+        if (c.isalnum() or c in _PATH_SAFE) and name not in (".", ".."):
+            out.append(c)
+            continue
+        units = c.encode("utf-16-be")
+        out.extend(f"@{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2))
+    return "".join(out)
 
 
 @dataclass(frozen=True)
@@ -43,8 +74,8 @@ class LakeLayout:
     server_name: str
 
     def table(self, database: str, table: str) -> TablePaths:
-        """Change log and state of ``database.table``."""
-        base = self.storage.uri(self.server_name, database, table)
+        """Change log and state of ``database.table`` (names by :func:`path_segment`)."""
+        base = self.storage.uri(self.server_name, path_segment(database), path_segment(table))
         return TablePaths(changelog=f"{base}/changelog", state=f"{base}/state")
 
     def state(self, database: str, table: str) -> str:
@@ -53,7 +84,9 @@ class LakeLayout:
 
     def pk_ranges(self, database: str, table: str) -> str:
         """The JSON file of ``database.table``'s primary-key range partitions."""
-        return self.storage.uri(self.server_name, database, table, "pk_ranges.json")
+        return self.storage.uri(
+            self.server_name, path_segment(database), path_segment(table), "pk_ranges.json"
+        )
 
     def schema_history(self) -> str:
         """The server's schema history Delta table."""

@@ -151,10 +151,12 @@ def newest_per_key(rows: pa.Table, key: Sequence[str]) -> pa.Table:
         ranked = rows.select(list(key)).append_column("__i", pa.array(range(rows.num_rows), pa.int64()))
         first = ranked.group_by(list(key), use_threads=False).aggregate([("__i", "min")]).column("__i_min")
         return rows.take(first)
+    from ..source.types import hashable_value  # not at import: Spark's Python workers import this module
+
     seen: set = set()
     keep: list[int] = []
     for i, k in enumerate(zip(*(rows.column(c).to_pylist() for c in key))):
-        h = _hashable(k)
+        h = hashable_value(k)
         if h not in seen:
             seen.add(h)
             keep.append(i)
@@ -193,12 +195,14 @@ def count_per_value(rows: pa.Table, key: Sequence[str]) -> pa.Table:
         g = ranked.group_by(list(key), use_threads=False).aggregate([("__i", "min"), ("__sign", "sum")])
         first, counts = g.column("__i_min"), g.column("__sign_sum")
     else:
+        from ..source.types import hashable_value
+
         pos: dict = {}
         keep: list[int] = []
         sums: list[int] = []
         signs = sign.to_pylist()
         for i, k in enumerate(zip(*(rows.column(c).to_pylist() for c in key))):
-            h = _hashable(k)
+            h = hashable_value(k)
             j = pos.get(h)
             if j is None:
                 pos[h] = len(keep)
@@ -235,11 +239,3 @@ def live_multiset(state: pa.Table) -> pa.Table:
 
 def _groupable(t: pa.DataType) -> bool:
     return not (pa.types.is_nested(t) or pa.types.is_dictionary(t))
-
-
-def _hashable(v):
-    if isinstance(v, dict):
-        return tuple(sorted((k, _hashable(x)) for k, x in v.items()))
-    if isinstance(v, (list, tuple)):
-        return tuple(_hashable(x) for x in v)
-    return v

@@ -57,6 +57,10 @@ def column_from_information_schema(row: dict[str, Any]) -> ColumnSchema:
         data_type = "decimal"
         precision = _int(row.get("NUMERIC_PRECISION"))
         scale = _int(row.get("NUMERIC_SCALE"))
+    elif data_type in ("float", "double") and row.get("NUMERIC_SCALE") is not None:
+        # FLOAT(M,D) / DOUBLE(M,D): the server reports M and D (a bare FLOAT/DOUBLE has no scale)
+        precision = _int(row.get("NUMERIC_PRECISION"))
+        scale = _int(row.get("NUMERIC_SCALE"))
     elif data_type in ("datetime", "timestamp", "time"):
         precision = _int(row.get("DATETIME_PRECISION")) or 0
     elif data_type == "year":

@@ -28,9 +28,10 @@ class ColumnSchema:
         unsigned: ``UNSIGNED`` integer/decimal/float.
         length: character length for CHAR/VARCHAR/BINARY/VARBINARY, bit width for BIT, display
             width for YEAR; ``None`` when not applicable.
-        precision: numeric precision for DECIMAL; fractional-seconds precision (0-6) for
-            DATETIME/TIMESTAMP/TIME; ``None`` otherwise.
-        scale: numeric scale for DECIMAL; ``None`` otherwise.
+        precision: numeric precision for DECIMAL and for FLOAT(M,D)/DOUBLE(M,D) (M); fractional-
+            seconds precision (0-6) for DATETIME/TIMESTAMP/TIME; ``None`` otherwise.
+        scale: numeric scale for DECIMAL and for FLOAT(M,D)/DOUBLE(M,D) (D); ``None`` otherwise (a
+            FLOAT or DOUBLE declared without ``(M,D)`` has no scale).
         enum_values: the allowed values of ENUM and SET columns, in declaration order.
         charset: character set name for character columns, ``None`` for binary/other columns.
         comment: column comment (may be empty).
@@ -57,6 +58,8 @@ class ColumnSchema:
             t = f"{t}({quoted})"
         elif self.data_type == "decimal" and self.precision is not None:
             t = f"{t}({self.precision},{self.scale or 0})"
+        elif self.data_type in ("float", "double") and self.precision is not None and self.scale is not None:
+            t = f"{t}({self.precision},{self.scale})"
         elif self.data_type in ("datetime", "timestamp", "time") and self.precision:
             t = f"{t}({self.precision})"
         elif self.length is not None and self.data_type in ("char", "varchar", "binary", "varbinary", "bit"):

@@ -30,14 +30,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import pyarrow as pa
 import pymysql
 
-from ..errors import ConfigurationError, UnknownTableError
+from ..errors import FAILURE_HANDLING_MODES, ConfigurationError, UnknownTableError, ValueConversionError
 from ..events import BinlogPosition, change_log_schema, now_ms, snapshot_events
 from .catalog import read_table_schemas
 from .connection import ConnectionSettings, ServerInfo, connect, current_position, preflight, server_info
@@ -66,6 +66,12 @@ class SnapshotOptions:
         select_overrides: ``(("db.table", condition), ...)``: the rows the snapshot reads from
             those tables (Debezium ``snapshot.select.statement.overrides``, parsed by
             :func:`.select_overrides.parse_overrides`; checked against the columns on enter).
+        event_processing_failure_handling_mode: a row holding a value the type mapping cannot
+            convert (Debezium ``event.processing.failure.handling.mode``, as for streamed
+            events): ``fail`` (default) raises :class:`~..errors.ValueConversionError` naming the
+            table, the column and the row (snapshot position and primary key); ``warn`` leaves
+            the row out with a WARNING each; ``skip`` leaves it out with one WARNING per table.
+            Rows left out are listed in :attr:`ConsistentSnapshot.skipped`.
     """
 
     locking_mode: LockingMode = "minimal"
@@ -73,8 +79,15 @@ class SnapshotOptions:
     batch_rows: int = 100_000
     include_data: bool = True
     select_overrides: tuple[tuple[str, str], ...] = ()
+    event_processing_failure_handling_mode: str = "fail"
 
     def __post_init__(self) -> None:
+        if self.event_processing_failure_handling_mode not in FAILURE_HANDLING_MODES:
+            raise ConfigurationError(
+                f"event_processing_failure_handling_mode={self.event_processing_failure_handling_mode!r} "
+                f"is not valid; use one of {', '.join(FAILURE_HANDLING_MODES)} "
+                "(Debezium event.processing.failure.handling.mode)"
+            )
         if self.locking_mode not in LOCKING_MODES:
             raise ConfigurationError(
                 f"snapshot_locking_mode={self.locking_mode!r} is not valid; use one of {LOCKING_MODES}"
@@ -132,6 +145,11 @@ class ConsistentSnapshot:
         self._in_tx = False
         self._remaining: list[tuple[str, str]] = []
         self._where: dict[tuple[str, str], str] = {}  # snapshot.select.statement.overrides
+        #: rows left out (event_processing_failure_handling_mode warn|skip), per table: the first
+        #: 100 ``{"table", "position", "reason"}`` and the count
+        self.skipped: dict[tuple[str, str], list[dict]] = {}
+        self.skipped_count: dict[tuple[str, str], int] = {}
+        self._scanning: tuple[str, str] = ("", "")  # the table being converted
 
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> ConsistentSnapshot:
@@ -275,9 +293,29 @@ class ConsistentSnapshot:
             prev = chunk
         if prev is not None:
             yield self._events(conv, prev, first_batch, first_table, last=True, last_table=last_table)
+        if self.skipped_count.get(table) and self.options.event_processing_failure_handling_mode == "skip":
+            log.warning(
+                "%d row(s) of %s.%s holding a value that cannot be converted were left out of the "
+                "snapshot (event_processing_failure_handling_mode=skip)",
+                self.skipped_count[table],
+                table[0],
+                table[1],
+            )
+
+    def _skipped(self, table: str, position: str, reason: str) -> None:
+        """A row left out (event_processing_failure_handling_mode warn|skip)."""
+        key = self._scanning
+        self.skipped_count[key] = self.skipped_count.get(key, 0) + 1
+        listed = self.skipped.setdefault(key, [])
+        if len(listed) < 100:
+            listed.append({"table": table, "position": position, "reason": reason})
+        if self.options.event_processing_failure_handling_mode == "warn":
+            log.warning("Left a row of %s at %s out of the snapshot: %s", table, position, reason)
 
     def _events(self, conv, rows, first, first_table, *, last, last_table):
         assert self.info is not None and self.position is not None  # set by _begin
+        self._scanning = (conv.table.database, conv.table.table)
+        fail = self.options.event_processing_failure_handling_mode == "fail"
         return read_events(
             conv,
             rows,
@@ -289,6 +327,7 @@ class ConsistentSnapshot:
             last=last,
             first_table=first_table,
             last_table=last_table,
+            on_failure=None if fail else self._skipped,
         )
 
     def change_log_schema(self, table: tuple[str, str]) -> pa.Schema:
@@ -350,6 +389,49 @@ def text_row_chunks(
         cur.close()
 
 
+#: ``(table, position, reason)`` of a snapshot row left out (event_processing_failure_handling_mode).
+OnFailure = Callable[[str, str, str], None]
+
+
+def row_position(conv: TableConverter, row: Sequence[Any], where: str, index: int) -> str:
+    """Where a snapshot row is, for messages: ``where`` (e.g. ``snapshot at <position>``) and the
+    row's primary key (``id=5``), or its index in the record batch when the table has no key or a
+    key column is masked (a masked value never appears in a message)."""
+    pk = conv.table.primary_key
+    if pk and not set(pk) & set(conv.masked):
+        values = dict(zip(conv.names, row))
+        key = ", ".join(f"{k}={values[k]!r}" for k in pk)
+        return f"{where}, row with key {key}"
+    return f"{where}, row {index} of a record batch"
+
+
+def convert_snapshot_rows(
+    conv: TableConverter,
+    rows: list,
+    where: str,
+    on_failure: OnFailure | None = None,
+    *,
+    text_values: bool = True,
+) -> pa.RecordBatch:
+    """``conv.to_record_batch(rows, text_values=text_values)`` of rows read by a snapshot
+    (``where``: ``snapshot at <position>``, an incremental chunk, ...); a row holding a value that
+    cannot be converted raises :class:`~..errors.ValueConversionError` (table, column, row) when
+    ``on_failure`` is ``None``, else is reported to ``on_failure`` and left out."""
+    try:
+        return conv.to_record_batch(rows, text_values=text_values)
+    except (ValueError, TypeError, OverflowError, ArithmeticError, pa.ArrowException):
+        bad = conv.unconvertible_rows(rows, text_values=text_values)
+        if not bad:
+            raise
+    table = conv.table.qualified_name
+    if on_failure is None:
+        i, (column, why) = min(bad.items())
+        raise ValueConversionError(table, column, row_position(conv, rows[i], where, i), why) from None
+    for i, (column, why) in sorted(bad.items()):
+        on_failure(table, row_position(conv, rows[i], where, i), f"{column}: {why}")
+    return conv.to_record_batch([r for i, r in enumerate(rows) if i not in bad], text_values=text_values)
+
+
 def read_events(
     conv: TableConverter,
     rows: list,
@@ -362,18 +444,23 @@ def read_events(
     last: bool,
     first_table: bool,
     last_table: bool,
+    on_failure: OnFailure | None = None,
 ) -> pa.RecordBatch:
     """``op=r`` events of raw text rows (:func:`text_row_chunks`) at ``position``. Snapshot markers
     follow Debezium: the first row of a table (``first``) is ``first`` in the snapshot's first
     table, else ``first_in_data_collection``; a table's last row (``last``) is ``last`` in the
-    snapshot's last table, else ``last_in_data_collection``; all others ``true``."""
-    flags = ["true"] * len(rows)
-    if first:
+    snapshot's last table, else ``last_in_data_collection``; all others ``true``.
+
+    A value that cannot be converted: see :func:`convert_snapshot_rows` (``on_failure``).
+    """
+    values = convert_snapshot_rows(conv, rows, f"snapshot at {position}", on_failure)
+    flags = ["true"] * values.num_rows
+    if first and flags:
         flags[0] = "first" if first_table else "first_in_data_collection"
-    if last:
+    if last and flags:
         flags[-1] = "last" if last_table else "last_in_data_collection"
     return snapshot_events(
-        conv.to_record_batch(rows, text_values=True),
+        values,
         primary_key=conv.table.primary_key,  # the message key (message.key.columns)
         server_name=server_name,
         server_id=server_id,

@@ -221,6 +221,10 @@ class SplitScan:
             events, read in autocommit (a single consistent ``SELECT``): for chunk reads whose
             consistency comes from a DBLog watermark window around the whole job (incremental
             snapshots); ``fallback`` and the snapshot markers are then unused.
+        failure_handling: ``event_processing_failure_handling_mode`` for a row holding a value
+            that cannot be converted (:func:`.snapshot.convert_snapshot_rows`): ``fail`` raises
+            ``ValueConversionError`` naming table, column and row; ``warn``/``skip`` leave the
+            row out with a WARNING in the executor's log.
     """
 
     schema: TableSchema
@@ -237,6 +241,7 @@ class SplitScan:
     batch_rows: int = 100_000
     snapshot_ts_ms: int = 0
     values_only: bool = False
+    failure_handling: str = "fail"
 
 
 def split_position(conn: Any, scan: SplitScan) -> BinlogPosition:
@@ -300,6 +305,10 @@ def read_split(
     conn.commit()
 
 
+def _log_left_out(table: str, position: str, reason: str) -> None:
+    log.warning("Left a row of %s at %s out of the snapshot: %s", table, position, reason)
+
+
 def _events(
     scan: SplitScan, conv: TableConverter, rows: list, position: BinlogPosition, first: bool, *, last: bool
 ) -> pa.RecordBatch:
@@ -314,4 +323,5 @@ def _events(
         last=last,
         first_table=scan.first_table,
         last_table=scan.last_table,
+        on_failure=None if scan.failure_handling == "fail" else _log_left_out,
     )

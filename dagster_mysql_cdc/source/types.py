@@ -77,6 +77,10 @@ __all__ = [
     "select_expression",
     "quote_identifier",
     "snapshot_decoders",
+    "hashable_value",
+    "enum_allowed",
+    "json_is_text",
+    "binlog_value_as_parameter",
 ]
 
 Source = Literal["pymysql", "binlog"]
@@ -120,6 +124,13 @@ class TypeOptions:
             wrap in a data lake is a correctness bug.
         binary_handling_mode: Debezium ``binary.handling.mode`` for BINARY/VARBINARY/BLOB columns:
             ``"bytes"`` (default), ``"base64"``, ``"base64-url-safe"`` or ``"hex"`` (lower-case).
+        enable_time_adjuster: Debezium ``enable.time.adjuster`` (default ``True``, as Debezium):
+            a DATE or DATETIME whose year is below 100 is read as a two-digit year, years 00-69
+            becoming 2000-2069 and 70-99 becoming 1970-1999 (``'0018-04-01'`` -> 2018-04-01),
+            as MySQL itself reads two-digit years in literals (Debezium
+            ``MySqlValueConverters.adjustTemporal``). ``False`` keeps the stored year
+            (``'0018-04-01'`` -> -712863 days). TIMESTAMP cannot hold such years (its range
+            starts in 1970) and YEAR is stored with four digits, so neither is affected.
         columns: captured columns and value masks (Debezium ``column.include.list``,
             ``column.exclude.list``, ``column.truncate.to.<n>.chars``, ``column.mask.with.<n>.chars``,
             ``column.mask.hash.<algorithm>.with.salt.<salt>``; :mod:`.columns`): every
@@ -135,8 +146,14 @@ class TypeOptions:
     bigint_unsigned_handling_mode: BigintUnsignedHandlingMode = "precise"
     binary_handling_mode: BinaryHandlingMode = "bytes"
     columns: ColumnPolicy = field(default_factory=ColumnPolicy)
+    enable_time_adjuster: bool = True
 
     def __post_init__(self) -> None:
+        if not isinstance(self.enable_time_adjuster, bool):
+            raise ConfigurationError(
+                f"enable_time_adjuster must be true or false (Debezium 'enable.time.adjuster'), got "
+                f"{self.enable_time_adjuster!r}"
+            )
         for name, allowed in _ALLOWED.items():
             value = getattr(self, name)
             if value not in allowed:
@@ -326,7 +343,11 @@ def debezium_type(
       microseconds, which contradicts Kafka Connect's definition of that logical type);
       DATETIME -> int64 ``org.apache.kafka.connect.data.Timestamp``.
     * "Decimal types" (``decimal.handling.mode``): precise -> bytes
-      ``org.apache.kafka.connect.data.Decimal``; double -> float64; string -> string.
+      ``org.apache.kafka.connect.data.Decimal``; double -> float64; string -> string. A DECIMAL
+      wider than :data:`MAX_DECIMAL128_PRECISION` digits is held as a plain-notation string in
+      every mode (Arrow decimal128 and Spark's DecimalType stop at 38 digits, Debezium's Decimal
+      is arbitrary precision), so its type is string, as in Debezium's ``string`` mode: the
+      field metadata says what the column holds.
     * "Spatial types": GEOMETRY, POINT, LINESTRING, POLYGON, MULTI*, GEOMETRYCOLLECTION -> struct
       ``io.debezium.data.geometry.Geometry`` ``{wkb: bytes, srid: int32}``. (Debezium maps POINT to
       the ``io.debezium.data.geometry.Point`` struct with extra x/y fields; we use Geometry for
@@ -355,7 +376,7 @@ def debezium_type(
         return ("float64", None)
     if t == "decimal":
         mode = options.decimal_handling_mode
-        if mode == "precise":
+        if mode == "precise" and _decimal_ps(column)[0] <= MAX_DECIMAL128_PRECISION:
             return ("bytes", DEBEZIUM_DECIMAL)
         if mode == "double":
             return ("float64", None)
@@ -400,7 +421,7 @@ def debezium_parameters(column: ColumnSchema, options: TypeOptions) -> dict[str,
     """Kafka Connect schema parameters Debezium attaches to the column's schema.
 
     ``{"scale": "s", "connect.decimal.precision": "p"}`` for Decimal, ``{"allowed": "a,b"}`` for
-    Enum/EnumSet, ``{"length": "n"}`` for Bits; ``{}`` otherwise.
+    Enum/EnumSet (:func:`enum_allowed`), ``{"length": "n"}`` for Bits; ``{}`` otherwise.
     """
     ctype, name = debezium_type(column, options)
     if name == DEBEZIUM_DECIMAL:
@@ -409,10 +430,19 @@ def debezium_parameters(column: ColumnSchema, options: TypeOptions) -> dict[str,
         p, s = _decimal_ps(column)
         return {"scale": str(s), "connect.decimal.precision": str(p)}
     if name in ("io.debezium.data.Enum", "io.debezium.data.EnumSet"):
-        return {"allowed": ",".join(column.enum_values)}
+        return {"allowed": enum_allowed(column.enum_values)}
     if name == "io.debezium.data.Bits":
         return {"length": str(_bit_length(column))}
     return {}
+
+
+def enum_allowed(labels: Sequence[str]) -> str:
+    """The ``allowed`` parameter of an ENUM/SET column: its labels comma-separated, a comma inside
+    a label escaped as ``\\,`` so the list can be split back unambiguously (Debezium
+    ``MySqlAntlrDdlParser.escapeOption``; BinlogEnumColumnIT expects
+    ``station,post_office,...,a\\,b,c\\,'d`` for the labels ``'a,b'`` and ``'c,\\'d'``).
+    Quotes are the labels' own (unescaped) characters."""
+    return ",".join(label.replace(",", "\\,") for label in labels)
 
 
 # --------------------------------------------------------------------------------------------
@@ -439,11 +469,7 @@ def _arrow_type(column: ColumnSchema, options: TypeOptions, table: str | None) -
         if _canonical(column) == "bigint":
             return pa.decimal128(20, 0)
         p, s = _decimal_ps(column)
-        if p > MAX_DECIMAL128_PRECISION:
-            # Neither Arrow decimal128 nor Spark's DecimalType can hold more than 38 digits:
-            # the exact value is stored as a plain-notation string instead.
-            return pa.string()
-        return pa.decimal128(p, s)
+        return pa.decimal128(p, s)  # p <= 38: wider DECIMALs are strings (debezium_type)
     if ctype == "struct":
         return GEOMETRY_ARROW_TYPE
     return _CONNECT_TO_ARROW[ctype]
@@ -462,9 +488,10 @@ def arrow_field(column: ColumnSchema, options: TypeOptions, *, table: str | None
 
     Arrow types: int16/int32/int64/float32/float64/bool as the Connect type; ``string`` for
     strings; ``binary`` for bytes; ``decimal128(p, s)`` for Decimal (``decimal128(20, 0)`` for
-    BIGINT UNSIGNED precise), except DECIMAL with p > 38 in ``precise`` mode, which is ``string``
-    holding the exact plain-notation value (Arrow decimal128/Spark cannot hold it; Debezium's
-    Decimal is arbitrary precision); ``struct<wkb: binary, srid: int32>`` for geometries.
+    BIGINT UNSIGNED precise); a DECIMAL with p > 38 is a ``string`` column holding the exact
+    plain-notation value and says so (``debezium.type`` ``string``, no Decimal name or
+    parameters; ``mysql.type`` keeps ``decimal(p,s)``); ``struct<wkb: binary, srid: int32>`` for
+    geometries.
 
     Raises:
         UnsupportedTypeError: the column type is not supported.
@@ -860,9 +887,32 @@ def _bit_core(column: ColumnSchema) -> tuple[Core, Any]:
 # ---- JSON -----------------------------------------------------------------------------------
 
 
+def json_is_text(column: ColumnSchema) -> bool:
+    """Whether a JSON column stores its documents as text: MariaDB's JSON is an alias of
+    ``LONGTEXT`` (with a ``json_valid`` CHECK), so it has a character set; MySQL's binary JSON has
+    none (``information_schema.COLUMNS.CHARACTER_SET_NAME`` is NULL, as in the DDL parser's
+    columns)."""
+    return column.charset is not None
+
+
 def _json_core(column: ColumnSchema, binlog: bool) -> tuple[Core, Any]:
-    """JSON: compact JSON text (Debezium io.debezium.data.Json); a partial JSON update (JsonDiff)
-    raises ValueError (``binlog_row_value_options`` must be empty, as Debezium requires)."""
+    """JSON (Debezium io.debezium.data.Json). Text JSON (MariaDB, :func:`json_is_text`): the
+    stored text as is, as Debezium passes it through -- no re-serialisation, so numbers keep every
+    digit, duplicate keys and the server's spacing stay. MySQL's binary JSON: compact JSON text
+    of the decoded document (the snapshot's text is compacted the same way, so both sources
+    agree). A partial JSON update (JsonDiff) raises ValueError (``binlog_row_value_options`` must
+    be empty, as Debezium requires)."""
+    if json_is_text(column):
+        codec = _codec_for(column)
+
+        def stored_text(v: Any) -> str:
+            if v.__class__ is str:
+                return v
+            if isinstance(v, (bytes, bytearray, memoryview)):
+                return bytes(v).decode(codec, "replace")
+            raise _type_error(column, v, "JSON text")
+
+        return stored_text, None
 
     def to_json(v: Any) -> str:
         if isinstance(v, str):
@@ -956,24 +1006,42 @@ def _year_core(binlog: bool) -> tuple[Core, Any]:
 def _temporal_core(column: ColumnSchema, t: str, options: TypeOptions, binlog: bool) -> tuple[Core, Any]:
     """DATE, DATETIME, TIMESTAMP, TIME (Debezium "Temporal types", per ``time_precision_mode``)."""
     connect = options.time_precision_mode == "connect"
+    adjust = options.enable_time_adjuster
     if t == "date":
-        return _date_core(column)
+        return _date_core(column, adjust)
     if t == "datetime":
-        return _datetime_core(column, connect)
+        return _datetime_core(column, connect, adjust)
     if t == "timestamp":
         return _timestamp_core(column, binlog)
     return _time_core(column, connect, binlog)
 
 
-def _date_core(column: ColumnSchema) -> tuple[Core, Any]:
+def _two_digit_year(v: Any) -> Any:
+    """Debezium's time adjuster (``enable.time.adjuster``, ``adjustTemporal``): a date or datetime
+    whose year is below 100 gets 2000 added to years 0-69 and 1900 to years 70-99 (the same day
+    and time: ``+2000`` and ``+1900`` years keep leap years as they are). Other values unchanged."""
+    y = v.year
+    if y >= 100:
+        return v
+    return v.replace(year=y + (2000 if y < 70 else 1900))
+
+
+#: The first date the time adjuster leaves alone (0100-01-01), in days and microseconds since 1970.
+_ADJUST_BELOW_DAYS = _dt.date(100, 1, 1).toordinal() - _EPOCH_ORDINAL
+_ADJUST_BELOW_US = _ADJUST_BELOW_DAYS * _ONE_DAY_US
+
+
+def _date_core(column: ColumnSchema, adjust: bool = False) -> tuple[Core, Any]:
     """DATE: days since the epoch (io.debezium.time.Date); zero/invalid dates are NULL, or 0 in a
-    NOT NULL column."""
+    NOT NULL column; ``adjust``: years below 100 read as two-digit years (:func:`_two_digit_year`)."""
     zero = None if column.nullable else 0
 
     def to_days(v: Any) -> int | None:
         if isinstance(v, _dt.datetime):
             v = v.date()
         if isinstance(v, _dt.date):
+            if adjust:
+                v = _two_digit_year(v)
             return v.toordinal() - _EPOCH_ORDINAL
         if isinstance(v, (str, bytes)):
             return zero  # pymysql: '0000-00-00' or another invalid date
@@ -982,17 +1050,22 @@ def _date_core(column: ColumnSchema) -> tuple[Core, Any]:
     return to_days, zero
 
 
-def _datetime_core(column: ColumnSchema, connect: bool) -> tuple[Core, Any]:
+def _datetime_core(column: ColumnSchema, connect: bool, adjust: bool = False) -> tuple[Core, Any]:
     """DATETIME: epoch milliseconds (fsp <= 3 or ``connect``; io.debezium.time.Timestamp) or
-    microseconds (MicroTimestamp) of the wall-clock time read as UTC; zero dates as for DATE."""
+    microseconds (MicroTimestamp) of the wall-clock time read as UTC; zero dates as for DATE;
+    ``adjust``: years below 100 read as two-digit years (:func:`_two_digit_year`)."""
     millis = connect or _fsp(column) <= 3
     zero = None if column.nullable else 0
 
     def to_epoch(v: Any) -> int | None:
         if isinstance(v, _dt.datetime):
+            if adjust:
+                v = _two_digit_year(v)
             us = _micros_since_epoch(v)
             return us // 1000 if millis else us
         if isinstance(v, _dt.date):
+            if adjust:
+                v = _two_digit_year(v)
             us = (v.toordinal() - _EPOCH_ORDINAL) * _ONE_DAY_US
             return us // 1000 if millis else us
         if isinstance(v, (str, bytes)):
@@ -1004,9 +1077,11 @@ def _datetime_core(column: ColumnSchema, connect: bool) -> tuple[Core, Any]:
 
 def _timestamp_core(column: ColumnSchema, binlog: bool) -> tuple[Core, Any]:
     """TIMESTAMP: ISO-8601 UTC text with the column's fsp digits (io.debezium.time.ZonedTimestamp);
-    the zero TIMESTAMP is NULL, or 1970-01-01T00:00:00Z in a NOT NULL column."""
+    the zero TIMESTAMP is NULL, or the epoch with the column's fsp digits in a NOT NULL column
+    (``1970-01-01T00:00:00Z``, ``1970-01-01T00:00:00.00Z`` for TIMESTAMP(2), as Debezium)."""
     fsp = _fsp(column)
-    zero_iso = None if column.nullable else "1970-01-01T00:00:00Z"
+    epoch_iso = "1970-01-01T00:00:00" + ("." + "0" * fsp if fsp else "") + "Z"
+    zero_iso = None if column.nullable else epoch_iso
 
     def to_iso(v: Any) -> str | None:
         if isinstance(v, (str, bytes)):
@@ -1073,8 +1148,10 @@ def _time_core(column: ColumnSchema, connect: bool, binlog: bool) -> tuple[Core,
 
 
 def _geometry_core(column: ColumnSchema) -> tuple[Core, Any]:
-    """GEOMETRY and subtypes: ``{"wkb": bytes, "srid": int}`` (io.debezium.data.geometry.Geometry)
-    from MySQL's internal format (4-byte little-endian SRID + WKB)."""
+    """GEOMETRY and subtypes: ``{"wkb": bytes, "srid": int | None}``
+    (io.debezium.data.geometry.Geometry) from MySQL's internal format (4-byte little-endian SRID +
+    WKB). SRID 0 (no spatial reference system given) is ``None``, as in Debezium
+    (BinlogGeometryIT: ``ST_GeomFromText('POLYGON(...)')`` has ``srid`` null)."""
 
     def to_geometry(v: Any) -> dict[str, Any]:
         if not isinstance(v, (bytes, bytearray, memoryview)):
@@ -1083,7 +1160,8 @@ def _geometry_core(column: ColumnSchema) -> tuple[Core, Any]:
         if len(v) < 4:
             raise ValueError(f"Geometry value of column {column.name!r} is shorter than its SRID prefix")
         # MySQL internal geometry format: 4-byte little-endian SRID followed by the WKB.
-        return {"wkb": v[4:], "srid": int.from_bytes(v[:4], "little")}
+        srid = int.from_bytes(v[:4], "little")
+        return {"wkb": v[4:], "srid": srid or None}
 
     return to_geometry, None
 
@@ -1095,6 +1173,44 @@ def _geometry_core(column: ColumnSchema) -> tuple[Core, Any]:
 
 def _identity(v: Any) -> Any:
     return v
+
+
+def hashable_value(v: Any) -> Any:
+    """A converted value in a form that can be hashed and compared: a struct (a geometry's
+    ``{"wkb", "srid"}`` dict, as the converters and ``pyarrow``'s ``to_pylist`` give it) becomes a
+    tuple of its sorted ``(field, value)`` pairs, a list a tuple; other values are returned as
+    they are. Equal values map to equal results, so rows and keys holding structs can be set
+    members and dict keys (a keyless table's key is all its columns)."""
+    if isinstance(v, dict):
+        return tuple(sorted((k, hashable_value(x)) for k, x in v.items()))
+    if isinstance(v, (list, tuple)):
+        return tuple(hashable_value(x) for x in v)
+    return v
+
+
+def binlog_value_as_parameter(column: ColumnSchema, raw: Any) -> Any:
+    """A python-mysql-replication row-image value as a query parameter equal to the stored value
+    (``WHERE (key columns) IN (...)`` of the rows a window changed): the library turns a zero
+    DATE/DATETIME into ``None`` and a zero TIMESTAMP into 1970-01-01 00:00:00 (neither matches the
+    stored zero), returns BIT(n) as ``'0101'`` text, BINARY(n) without its trailing 0x00 padding
+    and SET as a Python set; those are given back in the server's terms. Other values as they are.
+    """
+    t = _canonical(column)
+    if raw is None:
+        if t == "date" and not column.nullable:
+            return "0000-00-00"
+        if t in ("datetime", "timestamp") and not column.nullable:
+            return "0000-00-00 00:00:00"
+        return None
+    if t == "timestamp" and raw == _EPOCH_NAIVE:
+        return "0000-00-00 00:00:00"
+    if t == "bit" and isinstance(raw, str):
+        return int(raw, 2) if raw else 0
+    if t == "binary" and isinstance(raw, (bytes, bytearray)) and column.length and len(raw) < column.length:
+        return bytes(raw) + b"\x00" * (int(column.length) - len(raw))
+    if t == "set" and isinstance(raw, (set, frozenset)):
+        return ",".join(m.decode() if isinstance(m, bytes) else str(m) for m in raw)
+    return raw
 
 
 def quote_identifier(name: str) -> str:
@@ -1149,16 +1265,21 @@ def value_converter(
         * binary -> ``bytes`` / base64 / url-safe base64 / lower-case hex ``str``; BINARY(n) is
           right-padded with 0x00 to n bytes (Debezium DBZ-254: the binlog strips the padding);
         * BIT(1) -> ``bool``; BIT(n) -> little-endian ``bytes`` of ceil(n/8) bytes;
-        * JSON -> compact JSON ``str`` (``separators=(",", ":")``, non-ASCII kept). JSON text
-          (pymysql, MariaDB's LONGTEXT from the binlog) is parsed and re-serialized so both
-          sources agree; non-integer numbers go through IEEE double, which is how MySQL stores
-          them anyway; text that is not valid JSON is kept as stored;
+        * JSON -> ``str``: MariaDB's JSON (a LONGTEXT, :func:`json_is_text`) exactly as stored
+          (every digit, duplicate keys, spacing); MySQL's binary JSON as compact JSON text
+          (``separators=(",", ":")``, non-ASCII kept; the snapshot's text is parsed and
+          re-serialized the same way so both sources agree; non-integer numbers go through IEEE
+          double, which is how MySQL stores them anyway; text that is not valid JSON is kept as
+          stored);
         * ENUM -> ``str`` (an ``int`` input is the binlog's 1-based index, 0 -> ``""``);
         * SET -> ``str``, members comma-separated in declaration order;
         * YEAR -> ``int``;
         * DATE -> ``int`` days since 1970-01-01;
         * DATETIME -> ``int`` ms (fsp 0-3, or connect mode) or us (fsp 4-6) since the epoch,
           the wall-clock value read as UTC;
+        * DATE and DATETIME with a year below 100, with ``options.enable_time_adjuster`` (the
+          default, as Debezium): the year read as a two-digit year (0-69 -> 2000-2069, 70-99 ->
+          1970-1999; ``'0018-04-01'`` -> 17622 days);
         * TIMESTAMP -> ISO-8601 UTC ``str`` ending in ``Z``; the fraction has exactly fsp digits
           when fsp > 0 (Debezium 2.2+, DBZ-5996) and is omitted when fsp = 0;
         * TIME -> ``int`` us (may be negative, |value| < 839 h; Debezium's
@@ -1166,7 +1287,7 @@ def value_converter(
           values raise ``ValueError``, as Kafka Connect Time cannot hold them); with
           ``source="binlog"`` the library's wrong fraction of negative TIME(fsp>0) values is
           corrected (see :func:`_fix_binlog_negative_time`);
-        * geometries -> ``{"wkb": bytes, "srid": int}``.
+        * geometries -> ``{"wkb": bytes, "srid": int}`` (``srid`` ``None`` for SRID 0, as Debezium).
 
         Zero values (Debezium "Temporal types": "represents zero-values as null values when the
         column definition allows null values, or as the epoch day when the column does not allow
@@ -1298,7 +1419,7 @@ def _array_converter(
         _fast_numeric(paths, column, t, options, typ)
         or _fast_string_binary(paths, column, t, options)
         or _fast_temporal(paths, column, t, options, source == "binlog", none_value)
-        or _fast_json(t)
+        or _fast_json(column, t)
     )
     return paths.generic if fast is None else paths.attempt(fast)
 
@@ -1368,22 +1489,39 @@ def _fast_temporal(
 ) -> _FastPath | None:
     """DATE (date32 days), DATETIME (timestamp -> epoch ms/us), TIMESTAMP (timestamp -> ISO text)."""
     parsed, fill = paths.parsed, paths.fill
+    adjust = options.enable_time_adjuster
     if t == "date":
-        # date32 takes date and datetime (the date part, as core's v.date()); strings raise
-        return lambda vs: fill(parsed(vs, pa.date32()).cast(pa.int32()))
+
+        def days(vs: Sequence[Any]) -> pa.Array | None:
+            # date32 takes date and datetime (the date part, as core's v.date()); strings raise
+            d = parsed(vs, pa.date32()).cast(pa.int32())
+            if adjust and _any_below(d, _ADJUST_BELOW_DAYS):
+                return None  # years below 100: the time adjuster, per value
+            return fill(d)
+
+        return days
     if t == "datetime":
         millis = options.time_precision_mode == "connect" or _fsp(column) <= 3
 
-        def epoch(vs: Sequence[Any]) -> pa.Array:
+        def epoch(vs: Sequence[Any]) -> pa.Array | None:
             # naive datetimes are taken as wall-clock UTC, aware ones converted to UTC (as core);
             # date objects and (without text) strings raise
             us = parsed(vs, pa.timestamp("us")).cast(pa.int64())
+            if adjust and _any_below(us, _ADJUST_BELOW_US):
+                return None  # years below 100: the time adjuster, per value
             return fill(_floor_div(us, 1000) if millis else us)
 
         return epoch
     if t == "timestamp":
         return _fast_timestamp(paths, _fsp(column), binlog, none_value)
     return None
+
+
+def _any_below(arr: pa.Array, bound: int) -> bool:
+    """Whether a (nullable) integer array holds a value below ``bound``."""
+    if arr.null_count == len(arr):
+        return False
+    return bool(pc.min(arr).as_py() < bound)
 
 
 def _fast_timestamp(paths: _ArrayPaths, fsp: int, binlog: bool, none_value: Any) -> _FastPath:
@@ -1413,10 +1551,22 @@ def _fast_timestamp(paths: _ArrayPaths, fsp: int, binlog: bool, none_value: Any)
     return iso
 
 
-def _fast_json(t: str) -> _FastPath | None:
-    """JSON text values re-serialised by orjson (when installed); values orjson renders
-    differently from the json module (see :data:`_ORJSON_RISKY`) are redone by the json module."""
-    if t != "json" or _orjson is None:
+def _fast_json(column: ColumnSchema, t: str) -> _FastPath | None:
+    """Text JSON (MariaDB): the strings as they are. MySQL JSON text values re-serialised by
+    orjson (when installed); values orjson renders differently from the json module (see
+    :data:`_ORJSON_RISKY`) are redone by the json module."""
+    if t != "json":
+        return None
+    if json_is_text(column):
+
+        def stored(vs: Sequence[Any]) -> pa.Array | None:
+            arr = pa.array(vs, from_pandas=False)  # inferred: only all-str (or all-None) is used
+            if arr.type == pa.string():
+                return arr
+            return arr.cast(pa.string()) if arr.type == pa.null() else None
+
+        return stored
+    if _orjson is None:
         return None
     loads, dumps = _orjson_loads, _orjson_dumps
 
@@ -1757,6 +1907,27 @@ class TableConverter:
             )
         convs = self._text_array_converters if text_values else self._array_converters
         return [conv(values) for conv, values in zip(convs, columns)]
+
+    def unconvertible_rows(
+        self, rows: Sequence[Sequence[Any]], *, text_values: bool = False
+    ) -> dict[int, tuple[str, str]]:
+        """Rows holding a value the conversion rejects: ``{row index: (column, error)}`` (the
+        first rejected column of each row; the error's text, which may quote the value, is left
+        out for masked columns). ``rows`` and ``text_values`` as for :meth:`to_record_batch`.
+        Empty when every value converts."""
+        convs = self._text_array_converters if text_values else self._array_converters
+        masked = set(self.masked)
+        bad: dict[int, tuple[str, str]] = {}
+        for i, row in enumerate(rows):
+            for name, conv, v in zip(self.names, convs, row):
+                if v is None:
+                    continue
+                try:
+                    conv([v])
+                except (ValueError, TypeError, OverflowError, ArithmeticError, pa.ArrowException) as e:
+                    bad[i] = (name, type(e).__name__ if name in masked else f"{type(e).__name__}: {e}")
+                    break
+        return bad
 
     def to_record_batch(self, rows: Sequence[Sequence[Any]], *, text_values: bool = False) -> pa.RecordBatch:
         """Convert raw rows given in column order into a record batch with :attr:`arrow_schema`.

@@ -212,10 +212,14 @@ def _column_type(name: str, tname: str, raw_params: list[Any], zerofill: bool) -
         t.data_type = _SIMPLE_TYPES[tname]
         if tname.startswith("U") and tname not in ("UUID",):
             t.unsigned = True
+        if tname in ("DOUBLE", "UDOUBLE") and len(raw_params) == 2:  # DOUBLE(M,D), as information_schema
+            t.precision, t.scale = _int_params(name, raw_params)
     elif tname in ("FLOAT", _FLOAT_UNSIGNED):
         p = _int_params(name, raw_params)
         t.data_type = "double" if len(p) == 1 and p[0] > 24 else "float"
         t.unsigned = t.unsigned or tname == _FLOAT_UNSIGNED
+        if len(p) == 2:  # FLOAT(M,D): Debezium FLOAT64, precision and scale kept in the history
+            t.precision, t.scale = p
     elif tname in ("DECIMAL", "UDECIMAL"):
         p = _int_params(name, raw_params)
         t.data_type = "decimal"
