@@ -92,8 +92,11 @@ def source_rows(db: str, table: str) -> tuple[list[dict], list[str]]:
 
 
 def lake_rows(storage, uri: str, key: list[str], columns: list[str]) -> list[dict]:
-    t = DeltaTable(uri, storage_options=storage.delta_storage_options()).to_pyarrow_table()
-    rows = [r for r in t.to_pylist() if not r["__deleted"]]
+    """The live rows of a table's current state (its state table with the tail applied)."""
+    from dagster_mysql_cdc.sink.read import read_current
+
+    t = read_current(storage, uri, live=True)
+    rows = t.to_pylist() if t is not None else []
     rows = [{c: r.get(c) for c in columns} for r in rows]
     return sorted(rows, key=lambda r: tuple(r[k] for k in key))
 

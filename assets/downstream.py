@@ -24,7 +24,9 @@ from deltalake import DeltaTable, write_deltalake
 
 from assets.inventory import SERVER_NAME
 from dagster_mysql_cdc import CdcLakeResource
+from dagster_mysql_cdc.sink.read import read_current
 from dagster_mysql_cdc.sink.state_rows import live_multiset
+from dagster_mysql_cdc.sink.storage import StorageSettings
 
 ORDERS = dg.AssetKey([SERVER_NAME, "inventory", "orders"])
 PRODUCTS = dg.AssetKey([SERVER_NAME, "inventory", "products"])
@@ -61,12 +63,14 @@ TOTALS_LINEAGE = dg.TableColumnLineage(
 )
 
 
-def live_rows(uri: str, storage_options: dict[str, str], columns: list[str]) -> pa.Table:
-    """The live rows of a captured table's ``state`` Delta table (tombstones dropped; a keyless
-    table's row repeated ``__count`` times, one per copy in the source)."""
-    dt = DeltaTable(uri, storage_options=storage_options)
-    meta = ["__deleted"] + (["__count"] if "__count" in dt.schema().to_arrow().names else [])
-    return live_multiset(dt.to_pyarrow_table(columns=[*columns, *meta])).select(columns)
+def live_rows(storage: StorageSettings, uri: str, columns: list[str]) -> pa.Table:
+    """The live rows of a captured table's current state: its ``state`` Delta table with the
+    tail of changes since its last compaction applied (``read_current``; tombstones dropped; a
+    keyless table's row repeated ``__count`` times, one per copy in the source)."""
+    current = read_current(storage, uri, live=True, columns=columns)
+    if current is None:
+        raise ValueError(f"{uri} has not been captured yet: materialize the captured tables first")
+    return live_multiset(current).select(columns)
 
 
 def order_totals(orders: pa.Table, products: pa.Table) -> pa.Table:
@@ -120,12 +124,12 @@ def inventory_order_totals(context: dg.AssetExecutionContext, lake: CdcLakeResou
     storage = lake.storage_settings()  # no Spark: only the lake location and credentials
     opts = storage.delta_storage_options()
     orders = live_rows(
+        storage,
         storage.uri(SERVER_NAME, "inventory", "orders", "state"),
-        opts,
         ["order_number", "order_date", "quantity", "product_id"],
     )
     products = live_rows(
-        storage.uri(SERVER_NAME, "inventory", "products", "state"), opts, ["id", "name", "weight"]
+        storage, storage.uri(SERVER_NAME, "inventory", "products", "state"), ["id", "name", "weight"]
     )
     totals = order_totals(orders, products)
     uri = storage.uri(*TOTALS_PATH)

@@ -316,8 +316,8 @@ class TimedLakeWriter:
     that waits for the thread and publishes. Seams: ``spark.createDataFrame``, ``_write_files``
     (one Spark write job: the change log's files, and a first snapshot's state files), ``TableBatch._write``
     (everything the sink thread does for one record batch), ``_write_frame`` (one Spark job whose
-    executors produce the events, e.g. the split snapshot's), ``_StateApplier.merge`` (Arrow dedup +
-    delta-rs merge) / ``finish``, ``TableBatch.commit``, ``maybe_compact``.
+    executors produce the events, e.g. the split snapshot's), ``TableBatch.commit``, the state
+    compaction after it (``compact_if_due``), ``maybe_compact``.
     """
 
     @staticmethod
@@ -362,9 +362,10 @@ class TimedLakeWriter:
                 tb = super().open_table_batch(*a, **kw)
                 tb._write = self._timed("sink_thread", tb._write)
                 tb.commit = self._timed("commit_total", tb.commit)
-                tb.state.merge = self._timed("state_merge", tb.state.merge)
-                tb.state.finish = self._timed("state_finish", tb.state.finish)
                 return tb
+
+            def compact_if_due(self, *a, **kw):
+                return self._timed("state_compaction", super().compact_if_due)(*a, **kw)
 
             def write_table_batch(self, *a, **kw):
                 return self._timed("sink_total", super().write_table_batch)(*a, **kw)
@@ -396,13 +397,13 @@ def phase_summary(phases: dict[str, float]) -> str:
         return ""
     g = lambda k: phases.get(k, 0.0)  # noqa: E731
     busy = g("sink_thread")
-    other = busy - g("create_df") - g("spark_jobs") - g("state_merge")
+    other = busy - g("create_df") - g("spark_jobs")
     return (
         f"sink thread busy {busy:.2f}s (overlaps the source) = createDataFrame of the payload "
-        f"{g('create_df'):.2f}s + Spark write jobs {g('spark_jobs'):.2f}s + state merge (Arrow dedup + "
-        f"delta-rs) {g('state_merge'):.2f}s + other {other:.2f}s; commit step {g('commit_total'):.2f}s "
-        f"(waiting for the sink thread, Delta commits, evolve {g('evolve'):.2f}s, state tombstones/identity "
-        f"{g('state_finish'):.2f}s); compaction {g('compact'):.2f}s"
+        f"{g('create_df'):.2f}s + Spark write jobs (change log + state tail) {g('spark_jobs'):.2f}s + "
+        f"other {other:.2f}s; commit step {g('commit_total'):.2f}s (waiting for the sink thread, Delta "
+        f"commits, evolve {g('evolve'):.2f}s, state compaction {g('state_compaction'):.2f}s); "
+        f"optimize {g('compact'):.2f}s"
     )
 
 

@@ -7,6 +7,7 @@ from conftest import root_connect
 from deltalake import DeltaTable
 
 from dagster_mysql_cdc.events import STATE_META_NAMES
+from dagster_mysql_cdc.sink.read import read_current
 from dagster_mysql_cdc.sink.state_rows import live_multiset
 from dagster_mysql_cdc.sink.storage import StorageSettings
 from dagster_mysql_cdc.source.catalog import read_table_schemas
@@ -18,9 +19,12 @@ def read_delta(storage: StorageSettings, uri: str) -> pa.Table:
 
 
 def live_state_rows(storage: StorageSettings, uri: str, key: list[str]) -> list[dict]:
-    """Rows of a state table that are not tombstones, without metadata columns, sorted by key; a
-    keyless table's row once per copy (``__count``), i.e. the source as a multiset."""
-    rows = live_multiset(read_delta(storage, uri)).to_pylist()
+    """Rows of a table's current state (its state table ``uri`` with its tail applied:
+    ``sink/read.py``) that are not tombstones, without metadata columns, sorted by key; a keyless
+    table's row once per copy (``__count``), i.e. the source as a multiset."""
+    current = read_current(storage, uri)
+    assert current is not None, f"no state at {uri}"
+    rows = live_multiset(current).to_pylist()
     for r in rows:
         for m in STATE_META_NAMES:
             r.pop(m, None)

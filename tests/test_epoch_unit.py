@@ -26,10 +26,12 @@ from dagster_mysql_cdc.dagster_integration.protocol import (
     position_tag,
 )
 from dagster_mysql_cdc.events import STATE_META_FIELDS, BinlogPosition, state_schema
-from dagster_mysql_cdc.sink.lake import LakeWriter, _older_plain, _StateApplier, newer_predicate
+from dagster_mysql_cdc.sink.compaction import older_than_sql
+from dagster_mysql_cdc.sink.current import resolve
 from dagster_mysql_cdc.sink.schema_history import HistoryRecord, SchemaHistory
 from dagster_mysql_cdc.sink.state_rows import count_per_value, epoch_filled, newest_per_key, older_than
 from dagster_mysql_cdc.sink.storage import StorageSettings
+from dagster_mysql_cdc.sink.tail import CUT_COL, cut_markers, tail_schema
 from dagster_mysql_cdc.source.schema import ColumnSchema, TableSchema
 
 OLD = BinlogPosition("mysql-bin.000007", 1687, "0-1-40")  # the old primary, epoch 0
@@ -221,44 +223,53 @@ def _live(uri: str) -> dict:
     return {r["id"]: r["v"] for r in t if not r["__deleted"]}
 
 
+def _tail_rows(rows: pa.Table, keyless: bool = False) -> pa.Table:
+    """State rows as tail rows (``__cut`` false; keyless: ``__count`` +1 / -1)."""
+    schema = tail_schema(state_schema(VALUES, keyless=keyless), keyless=keyless)
+    t = rows.append_column(CUT_COL, pa.array([False] * rows.num_rows))
+    if keyless and "__count" not in t.column_names:
+        t = t.append_column(
+            "__count", pa.array([-1 if d else 1 for d in rows.column("__deleted").to_pylist()], pa.int64())
+        )
+    return pa.Table.from_arrays([t.column(f.name).cast(f.type) for f in schema], schema=schema)
+
+
 @pytest.mark.parametrize("epoch", [1, 0], ids=["epoch1", "without_epoch"])
-def test_merge_into_a_legacy_state_table_orders_by_epoch(tmp_path, epoch):
-    storage = StorageSettings(base_uri=str(tmp_path / "lake"))
-    writer = LakeWriter(lambda: pytest.fail("no Spark needed"), storage, "srv")
-    uri = str(tmp_path / "lake" / "state")
+def test_tail_over_a_legacy_state_table_orders_by_epoch(tmp_path, epoch):
+    """A state table written before the ``__epoch`` column (NULL = epoch 0) and tail rows of the
+    new server: the new server's changes win in epoch 1, whatever its file numbers."""
+    uri = str(tmp_path / "state")
     _legacy_state(uri)
-    pos = BinlogPosition("mysql-bin.000001", 4, epoch=epoch)
-    ap = _StateApplier(writer, uri, pos.txn_app("app"), pos.as_version(), str(tmp_path))
-    assert not ap.skip
-    ap.merge(_new_rows(epoch), state_schema(VALUES), ["id"], True)
-    live = _live(uri)
+    legacy = DeltaTable(uri).to_pyarrow_table()
+    st = state_schema(VALUES)
+    out = resolve(legacy, _tail_rows(_new_rows(epoch)), key=["id"], schema=st)
+    live = {r["id"]: r["v"] for r in out.to_pylist() if not r["__deleted"]}
     if epoch:
         assert live == {1: "new1", 3: "old3", 4: "new4"}  # the new server's update and delete win
-        assert "__epoch" in DeltaTable(uri).schema().to_arrow().names
         # a TRUNCATE (or full snapshot) in epoch 1 tombstones every row of epoch 0 / NULL
-        ap.finish(
-            state_schema(VALUES),
-            metadata={},
-            snapshot_position=None,
-            truncated_at=BinlogPosition("mysql-bin.000001", 200, epoch=1),
+        cut = cut_markers(
+            files=pa.array(["mysql-bin.000001"]),
+            positions=pa.array([200], pa.int64()),
+            row=0,
+            op="t",
+            epoch=1,
+            like=tail_schema(st, keyless=False),
         )
-        assert _live(uri) == {1: "new1", 4: "new4"}
+        again = resolve(out, cut, key=["id"], schema=st)
+        assert {r["id"] for r in again.to_pylist() if not r["__deleted"]} == {1, 4}
     else:  # what epochs fix: mysql-bin.000001 sorts below mysql-bin.000007, the old rows stay
         assert live == {1: "old1", 2: "old2", 3: "old3", 4: "new4"}
 
 
 def test_sql_predicates_read_null_epochs_as_zero():
-    assert 'COALESCE(s."__epoch", 0)' in newer_predicate() and 'COALESCE(t."__epoch", 0)' in newer_predicate()
-    sql = _older_plain(NEW)
+    sql = older_than_sql(NEW)
     assert sql.startswith('(COALESCE("__epoch", 0) < 1)')
 
 
-def test_keyless_count_markers_restart_in_a_new_epoch(tmp_path):
-    """Count merges are exactly-once by a Delta txn marker versioned by position within the epoch:
-    the new server's events (lower versions) are applied under the epoch's own app id."""
-    storage = StorageSettings(base_uri=str(tmp_path / "lake"))
-    writer = LakeWriter(lambda: pytest.fail("no Spark needed"), storage, "srv")
-    uri = str(tmp_path / "lake" / "kstate")
+def test_keyless_counts_of_a_new_epoch_apply_after_the_old_ones():
+    """A keyless value's copies: the new server's events (lower file numbers, epoch 1) are newer
+    than the compacted row of epoch 0, so they count; a tail row already in the compacted count
+    (the same ordering key) does not count again."""
     st = state_schema(VALUES, keyless=True)
 
     def rows(epoch, file, pos, deleted):
@@ -276,21 +287,16 @@ def test_keyless_count_markers_restart_in_a_new_epoch(tmp_path):
             "__binlog_row": 0,
             "__gtid": None,
         }
-        return pa.Table.from_pylist([r], schema=pa.schema([f for f in st if f.name != "__count"]))
+        return _tail_rows(
+            pa.Table.from_pylist([r], schema=pa.schema([f for f in st if f.name != "__count"])), True
+        )
 
-    old = BinlogPosition("mysql-bin.000007", 100)
-    ap = _StateApplier(writer, uri, old.txn_app("app"), old.as_version(), str(tmp_path), keyless=True)
-    ap.merge_counts(rows(0, "mysql-bin.000007", 500, False), st, ["id", "v"])
-    ap.merge_counts(rows(0, "mysql-bin.000007", 600, False), st, ["id", "v"])
-    assert DeltaTable(uri).to_pyarrow_table().column("__count").to_pylist() == [2]
-    new = BinlogPosition("mysql-bin.000001", 4, epoch=1)
-    ap = _StateApplier(writer, uri, new.txn_app("app"), new.as_version(), str(tmp_path), keyless=True)
-    ap.merge_counts(rows(1, "mysql-bin.000001", 300, True), st, ["id", "v"])
-    ap.merge_counts(rows(1, "mysql-bin.000001", 300, True), st, ["id", "v"])  # a retry: skipped
-    t = DeltaTable(uri)
-    assert t.to_pyarrow_table().column("__count").to_pylist() == [1]
-    assert t.transaction_version("app@epoch1/counts") == 1 * 10**12 + 300
-    assert t.transaction_version("app/counts") == 7 * 10**12 + 600
+    old = pa.concat_tables([rows(0, "mysql-bin.000007", 500, False), rows(0, "mysql-bin.000007", 600, False)])
+    compacted = resolve(None, old, key=[], schema=st)
+    assert compacted.column("__count").to_pylist() == [2]
+    new = rows(1, "mysql-bin.000001", 300, True)
+    out = resolve(compacted, pa.concat_tables([old, new]), key=[], schema=st)  # old rows still in the tail
+    assert out.column("__count").to_pylist() == [1]
 
 
 # -- schema history -------------------------------------------------------------------------------

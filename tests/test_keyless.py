@@ -9,10 +9,6 @@ from lake_utils import live_state_rows, source_table
 from sensor_harness import SensorDriven, capture_resource, scratch_database
 
 from dagster_mysql_cdc.dagster_integration.checks import _lake_live_rows
-from dagster_mysql_cdc.engine.stream import STREAM_APP_ID
-from dagster_mysql_cdc.errors import SinkError
-from dagster_mysql_cdc.sink import lake as lake_module
-from dagster_mysql_cdc.sink.lake import _StateApplier
 from dagster_mysql_cdc.source.types import hashable_value
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -111,54 +107,53 @@ def test_keyless_duplicates_keep_their_multiplicity(local_storage):
 
 
 def test_keyless_counts_are_exactly_once_when_a_window_is_retried(local_storage, monkeypatch):
-    """A window run dies after some of its count merges, and its retry cuts the window into
-    different record batches (``stream_batch_rows`` changed in between, as a read deadline would
-    cut it): every value's events span the whole window, so a retried record batch holds events
-    the state already has and events it has not. Then a run dies after all its merges, before its
-    change-log commit. The retries must count every event exactly once."""
+    """Counts of a keyless table are not idempotent by themselves; the tail and its compaction
+    must count every event exactly once whatever fails where: a window run dies after the table's
+    change log, tail and compaction were committed (at the schema history's commit), and its retry
+    cuts the window into other record batches (as a read deadline would); compactions whose tail
+    cleanup does not happen (the compacted rows stay in the tail and are read again)."""
+    from dagster_mysql_cdc.sink import compaction as compaction_module
+    from dagster_mysql_cdc.sink.schema_history import SchemaHistory
+
     with scratch_database("dupretry") as (db, conn):
         fill_duplicates(conn, db, 3000, 6)
         cdc = SensorDriven(capture_resource(db, stream_batch_rows=150), local_storage.base_uri)
         cdc.ticks()
-        merges = {"n": 0, "fail_at": 3}
-        real_merge = _StateApplier._merge_counted
+        real_append = SchemaHistory.append
+        died = {"n": 0}
 
-        def dying_merge(self, *args, **kwargs):
-            merges["n"] += 1
-            if merges["n"] == merges["fail_at"]:
-                raise RuntimeError("run worker died mid-window (injected)")
-            return real_merge(self, *args, **kwargs)
+        def dying_append(self, *args, **kwargs):
+            if not died["n"]:
+                died["n"] += 1
+                raise RuntimeError("run worker died after the table commits (injected)")
+            return real_append(self, *args, **kwargs)
 
-        monkeypatch.setattr(_StateApplier, "_merge_counted", dying_merge)
+        monkeypatch.setattr(SchemaHistory, "append", dying_append)
         with conn.cursor() as cur:
             for _ in range(6):
                 for a in range(6):
                     cur.execute(f"DELETE FROM {db}.dup WHERE a = %s LIMIT 12", (a,))
                     cur.execute(f"UPDATE {db}.dup SET a = a + 100 WHERE a = %s LIMIT 5", (a,))
         first = cdc.ticks(raise_on_error=False, until_caught_up=False, max_ticks=1)
-        assert [r.success for r in first.runs] == [False] and merges["n"] == merges["fail_at"]
+        assert not first.runs[0].success and died["n"] == 1
         cdc.resources["mysql"] = capture_resource(db, stream_batch_rows=1000)
         retry = cdc.ticks()
-        assert merges["n"] > merges["fail_at"] and all(r.success for r in retry.runs)
+        assert all(r.success for r in retry.runs)
         assert lake_multiset(local_storage, db, "dup") == source_multiset(db, "dup")
 
-        # every merge done, then the change-log commit fails: the retry skips every count merge
-        real_commit = lake_module.commit_files
-        failed = {"n": 0}
-
-        def failing_commit(storage, uri, *args, **kwargs):
-            if uri.endswith("/changelog") and kwargs.get("app_id") == STREAM_APP_ID and not failed["n"]:
-                failed["n"] += 1
-                raise SinkError("change-log commit failed (injected)")
-            return real_commit(storage, uri, *args, **kwargs)
-
-        monkeypatch.setattr(lake_module, "commit_files", failing_commit)
-        with conn.cursor() as cur:
-            cur.execute(f"DELETE FROM {db}.dup WHERE a = 101 LIMIT 7")
-            cur.execute(f"INSERT INTO {db}.dup SELECT a, b FROM {db}.dup WHERE a = 102 LIMIT 11")
-        log = cdc.ticks(raise_on_error=False)
-        assert failed["n"] == 1 and not log.runs[0].success
-        assert lake_multiset(local_storage, db, "dup") == source_multiset(db, "dup")
+        # compactions leave their consumed tail files in place: they are read again, not recounted
+        monkeypatch.setattr(compaction_module, "remove_files", lambda dt, actions: 0)
+        for n in (7, 3):
+            with conn.cursor() as cur:
+                cur.execute(f"DELETE FROM {db}.dup WHERE a = 101 LIMIT {n}")
+                cur.execute(f"INSERT INTO {db}.dup SELECT a, b FROM {db}.dup WHERE a = 102 LIMIT {n + 4}")
+            cdc.ticks()
+            assert lake_multiset(local_storage, db, "dup") == source_multiset(db, "dup")
+        tail = DeltaTable(local_storage.uri(db, db, "dup", "state_tail"))
+        assert len(tail.file_uris()) >= 2  # compacted rows were left in the tail, and not counted twice
+        compacted = DeltaTable(local_storage.uri(db, db, "dup", "state")).to_pyarrow_table()
+        live = [r for r in compacted.to_pylist() if not r["__deleted"]]
+        assert sum(r["__count"] for r in live) == sum(source_multiset(db, "dup").values())
 
 
 def test_live_keyless_rows_never_say_deleted(local_storage):

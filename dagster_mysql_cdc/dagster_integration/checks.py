@@ -241,24 +241,21 @@ def _hashable_rows(rows: Iterable[tuple], structs: list[int]) -> Iterable[tuple]
 
 
 def _lake_live_rows(storage: StorageSettings, state_uri: str, columns: list[str]) -> Iterable[tuple]:
-    """The live rows of a state table as tuples of ``columns``; a keyless table's row value once
+    """The live rows of a table's current state (its state table with the tail applied,
+    :func:`..sink.read.read_current`) as tuples of ``columns``; a keyless table's row value once
     per copy (its ``__count``), so the lake is compared with the source as a multiset."""
-    from ..sink.delta import read_table
+    from ..sink.read import read_current
 
-    dt = read_table(storage, state_uri)
-    import pyarrow.dataset as pads  # imports pandas: only when a check reads the lake
-
-    ds: pads.Dataset = dt.to_pyarrow_dataset()
-    counted = "__count" in ds.schema.names
-    extra = ["__deleted"] + (["__count"] if counted else [])
-    structs = _struct_positions(ds.schema, columns)
-    for batch in ds.to_batches(columns=columns + extra, filter=pads.field("__deleted") == False):  # noqa: E712
-        rows = _hashable_rows(zip(*[batch.column(c).to_pylist() for c in columns]), structs)
-        if not counted:
-            yield from rows
-            continue
-        for row, n in zip(rows, batch.column("__count").to_pylist()):
-            yield from [row] * (1 if n is None else n)
+    t = read_current(storage, state_uri, live=True, columns=columns)
+    if t is None:
+        return
+    structs = _struct_positions(t.schema, columns)
+    rows = _hashable_rows(zip(*[t.column(c).to_pylist() for c in columns]), structs)
+    if "__count" not in t.column_names:
+        yield from rows
+        return
+    for row, n in zip(rows, t.column("__count").to_pylist()):
+        yield from [row] * (1 if n is None else n)
 
 
 def _consistent_source(settings: ConnectionSettings, info: ServerInfo, epoch: int = 0):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
@@ -76,6 +77,7 @@ if TYPE_CHECKING:
     from ..engine.stream import IncrementalOptions, StreamOptions, WindowResult
     from ..sink.lake import LakeWriter
     from ..sink.schema_history import SchemaHistory
+    from ..sink.table_batch import TableWriteResult
 
 # The data path (stream, pipeline, sink: sqlglot, python-mysql-replication, deltalake, pyspark) is
 # imported by the methods that run it, so loading a code location (webserver, daemon, sensor ticks)
@@ -1375,6 +1377,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                     ),
                     "changelog_uri": dg.MetadataValue.path(w.paths.changelog),
                     "state_uri": dg.MetadataValue.path(w.paths.state),
+                    **state_tail_metadata(w),
                     "changelog_delta_version": dg.MetadataValue.int(w.changelog.table_version),
                     "committed": dg.MetadataValue.bool(w.changelog.committed),
                 },
@@ -1592,6 +1595,31 @@ def _stream_metadata(
     }
 
 
+def state_tail_metadata(w: TableWriteResult) -> dict[str, Any]:
+    """Merge-on-read facts of a table the run wrote (``sink/compaction.py``): the tail's URI and
+    pending rows, how far behind the change log the compacted ``state`` table is (``state_as_of``:
+    the newest change it holds; ``state_behind_seconds``: age of the oldest change it lacks, 0 when
+    the tail is empty), and what a compaction or vacuum in this run did."""
+    comp = dict(w.extra.get("compaction") or {})
+    pending = comp.pop("pending", None)
+    md: dict[str, Any] = {"state_tail_uri": dg.MetadataValue.path(w.paths.tail)}
+    if pending is not None:
+        md["state_tail_rows"] = dg.MetadataValue.int(pending.tail_rows)
+        if pending.tail_oldest_ms is not None:
+            behind = max(0.0, (time.time() * 1000 - pending.tail_oldest_ms) / 1000)
+            md["state_behind_seconds"] = dg.MetadataValue.float(round(behind, 1))
+    elif comp.get("state_as_of") is not None or not comp:
+        md["state_tail_rows"] = dg.MetadataValue.int(0)
+        md["state_behind_seconds"] = dg.MetadataValue.float(0.0)
+    if comp.get("state_as_of"):
+        md["state_as_of"] = dg.MetadataValue.text(str(comp["state_as_of"]))
+    if comp:
+        md["compaction"] = dg.MetadataValue.json({k: v for k, v in comp.items() if k != "state_as_of"})
+    if w.extra.get("vacuum"):
+        md["vacuum"] = dg.MetadataValue.json(w.extra["vacuum"])
+    return md
+
+
 def _optional(fn: Callable[[], Any], what: str) -> Any:
     """``fn()``, or ``None`` (logged) when it fails: optional metadata never fails a committed run."""
     try:
@@ -1648,6 +1676,7 @@ def snapshot_metadata(r: SnapshotTableResult) -> dict[str, Any]:
         "changelog_delta_version": dg.MetadataValue.int(w.changelog.table_version),
         "state_delta_version": dg.MetadataValue.int(w.state.table_version),
         "committed": dg.MetadataValue.bool(w.state.committed),
+        **state_tail_metadata(w),
         "dagster/column_schema": dg.TableSchema(
             columns=[dg.TableColumn(name=c.name, type=c.column_type) for c in r.schema.columns]
         ),
@@ -1716,6 +1745,36 @@ class CdcLakeResource(dg.ConfigurableResource):
         default=64,
         description="Compact (Delta OPTIMIZE) a change log or state table once it has this many files; 0 = never.",
     )
+    state_compact_tail_fraction: float = Field(
+        default=0.1,
+        description="Merge-on-read: a window appends its changes to the table's state_tail; the "
+        "compacted `state` table is rewritten when the tail holds this fraction of its rows (so a "
+        "window costs what it changes, and compaction is amortized over that many changes).",
+    )
+    state_compact_small_rows: int = Field(
+        default=100_000,
+        description="A state below this many rows is compacted after every window (plain Delta "
+        "readers of `state` then see every window).",
+    )
+    state_compact_max_age_seconds: float = Field(
+        default=3600.0,
+        description="Compact when the oldest change in the tail is older than this; 0 = only by size.",
+    )
+    state_compact_in_process_rows: int = Field(
+        default=2_000_000,
+        description="State + tail rows up to this are compacted in the run process; a larger table by "
+        "Spark tasks (in parallel on a cluster).",
+    )
+    vacuum_retention_hours: float = Field(
+        default=168.0,
+        description="Files a table no longer uses are deleted after this many hours (Delta's VACUUM "
+        "retention; time travel reaches back as far).",
+    )
+    vacuum_interval_hours: float = Field(
+        default=24.0,
+        description="Vacuum each table (and clean up its Delta log) at most this often, after a "
+        "window writes it; 0 = never (run VACUUM yourself).",
+    )
     sink_pipeline_depth: int = Field(
         default=2,
         description="Record batches queued for the sink thread while the next ones are read (reading "
@@ -1772,7 +1831,9 @@ class CdcLakeResource(dg.ConfigurableResource):
     def get_writer(self, server_name: str) -> LakeWriter:
         """A :class:`LakeWriter` on this resource's Spark session; the session is started (or
         connected to) when the writer first writes data files, not before."""
+        from ..sink.compaction import CompactionPolicy
         from ..sink.lake import LakeWriter
+        from ..sink.retention import RetentionPolicy
 
         return LakeWriter(
             self.spark_session,
@@ -1782,6 +1843,15 @@ class CdcLakeResource(dg.ConfigurableResource):
             compact_min_files=self.compact_min_files,
             pipeline_depth=self.sink_pipeline_depth,
             switch_interval_s=self.sink_switch_interval_ms / 1000.0,
+            compaction=CompactionPolicy(
+                tail_fraction=self.state_compact_tail_fraction,
+                small_state_rows=self.state_compact_small_rows,
+                max_tail_age_seconds=self.state_compact_max_age_seconds,
+                in_process_rows=self.state_compact_in_process_rows,
+            ),
+            retention=RetentionPolicy(
+                retention_hours=self.vacuum_retention_hours, interval_hours=self.vacuum_interval_hours
+            ),
         )
 
 

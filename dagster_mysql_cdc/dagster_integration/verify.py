@@ -53,6 +53,14 @@ _IN_BATCH = 500
 
 # -- lake row counts --------------------------------------------------------------------------
 def live_row_count(storage: StorageSettings, state_uri: str) -> int | None:
+    """Live rows of a table's current state (its compacted state table ``state_uri`` with the
+    tail applied: :func:`..sink.read.live_count`); ``None`` when it has no state yet."""
+    from ..sink.read import live_count
+
+    return live_count(storage, state_uri)
+
+
+def state_live_count(storage: StorageSettings, state_uri: str) -> int | None:
     """Live rows of a state table (``__deleted = false``; a keyless row counts ``__count`` times).
 
     Read from the Delta log's per-file statistics (``numRecords``, min/max of ``__deleted``): a file
@@ -381,45 +389,24 @@ def changed_keys(
     return out
 
 
-_INT64_MAX = (1 << 63) - 1
-
-
 def _lake_rows_for_keys(
     storage: StorageSettings, state_uri: str, names: list[str], pk: list[str], keys: Iterable[tuple]
 ) -> dict[tuple, tuple]:
-    """Live state rows (tuples of ``names``) whose key is in ``keys`` (converted keys)."""
-    import pyarrow.dataset as pads
-
-    from ..sink.delta import read_table
+    """Live rows of the table's current state (tuples of ``names``) whose key is in ``keys``
+    (converted keys): the compacted state read with a filter on the first key column, the tail
+    applied (:func:`..sink.read.read_current`)."""
+    from ..sink.read import read_current
 
     wanted = set(keys)
     if not wanted:
         return {}
-    ds = read_table(storage, state_uri).to_pyarrow_dataset()
-    first = sorted({k[0] for k in wanted}, key=repr)
-    live = pads.field("__deleted") == False  # noqa: E712
+    t = read_current(storage, state_uri, live=True, columns=names, keys=(pk, wanted))
+    if t is None:
+        return {}
     kidx = [names.index(p) for p in pk]
     out: dict[tuple, tuple] = {}
-
-    def scan(flt) -> None:
-        for batch in ds.to_batches(columns=names, filter=flt):
-            for row in zip(*[batch.column(c).to_pylist() for c in names]):
-                key = tuple(row[i] for i in kidx)
-                if key in wanted:
-                    out[key] = tuple(row)
-
-    key_type = ds.schema.field(pk[0]).type
-    if pa.types.is_decimal(key_type) and any(abs(int(v)) > _INT64_MAX for v in first if v is not None):
-        # delta-rs writes a decimal column's min/max statistics clamped to int64: a file holding
-        # BIGINT UNSIGNED keys above 2**63-1 would be pruned by a filter on them
-        scan(live)
-        return out
-    try:  # the key values typed as the lake column (e.g. string_view), so Parquet pruning applies
-        scan(live & pads.field(pk[0]).isin(pa.array(first, type=key_type)))
-    except (pa.ArrowException, TypeError, ValueError) as e:
-        log.debug("key filter on %s not usable (%s): scanning live rows", pk[0], e)
-        out.clear()
-        scan(live)
+    for row in zip(*[t.column(c).to_pylist() for c in names]):
+        out[tuple(row[i] for i in kidx)] = tuple(row)
     return out
 
 

@@ -36,7 +36,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pads
 
 from ..events import BinlogPosition, ChangeEventBuilder, now_ms
 from ..sink.layout import LakeLayout
@@ -77,8 +76,9 @@ class LakeLiveRows:
     """The primary keys of a table's live lake state rows written before position ``before``
     (converted values, sorted), and their images on demand.
 
-    Reads only the key and ordering columns of the state table (one read per re-snapshot or
-    window); the images of the few rows found absent are read with a filter on the first key column.
+    Reads only the key and ordering columns of the table's current state (the compacted state
+    with its tail applied, :func:`..sink.read.read_current`; one read per re-snapshot or window);
+    the images of the few rows found absent are read with a filter on the first key column.
 
     Args:
         storage: the lake.
@@ -96,20 +96,19 @@ class LakeLiveRows:
         value_schema: pa.Schema,
         before: BinlogPosition,
     ):
-        from ..sink.delta import open_table
+        from ..sink.read import read_current
 
         self.value_schema = value_schema
         self.pk = list(schema.primary_key)
         self.before = before
-        self.dt = None
+        self.storage = storage
         self.keys: list[tuple] = []
-        uri = LakeLayout(storage, server_name).state(schema.database, schema.table)
-        self.dt = open_table(storage, uri)
-        if self.dt is None:
+        self.paths = LakeLayout(storage, server_name).table(schema.database, schema.table)
+        t = read_current(storage, self.paths, columns=self.pk)
+        if t is None:
+            self.present = False
             return
-        names = pa.schema(self.dt.schema().to_arrow()).names
-        epoch = ["__epoch"] if "__epoch" in names else []  # absent: written before offset epochs
-        t = self.dt.to_pyarrow_table(columns=[*self.pk, "__deleted", *epoch, "__binlog_file", "__binlog_pos"])
+        self.present = True
         t = t.filter(self._older_live(t))
         self.keys = sorted(zip(*(t.column(k).to_pylist() for k in self.pk)))
 
@@ -125,14 +124,14 @@ class LakeLiveRows:
         b = len(self.keys) if hi is None else bisect.bisect_right(self.keys, hi)
         gone = {k for k in self.keys[a:b] if k not in source_keys}
         empty = pa.table([pa.array([], f.type) for f in self.value_schema], schema=self.value_schema)
-        if not gone or self.dt is None:
+        if not gone or not self.present:
             return empty
-        lake_type = pa.schema(self.dt.schema().to_arrow()).field(self.pk[0]).type
-        first = pa.array(sorted({k[0] for k in gone}), lake_type)
-        t = self.dt.to_pyarrow_dataset().to_table(filter=pads.field(self.pk[0]).isin(first))
+        from ..sink.read import read_current
+
+        t = read_current(self.storage, self.paths, keys=(self.pk, gone))
+        if t is None:
+            return empty
         t = t.filter(self._older_live(t))
-        keys = zip(*(t.column(k).to_pylist() for k in self.pk))
-        t = t.take(pa.array([i for i, k in enumerate(keys) if k in gone], pa.int64()))
         have = set(t.column_names)
         return pa.table(
             [

@@ -286,9 +286,9 @@ def _write_one_split(
     the driver in its own consistent snapshot at position ``S`` (no Spark job to read a few rows),
     written like a locked snapshot's table.
 
-    A keyless table has no "latest wins" per key: its value counts are set at ``S`` and the state
-    table records ``S`` as the stream's counting marker, so the binlog events between the
-    snapshot's offset and ``S`` (already in the counts) are not counted again.
+    A keyless table has no "latest wins" per key: its value counts are set at ``S`` (its cut
+    marker there, ``sink/tail.py``), so the binlog events between the snapshot's offset and ``S``
+    (already in the counts, older than ``S``) are not counted again.
 
     Raises:
         ConfigurationError: a keyless table on a server that gives no exact snapshot position
@@ -301,10 +301,7 @@ def _write_one_split(
             "consistent snapshot, so a lock-free split snapshot cannot count its duplicate rows exactly. "
             "Set message_key_columns for it, or use snapshot_split_reads=False."
         )
-    from ..events import state_schema
-    from ..sink.delta import commit_files
     from ..source.splits import KeySplit, read_split, split_position
-    from .stream import STREAM_APP_ID
 
     conn = connect(job.settings)
     try:
@@ -324,15 +321,4 @@ def _write_one_split(
     finally:
         conn.close()
     result.extra.update(splits=1, tasks=0, read_at=str(at))
-    if not keyless:
-        return result
-    commit_files(
-        writer.storage,
-        result.paths.state,
-        state_schema(conv.arrow_schema, keyless=True),
-        [],
-        mode="append",
-        app_id=f"{at.txn_app(STREAM_APP_ID)}/counts",
-        version=at.as_version(),
-    )
     return result

@@ -11,6 +11,7 @@ Re-running a batch therefore leaves exactly one copy.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from typing import Literal
@@ -134,17 +135,7 @@ def commit_files(
         SinkError: the commit failed (schema mismatch, storage error); nothing was published.
     """
     rows = sum(int(f["num_records"]) for f in files)
-    actions = [
-        AddAction(
-            path=f["path"],
-            size=int(f["size"]),
-            partition_values={},
-            modification_time=int(f["modification_time"]),
-            data_change=True,
-            stats=f'{{"numRecords":{int(f["num_records"])}}}',
-        )
-        for f in files
-    ]
+    actions = file_actions(files)
     props = CommitProperties(
         custom_metadata={"dagster_mysql_cdc.batch": f"{app_id}@{version}", **(metadata or {})},
         app_transactions=[Transaction(app_id=app_id, version=version)],
@@ -183,6 +174,26 @@ def commit_files(
         raise SinkError(
             f"Delta commit to {table_uri} on {storage.location()} failed: {type(e).__name__}: {e}"
         ) from e
+
+
+def file_actions(files: list[dict]) -> list[AddAction]:
+    """Delta add actions of data files a job wrote (``{path, size, num_records,
+    modification_time}`` each, and ``stats``: ``{"minValues", "maxValues", "nullCount"}`` of some
+    columns when the writer collected them, which readers use to skip files)."""
+    out = []
+    for f in files:
+        stats = {"numRecords": int(f["num_records"]), **(f.get("stats") or {})}
+        out.append(
+            AddAction(
+                path=f["path"],
+                size=int(f["size"]),
+                partition_values={},
+                modification_time=int(f["modification_time"]),
+                data_change=True,
+                stats=json.dumps(stats, separators=(",", ":")),
+            )
+        )
+    return out
 
 
 def ensure_table_properties(dt: DeltaTable) -> None:

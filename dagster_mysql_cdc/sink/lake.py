@@ -1,33 +1,27 @@
-"""Spark writer of a table's change log and current state (Delta tables on the lake).
+"""Spark writer of the captured tables' change logs and states (Delta tables on the lake).
 
-Paths below the lake root: :class:`.layout.LakeLayout` (``<server>/<database>/<table>/changelog``
-and ``.../state`` here).
+Paths below the lake root: :class:`.layout.LakeLayout` (``<server>/<database>/<table>/changelog``,
+``.../state`` and ``.../state_tail`` here).
 
 Data path: Arrow record batches of change events (bounded size) are handed to a sink thread, so
 the caller reads the next record batch (binlog or snapshot scan) while the previous one is written:
 the record batch becomes a DataFrame of Arrow IPC chunks and the ``mysql_cdc_delta_files`` data
-source writes the change log's Parquet from the executors (:mod:`.spark_files`); the state rows
-(``after`` image, ``before`` for deletes, plus metadata columns, newest event per key) are computed
-in Arrow (:mod:`.state_rows`) and merged by delta-rs; a first snapshot's state rows are written by
-the same Spark job as its change log. One Delta commit per dataset and batch (:mod:`.delta`).
+source writes, from the executors (:mod:`.spark_files`), the change log's Parquet files and the
+events' **tail rows** (their state rows, :mod:`.tail`); a first snapshot's state rows are written
+by the same job. One Delta commit per dataset and batch (:mod:`.delta`, :mod:`.table_batch`).
 
-Current-state semantics (DBLog / Debezium "latest wins"): every state row carries its ordering key
-``(__epoch, __binlog_file, __binlog_pos, __binlog_row)``; a row replaces the stored one only if its
-key is greater. ``__epoch`` is the offset epoch (:class:`~dagster_mysql_cdc.events.BinlogPosition`):
-after a failover the new server's binlog numbering may sort below the old one's, the epoch keeps
-its events after the old ones. State tables written before epochs existed get the column on their
-next write (schema evolution); their NULLs read as 0 (``COALESCE``). Snapshot rows take ``__binlog_row = -1`` at the snapshot position, so they order before
-any binlog event at that position. Hence a batch may be re-applied, and a snapshot and a stream
-window may commit in either order: the state converges to the same rows. Deletes and TRUNCATE
-leave tombstones (``__deleted = true``).
-
-Keyless tables keep the source's multiplicity: one state row per distinct row value with a
-``__count`` of copies (see :class:`_StateApplier` and docs/design.md, "Keyless tables").
-Counting merges are not idempotent by themselves, so each one carries a Delta ``txn`` marker in
-the same commit (binlog events: the position of the newest event applied; snapshot reads: the
-record batch's sequence number) and a retried window skips what the state already has. Versions
-from :meth:`BinlogPosition.as_version` restart in every epoch, so their app ids are per epoch
-(:meth:`BinlogPosition.txn_app`, applied by the callers to the batch's ``app_id``).
+Current-state semantics (DBLog / Debezium "latest wins"), merge-on-read: a window appends its
+changes to the state's tail and never rewrites the compacted state; the current state is the
+compacted state with the tail applied (:mod:`.current`: per key, the greatest ordering key
+``(__epoch, __binlog_file, __binlog_pos, __binlog_row)`` wins; a keyless table counts copies;
+cut markers end older rows). A compaction rewrites the compacted state when the tail has grown
+past a fraction of it (:mod:`.compaction`, checked after each batch). ``__epoch`` is the offset
+epoch (:class:`~dagster_mysql_cdc.events.BinlogPosition`): after a failover the new server's
+binlog numbering may sort below the old one's, the epoch keeps its events after the old ones;
+NULLs (state tables from before epochs) read as 0. Snapshot rows take ``__binlog_row = -1`` at the
+snapshot position, so they order before any binlog event at that position. Hence a batch may be
+applied again, and a snapshot and a stream window may commit in either order: the state converges
+to the same rows. Deletes and TRUNCATE leave tombstones (``__deleted = true``).
 """
 
 from __future__ import annotations
@@ -44,18 +38,16 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
-from deltalake import CommitProperties, Transaction
 
 from ..errors import SinkError
-from ..events import STATE_META_NAMES, BinlogPosition, state_schema
-from .delta import CommitOutcome, commit_files, open_table, rewrite_table
-from .evolution import conform_schema, conform_table, state_value_field
+from ..events import BinlogPosition
+from .compaction import CompactionPolicy
+from .delta import open_table
 from .layout import LakeLayout, TablePaths
+from .retention import RetentionPolicy, vacuum_if_due
 from .spark_files import (
     FORMAT_NAME,
     DeltaFilesDataSource,
@@ -67,18 +59,14 @@ from .spark_files import (
     remove_staged,
     write_storage_ref,
 )
-from .state_rows import EPOCH_COL, ORDER_COLS, count_per_value, newest_per_key, state_rows
 from .storage import StorageSettings
+from .table_batch import TableBatch, TableWriteResult
 
 if TYPE_CHECKING:
-    from deltalake import DeltaTable
+    pass
 
 log = logging.getLogger(__name__)
 
-#: Table property of a state table: the JSON list of its key columns (``[]``: keyless, every
-#: column is the key). A batch keyed otherwise (the table's primary key changed) starts the state
-#: over instead of merging into rows keyed another way (see ``_StateApplier._check_key_model``).
-KEY_PROPERTY = "dagster_mysql_cdc.primary_key"
 
 #: GIL switch interval while a sink thread overlaps the reader (see :func:`hold_switch_interval`)
 SINK_SWITCH_INTERVAL_S = 0.0005
@@ -121,43 +109,6 @@ def hold_switch_interval(seconds: float) -> Callable[[], None]:
                 sys.setswitchinterval(_switch_saved)
 
     return release
-
-
-@dataclass
-class TableWriteResult:
-    """What one batch wrote for one table (reported as Dagster metadata)."""
-
-    database: str
-    table: str
-    rows: int
-    rows_by_op: dict[str, int]
-    paths: TablePaths
-    changelog: CommitOutcome
-    state: CommitOutcome
-    seconds: float
-    spark_jobs: int = 0
-    extra: dict = field(default_factory=dict)
-
-
-def _q(name: str) -> str:
-    """Double-quoted SQL identifier for delta-rs (DataFusion) predicates."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _epoch(alias: str = "") -> str:
-    """SQL of a state row's offset epoch (NULL in rows written before epochs existed: 0)."""
-    return f"COALESCE({alias + '.' if alias else ''}{_q(EPOCH_COL)}, 0)"
-
-
-def newer_predicate(s: str = "s", t: str = "t") -> str:
-    """SQL predicate: the source row's ordering key ``(__epoch, __binlog_file, __binlog_pos,
-    __binlog_row)`` is greater than the target row's (NULL ``__epoch`` = 0)."""
-    f, p, r = (_q(c) for c in ORDER_COLS[1:])
-    se, te = _epoch(s), _epoch(t)
-    return (
-        f"({se} > {te}) OR ({se} = {te} AND (({s}.{f} > {t}.{f}) OR ({s}.{f} = {t}.{f} AND {s}.{p} > {t}.{p}) "
-        f"OR ({s}.{f} = {t}.{f} AND {s}.{p} = {t}.{p} AND {s}.{r} > {t}.{r})))"
-    )
 
 
 def union_struct(a: pa.DataType, b: pa.DataType) -> pa.DataType:
@@ -203,6 +154,9 @@ class LakeWriter:
         switch_interval_s: the GIL switch interval while the sink thread exists (see
             :func:`hold_switch_interval`; given back when the writer is garbage-collected);
             ``0`` leaves the interpreter's.
+        compaction: when a table's state is compacted after a batch (:mod:`.compaction`).
+        retention: how long removed files are kept, and how often a table is vacuumed after a
+            batch (:mod:`.retention`).
     """
 
     def __init__(
@@ -215,6 +169,8 @@ class LakeWriter:
         compact_min_files: int = 64,
         pipeline_depth: int = 2,
         switch_interval_s: float = SINK_SWITCH_INTERVAL_S,
+        compaction: CompactionPolicy | None = None,
+        retention: RetentionPolicy | None = None,
     ):
         self._spark_factory: Callable[[], Any] | None = spark if callable(spark) else None
         self._spark: Any = None if callable(spark) else spark
@@ -229,6 +185,8 @@ class LakeWriter:
         self.compact_min_files = compact_min_files
         self.pipeline_depth = pipeline_depth
         self.switch_interval_s = switch_interval_s
+        self.compaction = compaction or CompactionPolicy()
+        self.retention = retention or RetentionPolicy()
         self._pool: ThreadPoolExecutor | None = None
         self._slots: threading.BoundedSemaphore | None = None
         storage.ensure_root()
@@ -337,10 +295,13 @@ class LakeWriter:
         finally:
             remove_staged(staged)
 
-    def _write_frame(self, frame, outputs: list[FileOutput], manifests: str) -> list[list[dict]]:
+    def _write_frame(
+        self, frame, outputs: list[FileOutput], manifests: str, *, rows: bool = False
+    ) -> list[list[dict]]:
         """One Spark job writing ``frame`` (a DataFrame of Arrow IPC payloads: column ``payload``
-        or ``payload_path``, see :mod:`.spark_files`) as the Parquet data files of each output;
-        returns the files written, per output.
+        or ``payload_path``, see :mod:`.spark_files`; with ``rows``, a DataFrame whose rows are
+        the data itself, written to the one output as they are) as the Parquet data files of each
+        output; returns the files written, per output.
 
         Raises:
             SinkError: a task failed (its files are deleted by the job's abort; nothing committed).
@@ -354,6 +315,7 @@ class LakeWriter:
                 .option("manifest", manifest)
                 .option("rows_per_file", str(self.rows_per_file))
                 .option("storage_ref", self._storage_ref)
+                .option("rows", "true" if rows else "false")
                 .save()
             )
         except Exception as e:  # a Spark task's error arrives as a long PythonException/Py4JJavaError
@@ -386,6 +348,34 @@ class LakeWriter:
         except Exception as e:  # pragma: no cover - depends on concurrent writers
             log.warning("compaction of %s skipped: %s", table_uri, e)
             return None
+
+    def compact_if_due(self, paths: TablePaths, primary_key: tuple[str, ...], *, force: bool = False) -> dict:
+        """Compact the table's state when :attr:`compaction` says it is due (or ``force``), and
+        optimize its tail's small files. Never raises: a compaction that fails is logged and left
+        for the next batch (the batch it follows is committed).
+
+        Returns:
+            the compaction's metrics (``{}``: none was due; ``{"error": ...}``: it failed).
+        """
+        from .compaction import compact_table
+
+        try:
+            return compact_table(self, paths, list(primary_key), force=force)
+        except Exception as e:  # noqa: BLE001 - an optimisation: the batch is committed
+            log.warning(
+                "compaction of %s failed (left for the next batch): %s: %s", paths.state, type(e).__name__, e
+            )
+            return {"error": f"{type(e).__name__}: {e}"[:1000]}
+
+    def vacuum_if_due(self, paths: TablePaths) -> dict:
+        """Vacuum the table's change log, state and tail when due under :attr:`retention`
+        (:mod:`.retention`; never raises). Returns ``{dataset: metrics}`` of those vacuumed."""
+        out = {}
+        for name, uri in (("changelog", paths.changelog), ("state", paths.state), ("state_tail", paths.tail)):
+            m = vacuum_if_due(self.storage, uri, self.retention)
+            if m:
+                out[name] = m
+        return out
 
     def _evolve(self, table_uri: str, schema: pa.Schema) -> pa.Schema:
         """Add columns/struct children of ``schema`` missing from the Delta table; return the union."""
@@ -444,8 +434,7 @@ class LakeWriter:
             position: position recorded in the commit metadata.
             snapshot_position: set for an initial/full snapshot at that position: keys absent from
                 the snapshot and older than it become tombstones.
-            truncated_at: position of the last TRUNCATE in the batch: rows older than it become
-                tombstones after the batch is applied.
+            truncated_at: unused (a TRUNCATE's ``t`` event is a cut marker in the tail).
             epoch: offset epoch of the events' positions (their state rows' ``__epoch``).
 
         Raises:
@@ -551,11 +540,10 @@ class LakeWriter:
     ) -> TableBatch:
         """Start a batch of one table: record batches are written as they are added.
 
-        The change log's data files are written by Spark on the sink thread as record batches
-        arrive and stay invisible until :meth:`TableBatch.commit` publishes them in one Delta
-        commit; state rows are merged per record batch ("latest wins" merges commute, so a
-        killed batch is simply applied again). See :class:`TableBatch`. ``epoch``: the offset epoch
-        of the events' positions (see :meth:`write_table_batch`).
+        The change log's and the tail's data files are written by Spark on the sink thread as
+        record batches arrive and stay invisible until :meth:`TableBatch.commit` publishes them
+        (:mod:`.table_batch`). ``epoch``: the offset epoch of the events' positions (see
+        :meth:`write_table_batch`).
         """
         return TableBatch(
             self,
@@ -596,782 +584,6 @@ class LakeWriter:
         return f
 
 
-class TableBatch:
-    """One table's part of a batch (a stream window or a snapshot) while it is being written.
-
-    :meth:`add` hands a change-log record batch to the writer's sink thread, which writes its
-    Parquet data files with Spark (uncommitted) and merges its state rows (newest per key,
-    computed in Arrow by :mod:`.state_rows`) into the state table; :meth:`commit` waits for
-    them and publishes the change log in one Delta commit, then applies snapshot / TRUNCATE
-    tombstones to the state and records the batch identity ``(app_id, version)`` in both tables.
-    A batch whose identity a table already has is skipped for that table (exactly-once retries).
-
-    Not thread-safe: one producer thread calls :meth:`add` / :meth:`commit` / :meth:`abort`.
-    """
-
-    def __init__(
-        self,
-        writer: LakeWriter,
-        database: str,
-        table: str,
-        *,
-        primary_key: tuple[str, ...],
-        app_id: str,
-        version: int,
-        snapshot_position: BinlogPosition | None,
-        epoch: int = 0,
-    ):
-        self.w = writer
-        self.epoch = epoch
-        self.database, self.table = database, table
-        self.primary_key = primary_key
-        self.app_id, self.version = app_id, version
-        self.snapshot_position = snapshot_position
-        self.paths = writer.paths(database, table)
-        self.started = time.monotonic()
-        self.manifests = tempfile.mkdtemp(prefix="cdc-manifests-")
-        self.log_files: list[dict] = []
-        self.rows_by_op: dict[str, int] = {}
-        self.log_schema: pa.Schema | None = None
-        self.names: list[str] = []
-        self.jobs = 0
-        self.futures: list[Future] = []
-        self._dead: str | None = None  # why a record batch failed (the later ones are not written)
-        self.state = _StateApplier(
-            writer,
-            self.paths.state,
-            app_id,
-            version,
-            self.manifests,
-            primary_key=primary_key,
-            full_snapshot=snapshot_position is not None,
-        )
-        self.lake = _LakeSchemas(writer, self.paths, self.state)
-        #: per column of the newest batch: its source field (the state column metadata to refresh)
-        self.source_fields: dict[str, pa.Field] = {}
-        if self.state.skip:
-            log.info("state of %s.%s already has batch %s@%s", database, table, app_id, version)
-
-    def add(self, batch: pa.RecordBatch) -> None:
-        """Queue ``batch`` (change-log rows) for writing; blocks while the sink thread is busy
-        with ``pipeline_depth`` batches.
-
-        Raises:
-            SinkError: an earlier record batch of this table failed to write (the batch is dead:
-                call :meth:`abort`).
-        """
-        if batch.num_rows == 0:
-            return
-        self._raise_failed()
-        self.futures.append(self.w._submit(self, batch))
-
-    def _raise_failed(self) -> None:
-        for f in self.futures:
-            exc = f.exception() if f.done() else None
-            if exc is not None:
-                raise exc
-
-    def _wait(self) -> None:
-        for f in self.futures:
-            f.result()
-
-    def drain(self) -> None:
-        """Wait until the record batches added so far are written (errors are kept for
-        :meth:`commit`, which raises them)."""
-        for f in self.futures:
-            try:
-                f.result()
-            except BaseException:
-                pass
-
-    def abort(self) -> None:
-        """Stop: cancel queued record batches, wait for the one being written, drop temp files.
-        Written data files stay uncommitted (invisible; removed by Delta VACUUM)."""
-        for f in self.futures:
-            f.cancel()
-        for f in self.futures:
-            try:
-                f.result()
-            except BaseException:
-                pass
-        shutil.rmtree(self.manifests, ignore_errors=True)
-
-    # -- on the sink thread ------------------------------------------------------------------
-    def _write(self, batch: pa.RecordBatch) -> None:
-        """Write one record batch (on the sink thread, in order). Once one failed, the later ones
-        of this table batch fail without writing: a keyless table's counting merges must apply a
-        prefix of the window's events, which a retry then continues (see :class:`_StateApplier`)."""
-        if self._dead is not None:
-            raise SinkError(f"an earlier record batch of {self.database}.{self.table} failed: {self._dead}")
-        try:
-            self._write_one(batch)
-        except BaseException as e:
-            self._dead = f"{type(e).__name__}: {e}"[:500]
-            raise
-
-    def _write_one(self, batch: pa.RecordBatch) -> None:
-        self._count_ops(batch.column(batch.schema.get_field_index("op")))
-        names, st_b, outputs = self._job_outputs(batch.schema)
-        # the events in the lake's column types (a column whose source type changed is converted
-        # into the type the lake keeps for it, see .evolution); unchanged columns are not copied
-        events = conform_table(batch, outputs[0].schema)
-        files = self.w._write_files(events, outputs, self.manifests)
-        self._job_written(files, st_b)
-        if len(outputs) == 1:
-            self._merge_state(events, st_b, names)
-
-    def add_frame(self, frame: Callable[[Any], Any], log_schema: pa.Schema) -> None:
-        """Write change events that a Spark DataFrame produces on the executors (one job).
-
-        ``frame(spark)`` returns a DataFrame of Arrow IPC payloads (column ``payload``, e.g. the
-        ``mysql_cdc_splits`` reader: the executors read the source themselves) whose events have
-        the change-log schema ``log_schema``. A first snapshot's state rows are written by the
-        same job; otherwise the change-log files just written are read back in record batches and
-        merged into the state like :meth:`add`'s (keyed: latest wins; keyless: counts).
-        Called on the producer thread, after the record batches :meth:`add` queued are written.
-
-        Raises:
-            SinkError: the job or a merge failed (call :meth:`abort`).
-        """
-        self._wait()
-        names, st_b, outputs = self._job_outputs(log_schema)
-        files = self.w._write_frame(frame(self.w.active_spark()), outputs, self.manifests)
-        self._job_written(files, st_b)
-        if len(outputs) > 1:  # the state rows were written directly: count the events written
-            self.rows_by_op["r"] = self.rows_by_op.get("r", 0) + sum(int(f["num_records"]) for f in files[0])
-            return
-        for events in self._read_back(files[0]):
-            self._count_ops(events.column("op"))
-            self._merge_state(events, st_b, names)
-
-    def _count_ops(self, ops: pa.Array | pa.ChunkedArray) -> None:
-        for vc in pc.value_counts(ops).to_pylist():
-            self.rows_by_op[vc["values"]] = self.rows_by_op.get(vc["values"], 0) + vc["counts"]
-
-    def _job_outputs(self, log_schema: pa.Schema) -> tuple[list[str], pa.Schema, list[FileOutput]]:
-        """Conform the lake to a job's events (schema ``log_schema``, the source's column types at
-        their position): the change log's and the state's lake schemas take the new columns and the
-        supertypes of changed ones, rewriting a table whose column type widens (:mod:`.evolution`).
-        Returns the events' columns, their state schema (lake types) and the job's outputs: the
-        change log (in its lake schema), and the state rows too for a first snapshot (unique keys,
-        no older rows: written by the same Spark job, committed at the end; otherwise they are
-        merged by :meth:`_merge_state`). A keyless table's copies of one value may be in different
-        record batches: its counts are always merged."""
-        target = self.lake.conform_log(log_schema)
-        self.log_schema = target
-        source_after = list(log_schema.field("after").type)
-        lake_after = target.field("after").type
-        names = [f.name for f in source_after]
-        self.names += [n for n in names if n not in self.names]
-        self.source_fields.update({f.name: f for f in source_after})
-        keyless = not self.primary_key
-        values = pa.schema([state_value_field(lake_after.field(f.name), f) for f in source_after])
-        wanted = state_schema(values, keyless=keyless)
-        lake_state = self.lake.conform_state(wanted)
-        st_b = pa.schema([lake_state.field(f.name) for f in wanted])  # this batch's columns, lake types
-        outputs = [FileOutput(self.paths.changelog, target)]
-        if not self.state.skip and self.state.direct and self.snapshot_position is not None and not keyless:
-            outputs.append(
-                FileOutput(self.paths.state, st_b, kind="state", value_names=tuple(names), epoch=self.epoch)
-            )
-        return names, st_b, outputs
-
-    def _job_written(self, files: list[list[dict]], st_b: pa.Schema) -> None:
-        """Record the data files a job wrote (per output, as :meth:`_job_outputs` listed them)."""
-        self.jobs += 1
-        self.log_files += files[0]
-        if len(files) > 1:
-            self.state.add_direct(files[1], st_b)
-
-    def _merge_state(self, events: pa.Table, st_b: pa.Schema, names: list[str]) -> None:
-        """Merge the state rows of change events into the state table (keyless: their counts)."""
-        if self.state.skip:
-            return
-        if not self.primary_key:
-            self._merge_counts(events, st_b, names)
-        else:
-            self.state.merge(state_rows(events, names, epoch=self.epoch), st_b, list(self.primary_key), True)
-
-    def _read_back(self, files: list[dict], batch_rows: int = 100_000) -> Iterable[pa.Table]:
-        """The change events of data files this batch wrote (not yet committed), in record batches."""
-        import pyarrow.parquet as pq
-
-        storage = self.w.storage
-        fs = storage.pyarrow_filesystem()
-        base = storage.fs_path(self.paths.changelog)
-        for f in files:
-            with fs.open_input_file(f"{base}/{f['path']}") as fh:
-                for batch in pq.ParquetFile(fh).iter_batches(batch_size=batch_rows):
-                    yield pa.Table.from_batches([batch])
-
-    def _merge_counts(self, events: pa.Table, st_b: pa.Schema, names: list[str]) -> None:
-        """Keyless table: merge the record batch's count changes, applying each TRUNCATE (``op=t``)
-        in binlog order between the events before and after it (its copies go to 0 first)."""
-        ops = events.column("op").to_pylist()
-        cuts = [i for i, op in enumerate(ops) if op == "t"]
-        start = 0
-        src = events.column("source")
-        for i in [*cuts, len(ops)]:
-            if i > start:
-                self.state.merge_counts(
-                    state_rows(events.slice(start, i - start), names, keyless=True, epoch=self.epoch),
-                    st_b,
-                    names,
-                )
-            if i < len(ops):
-                at = src[i].as_py()
-                self.state.truncate_counts(BinlogPosition(at["file"], int(at["pos"]), epoch=self.epoch), st_b)
-            start = i + 1
-
-    def _state_schema(self, value_schema: pa.Schema) -> pa.Schema:
-        """The state table's lake schema after this batch: its columns (the newest first when the
-        table is new), then columns only older events had, then the metadata columns."""
-        assert self.log_schema is not None
-        lake_after = self.log_schema.field("after").type
-        values = [
-            state_value_field(lake_after.field(f.name) if lake_after.get_field_index(f.name) >= 0 else f, f)
-            for f in value_schema
-        ]
-        seen = {f.name for f in values}
-        values += [lake_after.field(n) for n in self.names if n not in seen]
-        return self.lake.conform_state(state_schema(pa.schema(values), keyless=not self.primary_key))
-
-    # -- on the producer thread --------------------------------------------------------------
-    def commit(
-        self,
-        *,
-        value_schema: pa.Schema,
-        position: BinlogPosition | None = None,
-        truncated_at: BinlogPosition | None = None,
-    ) -> TableWriteResult:
-        """Wait for the queued record batches, then publish the batch (see the class docs).
-
-        Args:
-            value_schema: the newest column schema of the table (state table columns).
-            position: position recorded in the commit metadata.
-            truncated_at: position of the last TRUNCATE in the batch (older rows → tombstones).
-
-        Raises:
-            SinkError: a write or commit failed (nothing of that dataset was published).
-        """
-        meta = {"dagster_mysql_cdc.position": str(position)} if position else {}
-        storage = self.w.storage
-        try:
-            self._wait()
-            if self.log_schema is None:
-                self.log_schema = self.lake.conform_log(_empty_log_schema(value_schema, self.primary_key))
-            self.w._evolve(self.paths.changelog, self.log_schema)
-            log_commit = commit_files(
-                storage,
-                self.paths.changelog,
-                self.log_schema,
-                self.log_files,
-                mode="append",
-                app_id=self.app_id,
-                version=self.version,
-                metadata=meta,
-            )
-            state_commit = self.state.finish(
-                self._state_schema(value_schema),
-                metadata=meta,
-                snapshot_position=self.snapshot_position,
-                truncated_at=truncated_at,
-            )
-            if not self.state.skip:
-                self.lake.refresh_state_metadata({**{f.name: f for f in value_schema}, **self.source_fields})
-        except BaseException:
-            self.abort()
-            raise
-        shutil.rmtree(self.manifests, ignore_errors=True)
-        for uri in (self.paths.changelog, self.paths.state):
-            self.w.maybe_compact(uri)
-        return TableWriteResult(
-            database=self.database,
-            table=self.table,
-            rows=sum(self.rows_by_op.values()),
-            rows_by_op=dict(self.rows_by_op),
-            paths=self.paths,
-            changelog=log_commit,
-            state=state_commit,
-            seconds=time.monotonic() - self.started,
-            spark_jobs=self.jobs,
-        )
-
-
-class _LakeSchemas:
-    """The lake schemas of one table batch's change log and state, conformed to each record batch
-    (:func:`.evolution.conform_schema`): new columns are added, a column whose type the lake cannot
-    hold as it is gets its supertype, and the table holding it is rewritten first
-    (:func:`.delta.rewrite_table`), so the data files written next match the table's schema."""
-
-    def __init__(self, writer: LakeWriter, paths: TablePaths, state: _StateApplier):
-        self.w = writer
-        self.paths = paths
-        self.state_applier = state
-        self._log: pa.Schema | None = None
-        self._log_read = False
-        self.state: pa.Schema | None = None if state.replace else _arrow_schema(state.dt)
-
-    @property
-    def log(self) -> pa.Schema | None:
-        if not self._log_read:
-            self._log = _arrow_schema(open_table(self.w.storage, self.paths.changelog))
-            self._log_read = True
-        return self._log
-
-    def conform_log(self, incoming: pa.Schema) -> pa.Schema:
-        """The change log's lake schema for events of schema ``incoming`` (rewriting it first when
-        a column's type widens)."""
-        lake = self.log
-        c = conform_schema(lake, incoming)
-        if lake is not None and c.changed:
-            rewrite_table(
-                self.w.storage,
-                self.paths.changelog,
-                c.schema,
-                reason=f"column(s) {', '.join(c.changed)} change type",
-            )
-        self._log = c.schema
-        return c.schema
-
-    def conform_state(self, incoming: pa.Schema) -> pa.Schema:
-        """The state's lake schema for state rows of schema ``incoming`` (rewriting it when a
-        column's type widens, adding new columns at once: merge predicates may name them)."""
-        lake = self.state
-        c = conform_schema(lake, incoming, keep_metadata=True)
-        if lake is not None and (c.changed or c.added):
-            if c.changed:
-                rewrite_table(
-                    self.w.storage,
-                    self.paths.state,
-                    c.schema,
-                    reason=f"column(s) {', '.join(c.changed)} change type",
-                )
-            else:
-                self.w._evolve(self.paths.state, c.schema)
-            self.state_applier.dt = open_table(self.w.storage, self.paths.state)
-        self.state = c.schema
-        return c.schema
-
-    def refresh_state_metadata(self, fields: dict[str, pa.Field]) -> None:
-        """Set the state table's column metadata to the source's (``fields``: the newest source
-        field of each column; ``mysql.type``, ENUM members ...) where it changed: a metadata-only
-        Delta commit (``ALTER ... SET`` column metadata), no data rewritten. Best-effort."""
-        dt = open_table(self.w.storage, self.paths.state)
-        if dt is None or not fields:
-            return
-        lake = pa.schema(dt.schema().to_arrow())
-        for name, src in fields.items():
-            if name not in lake.names:
-                continue
-            cur = lake.field(name)
-            want = state_value_field(cur, src).metadata or {}
-            have = cur.metadata or {}
-            update = {k.decode(): v.decode() for k, v in want.items() if have.get(k) != v}
-            update.update({k.decode(): "" for k in have if k not in want and have[k]})
-            if update:
-                try:
-                    dt.alter.set_column_metadata(name, update)
-                except Exception as e:  # pragma: no cover - concurrent writers
-                    log.warning("could not refresh the metadata of %s.%s: %s", self.paths.state, name, e)
-                    return
-                dt = open_table(self.w.storage, self.paths.state)
-                assert dt is not None
-        self.state = pa.schema(dt.schema().to_arrow())
-
-
-def _arrow_schema(dt: DeltaTable | None) -> pa.Schema | None:
-    return None if dt is None else pa.schema(dt.schema().to_arrow())
-
-
-class _StateApplier:
-    """Applies a table batch to its state table one record batch at a time (bounded memory).
-
-    The first snapshot of a table writes its rows straight into a new table (one commit at the
-    end); otherwise each record batch's state rows (newest per key within the record batch) are
-    merged with "latest ordering key wins" — merges commute, so applying the record batches one
-    after the other equals applying the whole batch at once. :meth:`finish` then applies
-    snapshot / TRUNCATE tombstones and records the batch identity.
-    """
-
-    def __init__(
-        self,
-        writer: LakeWriter,
-        uri: str,
-        app_id: str,
-        version: int,
-        manifests: str,
-        *,
-        primary_key: tuple[str, ...] = (),
-        full_snapshot: bool = False,
-    ):
-        self.w = writer
-        self.primary_key = tuple(primary_key)
-        self.keyless = not primary_key
-        self.read_seq = 0  # record batches of snapshot reads merged so far (keyless counts)
-        self.uri = uri
-        self.app_id = app_id
-        self.version = version
-        self.manifests = manifests
-        self.dt = open_table(writer.storage, uri)
-        done = self.dt.transaction_version(app_id) if self.dt is not None else None
-        self.skip = done is not None and done >= version
-        self.direct_files: list[dict] = []
-        self.direct_schema: pa.Schema | None = None
-        self.direct = self.dt is None  # nothing to merge with yet
-        #: the state is keyed another way: a keyed full snapshot replaces it in one commit
-        self.replace = False
-        if self.dt is not None and not self.skip:
-            self._check_key_model(full_snapshot)
-
-    def _key_property(self) -> dict[str, str]:
-        return {KEY_PROPERTY: json.dumps(list(self.primary_key))}
-
-    def _check_key_model(self, full_snapshot: bool) -> None:
-        """Compare the state's recorded key (table property :data:`KEY_PROPERTY`) with this
-        batch's. Rows keyed another way cannot be merged with (a key may match several of them):
-        a keyed full snapshot replaces the table in one commit (:meth:`finish`); otherwise the old
-        rows are removed first (a key change always comes with a cut or a new snapshot of the
-        table, see ``engine/ddl_effects.py``, so no live row is lost for good)."""
-        assert self.dt is not None
-        recorded = self.dt.metadata().configuration.get(KEY_PROPERTY)
-        mine = json.dumps(list(self.primary_key))
-        if recorded is None or recorded == mine:
-            if recorded is None:  # a table from before the property: record its key
-                _set_properties(self.dt, {KEY_PROPERTY: mine})
-            return
-        log.info("state %s is keyed %s, the batch %s: it starts over", self.uri, recorded, mine)
-        if full_snapshot and not self.keyless:
-            self.direct = self.replace = True
-            return
-        self.dt.delete()
-        _set_properties(self.dt, {KEY_PROPERTY: mine})
-        self.dt = open_table(self.w.storage, self.uri)
-
-    def _table(self) -> DeltaTable:
-        """The state table, which exists once :meth:`merge` or :meth:`finish` created it."""
-        if self.dt is None:
-            raise SinkError(f"State table {self.uri} does not exist yet (internal order error)")
-        return self.dt
-
-    def add_direct(self, files: list[dict], st_schema: pa.Schema) -> None:
-        """Record state files of a first snapshot (written by Spark, committed by :meth:`finish`)."""
-        self.direct_files += files
-        self.direct_schema = union_schema(self.direct_schema, st_schema)
-
-    def _ensure_table(self, st_schema: pa.Schema) -> None:
-        """No table yet (streaming before any snapshot, or a keyless table's first snapshot):
-        create it empty."""
-        if self.direct:
-            commit_files(
-                self.w.storage,
-                self.uri,
-                st_schema,
-                [],
-                mode="append",
-                app_id=self.app_id + "/init",
-                version=0,
-                properties=self._key_property(),
-            )
-            self.dt = open_table(self.w.storage, self.uri)
-            self.direct = False
-        elif self.dt is not None and EPOCH_COL not in pa.schema(self.dt.schema().to_arrow()).names:
-            # a state table written before offset epochs: add the column (NULL = epoch 0) so the
-            # merge predicates can read it
-            self.w._evolve(self.uri, st_schema)
-            self.dt = open_table(self.w.storage, self.uri)
-
-    def _source(self, rows: pa.Table, st_schema: pa.Schema) -> pa.Table:
-        """``rows`` in the merge source layout: ``st_schema`` then the target's other columns (nulls).
-
-        A state row is the image of its newest event: columns of the table that this record batch
-        does not have (dropped or renamed by a DDL before its events) are nulls, so the update
-        clears them instead of keeping an older event's values."""
-        assert self.dt is not None
-        target = pa.schema(self.dt.schema().to_arrow())
-        wide = pa.schema(list(st_schema) + [f for f in target if f.name not in st_schema.names])
-        return pa.table(
-            [
-                rows.column(f.name).cast(f.type)
-                if f.name in rows.column_names
-                else pa.nulls(rows.num_rows, f.type)
-                for f in wide
-            ],
-            schema=wide,
-        )
-
-    def merge(self, rows: pa.Table, st_schema: pa.Schema, key: list[str], keyed: bool) -> None:
-        """Merge state rows (one record batch's, any number per key) into the state table."""
-        self._ensure_table(st_schema)
-        assert self.dt is not None
-        rows = newest_per_key(rows, key)
-        try:
-            source = self._source(rows, st_schema)
-            on = " AND ".join(
-                (f"t.{_q(k)} = s.{_q(k)}" if keyed else f"(t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)})")
-                for k in key
-            )
-            # explicit column lists, quoted: delta-rs's *_all variants quote names with backticks
-            # without escaping them and fail on a name that contains one (MySQL allows it)
-            every = {_q(n): f"s.{_q(n)}" for n in source.schema.names}
-            metrics = (
-                self._table()
-                .merge(source, predicate=on, source_alias="s", target_alias="t", merge_schema=True)
-                .when_matched_update(every, predicate=newer_predicate())
-                .when_not_matched_insert(every)
-                .execute()
-            )
-            log.debug("merge into %s: %s", self.uri, metrics)
-        except Exception as e:
-            raise SinkError(
-                f"Merging into {self.uri} on {self.w.storage.location()} failed: {type(e).__name__}: {e}"
-            ) from e
-        self._table().update_incremental()
-
-    # -- keyless tables: a multiset of row values (``__count`` copies each) ----------------------
-    def _marker(self, app_id: str, version: int) -> CommitProperties:
-        return CommitProperties(
-            custom_metadata={"dagster_mysql_cdc.batch": f"{self.app_id}@{self.version}"},
-            app_transactions=[Transaction(app_id=app_id, version=version)],
-        )
-
-    def _counts_ready(self, st_schema: pa.Schema) -> None:
-        self._ensure_table(st_schema)
-        assert self.dt is not None
-        if (
-            "__count" not in pa.schema(self.dt.schema().to_arrow()).names
-        ):  # a table written before counts existed
-            self.w._evolve(self.uri, st_schema)
-            self.dt = open_table(self.w.storage, self.uri)
-
-    def merge_counts(self, rows: pa.Table, st_schema: pa.Schema, key: list[str]) -> None:
-        """Merge a keyless table's state rows (:func:`.state_rows.state_rows`, ``keyless=True``)
-        as changes of each value's number of copies (``__count``).
-
-        Snapshot reads (``op=r``, all at one snapshot position S) *set* a value's count to the
-        copies read when the stored row is older than S, and *add* to it when it is at S (the
-        same snapshot's earlier record batch); binlog events *add* their +1/-1 when their newest
-        event is newer than the stored row (older events are already in a newer snapshot's
-        count). A value is live while its count is above 0.
-
-        Exactly once: the commit of a merge records a Delta ``txn`` marker, and rows the marker
-        covers are skipped on a retry. Binlog events: app id ``<app_id>/counts``, version the
-        position (:meth:`BinlogPosition.as_version`) of the newest event applied (all events of a
-        binlog position are in one record batch); snapshot reads: app id
-        ``<app_id>/counts@<version>``, version the record batch's sequence number in the batch.
-
-        Raises:
-            SinkError: the merge failed (nothing of it was committed).
-        """
-        if rows.num_rows == 0:
-            return
-        self._counts_ready(st_schema)
-        assert self.dt is not None
-        reads = pc.equal(rows.column("__op"), "r")
-        if pc.any(reads).as_py():
-            self.read_seq += 1
-            app = f"{self.app_id}/counts@{self.version}"
-            done = self.dt.transaction_version(app)
-            if done is None or done < self.read_seq:
-                self._merge_counted(
-                    rows.filter(reads), st_schema, key, reads=True, marker=(app, self.read_seq)
-                )
-            rows = rows.filter(pc.invert(reads))
-        if rows.num_rows == 0:
-            return
-        app = f"{self.app_id}/counts"
-        versions = _position_versions(rows)
-        done = self.dt.transaction_version(app)
-        if done is not None:
-            newer = pc.greater(versions, done)
-            rows, versions = rows.filter(newer), versions.filter(newer)
-            if rows.num_rows == 0:
-                log.info("state of %s already has these events (retried window)", self.uri)
-                return
-        self._merge_counted(rows, st_schema, key, reads=False, marker=(app, pc.max(versions).as_py()))
-
-    def _merge_counted(
-        self, rows: pa.Table, st_schema: pa.Schema, key: list[str], *, reads: bool, marker: tuple[str, int]
-    ) -> None:
-        assert self.dt is not None
-        source = self._source(count_per_value(rows, key), st_schema)
-        # every column of the lake's rows is the value, also those the batch lacks (dropped by a
-        # DDL: null in the batch's rows): a row that still holds one is another value
-        on = " AND ".join(
-            f"(t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)})"
-            for k in source.schema.names
-            if k not in STATE_META_NAMES
-        )
-        cnt, dl = _q("__count"), _q("__deleted")
-        stored = f"COALESCE(t.{cnt}, CASE WHEN t.{dl} THEN 0 ELSE 1 END)"  # no count yet: one copy
-        take = {_q(n): f"s.{_q(n)}" for n in source.schema.names if n not in ("__count", "__deleted")}
-        added = f"({stored} + s.{cnt})"
-        op = _q("__op")
-
-        def live_op(count: str) -> str:  # copies left after a delete: the value's row was updated
-            return f"CASE WHEN s.{op} = 'd' AND {count} > 0 THEN 'u' ELSE s.{op} END"
-
-        add = {**take, op: live_op(added), cnt: added, dl: f"{added} <= 0"}
-        put = {**take, op: live_op(f"s.{cnt}"), cnt: f"s.{cnt}", dl: f"s.{cnt} <= 0"}
-        f, p, r = (_q(c) for c in ORDER_COLS[1:])
-        same = (
-            f"{_epoch('s')} = {_epoch('t')} AND s.{f} = t.{f} AND s.{p} = t.{p} AND s.{r} = t.{r} "
-            f"AND t.{_q('__op')} = 'r'"
-        )
-        try:
-            m = self.dt.merge(
-                source,
-                predicate=on,
-                source_alias="s",
-                target_alias="t",
-                merge_schema=True,
-                commit_properties=self._marker(*marker),
-            )
-            if reads:  # same snapshot, another record batch: add; an older row: set
-                m = m.when_matched_update(add, predicate=same).when_matched_update(
-                    put, predicate=newer_predicate()
-                )
-            else:
-                m = m.when_matched_update(add, predicate=newer_predicate())
-            metrics = m.when_not_matched_insert(put).execute()
-            log.debug("count merge into %s: %s", self.uri, metrics)
-        except Exception as e:
-            raise SinkError(
-                f"Merging into {self.uri} on {self.w.storage.location()} failed: {type(e).__name__}: {e}"
-            ) from e
-        self.dt.update_incremental()
-
-    def truncate_counts(self, at: BinlogPosition, st_schema: pa.Schema) -> None:
-        """A TRUNCATE inside a keyless table's record batch: every value older than ``at`` goes to
-        0 copies before the events after it are merged (idempotent; marker as binlog events)."""
-        self._counts_ready(st_schema)
-        assert self.dt is not None
-        app = f"{self.app_id}/counts"
-        done = self.dt.transaction_version(app)
-        if done is not None and done >= at.as_version():
-            return
-        self.dt.update(
-            updates={**_tombstone_updates(at, "t"), _q("__count"): "0"},
-            predicate=f"({_q('__deleted')} = false) AND ({_older_plain(at)})",
-            commit_properties=self._marker(app, at.as_version()),
-        )
-        self.dt.update_incremental()
-
-    def finish(
-        self,
-        st_schema: pa.Schema,
-        *,
-        metadata: dict,
-        snapshot_position: BinlogPosition | None,
-        truncated_at: BinlogPosition | None,
-    ) -> CommitOutcome:
-        storage = self.w.storage
-        if self.skip:
-            return CommitOutcome(False, self._table().version(), 0, 0)
-        try:
-            if self.direct:
-                schema = (
-                    union_schema(self.direct_schema, st_schema)
-                    if self.direct_schema is not None
-                    else st_schema
-                )
-                if self.direct_files or truncated_at is None or self.replace:
-                    outcome = commit_files(
-                        storage,
-                        self.uri,
-                        schema,
-                        self.direct_files,
-                        mode="overwrite" if self.replace else "append",
-                        app_id=self.app_id,
-                        version=self.version,
-                        metadata=metadata,
-                        properties=self._key_property(),
-                    )
-                    if self.replace and outcome.committed:
-                        dt = open_table(storage, self.uri)
-                        assert dt is not None
-                        _set_properties(dt, self._key_property())
-                    return outcome
-                commit_files(
-                    storage, self.uri, schema, [], mode="append", app_id=self.app_id + "/init", version=0
-                )
-                self.dt = open_table(storage, self.uri)
-            self.w._evolve(self.uri, st_schema)
-            self.dt = open_table(storage, self.uri)
-            assert self.dt is not None
-            zero = {_q("__count"): "0"} if self.keyless else {}
-            if snapshot_position is not None:  # keys absent from a full snapshot were deleted before it
-                self._table().update(
-                    updates={**_tombstone_updates(snapshot_position, "r"), **zero},
-                    predicate=f"({_q('__deleted')} = false) AND ({_older_plain(snapshot_position, -1)})",
-                )
-            if truncated_at is not None:
-                self._table().update(
-                    updates={**_tombstone_updates(truncated_at, "t"), **zero},
-                    predicate=f"({_q('__deleted')} = false) AND ({_older_plain(truncated_at)})",
-                )
-            outcome = commit_files(
-                storage,
-                self.uri,
-                st_schema,
-                [],
-                mode="append",
-                app_id=self.app_id,
-                version=self.version,
-                metadata=metadata,
-            )
-            return CommitOutcome(True, outcome.table_version, 0, 0)
-        except SinkError:
-            raise
-        except Exception as e:
-            raise SinkError(
-                f"Applying the batch to {self.uri} on {self.w.storage.location()} failed: {type(e).__name__}: {e}"
-            ) from e
-
-
-def _set_properties(dt: DeltaTable, properties: dict[str, str]) -> None:
-    """Set table properties (one metadata commit; best-effort: a concurrent writer may win it and
-    the next batch sets them again)."""
-    try:
-        dt.alter.set_table_properties(properties, raise_if_not_exists=False)
-    except Exception as e:  # pragma: no cover - depends on concurrent writers
-        log.warning("could not set %s on %s: %s", properties, dt.table_uri, e)
-
-
-def _older_plain(pos: BinlogPosition, row: int = 0) -> str:
-    """SQL predicate: a state row's ordering key is below ``(pos, row)`` (NULL ``__epoch`` = 0)."""
-    f, p, r = (_q(c) for c in ORDER_COLS[1:])
-    file = pos.file.replace("'", "''")
-    e, n = _epoch(), int(pos.epoch)
-    return (
-        f"({e} < {n}) OR ({e} = {n} AND (({f} < '{file}') OR ({f} = '{file}' AND {p} < {pos.pos}) "
-        f"OR ({f} = '{file}' AND {p} = {pos.pos} AND {r} < {row})))"
-    )
-
-
-def _tombstone_updates(pos: BinlogPosition, op: str) -> dict[str, str]:
-    file = pos.file.replace("'", "''")
-    return {
-        '"__deleted"': "true",
-        '"__op"': f"'{op}'",
-        _q(EPOCH_COL): str(int(pos.epoch)),
-        '"__binlog_file"': f"'{file}'",
-        '"__binlog_pos"': str(int(pos.pos)),
-        '"__binlog_row"': "-1" if op == "r" else "0",
-    }
-
-
-def _position_versions(rows: pa.Table) -> pa.Array:
-    """:meth:`BinlogPosition.as_version` of each state row's ``(__binlog_file, __binlog_pos)``:
-    the version within the rows' epoch (one table batch is one epoch; its count markers' app id
-    is per epoch, see :meth:`BinlogPosition.txn_app`)."""
-    files = rows.column("__binlog_file").combine_chunks()
-    uniq = pc.unique(files)
-    seqs = pa.array([BinlogPosition(f, 0).file_seq for f in uniq.to_pylist()], pa.int64())
-    seq = seqs.take(pc.index_in(files, value_set=uniq))
-    return pc.add(pc.multiply(seq, 10**12), rows.column("__binlog_pos").combine_chunks().cast(pa.int64()))
-
-
 def _root_cause(e: BaseException) -> str:
     """The last ``Error:`` line of an exception's text (the executor's own error inside Spark's
     wrapping), or its first line."""
@@ -1380,7 +592,4 @@ def _root_cause(e: BaseException) -> str:
     return (causes[-1] if causes else (lines[0] if lines else type(e).__name__))[:1000]
 
 
-def _empty_log_schema(value_schema: pa.Schema, primary_key: tuple[str, ...]) -> pa.Schema:
-    from ..events import change_log_schema
-
-    return change_log_schema(value_schema, primary_key)
+__all__ = ["LakeWriter", "TableBatch", "TableWriteResult", "hold_switch_interval", "union_schema"]

@@ -3,7 +3,9 @@
 Layout below ``StorageSettings.base_uri`` (docs/output-layout.md)::
 
     <server>/<database>/<table>/changelog       Delta table, append-only Debezium envelopes
-    <server>/<database>/<table>/state           Delta table, one row per key (latest wins)
+    <server>/<database>/<table>/state           Delta table, one row per key (latest wins), compacted
+    <server>/<database>/<table>/state_tail      Delta table, the state rows of the changes since
+                                                the last compaction (merge-on-read, sink/tail.py)
     <server>/<database>/<table>/pk_ranges.json  primary-key ranges of the table's partitions
     <server>/_schema_history                    Delta table, schema change events
     <server>/_transactions                      Delta table, transaction metadata (BEGIN/END)
@@ -60,6 +62,13 @@ class TablePaths:
 
     changelog: str
     state: str
+    #: the state's tail: state rows of the changes since the last compaction (merge-on-read,
+    #: :mod:`.tail`); ``""``: the path next to ``state``
+    tail: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.tail and self.state:
+            object.__setattr__(self, "tail", f"{self.state}_tail")
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,13 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
 
 from .storage import StorageSettings
 
@@ -78,9 +84,16 @@ class FileOutput:
         schema: Arrow schema of the files (rows are cast to it, field metadata included).
         kind: ``"events"`` writes the change events as they are; ``"state"`` writes their
             current-state rows (:func:`.state_rows.state_rows`, no deduplication: for a first
-            snapshot, whose keys are unique).
-        value_names: the table's columns (``kind="state"`` only).
-        epoch: offset epoch of the events' positions (``kind="state"`` only: ``__epoch``).
+            snapshot, whose keys are unique); ``"tail"`` their tail rows (:func:`.tail.tail_rows`:
+            state rows and cut markers, merged at read or compaction time).
+        value_names: the table's columns (``kind="state"``/``"tail"`` only).
+        epoch: offset epoch of the events' positions (``kind="state"``/``"tail"``: ``__epoch``).
+        keyless: the table has no key (``kind="tail"``: rows carry ``__count`` changes).
+        stats: columns whose min/max/null count each file's Delta statistics carry (readers
+            skip files by them; ``kind="rows"``, a compacted state's ``__deleted``).
+
+    ``kind="rows"``: the job's DataFrame rows are this output's rows (a compaction), written as
+    they are.
     """
 
     table_uri: str
@@ -88,6 +101,8 @@ class FileOutput:
     kind: str = "events"
     value_names: tuple[str, ...] = ()
     epoch: int = 0
+    keyless: bool = False
+    stats: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         return {
@@ -96,6 +111,8 @@ class FileOutput:
             "kind": self.kind,
             "value_names": list(self.value_names),
             "epoch": self.epoch,
+            "keyless": self.keyless,
+            "stats": list(self.stats),
         }
 
     @classmethod
@@ -106,6 +123,8 @@ class FileOutput:
             d["kind"],
             tuple(d["value_names"]),
             int(d.get("epoch") or 0),
+            bool(d.get("keyless")),
+            tuple(d.get("stats") or ()),
         )
 
     def rows(self, events: pa.Table) -> pa.Table:
@@ -118,7 +137,11 @@ class FileOutput:
             from .state_rows import state_rows
 
             events = state_rows(events, self.value_names, epoch=self.epoch)
-        elif self.kind != "events":
+        elif self.kind == "tail":
+            from .tail import tail_rows
+
+            events = tail_rows(events, self.value_names, keyless=self.keyless, epoch=self.epoch)
+        elif self.kind not in ("events", "rows"):
             raise ValueError(f"unknown output kind {self.kind!r}")
         return conform_table(
             events.select([n for n in events.column_names if n in self.schema.names]), self.schema
@@ -279,6 +302,22 @@ class _OutputFiles:
         self.writer: pq.ParquetWriter | None = None
         self.rel = ""
         self.rows = 0
+        self._stats: dict[str, list] = {}
+
+    def _collect(self, table: pa.Table) -> None:
+        """Min, max and null count of :attr:`FileOutput.stats` columns of the current file."""
+        import pyarrow.compute as pc
+
+        for name in self.out.stats:
+            if name not in table.column_names:
+                continue
+            col = table.column(name)
+            mm = pc.min_max(col).as_py()
+            lo, hi, nulls = self._stats.get(name, [None, None, 0])
+            if mm["min"] is not None:
+                lo = mm["min"] if lo is None else min(lo, mm["min"])
+                hi = mm["max"] if hi is None else max(hi, mm["max"])
+            self._stats[name] = [lo, hi, nulls + col.null_count]
 
     def write(self, table: pa.Table) -> None:
         if table.num_rows == 0:
@@ -290,6 +329,7 @@ class _OutputFiles:
             )
             self.rows = 0
         self.writer.write_table(table)
+        self._collect(table)
         self.rows += table.num_rows
         if self.rows >= self.rows_per_file:
             self.close()
@@ -300,14 +340,20 @@ class _OutputFiles:
         self.writer.close()
         self.writer = None
         info = self.fs.get_file_info(f"{self.base}/{self.rel}")
-        self.files.append(
-            {
-                "path": self.rel,
-                "size": int(info.size),
-                "num_records": self.rows,
-                "modification_time": int(time.time() * 1000),
+        entry: dict = {
+            "path": self.rel,
+            "size": int(info.size),
+            "num_records": self.rows,
+            "modification_time": int(time.time() * 1000),
+        }
+        if self._stats:
+            entry["stats"] = {
+                "minValues": {k: v[0] for k, v in self._stats.items() if v[0] is not None},
+                "maxValues": {k: v[1] for k, v in self._stats.items() if v[1] is not None},
+                "nullCount": {k: v[2] for k, v in self._stats.items()},
             }
-        )
+        self.files.append(entry)
+        self._stats = {}
 
     def discard(self) -> None:
         if self.writer is not None:
@@ -332,6 +378,7 @@ class DeltaFilesWriter(DataSourceArrowWriter):
         self.manifest = options["manifest"]
         self.storage_ref = options["storage_ref"]
         self.rows_per_file = int(options.get("rows_per_file", 1_000_000))
+        self.direct_rows = options.get("rows") == "true"
 
     def write(self, iterator) -> FilesWritten:
         storage = read_storage_ref(self.storage_ref)
@@ -339,6 +386,10 @@ class DeltaFilesWriter(DataSourceArrowWriter):
         outs = [_OutputFiles(o, storage, fs, self.rows_per_file) for o in decode_outputs(self.outputs_b64)]
         try:
             for batch in iterator:
+                if self.direct_rows:  # the frame's rows are the data (a compaction)
+                    o = outs[0]
+                    o.write(o.out.rows(pa.Table.from_batches([batch])))
+                    continue
                 staged = batch.schema.names[0] == STAGED_COLUMN
                 for value in batch.column(0):
                     events = _read_payload(value, staged)
@@ -372,6 +423,73 @@ class DeltaFilesWriter(DataSourceArrowWriter):
             if m is not None:
                 for o, fl in zip(outputs, m.files):
                     _delete(fs, storage.fs_path(o.table_uri), fl)
+
+
+LAKE_FILES_FORMAT = "mysql_cdc_lake_files"
+
+
+class _FileGroup(InputPartition):
+    """Data files one read task reads (paths relative to the table)."""
+
+    def __init__(self, paths: list[str]):
+        self.paths = paths
+
+
+class LakeFilesReader(DataSourceReader):
+    """Reads a Delta table's data files, one task per group (``groups``), in ``schema`` (each
+    file's columns relabelled with the table's fields and converted; missing ones null): the
+    executors read the lake themselves, with pyarrow's filesystem (no Hadoop S3 connector)."""
+
+    def __init__(self, options: dict[str, str]):
+        self.table_uri = options["table_uri"]
+        self.groups = json.loads(base64.b64decode(options["groups"]))
+        self.schema = decode_schema(options["schema"])
+        self.storage_ref = options["storage_ref"]
+
+    def partitions(self):
+        return [_FileGroup(g) for g in self.groups] or [_FileGroup([])]
+
+    def read(self, partition):
+        from .evolution import conform_table, relabel
+
+        storage = read_storage_ref(self.storage_ref)
+        fs = storage.pyarrow_filesystem()
+        base = storage.fs_path(self.table_uri)
+        for rel in partition.paths:
+            with fs.open_input_file(f"{base}/{rel}") as fh:
+                for b in pq.ParquetFile(fh).iter_batches(batch_size=65_536):
+                    t = relabel(pa.Table.from_batches([b]), self.schema)
+                    t = t.select([n for n in t.column_names if n in self.schema.names])
+                    yield from conform_table(t, self.schema).to_batches()
+
+
+class LakeFilesDataSource(DataSource):
+    """Spark data source ``mysql_cdc_lake_files`` (read only): a Delta table's data files as rows.
+    Options: ``table_uri``, ``groups`` (base64 JSON list of file-path lists, one per task),
+    ``schema`` (:func:`encode_schema`; a field's Spark type follows its Arrow type),
+    ``storage_ref``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return LAKE_FILES_FORMAT
+
+    def schema(self):
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        return from_arrow_schema(decode_schema(self.options["schema"]))
+
+    def reader(self, schema) -> LakeFilesReader:
+        return LakeFilesReader(dict(self.options))
+
+
+def lake_files_options(writer, table_uri: str, groups: list[list[str]], schema: pa.Schema) -> dict[str, str]:
+    """Options of a ``mysql_cdc_lake_files`` read of ``writer``'s lake (see
+    :class:`LakeFilesDataSource`; credentials travel as the writer's storage reference)."""
+    return {
+        "table_uri": table_uri,
+        "groups": base64.b64encode(json.dumps(groups).encode()).decode("ascii"),
+        "storage_ref": writer._storage_ref,
+    }
 
 
 def write_storage_ref(storage: StorageSettings, directory: str) -> str:

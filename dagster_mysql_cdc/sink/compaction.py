@@ -1,0 +1,300 @@
+"""Compaction: the state's tail applied to the compacted state, which is rewritten (merge-on-read).
+
+A window appends its changes to the table's ``state_tail`` (:mod:`.tail`) and never rewrites
+the compacted ``state``; reading the current state applies the tail (:mod:`.current`). A
+compaction rewrites the compacted state with the tail applied and then removes the tail files it
+consumed. It runs after a table batch's commit when it is due (:class:`CompactionPolicy`): when the
+tail holds a fraction of the state's rows (so its cost, a rewrite of the state, is amortized over
+that many changes: the state is written ``1 / tail_fraction`` times per its size of changes), when
+the tail's oldest change is older than an age, or at every commit while the table is small.
+
+Two ways, the same result (:func:`.current.resolve`):
+
+- **in the run process** (pyarrow) while state and tail hold at most ``in_process_rows`` rows;
+- **by Spark tasks** above that (:mod:`.compaction_spark`): the state and tail files are read by
+  the executors (a Python data source over the lake's files, no Hadoop S3 connector needed),
+  grouped by key, and written back by the executors, so a cluster compacts a large table in
+  parallel and the run process never holds it.
+
+Exactly once, and never in the way of readers: the new state is one Delta commit (an overwrite,
+optimistic: it fails if another writer committed to the state since the compaction read it, and
+the compaction is simply left for the next batch); the consumed tail files are removed in a second
+commit. Between the two, or when the second one fails, the tail still holds rows the state
+already has: applying them again changes nothing (a keyed row loses to the compacted one or
+equals it; a keyless value counts only tail rows newer than its compacted row). Readers of older
+versions keep their files until ``VACUUM`` (:mod:`.retention`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..events import COUNT_FIELD, BinlogPosition
+from .current import resolve
+from .evolution import conform_schema, conform_table, relabel
+from .storage import StorageSettings
+from .tail import CUT_COL
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
+    from .layout import TablePaths
+
+log = logging.getLogger(__name__)
+
+#: Commit info key of a compaction: the ordering key of the newest change the compacted state holds.
+STATE_AS_OF = "dagster_mysql_cdc.state_as_of"
+
+
+@dataclass(frozen=True)
+class CompactionPolicy:
+    """When a table's state is compacted (after a batch commits, in the same run).
+
+    Attributes:
+        tail_fraction: compact when the tail holds this fraction of the compacted state's rows
+            (0.1: the state is rewritten once per 10 % of its size in changes).
+        small_state_rows: a state below this many rows is compacted at every commit (it costs
+            little, and plain Delta readers then see every window at once).
+        max_tail_age_seconds: compact when the oldest uncompacted change is older (0: never by age).
+        in_process_rows: state + tail rows up to this are compacted in the run process; a larger
+            table by Spark tasks.
+    """
+
+    tail_fraction: float = 0.1
+    small_state_rows: int = 100_000
+    max_tail_age_seconds: float = 3600.0
+    in_process_rows: int = 2_000_000
+
+
+@dataclass(frozen=True)
+class TableSizes:
+    """Rows and files of a table's compacted state and tail (from the Delta log's statistics)."""
+
+    state_rows: int
+    tail_rows: int
+    tail_files: int
+    tail_oldest_ms: int | None
+
+    def due(self, policy: CompactionPolicy, now_ms: int | None = None) -> str | None:
+        """Why a compaction is due, or ``None``."""
+        if self.tail_files == 0:
+            return None
+        if self.state_rows < policy.small_state_rows:
+            return f"small table ({self.state_rows} rows < {policy.small_state_rows})"
+        if self.tail_rows >= policy.tail_fraction * self.state_rows:
+            return f"tail of {self.tail_rows} rows >= {policy.tail_fraction:g} x {self.state_rows} state rows"
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        if (
+            policy.max_tail_age_seconds > 0
+            and self.tail_oldest_ms is not None
+            and now_ms - self.tail_oldest_ms >= policy.max_tail_age_seconds * 1000
+        ):
+            return f"tail older than {policy.max_tail_age_seconds:g} s"
+        return None
+
+
+def _actions(dt: DeltaTable | None) -> pa.Table | None:
+    if dt is None:
+        return None
+    return pa.table(dt.get_add_actions(flatten=True))
+
+
+def table_sizes(state: DeltaTable | None, tail: DeltaTable | None) -> TableSizes:
+    """:class:`TableSizes` of a table (``None``: that Delta table does not exist)."""
+    s, t = _actions(state), _actions(tail)
+
+    def rows(a: pa.Table | None) -> int:
+        return 0 if a is None or a.num_rows == 0 else int(pc.sum(a.column("num_records")).as_py() or 0)
+
+    oldest = None
+    if t is not None and t.num_rows:
+        m = pc.min(t.column("modification_time")).as_py()
+        oldest = int(m.timestamp() * 1000) if hasattr(m, "timestamp") else int(m)
+    return TableSizes(rows(s), rows(t), 0 if t is None else t.num_rows, oldest)
+
+
+def older_than_sql(pos: BinlogPosition, row: int = 0) -> str:
+    """SQL predicate (delta-rs/DataFusion) on a state or tail table: the row's ordering key sorts
+    below ``(pos, row)`` (a NULL ``__epoch`` is 0)."""
+    file = pos.file.replace("'", "''")
+    e, n = 'COALESCE("__epoch", 0)', int(pos.epoch)
+    f, p, r = '"__binlog_file"', '"__binlog_pos"', '"__binlog_row"'
+    return (
+        f"({e} < {n}) OR ({e} = {n} AND (({f} < '{file}') OR ({f} = '{file}' AND {p} < {pos.pos}) "
+        f"OR ({f} = '{file}' AND {p} = {pos.pos} AND {r} < {row})))"
+    )
+
+
+def read_files(
+    storage: StorageSettings,
+    table_uri: str,
+    paths: list[str],
+    schema: pa.Schema,
+    *,
+    row_filter: Any = None,
+) -> pa.Table:
+    """The rows of data files ``paths`` (relative to ``table_uri``) in ``schema`` (each file's
+    columns relabelled with the table's fields and converted, missing ones null; only ``schema``'s
+    columns are read). ``row_filter(batch) -> mask`` keeps some rows (read batch by batch)."""
+    import pyarrow.parquet as pq
+
+    fs = storage.pyarrow_filesystem()
+    base = storage.fs_path(table_uri)
+    parts = []
+    for rel in paths:
+        with fs.open_input_file(f"{base}/{rel}") as fh:
+            pf = pq.ParquetFile(fh)
+            cols = [n for n in pf.schema_arrow.names if n in schema.names]
+            for b in pf.iter_batches(batch_size=262_144, columns=cols):
+                t = relabel(pa.Table.from_batches([b]), schema)
+                t = conform_table(t, schema)
+                if row_filter is not None:
+                    t = t.filter(row_filter(t))
+                parts.append(t)
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def state_schema_after(state: pa.Schema | None, tail: pa.Schema, keyless: bool) -> pa.Schema:
+    """The compacted state's schema with the tail's columns and types merged in (``__cut``
+    dropped; ``__count`` kept only for a keyless table)."""
+    tail_state = pa.schema([f for f in tail if f.name != CUT_COL and (keyless or f.name != COUNT_FIELD.name)])
+    return conform_schema(state, tail_state, keep_metadata=True).schema
+
+
+def compact_in_process(
+    storage: StorageSettings,
+    paths: TablePaths,
+    key: list[str],
+    *,
+    state_dt: DeltaTable | None,
+    tail_dt: DeltaTable,
+    reason: str,
+) -> dict[str, Any]:
+    """Compact one table in the run process (see the module docs).
+
+    Returns:
+        metrics: ``rows_in``, ``tail_rows``, ``rows_out``, ``files_removed``, ``seconds``,
+        ``state_as_of``; ``{"skipped": why}`` when another writer won the state commit.
+    Raises:
+        deltalake errors: reading or writing failed (nothing committed).
+    """
+    from deltalake import CommitProperties, write_deltalake
+    from deltalake.exceptions import CommitFailedError
+
+    t0 = time.monotonic()
+    keyless = not key
+    tail_actions = pa.table(tail_dt.get_add_actions(flatten=True))
+    tail_paths = tail_actions.column("path").to_pylist()
+    tail_schema = pa.schema(tail_dt.schema().to_arrow())
+    state_schema = pa.schema(state_dt.schema().to_arrow()) if state_dt is not None else None
+    schema = state_schema_after(state_schema, tail_schema, keyless)
+    tail = read_files(storage, paths.tail, tail_paths, tail_schema)
+    state = None
+    if state_dt is not None:
+        state_paths = pa.table(state_dt.get_add_actions(flatten=True)).column("path").to_pylist()
+        state = read_files(storage, paths.state, state_paths, pa.schema(state_dt.schema().to_arrow()))
+        state = conform_table(state, pa.schema([schema.field(n) for n in state.column_names]))
+    out = resolve(state, tail, key=key, schema=schema)
+    as_of = _newest(tail)
+    from .delta import TABLE_PROPERTIES
+
+    try:
+        write_deltalake(
+            state_dt if state_dt is not None else paths.state,
+            out,
+            mode="overwrite",
+            schema_mode="overwrite",
+            configuration=TABLE_PROPERTIES if state_dt is None else None,
+            storage_options=storage.delta_storage_options() if state_dt is None else None,
+            commit_properties=CommitProperties(
+                custom_metadata={
+                    "dagster_mysql_cdc.compaction": reason,
+                    STATE_AS_OF: as_of or "",
+                },
+                max_commit_retries=0,
+            ),
+        )
+    except CommitFailedError as e:  # another writer committed to the state meanwhile: next time
+        log.info("compaction of %s left for later: %s", paths.state, e)
+        return {"skipped": f"another writer committed first ({e})"}
+    removed = remove_files(tail_dt, tail_actions)
+    return {
+        "mode": "in_process",
+        "reason": reason,
+        "rows_in": (state.num_rows if state is not None else 0) + tail.num_rows,
+        "tail_rows": tail.num_rows,
+        "rows_out": out.num_rows,
+        "files_removed": removed,
+        "seconds": round(time.monotonic() - t0, 3),
+        "state_as_of": as_of,
+    }
+
+
+def remove_files(dt: DeltaTable, actions: pa.Table) -> int:
+    """Remove the data files listed in ``actions`` (add actions of ``dt``) in one commit: the tail
+    files a compaction consumed. Best-effort (rows left in the tail are applied again harmlessly,
+    see the module docs)."""
+    from deltalake.transaction import RemoveAction
+
+    if actions.num_rows == 0:
+        return 0
+    now = int(time.time() * 1000)
+    removes: list[Any] = [
+        RemoveAction(path=p, data_change=True, deletion_timestamp=now, size=int(s), partition_values={})
+        for p, s in zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist())
+    ]
+    try:
+        dt.update_incremental()
+        dt.create_write_transaction(removes, mode="append", schema=pa.schema(dt.schema().to_arrow()))
+        return len(removes)
+    except Exception as e:  # pragma: no cover - concurrent writers
+        log.warning(
+            "compacted tail files of %s were not removed (applied again harmlessly): %s", dt.table_uri, e
+        )
+        return 0
+
+
+def _newest(tail: pa.Table) -> str | None:
+    """``epoch:file:pos:row`` of the newest row of ``tail`` (``None``: empty)."""
+    from .state_rows import ORDER_COLS, epoch_filled
+
+    if tail.num_rows == 0:
+        return None
+    t = epoch_filled(tail)
+    top = t.take(pc.sort_indices(t, sort_keys=[(c, "descending") for c in ORDER_COLS])[:1]).to_pylist()[0]
+    return f"{top['__epoch']}:{top['__binlog_file']}:{top['__binlog_pos']}:{top['__binlog_row']}"
+
+
+def compact_table(writer: Any, paths: TablePaths, key: list[str], *, force: bool = False) -> dict[str, Any]:
+    """Compact ``paths``' state when it is due under ``writer.compaction`` (or ``force``): in the
+    run process up to ``in_process_rows`` rows, by Spark tasks above. Then the tail's small files
+    are optimized (``OPTIMIZE``, ``dataChange=false``) when it has many.
+
+    Returns:
+        the compaction's metrics with ``reason`` (``{}`` when none was due; then, when the table
+        has a tail, ``{"pending": TableSizes}``: what is left for a later compaction).
+    """
+    from .delta import open_table
+
+    storage = writer.storage
+    tail_dt = open_table(storage, paths.tail)
+    if tail_dt is None:
+        return {}
+    state_dt = open_table(storage, paths.state)
+    sizes = table_sizes(state_dt, tail_dt)
+    policy: CompactionPolicy = writer.compaction
+    reason = sizes.due(policy) or ("forced" if force and sizes.tail_files else None)
+    if reason is None:
+        writer.maybe_compact(paths.tail)
+        return {"pending": sizes} if sizes.tail_files else {}
+    if sizes.state_rows + sizes.tail_rows > policy.in_process_rows:
+        from .compaction_spark import compact_with_spark
+
+        return compact_with_spark(writer, paths, key, state_dt=state_dt, tail_dt=tail_dt, reason=reason)
+    return compact_in_process(storage, paths, key, state_dt=state_dt, tail_dt=tail_dt, reason=reason)

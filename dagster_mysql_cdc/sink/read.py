@@ -1,0 +1,197 @@
+"""Reading a captured table's current state from the lake (merge-on-read).
+
+The ``state`` Delta table is the *compacted* state: what any Delta reader sees, as of its last
+compaction (:mod:`.compaction`; every window for small tables). The changes since are in the
+``state_tail`` table. :func:`read_current` (Arrow, in this process) and :func:`current_frame`
+(a Spark DataFrame, read by the executors) apply the tail to the compacted state
+(:func:`.current.resolve`), so the result is the state as of the last committed window, exactly.
+``docs/output-layout.md`` has the same read as DuckDB and Spark SQL.
+
+Both return the state table's layout: the table's columns, then the metadata columns
+(``__deleted`` tombstones included: filter ``__deleted = false`` for the live rows; a keyless
+table's row stands for ``__count`` copies, :func:`.state_rows.live_multiset`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from .compaction import read_files, state_schema_after
+from .current import resolve
+from .delta import open_table
+from .layout import TablePaths
+from .storage import StorageSettings
+from .table_batch import recorded_key
+
+
+def _key(state_dt: Any, tail_dt: Any) -> list[str] | None:
+    key = recorded_key(tail_dt) if tail_dt is not None else None
+    if key is None and state_dt is not None:
+        key = recorded_key(state_dt)
+    return key
+
+
+#: Columns every current read keeps besides the ones asked for (what resolving the tail needs).
+RESOLVE_COLUMNS = (
+    "__op",
+    "__deleted",
+    "__epoch",
+    "__binlog_file",
+    "__binlog_pos",
+    "__binlog_row",
+    "__count",
+    "__cut",
+)
+
+
+def read_current(
+    storage: StorageSettings,
+    paths: TablePaths | str,
+    *,
+    live: bool = False,
+    columns: Sequence[str] | None = None,
+    keys: tuple[Sequence[str], Iterable[tuple]] | None = None,
+    with_tail: bool = True,
+) -> pa.Table | None:
+    """The current state of one table (Arrow): the compacted state with the tail applied.
+
+    Args:
+        paths: the table's :class:`.layout.TablePaths`, or the URI of its ``state`` table.
+        live: only the live rows (``__deleted = false``).
+        columns: read only these columns (and the metadata columns the tail's rules need); a
+            keyless table is always read whole (every column is its key).
+        keys: ``(key columns, key tuples)``: only the rows of these keys (the state is read with
+            a filter on the first key column; the tail, small, whole).
+        with_tail: ``False``: the compacted state alone (what a plain Delta reader sees).
+
+    Returns:
+        the rows (one per key; a keyless table one per distinct value with ``__count``), or
+        ``None`` when the table has neither a state nor a tail yet.
+    """
+    import pyarrow.compute as pc
+
+    if isinstance(paths, str):
+        paths = TablePaths(changelog="", state=paths)
+    state_dt = open_table(storage, paths.state)
+    tail_dt = open_table(storage, paths.tail) if with_tail else None
+    if state_dt is None and tail_dt is None:
+        return None
+    key = _key(state_dt, tail_dt)
+    st_schema = pa.schema(state_dt.schema().to_arrow()) if state_dt is not None else None
+    tail_schema = pa.schema(tail_dt.schema().to_arrow()) if tail_dt is not None else None
+    keyless = (not key) if key is not None else "__count" in (tail_schema or st_schema).names  # type: ignore[union-attr]
+    wanted = None if columns is None or keyless else {*columns, *(key or []), *RESOLVE_COLUMNS}
+
+    def subset(schema: pa.Schema | None) -> pa.Schema | None:
+        if schema is None or wanted is None:
+            return schema
+        return pa.schema([f for f in schema if f.name in wanted])
+
+    row_filter = None
+    key_set: set[tuple] = set()
+    if keys is not None:
+        key_cols, key_set = list(keys[0]), set(keys[1])
+        firsts = sorted({k[0] for k in key_set}, key=repr)
+
+        def row_filter(t: pa.Table):
+            col = t.column(key_cols[0])
+            return pc.is_in(col, value_set=pa.array(firsts, col.type))
+
+    state = None
+    if state_dt is not None:
+        files = pa.table(state_dt.get_add_actions(flatten=True)).column("path").to_pylist()
+        state = read_files(storage, paths.state, files, subset(st_schema), row_filter=row_filter)
+    tail_files = (
+        pa.table(tail_dt.get_add_actions(flatten=True)).column("path").to_pylist()
+        if tail_dt is not None
+        else []
+    )
+    if not tail_files:
+        out = state
+    else:
+        schema = subset(state_schema_after(st_schema, tail_schema, keyless))
+        assert schema is not None
+        tail = read_files(storage, paths.tail, tail_files, subset(tail_schema))
+        if state is not None:
+            from .evolution import conform_table
+
+            state = conform_table(state, pa.schema([schema.field(n) for n in state.column_names]))
+        out = resolve(state, tail, key=key or [], schema=schema)
+    if out is None:
+        return None
+    if keys is not None and out.num_rows:
+        kc = list(keys[0])
+        hits = [i for i, k in enumerate(zip(*(out.column(c).to_pylist() for c in kc))) if tuple(k) in key_set]
+        out = out.take(pa.array(hits, pa.int64()))
+    if live:
+        out = out.filter(pc.invert(pc.fill_null(out.column("__deleted"), False)))
+    return out
+
+
+def live_count(storage: StorageSettings, paths: TablePaths | str) -> int | None:
+    """Live rows of a table's current state (a keyless table's row counts ``__count`` times), or
+    ``None`` when it has no state yet.
+
+    Without a tail, from the Delta log's per-file statistics of the state (``numRecords``,
+    min/max of ``__deleted``; only files mixing live rows and tombstones are read). With one, that
+    count corrected by the tail's keys: their rows in the state (a filtered read of the key
+    column) against their current rows."""
+    import pyarrow.compute as pc
+
+    from ..dagster_integration.verify import state_live_count
+
+    if isinstance(paths, str):
+        paths = TablePaths(changelog="", state=paths)
+    tail_dt = open_table(storage, paths.tail)
+    tail_files = pa.table(tail_dt.get_add_actions(flatten=True)).num_rows if tail_dt is not None else 0
+    state_dt = open_table(storage, paths.state)
+    key = _key(state_dt, tail_dt)
+    if not tail_files:
+        return state_live_count(storage, paths.state) if state_dt is not None else None
+    if not key:  # keyless: the whole (small) table
+        cur = read_current(storage, paths, live=True)
+        return 0 if cur is None else int(pc.sum(pc.fill_null(cur.column("__count"), 1)).as_py() or 0)
+    assert tail_dt is not None
+    tail_keys = read_files(
+        storage,
+        paths.tail,
+        pa.table(tail_dt.get_add_actions(flatten=True)).column("path").to_pylist(),
+        pa.schema(
+            [pa.schema(tail_dt.schema().to_arrow()).field(k) for k in key] + [pa.field("__cut", pa.bool_())]
+        ),
+    )
+    if pc.any(pc.fill_null(tail_keys.column("__cut"), False)).as_py():  # a cut: count it all
+        cur = read_current(storage, paths, live=True, columns=key)
+        return 0 if cur is None else cur.num_rows
+    touched = set(zip(*(tail_keys.column(k).to_pylist() for k in key)))
+    before = 0
+    if state_dt is not None:
+        old = read_current(storage, paths, live=True, columns=key, keys=(key, touched), with_tail=False)
+        before = 0 if old is None else old.num_rows
+    now = read_current(storage, paths, live=True, columns=key, keys=(key, touched))
+    base = state_live_count(storage, paths.state) if state_dt is not None else 0
+    return (base or 0) - before + (0 if now is None else now.num_rows)
+
+
+def current_frame(writer: Any, paths: TablePaths) -> Any:
+    """The current state of one table as a Spark DataFrame on ``writer``'s session (the files are
+    read by the executors; for tables too large for one process). Same layout as
+    :func:`read_current`.
+
+    Raises:
+        ValueError: the table has neither a state nor a tail.
+    """
+    from .compaction_spark import state_frame
+
+    storage = writer.storage
+    state_dt = open_table(storage, paths.state)
+    tail_dt = open_table(storage, paths.tail)
+    if state_dt is None and tail_dt is None:
+        raise ValueError(f"{paths.state} has no state yet")
+    df, _schema, _as_of = state_frame(
+        writer, paths, _key(state_dt, tail_dt) or [], state_dt=state_dt, tail_dt=tail_dt
+    )
+    return df

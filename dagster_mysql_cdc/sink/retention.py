@@ -1,0 +1,101 @@
+"""Bounded storage: files the Delta tables no longer use are vacuumed after a retention.
+
+Every commit that replaces files leaves the old ones on storage: a compaction of the state (its
+old files), the removal of the tail files it consumed, an ``OPTIMIZE`` of small files, a rewrite
+after a type change; and a run killed before its commit leaves uncommitted files. Delta keeps
+them so that readers of an older version (time travel, a query that started before the commit, a
+retried run) still find them; ``VACUUM`` deletes those removed longer ago than the retention
+(Delta's default: 7 days, ``delta.deletedFileRetentionDuration``) and the orphans as old, and the
+Delta log's cleanup drops commit files older than the log retention (Delta's default 30 days,
+kept at least as long as the file retention) behind a checkpoint.
+
+:func:`vacuum_if_due` runs both on a table when its last vacuum (table property
+:data:`VACUUMED_AT`) is older than ``interval_hours``, after a batch commits to it; so storage
+stays bounded by the live data plus what the retention keeps, without a maintenance job.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .delta import open_table
+from .storage import StorageSettings
+
+log = logging.getLogger(__name__)
+
+#: Table property: when the table was last vacuumed (epoch seconds).
+VACUUMED_AT = "dagster_mysql_cdc.vacuumed_at"
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """Attributes:
+    retention_hours: files removed from a table longer ago than this are deleted (time travel
+        reaches back this far); Delta's default, 168 (7 days).
+    interval_hours: vacuum a table at most this often (``0``: never; run ``VACUUM`` yourself).
+    """
+
+    retention_hours: float = 168.0
+    interval_hours: float = 24.0
+
+
+def vacuum_if_due(
+    storage: StorageSettings, table_uri: str, policy: RetentionPolicy, now: float | None = None
+) -> dict[str, Any]:
+    """Vacuum ``table_uri`` and clean up its log when the last vacuum is older than
+    ``policy.interval_hours``. Best-effort: a failure is logged and left for the next time.
+
+    Returns:
+        ``{"files_deleted", "seconds"}`` when it ran, ``{}`` otherwise.
+    """
+    if policy.interval_hours <= 0:
+        return {}
+    dt = open_table(storage, table_uri)
+    if dt is None:
+        return {}
+    now = time.time() if now is None else now
+    last = dt.metadata().configuration.get(VACUUMED_AT)
+    since = float(last) if last is not None else _created_at(storage, table_uri)
+    if since is None or now - since < policy.interval_hours * 3600:
+        return {}
+    t0 = time.monotonic()
+    try:
+        deleted = dt.vacuum(
+            retention_hours=int(policy.retention_hours),
+            dry_run=False,
+            enforce_retention_duration=False,
+            full=True,  # also files no commit ever referenced (a run killed before its commit)
+        )
+        dt.cleanup_metadata()
+        _mark(dt, now)
+    except Exception as e:  # noqa: BLE001 - maintenance: the batch is committed
+        log.warning("vacuum of %s failed (retried later): %s", table_uri, e)
+        return {"error": f"{type(e).__name__}: {e}"[:500]}
+    log.info("vacuumed %s: %d files deleted", table_uri, len(deleted))
+    return {"files_deleted": len(deleted), "seconds": round(time.monotonic() - t0, 3)}
+
+
+def _created_at(storage: StorageSettings, table_uri: str) -> float | None:
+    """When the table's first commit was written (epoch seconds; ``None``: unknown). A table
+    never vacuumed counts its interval from its creation, read from the time of its first log
+    file (one stat, no commit: a batch that commits nothing leaves the table's version alone)."""
+    from pyarrow import fs
+
+    path = storage.fs_path(f"{table_uri.rstrip('/')}/_delta_log/{0:020d}.json")
+    try:
+        info = storage.pyarrow_filesystem().get_file_info(path)
+    except Exception:  # noqa: BLE001 - unknown: not due
+        return None
+    if info.type == fs.FileType.NotFound or info.mtime is None:
+        return None  # the first commit's file was cleaned up: only a vacuum does that, and marks
+    return info.mtime.timestamp()
+
+
+def _mark(dt: Any, now: float) -> None:
+    try:
+        dt.alter.set_table_properties({VACUUMED_AT: f"{now:.0f}"}, raise_if_not_exists=False)
+    except Exception as e:  # pragma: no cover - concurrent writers
+        log.debug("could not record the vacuum of %s: %s", dt.table_uri, e)

@@ -1,0 +1,590 @@
+"""One table's part of a batch (a stream window, a snapshot): its change log and its state changes,
+written by Spark and committed together (merge-on-read: the state's tail, :mod:`.tail`).
+
+:meth:`TableBatch.add` hands a change-log record batch to the writer's sink thread: one Spark job
+writes its change-log Parquet files and its tail rows (:func:`.tail.tail_rows`, one state row per
+event) from the executors, uncommitted. :meth:`TableBatch.commit` publishes the change log in one
+Delta commit and the tail in another, both with the batch identity ``(app_id, version)`` (Delta
+``txn``): a batch a table already has is skipped (exactly-once retries). A window therefore writes
+what it changed, whatever the size of the table; the compacted ``state`` is rewritten by
+:mod:`.compaction` when the tail has grown past a fraction of it, which the commit checks.
+
+A keyed table's *first* snapshot writes its state rows straight into a new ``state`` table (unique
+keys, nothing to merge with: one Spark job writes both datasets). A full snapshot of an existing
+table writes tail rows and a cut marker at its position (keys it did not read are deleted).
+
+The state tables record their key columns (table property :data:`KEY_PROPERTY`): a batch keyed
+another way (the table's primary key changed) never applies its rows over rows keyed the old way:
+a keyed full snapshot replaces the state in one commit; otherwise the old rows are removed first
+(a key change always comes with a cut or a new snapshot of the table, ``engine/ddl_effects.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+import uuid
+import weakref
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import SinkError
+from ..events import BinlogPosition, change_log_schema, state_schema
+from .delta import CommitOutcome, commit_files, delete_files, open_table, rewrite_table
+from .evolution import conform_schema, conform_table, state_value_field
+from .layout import TablePaths
+from .spark_files import FileOutput
+from .tail import cut_markers, tail_schema
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
+    from .lake import LakeWriter
+
+log = logging.getLogger(__name__)
+
+#: Table property of a state (and tail) table: the JSON list of its key columns (``[]``: keyless,
+#: every column is the key). A batch keyed otherwise starts the state over.
+KEY_PROPERTY = "dagster_mysql_cdc.primary_key"
+
+
+@dataclass
+class TableWriteResult:
+    """What one batch wrote for one table (reported as Dagster metadata).
+
+    ``state`` is the commit of the rows' state changes: the tail's (or a first snapshot's state);
+    ``compaction`` what a compaction after the commit did (``{}``: none ran)."""
+
+    database: str
+    table: str
+    rows: int
+    rows_by_op: dict[str, int]
+    paths: TablePaths
+    changelog: CommitOutcome
+    state: CommitOutcome
+    seconds: float
+    spark_jobs: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def recorded_key(dt: DeltaTable | None) -> list[str] | None:
+    """The key columns a state or tail table records (:data:`KEY_PROPERTY`), ``None``: none."""
+    if dt is None:
+        return None
+    raw = dt.metadata().configuration.get(KEY_PROPERTY)
+    return None if raw is None else list(json.loads(raw))
+
+
+def set_properties(dt: DeltaTable, properties: dict[str, str]) -> None:
+    """Set table properties (one metadata commit; delta-rs accepts properties it does not know
+    only this way). Best-effort: a concurrent writer may win it; the next batch sets them again."""
+    try:
+        dt.alter.set_table_properties(properties, raise_if_not_exists=False)
+    except Exception as e:  # pragma: no cover - depends on concurrent writers
+        log.warning("could not set %s on %s: %s", properties, dt.table_uri, e)
+
+
+def _arrow_schema(dt: DeltaTable | None) -> pa.Schema | None:
+    return None if dt is None else pa.schema(dt.schema().to_arrow())
+
+
+def _empty_log_schema(value_schema: pa.Schema, primary_key: tuple[str, ...]) -> pa.Schema:
+    return change_log_schema(value_schema, primary_key)
+
+
+class TableBatch:
+    """One table's part of a batch while it is being written (see the module docs).
+
+    Not thread-safe: one producer thread calls :meth:`add` / :meth:`commit` / :meth:`abort`.
+    """
+
+    def __init__(
+        self,
+        writer: LakeWriter,
+        database: str,
+        table: str,
+        *,
+        primary_key: tuple[str, ...],
+        app_id: str,
+        version: int,
+        snapshot_position: BinlogPosition | None,
+        epoch: int = 0,
+    ):
+        self.w = writer
+        self.epoch = epoch
+        self.database, self.table = database, table
+        self.primary_key = tuple(primary_key)
+        self.keyless = not primary_key
+        self.app_id, self.version = app_id, version
+        self.snapshot_position = snapshot_position
+        self.paths = writer.paths(database, table)
+        self.started = time.monotonic()
+        self.manifests = tempfile.mkdtemp(prefix="cdc-manifests-")
+        self.log_files: list[dict] = []
+        self.tail_files: list[dict] = []
+        self.state_files: list[dict] = []
+        self.rows_by_op: dict[str, int] = {}
+        self.log_schema: pa.Schema | None = None
+        self.names: list[str] = []
+        self.jobs = 0
+        self.futures: list[Future] = []
+        self._dead: str | None = None  # why a record batch failed (the later ones are not written)
+        storage = writer.storage
+        self.state_dt = open_table(storage, self.paths.state)
+        self.tail_dt = open_table(storage, self.paths.tail)
+        done = [dt.transaction_version(app_id) for dt in (self.state_dt, self.tail_dt) if dt is not None]
+        done_v = max((d for d in done if d is not None), default=None)
+        self.skip = done_v is not None and done_v >= version
+        if self.skip:
+            log.info("state of %s.%s already has batch %s@%s", database, table, app_id, version)
+        #: a keyed table's first snapshot: its state rows go straight into a new state table
+        self.direct = not self.keyless and snapshot_position is not None and self.state_dt is None
+        self.replace = False  # ... or replace a state keyed another way, in one commit
+        self.model_changed = False
+        self._check_key_model()
+        self.lake = _LakeSchemas(writer, self.paths, self)
+        #: per column of the newest batch: its source field (the state column metadata to refresh)
+        self.source_fields: dict[str, pa.Field] = {}
+
+    # -- the key model ---------------------------------------------------------------------------
+    def _key_json(self) -> str:
+        return json.dumps(list(self.primary_key))
+
+    def _check_key_model(self) -> None:
+        recorded = recorded_key(self.state_dt) or recorded_key(self.tail_dt)
+        if recorded is None or self.skip:
+            return
+        if recorded == list(self.primary_key):
+            return
+        log.info(
+            "%s.%s is keyed %s in the lake, %s now: its state starts over",
+            self.database,
+            self.table,
+            recorded,
+            list(self.primary_key),
+        )
+        self.model_changed = True
+        if self.snapshot_position is not None and not self.keyless:
+            self.direct = self.replace = True
+
+    def _start_over(self) -> None:
+        """Remove the rows keyed the old way (state and tail) and record the new key."""
+        for dt in (self.state_dt, self.tail_dt):
+            if dt is not None:
+                dt.delete()
+                set_properties(dt, {KEY_PROPERTY: self._key_json()})
+        self.state_dt = open_table(self.w.storage, self.paths.state)
+        self.tail_dt = open_table(self.w.storage, self.paths.tail)
+
+    # -- adding record batches -------------------------------------------------------------------
+    def add(self, batch: pa.RecordBatch) -> None:
+        """Queue ``batch`` (change-log rows) for writing; blocks while the sink thread is busy
+        with ``pipeline_depth`` batches.
+
+        Raises:
+            SinkError: an earlier record batch of this table failed to write (the batch is dead:
+                call :meth:`abort`).
+        """
+        if batch.num_rows == 0:
+            return
+        self._raise_failed()
+        self.futures.append(self.w._submit(self, batch))
+
+    def _raise_failed(self) -> None:
+        for f in self.futures:
+            exc = f.exception() if f.done() else None
+            if exc is not None:
+                raise exc
+
+    def _wait(self) -> None:
+        for f in self.futures:
+            f.result()
+
+    def drain(self) -> None:
+        """Wait until the record batches added so far are written (errors are kept for
+        :meth:`commit`, which raises them)."""
+        for f in self.futures:
+            try:
+                f.result()
+            except BaseException:
+                pass
+
+    def abort(self) -> None:
+        """Stop: cancel queued record batches, wait for the one being written, drop temp files.
+        Written data files stay uncommitted (invisible; removed by Delta VACUUM)."""
+        for f in self.futures:
+            f.cancel()
+        for f in self.futures:
+            try:
+                f.result()
+            except BaseException:
+                pass
+        shutil.rmtree(self.manifests, ignore_errors=True)
+
+    # -- on the sink thread ------------------------------------------------------------------
+    def _write(self, batch: pa.RecordBatch) -> None:
+        """Write one record batch (on the sink thread, in order). Once one failed, the later ones
+        of this table batch fail without writing."""
+        if self._dead is not None:
+            raise SinkError(f"an earlier record batch of {self.database}.{self.table} failed: {self._dead}")
+        try:
+            self._write_one(batch)
+        except BaseException as e:
+            self._dead = f"{type(e).__name__}: {e}"[:500]
+            raise
+
+    def _write_one(self, batch: pa.RecordBatch) -> None:
+        self._count_ops(batch.column(batch.schema.get_field_index("op")))
+        outputs = self._job_outputs(batch.schema)
+        # the events in the lake's column types (a column whose source type changed is converted
+        # into the type the lake keeps for it, see .evolution); unchanged columns are not copied
+        events = conform_table(batch, outputs[0].schema)
+        files = self.w._write_files(events, outputs, self.manifests)
+        self._job_written(files)
+
+    def add_frame(self, frame: Callable[[Any], Any], log_schema: pa.Schema) -> None:
+        """Write change events that a Spark DataFrame produces on the executors (one job):
+        ``frame(spark)`` returns a DataFrame of Arrow IPC payloads (column ``payload``, e.g. the
+        ``mysql_cdc_splits`` reader: the executors read the source themselves) whose events have
+        the change-log schema ``log_schema``; the same job writes their change log and their tail
+        rows (or a first snapshot's state rows). Called on the producer thread, after the record
+        batches :meth:`add` queued are written.
+
+        Raises:
+            SinkError: the job failed (call :meth:`abort`).
+        """
+        self._wait()
+        outputs = self._job_outputs(log_schema)
+        files = self.w._write_frame(frame(self.w.active_spark()), outputs, self.manifests)
+        self._job_written(files)
+        self.rows_by_op["r"] = self.rows_by_op.get("r", 0) + sum(int(f["num_records"]) for f in files[0])
+
+    def _count_ops(self, ops: pa.Array | pa.ChunkedArray) -> None:
+        for vc in pc.value_counts(ops).to_pylist():
+            self.rows_by_op[vc["values"]] = self.rows_by_op.get(vc["values"], 0) + vc["counts"]
+
+    def _job_outputs(self, log_schema: pa.Schema) -> list[FileOutput]:
+        """Conform the lake to a job's events (schema ``log_schema``, the source's column types at
+        their position): the change log's and the tail's (or state's) lake schemas take the new
+        columns and the supertypes of changed ones, rewriting a table whose column type widens
+        (:mod:`.evolution`). Returns the job's outputs: the change log (in its lake schema) and
+        the tail rows, or a first snapshot's state rows."""
+        target = self.lake.conform_log(log_schema)
+        self.log_schema = target
+        source_after = list(log_schema.field("after").type)
+        lake_after = target.field("after").type
+        names = [f.name for f in source_after]
+        self.names += [n for n in names if n not in self.names]
+        self.source_fields.update({f.name: f for f in source_after})
+        values = pa.schema([state_value_field(lake_after.field(f.name), f) for f in source_after])
+        wanted = state_schema(values, keyless=self.keyless)
+        out = [FileOutput(self.paths.changelog, target)]
+        if self.direct:
+            lake_state = self.lake.conform_state(wanted)
+            st = pa.schema([lake_state.field(f.name) for f in wanted])
+            out.append(
+                FileOutput(self.paths.state, st, kind="state", value_names=tuple(names), epoch=self.epoch)
+            )
+        else:
+            tl = self.lake.conform_tail(tail_schema(wanted, keyless=self.keyless))
+            out.append(
+                FileOutput(
+                    self.paths.tail,
+                    tl,
+                    kind="tail",
+                    value_names=tuple(names),
+                    epoch=self.epoch,
+                    keyless=self.keyless,
+                )
+            )
+        return out
+
+    def _job_written(self, files: list[list[dict]]) -> None:
+        """Record the data files a job wrote (per output, as :meth:`_job_outputs` listed them)."""
+        self.jobs += 1
+        self.log_files += files[0]
+        if self.direct:
+            self.state_files += files[1]
+        else:
+            self.tail_files += files[1]
+
+    # -- on the producer thread --------------------------------------------------------------
+    def commit(
+        self,
+        *,
+        value_schema: pa.Schema,
+        position: BinlogPosition | None = None,
+        truncated_at: BinlogPosition | None = None,
+    ) -> TableWriteResult:
+        """Wait for the queued record batches, then publish the batch (see the module docs); a
+        compaction of the table follows when its tail is due (:mod:`.compaction`; its failure is
+        logged, never raised: the batch is committed).
+
+        Args:
+            value_schema: the newest column schema of the table (state table columns).
+            position: position recorded in the commit metadata.
+            truncated_at: unused (TRUNCATE's ``t`` events are cut markers in the tail).
+
+        Raises:
+            SinkError: a write or commit failed (nothing of that dataset was published).
+        """
+        meta = {"dagster_mysql_cdc.position": str(position)} if position else {}
+        storage = self.w.storage
+        try:
+            self._wait()
+            if self.log_schema is None:
+                self.log_schema = self.lake.conform_log(_empty_log_schema(value_schema, self.primary_key))
+            self.w._evolve(self.paths.changelog, self.log_schema)
+            log_commit = commit_files(
+                storage,
+                self.paths.changelog,
+                self.log_schema,
+                self.log_files,
+                mode="append",
+                app_id=self.app_id,
+                version=self.version,
+                metadata=meta,
+            )
+            if self.skip:  # an earlier attempt committed this batch's state changes
+                delete_files(storage, self.paths.tail, self.tail_files)
+                delete_files(storage, self.paths.state, self.state_files)
+                dt = self.tail_dt or self.state_dt
+                state_commit = CommitOutcome(False, dt.version() if dt is not None else -1, 0, 0)
+            elif self.direct:
+                state_commit = self._commit_state(value_schema, meta)
+            else:
+                state_commit = self._commit_tail(value_schema, meta)
+        except BaseException:
+            self.abort()
+            raise
+        shutil.rmtree(self.manifests, ignore_errors=True)
+        extra: dict = {}
+        if not self.skip and (self.state_dt is not None or open_table(storage, self.paths.state) is not None):
+            self.lake.refresh_state_metadata({**{f.name: f for f in value_schema}, **self.source_fields})
+        # also after a skipped batch: an earlier attempt may have committed it and died before
+        # its compaction
+        extra["compaction"] = self.w.compact_if_due(self.paths, self.primary_key)
+        self.w.maybe_compact(self.paths.changelog)
+        vacuumed = self.w.vacuum_if_due(self.paths)
+        if vacuumed:
+            extra["vacuum"] = vacuumed
+        return TableWriteResult(
+            database=self.database,
+            table=self.table,
+            rows=sum(self.rows_by_op.values()),
+            rows_by_op=dict(self.rows_by_op),
+            paths=self.paths,
+            changelog=log_commit,
+            state=state_commit,
+            seconds=time.monotonic() - self.started,
+            spark_jobs=self.jobs,
+            extra=extra,
+        )
+
+    def _values_schema(self, value_schema: pa.Schema) -> pa.Schema:
+        """The table's state columns in lake types: the newest columns, then those only older
+        events had."""
+        assert self.log_schema is not None
+        lake_after = self.log_schema.field("after").type
+        values = [
+            state_value_field(lake_after.field(f.name) if lake_after.get_field_index(f.name) >= 0 else f, f)
+            for f in value_schema
+        ]
+        seen = {f.name for f in values}
+        values += [lake_after.field(n) for n in self.names if n not in seen]
+        return pa.schema(values)
+
+    def _commit_state(self, value_schema: pa.Schema, meta: dict) -> CommitOutcome:
+        """A first snapshot's state files: a new state table, or the replacement of one keyed
+        another way (and the tail's rows older than the snapshot removed)."""
+        storage = self.w.storage
+        schema = self.lake.conform_state(
+            state_schema(self._values_schema(value_schema), keyless=self.keyless)
+        )
+        outcome = commit_files(
+            storage,
+            self.paths.state,
+            schema,
+            self.state_files,
+            mode="overwrite" if self.replace else "append",
+            app_id=self.app_id,
+            version=self.version,
+            metadata=meta,
+            properties={KEY_PROPERTY: self._key_json()},
+        )
+        if self.replace and outcome.committed:
+            dt = open_table(storage, self.paths.state)
+            assert dt is not None
+            set_properties(dt, {KEY_PROPERTY: self._key_json()})
+            if self.tail_dt is not None and self.snapshot_position is not None:
+                from .compaction import older_than_sql
+
+                self.tail_dt.delete(predicate=older_than_sql(self.snapshot_position, -1))
+                set_properties(self.tail_dt, {KEY_PROPERTY: self._key_json()})
+        self.state_dt = open_table(storage, self.paths.state)
+        return outcome
+
+    def _commit_tail(self, value_schema: pa.Schema, meta: dict) -> CommitOutcome:
+        """The tail rows of the batch in one commit (with a full snapshot's cut marker)."""
+        storage = self.w.storage
+        if self.model_changed:
+            self._start_over()
+        schema = self.lake.conform_tail(
+            tail_schema(
+                state_schema(self._values_schema(value_schema), keyless=self.keyless), keyless=self.keyless
+            )
+        )
+        files = list(self.tail_files)
+        if self.snapshot_position is not None:
+            files.append(self._write_cut(schema, self.snapshot_position))
+        if self.tail_dt is not None:
+            self.w._evolve(self.paths.tail, schema)
+        outcome = commit_files(
+            storage,
+            self.paths.tail,
+            schema,
+            files,
+            mode="append",
+            app_id=self.app_id,
+            version=self.version,
+            metadata=meta,
+            properties={KEY_PROPERTY: self._key_json()},
+        )
+        self.tail_dt = open_table(storage, self.paths.tail)
+        return outcome
+
+    def _write_cut(self, schema: pa.Schema, at: BinlogPosition) -> dict:
+        """A data file in the tail with the cut marker of a full snapshot at ``at`` (every key the
+        snapshot did not read, older than it, is deleted)."""
+        import pyarrow.parquet as pq
+
+        storage = self.w.storage
+        marks = cut_markers(
+            files=pa.array([at.file]),
+            positions=pa.array([at.pos], pa.int64()),
+            row=-1,
+            op="r",
+            epoch=at.epoch,
+            like=schema,
+            snapshot="true",
+            gtids=pa.array([at.gtid_set], pa.string()),
+        )
+        rel = f"cut-{uuid.uuid4().hex}.parquet"
+        fs = storage.pyarrow_filesystem()
+        base = storage.fs_path(self.paths.tail)
+        if not storage.is_s3:
+            os.makedirs(base, exist_ok=True)
+        pq.write_table(marks, f"{base}/{rel}", filesystem=fs)
+        size = fs.get_file_info(f"{base}/{rel}").size
+        return {
+            "path": rel,
+            "size": int(size),
+            "num_records": 1,
+            "modification_time": int(time.time() * 1000),
+        }
+
+
+class _LakeSchemas:
+    """The lake schemas of one table batch's change log, tail and state, conformed to each record
+    batch (:func:`.evolution.conform_schema`): new columns are added, a column whose type the lake
+    cannot hold as it is gets its supertype, and the table holding it is rewritten first
+    (:func:`.delta.rewrite_table`), so the data files written next match the table's schema. The
+    compacted state takes the tail's types at its next compaction (which rewrites it anyway)."""
+
+    def __init__(self, writer: LakeWriter, paths: TablePaths, batch: TableBatch):
+        self.w = writer
+        self.paths = paths
+        self._batch = weakref.ref(batch)  # no cycle: a batch's writer is released with it
+        self._log: pa.Schema | None = None
+        self._log_read = False
+        self.tail: pa.Schema | None = None if batch.model_changed else _arrow_schema(batch.tail_dt)
+        self.state: pa.Schema | None = None if batch.replace else _arrow_schema(batch.state_dt)
+
+    @property
+    def log(self) -> pa.Schema | None:
+        if not self._log_read:
+            self._log = _arrow_schema(open_table(self.w.storage, self.paths.changelog))
+            self._log_read = True
+        return self._log
+
+    def conform_log(self, incoming: pa.Schema) -> pa.Schema:
+        """The change log's lake schema for events of schema ``incoming`` (rewriting it first when
+        a column's type widens)."""
+        lake = self.log
+        c = conform_schema(lake, incoming)
+        if lake is not None and c.changed:
+            rewrite_table(
+                self.w.storage,
+                self.paths.changelog,
+                c.schema,
+                reason=f"column(s) {', '.join(c.changed)} change type",
+            )
+        self._log = c.schema
+        return c.schema
+
+    def conform_tail(self, incoming: pa.Schema) -> pa.Schema:
+        """The tail's lake schema for tail rows of schema ``incoming`` (rewritten when a column's
+        type widens: the tail is small)."""
+        lake = self.tail
+        c = conform_schema(lake, incoming, keep_metadata=True)
+        if lake is not None and c.changed:
+            rewrite_table(
+                self.w.storage,
+                self.paths.tail,
+                c.schema,
+                reason=f"column(s) {', '.join(c.changed)} change type",
+            )
+            batch = self._batch()
+            if batch is not None:
+                batch.tail_dt = open_table(self.w.storage, self.paths.tail)
+        self.tail = c.schema
+        return c.schema
+
+    def conform_state(self, incoming: pa.Schema) -> pa.Schema:
+        """The state's lake schema for a first snapshot's state rows of schema ``incoming``."""
+        lake = self.state
+        c = conform_schema(lake, incoming, keep_metadata=True)
+        if lake is not None and c.changed:
+            rewrite_table(
+                self.w.storage,
+                self.paths.state,
+                c.schema,
+                reason=f"column(s) {', '.join(c.changed)} change type",
+            )
+        self.state = c.schema
+        return c.schema
+
+    def refresh_state_metadata(self, fields: dict[str, pa.Field]) -> None:
+        """Set the state table's column metadata to the source's (``fields``: the newest source
+        field of each column; ``mysql.type``, ENUM members ...) where it changed: a metadata-only
+        Delta commit, no data rewritten. Best-effort."""
+        dt = open_table(self.w.storage, self.paths.state)
+        if dt is None or not fields:
+            return
+        lake = pa.schema(dt.schema().to_arrow())
+        for name, src in fields.items():
+            if name not in lake.names:
+                continue
+            cur = lake.field(name)
+            want = state_value_field(cur, src).metadata or {}
+            have = cur.metadata or {}
+            update = {k.decode(): v.decode() for k, v in want.items() if have.get(k) != v}
+            update.update({k.decode(): "" for k in have if k not in want and have[k]})
+            if update:
+                try:
+                    dt.alter.set_column_metadata(name, update)
+                except Exception as e:  # pragma: no cover - concurrent writers
+                    log.warning("could not refresh the metadata of %s.%s: %s", self.paths.state, name, e)
+                    return
+                reopened = open_table(self.w.storage, self.paths.state)
+                assert reopened is not None
+                dt = reopened
