@@ -515,26 +515,37 @@ def build_mysql_cdc_sensor(
         every = max(60, 4 * minimum_interval_seconds)
         reason = plan.skip_reason or "nothing to do"
         caught_up = plan.cursor.committed if not requests and reason.startswith("caught up") else None
-        beats = table_heartbeats(
-            context.instance,
-            assets_def,
-            caught_up,
-            reason,
-            default_every_seconds=every,
-            every_seconds=table_heartbeat_seconds,
-        )
+        beat_errors: list[str] = []
+        try:
+            beats = table_heartbeats(
+                context.instance,
+                assets_def,
+                caught_up,
+                reason,
+                default_every_seconds=every,
+                every_seconds=table_heartbeat_seconds,
+                errors=beat_errors,
+            )
+        except Exception as e:  # noqa: BLE001 - heartbeats never fail the tick (capture goes on)
+            beats, beat_errors = [], [f"table heartbeats failed: {type(e).__name__}: {e}"]
+        for e in beat_errors:
+            context.log.error(e)
         if requests:
             return dg.SensorResult(run_requests=requests, cursor=new_cursor, asset_events=beats or None)
         context.log.info(f"Skipped: {reason}")  # the tick's log shows it (the tick list, on hover)
-        heartbeat = idle_heartbeat(
-            context.instance,
-            assets_def,
-            plan.cursor.committed,
-            reason,
-            every,
-            mysql=mysql,
-            retention_margin_files=retention_margin_files,
-        )
+        try:
+            heartbeat = idle_heartbeat(
+                context.instance,
+                assets_def,
+                plan.cursor.committed,
+                reason,
+                every,
+                mysql=mysql,
+                retention_margin_files=retention_margin_files,
+            )
+        except Exception as e:  # noqa: BLE001 - heartbeats never fail the tick (capture goes on)
+            context.log.error(f"binlog heartbeat failed: {type(e).__name__}: {e}")
+            heartbeat = []
         return dg.SensorResult(skip_reason=reason, cursor=new_cursor, asset_events=heartbeat + beats)
 
     return _sensor
