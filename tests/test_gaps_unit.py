@@ -211,6 +211,15 @@ def test_key_ranges_and_checksum_signal():
     assert len(big) <= SIGNAL_DATA_LIMIT and "delete-keys" not in big and "additional-conditions" in big
 
 
+def test_checksum_repair_of_a_null_key_rereads_the_whole_table():
+    """Issue 25 point 2: a lake row with a NULL key (decoded from a MINIMAL row image) made the
+    checksum repair's advice crash (``'<' not supported between 'int' and 'NoneType'``)."""
+    assert key_ranges_filter(["id"], [(3,), (None,), (1,)]) is None
+    sid, data = checksum_repair_signal("d.t", ["id"], [(3,), (None,)], [(None,)], "checksum_mismatch at f:1")
+    sig = parse_signal({"id": sid, "type": "execute-snapshot", "data": data})
+    assert sig.conditions == {} and sig.delete_keys == ()  # the whole table, no NULL key to delete
+
+
 def test_repair_signal_fields_are_validated():
     with pytest.raises(InvalidSignal, match="delete-keys must be a list of key value lists"):
         parse_signal(

@@ -249,14 +249,16 @@ SIGNAL_DATA_LIMIT = 2000
 def key_ranges_filter(columns: Sequence[str], keys: Sequence[tuple], max_ranges: int = 16) -> str | None:
     """A filter covering ``keys`` with at most ``max_ranges`` key ranges (``BETWEEN`` for one
     column, row comparisons for composite keys), ``OR``-ed; ``None`` when a value has no safe
-    literal or there are no keys.
+    literal, a key holds ``NULL`` (values of mixed types are ordered by type first), or there are
+    no keys.
 
     The keys are sorted and cut into ``max_ranges`` groups of consecutive keys; each group becomes
     ``[first, last]``, so rows between differing keys are re-read too (harmless: they are equal).
     """
-    ks = sorted({tuple(k) for k in keys})
-    if not ks:
-        return None
+    distinct = {tuple(k) for k in keys}
+    if not distinct or any(v is None for k in distinct for v in k):
+        return None  # a NULL key (a lake row written from a partial row image) has no range
+    ks = sorted(distinct, key=lambda k: tuple((type(v).__name__, v) for v in k))
     step = max(1, -(-len(ks) // max_ranges))
     cols = [exp.column(c, quoted=True) for c in columns]
     parts = []
