@@ -135,3 +135,30 @@ def test_table_include_list_entry_matching_nothing_is_reported():
         assert warnings[0].startswith(f"table_include_list entry '{db}.ordres' matches no table on")
         assert f"'{db}.cust.*'" in warnings[1]
         assert capture_resource(db, table_include_list=[f"{db}.ord.*"]).include_list_warnings() == []
+
+
+def test_include_list_entry_matching_nothing_is_reported_at_definitions_load():
+    """Issue 25 point 13: the warning was only in the snapshot run's log; ``discover_tables()``
+    (the code location's load) says it too."""
+    with scratch_database("inclload") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.orders (id INT PRIMARY KEY)")
+        mysql = capture_resource(db, table_include_list=[f"{db}.orders", f"{db}.ordres"])
+        with pytest.warns(UserWarning, match=rf"table_include_list entry '{db}\.ordres' matches no table"):
+            tables = mysql.discover_tables()
+        assert [t.table for t in tables] == ["orders"]
+
+
+def test_signal_table_is_not_a_captured_asset():
+    """Issue 25 point 5: the signal table matched the include lists and became an asset whose rows
+    never reach the lake (they are signals and watermarks), so its checks failed forever."""
+    from dagster_mysql_cdc.errors import ConfigurationError
+
+    with scratch_database("sigasset") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.orders (id INT PRIMARY KEY)")
+        mysql = capture_resource(db)
+        mysql.create_signal_table()
+        assert [t.table for t in mysql.discover_tables()] == ["orders"]
+        with pytest.raises(ConfigurationError, match="is the signal table"):
+            mysql.discover_tables([f"{db}.orders", f"{db}.debezium_signal"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import warnings
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
@@ -429,6 +430,12 @@ class MySqlCdcResource(dg.ConfigurableResource):
     def discover_tables(self, tables: Sequence[str] | None = None) -> list[TableSchema]:
         """Schemas of the captured tables (their captured columns only), read from the server.
 
+        The signal table (:meth:`signal_table`) is never one of them: its rows are signals and
+        watermarks, read from the binlog, not captured data (as an asset its checks would compare
+        a lake table that is never written). ``table_include_list`` entries that match no table
+        are reported here, at definitions load, as a ``UserWarning`` and a logged WARNING (a typo
+        would otherwise capture nothing, silently).
+
         Args:
             tables: explicit ``"database.table"`` names (each must exist); ``None`` captures every
                 base table that passes the include/exclude lists (system schemas never).
@@ -436,12 +443,19 @@ class MySqlCdcResource(dg.ConfigurableResource):
         Raises:
             SourceConnectionError: the server is unreachable / credentials are wrong.
             UnknownTableError: an explicitly named table does not exist or is filtered out.
+            ConfigurationError: an explicitly named table is the signal table.
         """
         # Outside a run, EnvVar fields are still unresolved: resolve them first.
         me = self.process_config_and_initialize()
         flt = me.table_filter()
+        signal = me.signal_table()
         conn = connect(me.connection_settings())
         try:
+            if not tables:
+                listed = list_tables(conn, flt.literal_databases())
+                for message in me._unmatched_include_messages(listed):
+                    log.warning(message)
+                    warnings.warn(message, UserWarning, stacklevel=2)
             if tables:
                 wanted = []
                 for t in tables:
@@ -455,8 +469,13 @@ class MySqlCdcResource(dg.ConfigurableResource):
                         f"Table(s) {excluded} are excluded by the include/exclude lists; "
                         "remove them from `tables` or adjust the lists."
                     )
+                if signal in [f"{d}.{t}" for d, t in wanted]:
+                    raise ConfigurationError(
+                        f"Table {signal} is the signal table (signal_data_collection): its rows are "
+                        "signals and watermarks, not captured data; remove it from `tables`."
+                    )
             else:
-                wanted = [k for k in list_tables(conn, flt.literal_databases()) if flt.matches(*k)]
+                wanted = [k for k in listed if flt.matches(*k) and f"{k[0]}.{k[1]}" != signal]
             schemas = read_table_schemas(conn, wanted)
         finally:
             conn.close()
@@ -481,11 +500,17 @@ class MySqlCdcResource(dg.ConfigurableResource):
             tables = list_tables(conn, flt.literal_databases())
         finally:
             conn.close()
+        return self._unmatched_include_messages(tables)
+
+    def _unmatched_include_messages(self, tables: Sequence[tuple[str, str]]) -> list[str]:
+        """:meth:`include_list_warnings` over the server's tables ``tables``."""
+        if not self.table_include_list:
+            return []
         return [
             f"table_include_list entry {p!r} matches no table on {self.host}:{self.port} "
             "(patterns are regexes over 'database.table', full match, case-insensitive); check the "
             "spelling or remove it"
-            for p in flt.unmatched_include_patterns(tables)
+            for p in self.table_filter().unmatched_include_patterns(list(tables))
         ]
 
     # -- materialization ------------------------------------------------------------------------
