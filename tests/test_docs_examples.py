@@ -190,14 +190,15 @@ def test_deltalake_reading_snippet_does_not_abort_at_exit(tmp_path):
             storage_options=s3.delta_storage_options(),
         )
     endpoint = urlparse(S3_ENDPOINT).netloc
-    code = (
-        snippet.replace("127.0.0.1:8333", endpoint)
-        .replace("s3://lake/demo-20261123-120536-d0f8e5", f"s3://{S3_BUCKET}/{prefix}")
+    code = snippet.replace("127.0.0.1:8333", endpoint).replace(
+        "s3://lake/demo-20261123-120536-d0f8e5", f"s3://{S3_BUCKET}/{prefix}"
     )
     code += f"\nassert orders.num_rows == {4 * n * 3 // 4} and live.count_rows() == {2 * n}\n"
     env = {**os.environ, "PYTHONFAULTHANDLER": ""}
     outcomes = []
     for _ in range(20):
-        p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+        p = subprocess.run(
+            [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
         outcomes.append((p.returncode, p.stderr.strip()[-300:]))
     assert all(rc == 0 for rc, _ in outcomes), outcomes
