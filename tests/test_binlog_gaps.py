@@ -248,3 +248,44 @@ def test_failed_checksum_queues_a_repair_of_the_differing_key_ranges(local_stora
         }
         assert all("checksum_mismatch" in dict(e["headers"])[REPAIR_HEADER] for e in repaired)
         print(f"\nchecksum: {warnings[0]}\nrepaired in {seconds:.1f} s")
+
+
+def test_statement_dml_with_binlog_format_statement_globally_is_repaired(local_storage):
+    """Issue 25 point 1: with ``binlog_format=STATEMENT`` set globally, the repair's own watermark
+    INSERTs (the capture user may not ``SET SESSION binlog_format``) are logged as statements too;
+    the next window never saw them, dropped the repair without a word and the sensor said "caught
+    up" with 13 wrong rows. The watermarks are now read from the statements' text."""
+    with scratch_database("gapsglobal") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"USE {db}")
+            cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), n INT)")
+            cur.execute("INSERT INTO t SELECT seq, CONCAT('v', seq), seq FROM seq_1_to_3000")
+        mysql = capture_resource(db, incremental_snapshot_chunk_size=1000)
+        mysql.create_signal_table()
+        cdc = SensorDriven(mysql, local_storage.base_uri)
+        cdc.ticks()  # initial snapshot, caught up
+        with conn.cursor() as cur:
+            cur.execute("SET GLOBAL binlog_format = 'STATEMENT'")
+        try:
+            writer = root_connect(database=db)  # a new session: STATEMENT
+            with writer.cursor() as cur:
+                cur.execute("SELECT @@SESSION.binlog_format")
+                assert cur.fetchone()[0] == "STATEMENT"
+                cur.execute("UPDATE t SET v = 'stmt', n = -n WHERE id <= 13")
+                cur.execute("DELETE FROM t WHERE id BETWEEN 2001 AND 2005")
+                cur.execute("INSERT INTO t VALUES (5001, 'new', 1)")
+            writer.close()
+            first = cdc.ticks(until_caught_up=False, max_ticks=2)
+            gaps, _, _ = _gap_reports(cdc, first.runs)
+            assert [(g["kind"], g["table"]) for g in gaps] == [("statement_dml", f"{db}.t")]
+            _repair_until_done(cdc)
+            cdc.ticks()
+        finally:
+            with conn.cursor() as cur:
+                cur.execute("SET GLOBAL binlog_format = 'ROW'")
+        _assert_lake_equals_source(local_storage, db, db, "t")
+        repaired = _repaired_events(local_storage, db, db, "t")
+        assert {e["after"]["id"] for e in repaired if e["op"] == "r"} >= {*range(1, 14), 5001}
+        log = DeltaTable(local_storage.uri(db, db, "t", "changelog")).to_pyarrow_table().to_pylist()
+        deleted = [e["before"]["id"] for e in log if e["op"] == "d"]
+        assert sorted(deleted) == list(range(2001, 2006))  # each once (absent from the source)

@@ -19,7 +19,12 @@ from dagster_mysql_cdc.errors import ConfigurationError
 from dagster_mysql_cdc.source.foreign_keys import CascadingForeignKey, cascade_conditions, key_in_condition
 from dagster_mysql_cdc.source.schema import ColumnSchema, TableSchema
 from dagster_mysql_cdc.source.signals import InvalidSignal, parse_signal
-from dagster_mysql_cdc.source.statements import dml_target_tables, is_dml
+from dagster_mysql_cdc.source.statements import (
+    UnreadableSignalStatement,
+    dml_target_tables,
+    is_dml,
+    signal_statement_rows,
+)
 
 
 @pytest.mark.parametrize(
@@ -293,3 +298,41 @@ def test_gap_handling_fail_warn_and_no_signal_table():
     st = _handle_gaps(g, None, StreamOptions(), IncrementalOptions("d.sig"), schemas, start)
     assert st is not None and [(p.table, p.filter) for p in st.tables] == [("d.t", None)]
     assert st.snapshot_id == f"repair-{start.as_version()}"
+
+
+def test_signal_rows_are_read_from_statement_based_writes():
+    """Issue 25 point 1: with binlog_format=STATEMENT the watermark rows and signals are QUERY
+    events; their rows are read from the literal statement text (as pymysql sends them)."""
+    from pymysql.converters import escape_string
+
+    sig = ("db", "debezium_signal")
+    data = '{"data-collections": ["db.t"], "note": "it\'s"}'
+    sql = f"INSERT INTO `db`.`debezium_signal` (id, type, data) VALUES ('s1', 'execute-snapshot', '{escape_string(data)}')"
+    assert signal_statement_rows(sql, None, sig) == (
+        "c",
+        [{"values": {"id": "s1", "type": "execute-snapshot", "data": data}}],
+    )
+    assert signal_statement_rows(
+        "insert into debezium_signal values ('w-o', 'snapshot-window-open', 'w'), ('x', 'log', NULL)",
+        "db",
+        sig,
+    ) == (
+        "c",
+        [
+            {"values": {"id": "w-o", "type": "snapshot-window-open", "data": "w"}},
+            {"values": {"id": "x", "type": "log", "data": None}},
+        ],
+    )
+    assert signal_statement_rows("DELETE FROM `db`.`debezium_signal` WHERE id = 'w-o'", None, sig) == (
+        "d",
+        [{"values": {"id": "w-o"}}],
+    )
+    assert signal_statement_rows("INSERT INTO db.t VALUES (1)", None, sig) is None
+    for bad in (
+        "INSERT INTO db.debezium_signal SELECT * FROM db.other",
+        "INSERT INTO db.debezium_signal VALUES (UUID(), 'log', NULL)",
+        "UPDATE db.debezium_signal SET data = NULL",
+        "DELETE FROM db.debezium_signal WHERE type = 'log'",
+    ):
+        with pytest.raises(UnreadableSignalStatement):
+            signal_statement_rows(bad, None, sig)

@@ -528,8 +528,8 @@ def build_mysql_cdc_sensor(
             )
         except Exception as e:  # noqa: BLE001 - heartbeats never fail the tick (capture goes on)
             beats, beat_errors = [], [f"table heartbeats failed: {type(e).__name__}: {e}"]
-        for e in beat_errors:
-            context.log.error(e)
+        for message in beat_errors:
+            context.log.error(message)
         if requests:
             return dg.SensorResult(run_requests=requests, cursor=new_cursor, asset_events=beats or None)
         context.log.info(f"Skipped: {reason}")  # the tick's log shows it (the tick list, on hover)

@@ -51,7 +51,7 @@ from ..source.connection import ConnectionSettings, ServerInfo, connect, current
 from ..source.schema import TableSchema
 from ..source.signals import validate_filter
 from ..source.types import TableConverter, TypeOptions, quote_identifier, select_expression
-from .watermark import WATERMARK_STRATEGIES, close_window, open_window
+from .watermark import WATERMARK_STRATEGIES, close_window, log_rows, open_window
 
 if TYPE_CHECKING:
     from ..sink.lake import LakeWriter
@@ -399,6 +399,8 @@ def plan_chunks(
     conn = connect(settings, autocommit=True)
     lake_rows: dict[str, LakeLiveRows | None] = {}
     try:
+        if not read_only:
+            log_rows(conn)  # watermarks as row events when the server logs statements and we may
         # lake rows older than this: committed before
         plan_start = current_position(conn, info).with_epoch(epoch)
         budget = max_chunks

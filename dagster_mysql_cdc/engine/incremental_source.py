@@ -13,7 +13,7 @@ signals of the window change (:class:`~.signals.SignalProcessor`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -136,6 +136,8 @@ class IncrementalSnapshotSource:
         self.open_windows: dict[str, tuple[PlannedChunk, set]] = {}  # table -> (chunk, touched keys)
         self.seen: dict[str, set] = {}
         self.stopped: set[str] = set()
+        self.emitted: set[str] = set()  # ids of the chunks whose high watermark was read
+        self.planned: list[PlannedChunk] = []  # the window's chunks, in plan order
         # the window's offset epoch (set by plan()): every position built from the binlog takes it
         self.start = BinlogPosition("", 0)
 
@@ -159,6 +161,7 @@ class IncrementalSnapshotSource:
                     f"reusing the chunk plan of an earlier attempt ({len(plan.chunks)} chunks)"
                 )
             self.state = IncrementalState.from_dict(plan.state_after)
+            self.planned = list(plan.chunks)
             for c in plan.chunks:
                 if c.low is not None and c.high is not None:
                     self.positional.append(c)  # read-only watermarks: binlog positions, not rows
@@ -326,6 +329,48 @@ class IncrementalSnapshotSource:
         the window start (the chunks are re-planned later)."""
         self.state = self.state_before
 
+    def requeue_unclosed(self, end: BinlogPosition) -> list[str]:
+        """Planned chunks whose high watermark was not read in the window (their watermark rows
+        reached the binlog in no form the window reads: a binlog filter on the signal table's
+        database, a statement the signal reader cannot read ...): their tables are put back in the
+        snapshot progress at the first such chunk's lower bound, to be planned again with new
+        watermarks, instead of being dropped while the progress had moved past them.
+
+        Returns:
+            one WARNING line per table put back (also in ``result.signal_log``).
+        """
+        missing: dict[str, PlannedChunk] = {}
+        for c in self.planned:
+            if c.id not in self.emitted and c.table not in self.stopped:
+                missing.setdefault(c.table, c)
+        if not missing:
+            return []
+        state = self.state.copy() if self.state is not None else None
+        before = {p.table: p for p in (self.state_before.tables if self.state_before else [])}
+        lines = []
+        for table, c in missing.items():
+            prog = before.get(table)
+            if prog is None:
+                continue
+            prog = replace(prog, last_key=c.key_lo)
+            if state is None:
+                assert self.state_before is not None  # the plan came from it
+                state = IncrementalState(
+                    snapshot_id=self.state_before.snapshot_id, chunk_seq=self.state_before.chunk_seq
+                )
+            state.tables = [prog, *(p for p in state.tables if p.table != table)]
+            state.done = [d for d in state.done if d != table]
+            lines.append(
+                f"chunk {c.id} of {table}: its watermark rows were not found in the binlog up to {end} "
+                "(as rows or as a readable statement): the table is read again from that chunk on, "
+                "with new watermarks; check that the signal table's writes reach the binlog "
+                "(no binlog_ignore_db/replicate filter on its database)"
+            )
+        self.state = state
+        self.result.signal_log.extend(lines)
+        self.result.signals_rejected.extend(lines)
+        return lines
+
     def final_state(self) -> dict | None:
         """The progress to report (``None``: no active snapshot; a finished snapshot leaves
         nothing behind, and a pause without active tables is a no-op, as in Debezium)."""
@@ -337,6 +382,7 @@ class IncrementalSnapshotSource:
         inside the window as ``op=r``, then the repair's deletes and the deletes of lake rows
         absent from the source; a line in ``result.chunks``."""
         _, touched = self.open_windows.pop(c.table, (c, set()))
+        self.emitted.add(c.id)
         if c.table in self.stopped:
             self.result.signal_log.append(f"chunk {c.id} of stopped table {c.table} dropped")
             return

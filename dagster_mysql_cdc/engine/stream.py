@@ -39,7 +39,7 @@ from ..source.ddl import SchemaCatalog
 from ..source.filters import TableFilter
 from ..source.foreign_keys import read_cascading_foreign_keys
 from ..source.schema import TableSchema
-from ..source.statements import dml_target_tables
+from ..source.statements import UnreadableSignalStatement, dml_target_tables, signal_statement_rows
 from ..source.types import TableConverter, TypeOptions
 from .gaps import (
     BinlogGap,
@@ -458,6 +458,7 @@ class BinlogStreamingSource:
                 if signals.blocking:
                     break  # streaming pauses here; the caller runs the blocking snapshot
             elif isinstance(item, StatementDml):
+                self._on_signal_statement(item, signals)
                 self._on_statement_dml(item)
             elif isinstance(item, DdlStatement):
                 self._on_ddl(item)
@@ -493,6 +494,41 @@ class BinlogStreamingSource:
         if self.options.provide_transaction_metadata and tx_counter["total"]:
             self.tx_records += _transaction_records(tx_counter, item)
         tx_counter.update(total=0, per_table={}, id=None)
+
+    def _on_signal_statement(self, item: StatementDml, signals: SignalProcessor) -> None:
+        """A statement-based write to the signal table (``binlog_format=STATEMENT``/``MIXED``):
+        its rows, read from the SQL text, are processed as a rows event would be (watermarks of
+        incremental snapshots and repairs, signals); one that cannot be read is a WARNING."""
+        if self.sig_key is None:
+            return
+        try:
+            parsed = signal_statement_rows(item.sql, item.database, (self.sig_key[0], self.sig_key[1]))
+        except UnreadableSignalStatement as e:
+            signals.reject(
+                f"statement-based write to the signal table at {item.file}:{item.pos} skipped: {e}; "
+                "write signals with literal VALUES, or with binlog_format=ROW"
+            )
+            return
+        if parsed is None:
+            return
+        op, rows = parsed
+        db, t = self.sig_key
+        signals.process_rows(
+            RowsBatch(
+                db,
+                t,
+                op,
+                rows,
+                item.file,
+                item.pos,
+                item.ts_ms,
+                item.server_id,
+                item.gtid,
+                item.thread,
+                None,
+                list(rows[0]["values"]) if rows else [],
+            )
+        )
 
     def _on_statement_dml(self, item: StatementDml) -> None:
         """Statement-based DML: a gap of each captured table it writes (the first per table)."""
@@ -675,6 +711,8 @@ def run_window(
             # the planned chunks lie after the pause point: they are re-planned later
             snapshot.resume_before_blocking()
             result.blocking_tables = list(dict.fromkeys(signals.blocking))
+        else:  # a chunk whose watermarks never came is read again, not dropped
+            snapshot.requeue_unclosed(result.end)
         result.gaps = source.gaps()
         if result.gaps:
             snapshot.state = _window_gaps(
