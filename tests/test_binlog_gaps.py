@@ -289,3 +289,43 @@ def test_statement_dml_with_binlog_format_statement_globally_is_repaired(local_s
         log = DeltaTable(local_storage.uri(db, db, "t", "changelog")).to_pyarrow_table().to_pylist()
         deleted = [e["before"]["id"] for e in log if e["op"] == "d"]
         assert sorted(deleted) == list(range(2001, 2006))  # each once (absent from the source)
+
+
+def test_repairs_delete_each_key_once(local_storage):
+    """Issue 25 point 4: after cascade repairs the change logs held repeated deletes of keys already
+    deleted (Sakila film_category x3, film_actor x2), one table being queued twice in one repair
+    (whole and filtered). Here a child with two cascading foreign keys loses rows through both
+    parents and a statement-based DELETE in one window: each lost key gets one delete."""
+    with scratch_database("gapsonce") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"USE {db}")
+            cur.execute("CREATE TABLE pa (id INT PRIMARY KEY)")
+            cur.execute("CREATE TABLE pb (id INT PRIMARY KEY)")
+            cur.execute(
+                "CREATE TABLE c (id INT PRIMARY KEY, a INT, b INT, v INT, "
+                "FOREIGN KEY (a) REFERENCES pa (id) ON DELETE CASCADE, "
+                "FOREIGN KEY (b) REFERENCES pb (id) ON DELETE CASCADE)"
+            )
+            cur.execute("INSERT INTO pa SELECT seq FROM seq_1_to_20")
+            cur.execute("INSERT INTO pb SELECT seq FROM seq_1_to_20")
+            cur.execute("INSERT INTO c SELECT seq, 1 + seq % 20, 1 + seq % 7, seq FROM seq_1_to_2000")
+        mysql = capture_resource(db)
+        mysql.create_signal_table()
+        cdc = SensorDriven(mysql, local_storage.base_uri)
+        cdc.ticks()
+        with conn.cursor() as cur:
+            cur.execute("DELETE FROM pa WHERE id IN (3, 4)")  # cascades to c
+            cur.execute("DELETE FROM pb WHERE id = 5")  # cascades to c, some rows overlap
+            cur.execute("SET SESSION binlog_format = 'STATEMENT'")
+            cur.execute("DELETE FROM c WHERE id BETWEEN 100 AND 120")  # whole-table repair of c
+            cur.execute("SET SESSION binlog_format = 'ROW'")
+            cur.execute("SELECT id FROM c")
+            kept = {r[0] for r in cur.fetchall()}
+        first = cdc.ticks(until_caught_up=False, max_ticks=2)
+        gaps, _, _ = _gap_reports(cdc, first.runs)
+        assert {g["table"] for g in gaps} == {f"{db}.c"} and len(gaps) == 3
+        _repair_until_done(cdc)
+        _assert_lake_equals_source(local_storage, db, db, "c")
+        log = DeltaTable(local_storage.uri(db, db, "c", "changelog")).to_pyarrow_table().to_pylist()
+        deleted = [e["before"]["id"] for e in log if e["op"] == "d"]
+        assert sorted(deleted) == sorted(set(range(1, 2001)) - kept), "each lost key deleted once"

@@ -154,18 +154,42 @@ def test_queue_repairs_queues_once_and_explains_what_it_cannot_repair():
     ]
     state = queue_repairs(None, gaps, schemas, "repair-1")
     assert state is not None and state.snapshot_id == "repair-1"
-    assert [(p.table, p.filter, p.key_map) for p in state.tables] == [
-        ("d.child", "`parent_id` IN (1, 7)", None),  # key_map only when its columns are in the key
-        ("d.child", None, None),  # an unsafe filter falls back to the whole table
-    ]
-    assert state.tables[0].reason.startswith("fk_cascade at f:1")
+    # key_map only when its columns are in the key; an unsafe filter falls back to the whole
+    # table, which covers the filtered repair queued before it: the table is re-read once
+    # (issue 25 point 4: whole and filtered repairs of one table deleted the same keys twice)
+    assert [(p.table, p.filter, p.key_map) for p in state.tables] == [("d.child", None, None)]
+    assert state.tables[0].reason.startswith("statement_dml at f:5")
+    assert "fk_cascade at f:1" in state.tables[0].reason
     assert gaps[0].repair.startswith("Repair queued: incremental snapshot repair-1 of rows where")
     assert gaps[1].repair == gaps[0].repair
+    assert gaps[4].repair.endswith("of the whole table")
     assert "need a primary key" in gaps[2].repair
     assert "not in the schema catalog" in gaps[3].repair
     # an existing snapshot keeps its id; repairs are appended
     st2 = queue_repairs(IncrementalState("sig-9", [TableProgress("d.other")]), gaps[:1], schemas, "repair-2")
     assert st2.snapshot_id == "sig-9" and [p.table for p in st2.tables] == ["d.other", "d.child"]
+
+
+def test_repairs_of_one_table_are_merged_before_they_start():
+    """Issue 25 point 4: two repairs of one table queued before it is read became two chunk series
+    that each deleted the same absent lake rows; now they are one (filters OR-ed, candidate keys
+    and key maps joined); a repair already reading is left alone."""
+    schemas = {("d", "c"): _schema("c", ["id", "a", "b"], ["id"])}
+    gaps = [
+        BinlogGap("fk_cascade", "d.c", "f:1", "x", filter="`a` IN (1)"),
+        BinlogGap("fk_cascade", "d.c", "f:2", "y", filter="`b` IN (2)"),
+    ]
+    gaps[1].candidate_keys = [[5]]
+    state = queue_repairs(None, gaps, schemas, "r-1")
+    assert [(p.table, p.filter, p.candidate_keys) for p in state.tables] == [
+        ("d.c", "(`a` IN (1)) OR (`b` IN (2))", [[5]])
+    ]
+    assert gaps[1].repair.endswith("of rows where (`a` IN (1)) OR (`b` IN (2))")
+    state.tables[0].last_key = [10]  # started: a later repair is queued after it
+    later = queue_repairs(
+        state, [BinlogGap("fk_cascade", "d.c", "f:3", "z", filter="`a` IN (3)")], schemas, "r-2"
+    )
+    assert [p.filter for p in later.tables] == ["(`a` IN (1)) OR (`b` IN (2))", "`a` IN (3)"]
 
 
 def test_state_with_repair_fields_round_trips_and_stays_compact_without():

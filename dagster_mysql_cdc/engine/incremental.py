@@ -582,6 +582,11 @@ def _read_next_chunk(
             rows = list(cur.fetchall())
         # between the watermarks, like the chunk: keys a repair expects gone from the source
         gone = _absent_rows(cur, schema, tbl, pk, rows, prog)
+        if gone and t.lake is not None:  # a key the lake has no live row for is not deleted again
+            live = set(t.lake.keys)
+            keyf = t.conv.primary_key_function()
+            names = schema.column_names
+            gone = [img for img in gone if keyf(dict(zip(names, img))) in live]
         idx = [schema.column_names.index(c) for c in pk]
         last_row_key = encode_key([rows[-1][i] for i in idx]) if rows else None
         key_lo = prog.last_key

@@ -137,6 +137,9 @@ class IncrementalSnapshotSource:
         self.seen: dict[str, set] = {}
         self.stopped: set[str] = set()
         self.emitted: set[str] = set()  # ids of the chunks whose high watermark was read
+        # converted keys each table's chunks deleted in this window: a key is deleted once, even
+        # when two chunks (two repairs of the table) find it gone
+        self.deleted: dict[str, set] = {}
         self.planned: list[PlannedChunk] = []  # the window's chunks, in plan order
         # the window's offset epoch (set by plan()): every position built from the binlog takes it
         self.start = BinlogPosition("", 0)
@@ -403,11 +406,13 @@ class IncrementalSnapshotSource:
             "emitted": emitted,
             "dropped": c.rows - emitted,
         }
+        done = self.deleted.setdefault(c.table, set())
         gone_keys: set[tuple] = set()
         if c.deletes_path:
-            gone_keys = self._emit_repair_deletes(c, te, ev, touched, info_row)
-        # keys the binlog changed, and keys the repair's own deletes above already cover
-        deleted = self._emit_absent_deletes(c, te, ev, touched | self.seen.get(c.table, set()) | gone_keys)
+            gone_keys = self._emit_repair_deletes(c, te, ev, touched | done, info_row)
+            done |= gone_keys
+        # keys the binlog changed, and keys this window's deletes above already cover
+        deleted = self._emit_absent_deletes(c, te, ev, touched | self.seen.get(c.table, set()) | done)
         if c.table in self.seen:  # the next chunks of the table leave these keys to the binlog too
             self.seen[c.table] |= touched
         info_row["deleted_absent_from_source"] = deleted
@@ -451,22 +456,23 @@ class IncrementalSnapshotSource:
     def _emit_absent_deletes(self, c: PlannedChunk, te: _TableEvents, ev: RowsBatch, skip_keys: set) -> int:
         """Deletes of the lake rows of the chunk's key range the source no longer had (except
         ``skip_keys``). Returns how many were emitted."""
-        from .absent_rows import delete_events
+        from .absent_rows import delete_events, key_tuples
 
         absent = read_absent(self.storage, c)
         if absent is None:
             return 0
         target = te.conv.arrow_schema
+        values = pa.table(
+            [
+                absent.column(f.name).cast(f.type)
+                if f.name in absent.column_names
+                else pa.nulls(absent.num_rows, f.type)
+                for f in target
+            ],
+            schema=target,
+        )
         deletes = delete_events(
-            pa.table(
-                [
-                    absent.column(f.name).cast(f.type)
-                    if f.name in absent.column_names
-                    else pa.nulls(absent.num_rows, f.type)
-                    for f in target
-                ],
-                schema=target,
-            ),
+            values,
             schema=te.conv.table,
             value_schema=target,
             server_name=self.server_name,
@@ -476,6 +482,10 @@ class IncrementalSnapshotSource:
             skip_keys=skip_keys,
         )
         te.append_batch(deletes)
+        if deletes.num_rows:
+            self.deleted.setdefault(c.table, set()).update(
+                key_tuples(values, te.conv.table.primary_key) - skip_keys
+            )
         return deletes.num_rows
 
 
