@@ -349,6 +349,7 @@ class BinlogStreamingSource:
             conn.close()
         self.cascades = CascadeTracker(self.fks)
         self.dml_gaps: dict[str, BinlogGap] = {}
+        self.partial = PartialImages()
 
     def reader(self, replica_server_id: int, end: BinlogPosition) -> BinlogReader:
         """The binlog reader of ``[start, end)``."""
@@ -471,6 +472,9 @@ class BinlogStreamingSource:
         if te is None:
             return
         name = f"{item.database}.{item.table}"
+        if item.partial and self.partial.add(te, item, snapshot.touched(name)):
+            self.result.last_event_ts_ms = item.ts_ms
+            return  # not decodable into full rows: its keys are repaired (see PartialImages)
         try:
             _add_rows(
                 te,
@@ -597,8 +601,36 @@ class BinlogStreamingSource:
         self.result.last_event_ts_ms = item.ts_ms
 
     def gaps(self) -> list[BinlogGap]:
-        """The window's changes the binlog does not carry: statement DML, then FK cascades."""
-        return list(self.dml_gaps.values()) + self.cascades.gaps()
+        """The window's changes the binlog does not carry: statement DML, then FK cascades, then
+        row changes logged with partial row images."""
+        gaps = list(self.dml_gaps.values()) + self.cascades.gaps() + self.partial.gaps()
+        if self.dml_gaps or self.partial.tables:
+            note = self._server_format_note()
+            for g in gaps:
+                if note and g.kind in ("statement_dml", "partial_row_image"):
+                    g.detail += f"; {note}"
+        return gaps
+
+    def _server_format_note(self) -> str | None:
+        """What the server's global binlog settings mean for the capture, when they are not
+        ``binlog_format=ROW`` / ``binlog_row_image=FULL`` (``None``: they are; the gap came from
+        one session)."""
+        try:
+            with self.connection().cursor() as cur:
+                cur.execute("SELECT @@GLOBAL.binlog_format, @@GLOBAL.binlog_row_image")
+                row = cur.fetchone()
+        except Exception:  # noqa: BLE001 - only a hint in a message
+            return None
+        fmt, image = (str(v).upper() for v in row) if row else ("ROW", "FULL")
+        bad = ([f"binlog_format={fmt}"] if fmt != "ROW" else []) + (
+            [f"binlog_row_image={image}"] if image != "FULL" else []
+        )
+        if not bad:
+            return None
+        return (
+            f"the server logs {' and '.join(bad)} globally: every change is repaired by re-reading, "
+            "set binlog_format=ROW and binlog_row_image=FULL (SET GLOBAL and in the server's config)"
+        )
 
     def commit(self, position: BinlogPosition) -> None:
         """Commit every changed table at ``position`` (into ``result.tables``), then the schema
@@ -627,6 +659,109 @@ class BinlogStreamingSource:
         for te in self.tables.values():
             if te.sink is not None:
                 te.sink.abort()
+
+
+#: python-mysql-replication's ``none_sources`` value of a column absent from a row image.
+NOT_IN_IMAGE = "cols bitmap"
+
+
+class PartialImages:
+    """Row events logged with partial row images (``binlog_row_image=MINIMAL`` or ``NOBLOB``,
+    set on the server or in one session): an update's before image holds only the key columns and
+    its after image only the changed ones (NOBLOB: blob columns left out). Decoding them as rows
+    would turn missing columns into NULLs and an absent key into a key change (rows deleted from
+    the lake, a row with a NULL key). Debezium requires ``binlog_row_image=FULL`` and does not
+    check it while streaming.
+
+    Inserts and updates with a partial image are not emitted; their keys (before and after
+    images) are recorded and repaired: a targeted incremental snapshot re-reads them (filter
+    ``key IN (...)``, the keys the source no longer has are deleted). Deletes are emitted when
+    their image has the key (the tombstone is exact; ``before`` holds only the logged columns).
+    An image without the key columns makes the whole table's repair.
+    """
+
+    def __init__(self) -> None:
+        self.tables: dict[str, dict[str, Any]] = {}
+
+    def add(self, te: _TableEvents, ev: RowsBatch, touched: set | None) -> bool:
+        """Record rows event ``ev`` of ``te``'s table. Returns ``True`` when its events must not be
+        emitted (an insert or update), ``False`` for a delete whose images carry the key.
+
+        Raises:
+            SchemaMismatchError: the event's columns differ from the schema history.
+        """
+        pk = list(te.conv.table.primary_key)
+        remap = _check_columns(te, ev)
+        keys: list[tuple | None] = []
+        images = []
+        for r in ev.rows:
+            if ev.op == "u":
+                images.append((r["before_values"], r.get("before_none_sources") or {}))
+                images.append((r["after_values"], r.get("after_none_sources") or {}))
+            else:
+                images.append((r["values"], r.get("none_sources") or {}))
+        for values, ns in images:
+            if remap:
+                values = _remap(values, te.names)
+                ns = _remap(ns, te.names)
+            if not pk or any(c not in values or ns.get(c) == NOT_IN_IMAGE for c in pk):
+                keys.append(None)
+                continue
+            keys.append(tuple(values[c] for c in pk))
+            if touched is not None:  # an open chunk window drops these keys (the binlog changed them)
+                touched.add(te.conv.primary_key_function()(values, ns))
+        if ev.op == "d" and all(k is not None for k in keys):
+            return False
+        if ev.op == "u":  # an after image without the key columns: the key did not change
+            keys = [k if k is not None or i % 2 == 0 else keys[i - 1] for i, k in enumerate(keys)]
+        name = te.schema.qualified_name
+        entry = self.tables.setdefault(
+            name,
+            {
+                "pk": pk,
+                "position": f"{ev.file}:{ev.pos}",
+                "keys": {},
+                "rows": 0,
+                "images": set(),
+                "whole": False,
+            },
+        )
+        entry["rows"] += len(ev.rows)
+        entry["images"].update(ev.partial)
+        for k in keys:
+            if k is None:
+                entry["whole"] = True
+            else:
+                entry["keys"][k] = None
+        return True
+
+    def gaps(self) -> list[BinlogGap]:
+        """One gap per table, repairing its recorded keys (or the whole table)."""
+        from ..source.foreign_keys import key_in_condition
+        from .gaps import MAX_FILTER_KEYS
+        from .incremental import encode_key
+
+        out = []
+        for name, e in self.tables.items():
+            keys = list(e["keys"])
+            flt = None
+            if not e["whole"] and keys and len(keys) <= MAX_FILTER_KEYS:
+                flt = key_in_condition(e["pk"], keys)
+            gap = BinlogGap(
+                kind="partial_row_image",
+                table=name,
+                position=e["position"],
+                detail=(
+                    f"{e['rows']} row change(s) logged with partial row images ({', '.join(sorted(e['images']))}): "
+                    "binlog_row_image is MINIMAL or NOBLOB, so their other column values are not in the "
+                    "binlog; inserts and updates were not applied from them"
+                ),
+                filter=flt,
+            )
+            if flt is not None:
+                gap.candidate_keys = [encode_key(k) for k in keys]
+            out.append(gap)
+        return out
 
 
 def run_window(
