@@ -365,3 +365,63 @@ def test_partial_row_images_are_detected_and_repaired(local_storage, image):
         assert all(r["id"] is not None for r in state)
         log = DeltaTable(local_storage.uri(db, db, "t", "changelog")).to_pyarrow_table().to_pylist()
         assert sorted(e["before"]["id"] for e in log if e["op"] == "d") == [5, 6]
+
+
+def test_trigger_writes_of_statement_dml_are_repaired(local_storage, sakila_db):
+    """Issue 25 point 3: statement DML on Sakila's film fires its triggers, which write film_text;
+    the binlog has only the statement, so film_text diverged while its checks passed (carried
+    forward). The triggers' target tables are now flagged and repaired too: named from the
+    trigger body with the TRIGGER privilege, else every captured table of the database."""
+    from conftest import CDC_USER
+
+    with scratch_database("gapstrg") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"USE {db}")
+            for t in ("film", "film_text"):
+                cur.execute(f"CREATE TABLE {t} LIKE {sakila_db}.{t}")
+                cur.execute(f"INSERT INTO {t} SELECT * FROM {sakila_db}.{t}")
+            cur.execute("CREATE TABLE other (id INT PRIMARY KEY)")
+            cur.execute(
+                "CREATE TRIGGER ins_film AFTER INSERT ON film FOR EACH ROW BEGIN INSERT INTO film_text "
+                "(film_id, title, description) VALUES (new.film_id, new.title, new.description); END"
+            )
+            cur.execute(
+                "CREATE TRIGGER upd_film AFTER UPDATE ON film FOR EACH ROW BEGIN IF (old.title != new.title) "
+                "THEN UPDATE film_text SET title = new.title WHERE film_id = old.film_id; END IF; END"
+            )
+        mysql = capture_resource(db)
+        mysql.create_signal_table()
+        cdc = SensorDriven(mysql, local_storage.base_uri)
+        cdc.ticks()
+
+        def statement_dml(*sql):
+            with conn.cursor() as cur:
+                cur.execute("SET SESSION binlog_format = 'STATEMENT'")
+                for s in sql:
+                    cur.execute(s)
+                cur.execute("SET SESSION binlog_format = 'ROW'")
+            first = cdc.ticks(until_caught_up=False, max_ticks=2)
+            gaps, _, _ = _gap_reports(cdc, first.runs)
+            _repair_until_done(cdc)
+            for t in ("film", "film_text", "other"):
+                _assert_lake_equals_source(local_storage, db, db, t)
+            return {(g["kind"], g["table"]) for g in gaps}
+
+        # without the TRIGGER privilege the bodies are hidden: every captured table is re-read
+        found = statement_dml(f"UPDATE {db}.film SET title = CONCAT(title, '!') WHERE film_id <= 5")
+        assert found == {
+            ("statement_dml", f"{db}.film"),
+            ("trigger", f"{db}.film_text"),
+            ("trigger", f"{db}.other"),
+        }
+        with conn.cursor() as cur:
+            cur.execute(f"GRANT TRIGGER ON {db}.* TO '{CDC_USER}'@'%'")
+        try:
+            found = statement_dml(
+                f"INSERT INTO {db}.film (film_id, title, language_id) VALUES (5001, 'NEW FILM', 1)",
+                f"UPDATE {db}.film SET title = 'RENAMED' WHERE film_id = 7",
+            )
+        finally:
+            with conn.cursor() as cur:
+                cur.execute(f"REVOKE TRIGGER ON {db}.* FROM '{CDC_USER}'@'%'")
+        assert found == {("statement_dml", f"{db}.film"), ("trigger", f"{db}.film_text")}

@@ -360,3 +360,25 @@ def test_signal_rows_are_read_from_statement_based_writes():
     ):
         with pytest.raises(UnreadableSignalStatement):
             signal_statement_rows(bad, None, sig)
+
+
+def test_trigger_bodies_name_the_tables_they_write():
+    """Issue 25 point 3: Sakila's film triggers write film_text (the bodies as
+    information_schema.TRIGGERS.ACTION_STATEMENT shows them)."""
+    from dagster_mysql_cdc.source.triggers import trigger_written_tables
+
+    ins = (
+        "BEGIN\n    INSERT INTO film_text (film_id, title, description)\n"
+        "        VALUES (new.film_id, new.title, new.description);\n  END"
+    )
+    upd = (
+        "BEGIN\n    IF (old.title != new.title) OR (old.film_id != new.film_id)\n    THEN\n"
+        "        UPDATE film_text SET title=new.title, film_id=new.film_id WHERE film_id=old.film_id;\n"
+        "    END IF;\n  END"
+    )
+    assert trigger_written_tables(ins, "sakila") == [("sakila", "film_text")]
+    assert trigger_written_tables(upd, "sakila") == [("sakila", "film_text")]
+    assert trigger_written_tables("BEGIN DELETE FROM other.log WHERE id = old.id; END", "d") == [
+        ("other", "log")
+    ]
+    assert trigger_written_tables("SET NEW.last_update = NOW()", "d") == []

@@ -350,6 +350,7 @@ class BinlogStreamingSource:
         self.cascades = CascadeTracker(self.fks)
         self.dml_gaps: dict[str, BinlogGap] = {}
         self.partial = PartialImages()
+        self.triggers: dict[tuple[str, str], list] = {}  # (db, table) -> its triggers (read once)
 
     def reader(self, replica_server_id: int, end: BinlogPosition) -> BinlogReader:
         """The binlog reader of ``[start, end)``."""
@@ -561,6 +562,46 @@ class BinlogStreamingSource:
                         )
                     ),
                 )
+        self._trigger_gaps(item, [(db, t) for db, t in targets or [] if t != "?"])
+
+    def _trigger_gaps(self, item: StatementDml, written: list[tuple[str, str]]) -> None:
+        """Gaps of the captured tables that triggers of the ``written`` tables write (transitively):
+        statement-based DML logs no rows for what its triggers do. A trigger whose body the user
+        may not read (no ``TRIGGER`` privilege) may write anything: every captured table of its
+        database is repaired."""
+        from ..source.triggers import read_triggers, trigger_written_tables
+
+        todo, seen = list(written), set(written)
+        while todo:
+            db, t = todo.pop(0)
+            if (db, t) not in self.triggers:
+                self.triggers[(db, t)] = read_triggers(self.connection(), db, t)
+            for trg in self.triggers[(db, t)]:
+                if trg.body is None:
+                    targets = [k for k in self.captured_tables() if k[0] == trg.schema]
+                    why = "its body is hidden (the capture user lacks the TRIGGER privilege), so every captured table of its database is re-read"
+                else:
+                    targets = trigger_written_tables(trg.body, trg.schema)
+                    why = "it writes this table"
+                for target in targets:
+                    if target not in seen:
+                        seen.add(target)
+                        todo.append(target)
+                    if not self.table_filter.matches(*target) or target == self.sig_key:
+                        continue
+                    name = f"{target[0]}.{target[1]}"
+                    if name in self.dml_gaps:
+                        continue
+                    self.dml_gaps[name] = BinlogGap(
+                        kind="trigger",
+                        table=name,
+                        position=f"{item.file}:{item.pos}",
+                        detail=(
+                            f"trigger {trg.schema}.{trg.name} ({trg.event} on {db}.{t}) ran for "
+                            f"statement-based DML (thread {item.thread}), whose trigger writes have no "
+                            f"row images; {why}"
+                        ),
+                    )
 
     def _on_ddl(self, item: DdlStatement) -> None:
         """A DDL: applied to the catalog; schema history records; ``t`` events for TRUNCATE."""
@@ -604,7 +645,7 @@ class BinlogStreamingSource:
         """The window's changes the binlog does not carry: statement DML, then FK cascades, then
         row changes logged with partial row images."""
         gaps = list(self.dml_gaps.values()) + self.cascades.gaps() + self.partial.gaps()
-        if self.dml_gaps or self.partial.tables:
+        if any(g.kind == "statement_dml" for g in self.dml_gaps.values()) or self.partial.tables:
             note = self._server_format_note()
             for g in gaps:
                 if note and g.kind in ("statement_dml", "partial_row_image"):
