@@ -264,10 +264,14 @@ def test_repair_signal_fields_are_validated():
         )
 
 
-def test_status_line():
+def test_status_lines():
+    """Issue 25 point 9: one short line per concern (a repair's line was 2,610 characters)."""
+    from dagster_mysql_cdc.dagster_integration.health import CaptureHealth, SensorHealth
+
     st = CaptureStatus(
         sensor="s",
         committed="mysql-bin.000002:400",
+        server="db:3306",
         server_position="mysql-bin.000002:900",
         lag_bytes=500,
         lag_seconds=2.25,
@@ -277,20 +281,43 @@ def test_status_line():
             "current_table": "d.t",
             "current_chunks": 3,
             "current_rows": 3000,
+            "key_progress": "3000 of 9000 (33 %)",
             "queued": ["d.u"],
             "paused": False,
-            "repairs": ["statement_dml at f:1"],
+            "repairs": ["statement_dml at f:1: " + "x" * 3000, "fk_cascade at f:2"],
         },
-        last_error="run x FAILURE",
+        last_error="run x FAILURE: SinkError: lake not writable",
+        health=CaptureHealth(
+            sensor=SensorHealth("RUNNING", 5, 400.0, False, "SKIPPED", None, 0, 390.0),
+            last_run_failure={
+                "run_id": "x" * 36,
+                "status": "FAILURE",
+                "age_seconds": 12.0,
+                "reason": "SinkError: lake not writable",
+            },
+            retry_in_seconds=20.0,
+        ),
     )
-    assert st.line() == (
-        "s: committed mysql-bin.000002:400 | lag 500 bytes, 2.2 s | in flight: stream a -> b attempt 2 (STARTED) | "
-        "incremental repair-1: d.t chunk 3 (3000 rows), 1 queued, repairing: ['statement_dml at f:1'] | last error: run x FAILURE"
+    lines = st.lines()
+    assert lines[0] == "s: committed mysql-bin.000002:400 | lag 500 bytes, 2.2 s (server db:3306)"
+    assert lines[1].startswith(
+        "sensor: NOT TICKING, last tick 400 s ago (interval 5 s); the daemon's SENSOR heartbeat is 390 s old"
     )
-    assert CaptureStatus("s", None).line() == (
-        "s: committed nothing (no snapshot yet) | lag unknown (server not reachable) | in flight: none | "
-        "incremental: none | last error: none"
+    assert lines[2] == "last tick error: none"
+    assert lines[3] == "last run failure: run xxxxxxxx FAILURE 12 s ago: SinkError: lake not writable"
+    assert lines[4] == "retry: the failed window is retried in 20 s (exponential backoff)"
+    assert lines[5] == "failing checks: none"
+    assert lines[6] == "in flight: stream a -> b attempt 2 (STARTED)"
+    assert lines[7].startswith(
+        "repair repair-1: d.t chunk 3, 3000 rows, key 3000 of 9000 (33 %), 1 queued; why: statement_dml at f:1"
     )
+    assert lines[7].endswith("(+1 more)") and all(len(line) <= 400 for line in lines)
+    bare = CaptureStatus("s", None).lines()
+    assert bare == [
+        "s: committed nothing (no snapshot yet) | lag not computed (--no-server)",
+        "in flight: none",
+        "repairs / incremental snapshot: none",
+    ]
 
 
 def test_gap_handling_fail_warn_and_no_signal_table():
