@@ -40,6 +40,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     st.add_argument("--no-server", action="store_true", help="do not connect to the source (no lag)")
     st.add_argument("--json", action="store_true", help="print JSON instead of lines")
+    st.add_argument(
+        "--stale-after",
+        type=float,
+        default=None,
+        help="report the sensor as not ticking after this many seconds without a tick "
+        "(default: 4 intervals, at least 60 s)",
+    )
     args = parser.parse_args(argv)
 
     import dagster as dg
@@ -73,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.sensor,
                 settings=settings,
                 use_recorded_address=args.host is None and args.port is None,
+                stale_seconds=args.stale_after,
             )
         except LookupError as e:
             print(str(e).strip("'\""), file=sys.stderr)
@@ -81,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             print(str(e), file=sys.stderr)
             return 1
     print(status.to_json() if args.json else status.line())
-    return 0
+    return 1 if status.cursor_error else 0
 
 
 if __name__ == "__main__":

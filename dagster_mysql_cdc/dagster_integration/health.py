@@ -55,7 +55,8 @@ def run_failure_reason(instance: Any, run_id: str) -> str:
     for rec in steps:
         data = rec.dagster_event.step_failure_data if rec.dagster_event else None
         err = getattr(data, "error", None)
-        while err is not None and getattr(err, "cause", None) is not None and not err.message.strip():
+        # Dagster wraps the op's exception (DagsterExecutionStepExecutionError): its cause is ours
+        while err is not None and err.cause is not None and (err.cls_name or "").startswith("Dagster"):
             err = err.cause
         if err is not None:
             cls = err.cls_name or "Error"
@@ -92,8 +93,11 @@ class SensorHealth:
     daemon_heartbeat_age_seconds: float | None = None
 
 
-def sensor_health(instance: Any, state: Any, now: float | None = None) -> SensorHealth:
-    """:class:`SensorHealth` of the sensor whose instigator ``state`` the instance holds."""
+def sensor_health(
+    instance: Any, state: Any, now: float | None = None, stale_seconds: float | None = None
+) -> SensorHealth:
+    """:class:`SensorHealth` of the sensor whose instigator ``state`` the instance holds
+    (``stale_seconds``: not ticking after this long without a tick; default :func:`stale_after`)."""
     now = time.time() if now is None else now
     data = getattr(state, "instigator_data", None)
     out = SensorHealth(
@@ -105,7 +109,7 @@ def sensor_health(instance: Any, state: Any, now: float | None = None) -> Sensor
         last = ticks[0]
         out.last_tick_age_seconds = round(now - last.timestamp, 1)
         out.last_tick_status = last.status.value
-        out.ticking = now - last.timestamp < stale_after(out.interval_seconds)
+        out.ticking = now - last.timestamp < (stale_seconds or stale_after(out.interval_seconds))
         for t in ticks:
             if t.status.value != "FAILURE":
                 break
@@ -166,13 +170,18 @@ class CaptureHealth:
 
 
 def capture_health(
-    instance: Any, state: Any, sensor_name: str, retry_at: float | None, now: float | None = None
+    instance: Any,
+    state: Any,
+    sensor_name: str,
+    retry_at: float | None,
+    now: float | None = None,
+    stale_seconds: float | None = None,
 ) -> CaptureHealth:
     """The health of the capture driven by sensor ``sensor_name`` (instigator ``state``)."""
     from .protocol import SERVER_TAG
 
     now = time.time() if now is None else now
-    health = CaptureHealth(sensor=sensor_health(instance, state, now))
+    health = CaptureHealth(sensor=sensor_health(instance, state, now, stale_seconds))
     runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/sensor_name": sensor_name}), limit=1)
     failed = instance.get_runs(
         filters=dg.RunsFilter(
@@ -328,6 +337,6 @@ def _origin(instance: Any, sensor_name: str) -> tuple[str, str] | None:
 
     try:
         state = find_sensor_state(instance, sensor_name)
-    except LookupError:
+    except Exception:  # noqa: BLE001 - no state for it, or an instance without schedule storage
         return None
     return state.instigator_origin_id, state.selector_id

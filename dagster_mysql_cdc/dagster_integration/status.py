@@ -18,7 +18,7 @@ from ..errors import CdcError, ConfigurationError
 from ..events import BinlogPosition
 from ..source.binlog import BinlogReader
 from ..source.connection import ConnectionSettings, binlog_files, connect, current_position, server_info
-from .cursor import StreamCursor, purged_binlog_message
+from .cursor import CorruptCursorError, StreamCursor, purged_binlog_message
 from .health import CaptureHealth, capture_health, first_line, health_lines
 
 
@@ -41,6 +41,7 @@ class CaptureStatus:
         last_error: the sensor's last recorded run failure (with its reason).
         health: the sensor's ticks, last tick error, last run failure, retry, failing checks
             (:class:`.health.CaptureHealth`).
+        cursor_error: why the stored cursor cannot be read (the sensor's ticks fail with it).
     """
 
     sensor: str
@@ -54,6 +55,7 @@ class CaptureStatus:
     incremental: dict[str, Any] | None = None
     last_error: str | None = None
     health: CaptureHealth | None = None
+    cursor_error: str | None = None
 
     def lines(self) -> list[str]:
         """One short line per concern (offset and lag, the sensor's ticks, the last tick error,
@@ -64,7 +66,10 @@ class CaptureStatus:
             lag = "lag not computed (--no-server)"
         else:
             lag = f"lag unknown: {self.server_error or 'server not asked'}"
-        out = [f"{self.sensor}: committed {self.committed or 'nothing (no snapshot yet)'} | {lag}"]
+        if self.cursor_error:
+            out = [f"{self.sensor}: cursor unreadable: {self.cursor_error}"]
+        else:
+            out = [f"{self.sensor}: committed {self.committed or 'nothing (no snapshot yet)'} | {lag}"]
         health = self.health
         if health is not None:
             out += health_lines(health, self.sensor)
@@ -191,6 +196,7 @@ def read_status(
     replica_server_id: int = 184054 + 11,
     cursor_text: str | None = None,
     use_recorded_address: bool = True,
+    stale_seconds: float | None = None,
 ) -> CaptureStatus:
     """The capture status of ``sensor_name``.
 
@@ -201,10 +207,13 @@ def read_status(
         cursor_text: use this cursor instead of the stored one.
         use_recorded_address: connect to the address recorded in the cursor (the server the
             offset belongs to) instead of ``settings``' host and port.
+        stale_seconds: the sensor is reported as not ticking after this long without a tick
+            (default: :func:`.health.stale_after` its interval).
 
     Raises:
         LookupError: the sensor has no state in the instance.
-        CorruptCursorError: the cursor cannot be read.
+
+    A cursor that cannot be read is reported in ``cursor_error`` (with the health), not raised.
     """
     import dagster as dg
 
@@ -216,11 +225,16 @@ def read_status(
         if cursor_text is not None
         else getattr(getattr(state, "instigator_data", None), "cursor", None)
     )
-    cur = StreamCursor.parse(text, sensor_name)
+    try:
+        cur = StreamCursor.parse(text, sensor_name)
+        cursor_error = None
+    except CorruptCursorError as e:  # the health (failing ticks) is still worth showing
+        cur, cursor_error = StreamCursor(), str(e)
     status = CaptureStatus(
         sensor=sensor_name,
         committed=str(cur.committed) if cur.committed else None,
         last_error=cur.last_error,
+        cursor_error=cursor_error,
     )
     if settings is not None:
         address = recorded_address(cur) if use_recorded_address else None
@@ -235,7 +249,9 @@ def read_status(
             except CdcError as e:
                 status.server_error = first_line(str(e), 400)
     if state is not None:
-        status.health = capture_health(instance, state, sensor_name, cur.retry_at)
+        status.health = capture_health(
+            instance, state, sensor_name, cur.retry_at, stale_seconds=stale_seconds
+        )
     if cur.inflight is not None:
         inf = cur.inflight
         runs = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: inf.run_key}), limit=1)
