@@ -152,6 +152,7 @@ class Cdc:
             server_id=random.randint(1_000_000, 2_000_000_000),
             database_include_list=[db],
             snapshot_mode="no_data",
+            stream_follow_seconds=0.0,  # one window per run: the tests count chunks per run
         )
         fields.update(resource_fields)
         self.mysql = MySqlCdcResource(**fields)

@@ -337,7 +337,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
         description="Seconds a streaming run may spend reading its binlog window before it fails (and is retried).",
     )
     stream_follow_seconds: float = Field(
-        default=0.0,
+        default=300.0,
         description="After its requested window, a stream run keeps reading follow-on windows this long "
         "while changes keep coming (warm Spark, no new run per window: seconds from COMMIT to the lake "
         "under a daemon); 0 = one window per run. Exactly-once is kept (follow-on windows are saved "
@@ -1587,9 +1587,12 @@ class CdcLakeResource(dg.ConfigurableResource):
         "(Python's default is 5 ms); 0 = leave the interpreter's.",
     )
     spark_remote: str | None = Field(
-        default=None,
+        default="auto",
         description="Spark Connect URL (sc://host:port) of a long-lived Spark Connect server on the "
-        "runs' host; empty/null = the nested `pyspark` resource's own Spark (local or cluster master).",
+        "runs' host (a run fails with a clear error when it is down); 'auto' (default) = "
+        "$CDC_SPARK_REMOTE when set, else sc://127.0.0.1:15002, falling back to a local Spark (with a "
+        "WARNING) when no server runs there; empty/null = the nested `pyspark` resource's own Spark "
+        "(local or cluster master).",
     )
     spark_log_level: str = Field(
         default="ERROR",
@@ -1617,12 +1620,35 @@ class CdcLakeResource(dg.ConfigurableResource):
         ``pyspark`` resource's session (starts the JVM on first use, then sets
         :attr:`spark_log_level`).
 
+        ``spark_remote="auto"`` (default) uses a Spark Connect server on this host when one
+        accepts connections (:func:`~..sink.spark_session.resolve_remote`) and otherwise starts a
+        local Spark with a WARNING naming the fix, instead of waiting minutes for the gRPC client's
+        retries.
+
         Raises:
-            pyspark / grpc errors: the Spark Connect server cannot be reached.
+            SinkError: an explicitly configured Spark Connect server is not running.
+            pyspark / grpc errors: the Spark Connect server fails after accepting the connection.
         """
-        remote = _resolve(self.spark_remote)
-        if remote:
-            return remote_spark_session(str(remote))
+        from ..errors import SinkError
+        from ..sink.spark_session import remote_unreachable, resolve_remote
+
+        url, may_fall_back = resolve_remote(_resolve(self.spark_remote))
+        if url:
+            why = remote_unreachable(url)
+            if why is None:
+                return remote_spark_session(url)
+            if not may_fall_back:
+                raise SinkError(
+                    f"The Spark Connect server {url} (CdcLakeResource.spark_remote) is not running ({why}). "
+                    "Start it (`bash infra/spark_connect.sh start`, or pyspark's sbin/start-connect-server.sh) "
+                    "or set spark_remote=None to let each run start its own local Spark."
+                )
+            dg.get_dagster_logger().warning(  # in the run's log (and dagster dev's output)
+                f"No Spark Connect server at {url} ({why}): this run starts its own local Spark "
+                "(~15-20 s per run). Start one on this host (`bash infra/spark_connect.sh start`, or "
+                "pyspark's sbin/start-connect-server.sh) for runs that connect in ~1 s, or set "
+                "spark_remote=None to silence this."
+            )
         use_this_python_for_local_spark(dict(self.pyspark.spark_config or {}))
         spark = self.pyspark.spark_session
         quiet_spark(spark, self.spark_log_level)
