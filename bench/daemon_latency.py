@@ -74,6 +74,7 @@ class Daemon:
         log_path: Path,
         follow: float,
         readme: bool = False,
+        tables: str = "t",
     ):
         self.home = tempfile.mkdtemp(prefix="bench-dagster-home-")
         Path(self.home, "dagster.yaml").write_text(
@@ -87,6 +88,7 @@ class Daemon:
             "BENCH_DAEMON_INTERVAL": str(interval),
             "BENCH_DAEMON_FOLLOW": str(follow),
             "BENCH_DAEMON_README": "1" if readme else "0",
+            "BENCH_DAEMON_TABLES": tables,
             "CDC_SPARK_REMOTE": remote,
             "CDC_MYSQL_PASSWORD": os.environ.get("CDC_MYSQL_PASSWORD", "cdc-secret"),
             "PYTHONPATH": str(ROOT),

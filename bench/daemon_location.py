@@ -7,6 +7,7 @@ Configured by the environment the benchmark sets for ``dagster-daemon run -f``:
 - ``BENCH_DAEMON_INTERVAL``: the sensor's ``minimum_interval_seconds`` (default 5);
 - ``BENCH_DAEMON_FOLLOW``: the resource's ``stream_follow_seconds`` (default 300; 0 = one window per run);
 - ``CDC_SPARK_REMOTE``: the Spark Connect server runs write through (empty: a local Spark per run);
+- ``BENCH_DAEMON_TABLES``: the captured tables of that database, comma-separated (default ``t``);
 - ``BENCH_DAEMON_README=1``: the resources as the README's example writes them, neither
   ``stream_follow_seconds`` nor ``spark_remote`` set (their defaults: following runs, ``auto``);
 - ``CDC_MYSQL_*``: the MariaDB of infra/ (the capture user).
@@ -38,7 +39,7 @@ mysql = MySqlCdcResource(
 
 
 @mysql_cdc_assets(
-    tables=[f"{DB}.t"],
+    tables=[f"{DB}.{t}" for t in os.environ.get("BENCH_DAEMON_TABLES", "t").split(",")],
     server_name=DB,
     **({} if README else {"stream_follow_seconds": float(os.environ.get("BENCH_DAEMON_FOLLOW", "300"))}),
 )

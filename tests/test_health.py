@@ -221,3 +221,40 @@ def test_status_shows_tick_errors_and_a_daemon_that_stopped_ticking(tmp_path):
             _status(home, "--sensor", sensor, "--no-server", "--stale-after", "6", "--json").stdout
         )
         assert as_json["health"]["sensor"]["ticking"] is False
+
+
+def test_a_check_that_raises_is_a_failed_evaluation_and_the_other_tables_are_checked(local_storage):
+    """Issue 25 point 6: a check that raised (the "Execute checks" TypeError of point 2, a damaged
+    lake table) failed the whole run, so no table's check had a result and the run's planned
+    checks then broke the heartbeats. Now the raising table's checks are failed evaluations with
+    the error and the other tables are checked."""
+    import glob
+    import os
+
+    with scratch_database("checkraise") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"USE {db}")
+            cur.execute(f"CREATE TABLE {db}.a (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"CREATE TABLE {db}.b (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"INSERT INTO {db}.a SELECT seq, seq FROM seq_1_to_50")
+            cur.execute(f"INSERT INTO {db}.b SELECT seq, seq FROM seq_1_to_50")
+        cdc = SensorDriven(capture_resource(db), local_storage.base_uri)
+        cdc.ticks()
+        for f in glob.glob(f"{local_storage.uri(db, db, 'a', 'state')}/*.parquet"):
+            os.remove(f)  # the lake table of a is damaged: reading it raises
+        keys = [dg.AssetKey([db, db, "a"]), dg.AssetKey([db, db, "b"])]
+        res = dg.materialize(
+            [cdc.cdc],
+            resources=cdc.resources,
+            instance=cdc.instance,
+            selection=dg.AssetSelection.checks_for_assets(*keys),
+            raise_on_error=False,
+        )
+        assert res.success, "a check error is not a run failure"
+        evals = {(e.asset_key.path[-1], e.check_name): e for e in res.get_asset_check_evaluations()}
+        a_checksum = evals[("a", "checksum_matches_source")]
+        assert not a_checksum.passed and a_checksum.severity == dg.AssetCheckSeverity.ERROR
+        assert "error" in a_checksum.metadata
+        assert (
+            evals[("b", "checksum_matches_source")].passed and evals[("b", "row_count_matches_source")].passed
+        )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import warnings
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -701,11 +701,40 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 server_id=self.server_id,
             )
 
+        def isolated(key: dg.AssetKey, names: set[str], produce: Callable[[], Iterable[dg.AssetCheckResult]]):
+            """The results of ``produce``; if it raises, a failed result with the error for each
+            check of ``names`` it did not report: one table's check error never stops the other
+            tables' checks (or fails a committed window's run)."""
+            done: set[str] = set()
+            try:
+                for r in produce():
+                    done.add(r.check_name or "")
+                    yield r
+            except Exception as e:  # noqa: BLE001 - a failed evaluation, not a failed run
+                context.log.error(f"checks of {key.to_user_string()} raised {type(e).__name__}: {e}")
+                for n in sorted(names - done):
+                    yield dg.AssetCheckResult(
+                        asset_key=key,
+                        check_name=n,
+                        passed=False,
+                        severity=dg.AssetCheckSeverity.ERROR,
+                        metadata={
+                            "error": dg.MetadataValue.text(f"{type(e).__name__}: {e}"[:2000]),
+                            "explanation": "the check raised an error (above); the other tables' checks ran",
+                        },
+                    )
+
         for asset_key, names in by_asset.items():
             spec = specs[asset_key]
             if BINLOG_METADATA_KEY in (spec.metadata or {}):
                 if RETENTION in names:
-                    yield retention_check(asset_key, settings, committed, opts.retention_margin_files)
+                    yield from isolated(
+                        asset_key,
+                        {RETENTION},
+                        partial(
+                            _one, retention_check, asset_key, settings, committed, opts.retention_margin_files
+                        ),
+                    )
                 if GAPS in names:
                     yield gaps_check(asset_key, gaps, self.binlog_gap_handling)
                 continue
@@ -726,7 +755,9 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 )
                 names = names - {ROW_COUNT, CHECKSUM}
             if names:
-                yield from full_checks(asset_key, db, table, state_uri, names)
+                yield from isolated(
+                    asset_key, names, partial(full_checks, asset_key, db, table, state_uri, names)
+                )
         if in_window and committed is not None and window_start is not None:
             try:
                 results, keyless = verify_window(
@@ -745,7 +776,11 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 results, keyless = verification_failed_results(in_window, e), []
             yield from results
             for t in keyless:  # no key to compare by: the full (multiset) checks
-                yield from full_checks(t.key, t.database, t.table, t.state_uri, t.checks)
+                yield from isolated(
+                    t.key,
+                    set(t.checks),
+                    partial(full_checks, t.key, t.database, t.table, t.state_uri, t.checks),
+                )
 
     def _checksum_repair(
         self, context: dg.AssetExecutionContext, settings: ConnectionSettings, committed: BinlogPosition
@@ -1366,6 +1401,11 @@ class MySqlCdcResource(dg.ConfigurableResource):
             if not exact or r.incremental_state or r.chunks or r.blocking_tables:
                 break
         return result, windows
+
+
+def _one(check: Callable[..., dg.AssetCheckResult], *args: Any) -> list[dg.AssetCheckResult]:
+    """``[check(*args)]``: a single check as the result list :meth:`MySqlCdcResource.run_checks` isolates."""
+    return [check(*args)]
 
 
 def _window_tags(tags: Any) -> tuple[BinlogPosition, BinlogPosition]:
