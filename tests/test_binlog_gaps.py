@@ -425,3 +425,29 @@ def test_trigger_writes_of_statement_dml_are_repaired(local_storage, sakila_db):
             with conn.cursor() as cur:
                 cur.execute(f"REVOKE TRIGGER ON {db}.* FROM '{CDC_USER}'@'%'")
         assert found == {("statement_dml", f"{db}.film"), ("trigger", f"{db}.film_text")}
+
+
+def test_an_unrepaired_gap_fails_the_tables_checks_in_the_window_run(local_storage):
+    """Issue 25 (never "caught up" with a wrong lake, silently): a gap that is reported but not
+    repaired (here binlog_gap_handling="warn") left the table's stream-run checks passing (the
+    window's keys do not include rows changed without row events), and the heartbeats then
+    carried the pass forward. Such a table now gets its full checks in the window run."""
+    with scratch_database("gapswarn") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"USE {db}")
+            cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
+            cur.execute("INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_200")
+        cdc = SensorDriven(capture_resource(db, binlog_gap_handling="warn"), local_storage.base_uri)
+        cdc.ticks()
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION binlog_format = 'STATEMENT'")
+            cur.execute("UPDATE t SET v = 'stmt' WHERE id <= 5")
+            cur.execute("SET SESSION binlog_format = 'ROW'")
+        log = cdc.ticks()
+        evals = [
+            e
+            for r in log.runs
+            for e in r.get_asset_check_evaluations()
+            if e.asset_key.path[-1] == "t" and e.check_name == "checksum_matches_source"
+        ]
+        assert evals and not evals[-1].passed, [e.metadata for e in evals]
