@@ -27,9 +27,8 @@ import uuid
 from pathlib import Path
 
 import pyarrow.dataset as pads
+import pyarrow.fs as pafs
 from deltalake import DeltaTable
-
-from dagster_mysql_cdc.sink.storage import StorageSettings
 
 from .daemon_latency import Daemon, load, root_conn, wait_for
 
@@ -38,8 +37,8 @@ def live(state_uri: str, columns: list[str]) -> list[dict]:
     """Live rows of a local state table (``[]`` while it does not exist)."""
     if not DeltaTable.is_deltatable(state_uri):
         return []
-    fs = StorageSettings(base_uri=state_uri).delta_filesystem(state_uri)
-    ds = DeltaTable(state_uri).to_pyarrow_dataset(filesystem=fs)
+    files = pafs.SubTreeFileSystem(os.path.abspath(state_uri), pafs.LocalFileSystem())  # pyarrow's own
+    ds = DeltaTable(state_uri).to_pyarrow_dataset(filesystem=files)
     return ds.to_table(columns=columns, filter=pads.field("__deleted") == False).to_pylist()  # noqa: E712
 
 
@@ -88,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"the initial snapshot did not land within 300 s; see {log_path}")
         time.sleep(args.interval)
         for n in range(1, args.rounds + 1):
-            lo, hi = 50 * (n - 1) + 1, 50 * n
+            # 50 rows whose parents (1 + id % 200 in 2..51) no cascade round deletes (102 and up)
+            lo = 200 * (n + 5) + 1
+            hi = lo + 49
             with root.cursor() as cur:
                 cur.execute("SET SESSION binlog_format = 'STATEMENT'")
                 cur.execute(f"UPDATE {db}.c SET v = {n} WHERE id BETWEEN {lo} AND {hi}")

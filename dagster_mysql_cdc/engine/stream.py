@@ -473,10 +473,10 @@ class BinlogStreamingSource:
         if te is None:
             return
         name = f"{item.database}.{item.table}"
-        if item.partial and self.partial.add(te, item, snapshot.touched(name)):
-            self.result.last_event_ts_ms = item.ts_ms
-            return  # not decodable into full rows: its keys are repaired (see PartialImages)
         try:
+            if item.partial and self.partial.add(te, item, snapshot.touched(name)):
+                self.result.last_event_ts_ms = item.ts_ms
+                return  # not decodable into full rows: its keys are repaired (see PartialImages)
             _add_rows(
                 te,
                 item,
