@@ -28,7 +28,7 @@
 # apart (no longer required: the capture's offset epoch orders a promoted replica's positions after
 # the old primary's whatever their numbering, see docs/operations.md, "Failover"). Give it a
 # distinct --port (CDC_MYSQL_REPLICA_PORT); without --server-id it takes one above the primary's and
-# its replicas' (a --server-id already in use is refused). It is reported "up" only once its IO and
+# its replicas' (the primary's server_id is refused). It is reported "up" only once its IO and
 # SQL threads run (else the replication error is printed and the start fails).
 #   promote : STOP SLAVE; RESET SLAVE ALL; read_only=OFF (the replica becomes a primary)
 # Tunables: CDC_MARIADB_START_TIMEOUT (s, default 60), CDC_MARIADB_STOP_TIMEOUT (s, default 60).
@@ -302,8 +302,10 @@ replica_server_id() { # --replica-of: a server_id distinct from the primary's an
     || { err "the primary 127.0.0.1:$REPLICA_OF does not answer as root: $(cat "$log")"; exit 1; }
   used="$( (echo "$primary_id"; echo "SHOW SLAVE HOSTS" | primary_sql 2>/dev/null | awk '{print $1}') | sort -n | uniq)"
   if [ -n "$ARG_SERVER_ID" ] || [ -n "$SAVED_SERVER_ID" ]; then
-    if printf '%s\n' "$used" | grep -qx "$SERVER_ID"; then
-      err "--server-id $SERVER_ID is already used by the primary 127.0.0.1:$REPLICA_OF or one of its replicas (in use: $(echo $used)): a replica needs its own server_id (replication stops at once otherwise); pass another --server-id, or none to pick a free one"
+    # the primary's own id stops replication at once; SHOW SLAVE HOSTS may still list a replica
+    # that was just removed (the same instance re-created), so only the primary's id is refused
+    if [ "$SERVER_ID" = "$primary_id" ]; then
+      err "--server-id $SERVER_ID is the server_id of the primary 127.0.0.1:$REPLICA_OF: a replica needs its own server_id (replication stops at once otherwise); pass another --server-id, or none to pick a free one"
       exit 2
     fi
     return 0

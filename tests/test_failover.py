@@ -463,7 +463,7 @@ def test_replica_gets_a_free_server_id_and_is_up_only_when_replicating():
     try:
         taken = subprocess.run([*start, "--server-id", "1"], cwd=ROOT, capture_output=True, text=True)
         assert taken.returncode == 2, taken.stdout + taken.stderr
-        assert "--server-id 1 is already used by the primary" in taken.stderr
+        assert "--server-id 1 is the server_id of the primary" in taken.stderr
         _stop_and_remove_replica()
         r = subprocess.run(start, cwd=ROOT, capture_output=True, text=True)
         assert r.returncode == 0, r.stdout + r.stderr
