@@ -25,6 +25,7 @@ from deltalake import DeltaTable, write_deltalake
 from assets.inventory import SERVER_NAME
 from dagster_mysql_cdc import CdcLakeResource
 from dagster_mysql_cdc.sink.state_rows import live_multiset
+from dagster_mysql_cdc.sink.storage import StorageSettings
 
 ORDERS = dg.AssetKey([SERVER_NAME, "inventory", "orders"])
 PRODUCTS = dg.AssetKey([SERVER_NAME, "inventory", "products"])
@@ -61,12 +62,15 @@ TOTALS_LINEAGE = dg.TableColumnLineage(
 )
 
 
-def live_rows(uri: str, storage_options: dict[str, str], columns: list[str]) -> pa.Table:
+def live_rows(storage: StorageSettings, uri: str, columns: list[str]) -> pa.Table:
     """The live rows of a captured table's ``state`` Delta table (tombstones dropped; a keyless
-    table's row repeated ``__count`` times, one per copy in the source)."""
-    dt = DeltaTable(uri, storage_options=storage_options)
+    table's row repeated ``__count`` times, one per copy in the source). The Parquet files are read
+    through pyarrow's own filesystem (``filesystem=``; see docs/output-layout.md: deltalake's
+    handler can abort the process at exit)."""
+    dt = DeltaTable(uri, storage_options=storage.delta_storage_options())
     meta = ["__deleted"] + (["__count"] if "__count" in dt.schema().to_arrow().names else [])
-    return live_multiset(dt.to_pyarrow_table(columns=[*columns, *meta])).select(columns)
+    table = dt.to_pyarrow_table(columns=[*columns, *meta], filesystem=storage.delta_filesystem(uri))
+    return live_multiset(table).select(columns)
 
 
 def order_totals(orders: pa.Table, products: pa.Table) -> pa.Table:
@@ -120,12 +124,12 @@ def inventory_order_totals(context: dg.AssetExecutionContext, lake: CdcLakeResou
     storage = lake.storage_settings()  # no Spark: only the lake location and credentials
     opts = storage.delta_storage_options()
     orders = live_rows(
+        storage,
         storage.uri(SERVER_NAME, "inventory", "orders", "state"),
-        opts,
         ["order_number", "order_date", "quantity", "product_id"],
     )
     products = live_rows(
-        storage.uri(SERVER_NAME, "inventory", "products", "state"), opts, ["id", "name", "weight"]
+        storage, storage.uri(SERVER_NAME, "inventory", "products", "state"), ["id", "name", "weight"]
     )
     totals = order_totals(orders, products)
     uri = storage.uri(*TOTALS_PATH)

@@ -69,7 +69,7 @@ def live_row_count(storage: StorageSettings, state_uri: str) -> int | None:
     dtable = open_table(storage, state_uri)
     if dtable is None:
         return None
-    ds: pads.Dataset = dtable.to_pyarrow_dataset()
+    ds: pads.Dataset = dtable.to_pyarrow_dataset(filesystem=storage.delta_filesystem(state_uri))
     live = pads.field("__deleted") == False  # noqa: E712
     if "__count" in ds.schema.names:
         total = 0
@@ -395,7 +395,7 @@ def _lake_rows_for_keys(
     wanted = set(keys)
     if not wanted:
         return {}
-    ds = read_table(storage, state_uri).to_pyarrow_dataset()
+    ds = read_table(storage, state_uri).to_pyarrow_dataset(filesystem=storage.delta_filesystem(state_uri))
     first = sorted({k[0] for k in wanted}, key=repr)
     live = pads.field("__deleted") == False  # noqa: E712
     kidx = [names.index(p) for p in pk]

@@ -109,7 +109,11 @@ class LakeLiveRows:
             return
         names = pa.schema(self.dt.schema().to_arrow()).names
         epoch = ["__epoch"] if "__epoch" in names else []  # absent: written before offset epochs
-        t = self.dt.to_pyarrow_table(columns=[*self.pk, "__deleted", *epoch, "__binlog_file", "__binlog_pos"])
+        self.filesystem = storage.delta_filesystem(uri)  # pyarrow's own: no abort at exit
+        t = self.dt.to_pyarrow_table(
+            columns=[*self.pk, "__deleted", *epoch, "__binlog_file", "__binlog_pos"],
+            filesystem=self.filesystem,
+        )
         t = t.filter(self._older_live(t))
         self.keys = sorted(zip(*(t.column(k).to_pylist() for k in self.pk)))
 
@@ -129,7 +133,9 @@ class LakeLiveRows:
             return empty
         lake_type = pa.schema(self.dt.schema().to_arrow()).field(self.pk[0]).type
         first = pa.array(sorted({k[0] for k in gone}), lake_type)
-        t = self.dt.to_pyarrow_dataset().to_table(filter=pads.field(self.pk[0]).isin(first))
+        t = self.dt.to_pyarrow_dataset(filesystem=self.filesystem).to_table(
+            filter=pads.field(self.pk[0]).isin(first)
+        )
         t = t.filter(self._older_live(t))
         keys = zip(*(t.column(k).to_pylist() for k in self.pk))
         t = t.take(pa.array([i for i, k in enumerate(keys) if k in gone], pa.int64()))
