@@ -110,7 +110,9 @@ def report(storage, server: str, tables: list[str]) -> bool:
         base = storage.uri(server, "inventory", table)
         cols = list(expected[0]) if expected else key
         live = lake_rows(storage, f"{base}/state", key, cols)
-        log = DeltaTable(f"{base}/changelog", storage_options=opts).to_pyarrow_table(columns=["op"])
+        log = DeltaTable(f"{base}/changelog", storage_options=opts).to_pyarrow_table(
+            columns=["op"], filesystem=storage.delta_filesystem(f"{base}/changelog")
+        )
         ops = dict(
             sorted(zip(*[log.column("op").value_counts().field(f).to_pylist() for f in ("values", "counts")]))
         )
@@ -124,7 +126,9 @@ def report(storage, server: str, tables: list[str]) -> bool:
 
 def show_events(storage, server: str) -> None:
     uri = storage.uri(server, "inventory", "customers", "changelog")
-    t = DeltaTable(uri, storage_options=storage.delta_storage_options()).to_pyarrow_table()
+    t = DeltaTable(uri, storage_options=storage.delta_storage_options()).to_pyarrow_table(
+        filesystem=storage.delta_filesystem(uri)
+    )
     events = [e for e in t.to_pylist() if e["op"] != "r"]
     events.sort(key=lambda e: (e["source"]["file"], e["source"]["pos"], e["source"]["row"]))
     print("\ncustomers change events (Debezium envelope, streamed):")
@@ -144,9 +148,14 @@ def show_events(storage, server: str) -> None:
                 default=str,
             )
         )
-    hist = DeltaTable(storage.uri(server, "_schema_history"), storage_options=storage.delta_storage_options())
+    hist_uri = storage.uri(server, "_schema_history")
+    hist = DeltaTable(hist_uri, storage_options=storage.delta_storage_options())
     print("\nschema history (DDL with binlog position):")
-    for r in hist.to_pyarrow_table().sort_by([("file_seq", "ascending"), ("pos", "ascending")]).to_pylist():
+    for r in (
+        hist.to_pyarrow_table(filesystem=storage.delta_filesystem(hist_uri))
+        .sort_by([("file_seq", "ascending"), ("pos", "ascending")])
+        .to_pylist()
+    ):
         ddl = " ".join(r["ddl"].split())
         print(f"  {r['file']}:{r['pos']:<8} {ddl[:90]}")
 

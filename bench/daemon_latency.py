@@ -65,7 +65,17 @@ def root_conn(autocommit: bool = True) -> pymysql.connections.Connection:
 class Daemon:
     """``dagster-daemon run`` on a temporary DAGSTER_HOME (its own process group)."""
 
-    def __init__(self, db: str, lake: str, interval: int, remote: str, log_path: Path, follow: float):
+    def __init__(
+        self,
+        db: str,
+        lake: str,
+        interval: int,
+        remote: str,
+        log_path: Path,
+        follow: float,
+        readme: bool = False,
+        tables: str = "t",
+    ):
         self.home = tempfile.mkdtemp(prefix="bench-dagster-home-")
         Path(self.home, "dagster.yaml").write_text(
             "telemetry:\n  enabled: false\nrun_queue:\n  dequeue_interval_seconds: 1\n"
@@ -77,6 +87,8 @@ class Daemon:
             "BENCH_DAEMON_LAKE": lake,
             "BENCH_DAEMON_INTERVAL": str(interval),
             "BENCH_DAEMON_FOLLOW": str(follow),
+            "BENCH_DAEMON_README": "1" if readme else "0",
+            "BENCH_DAEMON_TABLES": tables,
             "CDC_SPARK_REMOTE": remote,
             "CDC_MYSQL_PASSWORD": os.environ.get("CDC_MYSQL_PASSWORD", "cdc-secret"),
             "PYTHONPATH": str(ROOT),
@@ -195,6 +207,11 @@ def main(argv: list[str] | None = None) -> int:
         help="stream_follow_seconds of the capture (0: one window per run)",
     )
     ap.add_argument("--local-spark", action="store_true", help="runs start their own local Spark")
+    ap.add_argument(
+        "--readme",
+        action="store_true",
+        help="the README example's resources: neither stream_follow_seconds nor spark_remote set (defaults)",
+    )
     ap.add_argument("--inprocess", action="store_true", help="also run bench/latency.py (in process)")
     ap.add_argument("--log", default=None, help="daemon log file (default: a temporary file)")
     ap.add_argument("--json", default=None, help="write every marker's commit time and latency here")
@@ -218,11 +235,17 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.log) if args.log else Path(tempfile.mkstemp(prefix="bench-daemon-", suffix=".log")[1])
     )
     print(
-        f"daemon benchmark: db {db}, Spark {'Connect ' + remote if remote else 'local (per run)'}, "
-        f"sensor every {args.interval}s, stream_follow_seconds {args.follow:.0f}, daemon log {log_path}, {load()}",
+        f"daemon benchmark: db {db}, "
+        + (
+            "the README example's resources (defaults: spark_remote auto -> "
+            f"{remote or 'sc://127.0.0.1:15002'}, following runs)"
+            if args.readme
+            else f"Spark {'Connect ' + remote if remote else 'local (per run)'}, stream_follow_seconds {args.follow:.0f}"
+        )
+        + f", sensor every {args.interval}s, daemon log {log_path}, {load()}",
         flush=True,
     )
-    daemon = Daemon(db, lake, args.interval, remote, log_path, args.follow)
+    daemon = Daemon(db, lake, args.interval, remote, log_path, args.follow, readme=args.readme)
     results: dict[str, object] = {}
     try:
         t0 = time.monotonic()

@@ -7,6 +7,9 @@ Configured by the environment the benchmark sets for ``dagster-daemon run -f``:
 - ``BENCH_DAEMON_INTERVAL``: the sensor's ``minimum_interval_seconds`` (default 5);
 - ``BENCH_DAEMON_FOLLOW``: the resource's ``stream_follow_seconds`` (default 300; 0 = one window per run);
 - ``CDC_SPARK_REMOTE``: the Spark Connect server runs write through (empty: a local Spark per run);
+- ``BENCH_DAEMON_TABLES``: the captured tables of that database, comma-separated (default ``t``);
+- ``BENCH_DAEMON_README=1``: the resources as the README's example writes them, neither
+  ``stream_follow_seconds`` nor ``spark_remote`` set (their defaults: following runs, ``auto``);
 - ``CDC_MYSQL_*``: the MariaDB of infra/ (the capture user).
 
 The table is given by name, so loading the location (the daemon, its code server and every run
@@ -22,6 +25,7 @@ from dagster_mysql_cdc import CdcLakeResource, MySqlCdcResource, build_mysql_cdc
 
 DB = os.environ["BENCH_DAEMON_DB"]
 
+README = os.environ.get("BENCH_DAEMON_README") == "1"
 mysql = MySqlCdcResource(
     host=os.environ.get("CDC_MYSQL_HOST", "127.0.0.1"),
     port=int(os.environ.get("CDC_MYSQL_PORT", "3307")),
@@ -30,11 +34,15 @@ mysql = MySqlCdcResource(
     server_name=DB,
     database_include_list=[DB],
     server_id=5802,
-    stream_follow_seconds=float(os.environ.get("BENCH_DAEMON_FOLLOW", "300")),
+    **({} if README else {"stream_follow_seconds": float(os.environ.get("BENCH_DAEMON_FOLLOW", "300"))}),
 )
 
 
-@mysql_cdc_assets(tables=[f"{DB}.t"], server_name=DB)
+@mysql_cdc_assets(
+    tables=[f"{DB}.{t}" for t in os.environ.get("BENCH_DAEMON_TABLES", "t").split(",")],
+    server_name=DB,
+    **({} if README else {"stream_follow_seconds": float(os.environ.get("BENCH_DAEMON_FOLLOW", "300"))}),
+)
 def bench_cdc(context: dg.AssetExecutionContext, mysql: MySqlCdcResource, lake: CdcLakeResource):
     yield from mysql.sync(context=context, lake=lake)
 
@@ -52,7 +60,7 @@ defs = dg.Definitions(
         "mysql": mysql,
         "lake": CdcLakeResource(
             base_uri=os.environ["BENCH_DAEMON_LAKE"],
-            spark_remote=os.environ.get("CDC_SPARK_REMOTE") or None,
+            **({} if README else {"spark_remote": os.environ.get("CDC_SPARK_REMOTE") or None}),
         ),
     },
 )

@@ -1,11 +1,13 @@
 """Command line: ``python -m dagster_mysql_cdc status --sensor <name>``.
 
-Prints the capture's state in one line (committed position, lag in bytes and seconds, run in
-flight, incremental snapshot progress, last error) from the sensor cursor stored in the Dagster
-instance at ``DAGSTER_HOME``; ``--json`` prints it as JSON. The lag needs the source server:
-``--host``/``--port``/``--user`` (defaults: ``CDC_MYSQL_HOST``, ``CDC_MYSQL_PORT``,
-``CDC_MYSQL_USER``), password from ``CDC_MYSQL_PASSWORD``, TLS with ``--ssl-mode``/``--ssl-ca``
-(``CDC_MYSQL_SSL_MODE``, ``CDC_MYSQL_SSL_CA``); ``--no-server`` skips it.
+Prints the capture's state and health, one short line per concern (committed position and lag,
+whether the sensor ticks, the last tick error, the last run failure, the run in flight, the
+retry, repairs and incremental snapshots, failing checks), from the sensor's cursor, ticks, runs
+and check results in the Dagster instance at ``DAGSTER_HOME``; ``--json`` prints the same as JSON.
+The lag needs the source server: by default the address the cursor recorded for its offset
+(the server the sensor read), else ``--host``/``--port`` (defaults ``CDC_MYSQL_HOST``,
+``CDC_MYSQL_PORT``); ``--user`` (``CDC_MYSQL_USER``), password from ``CDC_MYSQL_PASSWORD``, TLS with
+``--ssl-mode``/``--ssl-ca`` (``CDC_MYSQL_SSL_MODE``, ``CDC_MYSQL_SSL_CA``); ``--no-server`` skips it.
 """
 
 from __future__ import annotations
@@ -19,10 +21,14 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (2 for bad usage or an unknown sensor)."""
     parser = argparse.ArgumentParser(prog="python -m dagster_mysql_cdc")
     sub = parser.add_subparsers(dest="command", required=True)
-    st = sub.add_parser("status", help="the capture's state in one line, read from the sensor cursor")
+    st = sub.add_parser("status", help="the capture's state and health, read from the Dagster instance")
     st.add_argument("--sensor", required=True, help="binlog sensor name, e.g. dbserver1_cdc_binlog_sensor")
-    st.add_argument("--host", default=os.environ.get("CDC_MYSQL_HOST", "127.0.0.1"))
-    st.add_argument("--port", type=int, default=int(os.environ.get("CDC_MYSQL_PORT", "3306")))
+    st.add_argument(
+        "--host", help="source server (default: the address recorded in the cursor, else CDC_MYSQL_HOST)"
+    )
+    st.add_argument(
+        "--port", type=int, help="source port (default: the recorded address's, else CDC_MYSQL_PORT or 3306)"
+    )
     st.add_argument("--user", default=os.environ.get("CDC_MYSQL_USER", "cdc"))
     st.add_argument(
         "--ssl-mode",
@@ -33,7 +39,14 @@ def main(argv: list[str] | None = None) -> int:
         "--ssl-ca", default=os.environ.get("CDC_MYSQL_SSL_CA"), help="CA certificate (path or PEM)"
     )
     st.add_argument("--no-server", action="store_true", help="do not connect to the source (no lag)")
-    st.add_argument("--json", action="store_true", help="print JSON instead of one line")
+    st.add_argument("--json", action="store_true", help="print JSON instead of lines")
+    st.add_argument(
+        "--stale-after",
+        type=float,
+        default=None,
+        help="report the sensor as not ticking after this many seconds without a tick "
+        "(default: 4 intervals, at least 60 s)",
+    )
     args = parser.parse_args(argv)
 
     import dagster as dg
@@ -52,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         None
         if args.no_server
         else ConnectionSettings(
-            host=args.host,
-            port=args.port,
+            host=args.host or os.environ.get("CDC_MYSQL_HOST", "127.0.0.1"),
+            port=args.port or int(os.environ.get("CDC_MYSQL_PORT", "3306")),
             user=args.user,
             password=os.environ.get("CDC_MYSQL_PASSWORD", ""),
             ssl_mode=args.ssl_mode,
@@ -62,7 +75,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     with dg.DagsterInstance.get() as instance:
         try:
-            status = read_status(instance, args.sensor, settings=settings)
+            status = read_status(
+                instance,
+                args.sensor,
+                settings=settings,
+                use_recorded_address=args.host is None and args.port is None,
+                stale_seconds=args.stale_after,
+            )
         except LookupError as e:
             print(str(e).strip("'\""), file=sys.stderr)
             return 2
@@ -70,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             print(str(e), file=sys.stderr)
             return 1
     print(status.to_json() if args.json else status.line())
-    return 0
+    return 1 if status.cursor_error else 0
 
 
 if __name__ == "__main__":

@@ -26,7 +26,10 @@
 # after a promotion are told apart) and its binlog numbering starts at --binlog-start (default: the
 # primary's current file number + 1000, RESET MASTER TO n) so the two servers' file names are told
 # apart (no longer required: the capture's offset epoch orders a promoted replica's positions after
-# the old primary's whatever their numbering, see docs/operations.md, "Failover"). Give it a distinct --server-id and --port (CDC_MYSQL_REPLICA_PORT).
+# the old primary's whatever their numbering, see docs/operations.md, "Failover"). Give it a
+# distinct --port (CDC_MYSQL_REPLICA_PORT); without --server-id it takes one above the primary's and
+# its replicas' (the primary's server_id is refused). It is reported "up" only once its IO and
+# SQL threads run (else the replication error is printed and the start fails).
 #   promote : STOP SLAVE; RESET SLAVE ALL; read_only=OFF (the replica becomes a primary)
 # Tunables: CDC_MARIADB_START_TIMEOUT (s, default 60), CDC_MARIADB_STOP_TIMEOUT (s, default 60).
 set -euo pipefail
@@ -293,12 +296,51 @@ do_status() {
   return 1
 }
 
+replica_server_id() { # --replica-of: a server_id distinct from the primary's and its other replicas'
+  local primary_id used id log="$DIR/replica-server-id.log"
+  primary_id="$(echo "SELECT @@server_id" | primary_sql 2>"$log")" \
+    || { err "the primary 127.0.0.1:$REPLICA_OF does not answer as root: $(cat "$log")"; exit 1; }
+  used="$( (echo "$primary_id"; echo "SHOW SLAVE HOSTS" | primary_sql 2>/dev/null | awk '{print $1}') | sort -n | uniq)"
+  if [ -n "$ARG_SERVER_ID" ] || [ -n "$SAVED_SERVER_ID" ]; then
+    # the primary's own id stops replication at once; SHOW SLAVE HOSTS may still list a replica
+    # that was just removed (the same instance re-created), so only the primary's id is refused
+    if [ "$SERVER_ID" = "$primary_id" ]; then
+      err "--server-id $SERVER_ID is the server_id of the primary 127.0.0.1:$REPLICA_OF: a replica needs its own server_id (replication stops at once otherwise); pass another --server-id, or none to pick a free one"
+      exit 2
+    fi
+    return 0
+  fi
+  id=$(( $(printf '%s\n' "$used" | tail -n1) + 1 ))
+  SERVER_ID="$id"
+  DOMAIN_ID="${ARG_DOMAIN_ID:-${SAVED_DOMAIN_ID:-$SERVER_ID}}"
+  say "no --server-id given: using $SERVER_ID (the primary and its replicas use: $(echo $used))"
+}
+
+wait_replica_threads() { # a replica is "up" only when its IO and SQL threads run
+  local deadline io sql status
+  deadline=$((SECONDS + ${CDC_MARIADB_START_TIMEOUT:-60}))
+  while :; do
+    status="$(echo "SHOW SLAVE STATUS\G" | root_sql_tcp --column-names 2>/dev/null || true)"
+    io="$(printf '%s\n' "$status" | sed -n 's/^ *Slave_IO_Running: //p')"
+    sql="$(printf '%s\n' "$status" | sed -n 's/^ *Slave_SQL_Running: //p')"
+    [ "$io" = Yes ] && [ "$sql" = Yes ] && return 0
+    if [ "$SECONDS" -ge "$deadline" ] || { [ "$io" = No ] && [ -n "$(printf '%s\n' "$status" | sed -n 's/^ *Last_IO_Error: \(..*\)/\1/p')" ]; } \
+       || { [ "$sql" = No ] && [ -n "$(printf '%s\n' "$status" | sed -n 's/^ *Last_SQL_Error: \(..*\)/\1/p')" ]; }; then
+      err "replication from 127.0.0.1:$REPLICA_OF is not running (Slave_IO_Running=${io:-?}, Slave_SQL_Running=${sql:-?}):"
+      printf '%s\n' "$status" | grep -E '^ *(Last_IO_Error|Last_SQL_Error): .' >&2 || true
+      exit 1
+    fi
+    sleep 0.5
+  done
+}
+
 do_start() {
   local pid timeout_s deadline tmp
   timeout_s="${CDC_MARIADB_START_TIMEOUT:-60}"
   command -v mariadbd >/dev/null 2>&1 || { err "mariadbd not found (run infra/install.sh)"; exit 1; }
   command -v mariadb-install-db >/dev/null 2>&1 || { err "mariadb-install-db not found (run infra/install.sh)"; exit 1; }
   mkdir -p "$DIR" "$BINLOG_DIR"
+  if [ -n "$REPLICA_OF" ] && [ ! -e "$REPLICA_MARK" ]; then replica_server_id; fi
 
   [ "$TLS" = 1 ] && make_tls_certs
   tmp="$DIR/my.cnf.new"
@@ -386,6 +428,7 @@ do_start() {
     exit 1
   fi
   if [ -n "$REPLICA_OF" ] && [ ! -e "$REPLICA_MARK" ]; then setup_replica; fi
+  if [ -n "$REPLICA_OF" ]; then wait_replica_threads; fi
   say "up on 127.0.0.1:$PORT (pid $(server_pid || echo "$pid"), log $ERRLOG)"
 }
 

@@ -248,3 +248,206 @@ def test_failed_checksum_queues_a_repair_of_the_differing_key_ranges(local_stora
         }
         assert all("checksum_mismatch" in dict(e["headers"])[REPAIR_HEADER] for e in repaired)
         print(f"\nchecksum: {warnings[0]}\nrepaired in {seconds:.1f} s")
+
+
+def test_statement_dml_with_binlog_format_statement_globally_is_repaired(local_storage):
+    """Issue 25 point 1: with ``binlog_format=STATEMENT`` set globally, the repair's own watermark
+    INSERTs (the capture user may not ``SET SESSION binlog_format``) are logged as statements too;
+    the next window never saw them, dropped the repair without a word and the sensor said "caught
+    up" with 13 wrong rows. The watermarks are now read from the statements' text."""
+    with scratch_database("gapsglobal") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"USE {db}")
+            cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), n INT)")
+            cur.execute("INSERT INTO t SELECT seq, CONCAT('v', seq), seq FROM seq_1_to_3000")
+        mysql = capture_resource(db, incremental_snapshot_chunk_size=1000)
+        mysql.create_signal_table()
+        cdc = SensorDriven(mysql, local_storage.base_uri)
+        cdc.ticks()  # initial snapshot, caught up
+        with conn.cursor() as cur:
+            cur.execute("SET GLOBAL binlog_format = 'STATEMENT'")
+        try:
+            writer = root_connect(database=db)  # a new session: STATEMENT
+            with writer.cursor() as cur:
+                cur.execute("SELECT @@SESSION.binlog_format")
+                assert cur.fetchone()[0] == "STATEMENT"
+                cur.execute("UPDATE t SET v = 'stmt', n = -n WHERE id <= 13")
+                cur.execute("DELETE FROM t WHERE id BETWEEN 2001 AND 2005")
+                cur.execute("INSERT INTO t VALUES (5001, 'new', 1)")
+            writer.close()
+            first = cdc.ticks(until_caught_up=False, max_ticks=2)
+            gaps, _, _ = _gap_reports(cdc, first.runs)
+            assert [(g["kind"], g["table"]) for g in gaps] == [("statement_dml", f"{db}.t")]
+            _repair_until_done(cdc)
+            cdc.ticks()
+        finally:
+            with conn.cursor() as cur:
+                cur.execute("SET GLOBAL binlog_format = 'ROW'")
+        _assert_lake_equals_source(local_storage, db, db, "t")
+        repaired = _repaired_events(local_storage, db, db, "t")
+        assert {e["after"]["id"] for e in repaired if e["op"] == "r"} >= {*range(1, 14), 5001}
+        log = DeltaTable(local_storage.uri(db, db, "t", "changelog")).to_pyarrow_table().to_pylist()
+        deleted = [e["before"]["id"] for e in log if e["op"] == "d"]
+        assert sorted(deleted) == list(range(2001, 2006))  # each once (absent from the source)
+
+
+def test_repairs_delete_each_key_once(local_storage):
+    """Issue 25 point 4: after cascade repairs the change logs held repeated deletes of keys already
+    deleted (Sakila film_category x3, film_actor x2), one table being queued twice in one repair
+    (whole and filtered). Here a child with two cascading foreign keys loses rows through both
+    parents and a statement-based DELETE in one window: each lost key gets one delete."""
+    with scratch_database("gapsonce") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"USE {db}")
+            cur.execute("CREATE TABLE pa (id INT PRIMARY KEY)")
+            cur.execute("CREATE TABLE pb (id INT PRIMARY KEY)")
+            cur.execute(
+                "CREATE TABLE c (id INT PRIMARY KEY, a INT, b INT, v INT, "
+                "FOREIGN KEY (a) REFERENCES pa (id) ON DELETE CASCADE, "
+                "FOREIGN KEY (b) REFERENCES pb (id) ON DELETE CASCADE)"
+            )
+            cur.execute("INSERT INTO pa SELECT seq FROM seq_1_to_20")
+            cur.execute("INSERT INTO pb SELECT seq FROM seq_1_to_20")
+            cur.execute("INSERT INTO c SELECT seq, 1 + seq % 20, 1 + seq % 7, seq FROM seq_1_to_2000")
+        mysql = capture_resource(db)
+        mysql.create_signal_table()
+        cdc = SensorDriven(mysql, local_storage.base_uri)
+        cdc.ticks()
+        with conn.cursor() as cur:
+            cur.execute("DELETE FROM pa WHERE id IN (3, 4)")  # cascades to c
+            cur.execute("DELETE FROM pb WHERE id = 5")  # cascades to c, some rows overlap
+            cur.execute("SET SESSION binlog_format = 'STATEMENT'")
+            cur.execute("DELETE FROM c WHERE id BETWEEN 100 AND 120")  # whole-table repair of c
+            cur.execute("SET SESSION binlog_format = 'ROW'")
+            cur.execute("SELECT id FROM c")
+            kept = {r[0] for r in cur.fetchall()}
+        first = cdc.ticks(until_caught_up=False, max_ticks=2)
+        gaps, _, _ = _gap_reports(cdc, first.runs)
+        assert {g["table"] for g in gaps} == {f"{db}.c"} and len(gaps) == 3
+        _repair_until_done(cdc)
+        _assert_lake_equals_source(local_storage, db, db, "c")
+        log = DeltaTable(local_storage.uri(db, db, "c", "changelog")).to_pyarrow_table().to_pylist()
+        deleted = [e["before"]["id"] for e in log if e["op"] == "d"]
+        assert sorted(deleted) == sorted(set(range(1, 2001)) - kept), "each lost key deleted once"
+
+
+@pytest.mark.parametrize("image", ["MINIMAL", "NOBLOB"])
+def test_partial_row_images_are_detected_and_repaired(local_storage, image):
+    """Issue 25 point 2: ``binlog_row_image=MINIMAL`` set while streaming gave no message at all:
+    updates were decoded as key changes (rows deleted from the lake, a live row with a NULL key).
+    Partial images are now found by the events' columns-present bitmaps, reported, and their
+    keys re-read by a targeted repair; deletes with the key in the image are applied."""
+    with scratch_database("gapsimage") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"USE {db}")
+            cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), n INT DEFAULT 7, doc TEXT)")
+            cur.execute("INSERT INTO t SELECT seq, CONCAT('v', seq), seq, REPEAT('d', seq) FROM seq_1_to_500")
+        mysql = capture_resource(db)
+        mysql.create_signal_table()
+        cdc = SensorDriven(mysql, local_storage.base_uri)
+        cdc.ticks()
+        with conn.cursor() as cur:
+            cur.execute(f"SET SESSION binlog_row_image = '{image}'")
+            cur.execute("UPDATE t SET v = 'minimal' WHERE id IN (3, 4)")
+            cur.execute("UPDATE t SET id = 1003 WHERE id = 5")  # a key change
+            cur.execute("INSERT INTO t (id, v) VALUES (2001, 'partial insert')")
+            cur.execute("DELETE FROM t WHERE id = 6")
+            cur.execute("UPDATE t SET doc = 'new doc' WHERE id = 7")
+            cur.execute("SET SESSION binlog_row_image = 'FULL'")
+        first = cdc.ticks(until_caught_up=False, max_ticks=2)
+        gaps, checks, warnings = _gap_reports(cdc, first.runs)
+        assert [(g["kind"], g["table"]) for g in gaps] == [("partial_row_image", f"{db}.t")]
+        assert gaps[0]["repair"].startswith("Repair queued"), gaps[0]
+        assert checks and warnings
+        _repair_until_done(cdc)
+        _assert_lake_equals_source(local_storage, db, db, "t")
+        state = DeltaTable(local_storage.uri(db, db, "t", "state")).to_pyarrow_table().to_pylist()
+        assert all(r["id"] is not None for r in state)
+        log = DeltaTable(local_storage.uri(db, db, "t", "changelog")).to_pyarrow_table().to_pylist()
+        assert sorted(e["before"]["id"] for e in log if e["op"] == "d") == [5, 6]
+
+
+def test_trigger_writes_of_statement_dml_are_repaired(local_storage, sakila_db):
+    """Issue 25 point 3: statement DML on Sakila's film fires its triggers, which write film_text;
+    the binlog has only the statement, so film_text diverged while its checks passed (carried
+    forward). The triggers' target tables are now flagged and repaired too: named from the
+    trigger body with the TRIGGER privilege, else every captured table of the database."""
+    from conftest import CDC_USER
+
+    with scratch_database("gapstrg") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"USE {db}")
+            for t in ("film", "film_text"):
+                cur.execute(f"CREATE TABLE {t} LIKE {sakila_db}.{t}")
+                cur.execute(f"INSERT INTO {t} SELECT * FROM {sakila_db}.{t}")
+            cur.execute("CREATE TABLE other (id INT PRIMARY KEY)")
+            cur.execute(
+                "CREATE TRIGGER ins_film AFTER INSERT ON film FOR EACH ROW BEGIN INSERT INTO film_text "
+                "(film_id, title, description) VALUES (new.film_id, new.title, new.description); END"
+            )
+            cur.execute(
+                "CREATE TRIGGER upd_film AFTER UPDATE ON film FOR EACH ROW BEGIN IF (old.title != new.title) "
+                "THEN UPDATE film_text SET title = new.title WHERE film_id = old.film_id; END IF; END"
+            )
+        mysql = capture_resource(db)
+        mysql.create_signal_table()
+        cdc = SensorDriven(mysql, local_storage.base_uri)
+        cdc.ticks()
+
+        def statement_dml(*sql):
+            with conn.cursor() as cur:
+                cur.execute("SET SESSION binlog_format = 'STATEMENT'")
+                for s in sql:
+                    cur.execute(s)
+                cur.execute("SET SESSION binlog_format = 'ROW'")
+            first = cdc.ticks(until_caught_up=False, max_ticks=2)
+            gaps, _, _ = _gap_reports(cdc, first.runs)
+            _repair_until_done(cdc)
+            for t in ("film", "film_text", "other"):
+                _assert_lake_equals_source(local_storage, db, db, t)
+            return {(g["kind"], g["table"]) for g in gaps}
+
+        # without the TRIGGER privilege the bodies are hidden: every captured table is re-read
+        found = statement_dml(f"UPDATE {db}.film SET title = CONCAT(title, '!') WHERE film_id <= 5")
+        assert found == {
+            ("statement_dml", f"{db}.film"),
+            ("trigger", f"{db}.film_text"),
+            ("trigger", f"{db}.other"),
+        }
+        with conn.cursor() as cur:
+            cur.execute(f"GRANT TRIGGER ON {db}.* TO '{CDC_USER}'@'%'")
+        try:
+            found = statement_dml(
+                f"INSERT INTO {db}.film (film_id, title, language_id) VALUES (5001, 'NEW FILM', 1)",
+                f"UPDATE {db}.film SET title = 'RENAMED' WHERE film_id = 7",
+            )
+        finally:
+            with conn.cursor() as cur:
+                cur.execute(f"REVOKE TRIGGER ON {db}.* FROM '{CDC_USER}'@'%'")
+        assert found == {("statement_dml", f"{db}.film"), ("trigger", f"{db}.film_text")}
+
+
+def test_an_unrepaired_gap_fails_the_tables_checks_in_the_window_run(local_storage):
+    """Issue 25 (never "caught up" with a wrong lake, silently): a gap that is reported but not
+    repaired (here binlog_gap_handling="warn") left the table's stream-run checks passing (the
+    window's keys do not include rows changed without row events), and the heartbeats then
+    carried the pass forward. Such a table now gets its full checks in the window run."""
+    with scratch_database("gapswarn") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"USE {db}")
+            cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
+            cur.execute("INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_200")
+        cdc = SensorDriven(capture_resource(db, binlog_gap_handling="warn"), local_storage.base_uri)
+        cdc.ticks()
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION binlog_format = 'STATEMENT'")
+            cur.execute("UPDATE t SET v = 'stmt' WHERE id <= 5")
+            cur.execute("SET SESSION binlog_format = 'ROW'")
+        log = cdc.ticks()
+        evals = [
+            e
+            for r in log.runs
+            for e in r.get_asset_check_evaluations()
+            if e.asset_key.path[-1] == "t" and e.check_name == "checksum_matches_source"
+        ]
+        assert evals and not evals[-1].passed, [e.metadata for e in evals]

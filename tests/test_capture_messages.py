@@ -92,13 +92,37 @@ def test_status_command_reads_the_sensor_cursor_and_rejected_signals_warn(local_
     assert line.returncode == 0, line.stderr
     out = line.stdout.strip()
     assert out.startswith(f"{SENSOR}: committed {committed['file']}:{committed['pos']}"), out
-    assert "in flight: none" in out and "incremental: none" in out and "last error: none" in out
+    assert "\nin flight: none" in out and "\nrepairs / incremental snapshot: none" in out
+    assert "\nlast run failure: none" in out and "\nlast tick error: none" in out
     as_json = _cli("-m", "dagster_mysql_cdc", "status", "--sensor", SENSOR, "--json", *server, home=home)
     st = json.loads(as_json.stdout)
     assert now.file == committed["file"]
     assert st["lag_bytes"] >= now.pos - committed["pos"] > 0  # the server may have moved on since
     assert 0 <= st["lag_seconds"] < 300
-    assert re.search(r" \| lag \d+ bytes, \d+\.\d s \| ", out), out
+    assert re.search(rf" \| lag \d+ bytes, \d+\.\d s \(server {MYSQL_HOST}:{MYSQL_PORT}\)\n", out), out
+    assert all(len(line) <= 400 for line in out.splitlines())
+    # issue 25 point 9: the address recorded in the cursor, not CDC_MYSQL_PORT (or 3306)
+    recorded = _cli(
+        "-m", "dagster_mysql_cdc", "status", "--sensor", SENSOR, "--user", CDC_USER, home=home,
+        extra_env={"CDC_MYSQL_PORT": "1", "CDC_MYSQL_HOST": "192.0.2.1"},
+    )  # fmt: skip
+    assert recorded.returncode == 0 and f"(server {MYSQL_HOST}:{MYSQL_PORT})" in recorded.stdout, (
+        recorded.stdout
+    )
+    offline = _cli("-m", "dagster_mysql_cdc", "status", "--sensor", SENSOR, "--no-server", home=home)
+    assert "lag not computed (--no-server)" in offline.stdout and "not reachable" not in offline.stdout
+    # a purged binlog: the sensor's message, not pymysql's (1236, ...)
+    gone = json.loads(cdc.cursor)
+    gone["committed"] = {**gone["committed"], "file": "mysql-bin.000000", "pos": 4}
+    purged = _cli(
+        "-m", "dagster", "sensor", "cursor", SENSOR, "--set", json.dumps(gone), "-f", "defs.py", home=home
+    )
+    assert purged.returncode == 0, purged.stderr
+    line = _cli("-m", "dagster_mysql_cdc", "status", "--sensor", SENSOR, *server, home=home).stdout
+    assert (
+        "lag unknown: The committed offset mysql-bin.000000:4" in line and "was purged (oldest is" in line
+    ), line
+    assert "1236" not in line
     unknown = _cli("-m", "dagster_mysql_cdc", "status", "--sensor", "nope", "--no-server", home=home)
     assert unknown.returncode == 2
     assert "No sensor named 'nope'" in unknown.stderr and SENSOR in unknown.stderr
@@ -135,3 +159,30 @@ def test_table_include_list_entry_matching_nothing_is_reported():
         assert warnings[0].startswith(f"table_include_list entry '{db}.ordres' matches no table on")
         assert f"'{db}.cust.*'" in warnings[1]
         assert capture_resource(db, table_include_list=[f"{db}.ord.*"]).include_list_warnings() == []
+
+
+def test_include_list_entry_matching_nothing_is_reported_at_definitions_load():
+    """Issue 25 point 13: the warning was only in the snapshot run's log; ``discover_tables()``
+    (the code location's load) says it too."""
+    with scratch_database("inclload") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.orders (id INT PRIMARY KEY)")
+        mysql = capture_resource(db, table_include_list=[f"{db}.orders", f"{db}.ordres"])
+        with pytest.warns(UserWarning, match=rf"table_include_list entry '{db}\.ordres' matches no table"):
+            tables = mysql.discover_tables()
+        assert [t.table for t in tables] == ["orders"]
+
+
+def test_signal_table_is_not_a_captured_asset():
+    """Issue 25 point 5: the signal table matched the include lists and became an asset whose rows
+    never reach the lake (they are signals and watermarks), so its checks failed forever."""
+    from dagster_mysql_cdc.errors import ConfigurationError
+
+    with scratch_database("sigasset") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.orders (id INT PRIMARY KEY)")
+        mysql = capture_resource(db)
+        mysql.create_signal_table()
+        assert [t.table for t in mysql.discover_tables()] == ["orders"]
+        with pytest.raises(ConfigurationError, match="is the signal table"):
+            mysql.discover_tables([f"{db}.orders", f"{db}.debezium_signal"])

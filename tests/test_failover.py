@@ -443,3 +443,40 @@ def test_replica_infra_flags_are_validated():
         text=True,
     )
     assert r.returncode == 2 and "bad --replica-of" in r.stderr
+
+
+def test_replica_gets_a_free_server_id_and_is_up_only_when_replicating():
+    """Issue 25 point 12: ``--replica-of`` without ``--server-id`` gave the replica the primary's
+    server_id; replication stopped at once, yet the script printed "up". Now a free id is picked
+    (an id in use is refused) and "up" means the replica's IO and SQL threads run."""
+    start = [
+        *MARIADB,
+        "start",
+        "--instance",
+        "replica",
+        "--port",
+        str(REPLICA_PORT),
+        "--replica-of",
+        str(MYSQL_PORT),
+    ]
+    _stop_and_remove_replica()
+    try:
+        taken = subprocess.run([*start, "--server-id", "1"], cwd=ROOT, capture_output=True, text=True)
+        assert taken.returncode == 2, taken.stdout + taken.stderr
+        assert "--server-id 1 is the server_id of the primary" in taken.stderr
+        _stop_and_remove_replica()
+        r = subprocess.run(start, cwd=ROOT, capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "no --server-id given: using" in r.stdout and "up on" in r.stdout
+        primary, rep = connect_root(MYSQL_PORT), connect_root(REPLICA_PORT)
+        with primary.cursor() as p, rep.cursor(pymysql.cursors.DictCursor) as c:
+            p.execute("SELECT @@server_id")
+            c.execute("SELECT @@server_id AS id")
+            assert c.fetchone()["id"] != p.fetchone()[0]
+            c.execute("SHOW SLAVE STATUS")
+            status = c.fetchone()
+            assert (status["Slave_IO_Running"], status["Slave_SQL_Running"]) == ("Yes", "Yes")
+        primary.close()
+        rep.close()
+    finally:
+        _stop_and_remove_replica()

@@ -19,7 +19,12 @@ from dagster_mysql_cdc.errors import ConfigurationError
 from dagster_mysql_cdc.source.foreign_keys import CascadingForeignKey, cascade_conditions, key_in_condition
 from dagster_mysql_cdc.source.schema import ColumnSchema, TableSchema
 from dagster_mysql_cdc.source.signals import InvalidSignal, parse_signal
-from dagster_mysql_cdc.source.statements import dml_target_tables, is_dml
+from dagster_mysql_cdc.source.statements import (
+    UnreadableSignalStatement,
+    dml_target_tables,
+    is_dml,
+    signal_statement_rows,
+)
 
 
 @pytest.mark.parametrize(
@@ -149,18 +154,42 @@ def test_queue_repairs_queues_once_and_explains_what_it_cannot_repair():
     ]
     state = queue_repairs(None, gaps, schemas, "repair-1")
     assert state is not None and state.snapshot_id == "repair-1"
-    assert [(p.table, p.filter, p.key_map) for p in state.tables] == [
-        ("d.child", "`parent_id` IN (1, 7)", None),  # key_map only when its columns are in the key
-        ("d.child", None, None),  # an unsafe filter falls back to the whole table
-    ]
-    assert state.tables[0].reason.startswith("fk_cascade at f:1")
+    # key_map only when its columns are in the key; an unsafe filter falls back to the whole
+    # table, which covers the filtered repair queued before it: the table is re-read once
+    # (issue 25 point 4: whole and filtered repairs of one table deleted the same keys twice)
+    assert [(p.table, p.filter, p.key_map) for p in state.tables] == [("d.child", None, None)]
+    assert state.tables[0].reason.startswith("statement_dml at f:5")
+    assert "fk_cascade at f:1" in state.tables[0].reason
     assert gaps[0].repair.startswith("Repair queued: incremental snapshot repair-1 of rows where")
     assert gaps[1].repair == gaps[0].repair
+    assert gaps[4].repair.endswith("of the whole table")
     assert "need a primary key" in gaps[2].repair
     assert "not in the schema catalog" in gaps[3].repair
     # an existing snapshot keeps its id; repairs are appended
     st2 = queue_repairs(IncrementalState("sig-9", [TableProgress("d.other")]), gaps[:1], schemas, "repair-2")
     assert st2.snapshot_id == "sig-9" and [p.table for p in st2.tables] == ["d.other", "d.child"]
+
+
+def test_repairs_of_one_table_are_merged_before_they_start():
+    """Issue 25 point 4: two repairs of one table queued before it is read became two chunk series
+    that each deleted the same absent lake rows; now they are one (filters OR-ed, candidate keys
+    and key maps joined); a repair already reading is left alone."""
+    schemas = {("d", "c"): _schema("c", ["id", "a", "b"], ["id"])}
+    gaps = [
+        BinlogGap("fk_cascade", "d.c", "f:1", "x", filter="`a` IN (1)"),
+        BinlogGap("fk_cascade", "d.c", "f:2", "y", filter="`b` IN (2)"),
+    ]
+    gaps[1].candidate_keys = [[5]]
+    state = queue_repairs(None, gaps, schemas, "r-1")
+    assert [(p.table, p.filter, p.candidate_keys) for p in state.tables] == [
+        ("d.c", "(`a` IN (1)) OR (`b` IN (2))", [[5]])
+    ]
+    assert gaps[1].repair.endswith("of rows where (`a` IN (1)) OR (`b` IN (2))")
+    state.tables[0].last_key = [10]  # started: a later repair is queued after it
+    later = queue_repairs(
+        state, [BinlogGap("fk_cascade", "d.c", "f:3", "z", filter="`a` IN (3)")], schemas, "r-2"
+    )
+    assert [p.filter for p in later.tables] == ["(`a` IN (1)) OR (`b` IN (2))", "`a` IN (3)"]
 
 
 def test_state_with_repair_fields_round_trips_and_stays_compact_without():
@@ -211,6 +240,15 @@ def test_key_ranges_and_checksum_signal():
     assert len(big) <= SIGNAL_DATA_LIMIT and "delete-keys" not in big and "additional-conditions" in big
 
 
+def test_checksum_repair_of_a_null_key_rereads_the_whole_table():
+    """Issue 25 point 2: a lake row with a NULL key (decoded from a MINIMAL row image) made the
+    checksum repair's advice crash (``'<' not supported between 'int' and 'NoneType'``)."""
+    assert key_ranges_filter(["id"], [(3,), (None,), (1,)]) is None
+    sid, data = checksum_repair_signal("d.t", ["id"], [(3,), (None,)], [(None,)], "checksum_mismatch at f:1")
+    sig = parse_signal({"id": sid, "type": "execute-snapshot", "data": data})
+    assert sig.conditions == {} and sig.delete_keys == ()  # the whole table, no NULL key to delete
+
+
 def test_repair_signal_fields_are_validated():
     with pytest.raises(InvalidSignal, match="delete-keys must be a list of key value lists"):
         parse_signal(
@@ -226,10 +264,14 @@ def test_repair_signal_fields_are_validated():
         )
 
 
-def test_status_line():
+def test_status_lines():
+    """Issue 25 point 9: one short line per concern (a repair's line was 2,610 characters)."""
+    from dagster_mysql_cdc.dagster_integration.health import CaptureHealth, SensorHealth
+
     st = CaptureStatus(
         sensor="s",
         committed="mysql-bin.000002:400",
+        server="db:3306",
         server_position="mysql-bin.000002:900",
         lag_bytes=500,
         lag_seconds=2.25,
@@ -239,20 +281,43 @@ def test_status_line():
             "current_table": "d.t",
             "current_chunks": 3,
             "current_rows": 3000,
+            "key_progress": "3000 of 9000 (33 %)",
             "queued": ["d.u"],
             "paused": False,
-            "repairs": ["statement_dml at f:1"],
+            "repairs": ["statement_dml at f:1: " + "x" * 3000, "fk_cascade at f:2"],
         },
-        last_error="run x FAILURE",
+        last_error="run x FAILURE: SinkError: lake not writable",
+        health=CaptureHealth(
+            sensor=SensorHealth("RUNNING", 5, 400.0, False, "SKIPPED", None, 0, 390.0),
+            last_run_failure={
+                "run_id": "x" * 36,
+                "status": "FAILURE",
+                "age_seconds": 12.0,
+                "reason": "SinkError: lake not writable",
+            },
+            retry_in_seconds=20.0,
+        ),
     )
-    assert st.line() == (
-        "s: committed mysql-bin.000002:400 | lag 500 bytes, 2.2 s | in flight: stream a -> b attempt 2 (STARTED) | "
-        "incremental repair-1: d.t chunk 3 (3000 rows), 1 queued, repairing: ['statement_dml at f:1'] | last error: run x FAILURE"
+    lines = st.lines()
+    assert lines[0] == "s: committed mysql-bin.000002:400 | lag 500 bytes, 2.2 s (server db:3306)"
+    assert lines[1].startswith(
+        "sensor: NOT TICKING, last tick 400 s ago (interval 5 s); the daemon's SENSOR heartbeat is 390 s old"
     )
-    assert CaptureStatus("s", None).line() == (
-        "s: committed nothing (no snapshot yet) | lag unknown (server not reachable) | in flight: none | "
-        "incremental: none | last error: none"
+    assert lines[2] == "last tick error: none"
+    assert lines[3] == "last run failure: run xxxxxxxx FAILURE 12 s ago: SinkError: lake not writable"
+    assert lines[4] == "retry: the failed window is retried in 20 s (exponential backoff)"
+    assert lines[5] == "failing checks: none"
+    assert lines[6] == "in flight: stream a -> b attempt 2 (STARTED)"
+    assert lines[7].startswith(
+        "repair repair-1: d.t chunk 3, 3000 rows, key 3000 of 9000 (33 %), 1 queued; why: statement_dml at f:1"
     )
+    assert lines[7].endswith("(+1 more)") and all(len(line) <= 400 for line in lines)
+    bare = CaptureStatus("s", None).lines()
+    assert bare == [
+        "s: committed nothing (no snapshot yet) | lag not computed (--no-server)",
+        "in flight: none",
+        "repairs / incremental snapshot: none",
+    ]
 
 
 def test_gap_handling_fail_warn_and_no_signal_table():
@@ -284,3 +349,63 @@ def test_gap_handling_fail_warn_and_no_signal_table():
     st = _handle_gaps(g, None, StreamOptions(), IncrementalOptions("d.sig"), schemas, start)
     assert st is not None and [(p.table, p.filter) for p in st.tables] == [("d.t", None)]
     assert st.snapshot_id == f"repair-{start.as_version()}"
+
+
+def test_signal_rows_are_read_from_statement_based_writes():
+    """Issue 25 point 1: with binlog_format=STATEMENT the watermark rows and signals are QUERY
+    events; their rows are read from the literal statement text (as pymysql sends them)."""
+    from pymysql.converters import escape_string
+
+    sig = ("db", "debezium_signal")
+    data = '{"data-collections": ["db.t"], "note": "it\'s"}'
+    sql = f"INSERT INTO `db`.`debezium_signal` (id, type, data) VALUES ('s1', 'execute-snapshot', '{escape_string(data)}')"
+    assert signal_statement_rows(sql, None, sig) == (
+        "c",
+        [{"values": {"id": "s1", "type": "execute-snapshot", "data": data}}],
+    )
+    assert signal_statement_rows(
+        "insert into debezium_signal values ('w-o', 'snapshot-window-open', 'w'), ('x', 'log', NULL)",
+        "db",
+        sig,
+    ) == (
+        "c",
+        [
+            {"values": {"id": "w-o", "type": "snapshot-window-open", "data": "w"}},
+            {"values": {"id": "x", "type": "log", "data": None}},
+        ],
+    )
+    assert signal_statement_rows("DELETE FROM `db`.`debezium_signal` WHERE id = 'w-o'", None, sig) == (
+        "d",
+        [{"values": {"id": "w-o"}}],
+    )
+    assert signal_statement_rows("INSERT INTO db.t VALUES (1)", None, sig) is None
+    for bad in (
+        "INSERT INTO db.debezium_signal SELECT * FROM db.other",
+        "INSERT INTO db.debezium_signal VALUES (UUID(), 'log', NULL)",
+        "UPDATE db.debezium_signal SET data = NULL",
+        "DELETE FROM db.debezium_signal WHERE type = 'log'",
+    ):
+        with pytest.raises(UnreadableSignalStatement):
+            signal_statement_rows(bad, None, sig)
+
+
+def test_trigger_bodies_name_the_tables_they_write():
+    """Issue 25 point 3: Sakila's film triggers write film_text (the bodies as
+    information_schema.TRIGGERS.ACTION_STATEMENT shows them)."""
+    from dagster_mysql_cdc.source.triggers import trigger_written_tables
+
+    ins = (
+        "BEGIN\n    INSERT INTO film_text (film_id, title, description)\n"
+        "        VALUES (new.film_id, new.title, new.description);\n  END"
+    )
+    upd = (
+        "BEGIN\n    IF (old.title != new.title) OR (old.film_id != new.film_id)\n    THEN\n"
+        "        UPDATE film_text SET title=new.title, film_id=new.film_id WHERE film_id=old.film_id;\n"
+        "    END IF;\n  END"
+    )
+    assert trigger_written_tables(ins, "sakila") == [("sakila", "film_text")]
+    assert trigger_written_tables(upd, "sakila") == [("sakila", "film_text")]
+    assert trigger_written_tables("BEGIN DELETE FROM other.log WHERE id = old.id; END", "d") == [
+        ("other", "log")
+    ]
+    assert trigger_written_tables("SET NEW.last_update = NOW()", "d") == []

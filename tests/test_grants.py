@@ -65,6 +65,7 @@ def test_documented_grants_are_enough(mode, local_storage):
         user, pw = _user(conn, db, grants)
         try:
             mysql = MySqlCdcResource(
+                stream_follow_seconds=0.0,
                 host=MYSQL_HOST,
                 port=MYSQL_PORT,
                 user=user,
@@ -114,7 +115,7 @@ def test_one_privilege_less_is_named_by_the_preflight(local_storage):
         try:
             mysql = MySqlCdcResource(
                 host=MYSQL_HOST, port=MYSQL_PORT, user=user, password=pw, server_name=db,
-                database_include_list=[db], snapshot_locking_mode="none",
+                database_include_list=[db], snapshot_locking_mode="none", stream_follow_seconds=0.0,
             )  # fmt: skip
             cdc = SensorDriven(mysql, local_storage.base_uri)
             with pytest.raises(Exception) as excinfo:  # the first tick reads the binlog position

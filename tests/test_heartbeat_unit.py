@@ -15,7 +15,12 @@ AT = BinlogPosition("mysql-bin.000004", 1234)
 
 
 def build(**kw) -> dg.AssetsDefinition:
-    @mysql_cdc_assets(tables=["db.a", "db.b"], server_name="srv", sensor_interval_seconds=5, **kw)
+    @mysql_cdc_assets(
+        tables=["db.a", "db.b"],
+        server_name="srv",
+        sensor_interval_seconds=5,
+        **{"stream_follow_seconds": 0, **kw},
+    )
     def cdc(context: dg.AssetExecutionContext):
         yield from ()
 

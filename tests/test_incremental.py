@@ -152,6 +152,7 @@ class Cdc:
             server_id=random.randint(1_000_000, 2_000_000_000),
             database_include_list=[db],
             snapshot_mode="no_data",
+            stream_follow_seconds=0.0,  # one window per run: the tests count chunks per run
         )
         fields.update(resource_fields)
         self.mysql = MySqlCdcResource(**fields)
@@ -164,7 +165,9 @@ class Cdc:
             yield from mysql.sync(context=context, lake=lake)
 
         self.assets = cdc
-        self.sensor = build_mysql_cdc_sensor(cdc)
+        # a killed or failed window is retried at the next tick (the fault tests kill retries too;
+        # the sensor's backoff between retries is tested in tests/test_health.py)
+        self.sensor = build_mysql_cdc_sensor(cdc, retry_backoff_seconds=0)
         self.instance = dg.DagsterInstance.ephemeral()
         self.resources = {"mysql": self.mysql, "lake": self.lake}
         self.cursor: str | None = None

@@ -36,6 +36,7 @@ def test_backfill_of_two_ranges_during_streaming_converges(local_storage, split_
         cur.execute("INSERT INTO t SELECT seq, CONCAT('v', seq), seq FROM seq_1_to_4000")
     try:
         mysql = MySqlCdcResource(
+            stream_follow_seconds=0.0,
             host=MYSQL_HOST,
             port=MYSQL_PORT,
             user=CDC_USER,
@@ -146,6 +147,7 @@ def test_unknown_partition_explains_the_fix(local_storage):
         cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY)")
     try:
         mysql = MySqlCdcResource(
+            stream_follow_seconds=0.0,
             host=MYSQL_HOST,
             port=MYSQL_PORT,
             user=CDC_USER,
@@ -182,6 +184,7 @@ def test_missing_signal_table_is_explained_or_created(local_storage):
 
         def resources(**kw):
             mysql = MySqlCdcResource(
+                stream_follow_seconds=0.0,
                 host=MYSQL_HOST,
                 port=MYSQL_PORT,
                 user=CDC_USER,

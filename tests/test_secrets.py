@@ -38,6 +38,7 @@ def test_secrets_stay_out_of_logs_metadata_and_errors(monkeypatch, caplog):
     caplog.set_level(logging.DEBUG)
     try:
         mysql = MySqlCdcResource(
+            stream_follow_seconds=0.0,
             host=MYSQL_HOST,
             port=MYSQL_PORT,
             user=user,

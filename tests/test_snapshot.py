@@ -14,7 +14,14 @@ SERVER = "dbserver1"
 
 
 def mysql_resource(**kw) -> MySqlCdcResource:
-    base = dict(host=MYSQL_HOST, port=MYSQL_PORT, user=CDC_USER, password=CDC_PASSWORD, server_name=SERVER)
+    base = dict(
+        host=MYSQL_HOST,
+        port=MYSQL_PORT,
+        user=CDC_USER,
+        password=CDC_PASSWORD,
+        server_name=SERVER,
+        stream_follow_seconds=0.0,
+    )
     base.update(kw)
     return MySqlCdcResource(**base)
 

@@ -40,9 +40,22 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _get_json(url: str):
-    with urllib.request.urlopen(url, timeout=5) as resp:
-        return json.loads(resp.read())
+def _get_json(url: str, patience: float = 120.0):
+    """GET ``url`` as JSON, patiently: the Spark driver's and master's REST endpoints answer late
+    when the machine is loaded (a fresh-clone ``make test`` timed out once after 5 s while the
+    product worked), so each attempt may take 30 s and failed attempts are repeated for up to
+    ``patience`` seconds."""
+    import time
+
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=30) as resp:
+                return json.loads(resp.read())
+        except (OSError, ValueError):  # timeouts, refused/reset connections, a partial body
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(2)
 
 
 def _spark_env(tmp: Path) -> dict[str, str]:

@@ -130,3 +130,47 @@ def test_a_closed_shared_session_is_replaced_by_the_next_generation(remote):
     ids = [u.rsplit("session_id=", 1)[1] for u in S.shared_session_urls(url)]
     assert ids.index(closed) == 0 and ids.index(again) == 1
     assert _session_in_new_process(url) == again  # and the processes after it share that one
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_fast_path_is_the_default_and_a_missing_server_does_not_hang(tmp_path, monkeypatch, spark):
+    """Issue 25 point 10: the README's example set neither spark_remote nor stream_follow_seconds,
+    so every run started its own Spark JVM. The defaults are now the fast path (a Spark Connect
+    server on this host, following runs); without a server a run falls back to a local Spark at
+    once (auto) or fails at once with the fix (an explicit URL), instead of waiting for the gRPC
+    client's retries."""
+    import time
+
+    from dagster_mysql_cdc import CdcLakeResource, MySqlCdcResource
+    from dagster_mysql_cdc.errors import SinkError
+    from dagster_mysql_cdc.sink.spark_files import is_connect_session
+    from dagster_mysql_cdc.sink.spark_session import DEFAULT_REMOTE_URL, resolve_remote
+
+    lake = CdcLakeResource(base_uri=str(tmp_path / "lake"))
+    assert lake.spark_remote == "auto" and MySqlCdcResource().stream_follow_seconds == 300
+    monkeypatch.delenv("CDC_SPARK_REMOTE", raising=False)
+    assert resolve_remote("auto") == (DEFAULT_REMOTE_URL, True)
+    assert resolve_remote(None) == (None, False) and resolve_remote("sc://h:1") == ("sc://h:1", False)
+    dead = f"sc://127.0.0.1:{_free_port()}"
+    monkeypatch.setenv("CDC_SPARK_REMOTE", dead)
+    t0 = time.monotonic()
+    session = lake.spark_session()  # auto: no server there, a local Spark (the test's own)
+    assert not is_connect_session(session) and time.monotonic() - t0 < 30
+    explicit = CdcLakeResource(base_uri=str(tmp_path / "lake"), spark_remote=dead)
+    t0 = time.monotonic()
+    with pytest.raises(SinkError, match=r"is not running .*infra/spark_connect.sh start.*spark_remote=None"):
+        explicit.spark_session()
+    assert time.monotonic() - t0 < 10
+
+
+def test_auto_uses_the_running_server(remote, monkeypatch):
+    from dagster_mysql_cdc import CdcLakeResource
+    from dagster_mysql_cdc.sink.spark_files import is_connect_session
+
+    monkeypatch.setenv("CDC_SPARK_REMOTE", remote)
+    assert is_connect_session(CdcLakeResource().spark_session())

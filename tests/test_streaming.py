@@ -175,7 +175,9 @@ class Cdc:
 
     def __post_init__(self):
         self.assets, self.resources = build(self.spec)
-        self.sensor = build_mysql_cdc_sensor(self.assets, run_wait_seconds=0)  # dead runs stay STARTED here
+        # dead runs stay STARTED here; a killed or failed window is retried at the next tick (the
+        # fault tests kill retries too; the backoff between retries: tests/test_health.py)
+        self.sensor = build_mysql_cdc_sensor(self.assets, run_wait_seconds=0, retry_backoff_seconds=0)
 
     @property
     def server(self) -> str:

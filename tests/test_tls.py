@@ -182,7 +182,7 @@ def test_capture_over_verify_identity(tls_server, local_storage):
             cur.execute(f"INSERT INTO {db}.t VALUES (1,'a'),(2,'b')")
         mysql = MySqlCdcResource(
             host="localhost", port=TLS_PORT, user=CDC_USER, password=CDC_PASSWORD, server_name=db,
-            database_include_list=[db], ssl_mode="verify_identity", ssl_ca=ca,
+            database_include_list=[db], ssl_mode="verify_identity", ssl_ca=ca, stream_follow_seconds=0.0,
         )  # fmt: skip
         cdc = SensorDriven(mysql, local_storage.base_uri)
         cdc.ticks()

@@ -70,7 +70,12 @@ def test_table_freshness_policy_derives_from_the_sensor_interval_by_default():
     from dagster_mysql_cdc.dagster_integration.protocol import BINLOG_METADATA_KEY
 
     def policies(**kw):
-        @mysql_cdc_assets(tables=["db.a", "db.b"], server_name="srv", sensor_interval_seconds=5, **kw)
+        @mysql_cdc_assets(
+            tables=["db.a", "db.b"],
+            server_name="srv",
+            sensor_interval_seconds=5,
+            **{"stream_follow_seconds": 0, **kw},
+        )
         def cdc(context: dg.AssetExecutionContext):
             yield from ()
 

@@ -280,6 +280,13 @@ class BinlogSensorArgs(Resolvable):
         float | None,
         _doc("Seconds between heartbeats of a quiet table (default: half its warn window)."),
     ] = None
+    retry_backoff_seconds: Annotated[
+        float,
+        _doc("A failed window is retried at once, then after this many seconds, doubling (0: every tick)."),
+    ] = 10.0
+    retry_backoff_max_seconds: Annotated[
+        float, _doc("The longest wait between two retries of a failed window.")
+    ] = 600.0
 
 
 @dataclass
@@ -614,6 +621,8 @@ class MySqlCdcComponent(Component, Resolvable):
             ),
             mysql_resource_key=self.mysql_resource_key,
             table_heartbeat_seconds=s.table_heartbeat_seconds,
+            retry_backoff_seconds=s.retry_backoff_seconds,
+            retry_backoff_max_seconds=s.retry_backoff_max_seconds,
         )
 
     def build_defs(self, context: ComponentLoadContext) -> dg.Definitions:

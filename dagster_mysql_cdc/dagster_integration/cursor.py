@@ -88,6 +88,7 @@ class StreamCursor:
     last_error: str | None = None
     incremental: dict | None = None  # IncrementalState.to_dict() of a running incremental snapshot
     server: dict | None = None  # ServerIdentity.to_dict() of the server `committed` belongs to
+    retry_at: float | None = None  # epoch seconds: the failed run of `inflight` is retried then (backoff)
 
     def identity(self) -> ServerIdentity | None:
         """The recorded server identity of ``committed`` (``None``: not recorded yet)."""
@@ -103,6 +104,7 @@ class StreamCursor:
                 "last_error": self.last_error,
                 "incremental": self.incremental,
                 "server": self.server,
+                **({"retry_at": self.retry_at} if self.retry_at is not None else {}),
             },
             sort_keys=True,
         )
@@ -133,6 +135,7 @@ class StreamCursor:
                 last_error=d.get("last_error"),
                 incremental=d.get("incremental"),
                 server=ServerIdentity.from_dict(d["server"]).to_dict() if d.get("server") else None,
+                retry_at=float(d["retry_at"]) if d.get("retry_at") is not None else None,
             )
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptCursorError(
@@ -156,6 +159,26 @@ class Plan:
     request: InFlight | None = None
     skip_reason: str | None = None
     warnings: tuple[str, ...] = ()
+
+
+def purged_binlog_message(committed: BinlogPosition, oldest: str) -> str:
+    """The error of a committed offset whose binlog file the server purged (the sensor's tick and
+    the status command say the same)."""
+    return (
+        f"The committed offset {committed} is no longer on the server: binlog file "
+        f"{committed.file} was purged (oldest is {oldest}). Changes made since are lost to "
+        "streaming. Re-snapshot: set snapshot_mode='when_needed' (automatic) or delete the "
+        "sensor cursor to start over; then increase binlog retention (binlog_expire_logs_seconds)."
+    )
+
+
+def retry_delay(failed_attempt: int, base_seconds: float, max_seconds: float) -> float:
+    """Seconds to wait before retrying a window whose attempt ``failed_attempt`` (1-based) failed:
+    the first retry at once (a transient error, a killed run), then exponential backoff
+    ``base_seconds * 2 ** (n - 2)`` up to ``max_seconds`` (``base_seconds=0``: never wait)."""
+    if failed_attempt <= 1 or base_seconds <= 0:
+        return 0.0
+    return float(min(max_seconds, base_seconds * 2 ** min(failed_attempt - 2, 30)))
 
 
 def window_key(kind: str, start: BinlogPosition | None, end: BinlogPosition | None, attempt: int) -> str:
@@ -246,12 +269,7 @@ def plan_stream_window(
                     f"Binlog file {committed.file} of the committed offset was purged; re-snapshotting (snapshot_mode=when_needed).",
                 ),
             )
-        raise ConfigurationError(
-            f"The committed offset {committed} is no longer on the server: binlog file "
-            f"{committed.file} was purged (oldest is {names[0]}). Changes made since are lost to "
-            "streaming. Re-snapshot: set snapshot_mode='when_needed' (automatic) or delete the "
-            "sensor cursor to start over; then increase binlog retention (binlog_expire_logs_seconds)."
-        )
+        raise ConfigurationError(purged_binlog_message(committed, names[0]))
     if names and committed.file in names[:retention_margin_files] and len(names) > 1:
         warnings.append(
             f"The committed offset is in {committed.file}, among the {retention_margin_files} oldest "

@@ -27,7 +27,7 @@ def mysql_cdc_assets(
     pool: str | None = None,
     checks: bool = True,
     sensor_interval_seconds: int = 30,
-    stream_follow_seconds: float = 0.0,
+    stream_follow_seconds: float = 300.0,
     freshness_policy: dg.FreshnessPolicy | None | bool = True,
     table_freshness_policy: dg.FreshnessPolicy | None | bool = True,
     check_automation_condition: dg.AutomationCondition | None = None,

@@ -137,6 +137,23 @@ def _binlog_progress(
     return (pos, last.timestamp) if pos is not None else None  # type: ignore[union-attr]
 
 
+def _latest_result(instance: dg.DagsterInstance, ck: dg.AssetCheckKey):
+    """The latest *evaluated* record of check ``ck`` (status ``SUCCEEDED``/``FAILED``), or ``None``.
+
+    ``get_latest_asset_check_evaluation_record`` returns the latest record whatever its status: a
+    run that planned the check and then failed (a preflight error, a crashed *Execute checks*)
+    leaves a ``PLANNED`` record whose event is an ``AssetCheckEvaluationPlanned`` (no ``passed``).
+    """
+    from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus as S
+
+    done = {S.SUCCEEDED, S.FAILED}
+    rec = instance.get_latest_asset_check_evaluation_record(ck)
+    if rec is None or rec.status in done:
+        return rec
+    history = instance.event_log_storage.get_asset_check_execution_history(ck, limit=1, status=done)
+    return history[0] if history else None
+
+
 def _carried_checks(
     instance: dg.DagsterInstance,
     assets_def: dg.AssetsDefinition,
@@ -150,9 +167,9 @@ def _carried_checks(
     for ck in sorted(assets_def.check_keys, key=lambda c: c.name):
         if ck.asset_key != key:
             continue
-        rec = instance.get_latest_asset_check_evaluation_record(ck)
+        rec = _latest_result(instance, ck)
         ev = rec.evaluation if rec is not None else None
-        if rec is None or ev is None:
+        if rec is None or not isinstance(ev, dg.AssetCheckEvaluation):
             continue
         same_run = bool(last.run_id) and rec.run_id == last.run_id  # runless events share run id ''
         evaluated_at = rec.event.timestamp if rec.event is not None else rec.create_timestamp
@@ -180,6 +197,7 @@ def table_heartbeats(
     default_every_seconds: float,
     every_seconds: float | None = None,
     now: float | None = None,
+    errors: list[str] | None = None,
 ) -> list[dg.AssetMaterialization | dg.AssetCheckEvaluation]:
     """Heartbeats of the quiet table assets that have a freshness policy (see module docs).
 
@@ -193,6 +211,8 @@ def table_heartbeats(
         default_every_seconds: heartbeat interval of tables whose policy has no time window.
         every_seconds: one heartbeat interval for every table instead of half its warn window.
         now: epoch seconds (default: the clock).
+        errors: a table whose heartbeat raises is left out (the others still get theirs) and the
+            error is appended here (the sensor reports it in the tick's log and in its health).
 
     Returns:
         Per table, one ``AssetMaterialization`` (``kind=heartbeat``, the position the table is
@@ -225,21 +245,29 @@ def table_heartbeats(
         mat = last.asset_materialization if last is not None else None
         if last is None or mat is None or now - last.timestamp < every or now - as_of >= every:
             continue
-        since = datetime.fromtimestamp(last.timestamp, UTC).isoformat(timespec="seconds")
-        note = f"no change to this table in the binlog since {since} (run {last.run_id[:8] or 'none'})"
-        md = {k: mat.metadata[k] for k in CARRIED_METADATA if k in mat.metadata}
-        events.append(
-            dg.AssetMaterialization(
-                asset_key=spec.key,
-                description=f"Heartbeat: {note}; the lake is current to {at.file}:{at.pos} ({reason})",
-                metadata={
-                    **md,
-                    "kind": "heartbeat",
-                    **position_metadata("window_end", at),
-                    "current_as_of": dg.MetadataValue.timestamp(as_of),
-                    "unchanged_since": dg.MetadataValue.timestamp(last.timestamp),
-                },
-            )
-        )
-        events += _carried_checks(instance, assets_def, spec.key, last, note)
+        try:
+            since = datetime.fromtimestamp(last.timestamp, UTC).isoformat(timespec="seconds")
+            note = f"no change to this table in the binlog since {since} (run {last.run_id[:8] or 'none'})"
+            md = {k: mat.metadata[k] for k in CARRIED_METADATA if k in mat.metadata}
+            beat: list[dg.AssetMaterialization | dg.AssetCheckEvaluation] = [
+                dg.AssetMaterialization(
+                    asset_key=spec.key,
+                    description=f"Heartbeat: {note}; the lake is current to {at.file}:{at.pos} ({reason})",
+                    metadata={
+                        **md,
+                        "kind": "heartbeat",
+                        **position_metadata("window_end", at),
+                        "current_as_of": dg.MetadataValue.timestamp(as_of),
+                        "unchanged_since": dg.MetadataValue.timestamp(last.timestamp),
+                    },
+                )
+            ]
+            beat += _carried_checks(instance, assets_def, spec.key, last, note)
+        except Exception as e:  # noqa: BLE001 - one table's heartbeat never stops the others or the tick
+            message = f"heartbeat of {spec.key.to_user_string()} failed: {type(e).__name__}: {e}"
+            log.warning(message)
+            if errors is not None:
+                errors.append(message)
+            continue
+        events += beat
     return events

@@ -7,6 +7,8 @@ launch), and repeats until the sensor reports it is caught up.
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +37,7 @@ def run_sensor_ticks(
     until_caught_up: bool = True,
     raise_on_error: bool = True,
     run_log_level: str = "DEBUG",
+    max_backoff_wait_seconds: float = 60.0,
 ) -> TickLog:
     """Evaluate ``sensor`` repeatedly, running what it requests, until it is caught up.
 
@@ -42,6 +45,9 @@ def run_sensor_ticks(
         run_log_level: level of the runs' console logger (Dagster's ``loggers.console.config.log_level``;
             ``"DEBUG"`` prints every event, as ``dagster job execute`` does). The instance keeps
             every event whatever the level.
+        max_backoff_wait_seconds: a tick that finds a failed window waiting for its retry (the
+            sensor's backoff, ``retry_at`` in the cursor) is followed by a wait until then, at
+            most this long (the daemon would tick meanwhile and do nothing).
 
     Returns:
         the ticks' log; ``log.cursor`` is the final cursor.
@@ -76,4 +82,10 @@ def run_sensor_ticks(
             out.runs.append(res)
         if until_caught_up and not result.run_requests and "caught up at" in (result.skip_message or ""):
             break
+        if (
+            not result.run_requests
+        ):  # a failed window waiting for its retry (backoff): wait as the daemon would
+            retry_at = json.loads(out.cursor or "{}").get("retry_at")
+            if retry_at is not None:
+                time.sleep(min(max(0.0, retry_at - time.time()), max_backoff_wait_seconds))
     return out

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+import warnings
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -344,7 +345,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
         description="Seconds a streaming run may spend reading its binlog window before it fails (and is retried).",
     )
     stream_follow_seconds: float = Field(
-        default=0.0,
+        default=300.0,
         description="After its requested window, a stream run keeps reading follow-on windows this long "
         "while changes keep coming (warm Spark, no new run per window: seconds from COMMIT to the lake "
         "under a daemon); 0 = one window per run. Exactly-once is kept (follow-on windows are saved "
@@ -439,6 +440,12 @@ class MySqlCdcResource(dg.ConfigurableResource):
     def discover_tables(self, tables: Sequence[str] | None = None) -> list[TableSchema]:
         """Schemas of the captured tables (their captured columns only), read from the server.
 
+        The signal table (:meth:`signal_table`) is never one of them: its rows are signals and
+        watermarks, read from the binlog, not captured data (as an asset its checks would compare
+        a lake table that is never written). ``table_include_list`` entries that match no table
+        are reported here, at definitions load, as a ``UserWarning`` and a logged WARNING (a typo
+        would otherwise capture nothing, silently).
+
         Args:
             tables: explicit ``"database.table"`` names (each must exist); ``None`` captures every
                 base table that passes the include/exclude lists (system schemas never).
@@ -446,12 +453,19 @@ class MySqlCdcResource(dg.ConfigurableResource):
         Raises:
             SourceConnectionError: the server is unreachable / credentials are wrong.
             UnknownTableError: an explicitly named table does not exist or is filtered out.
+            ConfigurationError: an explicitly named table is the signal table.
         """
         # Outside a run, EnvVar fields are still unresolved: resolve them first.
         me = self.process_config_and_initialize()
         flt = me.table_filter()
+        signal = me.signal_table()
         conn = connect(me.connection_settings())
         try:
+            if not tables:
+                listed = list_tables(conn, flt.literal_databases())
+                for message in me._unmatched_include_messages(listed):
+                    log.warning(message)
+                    warnings.warn(message, UserWarning, stacklevel=2)
             if tables:
                 wanted = []
                 for t in tables:
@@ -465,8 +479,13 @@ class MySqlCdcResource(dg.ConfigurableResource):
                         f"Table(s) {excluded} are excluded by the include/exclude lists; "
                         "remove them from `tables` or adjust the lists."
                     )
+                if signal in [f"{d}.{t}" for d, t in wanted]:
+                    raise ConfigurationError(
+                        f"Table {signal} is the signal table (signal_data_collection): its rows are "
+                        "signals and watermarks, not captured data; remove it from `tables`."
+                    )
             else:
-                wanted = [k for k in list_tables(conn, flt.literal_databases()) if flt.matches(*k)]
+                wanted = [k for k in listed if flt.matches(*k) and f"{k[0]}.{k[1]}" != signal]
             schemas = read_table_schemas(conn, wanted)
         finally:
             conn.close()
@@ -491,11 +510,17 @@ class MySqlCdcResource(dg.ConfigurableResource):
             tables = list_tables(conn, flt.literal_databases())
         finally:
             conn.close()
+        return self._unmatched_include_messages(tables)
+
+    def _unmatched_include_messages(self, tables: Sequence[tuple[str, str]]) -> list[str]:
+        """:meth:`include_list_warnings` over the server's tables ``tables``."""
+        if not self.table_include_list:
+            return []
         return [
             f"table_include_list entry {p!r} matches no table on {self.host}:{self.port} "
             "(patterns are regexes over 'database.table', full match, case-insensitive); check the "
             "spelling or remove it"
-            for p in flt.unmatched_include_patterns(tables)
+            for p in self.table_filter().unmatched_include_patterns(list(tables))
         ]
 
     # -- materialization ------------------------------------------------------------------------
@@ -667,6 +692,12 @@ class MySqlCdcResource(dg.ConfigurableResource):
         )
         window_start = self._window_start(context) if committed is not None else None
         in_window: list[WindowVerification] = []
+        # tables the window may have changed without row events and that no repair re-reads
+        # (no signal table, binlog_gap_handling="warn", no primary key ...): the window's keys say
+        # nothing about them, so they get the full checks, and a divergence fails (and stays failed)
+        unrepaired = {
+            g.get("table") for g in gaps or [] if not str(g.get("repair", "")).startswith("Repair queued")
+        }
 
         def full_checks(key: dg.AssetKey, db: str, table: str, state_uri: str, names: set[str]):
             assert committed is not None
@@ -686,11 +717,40 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 server_id=self.server_id,
             )
 
+        def isolated(key: dg.AssetKey, names: set[str], produce: Callable[[], Iterable[dg.AssetCheckResult]]):
+            """The results of ``produce``; if it raises, a failed result with the error for each
+            check of ``names`` it did not report: one table's check error never stops the other
+            tables' checks (or fails a committed window's run)."""
+            done: set[str] = set()
+            try:
+                for r in produce():
+                    done.add(r.check_name or "")
+                    yield r
+            except Exception as e:  # noqa: BLE001 - a failed evaluation, not a failed run
+                context.log.error(f"checks of {key.to_user_string()} raised {type(e).__name__}: {e}")
+                for n in sorted(names - done):
+                    yield dg.AssetCheckResult(
+                        asset_key=key,
+                        check_name=n,
+                        passed=False,
+                        severity=dg.AssetCheckSeverity.ERROR,
+                        metadata={
+                            "error": dg.MetadataValue.text(f"{type(e).__name__}: {e}"[:2000]),
+                            "explanation": "the check raised an error (above); the other tables' checks ran",
+                        },
+                    )
+
         for asset_key, names in by_asset.items():
             spec = specs[asset_key]
             if BINLOG_METADATA_KEY in (spec.metadata or {}):
                 if RETENTION in names:
-                    yield retention_check(asset_key, settings, committed, opts.retention_margin_files)
+                    yield from isolated(
+                        asset_key,
+                        {RETENTION},
+                        partial(
+                            _one, retention_check, asset_key, settings, committed, opts.retention_margin_files
+                        ),
+                    )
                 if GAPS in names:
                     yield gaps_check(asset_key, gaps, self.binlog_gap_handling)
                 continue
@@ -704,14 +764,20 @@ class MySqlCdcResource(dg.ConfigurableResource):
             not_comparable = self._rows_not_comparable(context, window_start is not None)
             yield from no_data_skipped_results(asset_key, names & not_comparable)
             names = names - not_comparable
-            if window_start is not None and names & {ROW_COUNT, CHECKSUM}:
+            if (
+                window_start is not None
+                and names & {ROW_COUNT, CHECKSUM}
+                and f"{db}.{table}" not in unrepaired
+            ):
                 # stream run: verify what the window changed (all tables at once, below)
                 in_window.append(
                     WindowVerification(asset_key, db, table, state_uri, names & {ROW_COUNT, CHECKSUM})
                 )
                 names = names - {ROW_COUNT, CHECKSUM}
             if names:
-                yield from full_checks(asset_key, db, table, state_uri, names)
+                yield from isolated(
+                    asset_key, names, partial(full_checks, asset_key, db, table, state_uri, names)
+                )
         if in_window and committed is not None and window_start is not None:
             try:
                 results, keyless = verify_window(
@@ -730,7 +796,11 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 results, keyless = verification_failed_results(in_window, e), []
             yield from results
             for t in keyless:  # no key to compare by: the full (multiset) checks
-                yield from full_checks(t.key, t.database, t.table, t.state_uri, t.checks)
+                yield from isolated(
+                    t.key,
+                    set(t.checks),
+                    partial(full_checks, t.key, t.database, t.table, t.state_uri, t.checks),
+                )
 
     def _checksum_repair(
         self, context: dg.AssetExecutionContext, settings: ConnectionSettings, committed: BinlogPosition
@@ -1480,6 +1550,11 @@ class MySqlCdcResource(dg.ConfigurableResource):
         return result, windows
 
 
+def _one(check: Callable[..., dg.AssetCheckResult], *args: Any) -> list[dg.AssetCheckResult]:
+    """``[check(*args)]``: a single check as the result list :meth:`MySqlCdcResource.run_checks` isolates."""
+    return [check(*args)]
+
+
 def _window_tags(tags: Any) -> tuple[BinlogPosition, BinlogPosition]:
     """``(start, end)`` of the binlog window a stream run's tags name.
 
@@ -1787,9 +1862,12 @@ class CdcLakeResource(dg.ConfigurableResource):
         "(Python's default is 5 ms); 0 = leave the interpreter's.",
     )
     spark_remote: str | None = Field(
-        default=None,
+        default="auto",
         description="Spark Connect URL (sc://host:port) of a long-lived Spark Connect server on the "
-        "runs' host; empty/null = the nested `pyspark` resource's own Spark (local or cluster master).",
+        "runs' host (a run fails with a clear error when it is down); 'auto' (default) = "
+        "$CDC_SPARK_REMOTE when set, else sc://127.0.0.1:15002, falling back to a local Spark (with a "
+        "WARNING) when no server runs there; empty/null = the nested `pyspark` resource's own Spark "
+        "(local or cluster master).",
     )
     spark_log_level: str = Field(
         default="ERROR",
@@ -1817,12 +1895,35 @@ class CdcLakeResource(dg.ConfigurableResource):
         ``pyspark`` resource's session (starts the JVM on first use, then sets
         :attr:`spark_log_level`).
 
+        ``spark_remote="auto"`` (default) uses a Spark Connect server on this host when one
+        accepts connections (:func:`~..sink.spark_session.resolve_remote`) and otherwise starts a
+        local Spark with a WARNING naming the fix, instead of waiting minutes for the gRPC client's
+        retries.
+
         Raises:
-            pyspark / grpc errors: the Spark Connect server cannot be reached.
+            SinkError: an explicitly configured Spark Connect server is not running.
+            pyspark / grpc errors: the Spark Connect server fails after accepting the connection.
         """
-        remote = _resolve(self.spark_remote)
-        if remote:
-            return remote_spark_session(str(remote))
+        from ..errors import SinkError
+        from ..sink.spark_session import remote_unreachable, resolve_remote
+
+        url, may_fall_back = resolve_remote(_resolve(self.spark_remote))
+        if url:
+            why = remote_unreachable(url)
+            if why is None:
+                return remote_spark_session(url)
+            if not may_fall_back:
+                raise SinkError(
+                    f"The Spark Connect server {url} (CdcLakeResource.spark_remote) is not running ({why}). "
+                    "Start it (`bash infra/spark_connect.sh start`, or pyspark's sbin/start-connect-server.sh) "
+                    "or set spark_remote=None to let each run start its own local Spark."
+                )
+            dg.get_dagster_logger().warning(  # in the run's log (and dagster dev's output)
+                f"No Spark Connect server at {url} ({why}): this run starts its own local Spark "
+                "(~15-20 s per run). Start one on this host (`bash infra/spark_connect.sh start`, or "
+                "pyspark's sbin/start-connect-server.sh) for runs that connect in ~1 s, or set "
+                "spark_remote=None to silence this."
+            )
         use_this_python_for_local_spark(dict(self.pyspark.spark_config or {}))
         spark = self.pyspark.spark_session
         quiet_spark(spark, self.spark_log_level)

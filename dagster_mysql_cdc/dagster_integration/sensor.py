@@ -46,8 +46,10 @@ from .cursor import (
     StreamCursor,
     plan_stream_window,
     reconcile_cursor,
+    retry_delay,
     window_key,
 )
+from .health import health_observation, run_failure_reason
 from .heartbeat import idle_heartbeat, table_heartbeats
 from .protocol import (
     EPOCH_TAG,
@@ -209,11 +211,16 @@ def evaluate_tick(
     *,
     retention_margin_files: int = 1,
     run_wait_seconds: float = 0.0,
+    retry_backoff: tuple[float, float] = (0.0, 0.0),
 ) -> tuple[Plan, list[dg.RunRequest]]:
     """One sensor evaluation (see module docs). Returns the plan and the run requests.
 
     ``run_wait_seconds``: how long to wait for a run in flight to finish before reporting that it
     is still going (0: do not wait).
+
+    ``retry_backoff``: ``(base, max)`` seconds of the exponential backoff between the retries of
+    a failed window (:func:`.cursor.retry_delay`; the first retry is immediate). The time of the
+    next attempt is kept in the cursor (``retry_at``); the failure's reason in ``last_error``.
 
     Before planning, the committed offset is checked against the server it belongs to and, after a
     failover, translated by GTID (:func:`.cursor.reconcile_cursor`); a run that failed because the
@@ -231,6 +238,7 @@ def evaluate_tick(
         cheap=[ck for ck in assets_def.check_keys if ck.name in (SCHEMA, RETENTION, GAPS)],
         server_name=mysql.server_name,
         select=partial(window_selection, mysql, assets_def),
+        backoff=retry_backoff,
     )
     bound: BinlogPosition | None = None
     notes: list[str] = []
@@ -261,6 +269,7 @@ class _Tick:
     cheap: list[dg.AssetCheckKey]
     server_name: str
     select: Callable[[BinlogPosition, BinlogPosition, dict | None], WindowSelection]
+    backoff: tuple[float, float] = (0.0, 0.0)  # retry_backoff_seconds, retry_backoff_max_seconds
 
     def request(
         self, inflight: InFlight, incremental: dict | None, identity: dict | None, select: bool = True
@@ -322,12 +331,33 @@ def _settle_inflight(
         cursor = replace(cursor, inflight=None, last_error=f"run {run.run_id} {run.status.value}")
         return cursor, inf.end, None
     if run.status in _FAILED:
+        error = f"run {run.run_id} {run.status.value}: {run_failure_reason(instance, run.run_id)}"
+        now = time.time()
+        delay = retry_delay(inf.attempt, *tick.backoff)
+        if cursor.retry_at is None and delay > 0:
+            cursor = replace(cursor, retry_at=now + delay, last_error=error)
+        if cursor.retry_at is not None and now < cursor.retry_at:
+            wait = cursor.retry_at - now
+            return (
+                cursor,
+                None,
+                (
+                    Plan(
+                        cursor,
+                        skip_reason=(
+                            f"run {run.run_id[:8]} {run.status.value} (attempt {inf.attempt}); retrying the "
+                            f"window as attempt {inf.attempt + 1} in {wait:.0f} s (backoff {delay:.0f} s)"
+                        ),
+                    ),
+                    [],
+                ),
+            )
         retry = replace(
             inf,
             attempt=inf.attempt + 1,
             run_key=window_key(inf.kind, inf.start, inf.end, inf.attempt + 1),
         )
-        cursor = replace(cursor, inflight=retry, last_error=f"run {run.run_id} {run.status.value}")
+        cursor = replace(cursor, inflight=retry, last_error=error, retry_at=None)
         return (
             cursor,
             None,
@@ -454,6 +484,8 @@ def build_mysql_cdc_sensor(
     executor_def: dg.ExecutorDefinition | None = dg.in_process_executor,
     job_name: str | None = None,
     table_heartbeat_seconds: float | None = None,
+    retry_backoff_seconds: float = 10.0,
+    retry_backoff_max_seconds: float = 600.0,
 ) -> dg.SensorDefinition:
     """The binlog sensor for a ``@mysql_cdc_assets`` definition.
 
@@ -476,6 +508,12 @@ def build_mysql_cdc_sensor(
         table_heartbeat_seconds: seconds between the runless heartbeats of a quiet table that has
             a freshness policy (default: half its warn window; see :mod:`.heartbeat`). Each
             heartbeat is one materialization plus one event per check of the table.
+        retry_backoff_seconds, retry_backoff_max_seconds: a failed window run is retried at once,
+            then after ``retry_backoff_seconds``, doubling each time up to
+            ``retry_backoff_max_seconds`` (a persistent failure, e.g. a broken lake path, is not
+            retried every tick); the wait and the failure's reason are in the tick's skip reason,
+            the cursor (``retry_at``, ``last_error``) and ``python -m dagster_mysql_cdc status``.
+            ``0`` retries at every tick.
     """
     sensor_name = name or f"{assets_def.node_def.name}_binlog_sensor"
     target: dg.AssetsDefinition | dg.UnresolvedAssetJobDefinition = assets_def
@@ -508,6 +546,7 @@ def build_mysql_cdc_sensor(
             assets_def,
             retention_margin_files=retention_margin_files,
             run_wait_seconds=run_wait_seconds,
+            retry_backoff=(retry_backoff_seconds, retry_backoff_max_seconds),
         )
         for w in plan.warnings:
             context.log.warning(w)
@@ -515,26 +554,53 @@ def build_mysql_cdc_sensor(
         every = max(60, 4 * minimum_interval_seconds)
         reason = plan.skip_reason or "nothing to do"
         caught_up = plan.cursor.committed if not requests and reason.startswith("caught up") else None
-        beats = table_heartbeats(
-            context.instance,
-            assets_def,
-            caught_up,
-            reason,
-            default_every_seconds=every,
-            every_seconds=table_heartbeat_seconds,
-        )
+        beat_errors: list[str] = []
+        try:
+            beats = table_heartbeats(
+                context.instance,
+                assets_def,
+                caught_up,
+                reason,
+                default_every_seconds=every,
+                every_seconds=table_heartbeat_seconds,
+                errors=beat_errors,
+            )
+        except Exception as e:  # noqa: BLE001 - heartbeats never fail the tick (capture goes on)
+            beats, beat_errors = [], [f"table heartbeats failed: {type(e).__name__}: {e}"]
+        for message in beat_errors:
+            context.log.error(message)
+        try:  # the capture's health on the binlog asset, when it changed
+            seen = health_observation(
+                context.instance,
+                sensor_name,
+                _binlog_key(assets_def),
+                last_error=plan.cursor.last_error,
+                retry_at=plan.cursor.retry_at,
+                incremental=plan.cursor.incremental,
+                tick_notes=beat_errors,
+            )
+        except Exception as e:  # noqa: BLE001 - reporting health never fails the tick
+            context.log.error(f"reporting the capture's health failed: {type(e).__name__}: {e}")
+            seen = None
+        events: list[dg.AssetMaterialization | dg.AssetCheckEvaluation | dg.AssetObservation] = [*beats]
+        if seen is not None:
+            events.append(seen)
         if requests:
-            return dg.SensorResult(run_requests=requests, cursor=new_cursor, asset_events=beats or None)
+            return dg.SensorResult(run_requests=requests, cursor=new_cursor, asset_events=events or None)
         context.log.info(f"Skipped: {reason}")  # the tick's log shows it (the tick list, on hover)
-        heartbeat = idle_heartbeat(
-            context.instance,
-            assets_def,
-            plan.cursor.committed,
-            reason,
-            every,
-            mysql=mysql,
-            retention_margin_files=retention_margin_files,
-        )
-        return dg.SensorResult(skip_reason=reason, cursor=new_cursor, asset_events=heartbeat + beats)
+        try:
+            heartbeat = idle_heartbeat(
+                context.instance,
+                assets_def,
+                plan.cursor.committed,
+                reason,
+                every,
+                mysql=mysql,
+                retention_margin_files=retention_margin_files,
+            )
+        except Exception as e:  # noqa: BLE001 - heartbeats never fail the tick (capture goes on)
+            context.log.error(f"binlog heartbeat failed: {type(e).__name__}: {e}")
+            heartbeat = []
+        return dg.SensorResult(skip_reason=reason, cursor=new_cursor, asset_events=[*heartbeat, *events])
 
     return _sensor

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from ..errors import CdcError, ConfigurationError
 from ..events import BinlogPosition
 from ..source.binlog import BinlogReader
 from ..source.connection import ConnectionSettings, binlog_files, connect, current_position, server_info
-from .cursor import StreamCursor
+from .cursor import CorruptCursorError, StreamCursor, purged_binlog_message
+from .health import CaptureHealth, capture_health, first_line, health_lines
 
 
 @dataclass
@@ -27,53 +29,84 @@ class CaptureStatus:
     Attributes:
         sensor: sensor name.
         committed: committed binlog position (``file:pos``) or ``None`` before the first snapshot.
+        server: the ``host:port`` asked for the lag (the address recorded in the cursor unless
+            one was given), ``None`` with ``--no-server``.
         server_position: the server's current position (``None``: server not asked).
+        server_error: why the lag could not be computed (unreachable, purged binlog ...).
         lag_bytes: binlog bytes between committed and current position (across files).
         lag_seconds: seconds since the oldest binlog event not yet committed (``0`` when caught up).
         inflight: the run the sensor waits for: kind, window, attempt, run status.
-        incremental: incremental snapshot progress (current table, chunks, rows, queued tables, repair reasons).
-        last_error: the sensor's last recorded run failure.
+        incremental: incremental snapshot progress (current table, chunks, rows, key progress,
+            queued tables, repair reasons).
+        last_error: the sensor's last recorded run failure (with its reason).
+        health: the sensor's ticks, last tick error, last run failure, retry, failing checks
+            (:class:`.health.CaptureHealth`).
+        cursor_error: why the stored cursor cannot be read (the sensor's ticks fail with it).
     """
 
     sensor: str
     committed: str | None
+    server: str | None = None
     server_position: str | None = None
+    server_error: str | None = None
     lag_bytes: int | None = None
     lag_seconds: float | None = None
     inflight: dict[str, Any] | None = None
     incremental: dict[str, Any] | None = None
     last_error: str | None = None
+    health: CaptureHealth | None = None
+    cursor_error: str | None = None
 
-    def line(self) -> str:
-        """The one-line summary."""
-        lag = (
-            f"lag {self.lag_bytes} bytes, {self.lag_seconds:.1f} s"
-            if self.lag_bytes is not None and self.lag_seconds is not None
-            else "lag unknown (server not reachable)"
-        )
+    def lines(self) -> list[str]:
+        """One short line per concern (offset and lag, the sensor's ticks, the last tick error,
+        the last run failure, the run in flight, the retry, repairs, failing checks)."""
+        if self.lag_bytes is not None and self.lag_seconds is not None:
+            lag = f"lag {self.lag_bytes} bytes, {self.lag_seconds:.1f} s (server {self.server})"
+        elif self.server is None:
+            lag = "lag not computed (--no-server)"
+        else:
+            lag = f"lag unknown: {self.server_error or 'server not asked'}"
+        if self.cursor_error:
+            out = [f"{self.sensor}: cursor unreadable: {self.cursor_error}"]
+        else:
+            out = [f"{self.sensor}: committed {self.committed or 'nothing (no snapshot yet)'} | {lag}"]
+        health = self.health
+        if health is not None:
+            out += health_lines(health, self.sensor)
+        elif self.last_error:
+            out.append(f"last run failure: {first_line(self.last_error, 200)}")
         if self.inflight:
             i = self.inflight
-            inflight = f"in flight: {i['kind']} {i['window']} attempt {i['attempt']} ({i['run_status']})"
+            out.append(f"in flight: {i['kind']} {i['window']} attempt {i['attempt']} ({i['run_status']})")
         else:
-            inflight = "in flight: none"
-        if self.incremental:
-            inc = self.incremental
-            incremental = (
-                f"incremental {inc['snapshot_id']}: {inc['current_table']} chunk {inc['current_chunks']} "
-                f"({inc['current_rows']} rows), {len(inc['queued'])} queued"
-                + (" [paused]" if inc["paused"] else "")
-                + (f", repairing: {inc['repairs']}" if inc["repairs"] else "")
-            )
-        else:
-            incremental = "incremental: none"
-        parts = [
-            f"{self.sensor}: committed {self.committed or 'nothing (no snapshot yet)'}",
-            lag,
-            inflight,
-            incremental,
-            f"last error: {self.last_error or 'none'}",
-        ]
-        return " | ".join(parts)
+            out.append("in flight: none")
+        out.append(self._incremental_line())
+        return [first_line(line, 400) for line in out]
+
+    def _incremental_line(self) -> str:
+        inc = self.incremental
+        if not inc:
+            return "repairs / incremental snapshot: none"
+        progress = f"chunk {inc['current_chunks']}, {inc['current_rows']} rows"
+        if inc.get("key_progress"):
+            progress += f", key {inc['key_progress']}"
+        repairs = inc.get("repairs") or []
+        what = "repair" if repairs else "incremental snapshot"
+        why = (
+            f"; why: {first_line(repairs[0], 120)}"
+            + (f" (+{len(repairs) - 1} more)" if len(repairs) > 1 else "")
+            if repairs
+            else ""
+        )
+        return (
+            f"{what} {inc['snapshot_id']}: {inc['current_table']} {progress}, {len(inc['queued'])} queued"
+            + (" [paused]" if inc["paused"] else "")
+            + why
+        )
+
+    def line(self) -> str:
+        """All :meth:`lines`, one per line."""
+        return "\n".join(self.lines())
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -82,7 +115,12 @@ class CaptureStatus:
 def _lag(
     settings: ConnectionSettings, committed: BinlogPosition, replica_server_id: int
 ) -> tuple[str, int, float]:
-    """(server position, lag in bytes, lag in seconds) of ``committed`` against the server."""
+    """(server position, lag in bytes, lag in seconds) of ``committed`` against the server.
+
+    Raises:
+        ConfigurationError: the committed binlog file was purged (the sensor's message).
+        SourceConnectionError: the server is unreachable.
+    """
     conn = connect(settings)
     try:
         info = server_info(conn)
@@ -91,6 +129,8 @@ def _lag(
     finally:
         conn.close()
     names = [f for f, _ in files]
+    if names and committed.file not in names and committed.sort_key() < now.sort_key():
+        raise ConfigurationError(purged_binlog_message(committed, names[0]))
     if committed.sort_key() >= now.sort_key():
         return str(now), 0, 0.0
     if committed.file == now.file or committed.file not in names:
@@ -110,8 +150,8 @@ def _lag(
     return str(now), lag_bytes, seconds
 
 
-def find_sensor_cursor(instance: Any, sensor_name: str) -> str | None:
-    """The stored cursor of the sensor named ``sensor_name`` in ``instance``.
+def find_sensor_state(instance: Any, sensor_name: str) -> Any:
+    """The instigator state of the sensor named ``sensor_name`` in ``instance``.
 
     Raises:
         LookupError: no sensor of that name has state in the instance (the message lists those that do).
@@ -121,13 +161,31 @@ def find_sensor_cursor(instance: Any, sensor_name: str) -> str | None:
     states = list(instance.all_instigator_state(instigator_type=InstigatorType.SENSOR))
     for s in states:
         if s.name == sensor_name:
-            return getattr(s.instigator_data, "cursor", None)
+            return s
     known = sorted({s.name for s in states})
     raise LookupError(
         f"No sensor named {sensor_name!r} has state in the Dagster instance at "
         f"{getattr(instance, 'root_directory', '?')} (sensors with state: {known or 'none'}). Check "
         "DAGSTER_HOME (the instance the daemon uses) and the sensor name (`dagster sensor list`)."
     )
+
+
+def find_sensor_cursor(instance: Any, sensor_name: str) -> str | None:
+    """The stored cursor of the sensor named ``sensor_name`` in ``instance``.
+
+    Raises:
+        LookupError: see :func:`find_sensor_state`.
+    """
+    return getattr(find_sensor_state(instance, sensor_name).instigator_data, "cursor", None)
+
+
+def recorded_address(cursor: StreamCursor) -> tuple[str, int] | None:
+    """``(host, port)`` of the server the cursor's offset was read from (``server.address``)."""
+    address = (cursor.server or {}).get("address")
+    if not address or ":" not in address:
+        return None
+    host, _, port = address.rpartition(":")
+    return (host.strip("[]"), int(port)) if port.isdigit() else None
 
 
 def read_status(
@@ -137,33 +195,62 @@ def read_status(
     settings: ConnectionSettings | None = None,
     replica_server_id: int = 184054 + 11,
     cursor_text: str | None = None,
+    use_recorded_address: bool = True,
+    stale_seconds: float | None = None,
 ) -> CaptureStatus:
     """The capture status of ``sensor_name``.
 
     Args:
-        instance: the Dagster instance holding the sensor's cursor and runs.
-        settings: the source server (for the lag); ``None``: lag not computed.
+        instance: the Dagster instance holding the sensor's cursor, ticks and runs.
+        settings: the source server (for the lag); ``None``: lag not computed (``--no-server``).
         replica_server_id: binlog client id used to read one event for the lag in seconds.
         cursor_text: use this cursor instead of the stored one.
+        use_recorded_address: connect to the address recorded in the cursor (the server the
+            offset belongs to) instead of ``settings``' host and port.
+        stale_seconds: the sensor is reported as not ticking after this long without a tick
+            (default: :func:`.health.stale_after` its interval).
 
     Raises:
         LookupError: the sensor has no state in the instance.
-        CorruptCursorError: the cursor cannot be read.
+
+    A cursor that cannot be read is reported in ``cursor_error`` (with the health), not raised.
     """
     import dagster as dg
 
     from .protocol import REQUEST_TAG
 
-    text = cursor_text if cursor_text is not None else find_sensor_cursor(instance, sensor_name)
-    cur = StreamCursor.parse(text, sensor_name)
+    state = find_sensor_state(instance, sensor_name) if cursor_text is None else None
+    text = (
+        cursor_text
+        if cursor_text is not None
+        else getattr(getattr(state, "instigator_data", None), "cursor", None)
+    )
+    try:
+        cur = StreamCursor.parse(text, sensor_name)
+        cursor_error = None
+    except CorruptCursorError as e:  # the health (failing ticks) is still worth showing
+        cur, cursor_error = StreamCursor(), str(e)
     status = CaptureStatus(
         sensor=sensor_name,
         committed=str(cur.committed) if cur.committed else None,
         last_error=cur.last_error,
+        cursor_error=cursor_error,
     )
-    if cur.committed is not None and settings is not None:
-        status.server_position, status.lag_bytes, status.lag_seconds = _lag(
-            settings, cur.committed, replica_server_id
+    if settings is not None:
+        address = recorded_address(cur) if use_recorded_address else None
+        if address is not None:
+            settings = replace(settings, host=address[0], port=address[1])
+        status.server = f"{settings.host}:{settings.port}"
+        if cur.committed is not None:
+            try:
+                status.server_position, status.lag_bytes, status.lag_seconds = _lag(
+                    settings, cur.committed, replica_server_id
+                )
+            except CdcError as e:
+                status.server_error = first_line(str(e), 400)
+    if state is not None:
+        status.health = capture_health(
+            instance, state, sensor_name, cur.retry_at, stale_seconds=stale_seconds
         )
     if cur.inflight is not None:
         inf = cur.inflight
@@ -178,9 +265,12 @@ def read_status(
     if cur.incremental:
         from ..engine.incremental import IncrementalState
 
-        state = IncrementalState.from_dict(cur.incremental)
-        if state is not None:
-            prog = state.progress()
-            prog["repairs"] = [t.reason for t in state.tables if t.reason]
+        inc_state = IncrementalState.from_dict(cur.incremental)
+        if inc_state is not None:
+            prog = inc_state.progress()
+            prog["repairs"] = [t.reason for t in inc_state.tables if t.reason]
+            last, top = prog.get("last_key"), prog.get("max_key")
+            if last and top and len(last) == 1 and all(isinstance(v[0], int) for v in (last, top)) and top[0]:
+                prog["key_progress"] = f"{last[0]} of {top[0]} ({100 * last[0] / top[0]:.0f} %)"
             status.incremental = prog
     return status

@@ -77,7 +77,7 @@ def state_live_count(storage: StorageSettings, state_uri: str) -> int | None:
     dtable = open_table(storage, state_uri)
     if dtable is None:
         return None
-    ds: pads.Dataset = dtable.to_pyarrow_dataset()
+    ds: pads.Dataset = dtable.to_pyarrow_dataset(filesystem=storage.delta_filesystem(state_uri))
     live = pads.field("__deleted") == False  # noqa: E712
     if "__count" in ds.schema.names:
         total = 0

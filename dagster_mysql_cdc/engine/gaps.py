@@ -219,27 +219,65 @@ def queue_repairs(
         key_map = g.key_map if g.key_map and set(g.key_map["columns"]) <= set(schema.primary_key) else None
         if new is None:
             new = IncrementalState(snapshot_id=repair_id)
-        duplicate = next(
-            (
-                p
-                for p in new.tables
-                if p.table == g.table and p.filter == flt and p.last_key is None and p.key_map == key_map
-            ),
-            None,
-        )
-        if duplicate is None:
-            new.tables.append(
-                TableProgress(
-                    table=g.table,
-                    filter=flt,
-                    reason=g.reason(),
-                    key_map=key_map,
-                    candidate_keys=g.candidate_keys,
-                )
-            )
-        what = f"rows where {flt}" if flt else "the whole table"
+        what = _queue_one(new, g, flt, key_map, schema.column_names)
         g.repair = f"Repair queued: incremental snapshot {new.snapshot_id} of {what}"
     return new if new is not None else state
+
+
+def _queue_one(
+    state: IncrementalState, g: BinlogGap, flt: str | None, key_map: dict | None, columns: list[str]
+) -> str:
+    """Queue the repair of ``g`` in ``state``, merged with a queued repair of the same table that
+    has not started, so a table is re-read (and its absent rows deleted) once: a whole-table
+    repair covers any filtered one; two filtered repairs become one with the filters ``OR``-ed,
+    the candidate keys and cascade key maps joined. Returns what will be re-read."""
+    pending = [p for p in state.tables if p.table == g.table and p.last_key is None and p.chunks == 0]
+    whole = next((p for p in pending if p.filter is None), None)
+    if whole is not None:  # already re-read whole: keys to check and key maps join it
+        _join(whole, g.reason(), g.candidate_keys, key_map)
+        return "the whole table"
+    if flt is None:
+        for p in pending:  # the whole table covers them: one repair instead of several
+            state.tables.remove(p)
+        merged = TableProgress(
+            table=g.table, filter=None, reason=g.reason(), key_map=key_map, candidate_keys=g.candidate_keys
+        )
+        for p in pending:
+            _join(merged, p.reason, p.candidate_keys, p.key_map)
+        state.tables.append(merged)
+        return "the whole table"
+    if pending:
+        p = pending[0]
+        if p.filter != flt:
+            try:
+                p.filter = validate_filter(f"({p.filter}) OR ({flt})", columns)
+            except UnsafeFilter:
+                p.filter = None  # cannot be combined safely: the whole table
+        _join(p, g.reason(), g.candidate_keys, key_map)
+        return f"rows where {p.filter}" if p.filter else "the whole table"
+    state.tables.append(
+        TableProgress(
+            table=g.table, filter=flt, reason=g.reason(), key_map=key_map, candidate_keys=g.candidate_keys
+        )
+    )
+    return f"rows where {flt}"
+
+
+def _join(p: TableProgress, reason: str | None, candidates: list | None, key_map: dict | None) -> None:
+    """Add another repair's reason, candidate keys and cascade key map to queued repair ``p``."""
+    if reason and p.reason and reason not in p.reason:
+        p.reason = f"{p.reason}; {reason}"[:1000]
+    elif reason and not p.reason:
+        p.reason = reason
+    if candidates:
+        known = {json.dumps(k) for k in p.candidate_keys or []}
+        p.candidate_keys = [*(p.candidate_keys or []), *(k for k in candidates if json.dumps(k) not in known)]
+    if key_map:
+        if p.key_map and p.key_map["columns"] == key_map["columns"]:
+            pairs = p.key_map["pairs"] + [x for x in key_map["pairs"] if x not in p.key_map["pairs"]]
+            p.key_map = {"columns": p.key_map["columns"], "pairs": pairs}
+        elif not p.key_map:
+            p.key_map = key_map
 
 
 #: Room for the JSON ``data`` of a repair signal (the signal table's ``data`` is VARCHAR(2048)).
@@ -249,14 +287,16 @@ SIGNAL_DATA_LIMIT = 2000
 def key_ranges_filter(columns: Sequence[str], keys: Sequence[tuple], max_ranges: int = 16) -> str | None:
     """A filter covering ``keys`` with at most ``max_ranges`` key ranges (``BETWEEN`` for one
     column, row comparisons for composite keys), ``OR``-ed; ``None`` when a value has no safe
-    literal or there are no keys.
+    literal, a key holds ``NULL`` (values of mixed types are ordered by type first), or there are
+    no keys.
 
     The keys are sorted and cut into ``max_ranges`` groups of consecutive keys; each group becomes
     ``[first, last]``, so rows between differing keys are re-read too (harmless: they are equal).
     """
-    ks = sorted({tuple(k) for k in keys})
-    if not ks:
-        return None
+    distinct = {tuple(k) for k in keys}
+    if not distinct or any(v is None for k in distinct for v in k):
+        return None  # a NULL key (a lake row written from a partial row image) has no range
+    ks = sorted(distinct, key=lambda k: tuple((type(v).__name__, v) for v in k))
     step = max(1, -(-len(ks) // max_ranges))
     cols = [exp.column(c, quoted=True) for c in columns]
     parts = []

@@ -52,7 +52,7 @@ from ..source.schema import TableSchema
 from ..source.signals import validate_filter
 from ..source.snapshot import convert_snapshot_rows
 from ..source.types import TableConverter, TypeOptions, quote_identifier, select_expression
-from .watermark import WATERMARK_STRATEGIES, close_window, open_window
+from .watermark import WATERMARK_STRATEGIES, close_window, log_rows, open_window
 
 if TYPE_CHECKING:
     from ..sink.lake import LakeWriter
@@ -400,6 +400,8 @@ def plan_chunks(
     conn = connect(settings, autocommit=True)
     lake_rows: dict[str, LakeLiveRows | None] = {}
     try:
+        if not read_only:
+            log_rows(conn)  # watermarks as row events when the server logs statements and we may
         # lake rows older than this: committed before
         plan_start = current_position(conn, info).with_epoch(epoch)
         budget = max_chunks
@@ -581,6 +583,11 @@ def _read_next_chunk(
             rows = list(cur.fetchall())
         # between the watermarks, like the chunk: keys a repair expects gone from the source
         gone = _absent_rows(cur, schema, tbl, pk, rows, prog)
+        if gone and t.lake is not None:  # a key the lake has no live row for is not deleted again
+            live = set(t.lake.keys)
+            keyf = t.conv.primary_key_function()
+            names = schema.column_names
+            gone = [img for img in gone if keyf(dict(zip(names, img))) in live]
         idx = [schema.column_names.index(c) for c in pk]
         last_row_key = encode_key([rows[-1][i] for i in idx]) if rows else None
         key_lo = prog.last_key

@@ -13,7 +13,7 @@ signals of the window change (:class:`~.signals.SignalProcessor`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -136,6 +136,11 @@ class IncrementalSnapshotSource:
         self.open_windows: dict[str, tuple[PlannedChunk, set]] = {}  # table -> (chunk, touched keys)
         self.seen: dict[str, set] = {}
         self.stopped: set[str] = set()
+        self.emitted: set[str] = set()  # ids of the chunks whose high watermark was read
+        # converted keys each table's chunks deleted in this window: a key is deleted once, even
+        # when two chunks (two repairs of the table) find it gone
+        self.deleted: dict[str, set] = {}
+        self.planned: list[PlannedChunk] = []  # the window's chunks, in plan order
         # the window's offset epoch (set by plan()): every position built from the binlog takes it
         self.start = BinlogPosition("", 0)
 
@@ -159,6 +164,7 @@ class IncrementalSnapshotSource:
                     f"reusing the chunk plan of an earlier attempt ({len(plan.chunks)} chunks)"
                 )
             self.state = IncrementalState.from_dict(plan.state_after)
+            self.planned = list(plan.chunks)
             for c in plan.chunks:
                 if c.low is not None and c.high is not None:
                     self.positional.append(c)  # read-only watermarks: binlog positions, not rows
@@ -326,6 +332,48 @@ class IncrementalSnapshotSource:
         the window start (the chunks are re-planned later)."""
         self.state = self.state_before
 
+    def requeue_unclosed(self, end: BinlogPosition) -> list[str]:
+        """Planned chunks whose high watermark was not read in the window (their watermark rows
+        reached the binlog in no form the window reads: a binlog filter on the signal table's
+        database, a statement the signal reader cannot read ...): their tables are put back in the
+        snapshot progress at the first such chunk's lower bound, to be planned again with new
+        watermarks, instead of being dropped while the progress had moved past them.
+
+        Returns:
+            one WARNING line per table put back (also in ``result.signal_log``).
+        """
+        missing: dict[str, PlannedChunk] = {}
+        for c in self.planned:
+            if c.id not in self.emitted and c.table not in self.stopped:
+                missing.setdefault(c.table, c)
+        if not missing:
+            return []
+        state = self.state.copy() if self.state is not None else None
+        before = {p.table: p for p in (self.state_before.tables if self.state_before else [])}
+        lines = []
+        for table, c in missing.items():
+            prog = before.get(table)
+            if prog is None:
+                continue
+            prog = replace(prog, last_key=c.key_lo)
+            if state is None:
+                assert self.state_before is not None  # the plan came from it
+                state = IncrementalState(
+                    snapshot_id=self.state_before.snapshot_id, chunk_seq=self.state_before.chunk_seq
+                )
+            state.tables = [prog, *(p for p in state.tables if p.table != table)]
+            state.done = [d for d in state.done if d != table]
+            lines.append(
+                f"chunk {c.id} of {table}: its watermark rows were not found in the binlog up to {end} "
+                "(as rows or as a readable statement): the table is read again from that chunk on, "
+                "with new watermarks; check that the signal table's writes reach the binlog "
+                "(no binlog_ignore_db/replicate filter on its database)"
+            )
+        self.state = state
+        self.result.signal_log.extend(lines)
+        self.result.signals_rejected.extend(lines)
+        return lines
+
     def final_state(self) -> dict | None:
         """The progress to report (``None``: no active snapshot; a finished snapshot leaves
         nothing behind, and a pause without active tables is a no-op, as in Debezium)."""
@@ -337,6 +385,7 @@ class IncrementalSnapshotSource:
         inside the window as ``op=r``, then the repair's deletes and the deletes of lake rows
         absent from the source; a line in ``result.chunks``."""
         _, touched = self.open_windows.pop(c.table, (c, set()))
+        self.emitted.add(c.id)
         if c.table in self.stopped:
             self.result.signal_log.append(f"chunk {c.id} of stopped table {c.table} dropped")
             return
@@ -357,11 +406,13 @@ class IncrementalSnapshotSource:
             "emitted": emitted,
             "dropped": c.rows - emitted,
         }
+        done = self.deleted.setdefault(c.table, set())
         gone_keys: set[tuple] = set()
         if c.deletes_path:
-            gone_keys = self._emit_repair_deletes(c, te, ev, touched, info_row)
-        # keys the binlog changed, and keys the repair's own deletes above already cover
-        deleted = self._emit_absent_deletes(c, te, ev, touched | self.seen.get(c.table, set()) | gone_keys)
+            gone_keys = self._emit_repair_deletes(c, te, ev, touched | done, info_row)
+            done |= gone_keys
+        # keys the binlog changed, and keys this window's deletes above already cover
+        deleted = self._emit_absent_deletes(c, te, ev, touched | self.seen.get(c.table, set()) | done)
         if c.table in self.seen:  # the next chunks of the table leave these keys to the binlog too
             self.seen[c.table] |= touched
         info_row["deleted_absent_from_source"] = deleted
@@ -405,22 +456,23 @@ class IncrementalSnapshotSource:
     def _emit_absent_deletes(self, c: PlannedChunk, te: _TableEvents, ev: RowsBatch, skip_keys: set) -> int:
         """Deletes of the lake rows of the chunk's key range the source no longer had (except
         ``skip_keys``). Returns how many were emitted."""
-        from .absent_rows import delete_events
+        from .absent_rows import delete_events, key_tuples
 
         absent = read_absent(self.storage, c)
         if absent is None:
             return 0
         target = te.conv.arrow_schema
+        values = pa.table(
+            [
+                absent.column(f.name).cast(f.type)
+                if f.name in absent.column_names
+                else pa.nulls(absent.num_rows, f.type)
+                for f in target
+            ],
+            schema=target,
+        )
         deletes = delete_events(
-            pa.table(
-                [
-                    absent.column(f.name).cast(f.type)
-                    if f.name in absent.column_names
-                    else pa.nulls(absent.num_rows, f.type)
-                    for f in target
-                ],
-                schema=target,
-            ),
+            values,
             schema=te.conv.table,
             value_schema=target,
             server_name=self.server_name,
@@ -430,6 +482,10 @@ class IncrementalSnapshotSource:
             skip_keys=skip_keys,
         )
         te.append_batch(deletes)
+        if deletes.num_rows:
+            self.deleted.setdefault(c.table, set()).update(
+                key_tuples(values, te.conv.table.primary_key) - skip_keys
+            )
         return deletes.num_rows
 
 

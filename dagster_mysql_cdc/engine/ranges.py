@@ -29,7 +29,7 @@ from ..source.schema import TableSchema
 from ..source.snapshot import convert_snapshot_rows
 from ..source.types import TableConverter, TypeOptions, quote_identifier, select_expression
 from .incremental import decode_key, encode_key
-from .watermark import close_window, keys_touched, open_window, without_keys
+from .watermark import close_window, keys_touched, log_rows, open_window, without_keys
 
 if TYPE_CHECKING:
     from ..sink.lake import LakeWriter
@@ -277,6 +277,7 @@ def _read_range_in_window(
                 pconv.arrow_schema,
                 before=current_position(conn, info).with_epoch(epoch),
             )
+        log_rows(conn)  # watermarks as row events when the server logs statements and we may
         low = current_position(conn, info).with_epoch(epoch)
         with conn.cursor() as cur:
             open_window(cur, sig, wid + "-o", wid)

@@ -39,7 +39,7 @@ from ..source.ddl import SchemaCatalog
 from ..source.filters import TableFilter
 from ..source.foreign_keys import read_cascading_foreign_keys
 from ..source.schema import TableSchema
-from ..source.statements import dml_target_tables
+from ..source.statements import UnreadableSignalStatement, dml_target_tables, signal_statement_rows
 from ..source.types import TableConverter, TypeOptions
 from .ddl_effects import REASON_HEADER, DdlEffect, ddl_effects
 from .gaps import (
@@ -460,6 +460,8 @@ class BinlogStreamingSource:
         #: what DDL did to captured tables' rows, for the run's log
         self.ddl_log: list[str] = []
         self._signal_exists: bool | None = None
+        self.partial = PartialImages()
+        self.triggers: dict[tuple[str, str], list] = {}  # (db, table) -> its triggers (read once)
 
     def reader(self, replica_server_id: int, end: BinlogPosition) -> BinlogReader:
         """The binlog reader of ``[start, end)``."""
@@ -577,6 +579,7 @@ class BinlogStreamingSource:
                 if signals.blocking:
                     break  # streaming pauses here; the caller runs the blocking snapshot
             elif isinstance(item, StatementDml):
+                self._on_signal_statement(item, signals)
                 self._on_statement_dml(item)
             elif isinstance(item, DdlStatement):
                 self._on_ddl(item)
@@ -590,6 +593,9 @@ class BinlogStreamingSource:
             return
         name = f"{item.database}.{item.table}"
         try:
+            if item.partial and self.partial.add(te, item, snapshot.touched(name)):
+                self.result.last_event_ts_ms = item.ts_ms
+                return  # not decodable into full rows: its keys are repaired (see PartialImages)
             _add_rows(
                 te,
                 item,
@@ -612,6 +618,41 @@ class BinlogStreamingSource:
         if self.options.provide_transaction_metadata and tx_counter["total"]:
             self.tx_records += _transaction_records(tx_counter, item)
         tx_counter.update(total=0, per_table={}, id=None)
+
+    def _on_signal_statement(self, item: StatementDml, signals: SignalProcessor) -> None:
+        """A statement-based write to the signal table (``binlog_format=STATEMENT``/``MIXED``):
+        its rows, read from the SQL text, are processed as a rows event would be (watermarks of
+        incremental snapshots and repairs, signals); one that cannot be read is a WARNING."""
+        if self.sig_key is None:
+            return
+        try:
+            parsed = signal_statement_rows(item.sql, item.database, (self.sig_key[0], self.sig_key[1]))
+        except UnreadableSignalStatement as e:
+            signals.reject(
+                f"statement-based write to the signal table at {item.file}:{item.pos} skipped: {e}; "
+                "write signals with literal VALUES, or with binlog_format=ROW"
+            )
+            return
+        if parsed is None:
+            return
+        op, rows = parsed
+        db, t = self.sig_key
+        signals.process_rows(
+            RowsBatch(
+                db,
+                t,
+                op,
+                rows,
+                item.file,
+                item.pos,
+                item.ts_ms,
+                item.server_id,
+                item.gtid,
+                item.thread,
+                None,
+                list(rows[0]["values"]) if rows else [],
+            )
+        )
 
     def _on_statement_dml(self, item: StatementDml) -> None:
         """Statement-based DML: a gap of each captured table it writes (the first per table)."""
@@ -640,6 +681,46 @@ class BinlogStreamingSource:
                         )
                     ),
                 )
+        self._trigger_gaps(item, [(db, t) for db, t in targets or [] if t != "?"])
+
+    def _trigger_gaps(self, item: StatementDml, written: list[tuple[str, str]]) -> None:
+        """Gaps of the captured tables that triggers of the ``written`` tables write (transitively):
+        statement-based DML logs no rows for what its triggers do. A trigger whose body the user
+        may not read (no ``TRIGGER`` privilege) may write anything: every captured table of its
+        database is repaired."""
+        from ..source.triggers import read_triggers, trigger_written_tables
+
+        todo, seen = list(written), set(written)
+        while todo:
+            db, t = todo.pop(0)
+            if (db, t) not in self.triggers:
+                self.triggers[(db, t)] = read_triggers(self.connection(), db, t)
+            for trg in self.triggers[(db, t)]:
+                if trg.body is None:
+                    targets = [k for k in self.captured_tables() if k[0] == trg.schema]
+                    why = "its body is hidden (the capture user lacks the TRIGGER privilege), so every captured table of its database is re-read"
+                else:
+                    targets = trigger_written_tables(trg.body, trg.schema)
+                    why = "it writes this table"
+                for target in targets:
+                    if target not in seen:
+                        seen.add(target)
+                        todo.append(target)
+                    if not self.table_filter.matches(*target) or target == self.sig_key:
+                        continue
+                    name = f"{target[0]}.{target[1]}"
+                    if name in self.dml_gaps:
+                        continue
+                    self.dml_gaps[name] = BinlogGap(
+                        kind="trigger",
+                        table=name,
+                        position=f"{item.file}:{item.pos}",
+                        detail=(
+                            f"trigger {trg.schema}.{trg.name} ({trg.event} on {db}.{t}) ran for "
+                            f"statement-based DML (thread {item.thread}), whose trigger writes have no "
+                            f"row images; {why}"
+                        ),
+                    )
 
     def _on_ddl(self, item: DdlStatement) -> None:
         """A DDL: applied to the catalog; schema history records; ``t`` events for TRUNCATE; the
@@ -758,8 +839,36 @@ class BinlogStreamingSource:
         return self._signal_exists
 
     def gaps(self) -> list[BinlogGap]:
-        """The window's changes the binlog does not carry: statement DML, then FK cascades."""
-        return list(self.dml_gaps.values()) + self.cascades.gaps()
+        """The window's changes the binlog does not carry: statement DML, then FK cascades, then
+        row changes logged with partial row images."""
+        gaps = list(self.dml_gaps.values()) + self.cascades.gaps() + self.partial.gaps()
+        if any(g.kind == "statement_dml" for g in self.dml_gaps.values()) or self.partial.tables:
+            note = self._server_format_note()
+            for g in gaps:
+                if note and g.kind in ("statement_dml", "partial_row_image"):
+                    g.detail += f"; {note}"
+        return gaps
+
+    def _server_format_note(self) -> str | None:
+        """What the server's global binlog settings mean for the capture, when they are not
+        ``binlog_format=ROW`` / ``binlog_row_image=FULL`` (``None``: they are; the gap came from
+        one session)."""
+        try:
+            with self.connection().cursor() as cur:
+                cur.execute("SELECT @@GLOBAL.binlog_format, @@GLOBAL.binlog_row_image")
+                row = cur.fetchone()
+        except Exception:  # noqa: BLE001 - only a hint in a message
+            return None
+        fmt, image = (str(v).upper() for v in row) if row else ("ROW", "FULL")
+        bad = ([f"binlog_format={fmt}"] if fmt != "ROW" else []) + (
+            [f"binlog_row_image={image}"] if image != "FULL" else []
+        )
+        if not bad:
+            return None
+        return (
+            f"the server logs {' and '.join(bad)} globally: every change is repaired by re-reading, "
+            "set binlog_format=ROW and binlog_row_image=FULL (SET GLOBAL and in the server's config)"
+        )
 
     def commit(self, position: BinlogPosition) -> None:
         """Commit every changed table at ``position`` (into ``result.tables``), then the schema
@@ -813,6 +922,109 @@ class BinlogStreamingSource:
         for te in self.tables.values():
             for part in te.parts():
                 part.sink.abort()
+
+
+#: python-mysql-replication's ``none_sources`` value of a column absent from a row image.
+NOT_IN_IMAGE = "cols bitmap"
+
+
+class PartialImages:
+    """Row events logged with partial row images (``binlog_row_image=MINIMAL`` or ``NOBLOB``,
+    set on the server or in one session): an update's before image holds only the key columns and
+    its after image only the changed ones (NOBLOB: blob columns left out). Decoding them as rows
+    would turn missing columns into NULLs and an absent key into a key change (rows deleted from
+    the lake, a row with a NULL key). Debezium requires ``binlog_row_image=FULL`` and does not
+    check it while streaming.
+
+    Inserts and updates with a partial image are not emitted; their keys (before and after
+    images) are recorded and repaired: a targeted incremental snapshot re-reads them (filter
+    ``key IN (...)``, the keys the source no longer has are deleted). Deletes are emitted when
+    their image has the key (the tombstone is exact; ``before`` holds only the logged columns).
+    An image without the key columns makes the whole table's repair.
+    """
+
+    def __init__(self) -> None:
+        self.tables: dict[str, dict[str, Any]] = {}
+
+    def add(self, te: _TableEvents, ev: RowsBatch, touched: set | None) -> bool:
+        """Record rows event ``ev`` of ``te``'s table. Returns ``True`` when its events must not be
+        emitted (an insert or update), ``False`` for a delete whose images carry the key.
+
+        Raises:
+            SchemaMismatchError: the event's columns differ from the schema history.
+        """
+        pk = list(te.conv.table.primary_key)
+        remap = _check_columns(te, ev)
+        keys: list[tuple | None] = []
+        images = []
+        for r in ev.rows:
+            if ev.op == "u":
+                images.append((r["before_values"], r.get("before_none_sources") or {}))
+                images.append((r["after_values"], r.get("after_none_sources") or {}))
+            else:
+                images.append((r["values"], r.get("none_sources") or {}))
+        for values, ns in images:
+            if remap:
+                values = _remap(values, te.names)
+                ns = _remap(ns, te.names)
+            if not pk or any(c not in values or ns.get(c) == NOT_IN_IMAGE for c in pk):
+                keys.append(None)
+                continue
+            keys.append(tuple(values[c] for c in pk))
+            if touched is not None:  # an open chunk window drops these keys (the binlog changed them)
+                touched.add(te.conv.primary_key_function()(values, ns))
+        if ev.op == "d" and all(k is not None for k in keys):
+            return False
+        if ev.op == "u":  # an after image without the key columns: the key did not change
+            keys = [k if k is not None or i % 2 == 0 else keys[i - 1] for i, k in enumerate(keys)]
+        name = te.schema.qualified_name
+        entry = self.tables.setdefault(
+            name,
+            {
+                "pk": pk,
+                "position": f"{ev.file}:{ev.pos}",
+                "keys": {},
+                "rows": 0,
+                "images": set(),
+                "whole": False,
+            },
+        )
+        entry["rows"] += len(ev.rows)
+        entry["images"].update(ev.partial)
+        for k in keys:
+            if k is None:
+                entry["whole"] = True
+            else:
+                entry["keys"][k] = None
+        return True
+
+    def gaps(self) -> list[BinlogGap]:
+        """One gap per table, repairing its recorded keys (or the whole table)."""
+        from ..source.foreign_keys import key_in_condition
+        from .gaps import MAX_FILTER_KEYS
+        from .incremental import encode_key
+
+        out = []
+        for name, e in self.tables.items():
+            keys = list(e["keys"])
+            flt = None
+            if not e["whole"] and keys and len(keys) <= MAX_FILTER_KEYS:
+                flt = key_in_condition(e["pk"], keys)
+            gap = BinlogGap(
+                kind="partial_row_image",
+                table=name,
+                position=e["position"],
+                detail=(
+                    f"{e['rows']} row change(s) logged with partial row images ({', '.join(sorted(e['images']))}): "
+                    "binlog_row_image is MINIMAL or NOBLOB, so their other column values are not in the "
+                    "binlog; inserts and updates were not applied from them"
+                ),
+                filter=flt,
+            )
+            if flt is not None:
+                gap.candidate_keys = [encode_key(k) for k in keys]
+            out.append(gap)
+        return out
 
 
 def run_window(
@@ -903,6 +1115,8 @@ def run_window(
             # the planned chunks lie after the pause point: they are re-planned later
             snapshot.resume_before_blocking()
             result.blocking_tables = list(dict.fromkeys(signals.blocking))
+        else:  # a chunk whose watermarks never came is read again, not dropped
+            snapshot.requeue_unclosed(result.end)
         result.ddl_effects = list(source.ddl_log)
         if source.resnapshots:  # tables a DDL left with rows the binlog does not carry (.ddl_effects)
             again = [k for k in map(_table_key, source.resnapshots) if source.catalog.get(*k) is not None]

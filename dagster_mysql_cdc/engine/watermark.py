@@ -35,6 +35,31 @@ WATERMARK_STRATEGIES = ("insert_insert", "insert_delete")
 _INSERT = "INSERT INTO {table} (id, type, data) VALUES (%s, %s, %s)"
 
 
+def log_rows(conn: Any) -> bool:
+    """Ask the server to log this session's writes (the watermark rows) as row events when its
+    ``binlog_format`` is ``STATEMENT``/``MIXED`` (``SET SESSION binlog_format = 'ROW'``).
+
+    Setting it needs ``SUPER`` or ``BINLOG ADMIN`` (MariaDB 10.5.2+) / ``SESSION_VARIABLES_ADMIN``
+    (MySQL 8), which the capture user usually lacks: then nothing changes, and the watermark rows
+    are read from the statements' text instead (:func:`~..source.statements.signal_statement_rows`).
+
+    Returns:
+        whether the session logs rows now.
+    """
+    import pymysql
+
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@SESSION.binlog_format")
+        row = cur.fetchone()
+        if row is None or str(row[0]).upper() == "ROW":
+            return True
+        try:
+            cur.execute("SET SESSION binlog_format = 'ROW'")
+        except pymysql.err.MySQLError:
+            return False
+    return True
+
+
 def open_window(cur: Any, signal_table: str, watermark_id: str, data: str) -> None:
     """Write the low watermark row ``(watermark_id, 'snapshot-window-open', data)``.
 
@@ -99,13 +124,25 @@ def keys_touched(
     Returns:
         (keys, the high watermark's event or ``None``).
     """
-    from ..source.binlog import RowsBatch  # imported when a window is read (load time stays low)
+    from ..source.binlog import RowsBatch, StatementDml  # imported when a window is read
+    from ..source.statements import UnreadableSignalStatement, signal_statement_rows
 
     keys: set[tuple] = set()
     high: WatermarkEvent | None = None
     inside = signal is None
     opened = False
     for item in items:
+        if isinstance(item, StatementDml) and signal is not None:
+            # binlog_format=STATEMENT/MIXED: the watermark rows are in the statement's text
+            try:
+                parsed = signal_statement_rows(item.sql, item.database, signal)
+            except UnreadableSignalStatement:
+                parsed = None
+            if parsed is not None:
+                item = RowsBatch(
+                    signal[0], signal[1], parsed[0], parsed[1], item.file, item.pos, item.ts_ms,
+                    item.server_id, item.gtid, item.thread, None, [],
+                )  # fmt: skip
         if not isinstance(item, RowsBatch):
             continue
         here = (item.database, item.table)

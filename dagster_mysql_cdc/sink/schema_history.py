@@ -155,7 +155,7 @@ class SchemaHistory:
         dt = open_table(self.storage, self.uri)
         if dt is None:
             return HISTORY_SCHEMA.empty_table()
-        t = dt.to_pyarrow_table()
+        t = dt.to_pyarrow_table(filesystem=self.storage.delta_filesystem(self.uri))
         epoch = (
             pc.fill_null(t.column("epoch").cast(pa.int64()), 0)
             if "epoch" in t.column_names

@@ -163,3 +163,47 @@ def use_this_python_for_local_spark(spark_config: dict[str, Any]) -> None:
     master = str(spark_config.get("spark.master", "local"))
     if master.startswith("local") and "spark.pyspark.python" not in spark_config:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+#: ``CdcLakeResource.spark_remote`` default: ``$CDC_SPARK_REMOTE`` when set (empty: a local
+#: Spark), else a Spark Connect server on the runs' host at Spark Connect's default port; when
+#: that server is not running, a run falls back to its own local Spark (with a WARNING).
+AUTO_REMOTE = "auto"
+
+#: The Spark Connect server ``auto`` looks for (``start-connect-server.sh``'s default port).
+DEFAULT_REMOTE_URL = "sc://127.0.0.1:15002"
+
+#: Seconds a run waits for a TCP connection to the Spark Connect server before deciding it is
+#: not running (the Connect client itself retries for minutes).
+PROBE_TIMEOUT_SECONDS = 3.0
+
+
+def resolve_remote(configured: str | None) -> tuple[str | None, bool]:
+    """``(url, may fall back)`` for a ``spark_remote`` setting: ``auto`` becomes
+    ``$CDC_SPARK_REMOTE`` (empty: ``None``, a local Spark) or :data:`DEFAULT_REMOTE_URL`, and may
+    fall back to a local Spark; an explicit URL may not (a run fails with a clear error when its
+    server is down); ``None``/empty: a local Spark."""
+    if configured is None or not str(configured).strip():
+        return None, False
+    if str(configured).strip().lower() != AUTO_REMOTE:
+        return str(configured).strip(), False
+    env = os.environ.get("CDC_SPARK_REMOTE")
+    if env is not None:
+        return (env.strip() or None), True
+    return DEFAULT_REMOTE_URL, True
+
+
+def remote_unreachable(url: str, timeout: float = PROBE_TIMEOUT_SECONDS) -> str | None:
+    """Why no Spark Connect server accepts connections at ``url`` (``sc://host:port[/;...]``), or
+    ``None`` when one does (a TCP connection within ``timeout`` seconds; the gRPC client would
+    otherwise retry a refused connection for minutes before failing)."""
+    import socket
+    from urllib.parse import urlparse
+
+    parsed = urlparse(url.split("/;", 1)[0])
+    host, port = parsed.hostname or "127.0.0.1", parsed.port or 15002
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except OSError as e:
+        return f"{host}:{port}: {e.strerror or e}"

@@ -130,6 +130,23 @@ class StorageSettings:
             kw["secret_key"] = self.s3_secret_access_key or ""
         return fs.S3FileSystem(**kw)
 
+    def delta_filesystem(self, uri: str):
+        """A ``pyarrow.fs.FileSystem`` rooted at the Delta table ``uri``, for deltalake's
+        ``DeltaTable.to_pyarrow_table``/``to_pyarrow_dataset(filesystem=...)``.
+
+        Without it deltalake (1.1 to 1.6.6, with pyarrow 21 to 26) hands pyarrow its own Rust
+        file handler, and pyarrow's I/O threads still inside it when the interpreter exits abort
+        the process (``terminate called without an active exception``, exit status 134) in about
+        half of the runs; with a pyarrow filesystem none did (docs/output-layout.md, reading the
+        lake with deltalake).
+        """
+        import os
+
+        from pyarrow import fs
+
+        path = self.fs_path(uri)
+        return fs.SubTreeFileSystem(path if self.is_s3 else os.path.abspath(path), self.pyarrow_filesystem())
+
     def boto3_client(self):
         """A boto3 S3 client for this endpoint (only valid when :attr:`is_s3`)."""
         import boto3

@@ -105,6 +105,9 @@ class RowsBatch:
         thread: id of the session that made the change (from the transaction's BEGIN).
         query: the statement text when the server annotates row events, else ``None``.
         column_names: column names the library used for this event.
+        partial: the row images that do not carry every column (``"before"``, ``"after"`` of an
+            update, ``"values"`` of an insert/delete): logged with ``binlog_row_image=MINIMAL``
+            or ``NOBLOB`` (the event's columns-present bitmap); empty for full images.
     """
 
     database: str
@@ -119,6 +122,7 @@ class RowsBatch:
     thread: int | None
     query: str | None
     column_names: list[str]
+    partial: tuple[str, ...] = ()
 
 
 @dataclass
@@ -421,6 +425,7 @@ class BinlogReader:
             thread=st.thread,
             query=st.query,
             column_names=[c.name for c in ev.columns] if decode else [],
+            partial=_partial_images(ev, op) if decode else (),
         )
 
     def _commit(self, st: _WindowState, end_pos: int, ts_ms: int) -> TransactionCommit:
@@ -479,3 +484,20 @@ class _WindowState:
     thread: int | None = None
     query: str | None = None
     done: bool = False
+
+
+def _partial_images(ev: Any, op: str) -> tuple[str, ...]:
+    """The row images of rows event ``ev`` that lack columns (``binlog_row_image=MINIMAL`` /
+    ``NOBLOB``): a columns-present bitmap with fewer bits set than the table map has columns
+    (python-mysql-replication reads the bitmaps with the event; padding bits are 0)."""
+    from pymysqlreplication.bitmap import BitCount
+
+    n = ev.number_of_columns
+    out = []
+    first = getattr(ev, "columns_present_bitmap", None)
+    if first is not None and BitCount(first) < n:
+        out.append("before" if op == "u" else "values")
+    second = getattr(ev, "columns_present_bitmap2", None)
+    if op == "u" and second is not None and BitCount(second) < n:
+        out.append("after")
+    return tuple(out)

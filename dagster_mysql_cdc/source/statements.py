@@ -116,3 +116,89 @@ def dml_target_tables(sql: str, default_db: str | None) -> list[tuple[str, str]]
         else:
             add(tree.this)
     return out
+
+
+#: Columns of an ``INSERT`` into the signal table without a column list (Debezium's layout).
+SIGNAL_COLUMNS = ("id", "type", "data")
+
+
+class UnreadableSignalStatement(ValueError):
+    """A statement-based write to the signal table whose rows cannot be read from its SQL text."""
+
+
+def _literal(node: exp.Expression) -> str | None:
+    if isinstance(node, exp.Null):
+        return None
+    if isinstance(node, exp.Literal):
+        return str(node.this)
+    raise UnreadableSignalStatement(f"{node.sql(dialect='mysql')[:80]!r} is not a literal")
+
+
+def signal_statement_rows(
+    sql: str, default_db: str | None, signal: tuple[str, str]
+) -> tuple[str, list[dict]] | None:
+    """The signal-table rows a statement-based write carries, as a rows event would.
+
+    With ``binlog_format=STATEMENT`` (or ``MIXED``, which logs a literal ``INSERT`` as a statement)
+    the watermark rows of incremental snapshots and the signals people insert reach the binlog as
+    QUERY events, not row events. Debezium's source signal channel reads row events only, so such
+    signals are lost; here the statement text is read instead: ``INSERT``/``REPLACE ... VALUES``
+    with literal values (pymysql interpolates parameters client-side, so the watermark rows'
+    statements are literal) and ``DELETE ... WHERE id = <literal>`` / ``id IN (<literals>)``
+    (the ``insert_delete`` watermark strategy's high watermark).
+
+    Args:
+        sql: the QUERY event's statement.
+        default_db: the event's default database.
+        signal: ``(database, table)`` of the signal table.
+
+    Returns:
+        ``None`` when the statement does not write the signal table; else ``("c", rows)`` or
+        ``("d", rows)`` with python-mysql-replication style row dicts (``{"values": {...}}``).
+
+    Raises:
+        UnreadableSignalStatement: it writes the signal table, but not in a form read here
+            (``INSERT ... SELECT``, expressions instead of literals, ``UPDATE``, another ``WHERE``).
+    """
+    targets = dml_target_tables(sql, default_db)
+    if not targets or tuple(signal) not in [(d, t) for d, t in targets]:
+        return None
+    keyword = _first_keyword(sql)
+    text = sql
+    if keyword == "REPLACE":
+        start = sql.upper().find("REPLACE")
+        text = sql[:start] + "INSERT" + sql[start + len("REPLACE") :]
+    try:
+        tree = sqlglot.parse_one(text, read="mysql")
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError) as e:
+        raise UnreadableSignalStatement(f"the statement cannot be parsed ({e})") from None
+    if isinstance(tree, exp.Insert):
+        target = tree.this
+        columns = (
+            [c.name for c in target.expressions]
+            if isinstance(target, exp.Schema) and target.expressions
+            else list(SIGNAL_COLUMNS)
+        )
+        values = tree.expression
+        if not isinstance(values, exp.Values):
+            raise UnreadableSignalStatement("INSERT without a VALUES list (INSERT ... SELECT)")
+        rows = []
+        for tup in values.expressions:
+            items = tup.expressions if isinstance(tup, exp.Tuple) else [tup]
+            if len(items) != len(columns):
+                raise UnreadableSignalStatement(f"{len(items)} values for columns {columns}")
+            rows.append({"values": dict(zip(columns, (_literal(v) for v in items)))})
+        return "c", rows
+    if isinstance(tree, exp.Delete):
+        where = tree.args.get("where")
+        cond = where.this if where is not None else None
+        if isinstance(cond, exp.EQ) and isinstance(cond.this, exp.Column) and cond.this.name.lower() == "id":
+            ids = [_literal(cond.expression)]
+        elif (
+            isinstance(cond, exp.In) and isinstance(cond.this, exp.Column) and cond.this.name.lower() == "id"
+        ):
+            ids = [_literal(v) for v in cond.expressions]
+        else:
+            raise UnreadableSignalStatement("DELETE not by id = <literal>")
+        return "d", [{"values": {"id": i}} for i in ids]
+    raise UnreadableSignalStatement(f"{keyword} of the signal table")
