@@ -69,9 +69,23 @@ def test_round_trip_snapshot_inflight():
     assert StreamCursor.parse(c.to_json()) == c
 
 
+def test_round_trip_with_stopped_tables():
+    """The stopped tables (engine/isolation.py) survive the cursor; none: the key is absent."""
+    from dagster_mysql_cdc.engine.isolation import StoppedTable
+
+    since = BinlogPosition(F2, 500, "0-1-9")
+    st = StoppedTable(since, "SinkError: boom", attempts=2, retry_at=1000.5, stopped_at=900.0)
+    c = StreamCursor(committed=BinlogPosition(F2, 900), snapshot_done=True, stopped={"d.t": st.to_dict()})
+    back = StreamCursor.parse(c.to_json())
+    assert back == c and back.stopped_tables() == {"d.t": st}
+    assert "stopped" not in json.loads(StreamCursor(committed=since).to_json())
+
+
 @pytest.mark.parametrize(
     "text, detail",
     [
+        ('{"v": 1, "stopped": {"d.t": {"error": "x"}}}', "not a stopped table"),
+        ('{"v": 1, "stopped": {"d.t": "oops"}}', "not a stopped table"),
         ("{not json", "Expecting"),
         ("[1, 2]", "expected an object"),
         ('{"v": 99, "committed": null}', "v=1"),

@@ -296,6 +296,15 @@ def test_status_lines():
                 "reason": "SinkError: lake not writable",
             },
             retry_in_seconds=20.0,
+            stopped={
+                "d.s": {
+                    "since": {"file": "mysql-bin.000002", "pos": 120},
+                    "error": "SinkError: the table's state cannot be read\n" + "trace " * 500,
+                    "attempts": 2,
+                    "retry_at": 0.0,
+                    "stopped_at": 1.0,
+                }
+            },
         ),
     )
     lines = st.lines()
@@ -306,6 +315,12 @@ def test_status_lines():
     assert lines[2] == "last tick error: none"
     assert lines[3] == "last run failure: run xxxxxxxx FAILURE 12 s ago: SinkError: lake not writable"
     assert lines[4] == "retry: the failed window is retried in 20 s (exponential backoff)"
+    assert lines[5].startswith(
+        "table STOPPED: d.s is not captured from mysql-bin.000002:120 on (2 failed attempt(s)): "
+        "SinkError: the table's state cannot be read; caught up with the next window, or at once after "
+        "it is materialized"
+    )
+    del lines[5]
     assert lines[5] == "failing checks: none"
     assert lines[6] == "in flight: stream a -> b attempt 2 (STARTED)"
     assert lines[7].startswith(

@@ -160,3 +160,18 @@ def test_heartbeats_carry_the_offset_epoch(instance):
         if isinstance(e, dg.AssetMaterialization)
     ]
     assert [position_from_metadata(m.metadata, "window_end") for m in mats] == [at]
+
+
+def test_a_stopped_table_gets_no_heartbeat(instance):
+    """A table whose capture is stopped (the cursor's ``stopped``) is not current: no heartbeat, so
+    its freshness goes stale; the other quiet tables keep theirs."""
+    cdc = build()
+    materialize(instance, key("a"))
+    materialize(instance, key("b"))
+    later = time.time() + 3600
+    both = table_heartbeats(instance, cdc, AT, "caught up", default_every_seconds=60, now=later)
+    assert {e.asset_key for e in both} == {key("a"), key("b")}
+    one = table_heartbeats(
+        instance, cdc, AT, "caught up", default_every_seconds=60, now=later, stopped={"db.b"}
+    )
+    assert {e.asset_key for e in one} == {key("a")}

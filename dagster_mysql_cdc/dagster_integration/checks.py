@@ -291,6 +291,31 @@ def not_captured_results(key: dg.AssetKey, names: set[str]) -> list[dg.AssetChec
     ]
 
 
+def stopped_results(key: dg.AssetKey, names: set[str], stopped: dict) -> list[dg.AssetCheckResult]:
+    """Failed results of the checks ``names`` of a table whose capture is stopped
+    (:mod:`..engine.isolation`; ``stopped``: ``{"since", "error"}``): the lake holds it as of
+    ``since`` only, which is the divergence to report, with its cause and the way back."""
+    since = stopped.get("since") or {}
+    return [
+        dg.AssetCheckResult(
+            asset_key=key,
+            check_name=n,
+            passed=False,
+            severity=dg.AssetCheckSeverity.ERROR,
+            metadata={
+                "explanation": (
+                    f"the capture of this table is stopped at {since.get('file')}:{since.get('pos')}: its "
+                    "changes from there on could not be written; the lake holds it as of that position. "
+                    "It is caught up automatically (backoff) or at once after the cause is fixed and the "
+                    "table is materialized (docs/operations.md, 'A table stopped')"
+                ),
+                "error": dg.MetadataValue.text(str(stopped.get("error") or "")[:2000]),
+            },
+        )
+        for n in sorted(names)
+    ]
+
+
 def no_data_skipped_results(key: dg.AssetKey, names: set[str]) -> list[dg.AssetCheckResult]:
     """Passed, skipped results of the checks ``names`` whose rows are not comparable with the
     whole source (``snapshot_mode=no_data``: the lake holds only the rows changed since)."""

@@ -287,6 +287,16 @@ class BinlogSensorArgs(Resolvable):
     retry_backoff_max_seconds: Annotated[
         float, _doc("The longest wait between two retries of a failed window.")
     ] = 600.0
+    table_retry_backoff_seconds: Annotated[
+        float,
+        _doc(
+            "A table whose capture stopped alone is caught up by the first window after this many "
+            "seconds, doubling after each failed attempt (0: every window)."
+        ),
+    ] = 60.0
+    table_retry_backoff_max_seconds: Annotated[
+        float, _doc("The longest wait between two catch-up attempts of a stopped table.")
+    ] = 3600.0
 
 
 @dataclass
@@ -623,6 +633,8 @@ class MySqlCdcComponent(Component, Resolvable):
             table_heartbeat_seconds=s.table_heartbeat_seconds,
             retry_backoff_seconds=s.retry_backoff_seconds,
             retry_backoff_max_seconds=s.retry_backoff_max_seconds,
+            table_retry_backoff_seconds=s.table_retry_backoff_seconds,
+            table_retry_backoff_max_seconds=s.table_retry_backoff_max_seconds,
         )
 
     def build_defs(self, context: ComponentLoadContext) -> dg.Definitions:

@@ -10,7 +10,10 @@ The cursor is small JSON kept by Dagster for the sensor::
      "server": {"server_id", "server_uuid", "gtid_domain_id", "file", "file_gtids", "address"} | null,
      "last_error": "..." | null,
      "incremental": {"snapshot_id", "tables": [{"table", "last_key", "max_key", "chunks", ...}],
-                     "paused", "chunk_seq", "done"} | null}
+                     "paused", "chunk_seq", "done"} | null,
+     "retry_at": 1764150000.0,                    (only while a failed window waits for its retry)
+     "stopped": {"db.table": {"since": {...}, "error", "attempts", "retry_at", "stopped_at"}}}
+                                                  (only while a table's capture is stopped)
 
 ``committed`` is the replication offset: everything before it is durably in the lake. It only
 moves when the run that wrote a window (or the snapshot) has succeeded (the design's exactly-once
@@ -26,6 +29,11 @@ epoch.
 (:class:`~dagster_mysql_cdc.source.failover.ServerIdentity`): a file/pos is only ever used on that
 server. :func:`reconcile_cursor` checks it on every tick and translates the offset by GTID after a
 failover (see :mod:`dagster_mysql_cdc.source.failover`).
+
+``stopped`` holds the tables whose capture stopped alone (one table's window could not be written,
+the others went on: :mod:`dagster_mysql_cdc.engine.isolation`): each with the position its capture
+stopped at, everything before which is in the lake. Windows leave them out; a run catches a table
+up from there when its backoff is due, or at once after the table is snapshotted again.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..engine.isolation import StoppedTable
 from ..errors import ConfigurationError
 from ..events import BinlogPosition
 from ..source.failover import OffsetError, ServerIdentity, reconcile_offset
@@ -89,6 +98,12 @@ class StreamCursor:
     incremental: dict | None = None  # IncrementalState.to_dict() of a running incremental snapshot
     server: dict | None = None  # ServerIdentity.to_dict() of the server `committed` belongs to
     retry_at: float | None = None  # epoch seconds: the failed run of `inflight` is retried then (backoff)
+    #: tables whose capture stopped (``"db.table"``: :meth:`..engine.isolation.StoppedTable.to_dict`)
+    stopped: dict[str, dict] | None = None
+
+    def stopped_tables(self) -> dict[str, StoppedTable]:
+        """The stopped tables (``"db.table"`` -> :class:`~..engine.isolation.StoppedTable`)."""
+        return {n: StoppedTable.from_dict(v) for n, v in (self.stopped or {}).items()}
 
     def identity(self) -> ServerIdentity | None:
         """The recorded server identity of ``committed`` (``None``: not recorded yet)."""
@@ -105,6 +120,7 @@ class StreamCursor:
                 "incremental": self.incremental,
                 "server": self.server,
                 **({"retry_at": self.retry_at} if self.retry_at is not None else {}),
+                **({"stopped": self.stopped} if self.stopped else {}),
             },
             sort_keys=True,
         )
@@ -136,6 +152,8 @@ class StreamCursor:
                 incremental=d.get("incremental"),
                 server=ServerIdentity.from_dict(d["server"]).to_dict() if d.get("server") else None,
                 retry_at=float(d["retry_at"]) if d.get("retry_at") is not None else None,
+                stopped={n: StoppedTable.from_dict(v).to_dict() for n, v in (d.get("stopped") or {}).items()}
+                or None,
             )
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptCursorError(

@@ -167,6 +167,7 @@ class CaptureHealth:
     last_run_failure: dict[str, Any] | None = None
     failing_checks: list[FailingCheck] = field(default_factory=list)
     retry_in_seconds: float | None = None
+    stopped: dict[str, dict] = field(default_factory=dict)  # the cursor's stopped tables
 
 
 def capture_health(
@@ -176,8 +177,10 @@ def capture_health(
     retry_at: float | None,
     now: float | None = None,
     stale_seconds: float | None = None,
+    stopped: dict[str, dict] | None = None,
 ) -> CaptureHealth:
-    """The health of the capture driven by sensor ``sensor_name`` (instigator ``state``)."""
+    """The health of the capture driven by sensor ``sensor_name`` (instigator ``state``);
+    ``retry_at`` and ``stopped`` are the sensor cursor's."""
     from .protocol import SERVER_TAG
 
     now = time.time() if now is None else now
@@ -208,6 +211,7 @@ def capture_health(
         health.failing_checks = failing_checks(instance, server)
     if retry_at is not None:
         health.retry_in_seconds = round(max(0.0, retry_at - now), 1)
+    health.stopped = dict(stopped or {})
     return health
 
 
@@ -251,6 +255,7 @@ def health_lines(health: CaptureHealth, sensor_name: str) -> list[str]:
         lines.append(
             f"retry: the failed window is retried in {health.retry_in_seconds:.0f} s (exponential backoff)"
         )
+    lines += stopped_lines(health.stopped) or ["stopped tables: none"]
     checks = health.failing_checks
     if checks:
         shown = "; ".join(f"{c.asset} {c.check} ({c.severity}): {c.description}" for c in checks[:3])
@@ -259,6 +264,30 @@ def health_lines(health: CaptureHealth, sensor_name: str) -> list[str]:
     else:
         lines.append("failing checks: none")
     return lines
+
+
+def stopped_lines(stopped: dict[str, dict] | None, now: float | None = None) -> list[str]:
+    """One line per table whose capture is stopped (the sensor cursor's ``stopped``, see
+    :mod:`..engine.isolation`): since where, why, when the next catch-up is tried."""
+    from datetime import UTC, datetime
+
+    from ..engine.isolation import StoppedTable
+
+    now = time.time() if now is None else now
+    out = []
+    for name, d in sorted((stopped or {}).items()):
+        st = StoppedTable.from_dict(d)
+        when = (
+            "with the next window"
+            if st.retry_at <= now
+            else "at " + datetime.fromtimestamp(st.retry_at, UTC).isoformat(timespec="seconds")
+        )
+        out.append(
+            f"table STOPPED: {name} is not captured from {st.since.file}:{st.since.pos} on "
+            f"({st.attempts} failed attempt(s)): {first_line(st.error, 200)}; caught up {when}, or at "
+            "once after it is materialized (docs/operations.md, 'A table stopped')"
+        )
+    return out
 
 
 def health_observation(
@@ -270,6 +299,7 @@ def health_observation(
     retry_at: float | None,
     incremental: dict | None,
     tick_notes: list[str],
+    stopped: dict[str, dict] | None = None,
     now: float | None = None,
 ) -> dg.AssetObservation | None:
     """The capture's health as an observation of the binlog asset (shown on its page in the UI),
@@ -277,8 +307,9 @@ def health_observation(
 
     One line each: the earlier ticks' failures (a failing tick reports nothing itself; the next
     tick that succeeds does), the last run failure and its reason, the time of the retry, the
-    repair or incremental snapshot in progress, and this tick's own notes (a heartbeat that
-    failed ...). Failing checks are on their assets already.
+    repair or incremental snapshot in progress, the tables whose capture is stopped
+    (:func:`stopped_lines`), and this tick's own notes (a heartbeat that failed ...). Failing
+    checks are on their assets already.
     """
     from datetime import UTC, datetime
 
@@ -309,6 +340,7 @@ def health_observation(
             f"chunk {cur.get('chunks', 0)}, {cur.get('rows', 0)} rows, {len(incremental['tables']) - 1} queued"
             + (f"; why: {first_line(reason, 120)}" if reason else "")
         )
+    lines += stopped_lines(stopped, now)
     lines += [first_line(n, 240) for n in tick_notes]
     text = "\n".join(f"- {line}" for line in lines)
     previous = instance.fetch_observations(binlog_key, limit=1).records
@@ -326,6 +358,7 @@ def health_observation(
             "retry_at": dg.MetadataValue.text(
                 datetime.fromtimestamp(retry_at, UTC).isoformat(timespec="seconds") if retry_at else "none"
             ),
+            "stopped_tables": dg.MetadataValue.json(stopped or {}),
         },
     )
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Collection
 from datetime import UTC, datetime
 
 import dagster as dg
@@ -35,6 +36,7 @@ from .protocol import (
     position_from_metadata,
     position_metadata,
 )
+from .translator import table_of_spec
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +200,7 @@ def table_heartbeats(
     every_seconds: float | None = None,
     now: float | None = None,
     errors: list[str] | None = None,
+    stopped: Collection[str] = (),
 ) -> list[dg.AssetMaterialization | dg.AssetCheckEvaluation]:
     """Heartbeats of the quiet table assets that have a freshness policy (see module docs).
 
@@ -213,6 +216,8 @@ def table_heartbeats(
         now: epoch seconds (default: the clock).
         errors: a table whose heartbeat raises is left out (the others still get theirs) and the
             error is appended here (the sensor reports it in the tick's log and in its health).
+        stopped: ``"db.table"`` names of the tables whose capture is stopped (the sensor cursor's):
+            they get no heartbeat, so their freshness goes stale while they are not captured.
 
     Returns:
         Per table, one ``AssetMaterialization`` (``kind=heartbeat``, the position the table is
@@ -230,6 +235,7 @@ def table_heartbeats(
         if TABLE_METADATA_KEY in (s.metadata or {})
         and BINLOG_METADATA_KEY not in (s.metadata or {})
         and s.freshness_policy is not None
+        and (not stopped or "{}.{}".format(*table_of_spec(s)) not in stopped)
     ]
     if not tables:
         return []

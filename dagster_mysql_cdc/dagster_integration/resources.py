@@ -44,6 +44,7 @@ from .checks import (
     not_captured_results,
     retention_check,
     run_table_checks,
+    stopped_results,
 )
 from .protocol import (
     BINLOG_METADATA_KEY,
@@ -650,6 +651,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
         tags = context.run.tags
         committed: BinlogPosition | None = None
         gaps: list[dict] | None = None
+        stopped: dict[str, dict] | None = None
         policy = self.column_policy()
         if policy:  # what is left out, masked or re-keyed (never the salt)
             context.log.info(f"Column policy: {json.dumps(policy.describe())}")
@@ -658,10 +660,11 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 report: dict[str, Any] = {}
                 committed = yield from self.stream(context, lake, report=report)
                 gaps = report.get("gaps")
+                stopped = report.get("stopped")
             else:
                 committed = yield from self.snapshot(context, lake)
         if context.selected_asset_check_keys:
-            yield from self.run_checks(context, lake, committed, gaps=gaps)
+            yield from self.run_checks(context, lake, committed, gaps=gaps, stopped=stopped)
 
     def run_checks(
         self,
@@ -669,12 +672,16 @@ class MySqlCdcResource(dg.ConfigurableResource):
         lake: CdcLakeResource,
         committed: BinlogPosition | None,
         gaps: list[dict] | None = None,
+        stopped: dict[str, dict] | None = None,
     ) -> Iterator[dg.AssetCheckResult]:
         """Run the selected reconciliation checks (:mod:`.checks`) at ``committed``.
 
         ``committed`` is the position this run just committed; for a checks-only run (UI "Execute
         checks") it is the last committed position reported by the binlog asset. ``gaps``: the
         changes the binlog did not carry in this run's window (``changes_in_binlog``).
+        ``stopped``: the tables whose capture is stopped after this window (``"db.table"`` ->
+        ``{"since", "error"}``): their row count and checksum checks fail saying so (the lake
+        holds them as of ``since``), instead of comparing.
         """
         specs = {s.key: s for s in context.assets_def.specs}
         if committed is None:
@@ -761,6 +768,11 @@ class MySqlCdcResource(dg.ConfigurableResource):
             if committed is None or open_table(storage, state_uri) is None:
                 yield from not_captured_results(asset_key, names)
                 continue
+            if stopped and f"{db}.{table}" in stopped:
+                yield from stopped_results(asset_key, names & {ROW_COUNT, CHECKSUM}, stopped[f"{db}.{table}"])
+                names = names - {ROW_COUNT, CHECKSUM}
+                if not names:
+                    continue
             not_comparable = self._rows_not_comparable(context, window_start is not None)
             yield from no_data_skipped_results(asset_key, names & not_comparable)
             names = names - not_comparable
@@ -1202,11 +1214,13 @@ class MySqlCdcResource(dg.ConfigurableResource):
         context.log.info(f"Binlog window {start} -> {end}")
         writer = lake.get_writer(self.server_name)
         history = SchemaHistory(storage, self.server_name)
-        stopped, again = self._catch_up_stopped(
+        stopped, again, resume = self._catch_up_stopped(
             context, _stopped_tag(tags), start, writer, history, settings, info
         )
         table_filter = self.table_filter().without([_table_key(n) for n in stopped])
-        result = self._read_window(settings, info, start, end, writer, history, incremental, table_filter)
+        result = self._read_window(
+            settings, info, start, end, writer, history, incremental, table_filter, resume_at=resume
+        )
         result.blocking_tables = list(dict.fromkeys([*result.blocking_tables, *again]))
         follow_windows = 0
         if (result.end.file, result.end.pos) == (end.file, end.pos):
@@ -1224,6 +1238,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                     storage,
                     set(keys_by_table),
                     table_filter,
+                    resume_at=resume,
                 )
         for name, failed in result.failed_tables.items():
             stopped[name] = {**failed, "attempted": name in stopped}
@@ -1264,18 +1279,20 @@ class MySqlCdcResource(dg.ConfigurableResource):
         history: SchemaHistory,
         settings: ConnectionSettings,
         info: ServerInfo,
-    ) -> tuple[dict[str, dict], list[tuple[str, str]]]:
+    ) -> tuple[dict[str, dict], list[tuple[str, str]], dict[tuple[str, str], BinlogPosition]]:
         """Catch up the stopped tables the sensor marked due (tag :data:`STOPPED_TAG`, see
         ``engine/isolation.py``): each one's binlog from its stop position to ``start``, read for
-        that table only. Returns the tables still stopped (``{"since", "error", "attempted"}``)
-        and the tables to snapshot again (their stop position was purged, or the catch-up met
-        changes the binlog does not carry)."""
+        that table only. Returns the tables still stopped (``{"since", "error", "attempted"}``),
+        the tables to snapshot again (their stop position was purged, or the catch-up met
+        changes the binlog does not carry), and the tables whose stop position lies after
+        ``start`` (snapshotted again since: the window skips their events before it)."""
         from ..engine.isolation import catch_up
         from ..engine.stream import IncrementalOptions, run_window
         from ..source.connection import binlog_files
 
         still: dict[str, dict] = {}
         again: list[tuple[str, str]] = []
+        resume: dict[tuple[str, str], BinlogPosition] = {}
         for name, s in tagged.items():
             since = BinlogPosition.from_dict(s["since"])
             if not s.get("catch_up"):
@@ -1330,10 +1347,17 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 }
                 context.log.warning(f"{name} is still stopped: catching up from {since} failed: {e}")
                 continue
+            if since.sort_key() > start.sort_key():  # snapshotted after the window's start
+                resume[key] = since
+                context.log.info(
+                    f"{name} is captured again from {since} (its snapshot's position; its events "
+                    f"between {start} and there are in that snapshot)"
+                )
+                continue
             context.log.info(
                 f"{name} caught up from {since} to {start} ({n} window(s)); it is captured again"
             )
-        return still, list(dict.fromkeys(again))
+        return still, list(dict.fromkeys(again)), resume
 
     def _log_rows_left_out(self, context: dg.AssetExecutionContext, r: SnapshotTableResult) -> None:
         """WARNINGs for the snapshot rows of a table left out because a value could not be
@@ -1459,10 +1483,13 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 "materializes with its next change or snapshot"
             )
 
-    def _read_window(self, settings, info, start, end, writer, history, incremental, table_filter=None):
+    def _read_window(
+        self, settings, info, start, end, writer, history, incremental, table_filter=None, resume_at=None
+    ):
         """One binlog window ``[start, end)`` into the lake with this resource's options
         (:func:`dagster_mysql_cdc.engine.stream.run_window`); the requested window and every follow-on
-        window of a run go through it (``table_filter``: the capture's, without stopped tables)."""
+        window of a run go through it (``table_filter``: the capture's, without stopped tables;
+        ``resume_at``: tables whose events before a position are skipped)."""
         from ..engine.stream import run_window
 
         return run_window(
@@ -1479,9 +1506,22 @@ class MySqlCdcResource(dg.ConfigurableResource):
             server_name=self.server_name,
             incremental=incremental,
             incremental_options=self.incremental_options(),
+            resume_at=resume_at,
         )
 
-    def _follow(self, context, result, writer, history, settings, info, storage, selected, table_filter=None):
+    def _follow(
+        self,
+        context,
+        result,
+        writer,
+        history,
+        settings,
+        info,
+        storage,
+        selected,
+        table_filter=None,
+        resume_at=None,
+    ):
         """Follow-on windows after the requested one (see :mod:`dagster_mysql_cdc.engine.follow`).
 
         Returns ``(merged result, number of follow-on windows read)``. Saved windows (an earlier
@@ -1536,7 +1576,9 @@ class MySqlCdcResource(dg.ConfigurableResource):
                     )
                     break
                 w = save_follow_window(storage, self.server_name, FollowWindow(after, req.start, req.end))
-            r = self._read_window(settings, info, w.start, w.end, writer, history, None, table_filter)
+            r = self._read_window(
+                settings, info, w.start, w.end, writer, history, None, table_filter, resume_at=resume_at
+            )
             windows += 1
             exact = (r.end.file, r.end.pos) == (w.end.file, w.end.pos)
             if exact:

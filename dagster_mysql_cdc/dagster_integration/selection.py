@@ -112,12 +112,17 @@ def window_selection(
     start: BinlogPosition,
     end: BinlogPosition,
     incremental: dict | None,
+    stopped: dict[str, bool] | None = None,
 ) -> WindowSelection:
     """The assets and checks of the run for window ``[start, end)`` (see module docs).
 
     Selected tables get every table check (the stream-run variant of the row count and checksum
     checks verifies what the window changed); unselected tables get none, so their last results stay
     current. The binlog asset and its checks are always selected.
+
+    ``stopped``: the tables whose capture is stopped (``"db.table"`` -> whether the run catches it
+    up): one the run catches up is selected (it materializes once caught up), the others are not
+    (the window leaves them out).
     """
     binlog_keys: list[dg.AssetKey] = []
     table_keys: dict[tuple[str, str], dg.AssetKey] = {}
@@ -139,6 +144,15 @@ def window_selection(
     selected = (
         set(table_keys.values()) if tables is None else {table_keys[t] for t in tables if t in table_keys}
     )
+    for name, catch_up in (stopped or {}).items():
+        db, _, t = name.partition(".")
+        if (db, t) not in table_keys:
+            continue
+        if catch_up:
+            selected.add(table_keys[(db, t)])
+            reason += f"; {name} caught up"
+        else:
+            selected.discard(table_keys[(db, t)])
     keys = [k for k in assets_def.keys if k in selected or k in binlog_keys]
     checks = [
         ck

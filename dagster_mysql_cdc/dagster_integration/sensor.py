@@ -34,6 +34,7 @@ from functools import partial
 
 import dagster as dg
 
+from ..engine.isolation import RETRY_BASE_SECONDS, RETRY_MAX_SECONDS, StoppedTable, stopped_after_run
 from ..errors import SourceConnectionError
 from ..events import BinlogPosition
 from ..source.connection import binlog_files, connect, current_position, server_info
@@ -60,6 +61,7 @@ from .protocol import (
     SELECTION_TAG,
     SERVER_TAG,
     SNAPSHOT_MODE_TAG,
+    STOPPED_TAG,
     WINDOW_END_TAG,
     WINDOW_START_TAG,
     binlog_asset_key,
@@ -152,13 +154,19 @@ def _request(
     checks: Sequence[dg.AssetCheckKey] | None = None,
     server: str | None = None,
     identity: dict | None = None,
-    select: Callable[[BinlogPosition, BinlogPosition, dict | None], WindowSelection] | None = None,
+    select: Callable[..., WindowSelection] | None = None,
+    stopped: dict[str, StoppedTable] | None = None,
+    now: float | None = None,
 ) -> dg.RunRequest:
     """The run request of a window or snapshot. Stream windows select, with ``select``
     (:func:`.selection.window_selection`), the tables the window changed with all their checks
     (the stream-run variants) and the binlog asset; without it, every table with the cheap checks
     (schema drift, binlog retention, changes the binlog does not carry). Snapshots run every check
-    of the selected assets."""
+    of the selected assets.
+
+    ``stopped``: the tables whose capture is stopped (:mod:`..engine.isolation`); a window's run
+    gets them in the :data:`.protocol.STOPPED_TAG` tag, each marked ``catch_up`` when its next
+    attempt is due (the run then catches it up first and it is selected), else left out."""
     tags = {REQUEST_TAG: inflight.run_key}
     if server:
         tags[SERVER_TAG] = server
@@ -173,8 +181,18 @@ def _request(
         )
         if incremental:
             tags[INCREMENTAL_TAG] = json.dumps(incremental, separators=(",", ":"))
+        due: dict[str, bool] = {n: st.due(now) for n, st in (stopped or {}).items()}
+        if stopped:
+            tags[STOPPED_TAG] = json.dumps(
+                {
+                    n: {"since": st.since.to_dict(), "error": st.error[:300], "catch_up": due[n]}
+                    for n, st in stopped.items()
+                },
+                separators=(",", ":"),
+                sort_keys=True,
+            )
         if select is not None:
-            sel = select(inflight.start, inflight.end, incremental)
+            sel = select(inflight.start, inflight.end, incremental, due)
             keys, checks = sel.asset_keys, sel.check_keys
             tags[SELECTION_TAG] = sel.reason
         if identity:  # the run checks it reads the server the window's positions belong to
@@ -212,6 +230,7 @@ def evaluate_tick(
     retention_margin_files: int = 1,
     run_wait_seconds: float = 0.0,
     retry_backoff: tuple[float, float] = (0.0, 0.0),
+    table_retry_backoff: tuple[float, float] = (RETRY_BASE_SECONDS, RETRY_MAX_SECONDS),
 ) -> tuple[Plan, list[dg.RunRequest]]:
     """One sensor evaluation (see module docs). Returns the plan and the run requests.
 
@@ -226,6 +245,10 @@ def evaluate_tick(
     failover, translated by GTID (:func:`.cursor.reconcile_cursor`); a run that failed because the
     server changed is re-planned that way instead of retried.
 
+    ``table_retry_backoff``: ``(base, max)`` seconds between the catch-up attempts of a table whose
+    capture stopped (:mod:`..engine.isolation`); a table snapshotted again since it stopped is
+    caught up from its snapshot's position at once.
+
     Raises:
         ConfigurationError: purged binlog without ``when_needed``; corrupt cursor (earlier);
             :class:`~dagster_mysql_cdc.source.failover.OffsetError` when the offset cannot be used
@@ -239,9 +262,12 @@ def evaluate_tick(
         server_name=mysql.server_name,
         select=partial(window_selection, mysql, assets_def),
         backoff=retry_backoff,
+        table_backoff=table_retry_backoff,
     )
     bound: BinlogPosition | None = None
     notes: list[str] = []
+    if cursor.stopped:
+        cursor = _snapshotted_again(cursor, instance, assets_def, notes)
     if cursor.inflight is None and cursor.snapshot_done and cursor.committed is not None:
         adopted = _window_run_starting_at(instance, cursor.committed, mysql.server_name)
         if adopted is not None:
@@ -268,21 +294,23 @@ class _Tick:
     keys: list[dg.AssetKey]
     cheap: list[dg.AssetCheckKey]
     server_name: str
-    select: Callable[[BinlogPosition, BinlogPosition, dict | None], WindowSelection]
+    select: Callable[..., WindowSelection]
     backoff: tuple[float, float] = (0.0, 0.0)  # retry_backoff_seconds, retry_backoff_max_seconds
+    #: table_retry_backoff_seconds, table_retry_backoff_max_seconds (stopped tables)
+    table_backoff: tuple[float, float] = (RETRY_BASE_SECONDS, RETRY_MAX_SECONDS)
 
-    def request(
-        self, inflight: InFlight, incremental: dict | None, identity: dict | None, select: bool = True
-    ) -> dg.RunRequest:
-        """:func:`_request` of ``inflight`` (with the window selection unless ``select=False``)."""
+    def request(self, inflight: InFlight, cursor: StreamCursor, select: bool = True) -> dg.RunRequest:
+        """:func:`_request` of ``inflight`` with ``cursor``'s incremental snapshot, server identity
+        and stopped tables (with the window selection unless ``select=False``)."""
         return _request(
             inflight,
             self.keys,
-            incremental,
+            cursor.incremental,
             self.cheap,
             self.server_name,
-            identity,
+            cursor.server,
             select=self.select if select else None,
+            stopped=cursor.stopped_tables(),
         )
 
 
@@ -315,7 +343,7 @@ def _settle_inflight(
             None,
             (
                 Plan(cursor, skip_reason=f"waiting for run {inf.run_key} to be created"),
-                [tick.request(inf, cursor.incremental, cursor.server)],
+                [tick.request(inf, cursor)],
             ),
         )
     run = runs[0]
@@ -366,7 +394,7 @@ def _settle_inflight(
                     cursor,
                     skip_reason=f"run {run.run_id[:8]} {run.status.value}: retrying window as attempt {retry.attempt}",
                 ),
-                [tick.request(retry, cursor.incremental, cursor.server)],
+                [tick.request(retry, cursor)],
             ),
         )
     return (
@@ -386,7 +414,10 @@ def _commit_run(
         end = _reported_end(instance, run.run_id, tick.binlog_key, "window_end") or inf.end
         assert end is not None  # a stream window always has an end
         inc = _reported_json(instance, run.run_id, tick.binlog_key, "incremental_state")
-        cursor = replace(cursor, committed=end, inflight=None, last_error=None, incremental=inc or None)
+        stopped = _stopped_after(cursor, instance, run.run_id, tick, notes)
+        cursor = replace(
+            cursor, committed=end, inflight=None, last_error=None, incremental=inc or None, stopped=stopped
+        )
         notes.append(f"committed window {inf.start} -> {end} (run {run.run_id[:8]})")
         following = _window_run_starting_at(instance, end, tick.server_name)
         if following is not None:  # requested by a tick whose cursor was lost: continue it next tick
@@ -403,9 +434,79 @@ def _commit_run(
             Plan(cursor, skip_reason="snapshot run succeeded but reported no position; re-planning"),
             [],
         )
-    cursor = replace(cursor, committed=pos, inflight=None, snapshot_done=True, last_error=None, server=None)
+    cursor = replace(
+        cursor, committed=pos, inflight=None, snapshot_done=True, last_error=None, server=None, stopped=None
+    )
     notes.append(f"snapshot committed at {pos} (run {run.run_id[:8]})")
     return cursor, None
+
+
+def _snapshotted_again(cursor: StreamCursor, instance, assets_def: dg.AssetsDefinition, notes: list[str]):
+    """``cursor`` with each stopped table that was snapshotted since it stopped (a UI
+    "Materialize" of the table after its cause was fixed) set to catch up from that snapshot's
+    position at the next window (it has the table's rows up to there), at once."""
+    from .protocol import TABLE_METADATA_KEY
+    from .translator import table_of_spec
+
+    stopped = cursor.stopped_tables()
+    keys = {
+        f"{db}.{t}": spec.key
+        for spec in assets_def.specs
+        if TABLE_METADATA_KEY in (spec.metadata or {})
+        for db, t in [table_of_spec(spec)]
+        if f"{db}.{t}" in stopped
+    }
+    if not keys:
+        return cursor
+    latest = instance.get_latest_materialization_events(list(keys.values()))
+    epoch = cursor.committed.epoch if cursor.committed is not None else 0
+    changed = False
+    for name, key in keys.items():
+        ev = latest.get(key)
+        mat = ev.asset_materialization if ev is not None else None
+        st = stopped[name]
+        if mat is None or ev.timestamp <= st.stopped_at or "snapshot_seconds" not in mat.metadata:
+            continue
+        md = mat.metadata
+        at = BinlogPosition(
+            str(md["binlog_file"].value),
+            int(md["binlog_pos"].value),
+            str(md["gtid_set"].value) if "gtid_set" in md else None,
+            epoch=epoch,
+        )
+        if (at.file, at.pos) == (st.since.file, st.since.pos):
+            continue  # already moved there (a catch-up from it failed since: its backoff holds)
+        stopped[name] = StoppedTable(
+            since=at,
+            error=f"snapshotted again by run {ev.run_id[:8]}; catching up from its position",
+            attempts=0,
+            retry_at=0.0,
+            stopped_at=st.stopped_at,
+        )
+        notes.append(f"{name} was snapshotted again at {at}: caught up from there with the next window")
+        changed = True
+    if not changed:
+        return cursor
+    return replace(cursor, stopped={n: st.to_dict() for n, st in stopped.items()})
+
+
+def _stopped_after(
+    cursor: StreamCursor, instance, run_id: str, tick: _Tick, notes: list[str]
+) -> dict[str, dict] | None:
+    """The cursor's stopped tables after the successful window run ``run_id``: what the run
+    reported on the binlog asset (``stopped_tables``: every table still stopped after it, see
+    :func:`..engine.isolation.stopped_after_run`), with the tick's notes on what changed. A run
+    that reported nothing (its binlog asset was not selected) leaves them as they were."""
+    reported = _reported_json(instance, run_id, tick.binlog_key, "stopped_tables")
+    if reported is None:
+        return cursor.stopped
+    before = cursor.stopped_tables()
+    after = stopped_after_run(before, reported, base=tick.table_backoff[0], cap=tick.table_backoff[1])
+    for name in sorted(set(before) - set(after)):
+        notes.append(f"{name} caught up and captured again")
+    for name in sorted(set(after) - set(before)):
+        notes.append(f"{name} STOPPED at {after[name].since}: {after[name].error.splitlines()[0][:200]}")
+    return {n: st.to_dict() for n, st in after.items()} or None
 
 
 def _plan_next(
@@ -438,7 +539,7 @@ def _plan_next(
     if resnapshot is not None:
         assert resnapshot.request is not None
         return replace(resnapshot, cursor=replace(resnapshot.cursor, inflight=resnapshot.request)), [
-            tick.request(resnapshot.request, None, None, select=False)
+            tick.request(resnapshot.request, StreamCursor(), select=False)
         ]
     warnings = [m for m in messages if m.startswith("Server changed")]
     notes.extend(m for m in messages if m not in warnings)
@@ -452,7 +553,7 @@ def _plan_next(
     if plan.request is None:
         return plan, []
     return replace(plan, cursor=replace(plan.cursor, inflight=plan.request)), [
-        tick.request(plan.request, plan.cursor.incremental, plan.cursor.server)
+        tick.request(plan.request, plan.cursor)
     ]
 
 
@@ -486,6 +587,8 @@ def build_mysql_cdc_sensor(
     table_heartbeat_seconds: float | None = None,
     retry_backoff_seconds: float = 10.0,
     retry_backoff_max_seconds: float = 600.0,
+    table_retry_backoff_seconds: float = RETRY_BASE_SECONDS,
+    table_retry_backoff_max_seconds: float = RETRY_MAX_SECONDS,
 ) -> dg.SensorDefinition:
     """The binlog sensor for a ``@mysql_cdc_assets`` definition.
 
@@ -514,6 +617,12 @@ def build_mysql_cdc_sensor(
             retried every tick); the wait and the failure's reason are in the tick's skip reason,
             the cursor (``retry_at``, ``last_error``) and ``python -m dagster_mysql_cdc status``.
             ``0`` retries at every tick.
+        table_retry_backoff_seconds, table_retry_backoff_max_seconds: a table whose capture
+            stopped alone (its window could not be written; the other tables go on, see
+            :mod:`..engine.isolation` and docs/operations.md "A table stopped") is caught up by the
+            first window after ``table_retry_backoff_seconds``, then after twice as long after each
+            failed attempt, up to ``table_retry_backoff_max_seconds``; at once after the table is
+            snapshotted again (materialized from the UI). ``0`` tries at every window.
     """
     sensor_name = name or f"{assets_def.node_def.name}_binlog_sensor"
     target: dg.AssetsDefinition | dg.UnresolvedAssetJobDefinition = assets_def
@@ -547,6 +656,7 @@ def build_mysql_cdc_sensor(
             retention_margin_files=retention_margin_files,
             run_wait_seconds=run_wait_seconds,
             retry_backoff=(retry_backoff_seconds, retry_backoff_max_seconds),
+            table_retry_backoff=(table_retry_backoff_seconds, table_retry_backoff_max_seconds),
         )
         for w in plan.warnings:
             context.log.warning(w)
@@ -564,6 +674,7 @@ def build_mysql_cdc_sensor(
                 default_every_seconds=every,
                 every_seconds=table_heartbeat_seconds,
                 errors=beat_errors,
+                stopped=set(plan.cursor.stopped or {}),
             )
         except Exception as e:  # noqa: BLE001 - heartbeats never fail the tick (capture goes on)
             beats, beat_errors = [], [f"table heartbeats failed: {type(e).__name__}: {e}"]
@@ -578,6 +689,7 @@ def build_mysql_cdc_sensor(
                 retry_at=plan.cursor.retry_at,
                 incremental=plan.cursor.incremental,
                 tick_notes=beat_errors,
+                stopped=plan.cursor.stopped,
             )
         except Exception as e:  # noqa: BLE001 - reporting health never fails the tick
             context.log.error(f"reporting the capture's health failed: {type(e).__name__}: {e}")

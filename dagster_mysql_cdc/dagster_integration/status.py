@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..errors import CdcError, ConfigurationError
@@ -19,7 +19,7 @@ from ..events import BinlogPosition
 from ..source.binlog import BinlogReader
 from ..source.connection import ConnectionSettings, binlog_files, connect, current_position, server_info
 from .cursor import CorruptCursorError, StreamCursor, purged_binlog_message
-from .health import CaptureHealth, capture_health, first_line, health_lines
+from .health import CaptureHealth, capture_health, first_line, health_lines, stopped_lines
 
 
 @dataclass
@@ -42,6 +42,8 @@ class CaptureStatus:
         health: the sensor's ticks, last tick error, last run failure, retry, failing checks
             (:class:`.health.CaptureHealth`).
         cursor_error: why the stored cursor cannot be read (the sensor's ticks fail with it).
+        stopped: the tables whose capture is stopped (the cursor's ``stopped``: since, error,
+            attempts, next attempt; see :mod:`..engine.isolation`).
     """
 
     sensor: str
@@ -56,6 +58,7 @@ class CaptureStatus:
     last_error: str | None = None
     health: CaptureHealth | None = None
     cursor_error: str | None = None
+    stopped: dict[str, dict] = field(default_factory=dict)
 
     def lines(self) -> list[str]:
         """One short line per concern (offset and lag, the sensor's ticks, the last tick error,
@@ -73,8 +76,10 @@ class CaptureStatus:
         health = self.health
         if health is not None:
             out += health_lines(health, self.sensor)
-        elif self.last_error:
-            out.append(f"last run failure: {first_line(self.last_error, 200)}")
+        else:
+            if self.last_error:
+                out.append(f"last run failure: {first_line(self.last_error, 200)}")
+            out += stopped_lines(self.stopped)
         if self.inflight:
             i = self.inflight
             out.append(f"in flight: {i['kind']} {i['window']} attempt {i['attempt']} ({i['run_status']})")
@@ -234,6 +239,7 @@ def read_status(
         sensor=sensor_name,
         committed=str(cur.committed) if cur.committed else None,
         last_error=cur.last_error,
+        stopped=dict(cur.stopped or {}),
         cursor_error=cursor_error,
     )
     if settings is not None:
@@ -250,7 +256,7 @@ def read_status(
                 status.server_error = first_line(str(e), 400)
     if state is not None:
         status.health = capture_health(
-            instance, state, sensor_name, cur.retry_at, stale_seconds=stale_seconds
+            instance, state, sensor_name, cur.retry_at, stale_seconds=stale_seconds, stopped=cur.stopped
         )
     if cur.inflight is not None:
         inf = cur.inflight

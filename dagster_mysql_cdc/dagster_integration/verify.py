@@ -350,7 +350,9 @@ def changed_keys(
     if start.sort_key() >= until.sort_key() or not schemas:
         return out
     convs = {k: TableConverter(s, type_options, "binlog") for k, s in schemas.items()}
-    idx = {k: [[c.name for c in s.columns].index(p) for p in s.primary_key] for k, s in schemas.items()}
+    key_of = {
+        k: c.primary_key_function() for k, c in convs.items()
+    }  # only the key: other values may not convert
     key_cols = {k: [s.column(p) for p in s.primary_key] for k, s in schemas.items()}
     reader = BinlogReader(
         settings,
@@ -377,7 +379,7 @@ def changed_keys(
             for image in ("values", "before_values", "after_values"):
                 if image not in row:
                     continue
-                conv_key = tuple(convs[k].convert_row_dict(row[image])[i] for i in idx[k])
+                conv_key = key_of[k](row[image])
                 raw_key = tuple(binlog_value_as_parameter(c, row[image][c.name]) for c in key_cols[k])
                 if in_window:
                     if conv_key not in ck.window:

@@ -421,8 +421,10 @@ class BinlogStreamingSource:
         signal_table: str | None,
         result: WindowResult,
         catch_up: bool = False,
+        resume_at: dict[tuple[str, str], BinlogPosition] | None = None,
     ):
         self.catch_up = catch_up
+        self.resume_at = {k: p.sort_key() for k, p in (resume_at or {}).items()}
         self.settings = settings
         self.info = info
         self.start = start
@@ -591,6 +593,9 @@ class BinlogStreamingSource:
         te = self.table_events(item.database, item.table)
         if te is None:
             return
+        resume = self.resume_at.get((item.database, item.table))
+        if resume is not None and self.start.at(item.file, item.pos).sort_key() < resume:
+            return  # in the snapshot the table was taken again at (see run_window's resume_at)
         name = f"{item.database}.{item.table}"
         try:
             if item.partial and self.partial.add(te, item, snapshot.touched(name)):
@@ -1043,12 +1048,17 @@ def run_window(
     incremental: IncrementalState | None = None,
     incremental_options: IncrementalOptions | None = None,
     catch_up: bool = False,
+    resume_at: dict[tuple[str, str], BinlogPosition] | None = None,
 ) -> WindowResult:
     """Read ``[start, end)`` of the binlog and commit its changes to the lake.
 
     ``catch_up``: the window re-reads positions whose schema history (and transaction metadata)
     an earlier window committed, for tables that were stopped (:mod:`.isolation`): only their
     tables are written.
+
+    ``resume_at``: tables whose row events before a position are skipped (a stopped table
+    snapshotted again at that position after ``start``: the snapshot holds them; see
+    :mod:`.isolation`).
 
     With ``incremental_options.signal_table`` set, signal rows in the binlog are executed in
     order and an active incremental snapshot reads its next chunks (see :mod:`.incremental`): the
@@ -1082,6 +1092,7 @@ def run_window(
         signal_table=inc.signal_table,
         result=result,
         catch_up=catch_up,
+        resume_at=resume_at,
     )
     # -- incremental snapshot: plan this window's chunks (reused on retry) ---------------------
     snapshot = IncrementalSnapshotSource(

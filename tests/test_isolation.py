@@ -1,0 +1,144 @@
+"""One table never stops the others (engine/isolation.py), end to end through the binlog sensor:
+a stream event holding a value that cannot be converted (event_processing_failure_handling_mode
+``fail``) stops its table alone and loudly (a WARNING, the binlog asset's ``stopped_tables``, the
+cursor, failed checks, the status command); the other table goes on; the stopped table is left
+out of the windows while its backoff runs, and comes back without losing a change either way a
+user brings it back: snapshotting it again (after fixing the row), or a catch-up from its stop
+position once the cause is fixed (here: the failure mode switched to ``warn``)."""
+
+import json
+
+import dagster as dg
+import pytest
+from lake_utils import live_state_rows
+from sensor_harness import SensorDriven, capture_resource, scratch_database
+
+from dagster_mysql_cdc import build_mysql_cdc_sensor
+from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
+from dagster_mysql_cdc.dagster_integration.health import stopped_lines
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+TIME_TABLE = "CREATE TABLE {db}.time_table (id INT NOT NULL, A TIME(1) NULL, PRIMARY KEY(id))"
+# time_precision_mode=connect holds a time of day: -23:45:56.7 cannot be converted
+BAD = "INSERT INTO {db}.time_table VALUES ({id}, '-23:45:56.7')"
+GOOD = "INSERT INTO {db}.time_table VALUES ({id}, '23:45:56.7')"
+
+
+def _binlog_md(run) -> dict:
+    (mat,) = [m for m in run.get_asset_materialization_events() if m.asset_key.path[-1] == "binlog"]
+    return {k: v.value for k, v in mat.materialization.metadata.items()}
+
+
+def _ids(storage, db: str, table: str) -> list[int]:
+    return [r["id"] for r in live_state_rows(storage, storage.uri(db, db, table, "state"), ["id"])]
+
+
+def _source_ids(conn, db: str, table: str) -> list[int]:
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT id FROM {db}.{table} ORDER BY id")
+        return [r[0] for r in cur.fetchall()]
+
+
+def _selected_tables(run) -> set[str]:
+    return {m.asset_key.path[-1] for m in run.get_asset_materialization_events()}
+
+
+def test_a_table_that_cannot_be_written_stops_alone_and_comes_back(local_storage):
+    with scratch_database("iso") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(TIME_TABLE.format(db=db))
+            cur.execute(f"CREATE TABLE {db}.other (id INT PRIMARY KEY, v INT)")
+            cur.execute(GOOD.format(db=db, id=1))
+            cur.execute(f"INSERT INTO {db}.other VALUES (1, 10)")
+        cdc = SensorDriven(
+            capture_resource(db, time_precision_mode="connect"),
+            local_storage.base_uri,
+            sensor_options={"table_retry_backoff_seconds": 3600},
+        )
+        assert all(r.success for r in cdc.ticks().runs)  # the snapshot
+        # 1. a bad value: the window succeeds, time_table stops, other is captured
+        with conn.cursor() as cur:
+            cur.execute(BAD.format(db=db, id=201))
+            cur.execute(GOOD.format(db=db, id=2))
+            cur.execute(f"INSERT INTO {db}.other VALUES (2, 20)")
+        (run,) = cdc.ticks().runs
+        assert run.success
+        stopped = _binlog_md(run)["stopped_tables"]
+        assert list(stopped) == [f"{db}.time_table"]
+        error = stopped[f"{db}.time_table"]["error"]
+        assert "ValueConversionError" in error and "column after.A" in error and "-23:45:56" not in error
+        assert _ids(local_storage, db, "other") == [1, 2]
+        assert _ids(local_storage, db, "time_table") == [1]  # nothing of its window
+        warnings = [e.message for e in cdc.instance.all_logs(run.run_id) if e.level >= 30]
+        assert any(f"{db}.time_table stopped" in (m or "") for m in warnings), warnings
+        checks = {
+            e.check_name: e for e in run.get_asset_check_evaluations() if e.asset_key.path[-1] == "time_table"
+        }
+        assert not checks["row_count_matches_source"].passed
+        assert "stopped" in checks["row_count_matches_source"].metadata["explanation"].value
+        cursor = StreamCursor.parse(cdc.cursor)
+        (st,) = cursor.stopped_tables().values()
+        assert st.attempts == 1 and st.since.pos > 0 and st.retry_at > st.stopped_at
+        (line,) = stopped_lines(cursor.stopped)
+        assert f"table STOPPED: {db}.time_table" in line and "ValueConversionError" in line
+        # 2. while its backoff runs, windows leave it out (not selected), other goes on
+        with conn.cursor() as cur:
+            cur.execute(GOOD.format(db=db, id=3))
+            cur.execute(f"INSERT INTO {db}.other VALUES (3, 30)")
+        (run,) = cdc.ticks().runs
+        assert run.success and "time_table" not in _selected_tables(run)
+        tag = json.loads(run.dagster_run.tags["dagster_mysql_cdc/stopped_tables"])
+        assert tag[f"{db}.time_table"]["catch_up"] is False
+        assert _ids(local_storage, db, "other") == [1, 2, 3]
+        assert _ids(local_storage, db, "time_table") == [1]
+        # 3. the user fixes the row and materializes the table (a snapshot): the next window
+        #    catches it up from the snapshot's position at once, whatever the backoff
+        with conn.cursor() as cur:
+            cur.execute(f"DELETE FROM {db}.time_table WHERE id = 201")
+        key = dg.AssetKey([db, db, "time_table"])
+        snap = dg.materialize(
+            [cdc.cdc], resources=cdc.resources, instance=cdc.instance, selection=dg.AssetSelection.assets(key)
+        )
+        assert snap.success
+        with conn.cursor() as cur:
+            cur.execute(GOOD.format(db=db, id=4))  # after the snapshot: streamed
+            cur.execute(f"UPDATE {db}.time_table SET A = '01:02:03.4' WHERE id = 1")
+        ticks = cdc.ticks()
+        assert all(r.success for r in ticks.runs)
+        tag = json.loads(ticks.runs[0].dagster_run.tags["dagster_mysql_cdc/stopped_tables"])
+        assert tag[f"{db}.time_table"]["catch_up"] and "snapshotted again" in tag[f"{db}.time_table"]["error"]
+        assert StreamCursor.parse(cdc.cursor).stopped is None
+        for r in ticks.runs:  # the window's checks read only its keys: the deleted bad value is no error
+            assert not [
+                e for e in cdc.instance.all_logs(r.run_id) if "verification failed" in (e.message or "")
+            ]
+            failed = [e.check_name for e in r.get_asset_check_evaluations() if not e.passed]
+            assert failed == [], failed
+        assert _ids(local_storage, db, "time_table") == _source_ids(conn, db, "time_table") == [1, 2, 3, 4]
+        rows = live_state_rows(local_storage, local_storage.uri(db, db, "time_table", "state"), ["id"])
+        assert rows[0]["A"] == (1 * 3600 + 2 * 60 + 3) * 1000 + 400  # connect: ms of the day
+        # 4. another bad value stops it again; the fix is a failure mode that leaves it out
+        #    (warn): the catch-up from its stop position reads every change since, in order
+        #    (no backoff now: each window tries to catch it up, and fails until the fix)
+        cdc.sensor = build_mysql_cdc_sensor(cdc.cdc, table_retry_backoff_seconds=0)
+        with conn.cursor() as cur:
+            cur.execute(BAD.format(db=db, id=202))
+            cur.execute(GOOD.format(db=db, id=5))
+        cdc.ticks()
+        assert list(StreamCursor.parse(cdc.cursor).stopped) == [f"{db}.time_table"]
+        with conn.cursor() as cur:
+            cur.execute(GOOD.format(db=db, id=6))
+            cur.execute(f"DELETE FROM {db}.time_table WHERE id = 2")
+            cur.execute(f"INSERT INTO {db}.other VALUES (4, 40)")
+        cdc.resources["mysql"] = capture_resource(
+            db, time_precision_mode="connect", event_processing_failure_handling_mode="warn"
+        )
+        ticks = cdc.ticks()
+        assert all(r.success for r in ticks.runs)
+        assert StreamCursor.parse(cdc.cursor).stopped is None
+        caught = ticks.runs[0]
+        logs = [e.message or "" for e in cdc.instance.all_logs(caught.run_id)]
+        assert any(f"{db}.time_table caught up from" in m for m in logs), logs
+        assert _ids(local_storage, db, "time_table") == [1, 3, 4, 5, 6]  # 202 left out (warn)
+        assert _ids(local_storage, db, "other") == [1, 2, 3, 4]
