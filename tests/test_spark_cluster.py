@@ -23,6 +23,7 @@ executors from the driver's REST API; this process checks the lake against the s
 searches the files for the secrets.
 """
 
+import base64
 import json
 import os
 import random
@@ -236,11 +237,17 @@ def test_snapshots_on_a_standalone_cluster_run_on_its_executor(tmp_path, cluster
     # the event log holds the jobs' plans and files (uncompressed: the search reads what they show)
     assert b"AppendData mysql_cdc_delta_files" in log and b"BatchScan mysql_cdc_splits" in log
     assert b"cdc-storage-" in log and b"SparkListenerSQLExecutionStart" in log
-    leaks = _files_containing(
-        [work, events, ui, dagster],
-        {"password": password.encode(), "S3 secret key": env("AWS_SECRET_ACCESS_KEY", "cdc-secret").encode()},
-    )
-    assert leaks == {"password": [], "S3 secret key": []}, leaks
+    secrets = {
+        "password": password.encode(),
+        "S3 secret key": env("AWS_SECRET_ACCESS_KEY", "cdc-secret").encode(),
+    }
+    # nor the keys that sealed the shipped files (as text and as raw bytes)
+    assert report["file_keys"]
+    for i, key in enumerate(report["file_keys"]):
+        secrets[f"file key {i}"] = key.encode()
+        secrets[f"file key {i} (raw)"] = base64.urlsafe_b64decode(key)
+    leaks = _files_containing([work, events, ui, dagster], secrets)
+    assert leaks == {name: [] for name in secrets}, leaks
     print(
         f"cluster run: {elapsed:.1f}s, {report['changes']} concurrent changes, "
         f"{report['incremental_runs']} incremental runs, executors {report['executors']}"
@@ -262,6 +269,16 @@ def _drive(db: str, user: str, master: str, master_web: int, ui_port: int, out: 
 
     from dagster_mysql_cdc import DEFAULT_SPARK_CONFIG, MySqlCdcResource
     from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
+    from dagster_mysql_cdc.private_files import PrivateFiles
+
+    file_keys: list[str] = []  # every writer's sealing key, for the parent's search
+    private_files_init = PrivateFiles.__init__
+
+    def recording_init(self) -> None:
+        private_files_init(self)
+        file_keys.append(self._key.decode())
+
+    PrivateFiles.__init__ = recording_init  # type: ignore[method-assign]
 
     spark_config = {
         **DEFAULT_SPARK_CONFIG,
@@ -405,6 +422,7 @@ def _drive(db: str, user: str, master: str, master_web: int, ui_port: int, out: 
         "incremental_runs": incremental_runs,
         "snapshot_lock": snapshot_md["lock"].value,
         "snapshot_rows": snapshot_md["dagster/row_count"].value,
+        "file_keys": file_keys,
     }
     cdc.instance.dispose()
     sc.stop()  # completes the event log (its last events are flushed when the application ends)

@@ -15,20 +15,23 @@ event, measured in docs/benchmarks.md). Each task decodes its chunks and writes 
 
 Usage (done by :class:`dagster_mysql_cdc.sink.lake.LakeWriter`)::
 
-    spark.dataSource.register(DeltaFilesDataSource)
-    payload_frame(spark, arrow_table).write.format("mysql_cdc_delta_files").mode("append")
+    files = PrivateFiles()
+    source = files.data_source(DeltaFilesDataSource)  # carries the writer's key
+    spark.dataSource.register(source)
+    payload_frame(spark, arrow_table).write.format(source.name()).mode("append")
       .option("outputs", encode_outputs([FileOutput(uri, schema)])).option("manifest", "/tmp/m.json")
-      .option("storage_ref", "/tmp/cdc-storage-xyz.json").save()
+      .option("storage_ref", write_storage_ref(storage, files)).save()
 
 Each job's commit (on the driver) writes a JSON manifest: per output, ``[{path, size,
 num_records, modification_time}]``; an aborted job deletes its files.
 
 Credentials never travel as data source options (Spark and py4j log options and plans): the
-option ``storage_ref`` names a private (0600) JSON file with the :class:`StorageSettings`, written
-by the driver (:func:`write_storage_ref`). In local mode the executors read the same file; on a
-cluster the writer ships it with ``SparkContext.addFile`` and executors find it through
-``SparkFiles`` (or leave the S3 credentials unset and give the executors ``AWS_*`` environment
-variables or an instance profile: the AWS default chain).
+option ``storage_ref`` names a sealed private file with the :class:`StorageSettings`
+(:func:`write_storage_ref`, :mod:`dagster_mysql_cdc.private_files`: encrypted with the writer's key, which reaches
+the tasks only inside the registered data source class). In local mode the executors read the
+driver's file; on a cluster the writer ships it with ``SparkContext.addFile`` and executors find
+it through ``SparkFiles`` (or leave the S3 credentials unset and give the executors ``AWS_*``
+environment variables or an instance profile: the AWS default chain).
 """
 
 from __future__ import annotations
@@ -38,7 +41,6 @@ import json
 import math
 import os
 import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -48,6 +50,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 
+from ..private_files import PrivateFiles, SealedDataSource, read_private_file
 from .storage import StorageSettings
 
 FORMAT_NAME = "mysql_cdc_delta_files"
@@ -248,15 +251,15 @@ class FilesWritten(WriterCommitMessage):
     files: list[list[dict]] = field(default_factory=list)
 
 
-class DeltaFilesDataSource(DataSource):
-    """Spark data source ``mysql_cdc_delta_files`` (write only). See the module docs."""
+class DeltaFilesDataSource(SealedDataSource, DataSource):
+    """Spark data source ``mysql_cdc_delta_files`` (write only). See the module docs. Register the
+    writer's keyed subclass (:meth:`dagster_mysql_cdc.private_files.PrivateFiles.data_source`, named
+    ``mysql_cdc_delta_files_<id>``): only it can open the sealed ``storage_ref``."""
 
-    @classmethod
-    def name(cls) -> str:
-        return FORMAT_NAME
+    library_name = FORMAT_NAME
 
     def writer(self, schema, overwrite: bool) -> DeltaFilesWriter:
-        return DeltaFilesWriter(dict(self.options))
+        return DeltaFilesWriter(dict(self.options), type(self).file_key)
 
 
 class _OutputFiles:
@@ -318,17 +321,19 @@ class DeltaFilesWriter(DataSourceArrowWriter):
     """Writes each task's payload chunks as Parquet files of at most ``rows_per_file`` rows.
 
     Options: ``outputs`` (:func:`encode_outputs`), ``manifest`` (driver-local JSON path),
-    ``storage_ref`` (path of the storage settings file), ``rows_per_file`` (default 1,000,000).
+    ``storage_ref`` (path of the sealed storage settings file), ``rows_per_file`` (default
+    1,000,000). ``key``: the key of the sealed file (from the data source class, never an option).
     """
 
-    def __init__(self, options: dict[str, str]):
+    def __init__(self, options: dict[str, str], key: bytes | None):
         self.outputs_b64 = options["outputs"]
         self.manifest = options["manifest"]
         self.storage_ref = options["storage_ref"]
         self.rows_per_file = int(options.get("rows_per_file", 1_000_000))
+        self.key = key
 
     def write(self, iterator) -> FilesWritten:
-        storage = read_storage_ref(self.storage_ref)
+        storage = read_storage_ref(self.storage_ref, self.key)
         fs = storage.pyarrow_filesystem()
         outs = [_OutputFiles(o, storage, fs, self.rows_per_file) for o in decode_outputs(self.outputs_b64)]
         try:
@@ -359,7 +364,7 @@ class DeltaFilesWriter(DataSourceArrowWriter):
         os.replace(tmp, self.manifest)
 
     def abort(self, messages) -> None:
-        storage = read_storage_ref(self.storage_ref)
+        storage = read_storage_ref(self.storage_ref, self.key)
         fs = storage.pyarrow_filesystem()
         outputs = decode_outputs(self.outputs_b64)
         for m in messages:
@@ -368,24 +373,20 @@ class DeltaFilesWriter(DataSourceArrowWriter):
                     _delete(fs, storage.fs_path(o.table_uri), fl)
 
 
-def write_storage_ref(storage: StorageSettings, directory: str) -> str:
-    """Write ``storage`` (with credentials) to a new 0600 file in ``directory``; return its path."""
-    fd, path = tempfile.mkstemp(prefix="cdc-storage-", suffix=".json", dir=directory)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(storage.to_json())
-    os.chmod(path, 0o600)
-    return path
+def write_storage_ref(storage: StorageSettings, files: PrivateFiles) -> str:
+    """Seal ``storage`` (with credentials) into a new private file of ``files``; return its path
+    (``cdc-storage-<random>.json``, a Fernet token of the settings' JSON)."""
+    return files.write(storage.to_json().encode(), prefix="cdc-storage-", suffix=".json")
 
 
-def read_storage_ref(path: str) -> StorageSettings:
-    """The storage settings a :func:`write_storage_ref` file holds (an executor may find it under
-    its own working directory when shipped with ``spark.files``)."""
-    if not os.path.exists(path):
-        from pyspark import SparkFiles
+def read_storage_ref(path: str, key: bytes | None) -> StorageSettings:
+    """The storage settings a :func:`write_storage_ref` file holds, decrypted with ``key`` (an
+    executor may find the file under its own working directory when shipped with ``addFile``).
 
-        path = SparkFiles.get(os.path.basename(path))
-    with open(path) as fh:
-        return StorageSettings.from_json(fh.read())
+    Raises:
+        ValueError: ``key`` is not the file's (:func:`dagster_mysql_cdc.private_files.read_private_file`).
+    """
+    return StorageSettings.from_json(read_private_file(path, key).decode())
 
 
 def _delete(fs, base: str, files: list[dict]) -> None:
