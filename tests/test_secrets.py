@@ -153,7 +153,13 @@ def test_secrets_rest_on_no_disk_of_a_spark_connect_server(monkeypatch, connect_
     from pathlib import Path
 
     from lake_utils import live_state_rows, source_rows
-    from sensor_harness import SensorDriven, scratch_database
+    from sensor_harness import (
+        SensorDriven,
+        capture_resource,
+        capture_user,
+        first_materialization_metadata,
+        scratch_database,
+    )
 
     import dagster_mysql_cdc.sink.lake as lake_module
     from dagster_mysql_cdc.private_files import PrivateFiles
@@ -170,22 +176,15 @@ def test_secrets_rest_on_no_disk_of_a_spark_connect_server(monkeypatch, connect_
 
     monkeypatch.setattr(PrivateFiles, "__init__", recording_init)
     monkeypatch.setenv("SEC_TEST_DB_PASSWORD", DB_PASSWORD)
-    user = f"u_{uuid.uuid4().hex[:8]}"
     with scratch_database("secc") as (db, conn):
         with conn.cursor() as cur:
             cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(20))")
             cur.execute(f"INSERT INTO {db}.t SELECT seq, CONCAT('v', seq) FROM {db}.seq_1_to_3000")
-            cur.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY '{DB_PASSWORD}'")
-            cur.execute(f"GRANT SELECT ON `{db}`.* TO '{user}'@'%'")
-            cur.execute(f"GRANT RELOAD, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO '{user}'@'%'")
-        try:
-            mysql = MySqlCdcResource(
-                host=MYSQL_HOST,
-                port=MYSQL_PORT,
+        with capture_user(conn, db, DB_PASSWORD) as user:
+            mysql = capture_resource(
+                db,
                 user=user,
                 password=dg.EnvVar("SEC_TEST_DB_PASSWORD"),
-                server_name=db,
-                database_include_list=[db],
                 snapshot_split_reads=True,
                 snapshot_split_rows=1000,
             )
@@ -202,19 +201,11 @@ def test_secrets_rest_on_no_disk_of_a_spark_connect_server(monkeypatch, connect_
                 cur.execute(f"UPDATE {db}.t SET v = 'u' WHERE id <= 100")
             window = cdc.ticks()  # a stream window written with the S3 keys
             assert snapshot.runs and window.runs and all(r.success for r in snapshot.runs + window.runs)
-            md = [
-                e.event_specific_data.materialization.metadata
-                for r in snapshot.runs
-                for e in r.get_asset_materialization_events()
-                if e.asset_key.path[-1] == "t"
-            ][0]
+            md = first_materialization_metadata(snapshot.runs, "t")
             assert md["lock"].value == "none" and md["dagster/row_count"].value == 3000
             expected, key = source_rows(db, "t")
             storage = cdc.resources["lake"].storage_settings()
             assert live_state_rows(storage, storage.uri(db, db, "t", "state"), key) == expected
-        finally:
-            with conn.cursor() as cur:
-                cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
     secrets = {"password": DB_PASSWORD.encode(), "S3 secret key": S3_SECRET.encode()}
     assert keys
     for i, k in enumerate(keys):

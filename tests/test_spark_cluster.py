@@ -165,20 +165,16 @@ def _files_containing(roots: list[Path], secrets: dict[str, bytes]) -> dict[str,
 def test_snapshots_on_a_standalone_cluster_run_on_its_executor(tmp_path, cluster):
     from conftest import env, s3_settings
     from lake_utils import live_state_rows, source_rows
-    from sensor_harness import scratch_database
+    from sensor_harness import capture_user, scratch_database
 
     master, web, work = cluster
     password = "Pw-" + uuid.uuid4().hex  # the capture user's: found nowhere but in MariaDB
-    user = f"scl_{uuid.uuid4().hex[:8]}"
     with scratch_database("scl") as (db, conn):
         with conn.cursor() as cur:
             cur.execute(f"USE {db}")
             cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(30), n INT, d DECIMAL(10,2))")
             cur.execute(f"INSERT INTO t SELECT seq, CONCAT('v', seq), seq * 3, seq / 8 FROM seq_1_to_{ROWS}")
-            cur.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY '{password}'")
-            cur.execute(f"GRANT SELECT, INSERT, CREATE ON `{db}`.* TO '{user}'@'%'")
-            cur.execute(f"GRANT RELOAD, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO '{user}'@'%'")
-        try:
+        with capture_user(conn, db, password) as user:
             args = {
                 "db": db,
                 "user": user,
@@ -196,9 +192,6 @@ def test_snapshots_on_a_standalone_cluster_run_on_its_executor(tmp_path, cluster
                 env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SCL_MYSQL_PASSWORD": password},
             )
             elapsed = time.monotonic() - t0
-        finally:
-            with conn.cursor() as cur:
-                cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
         assert out.returncode == 0, f"driver failed:\n{out.stdout[-4000:]}\n{out.stderr[-6000:]}"
         report = json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -262,12 +255,12 @@ def _drive(db: str, user: str, master: str, master_web: int, ui_port: int, out: 
     into an S3 lake with keys; the Spark event log, the UI's REST pages and the Dagster instance
     are left under ``out`` (``spark-events``, ``spark-ui``, ``dagster``)."""
     import dagster as dg
-    from conftest import MYSQL_HOST, MYSQL_PORT, S3_BUCKET, S3_ENDPOINT, master_position, root_connect
+    from conftest import S3_BUCKET, S3_ENDPOINT, master_position, root_connect
     from dagster_pyspark import LazyPySparkResource
     from pyspark import SparkContext
-    from sensor_harness import SensorDriven
+    from sensor_harness import SensorDriven, capture_resource, first_materialization_metadata
 
-    from dagster_mysql_cdc import DEFAULT_SPARK_CONFIG, MySqlCdcResource
+    from dagster_mysql_cdc import DEFAULT_SPARK_CONFIG
     from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
     from dagster_mysql_cdc.private_files import PrivateFiles
 
@@ -298,13 +291,10 @@ def _drive(db: str, user: str, master: str, master_web: int, ui_port: int, out: 
     }
     os.makedirs(f"{out}/spark-events")
     # split reads: the executors read the source themselves (initial and incremental snapshot)
-    mysql = MySqlCdcResource(
-        host=MYSQL_HOST,
-        port=MYSQL_PORT,
+    mysql = capture_resource(
+        db,
         user=user,
         password=dg.EnvVar("SCL_MYSQL_PASSWORD"),
-        server_name=db,
-        database_include_list=[db],
         incremental_snapshot_chunk_size=500,
         snapshot_split_reads=True,
         snapshot_split_rows=1000,
@@ -325,12 +315,7 @@ def _drive(db: str, user: str, master: str, master_web: int, ui_port: int, out: 
     cdc.instance = dg.DagsterInstance.local_temp(tempdir=f"{out}/dagster")
     log = cdc.ticks()  # initial snapshot, then caught up
     assert all(r.success for r in log.runs), "initial snapshot failed"
-    snapshot_md = [
-        e.event_specific_data.materialization.metadata
-        for r in log.runs
-        for e in r.get_asset_materialization_events()
-        if e.asset_key.path[-1] == "t"
-    ][0]
+    snapshot_md = first_materialization_metadata(log.runs, "t")
 
     done = threading.Event()
     changes = [0]

@@ -265,9 +265,8 @@ class LakeWriter:
 
     def _prepare(self, spark) -> None:
         """Register the data source on ``spark``; decide how payloads reach its executors."""
-        source = self._files.data_source(DeltaFilesDataSource)
-        spark.dataSource.register(source)
-        self._registered = {FORMAT_NAME: source.name()}
+        self._registered = {}
+        self._register(spark, DeltaFilesDataSource)
         if payloads_can_be_staged(spark):
             # executors on this host: payload chunks travel as local Arrow files, not in tasks
             self._stage_dir = tempfile.mkdtemp(prefix="cdc-payloads-")
@@ -291,7 +290,10 @@ class LakeWriter:
         :class:`~dagster_mysql_cdc.private_files.SealedDataSource`: it opens this writer's
         :meth:`private_file` files) on the session, once per writer; returns the format name to
         read or write it with (``<source.name()>_<random id>``)."""
-        spark = self.spark
+        return self._register(self.spark, source)
+
+    def _register(self, spark, source: Any) -> str:
+        """:meth:`register_data_source` on ``spark`` (also before :attr:`spark` is set)."""
         name = source.name()
         if name not in self._registered:
             keyed = self._files.data_source(source)
