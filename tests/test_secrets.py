@@ -225,8 +225,13 @@ def test_secrets_rest_on_no_disk_of_a_spark_connect_server(monkeypatch, connect_
         n.startswith("cdc-splits-") for n in shipped
     )
     assert leaks() == {name: [] for name in secrets}
-    # after the server stopped (Spark deletes its temporary directories; the event log is complete)
+    # after the server stopped (Spark deletes its temporary directories; the event log is complete);
+    # this process's client first, while the server answers its pending release calls
     import subprocess
+
+    from dagster_mysql_cdc.sink.spark_session import _REMOTE_SESSIONS
+
+    _REMOTE_SESSIONS.pop(url).client.close()
 
     from conftest import ROOT
 
