@@ -153,13 +153,13 @@ def split_end_to_end(settings, db: str, writer, lake_dir: str, split, table: str
 def split_read_only(settings, db: str, spark, split) -> tuple[int, dict]:
     """The read half of (s2)'s Spark job alone: the same splits read by the executors into Arrow
     payloads (``mysql_cdc_splits``), written to Spark's ``noop`` sink (no Parquet, no Delta)."""
-    import tempfile
+    import os
 
+    from dagster_mysql_cdc.private_files import PrivateFiles
     from dagster_mysql_cdc.sink.spark_files import default_parallelism
     from dagster_mysql_cdc.source.catalog import read_table_schemas
     from dagster_mysql_cdc.source.connection import connect, current_position, server_info
     from dagster_mysql_cdc.source.split_reader import (
-        FORMAT_NAME,
         SplitJob,
         SplitsDataSource,
         group_splits,
@@ -191,12 +191,16 @@ def split_read_only(settings, db: str, spark, split) -> tuple[int, dict]:
         batch_rows=split.batch_rows,
     )
     job = SplitJob(settings, scan, group_splits(splits, split.max_connections))
-    spark.dataSource.register(SplitsDataSource)
-    with tempfile.TemporaryDirectory(prefix="bench-splits-") as d:
-        ref = write_job_ref(job, d)
-        spark.read.format(FORMAT_NAME).option("job_ref", ref).load().write.format("noop").mode(
+    files = PrivateFiles()  # the sealed job file and the key its data source carries, as a LakeWriter's
+    source = files.data_source(SplitsDataSource)
+    spark.dataSource.register(source)
+    ref = write_job_ref(job, files)
+    try:
+        spark.read.format(source.name()).option("job_ref", ref).load().write.format("noop").mode(
             "overwrite"
         ).save()
+    finally:
+        os.remove(ref)
     return n, {"splits": len(splits), "tasks": len(job.groups)}
 
 

@@ -38,17 +38,35 @@ def scratch_database(prefix: str) -> Iterator[tuple[str, pymysql.connections.Con
         conn.close()
 
 
-def capture_resource(db: str, **options) -> MySqlCdcResource:
-    """The capture resource of database ``db`` (also its ``server_name``) as the ``cdc`` user."""
+def capture_resource(db: str, *, user: str = CDC_USER, password=CDC_PASSWORD, **options) -> MySqlCdcResource:
+    """The capture resource of database ``db`` (also its ``server_name``) as ``user`` (default the
+    ``cdc`` user; ``password`` may be a ``dg.EnvVar``)."""
     return MySqlCdcResource(
         host=MYSQL_HOST,
         port=MYSQL_PORT,
-        user=CDC_USER,
-        password=CDC_PASSWORD,
+        user=user,
+        password=password,
         server_name=db,
         database_include_list=[db],
         **{"stream_follow_seconds": 0.0, **options},  # one window per run unless a test follows
     )
+
+
+@contextmanager
+def capture_user(conn: pymysql.connections.Connection, db: str, password: str) -> Iterator[str]:
+    """A capture user of its own with ``password`` (name yielded; dropped after): ``SELECT``,
+    ``INSERT`` and ``CREATE`` on ``db`` (signal table, watermarks), ``RELOAD``, ``REPLICATION
+    SLAVE`` and ``BINLOG MONITOR`` globally. ``conn``: a root connection."""
+    user = f"u_{uuid.uuid4().hex[:8]}"
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY '{password}'")
+        cur.execute(f"GRANT SELECT, INSERT, CREATE ON `{db}`.* TO '{user}'@'%'")
+        cur.execute(f"GRANT RELOAD, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO '{user}'@'%'")
+    try:
+        yield user
+    finally:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")
 
 
 class SensorDriven:
@@ -85,3 +103,14 @@ class SensorDriven:
         )
         self.cursor = result.cursor
         return result
+
+
+def first_materialization_metadata(runs, table: str) -> dict:
+    """The metadata of the first materialization of the table asset named ``table`` (the last
+    part of its key) in ``runs`` (results of in-process runs)."""
+    return [
+        e.event_specific_data.materialization.metadata
+        for r in runs
+        for e in r.get_asset_materialization_events()
+        if e.asset_key.path[-1] == table
+    ][0]

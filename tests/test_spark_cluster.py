@@ -2,19 +2,28 @@
 ``spark.master=spark://...`` with ``snapshot_split_reads`` runs an initial snapshot and an
 incremental snapshot with concurrent changes; the lake equals the source row for row, and the
 tasks that read the source and wrote the files ran on the cluster's executor, not the driver.
+Secrets never rest on the executors' disks nor show in the logs (issue 30): the capture user has a
+random password, the lake is on S3 (SeaweedFS) with keys in ``CdcLakeResource``, the cluster's
+processes have no ``AWS_*`` variables (the executors must use the keys the run gives them), and
+afterwards every file under the worker's directory, the Spark event log, the driver UI's REST
+pages and the Dagster instance (event log, run storage, compute logs) is searched for the password
+and the S3 secret key.
 
 The fixture starts a master and one worker (1 core, 1 GiB) on loopback from the installed pyspark
 (``bin/spark-class``; ``SPARK_HOME`` is the pyspark package directory) and kills their process
-groups afterwards. The lake is a local path: on one machine it is the "shared mount" a cluster
-needs. The executors run this interpreter (``PYSPARK_PYTHON``), i.e. the venv with the package.
+groups afterwards. The lake is an S3 prefix in the SeaweedFS bucket, which the driver and the
+executor reach on loopback. The executors run this interpreter (``PYSPARK_PYTHON``), i.e. the venv
+with the package.
 
 The Spark driver is a child process (``python tests/test_spark_cluster.py <json>``, the run worker
 of a deployment): a process has one SparkContext, and the suite's own local Spark (the session
 ``spark`` fixture, the local sessions of other tests) must not be replaced by the cluster's. The
 child drives the binlog sensor, makes the concurrent changes and reports the application's
-executors from the driver's REST API; this process checks the lake against the source.
+executors from the driver's REST API; this process checks the lake against the source and
+searches the files for the secrets.
 """
 
+import base64
 import json
 import os
 import random
@@ -25,6 +34,7 @@ import sys
 import threading
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
@@ -72,6 +82,8 @@ def _spark_env(tmp: Path) -> dict[str, str]:
         SPARK_NO_DAEMONIZE="1",
         SPARK_DAEMON_MEMORY="256m",  # the master's and worker's own JVMs (2 cores, shared CI host)
     )
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "CDC_MYSQL_PASSWORD"):
+        env.pop(name, None)  # the executors get credentials only from the run, never from their environment
     return env
 
 
@@ -150,34 +162,54 @@ def cluster(tmp_path_factory):
         stop()
 
 
-def test_snapshots_on_a_standalone_cluster_run_on_its_executor(tmp_path, cluster):
-    from lake_utils import live_state_rows, source_rows
-    from sensor_harness import scratch_database
+def _files_containing(roots: list[Path], secrets: dict[str, bytes]) -> dict[str, list[str]]:
+    """Per secret name, the files under ``roots`` whose bytes contain it (every file, any size)."""
+    found: dict[str, list[str]] = {name: [] for name in secrets}
+    for root in roots:
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                data = path.read_bytes()
+                for name, value in secrets.items():
+                    if value in data:
+                        found[name].append(str(path))
+    return found
 
-    from dagster_mysql_cdc.sink.storage import StorageSettings
+
+def test_snapshots_on_a_standalone_cluster_run_on_its_executor(tmp_path, cluster):
+    from conftest import env, s3_settings
+    from lake_utils import live_state_rows, source_rows
+    from sensor_harness import capture_user, scratch_database
 
     master, web, work = cluster
-    lake = tmp_path / "lake"
+    password = "Pw-" + uuid.uuid4().hex  # the capture user's: found nowhere but in MariaDB
     with scratch_database("scl") as (db, conn):
         with conn.cursor() as cur:
             cur.execute(f"USE {db}")
             cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(30), n INT, d DECIMAL(10,2))")
             cur.execute(f"INSERT INTO t SELECT seq, CONCAT('v', seq), seq * 3, seq / 8 FROM seq_1_to_{ROWS}")
-        args = {"db": db, "lake": str(lake), "master": master, "master_web": web, "ui_port": _free_port()}
-        t0 = time.monotonic()
-        out = subprocess.run(
-            [sys.executable, __file__, json.dumps(args)],
-            capture_output=True,
-            text=True,
-            timeout=240,
-            env={**os.environ, "PYSPARK_PYTHON": sys.executable},
-        )
-        elapsed = time.monotonic() - t0
+        with capture_user(conn, db, password) as user:
+            args = {
+                "db": db,
+                "user": user,
+                "master": master,
+                "master_web": web,
+                "ui_port": _free_port(),
+                "out": str(tmp_path),
+            }
+            t0 = time.monotonic()
+            out = subprocess.run(
+                [sys.executable, __file__, json.dumps(args)],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SCL_MYSQL_PASSWORD": password},
+            )
+            elapsed = time.monotonic() - t0
         assert out.returncode == 0, f"driver failed:\n{out.stdout[-4000:]}\n{out.stderr[-6000:]}"
         report = json.loads(out.stdout.strip().splitlines()[-1])
 
         # (1) the lake's live state equals the source, row for row, every column
-        storage = StorageSettings(base_uri=str(lake))
+        storage = s3_settings(db)
         expected, key = source_rows(db, "t")
         got = live_state_rows(storage, storage.uri(db, db, "t", "state"), key)
         assert len(got) == len(expected) and got == expected
@@ -195,11 +227,33 @@ def test_snapshots_on_a_standalone_cluster_run_on_its_executor(tmp_path, cluster
     # the storage settings file reached the executor through SparkContext.addFile (a cluster's
     # executors do not share the driver's temporary directory); on one host the executor could
     # also open the driver's path, so this shows the shipping, not that the executor used the copy
-    assert list((work / report["app_id"]).glob("*/cdc-storage-*.json"))
+    app_dir = work / report["app_id"]
+    assert list(app_dir.glob("*/cdc-storage-*.json"))
     # split reads: the initial snapshot took no lock and its rows were read by the tasks (the
     # driver ran none); each split job's private file (connection settings, splits) was shipped
     assert report["snapshot_lock"] == "none" and report["snapshot_rows"] == ROWS
-    assert len(list((work / report["app_id"]).glob("*/cdc-splits-*.pkl"))) >= 2
+    assert len(list(app_dir.glob("*/cdc-splits-*.pkl"))) >= 2
+
+    # (3) no secret rests on the worker's disk or shows in Spark's event log and UI or in Dagster's
+    # event log: every file of the worker's directory (shipped files, executor logs), the event
+    # log, the UI's REST pages and the Dagster instance, searched byte for byte
+    events, ui, dagster = tmp_path / "spark-events", tmp_path / "spark-ui", tmp_path / "dagster"
+    assert list(events.iterdir()) and list(ui.iterdir()) and list(dagster.rglob("*.db"))
+    log = b"".join(f.read_bytes() for f in events.rglob("*") if f.is_file())
+    # the event log holds the jobs' plans and files (uncompressed: the search reads what they show)
+    assert b"AppendData mysql_cdc_delta_files" in log and b"BatchScan mysql_cdc_splits" in log
+    assert b"cdc-storage-" in log and b"SparkListenerSQLExecutionStart" in log
+    secrets = {
+        "password": password.encode(),
+        "S3 secret key": env("AWS_SECRET_ACCESS_KEY", "cdc-secret").encode(),
+    }
+    # nor the keys that sealed the shipped files (as text and as raw bytes)
+    assert report["file_keys"]
+    for i, key in enumerate(report["file_keys"]):
+        secrets[f"file key {i}"] = key.encode()
+        secrets[f"file key {i} (raw)"] = base64.urlsafe_b64decode(key)
+    leaks = _files_containing([work, events, ui, dagster], secrets)
+    assert leaks == {name: [] for name in secrets}, leaks
     print(
         f"cluster run: {elapsed:.1f}s, {report['changes']} concurrent changes, "
         f"{report['incremental_runs']} incremental runs, executors {report['executors']}"
@@ -209,15 +263,28 @@ def test_snapshots_on_a_standalone_cluster_run_on_its_executor(tmp_path, cluster
 # -- the driver (run worker) process -----------------------------------------------------------
 
 
-def _drive(db: str, lake: str, master: str, master_web: int, ui_port: int) -> dict:
-    """Initial snapshot, then an incremental snapshot raced by concurrent changes, on ``master``."""
-    from conftest import master_position, root_connect
+def _drive(db: str, user: str, master: str, master_web: int, ui_port: int, out: str) -> dict:
+    """Initial snapshot, then an incremental snapshot raced by concurrent changes, on ``master``,
+    into an S3 lake with keys; the Spark event log, the UI's REST pages and the Dagster instance
+    are left under ``out`` (``spark-events``, ``spark-ui``, ``dagster``)."""
+    import dagster as dg
+    from conftest import S3_BUCKET, S3_ENDPOINT, master_position, root_connect
     from dagster_pyspark import LazyPySparkResource
     from pyspark import SparkContext
-    from sensor_harness import SensorDriven, capture_resource
+    from sensor_harness import SensorDriven, capture_resource, first_materialization_metadata
 
     from dagster_mysql_cdc import DEFAULT_SPARK_CONFIG
     from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
+    from dagster_mysql_cdc.private_files import PrivateFiles
+
+    file_keys: list[str] = []  # every writer's sealing key, for the parent's search
+    private_files_init = PrivateFiles.__init__
+
+    def recording_init(self) -> None:
+        private_files_init(self)
+        file_keys.append(self._key.decode())
+
+    PrivateFiles.__init__ = recording_init  # type: ignore[method-assign]
 
     spark_config = {
         **DEFAULT_SPARK_CONFIG,
@@ -231,27 +298,37 @@ def _drive(db: str, lake: str, master: str, master_web: int, ui_port: int) -> di
         "spark.ui.enabled": "true",  # the executors' task counts, through the driver's REST API
         "spark.ui.port": str(ui_port),
         "spark.port.maxRetries": "0",
+        "spark.eventLog.enabled": "true",  # searched for secrets afterwards
+        "spark.eventLog.dir": f"file://{out}/spark-events",
+        "spark.eventLog.compress": "false",  # JSON lines the search reads (Spark 4 compresses with zstd)
     }
+    os.makedirs(f"{out}/spark-events")
     # split reads: the executors read the source themselves (initial and incremental snapshot)
     mysql = capture_resource(
-        db, incremental_snapshot_chunk_size=500, snapshot_split_reads=True, snapshot_split_rows=1000
+        db,
+        user=user,
+        password=dg.EnvVar("SCL_MYSQL_PASSWORD"),
+        incremental_snapshot_chunk_size=500,
+        snapshot_split_reads=True,
+        snapshot_split_rows=1000,
     )
     signals = mysql.create_signal_table()
     cdc = SensorDriven(
         mysql,
-        lake,
+        f"s3://{S3_BUCKET}/{db}",
         mysql.discover_tables(),
+        s3_endpoint_url=S3_ENDPOINT,
+        s3_access_key_id=dg.EnvVar("AWS_ACCESS_KEY_ID"),
+        s3_secret_access_key=dg.EnvVar("AWS_SECRET_ACCESS_KEY"),
         spark_remote="",
         pyspark=LazyPySparkResource(spark_config=spark_config),
     )
+    # a Dagster instance on disk: its event log, run storage and compute logs are searched
+    os.makedirs(f"{out}/dagster")
+    cdc.instance = dg.DagsterInstance.local_temp(tempdir=f"{out}/dagster")
     log = cdc.ticks()  # initial snapshot, then caught up
     assert all(r.success for r in log.runs), "initial snapshot failed"
-    snapshot_md = [
-        e.event_specific_data.materialization.metadata
-        for r in log.runs
-        for e in r.get_asset_materialization_events()
-        if e.asset_key.path[-1] == "t"
-    ][0]
+    snapshot_md = first_materialization_metadata(log.runs, "t")
 
     done = threading.Event()
     changes = [0]
@@ -325,8 +402,13 @@ def _drive(db: str, lake: str, master: str, master_web: int, ui_port: int) -> di
     sc = SparkContext._active_spark_context
     assert sc is not None
     app = sc.applicationId
-    executors = _get_json(f"http://127.0.0.1:{ui_port}/api/v1/applications/{app}/executors")
-    return {
+    api = f"http://127.0.0.1:{ui_port}/api/v1/applications/{app}"
+    executors = _get_json(f"{api}/executors")
+    os.makedirs(f"{out}/spark-ui")
+    for page in ("environment", "jobs", "stages?details=true", "sql?details=true&planDescription=true"):
+        with urllib.request.urlopen(f"{api}/{page}", timeout=30) as resp:
+            Path(f"{out}/spark-ui/{page.split('?')[0]}.json").write_bytes(resp.read())
+    report = {
         "master": sc.master,
         "app_id": app,
         "executors": [{"id": e["id"], "totalTasks": e["totalTasks"]} for e in executors],
@@ -338,7 +420,11 @@ def _drive(db: str, lake: str, master: str, master_web: int, ui_port: int) -> di
         "incremental_runs": incremental_runs,
         "snapshot_lock": snapshot_md["lock"].value,
         "snapshot_rows": snapshot_md["dagster/row_count"].value,
+        "file_keys": file_keys,
     }
+    cdc.instance.dispose()
+    sc.stop()  # completes the event log (its last events are flushed when the application ends)
+    return report
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ from ..source.connection import (
 )
 from ..source.schema import TableSchema
 from ..source.snapshot import create_statements, override_conditions
-from ..source.split_reader import FORMAT_NAME, SplitJob, SplitsDataSource, group_splits, write_job_ref
+from ..source.split_reader import SplitJob, SplitsDataSource, group_splits, write_job_ref
 from ..source.splits import KeySplit, SplitScan, plan_splits
 from ..source.types import TableConverter, TypeOptions
 from .initial_snapshot import SNAPSHOT_APP_ID, SnapshotTableResult, record_snapshot_schemas
@@ -189,11 +189,12 @@ def run_split_snapshot(
 @contextmanager
 def split_frame(writer: LakeWriter, job: SplitJob) -> Iterator[Callable[[Any], Any]]:
     """The ``mysql_cdc_splits`` DataFrame of ``job`` (a function of the Spark session), with the
-    job's private file shipped to the executors for the duration of the block."""
-    writer.register_data_source(SplitsDataSource)
-    ref = writer.private_file(lambda d: write_job_ref(job, d))
+    job's sealed private file shipped to the executors for the duration of the block (the
+    password in clear only in the tasks' memory: :mod:`dagster_mysql_cdc.private_files`)."""
+    name = writer.register_data_source(SplitsDataSource)
+    ref = writer.private_file(lambda files: write_job_ref(job, files))
     try:
-        yield lambda spark: spark.read.format(FORMAT_NAME).option("job_ref", ref).load()
+        yield lambda spark: spark.read.format(name).option("job_ref", ref).load()
     except SinkError as e:
         if "pymysql" not in str(e) and "MySQL" not in str(e):
             raise

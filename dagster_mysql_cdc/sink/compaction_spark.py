@@ -67,8 +67,7 @@ def _frame(writer: Any, table_uri: str, actions: pa.Table, schema: pa.Schema, ex
     from .spark_files import LakeFilesDataSource, encode_schema, lake_files_options
 
     spark = writer.active_spark()
-    writer.register_data_source(LakeFilesDataSource)
-    reader = spark.read.format(LakeFilesDataSource.name())
+    reader = spark.read.format(writer.register_data_source(LakeFilesDataSource))
     for k, v in lake_files_options(writer, table_uri, _file_groups(actions), schema).items():
         reader = reader.option(k, v)
     df = reader.option("schema", encode_schema(schema)).load()

@@ -44,6 +44,7 @@ import pyarrow as pa
 
 from ..errors import SinkError
 from ..events import BinlogPosition
+from ..private_files import PrivateFiles
 from .compaction import CompactionPolicy
 from .delta import open_table
 from .layout import LakeLayout, TablePaths
@@ -176,7 +177,8 @@ class LakeWriter:
         self._spark: Any = None if callable(spark) else spark
         self._spark_lock = threading.Lock()
         self._stage_dir: str | None = None
-        self._registered: set[str] = set()
+        #: registered data sources: the library's name -> the name of this writer's keyed subclass
+        self._registered: dict[str, str] = {}
         #: seconds it took to start (or connect to) Spark and register the data source; 0 until then
         self.spark_seconds = 0.0
         self.storage = storage
@@ -190,9 +192,9 @@ class LakeWriter:
         self._pool: ThreadPoolExecutor | None = None
         self._slots: threading.BoundedSemaphore | None = None
         storage.ensure_root()
-        self._ref_dir = tempfile.mkdtemp(prefix="cdc-ref-")
-        self._storage_ref = write_storage_ref(storage, self._ref_dir)
-        weakref.finalize(self, shutil.rmtree, self._ref_dir, True)
+        # the executors' secrets: sealed files, whose key reaches them only in the data sources
+        self._files = PrivateFiles()
+        self._storage_ref = write_storage_ref(storage, self._files)
         if self._spark is not None:
             self._prepare(self._spark)
 
@@ -227,8 +229,8 @@ class LakeWriter:
 
     def _prepare(self, spark) -> None:
         """Register the data source on ``spark``; decide how payloads reach its executors."""
-        spark.dataSource.register(DeltaFilesDataSource)
-        self._registered = {FORMAT_NAME}
+        self._registered = {}
+        self._register(spark, DeltaFilesDataSource)
         if payloads_can_be_staged(spark):
             # executors on this host: payload chunks travel as local Arrow files, not in tasks
             self._stage_dir = tempfile.mkdtemp(prefix="cdc-payloads-")
@@ -247,13 +249,21 @@ class LakeWriter:
             # cluster executors do not share the driver's disk: ship the file with the job
             spark.sparkContext.addFile(path)
 
-    def register_data_source(self, source: Any) -> None:
-        """Register the Python data source class ``source`` on the session (once per writer)."""
-        spark = self.spark
+    def register_data_source(self, source: Any) -> str:
+        """Register this writer's keyed subclass of the Python data source ``source`` (a
+        :class:`~dagster_mysql_cdc.private_files.SealedDataSource`: it opens this writer's
+        :meth:`private_file` files) on the session, once per writer; returns the format name to
+        read or write it with (``<source.name()>_<random id>``)."""
+        return self._register(self.spark, source)
+
+    def _register(self, spark, source: Any) -> str:
+        """:meth:`register_data_source` on ``spark`` (also before :attr:`spark` is set)."""
         name = source.name()
         if name not in self._registered:
-            spark.dataSource.register(source)
-            self._registered.add(name)
+            keyed = self._files.data_source(source)
+            spark.dataSource.register(keyed)
+            self._registered[name] = keyed.name()
+        return self._registered[name]
 
     def write_frame_files(
         self, frame: Callable[[Any], Any], uri: str, schema: pa.Schema
@@ -273,11 +283,12 @@ class LakeWriter:
             shutil.rmtree(manifests, ignore_errors=True)
         return [(f"{uri.rstrip('/')}/{f['path']}", int(f["num_records"])) for f in files]
 
-    def private_file(self, write: Callable[[str], str]) -> str:
-        """A private (0600) file for the executors: ``write(directory)`` creates it in this writer's
-        private directory and returns its path, which is shipped to the executors (see
-        :meth:`_ship`) and returned. The caller deletes it after the job."""
-        path = write(self._ref_dir)
+    def private_file(self, write: Callable[[PrivateFiles], str]) -> str:
+        """A sealed private file for the executors: ``write(files)`` creates it with
+        :meth:`PrivateFiles.write` (encrypted with this writer's key, which the tasks get from the
+        data sources of :meth:`register_data_source`) and returns its path, which is shipped to the
+        executors (see :meth:`_ship`) and returned. The caller deletes it after the job."""
+        path = write(self._files)
         self._ship(self.spark, path)
         return path
 
@@ -309,7 +320,7 @@ class LakeWriter:
         manifest = os.path.join(manifests, f"manifest-{uuid.uuid4().hex}.json")
         try:
             (
-                frame.write.format(FORMAT_NAME)
+                frame.write.format(self._registered[FORMAT_NAME])
                 .mode("append")
                 .option("outputs", encode_outputs(outputs))
                 .option("manifest", manifest)

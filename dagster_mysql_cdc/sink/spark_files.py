@@ -15,20 +15,23 @@ event, measured in docs/benchmarks.md). Each task decodes its chunks and writes 
 
 Usage (done by :class:`dagster_mysql_cdc.sink.lake.LakeWriter`)::
 
-    spark.dataSource.register(DeltaFilesDataSource)
-    payload_frame(spark, arrow_table).write.format("mysql_cdc_delta_files").mode("append")
+    files = PrivateFiles()
+    source = files.data_source(DeltaFilesDataSource)  # carries the writer's key
+    spark.dataSource.register(source)
+    payload_frame(spark, arrow_table).write.format(source.name()).mode("append")
       .option("outputs", encode_outputs([FileOutput(uri, schema)])).option("manifest", "/tmp/m.json")
-      .option("storage_ref", "/tmp/cdc-storage-xyz.json").save()
+      .option("storage_ref", write_storage_ref(storage, files)).save()
 
 Each job's commit (on the driver) writes a JSON manifest: per output, ``[{path, size,
 num_records, modification_time}]``; an aborted job deletes its files.
 
 Credentials never travel as data source options (Spark and py4j log options and plans): the
-option ``storage_ref`` names a private (0600) JSON file with the :class:`StorageSettings`, written
-by the driver (:func:`write_storage_ref`). In local mode the executors read the same file; on a
-cluster the writer ships it with ``SparkContext.addFile`` and executors find it through
-``SparkFiles`` (or leave the S3 credentials unset and give the executors ``AWS_*`` environment
-variables or an instance profile: the AWS default chain).
+option ``storage_ref`` names a sealed private file with the :class:`StorageSettings`
+(:func:`write_storage_ref`, :mod:`dagster_mysql_cdc.private_files`: encrypted with the writer's key, which reaches
+the tasks only inside the registered data source class). In local mode the executors read the
+driver's file; on a cluster the writer ships it with ``SparkContext.addFile`` and executors find
+it through ``SparkFiles`` (or leave the S3 credentials unset and give the executors ``AWS_*``
+environment variables or an instance profile: the AWS default chain).
 """
 
 from __future__ import annotations
@@ -38,7 +41,6 @@ import json
 import math
 import os
 import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -54,6 +56,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from ..private_files import PrivateFiles, SealedDataSource, read_private_file
 from .storage import StorageSettings
 
 FORMAT_NAME = "mysql_cdc_delta_files"
@@ -277,15 +280,15 @@ class FilesWritten(WriterCommitMessage):
     files: list[list[dict]] = field(default_factory=list)
 
 
-class DeltaFilesDataSource(DataSource):
-    """Spark data source ``mysql_cdc_delta_files`` (write only). See the module docs."""
+class DeltaFilesDataSource(SealedDataSource, DataSource):
+    """Spark data source ``mysql_cdc_delta_files`` (write only). See the module docs. Register the
+    writer's keyed subclass (:meth:`dagster_mysql_cdc.private_files.PrivateFiles.data_source`, named
+    ``mysql_cdc_delta_files_<id>``): only it can open the sealed ``storage_ref``."""
 
-    @classmethod
-    def name(cls) -> str:
-        return FORMAT_NAME
+    library_name = FORMAT_NAME
 
     def writer(self, schema, overwrite: bool) -> DeltaFilesWriter:
-        return DeltaFilesWriter(dict(self.options))
+        return DeltaFilesWriter(dict(self.options), type(self).file_key)
 
 
 class _OutputFiles:
@@ -370,18 +373,20 @@ class DeltaFilesWriter(DataSourceArrowWriter):
     """Writes each task's payload chunks as Parquet files of at most ``rows_per_file`` rows.
 
     Options: ``outputs`` (:func:`encode_outputs`), ``manifest`` (driver-local JSON path),
-    ``storage_ref`` (path of the storage settings file), ``rows_per_file`` (default 1,000,000).
+    ``storage_ref`` (path of the sealed storage settings file), ``rows_per_file`` (default
+    1,000,000). ``key``: the key of the sealed file (from the data source class, never an option).
     """
 
-    def __init__(self, options: dict[str, str]):
+    def __init__(self, options: dict[str, str], key: bytes | None):
         self.outputs_b64 = options["outputs"]
         self.manifest = options["manifest"]
         self.storage_ref = options["storage_ref"]
         self.rows_per_file = int(options.get("rows_per_file", 1_000_000))
         self.direct_rows = options.get("rows") == "true"
+        self.key = key
 
     def write(self, iterator) -> FilesWritten:
-        storage = read_storage_ref(self.storage_ref)
+        storage = read_storage_ref(self.storage_ref, self.key)
         fs = storage.pyarrow_filesystem()
         outs = [_OutputFiles(o, storage, fs, self.rows_per_file) for o in decode_outputs(self.outputs_b64)]
         try:
@@ -416,7 +421,7 @@ class DeltaFilesWriter(DataSourceArrowWriter):
         os.replace(tmp, self.manifest)
 
     def abort(self, messages) -> None:
-        storage = read_storage_ref(self.storage_ref)
+        storage = read_storage_ref(self.storage_ref, self.key)
         fs = storage.pyarrow_filesystem()
         outputs = decode_outputs(self.outputs_b64)
         for m in messages:
@@ -440,7 +445,8 @@ class LakeFilesReader(DataSourceReader):
     file's columns relabelled with the table's fields and converted; missing ones null): the
     executors read the lake themselves, with pyarrow's filesystem (no Hadoop S3 connector)."""
 
-    def __init__(self, options: dict[str, str]):
+    def __init__(self, options: dict[str, str], key: bytes | None):
+        self.key = key
         self.table_uri = options["table_uri"]
         self.groups = json.loads(base64.b64decode(options["groups"]))
         self.schema = decode_schema(options["schema"])
@@ -452,7 +458,7 @@ class LakeFilesReader(DataSourceReader):
     def read(self, partition):
         from .evolution import conform_table, relabel
 
-        storage = read_storage_ref(self.storage_ref)
+        storage = read_storage_ref(self.storage_ref, self.key)
         fs = storage.pyarrow_filesystem()
         base = storage.fs_path(self.table_uri)
         for rel in partition.paths:
@@ -463,15 +469,14 @@ class LakeFilesReader(DataSourceReader):
                     yield from conform_table(t, self.schema).to_batches()
 
 
-class LakeFilesDataSource(DataSource):
+class LakeFilesDataSource(SealedDataSource, DataSource):
     """Spark data source ``mysql_cdc_lake_files`` (read only): a Delta table's data files as rows.
     Options: ``table_uri``, ``groups`` (base64 JSON list of file-path lists, one per task),
     ``schema`` (:func:`encode_schema`; a field's Spark type follows its Arrow type),
-    ``storage_ref``."""
+    ``storage_ref`` (the writer's sealed storage settings). Register the writer's keyed subclass
+    (``LakeWriter.register_data_source``, named ``mysql_cdc_lake_files_<id>``): only it opens them."""
 
-    @classmethod
-    def name(cls) -> str:
-        return LAKE_FILES_FORMAT
+    library_name = LAKE_FILES_FORMAT
 
     def schema(self):
         from pyspark.sql.pandas.types import from_arrow_schema
@@ -479,12 +484,12 @@ class LakeFilesDataSource(DataSource):
         return from_arrow_schema(decode_schema(self.options["schema"]))
 
     def reader(self, schema) -> LakeFilesReader:
-        return LakeFilesReader(dict(self.options))
+        return LakeFilesReader(dict(self.options), type(self).file_key)
 
 
 def lake_files_options(writer, table_uri: str, groups: list[list[str]], schema: pa.Schema) -> dict[str, str]:
     """Options of a ``mysql_cdc_lake_files`` read of ``writer``'s lake (see
-    :class:`LakeFilesDataSource`; credentials travel as the writer's storage reference)."""
+    :class:`LakeFilesDataSource`; credentials travel sealed in the writer's storage reference)."""
     return {
         "table_uri": table_uri,
         "groups": base64.b64encode(json.dumps(groups).encode()).decode("ascii"),
@@ -492,24 +497,20 @@ def lake_files_options(writer, table_uri: str, groups: list[list[str]], schema: 
     }
 
 
-def write_storage_ref(storage: StorageSettings, directory: str) -> str:
-    """Write ``storage`` (with credentials) to a new 0600 file in ``directory``; return its path."""
-    fd, path = tempfile.mkstemp(prefix="cdc-storage-", suffix=".json", dir=directory)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(storage.to_json())
-    os.chmod(path, 0o600)
-    return path
+def write_storage_ref(storage: StorageSettings, files: PrivateFiles) -> str:
+    """Seal ``storage`` (with credentials) into a new private file of ``files``; return its path
+    (``cdc-storage-<random>.json``, a Fernet token of the settings' JSON)."""
+    return files.write(storage.to_json().encode(), prefix="cdc-storage-", suffix=".json")
 
 
-def read_storage_ref(path: str) -> StorageSettings:
-    """The storage settings a :func:`write_storage_ref` file holds (an executor may find it under
-    its own working directory when shipped with ``spark.files``)."""
-    if not os.path.exists(path):
-        from pyspark import SparkFiles
+def read_storage_ref(path: str, key: bytes | None) -> StorageSettings:
+    """The storage settings a :func:`write_storage_ref` file holds, decrypted with ``key`` (an
+    executor may find the file under its own working directory when shipped with ``addFile``).
 
-        path = SparkFiles.get(os.path.basename(path))
-    with open(path) as fh:
-        return StorageSettings.from_json(fh.read())
+    Raises:
+        ValueError: ``key`` is not the file's (:func:`dagster_mysql_cdc.private_files.read_private_file`).
+    """
+    return StorageSettings.from_json(read_private_file(path, key).decode())
 
 
 def _delete(fs, base: str, files: list[dict]) -> None:

@@ -284,7 +284,8 @@ class StorageSettings:
 
     # -- transport to Spark executors ------------------------------------------------------
     def to_json(self) -> str:
-        """Serialise including credentials (for Spark data source options; never log it)."""
+        """Serialise including credentials (the content of the sealed storage file the Spark
+        executors read, :func:`.spark_files.write_storage_ref`; never log it or pass it as an option)."""
         return json.dumps(asdict(self))
 
     @classmethod

@@ -1,6 +1,6 @@
 """A PySpark Python data source that reads primary-key splits of a MySQL table on the executors.
 
-``spark.read.format("mysql_cdc_splits").option("job_ref", path).load()`` is a DataFrame of
+``spark.read.format(<name>).option("job_ref", path).load()`` is a DataFrame of
 **Arrow IPC payloads** (column ``payload``, binary: one row per record batch of ``op=r`` change
 events, as :mod:`dagster_mysql_cdc.sink.spark_files` writes them). Its partitions are the
 splits of one table (:mod:`.splits`): :meth:`SplitsReader.partitions` returns one
@@ -14,23 +14,25 @@ group holds several splits when the job caps the concurrent connections to the s
 (:func:`group_splits`).
 
 The job (connection settings with the password, the table's schema, the splits) travels in a
-private 0600 pickle file named by the option ``job_ref`` (Spark logs options and plans): the
-executors of a local session read it where the driver wrote it; on a cluster the lake writer ships
-it with the job (``SparkContext.addFile`` / a Spark Connect artifact) and the executors find it
-through ``SparkFiles``.
+sealed private file named by the option ``job_ref`` (Spark logs options and plans): a pickle
+encrypted with the lake writer's key (:mod:`dagster_mysql_cdc.private_files`), which the
+tasks get only inside the registered data source class (the writer's keyed subclass of
+:class:`SplitsDataSource`, named ``mysql_cdc_splits_<id>``). The executors of a local session read
+the file where the driver wrote it; on a cluster the lake writer ships it with the job
+(``SparkContext.addFile`` / a Spark Connect artifact) and the executors find it through
+``SparkFiles``; either way the password exists in clear only in the tasks' memory.
 """
 
 from __future__ import annotations
 
-import os
 import pickle
-import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from ..private_files import PrivateFiles, SealedDataSource, read_private_file
 from .connection import ConnectionSettings, connect
 from .splits import KeySplit, SplitScan, read_split
 
@@ -42,7 +44,7 @@ class SplitJob:
     """Everything the tasks of one table's split read need.
 
     Attributes:
-        settings: how to reach the source (with the password: the job lives in a 0600 file).
+        settings: how to reach the source (with the password: the job lives in a sealed file).
         scan: the table and how its rows become events.
         groups: the splits of each task, in key order.
     """
@@ -72,23 +74,20 @@ def merge_splits(splits: Sequence[KeySplit], n: int) -> tuple[tuple[KeySplit, ..
     return tuple((KeySplit(i, g[0].lo, g[-1].hi),) for i, g in enumerate(group_splits(splits, max(1, n))))
 
 
-def write_job_ref(job: SplitJob, directory: str) -> str:
-    """Pickle ``job`` into a new 0600 file in ``directory``; return its path."""
-    fd, path = tempfile.mkstemp(prefix="cdc-splits-", suffix=".pkl", dir=directory)
-    with os.fdopen(fd, "wb") as fh:
-        pickle.dump(job, fh)
-    os.chmod(path, 0o600)
-    return path
+def write_job_ref(job: SplitJob, files: PrivateFiles) -> str:
+    """Seal the pickled ``job`` into a new private file of ``files``; return its path
+    (``cdc-splits-<random>.pkl``)."""
+    return files.write(pickle.dumps(job), prefix="cdc-splits-", suffix=".pkl")
 
 
-def read_job_ref(path: str) -> SplitJob:
-    """The job a :func:`write_job_ref` file holds (on a cluster executor: its ``SparkFiles`` copy)."""
-    if not os.path.exists(path):
-        from pyspark import SparkFiles
+def read_job_ref(path: str, key: bytes | None) -> SplitJob:
+    """The job a :func:`write_job_ref` file holds, decrypted with ``key`` (on a cluster executor:
+    its ``SparkFiles`` copy).
 
-        path = SparkFiles.get(os.path.basename(path))
-    with open(path, "rb") as fh:
-        job = pickle.load(fh)
+    Raises:
+        ValueError: ``key`` is not the file's; TypeError: the file holds no :class:`SplitJob`.
+    """
+    job = pickle.loads(read_private_file(path, key))
     if not isinstance(job, SplitJob):
         raise TypeError(f"{path} does not hold a SplitJob")
     return job
@@ -108,14 +107,15 @@ def _payload(batch: pa.RecordBatch) -> pa.RecordBatch:
 class SplitsReader(DataSourceReader):
     """Reads the job's split groups, one Spark partition each (see the module docs)."""
 
-    def __init__(self, options: dict[str, str]):
+    def __init__(self, options: dict[str, str], key: bytes | None):
         self.job_ref = options["job_ref"]
+        self.key = key
 
     def partitions(self) -> list[InputPartition]:
-        return [SplitGroup(i) for i in range(len(read_job_ref(self.job_ref).groups))]
+        return [SplitGroup(i) for i in range(len(read_job_ref(self.job_ref, self.key).groups))]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        job = read_job_ref(self.job_ref)
+        job = read_job_ref(self.job_ref, self.key)
         for split in job.groups[partition.value]:
             conn = connect(job.settings)
             try:
@@ -125,15 +125,14 @@ class SplitsReader(DataSourceReader):
                 conn.close()
 
 
-class SplitsDataSource(DataSource):
-    """Spark data source ``mysql_cdc_splits`` (read only). See the module docs."""
+class SplitsDataSource(SealedDataSource, DataSource):
+    """Spark data source ``mysql_cdc_splits`` (read only). See the module docs. Register the lake
+    writer's keyed subclass (``LakeWriter.register_data_source``): only it opens the sealed job."""
 
-    @classmethod
-    def name(cls) -> str:
-        return FORMAT_NAME
+    library_name = FORMAT_NAME
 
     def schema(self) -> str:
         return "payload binary"
 
     def reader(self, schema) -> SplitsReader:
-        return SplitsReader(dict(self.options))
+        return SplitsReader(dict(self.options), type(self).file_key)
