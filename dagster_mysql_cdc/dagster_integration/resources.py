@@ -356,6 +356,24 @@ class MySqlCdcResource(dg.ConfigurableResource):
         default=5.0,
         description="A following run ends once the binlog has had nothing new for this long.",
     )
+    stream_parallel_min_bytes: int | None = Field(
+        default=64 * 1024 * 1024,
+        description="A binlog window with at least this many bytes of captured tables' changes (a backlog: "
+        "an outage, a bulk load, an old offset) is decoded by parallel Spark tasks, one segment each, every "
+        "task on its own replication connection; smaller windows (steady streaming) are read by the run "
+        "process. None = never.",
+    )
+    stream_parallel_server_ids: str | None = Field(
+        default=None,
+        description="Replication server ids of the parallel segment readers, 'first-last' (Flink CDC's "
+        "server-id range); at most this many segments are read at once, each id must be unique among the "
+        "server's replicas. Default: server_id+101 to server_id+116.",
+    )
+    stream_parallel_max_tasks: int = Field(
+        default=0,
+        description="Segments (Spark tasks) a parallel window is cut into: 0 = one per Spark core, at most "
+        "one per server id of stream_parallel_server_ids.",
+    )
     binlog_gap_handling: str = Field(
         default="repair",
         description=(
@@ -527,6 +545,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
     # -- materialization ------------------------------------------------------------------------
     def stream_options(self) -> StreamOptions:
         """Raises ConfigurationError: a bad gap handling mode, or ``include_query`` with column masks."""
+        from ..engine.segments import ParallelOptions
         from ..engine.stream import StreamOptions
 
         if self.include_query and self.column_policy().has_masks:
@@ -542,6 +561,16 @@ class MySqlCdcResource(dg.ConfigurableResource):
             batch_rows=self.stream_batch_rows,
             deadline_s=float(self.binlog_read_timeout),
             gap_handling=check_gap_handling(self.binlog_gap_handling),
+            parallel=(
+                ParallelOptions.build(
+                    self.stream_parallel_min_bytes,
+                    self.stream_parallel_server_ids,
+                    self.server_id,
+                    self.stream_parallel_max_tasks,
+                )
+                if self.stream_parallel_min_bytes is not None
+                else None
+            ),
         )
 
     def signal_table(self) -> str | None:

@@ -52,6 +52,7 @@ from .gaps import (
 from .incremental import IncrementalState
 from .incremental_source import IncrementalOptions, IncrementalSnapshotSource
 from .isolation import lake_unreachable
+from .segments import ParallelOptions
 from .signals import SignalProcessor
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,8 @@ class StreamOptions:
         include_query: fill ``source.query`` with the statement of each row change (Debezium
             ``include.query``): needs MariaDB ``binlog_annotate_row_events=ON`` (its default) or
             MySQL ``binlog_rows_query_log_events=ON``.
+        parallel: decode large windows (a backlog) in parallel Spark tasks
+            (:mod:`.parallel_catchup`); ``None``: the run process reads every window.
     """
 
     skip_unparseable_ddl: bool = False
@@ -98,6 +101,7 @@ class StreamOptions:
     gap_handling: str = "repair"
     include_query: bool = False
     event_processing_failure_handling_mode: str = "fail"
+    parallel: ParallelOptions | None = None
 
     def __post_init__(self) -> None:
         if self.event_processing_failure_handling_mode not in FAILURE_HANDLING_MODES:
@@ -136,6 +140,9 @@ class WindowResult:
     #: the tables whose events of the window could not be written: they stop alone (nothing of
     #: theirs committed by this window), the others are committed (see .isolation)
     failed_tables: dict[str, dict] = field(default_factory=dict)
+    #: how windows of at least ``StreamOptions.parallel.min_bytes`` were decoded: ``{"mode":
+    #: "parallel" | "single", "reason", "segments", ...}`` each (see .parallel_catchup)
+    decode: list[dict] = field(default_factory=list)
 
     @property
     def rows(self) -> int:
@@ -190,6 +197,7 @@ def merge_window_results(a: WindowResult, b: WindowResult) -> WindowResult:
         events_skipped_count=a.events_skipped_count + b.events_skipped_count,
         ddl_effects=a.ddl_effects + b.ddl_effects,
         failed_tables={**a.failed_tables, **b.failed_tables},
+        decode=a.decode + b.decode,
     )
 
 
@@ -1078,7 +1086,30 @@ def run_window(
     """
     t0 = time.monotonic()
     inc = incremental_options or IncrementalOptions()
-    result = WindowResult(start=start, end=end)
+    decode: list[dict] = []
+    if options.parallel is not None:  # a backlog is decoded by parallel Spark tasks (.parallel_catchup)
+        from .parallel_catchup import parallel_window
+
+        done, decode = parallel_window(
+            settings,
+            info,
+            replica_server_id=replica_server_id,
+            start=start,
+            end=end,
+            writer=writer,
+            history=history,
+            table_filter=table_filter,
+            type_options=type_options,
+            options=options,
+            server_name=server_name,
+            incremental=incremental,
+            incremental_options=inc,
+            catch_up=catch_up,
+            resume_at=resume_at,
+        )
+        if done is not None:
+            return done
+    result = WindowResult(start=start, end=end, decode=decode)
     source = BinlogStreamingSource(
         settings,
         info,
