@@ -151,10 +151,10 @@ class Connection(pymysql.connections.Connection):
     per connection, loading the system's CA bundle, which was a quarter of a run's time when a
     run connected once per table."""
 
-    def _create_ssl_ctx(self, sslp):  # type: ignore[no-untyped-def]
+    def _create_ssl_ctx(self, sslp: Any) -> Any:
         if isinstance(sslp, dict) and not sslp:
             return preferred_context()
-        return super()._create_ssl_ctx(sslp)
+        return super()._create_ssl_ctx(sslp)  # type: ignore[misc]
 
 
 def connect(settings: ConnectionSettings, **overrides: Any) -> pymysql.connections.Connection:
