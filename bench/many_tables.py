@@ -86,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--s3", action="store_true", help="lake on SeaweedFS (CDC_S3_ENDPOINT) instead of local")
     ap.add_argument("--skip-snapshot-window", action="store_true", help="only definitions load and idle tick")
     ap.add_argument("--keep", action="store_true", help="keep the database")
+    ap.add_argument(
+        "--pause-before-windows", type=float, default=0, help="seconds to wait after the snapshot"
+    )
     args = ap.parse_args(argv)
 
     db = f"bench_many_{uuid.uuid4().hex[:6]}"
@@ -137,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         cursor = ticks.cursor
+        if args.pause_before_windows:  # e.g. to attach a profiler to the windows only
+            print(f"pid {os.getpid()}: windows in {args.pause_before_windows} s", flush=True)
+            time.sleep(args.pause_before_windows)
         if not args.skip_snapshot_window:
             n_big = args.touch or args.tables
             for label, which in (("3", [0, 1, 2]), (str(n_big), list(range(n_big)))):
