@@ -15,6 +15,12 @@ from dagster_mysql_cdc.source.types import TableConverter, TypeOptions
 
 
 def read_delta(storage: StorageSettings, uri: str) -> pa.Table:
+    """The rows of the Delta table ``uri``; of a ``state`` table, the current state (its tail
+    applied, tombstones included: ``sink/read.py``), as readers of the lake should see it."""
+    if uri.rstrip("/").endswith("/state"):
+        current = read_current(storage, uri)
+        assert current is not None, f"no state at {uri}"
+        return current
     return DeltaTable(uri, storage_options=storage.delta_storage_options()).to_pyarrow_table()
 
 

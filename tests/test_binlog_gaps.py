@@ -17,6 +17,7 @@ from sensor_harness import SensorDriven, capture_resource, scratch_database
 
 from dagster_mysql_cdc.dagster_integration.checks import GAPS
 from dagster_mysql_cdc.engine.gaps import REPAIR_HEADER
+from dagster_mysql_cdc.sink.read import read_current
 from dagster_mysql_cdc.sink.storage import StorageSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -361,7 +362,7 @@ def test_partial_row_images_are_detected_and_repaired(local_storage, image):
         assert checks and warnings
         _repair_until_done(cdc)
         _assert_lake_equals_source(local_storage, db, db, "t")
-        state = DeltaTable(local_storage.uri(db, db, "t", "state")).to_pyarrow_table().to_pylist()
+        state = read_current(local_storage, local_storage.uri(db, db, "t", "state")).to_pylist()
         assert all(r["id"] is not None for r in state)
         log = DeltaTable(local_storage.uri(db, db, "t", "changelog")).to_pyarrow_table().to_pylist()
         assert sorted(e["before"]["id"] for e in log if e["op"] == "d") == [5, 6]

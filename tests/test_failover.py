@@ -25,6 +25,7 @@ from sensor_harness import SensorDriven, capture_resource, scratch_database
 from dagster_mysql_cdc import MySqlCdcResource
 from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
 from dagster_mysql_cdc.dagster_integration.sensor import evaluate_tick
+from dagster_mysql_cdc.sink.read import read_current
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -114,8 +115,7 @@ def changelog(storage, db: str) -> list[dict]:
 
 
 def live_state(storage, db: str) -> list[tuple]:
-    t = DeltaTable(storage.uri(db, db, "t", "state"), storage_options=storage.delta_storage_options())
-    rows = t.to_pyarrow_table().to_pylist()
+    rows = read_current(storage, storage.uri(db, db, "t", "state")).to_pylist()
     return sorted((r["id"], r["v"], r["note"]) for r in rows if not r["__deleted"])
 
 
@@ -270,9 +270,7 @@ def test_failover_to_a_replica_whose_binlog_numbering_sorts_below(local_storage,
             assert not dups
             # the state equals the source, including the rows the new primary changed and deleted
             assert live_state(local_storage, db) == source_state(rep, db)
-            st = DeltaTable(
-                local_storage.uri(db, db, "t", "state"), storage_options=local_storage.delta_storage_options()
-            ).to_pyarrow_table()
+            st = read_current(local_storage, local_storage.uri(db, db, "t", "state"))
             extra = sorted((r["id"], r["extra"]) for r in st.to_pylist() if not r["__deleted"])
             with rep.cursor() as cur:
                 cur.execute(f"SELECT id, extra FROM {db}.t")

@@ -8,8 +8,9 @@ import time
 import pymysql
 import pytest
 from conftest import root_settings
-from deltalake import DeltaTable
 from sensor_harness import SensorDriven, capture_resource, scratch_database
+
+from dagster_mysql_cdc.sink.read import read_current
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -64,7 +65,7 @@ def test_read_only_incremental_snapshot_converges_without_writing_watermarks(loc
             if '"incremental": null' in cdc.cursor:
                 break
         assert '"incremental": null' in cdc.cursor
-        st = DeltaTable(local_storage.uri(db, db, "t", "state")).to_pyarrow_table().to_pylist()
+        st = read_current(local_storage, local_storage.uri(db, db, "t", "state")).to_pylist()
         lake = sorted((r["id"], r["v"], r["n"]) for r in st if not r["__deleted"])
         with conn.cursor() as cur:
             cur.execute(f"SELECT id, v, n FROM {db}.t ORDER BY id")

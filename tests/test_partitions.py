@@ -21,6 +21,7 @@ from dagster_mysql_cdc import (
     mysql_cdc_assets,
     run_sensor_ticks,
 )
+from dagster_mysql_cdc.sink.read import read_current
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -116,7 +117,7 @@ def test_backfill_of_two_ranges_during_streaming_converges(local_storage, split_
             stop.set()
             th.join()
         ticks = run_sensor_ticks(sensor, cdc, resources, instance, cursor=ticks.cursor)
-        st = DeltaTable(state_uri).to_pyarrow_table().to_pylist()
+        st = read_current(local_storage, state_uri).to_pylist()
         lake_rows = sorted((r["id"], r["v"], r["n"]) for r in st if not r["__deleted"])
         with conn.cursor() as cur:
             cur.execute(f"SELECT id, v, n FROM {db}.t ORDER BY id")

@@ -32,6 +32,7 @@ from dagster_mysql_cdc import MySqlCdcResource
 from dagster_mysql_cdc.dagster_integration.protocol import DATABASE_NAME_METADATA_KEY, TABLE_NAME_METADATA_KEY
 from dagster_mysql_cdc.dagster_integration.translator import dagster_name
 from dagster_mysql_cdc.sink.layout import LakeLayout
+from dagster_mysql_cdc.sink.read import read_current
 from dagster_mysql_cdc.sink.state_rows import live_multiset
 from dagster_mysql_cdc.sink.storage import StorageSettings
 from dagster_mysql_cdc.source.types import hashable_value
@@ -130,7 +131,7 @@ def _paths(peer: Peer, t: Table):
 
 
 def _state_rows(peer: Peer, t: Table) -> list[tuple]:
-    state = live_multiset(DeltaTable(_paths(peer, t).state).to_pyarrow_table()).to_pylist()
+    state = live_multiset(read_current(peer.storage, _paths(peer, t))).to_pylist()
     return [tuple(r[c.name] for c in t.columns) for r in state]
 
 

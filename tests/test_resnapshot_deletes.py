@@ -15,12 +15,13 @@ from deltalake import DeltaTable
 from sensor_harness import SensorDriven, capture_resource, scratch_database
 
 from dagster_mysql_cdc import build_pk_range_assets
+from dagster_mysql_cdc.sink.read import read_current
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
 def lake_live(storage, db: str) -> list[tuple]:
-    st = DeltaTable(storage.uri(db, db, "t", "state")).to_pyarrow_table().to_pylist()
+    st = read_current(storage, storage.uri(db, db, "t", "state")).to_pylist()
     return sorted((r["id"], r["v"], r["n"]) for r in st if not r["__deleted"])
 
 

@@ -36,6 +36,7 @@ from test_ddl_mariadb import assert_same_schema
 
 from dagster_mysql_cdc.sink.evolution import conform_table
 from dagster_mysql_cdc.sink.layout import LakeLayout
+from dagster_mysql_cdc.sink.read import read_current
 from dagster_mysql_cdc.sink.schema_history import SchemaHistory
 from dagster_mysql_cdc.sink.state_rows import live_multiset
 from dagster_mysql_cdc.sink.storage import StorageSettings
@@ -207,10 +208,8 @@ class Writer:
 
 
 def lake_state(storage: StorageSettings, server: str, db: str, table: str) -> pa.Table | None:
-    uri = LakeLayout(storage, server).table(db, table).state
-    if not DeltaTable.is_deltatable(uri, storage_options=storage.delta_storage_options()):
-        return None
-    return DeltaTable(uri, storage_options=storage.delta_storage_options()).to_pyarrow_table()
+    """The table's current state (compacted state + tail), ``None`` when it has neither."""
+    return read_current(storage, LakeLayout(storage, server).table(db, table))
 
 
 def assert_lake_equals_source(storage, server, db, table, conn) -> None:

@@ -113,7 +113,7 @@ def test_windows_append_to_the_tail_and_compactions_keep_the_current_state(spark
     )
     assert live(read_current(storage, p)) == expect
     # the tail fraction triggers the in-process compaction
-    w.compaction = CompactionPolicy(small_state_rows=0, tail_fraction=0.005)
+    w.compaction = CompactionPolicy(tail_fraction=0.005, min_tail_rows=0)
     res = write(w, window([("d", (1, "w0"), None)], "b.000003", 4), BinlogPosition("b.000003", 4))
     assert res.extra["compaction"]["mode"] == "in_process", res.extra
     expect.pop(1)

@@ -21,6 +21,7 @@ from deltalake import DeltaTable
 from sensor_harness import SensorDriven
 
 from dagster_mysql_cdc import ConfigurationError, MySqlCdcResource, SourceConnectionError
+from dagster_mysql_cdc.sink.read import read_current
 from dagster_mysql_cdc.source.binlog import BinlogReader, RowsBatch
 from dagster_mysql_cdc.source.connection import ConnectionSettings, connect, current_position, server_info
 from dagster_mysql_cdc.source.tls import ssl_context
@@ -192,7 +193,7 @@ def test_capture_over_verify_identity(tls_server, local_storage):
             cur.execute(f"DELETE FROM {db}.t WHERE id=1")
         ticks = cdc.ticks()
         assert ticks.runs, "no stream window ran"
-        state = DeltaTable(local_storage.uri(db, db, "t", "state")).to_pyarrow_table().to_pylist()
+        state = read_current(local_storage, local_storage.uri(db, db, "t", "state")).to_pylist()
         live = sorted((r["id"], r["v"]) for r in state if not r["__deleted"])
         assert live == [(2, "b2"), (3, "c")]
         ops = DeltaTable(local_storage.uri(db, db, "t", "changelog")).to_pyarrow_table(columns=["op"])

@@ -189,24 +189,10 @@ def touched_keys(
     """Converted primary keys of ``schema``'s rows changed by the binlog in ``[start, end)``."""
     if start.sort_key() >= end.sort_key():
         return set()
-    conv = TableConverter(schema, type_options, "binlog")
-    names = list(conv.names)  # captured columns, as convert_row_dict returns them
-    idx = [names.index(k) for k in schema.primary_key] or list(range(len(names)))
     from ..engine.watermark import keys_touched
     from ..source.binlog import BinlogReader  # imported when a check runs (load time stays low)
 
-    pk = list(schema.primary_key)
-    keyf = conv.primary_key_function() if pk else None
-
-    def key_of(image: dict) -> tuple:
-        if keyf is not None:
-            if any(k not in image for k in pk):
-                return SCHEMA_CHANGED  # an image of another key (a DDL since ``start``)
-            return keyf(image, None)
-        if any(n not in image for n in names):
-            return SCHEMA_CHANGED  # a keyless image of other columns (a DDL since ``start``)
-        return _hashable_row(conv.convert_row_dict(image)[i] for i in idx)
-
+    key_of = _key_function(schema, type_options)  # an image of other columns: a DDL since ``start``
     keys, _ = keys_touched(
         BinlogReader(settings, server_id, start, end, is_mariadb=info.is_mariadb, deadline_s=300),
         (schema.database, schema.table),
@@ -256,6 +242,113 @@ def _lake_live_rows(storage: StorageSettings, state_uri: str, columns: list[str]
         return
     for row, n in zip(rows, t.column("__count").to_pylist()):
         yield from [row] * (1 if n is None else n)
+
+
+class SharedSource:
+    """The source side of the full checks of many tables in one run (a snapshot of hundreds of
+    tables checks each): one connection in one consistent-snapshot transaction (its position),
+    the tables' schemas in one query, and the keys each table changed since the committed
+    position in one binlog read, instead of one of each per table. Close it after the checks.
+
+    Args:
+        tables: ``(database, table)`` of every table to check.
+        committed: the lake's committed position (rows changed since are not compared).
+    """
+
+    def __init__(
+        self,
+        settings: ConnectionSettings,
+        info: ServerInfo,
+        tables: Sequence[tuple[str, str]],
+        committed: BinlogPosition,
+        type_options: TypeOptions,
+        server_id: int,
+    ):
+        self.settings, self.info = settings, info
+        self.tables = list(tables)
+        self.committed = committed
+        self.type_options = type_options
+        self.server_id = server_id
+        self._conn: Any = None
+        self._pos: BinlogPosition | None = None
+        self.schemas: dict[tuple[str, str], TableSchema] = {}
+        self._touched: dict[tuple[str, str], set[tuple]] | None = None
+
+    def source(self) -> tuple[Any, BinlogPosition]:
+        """(the connection, its consistent-snapshot position), opened on first use."""
+        if self._conn is None:
+            self._conn, self._pos = _consistent_source(self.settings, self.info, self.committed.epoch)
+            self.schemas = read_table_schemas(self._conn, self.tables)
+        assert self._pos is not None
+        return self._conn, self._pos
+
+    def touched(self, schema: TableSchema) -> set[tuple]:
+        """:func:`touched_keys` of ``schema``'s table (the captured columns), from the one binlog
+        read of every table's changes in ``[committed, position)``."""
+        if self._touched is None:
+            self._touched = self._read_touched()
+        return self._touched.get((schema.database, schema.table), set())
+
+    def _read_touched(self) -> dict[tuple[str, str], set[tuple]]:
+        from ..source.binlog import BinlogReader, RowsBatch
+
+        _, pos = self.source()
+        out: dict[tuple[str, str], set[tuple]] = {k: set() for k in self.schemas}
+        if self.committed.sort_key() >= pos.sort_key() or not self.schemas:
+            return out
+        key_of = {}
+        for k, full in self.schemas.items():
+            conv = TableConverter(full, self.type_options, "pymysql")
+            key_of[k] = _key_function(conv.table, self.type_options)
+        reader = BinlogReader(
+            self.settings,
+            self.server_id + 7,
+            self.committed,
+            pos,
+            is_mariadb=self.info.is_mariadb,
+            deadline_s=300,
+            rows_filter=lambda d, t: (d, t) in out,
+        )
+        for item in reader:
+            if not isinstance(item, RowsBatch):
+                continue
+            k = (item.database, item.table)
+            if k not in out:
+                continue
+            for row in item.rows:
+                for image in ("values", "before_values", "after_values"):
+                    if image in row:
+                        out[k].add(key_of[k](row[image]))
+        return out
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.rollback()
+            finally:
+                self._conn.close()
+                self._conn = None
+
+
+def _key_function(schema: TableSchema, type_options: TypeOptions) -> Callable[[dict], tuple]:
+    """The key of one binlog row image of ``schema``'s table as :func:`touched_keys` computes it
+    (``SCHEMA_CHANGED`` for an image of other columns)."""
+    conv = TableConverter(schema, type_options, "binlog")
+    names = list(conv.names)
+    idx = [names.index(k) for k in schema.primary_key] or list(range(len(names)))
+    pk = list(schema.primary_key)
+    keyf = conv.primary_key_function() if pk else None
+
+    def key_of(image: dict) -> tuple:
+        if keyf is not None:
+            if any(k not in image for k in pk):
+                return SCHEMA_CHANGED
+            return keyf(image, None)
+        if any(n not in image for n in names):
+            return SCHEMA_CHANGED
+        return _hashable_row(conv.convert_row_dict(image)[i] for i in idx)
+
+    return key_of
 
 
 def _consistent_source(settings: ConnectionSettings, info: ServerInfo, epoch: int = 0):
@@ -349,8 +442,12 @@ def run_table_checks(
     options: CheckOptions,
     server_id: int,
     on_checksum_mismatch: Callable[[TableSchema, list[tuple], list[tuple]], str] | None = None,
+    shared: SharedSource | None = None,
 ) -> list[dg.AssetCheckResult]:
     """Run the selected table checks (see module docs); one ``AssetCheckResult`` each.
+
+    ``shared``: the run's :class:`SharedSource` (many tables checked at one source position: one
+    connection, one schema query and one binlog read for all of them); ``None``: this table's own.
 
     ``on_checksum_mismatch(schema, differing keys, keys only the lake has)`` is called when the
     checksum fails (keys as compared: Debezium-converted values); its return text goes to the
@@ -359,9 +456,16 @@ def run_table_checks(
     results: list[dg.AssetCheckResult] = []
     if not selected & set(TABLE_CHECKS):
         return results
-    conn, pos = _consistent_source(settings, info, committed.epoch)
+    if shared is not None:
+        conn, pos = shared.source()
+    else:
+        conn, pos = _consistent_source(settings, info, committed.epoch)
     try:
-        schema = read_table_schemas(conn, [(database, table)]).get((database, table))
+        schema = (
+            shared.schemas.get((database, table))
+            if shared is not None
+            else read_table_schemas(conn, [(database, table)]).get((database, table))
+        )
         if schema is None:
             reason = f"{database}.{table} no longer exists on the source"
             return [
@@ -370,9 +474,11 @@ def run_table_checks(
             ]
         conv = TableConverter(schema, type_options, "pymysql")
         schema = conv.table  # the captured columns: checks compare only what is captured
-        from ..sink.delta import read_table
 
-        lake_schema = pa.schema(read_table(storage, state_uri).schema().to_arrow())
+        from ..sink.read import current_schema
+
+        lake_schema = current_schema(storage, state_uri)
+        assert lake_schema is not None  # the caller checks the table is captured
         lake_cols = {f.name: f for f in lake_schema if f.name not in STATE_META_NAMES}
         if SCHEMA in selected:
             results.append(_schema_result(key, conv, lake_cols))
@@ -395,7 +501,11 @@ def run_table_checks(
                     )
                 )
             return results
-        touched = touched_keys(settings, info, schema, committed, pos, type_options, server_id + 7)
+        touched = (
+            shared.touched(schema)
+            if shared is not None
+            else touched_keys(settings, info, schema, committed, pos, type_options, server_id + 7)
+        )
         if SCHEMA_CHANGED in touched:
             return results + [
                 dg.AssetCheckResult(
@@ -469,10 +579,11 @@ def run_table_checks(
             )
         return results
     finally:
-        try:
-            conn.rollback()
-        finally:
-            conn.close()
+        if shared is None:
+            try:
+                conn.rollback()
+            finally:
+                conn.close()
 
 
 def _schema_result(

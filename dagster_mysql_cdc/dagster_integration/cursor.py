@@ -207,6 +207,15 @@ def window_key(kind: str, start: BinlogPosition | None, end: BinlogPosition | No
     return f"{kind}:{s}:{e}:a{attempt}"
 
 
+def empty_window_key(at: BinlogPosition, attempt: int = 1) -> str:
+    """Run key of an empty window at ``at`` (a stopped table's catch-up on an idle source): the
+    window of :func:`window_key` and a nonce, since several such windows may start at the same
+    offset (a run key is launched at most once)."""
+    import time
+
+    return f"{window_key('stream', at, at, attempt)}:nonce-{time.time_ns()}"
+
+
 def _epoch_suffix(pos: BinlogPosition) -> str:
     return f"@e{pos.epoch}" if pos.epoch else ""
 
@@ -307,6 +316,16 @@ def plan_stream_window(
             request=InFlight(
                 "stream", window_key("stream", committed, committed, 1), 1, committed, committed
             ),
+            warnings=tuple(warnings),
+        )
+    if committed.sort_key() >= server.current.sort_key() and any(
+        st.due() for st in cursor.stopped_tables().values()
+    ):
+        # a stopped table's retry is due on an idle source: an empty window that only catches
+        # it up (engine/isolation.py; without it, the catch-up would wait for the next change)
+        return Plan(
+            replace(cursor, committed=committed),
+            request=InFlight("stream", empty_window_key(committed), 1, committed, committed),
             warnings=tuple(warnings),
         )
     if committed.sort_key() >= server.current.sort_key():

@@ -39,6 +39,7 @@ from .checks import (
     RETENTION,
     ROW_COUNT,
     CheckOptions,
+    SharedSource,
     gaps_check,
     no_data_skipped_results,
     not_captured_results,
@@ -677,10 +678,19 @@ class MySqlCdcResource(dg.ConfigurableResource):
             one ``MaterializeResult`` per snapshotted or changed table, then one for the server's
             binlog asset when it is selected.
         """
+        from ..sink.delta import handle_cache
+
+        with handle_cache():  # the run's Delta handles are loaded once (see handle_cache)
+            yield from self._sync(context, lake)
+
+    def _sync(
+        self, context: dg.AssetExecutionContext, lake: CdcLakeResource
+    ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
         tags = context.run.tags
         committed: BinlogPosition | None = None
         gaps: list[dict] | None = None
         stopped: dict[str, dict] | None = None
+        live_rows: dict[str, int] = {}
         policy = self.column_policy()
         if policy:  # what is left out, masked or re-keyed (never the salt)
             context.log.info(f"Column policy: {json.dumps(policy.describe())}")
@@ -690,10 +700,13 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 committed = yield from self.stream(context, lake, report=report)
                 gaps = report.get("gaps")
                 stopped = report.get("stopped")
+                live_rows = report.get("live_rows") or {}
             else:
                 committed = yield from self.snapshot(context, lake)
         if context.selected_asset_check_keys:
-            yield from self.run_checks(context, lake, committed, gaps=gaps, stopped=stopped)
+            yield from self.run_checks(
+                context, lake, committed, gaps=gaps, stopped=stopped, live_rows=live_rows
+            )
 
     def run_checks(
         self,
@@ -702,12 +715,15 @@ class MySqlCdcResource(dg.ConfigurableResource):
         committed: BinlogPosition | None,
         gaps: list[dict] | None = None,
         stopped: dict[str, dict] | None = None,
+        live_rows: dict[str, int] | None = None,
     ) -> Iterator[dg.AssetCheckResult]:
         """Run the selected reconciliation checks (:mod:`.checks`) at ``committed``.
 
         ``committed`` is the position this run just committed; for a checks-only run (UI "Execute
         checks") it is the last committed position reported by the binlog asset. ``gaps``: the
         changes the binlog did not carry in this run's window (``changes_in_binlog``).
+        ``live_rows``: the lake's live rows of the tables this run committed (state URI ->
+        count), not counted again.
         ``stopped``: the tables whose capture is stopped after this window (``"db.table"`` ->
         ``{"since", "error"}``): their row count and checksum checks fail saying so (the lake
         holds them as of ``since``), instead of comparing.
@@ -735,9 +751,24 @@ class MySqlCdcResource(dg.ConfigurableResource):
             g.get("table") for g in gaps or [] if not str(g.get("repair", "")).startswith("Repair queued")
         }
 
+        table_assets = [
+            table_of_spec(specs[k]) for k in by_asset if BINLOG_METADATA_KEY not in (specs[k].metadata or {})
+        ]
+        shared: list[SharedSource] = []  # made on the first full check when several tables have them
+
+        def shared_source() -> SharedSource | None:
+            if len(table_assets) < 2 or committed is None:
+                return None
+            if not shared:
+                shared.append(
+                    SharedSource(settings, info, table_assets, committed, self.type_options(), self.server_id)
+                )
+            return shared[0]
+
         def full_checks(key: dg.AssetKey, db: str, table: str, state_uri: str, names: set[str]):
             assert committed is not None
             return run_table_checks(
+                shared=shared_source(),
                 on_checksum_mismatch=self._checksum_repair(context, settings, committed),
                 key=key,
                 selected=names,
@@ -776,72 +807,90 @@ class MySqlCdcResource(dg.ConfigurableResource):
                         },
                     )
 
-        for asset_key, names in by_asset.items():
-            spec = specs[asset_key]
-            if BINLOG_METADATA_KEY in (spec.metadata or {}):
-                if RETENTION in names:
-                    yield from isolated(
-                        asset_key,
-                        {RETENTION},
-                        partial(
-                            _one, retention_check, asset_key, settings, committed, opts.retention_margin_files
-                        ),
-                    )
-                if GAPS in names:
-                    yield gaps_check(asset_key, gaps, self.binlog_gap_handling)
-                continue
-            db, table = table_of_spec(spec)
-            state_uri = LakeLayout(storage, self.server_name).state(db, table)
-            from ..sink.delta import open_table
-
-            if committed is None or open_table(storage, state_uri) is None:
-                yield from not_captured_results(asset_key, names)
-                continue
-            if stopped and f"{db}.{table}" in stopped:
-                yield from stopped_results(asset_key, names & {ROW_COUNT, CHECKSUM}, stopped[f"{db}.{table}"])
-                names = names - {ROW_COUNT, CHECKSUM}
-                if not names:
+        try:
+            for asset_key, names in by_asset.items():
+                spec = specs[asset_key]
+                if BINLOG_METADATA_KEY in (spec.metadata or {}):
+                    if RETENTION in names:
+                        yield from isolated(
+                            asset_key,
+                            {RETENTION},
+                            partial(
+                                _one,
+                                retention_check,
+                                asset_key,
+                                settings,
+                                committed,
+                                opts.retention_margin_files,
+                            ),
+                        )
+                    if GAPS in names:
+                        yield gaps_check(asset_key, gaps, self.binlog_gap_handling)
                     continue
-            not_comparable = self._rows_not_comparable(context, window_start is not None)
-            yield from no_data_skipped_results(asset_key, names & not_comparable)
-            names = names - not_comparable
-            if (
-                window_start is not None
-                and names & {ROW_COUNT, CHECKSUM}
-                and f"{db}.{table}" not in unrepaired
-            ):
-                # stream run: verify what the window changed (all tables at once, below)
-                in_window.append(
-                    WindowVerification(asset_key, db, table, state_uri, names & {ROW_COUNT, CHECKSUM})
-                )
-                names = names - {ROW_COUNT, CHECKSUM}
-            if names:
-                yield from isolated(
-                    asset_key, names, partial(full_checks, asset_key, db, table, state_uri, names)
-                )
-        if in_window and committed is not None and window_start is not None:
-            try:
-                results, keyless = verify_window(
-                    tables=in_window,
-                    settings=settings,
-                    info=info,
-                    storage=storage,
-                    start=window_start,
-                    reached=committed,
-                    type_options=self.type_options(),
-                    server_id=self.server_id,
-                    max_keys=self.stream_check_max_keys,
-                )
-            except Exception as e:  # noqa: BLE001 - the window is committed: a verification error must not fail (and re-run) it
-                context.log.warning(f"stream-run verification failed: {type(e).__name__}: {e}")
-                results, keyless = verification_failed_results(in_window, e), []
-            yield from results
-            for t in keyless:  # no key to compare by: the full (multiset) checks
-                yield from isolated(
-                    t.key,
-                    set(t.checks),
-                    partial(full_checks, t.key, t.database, t.table, t.state_uri, t.checks),
-                )
+                db, table = table_of_spec(spec)
+                state_uri = LakeLayout(storage, self.server_name).state(db, table)
+                from ..sink.read import current_schema
+
+                if committed is None or current_schema(storage, state_uri) is None:
+                    yield from not_captured_results(asset_key, names)
+                    continue
+                if stopped and f"{db}.{table}" in stopped:
+                    yield from stopped_results(
+                        asset_key, names & {ROW_COUNT, CHECKSUM}, stopped[f"{db}.{table}"]
+                    )
+                    names = names - {ROW_COUNT, CHECKSUM}
+                    if not names:
+                        continue
+                not_comparable = self._rows_not_comparable(context, window_start is not None)
+                yield from no_data_skipped_results(asset_key, names & not_comparable)
+                names = names - not_comparable
+                if (
+                    window_start is not None
+                    and names & {ROW_COUNT, CHECKSUM}
+                    and f"{db}.{table}" not in unrepaired
+                ):
+                    # stream run: verify what the window changed (all tables at once, below)
+                    in_window.append(
+                        WindowVerification(
+                            asset_key,
+                            db,
+                            table,
+                            state_uri,
+                            names & {ROW_COUNT, CHECKSUM},
+                            live_rows=(live_rows or {}).get(state_uri),
+                        )
+                    )
+                    names = names - {ROW_COUNT, CHECKSUM}
+                if names:
+                    yield from isolated(
+                        asset_key, names, partial(full_checks, asset_key, db, table, state_uri, names)
+                    )
+            if in_window and committed is not None and window_start is not None:
+                try:
+                    results, keyless = verify_window(
+                        tables=in_window,
+                        settings=settings,
+                        info=info,
+                        storage=storage,
+                        start=window_start,
+                        reached=committed,
+                        type_options=self.type_options(),
+                        server_id=self.server_id,
+                        max_keys=self.stream_check_max_keys,
+                    )
+                except Exception as e:  # noqa: BLE001 - the window is committed: a verification error must not fail (and re-run) it
+                    context.log.warning(f"stream-run verification failed: {type(e).__name__}: {e}")
+                    results, keyless = verification_failed_results(in_window, e), []
+                yield from results
+                for t in keyless:  # no key to compare by: the full (multiset) checks
+                    yield from isolated(
+                        t.key,
+                        set(t.checks),
+                        partial(full_checks, t.key, t.database, t.table, t.state_uri, t.checks),
+                    )
+        finally:
+            for src in shared:
+                src.close()
 
     def _checksum_repair(
         self, context: dg.AssetExecutionContext, settings: ConnectionSettings, committed: BinlogPosition
@@ -1282,6 +1331,11 @@ class MySqlCdcResource(dg.ConfigurableResource):
         self._log_window(context, result)
         if report is not None:
             report["gaps"] = [g.to_dict() for g in result.gaps]
+            report["live_rows"] = {
+                w.paths.state: w.extra["live_rows"]
+                for w in result.tables.values()
+                if w.extra.get("live_rows") is not None
+            }
         reached = _reached(start, end, result)
         if result.blocking_tables:
             yield from self._blocking_snapshot(context, result, settings, writer, history, keys_by_table)
@@ -1477,7 +1531,9 @@ class MySqlCdcResource(dg.ConfigurableResource):
             if key is None:
                 unselected.append(f"{db}.{t}")
                 continue
-            rows_now = _optional(partial(live_row_count, storage, w.paths.state), "row count")
+            rows_now = w.extra.get("live_rows")  # counted by the commit (in parallel)
+            if rows_now is None:
+                rows_now = _optional(partial(live_row_count, storage, w.paths.state), "row count")
             yield dg.MaterializeResult(
                 asset_key=key,
                 metadata={
@@ -1897,14 +1953,22 @@ class CdcLakeResource(dg.ConfigurableResource):
         "compacted `state` table is rewritten when the tail holds this fraction of its rows (so a "
         "window costs what it changes, and compaction is amortized over that many changes).",
     )
+    state_compact_min_tail_rows: int = Field(
+        default=1_000,
+        description="... and when the tail holds at least this many rows (a small table is not "
+        "rewritten for a handful of changes; a window that changes hundreds of tables pays no "
+        "compaction for each).",
+    )
     state_compact_small_rows: int = Field(
-        default=100_000,
-        description="A state below this many rows is compacted after every window (plain Delta "
-        "readers of `state` then see every window).",
+        default=0,
+        description="A state below this many rows is compacted after every window, so plain Delta "
+        "readers of `state` see every window (costs a compaction per table per window); 0 = none. "
+        "The current read (state + tail) is always exact.",
     )
     state_compact_max_age_seconds: float = Field(
-        default=3600.0,
-        description="Compact when the oldest change in the tail is older than this; 0 = only by size.",
+        default=900.0,
+        description="Compact when the oldest change in the tail is older than this (how far behind "
+        "the change log a plain reader of `state` may be); 0 = only by size.",
     )
     state_compact_in_process_rows: int = Field(
         default=2_000_000,
@@ -2017,6 +2081,7 @@ class CdcLakeResource(dg.ConfigurableResource):
             switch_interval_s=self.sink_switch_interval_ms / 1000.0,
             compaction=CompactionPolicy(
                 tail_fraction=self.state_compact_tail_fraction,
+                min_tail_rows=self.state_compact_min_tail_rows,
                 small_state_rows=self.state_compact_small_rows,
                 max_tail_age_seconds=self.state_compact_max_age_seconds,
                 in_process_rows=self.state_compact_in_process_rows,

@@ -45,6 +45,7 @@ from .cursor import (
     Plan,
     ServerState,
     StreamCursor,
+    empty_window_key,
     plan_stream_window,
     reconcile_cursor,
     retry_delay,
@@ -116,7 +117,7 @@ def _reported_end(instance, run_id: str, binlog_key: dg.AssetKey, prefix: str) -
 
 def _window_run_starting_at(instance, start: BinlogPosition, server: str) -> InFlight | None:
     """The latest attempt of a stream window of this server (``topic.prefix``) that starts at
-    ``start``, if any run was ever requested for one."""
+    ``start``, if any run was ever requested for one (empty windows, ``start == end``, aside)."""
     best: InFlight | None = None
     stem, _, seq = start.file.rpartition(".")
     # the planner moves an offset at the very end of a file to the start of the next file
@@ -142,8 +143,14 @@ def _window_run_starting_at(instance, start: BinlogPosition, server: str) -> InF
             end = position_from_tag(run.tags, WINDOW_END_TAG)
         except (IndexError, ValueError, KeyError):
             continue
+        begin = position_from_tag(run.tags, WINDOW_START_TAG)
+        if end is not None and end.sort_key() <= begin.sort_key():
+            # an empty window (only incremental-snapshot chunks or a stopped table's catch-up, on
+            # an idle source) commits nothing under the window's identity: never continued, or
+            # its own commit would find it again and again
+            continue
         if best is None or attempt > best.attempt:
-            best = InFlight("stream", key, attempt, position_from_tag(run.tags, WINDOW_START_TAG), end)
+            best = InFlight("stream", key, attempt, begin, end)
     return best
 
 
@@ -383,7 +390,9 @@ def _settle_inflight(
         retry = replace(
             inf,
             attempt=inf.attempt + 1,
-            run_key=window_key(inf.kind, inf.start, inf.end, inf.attempt + 1),
+            run_key=empty_window_key(inf.start, inf.attempt + 1)
+            if ":nonce-" in inf.run_key and inf.start is not None
+            else window_key(inf.kind, inf.start, inf.end, inf.attempt + 1),
         )
         cursor = replace(cursor, inflight=retry, last_error=error, retry_at=None)
         return (

@@ -7,13 +7,18 @@ current-state Delta tables, one :class:`SnapshotTableResult` per table.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import pyarrow as pa
 
 from ..events import BinlogPosition
-from ..sink.lake import LakeWriter, TableWriteResult
+from ..sink.lake import LakeWriter, TableBatch, TableWriteResult, run_concurrently
 from ..sink.schema_history import SchemaHistory, snapshot_records
 from ..source.connection import ConnectionSettings
 from ..source.schema import TableSchema
@@ -24,6 +29,74 @@ from .stream import snapshot_history_app_id
 log = logging.getLogger(__name__)
 
 SNAPSHOT_APP_ID = "dagster-mysql-cdc/snapshot"
+
+
+#: A table whose snapshot is one record batch of at most this many rows is written together with
+#: the other small tables of the snapshot (one Spark job, concurrent commits).
+SMALL_TABLE_ROWS = 10_000
+#: Small tables committed at the same time.
+COMMIT_WORKERS = 8
+
+
+@dataclass
+class _SmallTable:
+    key: tuple[str, str]
+    conv: TableConverter
+    batch: TableBatch
+    rows: pa.RecordBatch | None
+    t0: float
+
+
+def _write_small(
+    writer: LakeWriter, small: list[_SmallTable], position: BinlogPosition, workers: int
+) -> list[TableWriteResult]:
+    """The small tables of a snapshot: their rows written by one Spark job
+    (:meth:`..sink.lake.LakeWriter.write_together`), their batches committed concurrently
+    (:func:`..sink.lake.run_concurrently`). A snapshot of hundreds of small tables costs a few
+    jobs, not hundreds.
+
+    Raises:
+        SinkError: a table could not be written or committed (the others' batches are aborted
+            when they were not committed; a snapshot fails as a whole, as before).
+    """
+    if not small:
+        return []
+    items = [(st.batch, st.rows) for st in small if st.rows is not None and st.rows.num_rows]
+    errors = writer.write_together(items) if items else {}
+    if errors:
+        for st in small:
+            st.batch.abort()
+        raise next(iter(errors.values()))
+    outcomes = run_concurrently(
+        [partial(st.batch.commit, value_schema=st.conv.arrow_schema, position=position) for st in small],
+        workers,
+    )
+    failed = [e for _, e in outcomes if e is not None]
+    if failed:
+        raise failed[0]
+    return [r for r, _ in outcomes]
+
+
+def _result(snap, key, conv, position, result, t0: float, started: float) -> SnapshotTableResult:
+    log.info(
+        "Snapshot of %s.%s: %d rows in %.2fs (changelog v%s, state v%s)",
+        key[0],
+        key[1],
+        result.rows,
+        time.monotonic() - t0,
+        result.changelog.table_version,
+        result.state.table_version,
+    )
+    return SnapshotTableResult(
+        schema=conv.table,  # captured columns (the history keeps the full schema)
+        position=position,
+        write=result,
+        lock_kind=snap.lock_kind,
+        lock_seconds=snap.lock_seconds,
+        snapshot_seconds=time.monotonic() - started,
+        rows_skipped=snap.skipped.get(key, []),
+        rows_skipped_count=snap.skipped_count.get(key, 0),
+    )
 
 
 @dataclass
@@ -87,44 +160,40 @@ def run_snapshot(
         results: list[SnapshotTableResult] = []
         if not isinstance(writer, LakeWriter):
             writer = writer()
+        small: list[_SmallTable] = []
+        done: dict[tuple[str, str], SnapshotTableResult] = {}
         for key in snap.tables:
             t0 = time.monotonic()
             schema = snap.schemas[key]
             conv = TableConverter(schema, type_options, "pymysql")
-            value_schema = conv.arrow_schema
-            result = writer.write_table_batch(
-                key[0],
-                key[1],
-                snap.scan(key),
-                value_schema=value_schema,
+            batches = snap.scan(key)
+            first = next(batches, None)
+            second = next(batches, None) if first is not None else None
+            identity: dict[str, Any] = dict(
                 primary_key=conv.table.primary_key,  # the message key (message.key.columns)
                 app_id=position.txn_app(SNAPSHOT_APP_ID),
                 version=position.as_version(),
-                position=position,
                 snapshot_position=position,
                 epoch=epoch,
             )
-            log.info(
-                "Snapshot of %s.%s: %d rows in %.2fs (changelog v%s, state v%s)",
+            if second is None and (first is None or first.num_rows <= SMALL_TABLE_ROWS):
+                # a small table: written with the other small ones by one Spark job (below)
+                tb = writer.open_table_batch(key[0], key[1], **identity)
+                small.append(_SmallTable(key, conv, tb, first, t0))
+                continue
+            head = [b for b in (first, second) if b is not None]
+            result = writer.write_table_batch(
                 key[0],
                 key[1],
-                result.rows,
-                time.monotonic() - t0,
-                result.changelog.table_version,
-                result.state.table_version,
+                itertools.chain(head, batches),
+                value_schema=conv.arrow_schema,
+                position=position,
+                **identity,
             )
-            results.append(
-                SnapshotTableResult(
-                    schema=conv.table,  # captured columns (the history keeps the full schema)
-                    position=position,
-                    write=result,
-                    lock_kind=snap.lock_kind,
-                    lock_seconds=snap.lock_seconds,
-                    snapshot_seconds=time.monotonic() - started,
-                    rows_skipped=snap.skipped.get(key, []),
-                    rows_skipped_count=snap.skipped_count.get(key, 0),
-                )
-            )
+            done[key] = _result(snap, key, conv, position, result, t0, started)
+        for st, result in zip(small, _write_small(writer, small, position, COMMIT_WORKERS)):
+            done[st.key] = _result(snap, st.key, st.conv, position, result, st.t0, started)
+        results = [done[key] for key in snap.tables]
         if history is not None:
             assert snap.info is not None and snap.position is not None  # set when the snapshot began
             record_snapshot_schemas(

@@ -23,13 +23,15 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
 
 from ..errors import FAILURE_HANDLING_MODES, CdcError, ConfigurationError, SinkError, ValueConversionError
 from ..events import BinlogPosition, ChangeEventBuilder, now_ms
-from ..sink.lake import LakeWriter, TableBatch, TableWriteResult
+from ..sink.delta import handle_cache
+from ..sink.lake import LakeWriter, TableBatch, TableWriteResult, run_concurrently
 from ..sink.layout import LakeLayout
 from ..sink.schema_history import HistoryRecord, SchemaHistory, records_from_outcome
 from ..source.binlog import BinlogReader, DdlStatement, RowsBatch, StatementDml, TransactionCommit
@@ -75,6 +77,11 @@ class StreamOptions:
             ``provide.transaction.metadata``): id (GTID, else ``file:pos`` of the first event),
             ``total_order`` and ``data_collection_order`` (1-based).
         batch_rows: events per Arrow batch / Spark job for one table.
+        together_rows: at the window's end, the tables with at most this many events left are
+            written by one Spark job together (:meth:`..sink.lake.LakeWriter.write_together`): a
+            window that changes hundreds of tables a little pays one job, not one per table.
+        commit_workers: tables committed at the same time at the window's end (their Delta
+            commits are independent; delta-rs and object stores serve them in parallel).
         deadline_s: wall-clock budget of the binlog read (``None``: unbounded).
         gap_handling: what to do with changes the binlog does not carry (statement DML,
             foreign-key cascades; see :mod:`.gaps`): ``repair`` queues a targeted incremental
@@ -97,6 +104,8 @@ class StreamOptions:
     skip_unparseable_ddl: bool = False
     provide_transaction_metadata: bool = False
     batch_rows: int = 50_000
+    together_rows: int = 10_000
+    commit_workers: int = 8
     deadline_s: float | None = None
     gap_handling: str = "repair"
     include_query: bool = False
@@ -349,6 +358,29 @@ class _TableEvents:
         """Everything built so far goes to the sink."""
         self.flush()
         self.hand_over()
+
+    def take_small(self, limit: int) -> pa.RecordBatch | None:
+        """Flush, then take the pending events as one record batch when there are at most
+        ``limit`` of them (to be written with other tables' in one job), opening the table's
+        batch; otherwise hand them over as usual and return ``None``."""
+        self.flush()
+        if not self.pending or self.failed is not None or self.pending_rows > limit:
+            self.hand_over()
+            return None
+        batch = (
+            self.pending[0]
+            if len(self.pending) == 1
+            else pa.Table.from_batches(self.pending).combine_chunks().to_batches()[0]
+        )
+        self.pending, self.pending_rows = [], 0
+        try:
+            if self.sink is None:
+                self.sink = self.open_sink(self.conv.table, self.sink_from)
+                self.sink_key = tuple(self.conv.table.primary_key)
+        except Exception as e:
+            self.fail(e)
+            return None
+        return batch
 
     def append_batch(self, batch: pa.RecordBatch) -> None:
         """Add a ready change-log batch (built column-wise, e.g. a snapshot chunk)."""
@@ -890,32 +922,29 @@ class BinlogStreamingSource:
         Raises:
             SinkError: a commit failed.
         """
+        with handle_cache():
+            self._commit(position)
+
+    def _commit(self, position: BinlogPosition) -> None:
         version = self.start.as_version()
         app = self.start.txn_app(STREAM_APP_ID)  # versions restart in every offset epoch
-        for te in self.tables.values():
-            te.finish()
-        for (db, t), te in self.tables.items():
-            parts = te.parts()
-            done = 0
-            try:
-                if te.failed is not None:
-                    raise SinkError(te.failed)
-                for part in parts:
-                    written = part.sink.commit(
-                        value_schema=part.value_schema, position=position, truncated_at=part.truncated_at
-                    )
-                    done += 1
-                    prev = self.result.tables.get((db, t))
-                    self.result.tables[(db, t)] = written if prev is None else _combined(prev, written)
-            except Exception as e:  # this table stops alone (see .isolation); the others go on
-                log.warning("%s.%s stops: %s", db, t, e, exc_info=te.failed is None)
-                for part in parts[done:]:
-                    part.sink.abort()  # (the failed part aborted itself; aborting twice is harmless)
-                self.result.tables.pop((db, t), None)
-                self.result.failed_tables[f"{db}.{t}"] = {
-                    "error": te.failed or f"{type(e).__name__}: {e}"[:2000],
-                    "since": self.start.to_dict(),
-                }
+        self._write_last_batches()
+        items = list(self.tables.items())
+        outcomes = run_concurrently(
+            [partial(self._commit_parts, te, position) for _, te in items], self.options.commit_workers
+        )
+        for ((db, t), te), (result, raised) in zip(items, outcomes):
+            written, error = result if raised is None else (None, raised)
+            if error is None:
+                if written is not None:
+                    self.result.tables[(db, t)] = written
+                continue
+            # this table stops alone (see .isolation); the others go on
+            log.warning("%s.%s stops: %s", db, t, error, exc_info=te.failed is None)
+            self.result.failed_tables[f"{db}.{t}"] = {
+                "error": te.failed or f"{type(error).__name__}: {error}"[:2000],
+                "since": self.start.to_dict(),
+            }
         if self.result.failed_tables:
             lake_down = lake_unreachable(self.writer.storage, self.server_name)
             if lake_down is not None:  # not the tables: the lake itself fails the window
@@ -929,6 +958,49 @@ class BinlogStreamingSource:
         self.history.append(self.records, app_id=app, version=version)
         if self.tx_records:
             _append_transactions(self.writer.storage, self.server_name, self.tx_records, app, version)
+
+    def _write_last_batches(self) -> None:
+        """Hand every table's last events over: the small ones of all tables in one Spark job
+        (:meth:`..sink.lake.LakeWriter.write_together`), the others as usual."""
+        small: list[tuple[_TableEvents, pa.RecordBatch]] = []
+        for te in self.tables.values():
+            batch = te.take_small(self.options.together_rows)
+            if batch is not None:
+                small.append((te, batch))
+        if len(small) == 1:
+            te, batch = small[0]
+            te.pending, te.pending_rows = [batch], batch.num_rows
+            te.hand_over()
+            return
+        if not small:
+            return
+        errors = self.writer.write_together([(te.sink, batch) for te, batch in small if te.sink is not None])
+        with_sink = [te for te, _ in small if te.sink is not None]
+        for i, error in errors.items():
+            with_sink[i].fail(error)
+
+    def _commit_parts(
+        self, te: _TableEvents, position: BinlogPosition
+    ) -> tuple[TableWriteResult | None, BaseException | None]:
+        """Commit one table's parts in order (a worker thread of :meth:`commit`): ``(what it
+        wrote, None)`` or ``(None, the error)`` (its parts not committed are aborted)."""
+        parts = te.parts()
+        done = 0
+        written: TableWriteResult | None = None
+        try:
+            if te.failed is not None:
+                raise SinkError(te.failed)
+            for part in parts:
+                w = part.sink.commit(
+                    value_schema=part.value_schema, position=position, truncated_at=part.truncated_at
+                )
+                done += 1
+                written = w if written is None else _combined(written, w)
+        except Exception as e:
+            for part in parts[done:]:
+                part.sink.abort()  # (the failed part aborted itself; aborting twice is harmless)
+            return None, e
+        return written, None
 
     def abort(self) -> None:
         """Drop every open table batch (nothing of the window is committed by this attempt)."""

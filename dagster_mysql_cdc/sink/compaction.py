@@ -58,17 +58,23 @@ class CompactionPolicy:
 
     Attributes:
         tail_fraction: compact when the tail holds this fraction of the compacted state's rows
-            (0.1: the state is rewritten once per 10 % of its size in changes).
-        small_state_rows: a state below this many rows is compacted at every commit (it costs
-            little, and plain Delta readers then see every window at once).
-        max_tail_age_seconds: compact when the oldest uncompacted change is older (0: never by age).
+            (0.1: the state is rewritten once per 10 % of its size in changes) ...
+        min_tail_rows: ... and at least this many rows: a small table is not rewritten for each
+            handful of changes (a window that changes hundreds of small tables would pay a
+            compaction each).
+        small_state_rows: a state below this many rows is compacted at every commit, so plain
+            Delta readers of ``state`` see every window at once (0, the default: none; the current
+            read, :mod:`.read`, always does).
+        max_tail_age_seconds: compact when the oldest uncompacted change is older (0: never by
+            age): how far behind the change log a plain reader of ``state`` may be.
         in_process_rows: state + tail rows up to this are compacted in the run process; a larger
             table by Spark tasks.
     """
 
     tail_fraction: float = 0.1
-    small_state_rows: int = 100_000
-    max_tail_age_seconds: float = 3600.0
+    min_tail_rows: int = 1_000
+    small_state_rows: int = 0
+    max_tail_age_seconds: float = 900.0
     in_process_rows: int = 2_000_000
 
 
@@ -87,8 +93,11 @@ class TableSizes:
             return None
         if self.state_rows < policy.small_state_rows:
             return f"small table ({self.state_rows} rows < {policy.small_state_rows})"
-        if self.tail_rows >= policy.tail_fraction * self.state_rows:
-            return f"tail of {self.tail_rows} rows >= {policy.tail_fraction:g} x {self.state_rows} state rows"
+        if self.tail_rows >= max(policy.tail_fraction * self.state_rows, policy.min_tail_rows):
+            return (
+                f"tail of {self.tail_rows} rows >= {policy.tail_fraction:g} x {self.state_rows} state rows "
+                f"(and >= {policy.min_tail_rows})"
+            )
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         if (
             policy.max_tail_age_seconds > 0

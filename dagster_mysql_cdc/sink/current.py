@@ -168,7 +168,10 @@ def _resolve_keyed(base: pa.Table, rows: pa.Table, key: list[str]) -> pa.Table:
     hit_idx = _touched(base, newest, key)
     if len(hit_idx) == 0:
         return pa.concat_tables([base, newest.select(base.column_names).cast(base.schema)])
-    touched = base.take(hit_idx).append_column("__i", hit_idx)
+    # only the key and the ordering columns are joined (Arrow's hash join takes no nested
+    # non-key columns, e.g. a geometry struct)
+    cmp_cols = [c for c in (*key, *ORDER_COLS, "__deleted") if c in base.column_names]
+    touched = base.select(list(dict.fromkeys(cmp_cols))).take(hit_idx).append_column("__i", hit_idx)
     probe = newest.select(key).append_column("__t_epoch", _ordering_cols(newest)[0])
     for c in ORDER_COLS[1:]:
         probe = probe.append_column(f"__t_{c[2:]}", newest.column(c))
@@ -185,7 +188,10 @@ def _resolve_keyed(base: pa.Table, rows: pa.Table, key: list[str]) -> pa.Table:
     losers = joined.filter(pc.invert(state_wins)).column("__i")
     beaten = joined.filter(state_wins).select(key)
     if beaten.num_rows:
-        newest = newest.join(beaten, keys=key, join_type="left anti", use_threads=False)
+        ids = newest.select(key).append_column("__j", pa.array(range(newest.num_rows), pa.int64()))
+        left = ids.join(beaten, keys=key, join_type="left anti", use_threads=False).column("__j")
+        left = left.combine_chunks()
+        newest = newest.take(left.take(pc.array_sort_indices(left)))
     if len(losers):
         import numpy as np
 

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -52,12 +55,44 @@ class CommitOutcome:
     rows: int
 
 
+_handles = threading.local()
+
+
+@contextmanager
+def handle_cache() -> Iterator[None]:
+    """Within this block, :func:`open_table` in the calling thread reuses the handles it opened
+    (brought up to date with ``update_incremental``: a few new commits read, not the whole log
+    from its checkpoint). A window commits each table through a dozen opens of its three Delta
+    tables (schema checks, commits, compaction and vacuum checks): one load each instead.
+
+    Per thread (a ``DeltaTable`` is not used by two threads at once) and per block (nothing is
+    kept once the window is committed). Nested blocks share the outer cache."""
+    outer = getattr(_handles, "cache", None)
+    if outer is None:
+        _handles.cache = {}
+    try:
+        yield
+    finally:
+        if outer is None:
+            _handles.cache = None
+
+
 def open_table(storage: StorageSettings, table_uri: str) -> DeltaTable | None:
-    """The Delta table at ``table_uri``, or ``None`` if none exists yet."""
+    """The Delta table at ``table_uri``, or ``None`` if none exists yet (inside
+    :func:`handle_cache`: the thread's handle, updated)."""
+    cache = getattr(_handles, "cache", None)
+    if cache is not None:
+        dt = cache.get(table_uri)
+        if dt is not None:
+            dt.update_incremental()
+            return dt
     opts = storage.delta_storage_options()
     if not DeltaTable.is_deltatable(table_uri, storage_options=opts):
         return None
-    return DeltaTable(table_uri, storage_options=opts)
+    dt = DeltaTable(table_uri, storage_options=opts)
+    if cache is not None:
+        cache[table_uri] = dt
+    return dt
 
 
 def read_table(storage: StorageSettings, table_uri: str) -> DeltaTable:

@@ -306,6 +306,72 @@ class LakeWriter:
         finally:
             remove_staged(staged)
 
+    def write_together(self, items: list[tuple[TableBatch, pa.RecordBatch]]) -> dict[int, BaseException]:
+        """Write the record batches of many tables' batches in **one** Spark job (a window's last,
+        small record batches: a window that changed hundreds of tables a little pays one job, not
+        one per table). Each batch gets its files as if :meth:`TableBatch.add` had written it;
+        commit them with :meth:`TableBatch.commit` as usual.
+
+        Isolation: a table whose batch cannot be prepared (its lake schema cannot take the
+        batch) fails alone; when the common job fails, each table's record batch is written by a
+        job of its own, so only the failing table's fails (:meth:`TableBatch.mark_failed`).
+
+        Returns:
+            ``{index in items: error}`` of the batches that failed (the others are written).
+        """
+        errors: dict[int, BaseException] = {}
+        jobs: list[tuple[int, TableBatch, list[FileOutput], pa.Table]] = []
+        for i, (tb, batch) in enumerate(items):
+            try:
+                tb._wait()  # its earlier record batches (they may have evolved the lake schemas)
+                outputs, events = tb.prepare(batch)
+            except Exception as e:  # noqa: BLE001 - this table fails alone
+                errors[i] = e
+                tb.mark_failed(e)
+                continue
+            jobs.append((i, tb, outputs, events))
+        if not jobs:
+            return errors
+        if len(jobs) > 1:
+            try:
+                files = self._write_grouped([(o, ev) for _, _, o, ev in jobs])
+            except SinkError as e:
+                log.warning("the common job of %d tables failed (%s); writing each alone", len(jobs), e)
+            else:
+                for (_, tb, _, _), f in zip(jobs, files):
+                    tb._job_written(f)
+                return errors
+        for i, tb, outputs, events in jobs:
+            try:
+                tb._job_written(self._write_files(events, outputs, tb.manifests))
+            except Exception as e:  # noqa: BLE001 - this table fails alone
+                errors[i] = e
+                tb.mark_failed(e)
+        return errors
+
+    def _write_grouped(self, jobs: list[tuple[list[FileOutput], pa.Table]]) -> list[list[list[dict]]]:
+        """One Spark job writing each ``(outputs, events)`` of ``jobs`` (see
+        :func:`.spark_files.grouped_payload_frame`); returns each job's files, per output."""
+        from dataclasses import replace
+
+        from .spark_files import grouped_payload_frame
+
+        outputs = [replace(o, group=g) for g, (outs, _) in enumerate(jobs) for o in outs]
+        spark = self.active_spark()
+        staged = tempfile.mkdtemp(prefix="job-", dir=self._stage_dir) if self._stage_dir else None
+        manifests = tempfile.mkdtemp(prefix="cdc-manifests-")
+        try:
+            frame = grouped_payload_frame(spark, [ev for _, ev in jobs], stage_dir=staged)
+            files = self._write_frame(frame, outputs, manifests)
+        finally:
+            remove_staged(staged)
+            shutil.rmtree(manifests, ignore_errors=True)
+        out, k = [], 0
+        for outs, _ in jobs:
+            out.append(files[k : k + len(outs)])
+            k += len(outs)
+        return out
+
     def _write_frame(
         self, frame, outputs: list[FileOutput], manifests: str, *, rows: bool = False
     ) -> list[list[dict]]:
@@ -595,6 +661,31 @@ class LakeWriter:
         return f
 
 
+def run_concurrently(tasks: list[Callable[[], Any]], workers: int) -> list[tuple[Any, BaseException | None]]:
+    """Run ``tasks`` (e.g. one table's commit each) on up to ``workers`` threads; returns
+    ``(result, None)`` or ``(None, error)`` per task, in order. Each thread opens the Delta
+    tables it commits to once (:func:`.delta.handle_cache`); delta-rs and the object store serve
+    the commits in parallel while they wait (the GIL switch interval is shortened meanwhile, see
+    :func:`hold_switch_interval`, so a worker's many short GIL releases cost little)."""
+    from .delta import handle_cache
+
+    def run(task: Callable[[], Any]) -> tuple[Any, BaseException | None]:
+        with handle_cache():
+            try:
+                return task(), None
+            except Exception as e:  # noqa: BLE001 - reported per task
+                return None, e
+
+    if workers <= 1 or len(tasks) <= 1:
+        return [run(t) for t in tasks]
+    release = hold_switch_interval(SINK_SWITCH_INTERVAL_S)
+    try:
+        with ThreadPoolExecutor(min(workers, len(tasks)), thread_name_prefix="cdc-commit") as pool:
+            return list(pool.map(run, tasks))
+    finally:
+        release()
+
+
 def _root_cause(e: BaseException) -> str:
     """The last ``Error:`` line of an exception's text (the executor's own error inside Spark's
     wrapping), or its first line."""
@@ -603,4 +694,11 @@ def _root_cause(e: BaseException) -> str:
     return (causes[-1] if causes else (lines[0] if lines else type(e).__name__))[:1000]
 
 
-__all__ = ["LakeWriter", "TableBatch", "TableWriteResult", "hold_switch_interval", "union_schema"]
+__all__ = [
+    "LakeWriter",
+    "TableBatch",
+    "TableWriteResult",
+    "hold_switch_interval",
+    "run_concurrently",
+    "union_schema",
+]

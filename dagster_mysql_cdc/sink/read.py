@@ -15,6 +15,7 @@ table's row stands for ``__count`` copies, :func:`.state_rows.live_multiset`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -47,34 +48,68 @@ RESOLVE_COLUMNS = (
 )
 
 
-def read_current(
-    storage: StorageSettings,
-    paths: TablePaths | str,
-    *,
-    live: bool = False,
-    columns: Sequence[str] | None = None,
-    keys: tuple[Sequence[str], Iterable[tuple]] | None = None,
-    with_tail: bool = True,
-) -> pa.Table | None:
-    """The current state of one table (Arrow): the compacted state with the tail applied.
+@dataclass
+class _Parts:
+    """What a current read loaded: the compacted state's rows (filtered to some keys, or all),
+    the tail's rows, and how to resolve them."""
 
-    Args:
-        paths: the table's :class:`.layout.TablePaths`, or the URI of its ``state`` table.
-        live: only the live rows (``__deleted = false``).
-        columns: read only these columns (and the metadata columns the tail's rules need); a
-            keyless table is always read whole (every column is its key).
-        keys: ``(key columns, key tuples)``: only the rows of these keys (the state is read with
-            a filter on the first key column; the tail, small, whole).
-        with_tail: ``False``: the compacted state alone (what a plain Delta reader sees).
+    state: pa.Table | None
+    tail: pa.Table | None  # None: no tail files
+    key: list[str] | None
+    keyless: bool
+    schema: pa.Schema | None  # the resolved rows' schema (with a tail)
+    key_set: set[tuple]
 
-    Returns:
-        the rows (one per key; a keyless table one per distinct value with ``__count``), or
-        ``None`` when the table has neither a state nor a tail yet.
-    """
+    def resolved(self) -> pa.Table | None:
+        """The current rows (:func:`.current.resolve`), restricted to the keys asked for."""
+        import pyarrow.compute as pc
+
+        if self.tail is None:
+            out = self.state
+        else:
+            state = self.state
+            if state is not None:
+                from .evolution import conform_table
+
+                assert self.schema is not None
+                state = conform_table(state, pa.schema([self.schema.field(n) for n in state.column_names]))
+            out = resolve(state, self.tail, key=self.key or [], schema=self.schema)
+        return self._only_keys(out, pc)
+
+    def state_rows(self) -> pa.Table | None:
+        """The compacted state's rows alone (restricted to the keys asked for)."""
+        import pyarrow.compute as pc
+
+        return self._only_keys(self.state, pc)
+
+    def _only_keys(self, out: pa.Table | None, pc: Any) -> pa.Table | None:
+        if out is None or not self.key_set or not out.num_rows or not self.key:
+            return out
+        hits = [
+            i
+            for i, k in enumerate(zip(*(out.column(c).to_pylist() for c in self.key)))
+            if tuple(k) in self.key_set
+        ]
+        return out.take(pa.array(hits, pa.int64()))
+
+
+def _live(t: pa.Table) -> pa.Table:
     import pyarrow.compute as pc
 
-    if isinstance(paths, str):
-        paths = TablePaths(changelog="", state=paths)
+    return t.filter(pc.invert(pc.fill_null(t.column("__deleted"), False)))
+
+
+def _load(
+    storage: StorageSettings,
+    paths: TablePaths,
+    *,
+    columns: Sequence[str] | None,
+    keys: tuple[Sequence[str], Iterable[tuple]] | None,
+    with_tail: bool,
+) -> _Parts | None:
+    """Read what a current read needs once (see :func:`read_current` for the arguments)."""
+    import pyarrow.compute as pc
+
     state_dt = open_table(storage, paths.state)
     tail_dt = open_table(storage, paths.tail) if with_tail else None
     if state_dt is None and tail_dt is None:
@@ -110,25 +145,62 @@ def read_current(
         else []
     )
     if not tail_files:
-        out = state
-    else:
-        schema = subset(state_schema_after(st_schema, tail_schema, keyless))
-        assert schema is not None
-        tail = read_files(storage, paths.tail, tail_files, subset(tail_schema))
-        if state is not None:
-            from .evolution import conform_table
+        return _Parts(state, None, key, keyless, None, key_set if keys is not None else set())
+    schema = subset(state_schema_after(st_schema, tail_schema, keyless))
+    tail = read_files(storage, paths.tail, tail_files, subset(tail_schema))
+    return _Parts(state, tail, key, keyless, schema, key_set if keys is not None else set())
 
-            state = conform_table(state, pa.schema([schema.field(n) for n in state.column_names]))
-        out = resolve(state, tail, key=key or [], schema=schema)
+
+def read_current(
+    storage: StorageSettings,
+    paths: TablePaths | str,
+    *,
+    live: bool = False,
+    columns: Sequence[str] | None = None,
+    keys: tuple[Sequence[str], Iterable[tuple]] | None = None,
+    with_tail: bool = True,
+) -> pa.Table | None:
+    """The current state of one table (Arrow): the compacted state with the tail applied.
+
+    Args:
+        paths: the table's :class:`.layout.TablePaths`, or the URI of its ``state`` table.
+        live: only the live rows (``__deleted = false``).
+        columns: read only these columns (and the metadata columns the tail's rules need); a
+            keyless table is always read whole (every column is its key).
+        keys: ``(key columns, key tuples)``: only the rows of these keys (the state is read with
+            a filter on the first key column; the tail, small, whole).
+        with_tail: ``False``: the compacted state alone (what a plain Delta reader sees).
+
+    Returns:
+        the rows (one per key; a keyless table one per distinct value with ``__count``), or
+        ``None`` when the table has neither a state nor a tail yet.
+    """
+    if isinstance(paths, str):
+        paths = TablePaths(changelog="", state=paths)
+    parts = _load(storage, paths, columns=columns, keys=keys, with_tail=with_tail)
+    out = parts.resolved() if parts is not None else None
     if out is None:
         return None
-    if keys is not None and out.num_rows:
-        kc = list(keys[0])
-        hits = [i for i, k in enumerate(zip(*(out.column(c).to_pylist() for c in kc))) if tuple(k) in key_set]
-        out = out.take(pa.array(hits, pa.int64()))
-    if live:
-        out = out.filter(pc.invert(pc.fill_null(out.column("__deleted"), False)))
-    return out
+    return _live(out) if live else out
+
+
+def current_schema(storage: StorageSettings, paths: TablePaths | str) -> pa.Schema | None:
+    """The schema of a table's current state (:func:`read_current`'s columns): the compacted
+    state's, with the tail's columns and types merged in (a table captured since its last
+    compaction, or never compacted, has only a tail). ``None``: the table has neither yet."""
+    if isinstance(paths, str):
+        paths = TablePaths(changelog="", state=paths)
+    state_dt = open_table(storage, paths.state)
+    tail_dt = open_table(storage, paths.tail)
+    if state_dt is None and tail_dt is None:
+        return None
+    st = pa.schema(state_dt.schema().to_arrow()) if state_dt is not None else None
+    if tail_dt is None:
+        return st
+    tail = pa.schema(tail_dt.schema().to_arrow())
+    key = _key(state_dt, tail_dt)
+    keyless = (not key) if key is not None else "__count" in tail.names
+    return state_schema_after(st, tail, keyless)
 
 
 def live_count(storage: StorageSettings, paths: TablePaths | str) -> int | None:
@@ -137,8 +209,8 @@ def live_count(storage: StorageSettings, paths: TablePaths | str) -> int | None:
 
     Without a tail, from the Delta log's per-file statistics of the state (``numRecords``,
     min/max of ``__deleted``; only files mixing live rows and tombstones are read). With one, that
-    count corrected by the tail's keys: their rows in the state (a filtered read of the key
-    column) against their current rows."""
+    count corrected by the tail's keys: their live rows in the state against their current rows,
+    from one read of the tail and one filtered read of the state's key and metadata columns."""
     import pyarrow.compute as pc
 
     from ..dagster_integration.verify import state_live_count
@@ -167,13 +239,13 @@ def live_count(storage: StorageSettings, paths: TablePaths | str) -> int | None:
         cur = read_current(storage, paths, live=True, columns=key)
         return 0 if cur is None else cur.num_rows
     touched = set(zip(*(tail_keys.column(k).to_pylist() for k in key)))
-    before = 0
-    if state_dt is not None:
-        old = read_current(storage, paths, live=True, columns=key, keys=(key, touched), with_tail=False)
-        before = 0 if old is None else old.num_rows
-    now = read_current(storage, paths, live=True, columns=key, keys=(key, touched))
+    parts = _load(storage, paths, columns=key, keys=(key, touched), with_tail=True)
+    assert parts is not None
+    old = parts.state_rows()
+    now = parts.resolved()
+    before = 0 if old is None else _live(old).num_rows
     base = state_live_count(storage, paths.state) if state_dt is not None else 0
-    return (base or 0) - before + (0 if now is None else now.num_rows)
+    return (base or 0) - before + (0 if now is None else _live(now).num_rows)
 
 
 def current_frame(writer: Any, paths: TablePaths) -> Any:

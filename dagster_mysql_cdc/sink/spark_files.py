@@ -97,6 +97,9 @@ class FileOutput:
 
     ``kind="rows"``: the job's DataFrame rows are this output's rows (a compaction), written as
     they are.
+
+    ``group``: in a job of several tables (:func:`grouped_payload_frame`), the payload rows of
+    group ``g`` are written to the outputs of group ``g`` only.
     """
 
     table_uri: str
@@ -106,9 +109,11 @@ class FileOutput:
     epoch: int = 0
     keyless: bool = False
     stats: tuple[str, ...] = ()
+    group: int = 0
 
     def to_dict(self) -> dict:
         return {
+            "group": self.group,
             "table_uri": self.table_uri,
             "schema": encode_schema(self.schema),
             "kind": self.kind,
@@ -128,6 +133,7 @@ class FileOutput:
             int(d.get("epoch") or 0),
             bool(d.get("keyless")),
             tuple(d.get("stats") or ()),
+            int(d.get("group") or 0),
         )
 
     def rows(self, events: pa.Table) -> pa.Table:
@@ -256,6 +262,43 @@ def payload_frame(
             w.write_table(table.slice(off, step))
         bufs.append(sink.getvalue().to_pybytes())
     return spark.createDataFrame(pa.table({"payload": pa.array(bufs, pa.binary())}))
+
+
+#: Column of a grouped payload DataFrame: the group (table) of the row's events.
+GROUP_COLUMN = "payload_group"
+
+
+def grouped_payload_frame(spark, tables: Sequence[pa.Table], *, stage_dir: str | None = None):
+    """A DataFrame with one payload row per table of ``tables`` (the change events of several
+    tables, each in its own schema), and column :data:`GROUP_COLUMN`: its index in ``tables``. One
+    job writes every table's outputs (:attr:`FileOutput.group`): a window that changed many tables
+    a little costs one Spark job, not one per table. For small tables: each table is one chunk.
+
+    Args:
+        tables: change events of each group (any schemas).
+        stage_dir: as :func:`payload_frame` (``None``: inline payloads).
+    """
+    values: list = []
+    for t in tables:
+        if stage_dir is not None:
+            path = os.path.join(stage_dir, f"chunk-{uuid.uuid4().hex}.arrows")
+            with pa.OSFile(path, "wb") as fh, pa.ipc.new_stream(fh, t.schema) as w:
+                w.write_table(t)
+            values.append(path)
+        else:
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, t.schema) as w:
+                w.write_table(t)
+            values.append(sink.getvalue().to_pybytes())
+    column = pa.array(values, pa.string()) if stage_dir is not None else pa.array(values, pa.binary())
+    frame = pa.table(
+        {
+            STAGED_COLUMN if stage_dir is not None else "payload": column,
+            GROUP_COLUMN: pa.array(range(len(tables)), pa.int32()),
+        }
+    )
+    # a local relation: Spark splits its rows over up to its default parallelism (no shuffle)
+    return spark.createDataFrame(frame)
 
 
 def remove_staged(stage_dir: str | None) -> None:
@@ -396,10 +439,16 @@ class DeltaFilesWriter(DataSourceArrowWriter):
                     o.write(o.out.rows(pa.Table.from_batches([batch])))
                     continue
                 staged = batch.schema.names[0] == STAGED_COLUMN
-                for value in batch.column(0):
+                groups = (
+                    batch.column(GROUP_COLUMN).to_pylist()
+                    if GROUP_COLUMN in batch.schema.names
+                    else [None] * batch.num_rows
+                )
+                for value, g in zip(batch.column(0), groups):
                     events = _read_payload(value, staged)
                     for o in outs:
-                        o.write(o.out.rows(events))
+                        if g is None or o.out.group == g:
+                            o.write(o.out.rows(events))
             for o in outs:
                 o.close()
         except BaseException:

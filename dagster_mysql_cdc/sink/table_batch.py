@@ -178,7 +178,10 @@ class TableBatch:
 
     def _start_over(self) -> None:
         """Remove the rows keyed the old way (state and tail) and record the new key."""
-        for dt in (self.state_dt, self.tail_dt):
+        storage = self.w.storage
+        # the tables as they are now (the handles opened with this batch predate the commits of
+        # the table's earlier batches of the window: a delete on them would keep those rows)
+        for dt in (open_table(storage, self.paths.state), open_table(storage, self.paths.tail)):
             if dt is not None:
                 dt.delete()
                 set_properties(dt, {KEY_PROPERTY: self._key_json()})
@@ -243,13 +246,27 @@ class TableBatch:
             raise
 
     def _write_one(self, batch: pa.RecordBatch) -> None:
-        self._count_ops(batch.column(batch.schema.get_field_index("op")))
-        outputs = self._job_outputs(batch.schema)
-        # the events in the lake's column types (a column whose source type changed is converted
-        # into the type the lake keeps for it, see .evolution); unchanged columns are not copied
-        events = conform_table(batch, outputs[0].schema)
+        outputs, events = self.prepare(batch)
         files = self.w._write_files(events, outputs, self.manifests)
         self._job_written(files)
+
+    def prepare(self, batch: pa.RecordBatch) -> tuple[list[FileOutput], pa.Table]:
+        """A record batch's job: its outputs (the lake conformed to its columns, see
+        :meth:`_job_outputs`) and its events in the lake's column types (a column whose source
+        type changed is converted into the type the lake keeps for it, see .evolution; unchanged
+        columns are not copied). The caller writes them and passes the files to
+        :meth:`_job_written` (:meth:`.lake.LakeWriter.write_together` does so for many tables)."""
+        self._count_ops(batch.column(batch.schema.get_field_index("op")))
+        outputs = self._job_outputs(batch.schema)
+        return outputs, conform_table(batch, outputs[0].schema)
+
+    def mark_failed(self, error: BaseException) -> None:
+        """A job of this batch's record batch failed outside :meth:`add` (a job of many tables):
+        the batch is dead, :meth:`commit` raises ``error``."""
+        self._dead = f"{type(error).__name__}: {error}"[:500]
+        f: Future = Future()
+        f.set_exception(error)
+        self.futures.append(f)
 
     def add_frame(self, frame: Callable[[Any], Any], log_schema: pa.Schema) -> None:
         """Write change events that a Spark DataFrame produces on the executors (one job):
@@ -377,6 +394,7 @@ class TableBatch:
         vacuumed = self.w.vacuum_if_due(self.paths)
         if vacuumed:
             extra["vacuum"] = vacuumed
+        extra["live_rows"] = self._live_rows()
         return TableWriteResult(
             database=self.database,
             table=self.table,
@@ -389,6 +407,18 @@ class TableBatch:
             spark_jobs=self.jobs,
             extra=extra,
         )
+
+    def _live_rows(self) -> int | None:
+        """The current state's live rows after the commit (:func:`.read.live_count`: what the
+        tail changed, not the whole table), counted here so that a window's tables are counted
+        in parallel with their commits; ``None`` when it cannot be counted (logged)."""
+        from .read import live_count
+
+        try:
+            return live_count(self.w.storage, self.paths)
+        except Exception as e:  # noqa: BLE001 - metadata: the batch is committed
+            log.warning("could not count the live rows of %s: %s", self.paths.state, e)
+            return None
 
     def _values_schema(self, value_schema: pa.Schema) -> pa.Schema:
         """The table's state columns in lake types: the newest columns, then those only older
@@ -425,6 +455,7 @@ class TableBatch:
             dt = open_table(storage, self.paths.state)
             assert dt is not None
             set_properties(dt, {KEY_PROPERTY: self._key_json()})
+            self.tail_dt = open_table(storage, self.paths.tail)  # as it is now (see _start_over)
             if self.tail_dt is not None and self.snapshot_position is not None:
                 from .compaction import older_than_sql
 

@@ -49,7 +49,7 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 
 from ..errors import CdcError
 from ..events import BinlogPosition
-from .connection import ConnectionSettings, raise_for_missing_privilege
+from .connection import Connection, ConnectionSettings, raise_for_missing_privilege
 from .statements import is_dml
 
 log = logging.getLogger(__name__)
@@ -191,7 +191,7 @@ _COM_BINLOG_DUMP = 0x12
 _BINLOG_SEND_ANNOTATE_ROWS_EVENT = 0x02
 
 
-class _AnnotatingConnection(pymysql.connections.Connection):
+class _AnnotatingConnection(Connection):
     """A replication connection whose ``COM_BINLOG_DUMP`` request asks MariaDB for its
     ``Annotate_rows`` events (dump flag ``BINLOG_SEND_ANNOTATE_ROWS_EVENT``; MariaDB sends them
     only when asked, and python-mysql-replication asks only in its MariaDB GTID mode, not in the
@@ -368,7 +368,7 @@ class BinlogReader:
             is_mariadb=False,
             only_events=only,
             enable_logging=False,
-            **({"pymysql_wrapper": _AnnotatingConnection} if self.annotate_rows and self.is_mariadb else {}),
+            pymysql_wrapper=_AnnotatingConnection if self.annotate_rows and self.is_mariadb else Connection,
         )
 
     def _stop_at_boundary(self, st: _WindowState) -> bool:

@@ -16,6 +16,7 @@ loads client certificates from files only. None of it is ever logged or put in m
 
 from __future__ import annotations
 
+import functools
 import os
 import ssl
 import tempfile
@@ -69,7 +70,9 @@ def ssl_context(
     cert: str | None = None,
     key: str | None = None,
 ) -> ssl.SSLContext | None:
-    """The client TLS context for ``mode``; ``None`` for ``disabled``.
+    """The client TLS context for ``mode``; ``None`` for ``disabled``. Built once per process and
+    arguments (and files' modification times: a rotated certificate is read again): a context
+    loads the system's CA bundle, tens of milliseconds, and every connection of a run would pay it.
 
     Args:
         mode: a ``database.ssl.mode`` value (see the module table).
@@ -86,6 +89,41 @@ def ssl_context(
     mode = check_ssl_mode(mode)
     if mode == "disabled":
         return None
+    return _cached_context(mode, ca, cert, key, _mtimes(ca, cert, key))
+
+
+def preferred_context() -> ssl.SSLContext:
+    """The TLS context pymysql builds for a connection without TLS options (``ssl_mode=preferred``:
+    TLS when the server offers it, nothing verified), built once per process instead of once per
+    connection."""
+    return _cached_preferred()
+
+
+@functools.lru_cache(maxsize=1)
+def _cached_preferred() -> ssl.SSLContext:
+    ctx = ssl.create_default_context()
+    ctx.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+def _mtimes(*values: str | None) -> tuple[float | None, ...]:
+    """Modification times of the arguments that are file paths (``None`` for PEM text, unset,
+    or a missing file: its error comes from the context's construction)."""
+    out: list[float | None] = []
+    for v in values:
+        try:
+            out.append(os.path.getmtime(v) if v and not is_pem(v) else None)
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_context(
+    mode: str, ca: str | None, cert: str | None, key: str | None, _mtimes: tuple
+) -> ssl.SSLContext:
     verify = mode in ("verify_ca", "verify_identity")
     ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
     ctx.check_hostname = False

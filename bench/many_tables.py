@@ -1,0 +1,179 @@
+"""Hundreds of tables in one capture (issue 28): what a window, a snapshot, a definitions load and
+an idle sensor tick cost as the number of tables grows.
+
+One database of ``--tables`` keyed tables of ``--rows`` rows each is captured through the public
+API as a user does (``discover_tables``, ``mysql_cdc_assets``, ``build_mysql_cdc_sensor``,
+``run_sensor_ticks``; the default resources, local Spark or the Spark Connect server of
+``CDC_SPARK_REMOTE``), into a local lake or SeaweedFS (``--s3``). Printed, side by side in one run:
+
+- definitions load (``discover_tables`` + the assets and their checks + the sensor);
+- the initial snapshot of every table (the run, and the whole tick loop);
+- a window whose one transaction updates a row of 3 tables, then one that updates a row of every
+  table; the marginal cost per touched table, ``(t_all - t_3) / (tables - 3)``;
+- an idle sensor tick (caught up).
+
+    python -m bench.many_tables --tables 300
+    python -m bench.many_tables --tables 300 --s3
+    python -m bench.many_tables --tables 1000 --skip-snapshot-window   # load and idle tick only
+
+Targets (issue 28): a 300-table window <= 10 s local, <= 20 s S3; the 3-table window no slower
+than before; snapshot of 300 small tables <= 20 s; at 1,000 tables: load <= 5 s, idle tick <= 2 s,
+a 100-table window <= 10 s.
+"""
+
+import argparse
+import os
+import tempfile
+import time
+import uuid
+
+import dagster as dg
+
+from dagster_mysql_cdc import (
+    CdcLakeResource,
+    MySqlCdcResource,
+    build_mysql_cdc_sensor,
+    mysql_cdc_assets,
+    run_sensor_ticks,
+)
+
+from ._common import root_connect
+
+# no `from __future__ import annotations`: Dagster reads the asset function's annotations
+
+
+def _create(db: str, tables: int, rows: int) -> None:
+    conn = root_connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE {db}")
+            for i in range(tables):
+                cur.execute(f"CREATE TABLE {db}.t{i:04d} (id INT PRIMARY KEY, v VARCHAR(32), n INT)")
+                values = ",".join(f"({k}, 'row {k}', {k * 7})" for k in range(1, rows + 1))
+                cur.execute(f"INSERT INTO {db}.t{i:04d} VALUES {values}")
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def _touch(db: str, tables: list[int], round_: int) -> None:
+    """One transaction updating row 1 of each table of ``tables``."""
+    conn = root_connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("BEGIN")
+            for i in tables:
+                cur.execute(f"UPDATE {db}.t{i:04d} SET n = n + 1, v = 'round {round_}' WHERE id = 1")
+            cur.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def _drop(db: str) -> None:
+    conn = root_connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {db}")
+    finally:
+        conn.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tables", type=int, default=300)
+    ap.add_argument("--rows", type=int, default=10)
+    ap.add_argument("--touch", type=int, default=None, help="tables of the large window (default: all)")
+    ap.add_argument("--s3", action="store_true", help="lake on SeaweedFS (CDC_S3_ENDPOINT) instead of local")
+    ap.add_argument("--skip-snapshot-window", action="store_true", help="only definitions load and idle tick")
+    ap.add_argument("--keep", action="store_true", help="keep the database")
+    ap.add_argument(
+        "--pause-before-windows", type=float, default=0, help="seconds to wait after the snapshot"
+    )
+    args = ap.parse_args(argv)
+
+    db = f"bench_many_{uuid.uuid4().hex[:6]}"
+    print(f"creating {args.tables} tables of {args.rows} rows in {db} ...", flush=True)
+    t0 = time.monotonic()
+    _create(db, args.tables, args.rows)
+    print(f"  created in {time.monotonic() - t0:.1f} s")
+    lake_dir = tempfile.mkdtemp(prefix="bench-many-")
+    figures: dict[str, float] = {}
+    try:
+        mysql = MySqlCdcResource(
+            host=os.environ.get("CDC_MYSQL_HOST", "127.0.0.1"),
+            port=int(os.environ.get("CDC_MYSQL_PORT", "3307")),
+            user=os.environ.get("CDC_MYSQL_USER", "cdc"),
+            password=os.environ.get("CDC_MYSQL_PASSWORD", "cdc-secret"),
+            server_name=db,
+            database_include_list=[db],
+            stream_follow_seconds=0.0,
+        )
+        if args.s3:
+            lake = CdcLakeResource(
+                base_uri=f"s3://{os.environ.get('CDC_S3_BUCKET', 'lake')}/{db}",
+                s3_endpoint_url=os.environ.get("CDC_S3_ENDPOINT", "http://127.0.0.1:8333"),
+                s3_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID", "cdc"),
+                s3_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY", "cdc-secret"),
+            )
+        else:
+            lake = CdcLakeResource(base_uri=lake_dir)
+        t0 = time.monotonic()
+        tables = mysql.discover_tables()
+
+        @mysql_cdc_assets(tables=tables, server_name=db)
+        def cdc(context: dg.AssetExecutionContext, mysql: MySqlCdcResource, lake: CdcLakeResource):
+            yield from mysql.sync(context=context, lake=lake)
+
+        sensor = build_mysql_cdc_sensor(cdc)
+        dg.Definitions(assets=[cdc], sensors=[sensor], resources={"mysql": mysql, "lake": lake})
+        figures["definitions load (s)"] = time.monotonic() - t0
+        print(f"definitions load: {figures['definitions load (s)']:.2f} s ({len(tables)} tables, "
+              f"{len(list(cdc.check_keys))} checks)", flush=True)  # fmt: skip
+        instance = dg.DagsterInstance.ephemeral()
+        resources = {"mysql": mysql, "lake": lake}
+        t0 = time.monotonic()
+        ticks = run_sensor_ticks(sensor, cdc, resources, instance, run_log_level="WARNING")
+        figures["snapshot, tick loop (s)"] = time.monotonic() - t0
+        assert all(r.success for r in ticks.runs), "snapshot failed"
+        print(
+            f"initial snapshot of {args.tables} tables: {figures['snapshot, tick loop (s)']:.1f} s",
+            flush=True,
+        )
+        cursor = ticks.cursor
+        if args.pause_before_windows:  # e.g. to attach a profiler to the windows only
+            print(f"pid {os.getpid()}: windows in {args.pause_before_windows} s", flush=True)
+            time.sleep(args.pause_before_windows)
+        if not args.skip_snapshot_window:
+            n_big = args.touch or args.tables
+            for label, which in (("3", [0, 1, 2]), (str(n_big), list(range(n_big)))):
+                _touch(db, which, 1)
+                t0 = time.monotonic()
+                ticks = run_sensor_ticks(
+                    sensor, cdc, resources, instance, cursor=cursor, run_log_level="WARNING"
+                )
+                secs = time.monotonic() - t0
+                cursor = ticks.cursor
+                assert ticks.runs and all(r.success for r in ticks.runs), "window failed"
+                figures[f"window touching {label} tables (s)"] = secs
+                print(f"window touching {label} tables: {secs:.2f} s ({len(ticks.runs)} run(s))", flush=True)
+            t3, tn = figures["window touching 3 tables (s)"], figures[f"window touching {n_big} tables (s)"]
+            figures["marginal cost per touched table (s)"] = (tn - t3) / max(1, n_big - 3)
+            print(f"marginal cost per touched table: {figures['marginal cost per touched table (s)']:.3f} s")
+        with dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources) as ctx:
+            t0 = time.monotonic()
+            sensor.evaluate_tick(ctx)
+            figures["idle sensor tick (s)"] = time.monotonic() - t0
+        print(f"idle sensor tick: {figures['idle sensor tick (s)']:.2f} s")
+        print()
+        print(f"| figure ({args.tables} tables, {'S3' if args.s3 else 'local'} lake) | value |")
+        print("|---|---|")
+        for k, v in figures.items():
+            print(f"| {k} | {v:.3f} |")
+    finally:
+        if not args.keep:
+            _drop(db)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
