@@ -398,7 +398,9 @@ def _prepare(
                         f"{key[0]}.{key[1]} is keyed otherwise in the lake: its state starts over, "
                         "in binlog order"
                     )
-                outs = tb.prepare(logs)  # the lake takes every schema of the window (rewrites, if any, now)
+                outs = tb.conform_to(
+                    logs
+                )  # the lake takes every schema of the window (rewrites, if any, now)
             finally:
                 tb.abort()
             outputs[key] = TableFiles(outs[0], outs[1])
@@ -459,7 +461,7 @@ class _SegmentBatch(TableBatch):
     batches, so the commit, the key model, the lake schemas and the batch identity are the single
     reader's."""
 
-    def prepare(self, logs: list[pa.Schema]) -> list[FileOutput]:
+    def conform_to(self, logs: list[pa.Schema]) -> list[FileOutput]:
         """Conform the lake to each change-log schema the table has in the window, in order, as
         the single reader's batch does record batch by record batch; returns the last outputs
         (change log, tail), whose schemas hold every column and type of the window."""
@@ -591,7 +593,7 @@ def _finish(
                 epoch=start.epoch,
             )
             try:
-                tb.prepare(prepared.logs[key])
+                tb.conform_to(prepared.logs[key])
                 tb.written(files)
                 written: TableWriteResult = tb.commit(
                     value_schema=prepared.value_schema[key], position=plan.end
