@@ -1793,6 +1793,9 @@ def _stream_metadata(
         "events_skipped_count": dg.MetadataValue.int(result.events_skipped_count),
         "events_skipped": dg.MetadataValue.json(result.events_skipped),
         "follow_windows": dg.MetadataValue.int(follow_windows),
+        # how each window of at least stream_parallel_min_bytes was decoded (parallel segments or
+        # the single reader, with the reason): engine/parallel_catchup.py
+        **({"decode": dg.MetadataValue.json(result.decode)} if result.decode else {}),
         "spark_session_seconds": dg.MetadataValue.float(round(spark_seconds, 3)),
     }
 
