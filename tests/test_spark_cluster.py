@@ -2,6 +2,8 @@
 ``spark.master=spark://...`` with ``snapshot_split_reads`` runs an initial snapshot and an
 incremental snapshot with concurrent changes; the lake equals the source row for row, and the
 tasks that read the source and wrote the files ran on the cluster's executor, not the driver.
+Then a backlog (a bulk load in several transactions, above ``stream_parallel_min_bytes``) is
+decoded by segment tasks on the executor, each reaching MariaDB itself (issue 29).
 Secrets never rest on the executors' disks nor show in the logs (issue 30): the capture user has a
 random password, the lake is on S3 (SeaweedFS) with keys in ``CdcLakeResource``, the cluster's
 processes have no ``AWS_*`` variables (the executors must use the keys the run gives them), and
@@ -42,6 +44,8 @@ import pytest
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 ROWS = 3000
+PARALLEL_MIN_BYTES = 300_000  # the backlog below is ~1 MB of binlog; the other windows are far smaller
+BACKLOG_ROWS = 24_000
 
 
 def _free_port() -> int:
@@ -215,6 +219,9 @@ def test_snapshots_on_a_standalone_cluster_run_on_its_executor(tmp_path, cluster
         assert len(got) == len(expected) and got == expected
         assert report["changes"] > 0  # the incremental snapshot raced real changes
         assert report["incremental_runs"] >= 2
+        # (1b) the backlog was decoded by parallel segment tasks (engine/parallel_catchup.py)
+        modes = [d.get("mode") for ds in report["decodes"] for d in ds]
+        assert "parallel" in modes, report["decodes"]
 
     # (2) the writes ran on the cluster's executor, not in the driver
     assert report["master"] == master
@@ -311,6 +318,9 @@ def _drive(db: str, user: str, master: str, master_web: int, ui_port: int, out: 
         incremental_snapshot_chunk_size=500,
         snapshot_split_reads=True,
         snapshot_split_rows=1000,
+        # a backlog of at least this much binlog is decoded by segment tasks on the executor
+        stream_parallel_min_bytes=PARALLEL_MIN_BYTES,
+        stream_parallel_max_tasks=2,
     )
     signals = mysql.create_signal_table()
     cdc = SensorDriven(
@@ -398,6 +408,26 @@ def _drive(db: str, user: str, master: str, master_web: int, ui_port: int, out: 
             break
     else:
         raise AssertionError(f"not caught up: {cdc.cursor}")
+    # a backlog (a bulk load in several transactions): its window is decoded by segment tasks
+    root = root_connect()
+    with root.cursor() as cur:
+        cur.execute(f"USE {db}")  # the sequence tables seq_M_to_N are resolved in a database
+        for lo in range(1, BACKLOG_ROWS, BACKLOG_ROWS // 8):
+            hi = lo + BACKLOG_ROWS // 8 - 1
+            cur.execute(
+                f"INSERT INTO {db}.t SELECT seq, CONCAT('bulk', seq), seq, seq / 4 "
+                f"FROM seq_{100000 + lo}_to_{100000 + hi}"
+            )
+            cur.execute(f"UPDATE {db}.t SET n = n + 1 WHERE id BETWEEN {100000 + lo} AND {100000 + lo + 99}")
+    root.close()
+    log = cdc.ticks()
+    assert log.runs and all(r.success for r in log.runs), "the backlog's window run failed"
+    decodes = [
+        m.materialization.metadata["decode"].value
+        for r in log.runs
+        for m in r.get_asset_materialization_events()
+        if m.asset_key.path[-1] == "binlog" and "decode" in m.materialization.metadata
+    ]
 
     sc = SparkContext._active_spark_context
     assert sc is not None
@@ -421,6 +451,7 @@ def _drive(db: str, user: str, master: str, master_web: int, ui_port: int, out: 
         "snapshot_lock": snapshot_md["lock"].value,
         "snapshot_rows": snapshot_md["dagster/row_count"].value,
         "file_keys": file_keys,
+        "decodes": decodes,
     }
     cdc.instance.dispose()
     sc.stop()  # completes the event log (its last events are flushed when the application ends)
