@@ -723,7 +723,8 @@ def test_sigkill_mid_write_then_sensor_retry(scratch_db, make_cdc, tmp_path):
     home.mkdir()
     (home / "dagster.yaml").write_text("")
     instance = dg.DagsterInstance.local_temp(str(home))
-    cdc = make_cdc(db, instance=instance)
+    # tables committed one after another: the kill below lands between two tables' commits
+    cdc = make_cdc(db, instance=instance, stream_commit_workers=1)
     cdc.ticks()
     rng = random.Random(99)
     for t in tables:

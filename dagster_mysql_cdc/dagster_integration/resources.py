@@ -282,6 +282,12 @@ class MySqlCdcResource(dg.ConfigurableResource):
         default=50_000,
         description="Events per Arrow batch / Spark job while streaming (bounds the run's memory).",
     )
+    stream_commit_workers: int = Field(
+        default=8,
+        description="Tables of a window committed at the same time at its end (Delta commits of many "
+        "tables overlap; each table keeps its own transaction identity and commit order). 1 = one "
+        "table after another.",
+    )
     signal_data_collection: str | None = Field(
         default=None,
         description=(
@@ -560,6 +566,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             skip_unparseable_ddl=self.skip_unparseable_ddl,
             provide_transaction_metadata=self.provide_transaction_metadata,
             batch_rows=self.stream_batch_rows,
+            commit_workers=max(1, self.stream_commit_workers),
             deadline_s=float(self.binlog_read_timeout),
             gap_handling=check_gap_handling(self.binlog_gap_handling),
             parallel=(
