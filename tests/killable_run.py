@@ -30,6 +30,7 @@ MYSQL_FIELDS = (
     "table_exclude_list",
     "snapshot_mode",
     "stream_batch_rows",
+    "stream_commit_workers",
     "binlog_read_timeout",
 )
 LAKE_FIELDS = ("base_uri", "s3_endpoint_url", "s3_access_key_id", "s3_secret_access_key", "s3_region")
