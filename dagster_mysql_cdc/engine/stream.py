@@ -787,21 +787,7 @@ class BinlogStreamingSource:
                 te = self.table_events(db, t)
                 if te is None:
                     continue
-                te.builder.add(
-                    "t",
-                    None,
-                    None,
-                    file=item.file,
-                    pos=item.pos,
-                    row=0,
-                    ts_ms=now_ms(),
-                    source_ts_ms=item.ts_ms,
-                    server_id=item.server_id,
-                    gtid=item.gtid,
-                    thread=item.thread,
-                    query=item.sql,
-                )
-                te.truncated_at = self.start.at(item.file, item.pos)
+                self._cut(te, item)
             at = self.start.at(item.file, item.pos)
             for ch in o.table_changes:
                 for effect in ddl_effects(ch, before):
@@ -814,6 +800,26 @@ class BinlogStreamingSource:
                     self._events_of(ch.database, ch.table, ch.schema, at).ensure_sink()
             before = self.catalog.tables()
         self.result.last_event_ts_ms = item.ts_ms
+
+    def _cut(self, te: _TableEvents, item: DdlStatement, headers: dict[str, str] | None = None) -> None:
+        """A ``t`` event of the statement ``item`` for the table of ``te`` (TRUNCATE, or a DDL
+        that ends its rows): every older row of the table is cut at that position."""
+        te.builder.add(
+            "t",
+            None,
+            None,
+            file=item.file,
+            pos=item.pos,
+            row=0,
+            ts_ms=now_ms(),
+            source_ts_ms=item.ts_ms,
+            server_id=item.server_id,
+            gtid=item.gtid,
+            thread=item.thread,
+            query=item.sql,
+            headers=headers,
+        )
+        te.truncated_at = self.start.at(item.file, item.pos)
 
     def _captured(self, db: str, t: str) -> bool:
         return self.table_filter.matches(db, t) and (db, t) != self.sig_key
@@ -828,23 +834,7 @@ class BinlogStreamingSource:
             schema = self.tables[(db, t)].schema if (db, t) in self.tables else old
             if schema is None:
                 return  # never known: nothing of it can be in the lake
-            te = self._events_of(db, t, schema)
-            te.builder.add(
-                "t",
-                None,
-                None,
-                file=item.file,
-                pos=item.pos,
-                row=0,
-                ts_ms=now_ms(),
-                source_ts_ms=item.ts_ms,
-                server_id=item.server_id,
-                gtid=item.gtid,
-                thread=item.thread,
-                query=item.sql,
-                headers={REASON_HEADER: effect.reason},
-            )
-            te.truncated_at = self.start.at(item.file, item.pos)
+            self._cut(self._events_of(db, t, schema), item, {REASON_HEADER: effect.reason})
             self.ddl_log.append(f"{name}: rows end at {item.file}:{item.pos} ({effect.reason})")
             return
         if effect.kind == "repair" and self._repairable(db, t):

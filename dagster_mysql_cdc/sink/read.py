@@ -106,12 +106,17 @@ def _load(
     columns: Sequence[str] | None,
     keys: tuple[Sequence[str], Iterable[tuple]] | None,
     with_tail: bool,
+    opened: tuple[Any, Any] | None = None,
 ) -> _Parts | None:
-    """Read what a current read needs once (see :func:`read_current` for the arguments)."""
+    """Read what a current read needs once (see :func:`read_current` for the arguments;
+    ``opened``: the ``(state, tail)`` Delta tables when the caller has just opened them)."""
     import pyarrow.compute as pc
 
-    state_dt = open_table(storage, paths.state)
-    tail_dt = open_table(storage, paths.tail) if with_tail else None
+    if opened is not None:
+        state_dt, tail_dt = opened[0], opened[1] if with_tail else None
+    else:
+        state_dt = open_table(storage, paths.state)
+        tail_dt = open_table(storage, paths.tail) if with_tail else None
     if state_dt is None and tail_dt is None:
         return None
     key = _key(state_dt, tail_dt)
@@ -239,7 +244,9 @@ def live_count(storage: StorageSettings, paths: TablePaths | str) -> int | None:
         cur = read_current(storage, paths, live=True, columns=key)
         return 0 if cur is None else cur.num_rows
     touched = set(zip(*(tail_keys.column(k).to_pylist() for k in key)))
-    parts = _load(storage, paths, columns=key, keys=(key, touched), with_tail=True)
+    parts = _load(
+        storage, paths, columns=key, keys=(key, touched), with_tail=True, opened=(state_dt, tail_dt)
+    )
     assert parts is not None
     old = parts.state_rows()
     now = parts.resolved()

@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 from ..errors import SinkError
 from ..events import BinlogPosition, change_log_schema, state_schema
 from .delta import CommitOutcome, commit_files, delete_files, open_table, rewrite_table
-from .evolution import conform_schema, conform_table, state_value_field
+from .evolution import Conformed, conform_schema, conform_table, state_value_field
 from .layout import TablePaths
 from .spark_files import FileOutput
 from .tail import cut_markers, tail_schema
@@ -550,30 +550,14 @@ class _LakeSchemas:
     def conform_log(self, incoming: pa.Schema) -> pa.Schema:
         """The change log's lake schema for events of schema ``incoming`` (rewriting it first when
         a column's type widens)."""
-        lake = self.log
-        c = conform_schema(lake, incoming)
-        if lake is not None and c.changed:
-            rewrite_table(
-                self.w.storage,
-                self.paths.changelog,
-                c.schema,
-                reason=f"column(s) {', '.join(c.changed)} change type",
-            )
-        self._log = c.schema
-        return c.schema
+        self._log = self._conformed(self.paths.changelog, self.log, incoming, keep_metadata=False).schema
+        return self._log
 
     def conform_tail(self, incoming: pa.Schema) -> pa.Schema:
         """The tail's lake schema for tail rows of schema ``incoming`` (rewritten when a column's
         type widens: the tail is small)."""
-        lake = self.tail
-        c = conform_schema(lake, incoming, keep_metadata=True)
-        if lake is not None and c.changed:
-            rewrite_table(
-                self.w.storage,
-                self.paths.tail,
-                c.schema,
-                reason=f"column(s) {', '.join(c.changed)} change type",
-            )
+        c = self._conformed(self.paths.tail, self.tail, incoming, keep_metadata=True)
+        if self.tail is not None and c.changed:
             batch = self._batch()
             if batch is not None:
                 batch.tail_dt = open_table(self.w.storage, self.paths.tail)
@@ -582,17 +566,20 @@ class _LakeSchemas:
 
     def conform_state(self, incoming: pa.Schema) -> pa.Schema:
         """The state's lake schema for a first snapshot's state rows of schema ``incoming``."""
-        lake = self.state
-        c = conform_schema(lake, incoming, keep_metadata=True)
+        self.state = self._conformed(self.paths.state, self.state, incoming, keep_metadata=True).schema
+        return self.state
+
+    def _conformed(
+        self, uri: str, lake: pa.Schema | None, incoming: pa.Schema, *, keep_metadata: bool
+    ) -> Conformed:
+        """:func:`.evolution.conform_schema` of ``lake`` and ``incoming``; the Delta table at
+        ``uri`` is rewritten first when a column's type widens."""
+        c = conform_schema(lake, incoming, keep_metadata=keep_metadata)
         if lake is not None and c.changed:
             rewrite_table(
-                self.w.storage,
-                self.paths.state,
-                c.schema,
-                reason=f"column(s) {', '.join(c.changed)} change type",
+                self.w.storage, uri, c.schema, reason=f"column(s) {', '.join(c.changed)} change type"
             )
-        self.state = c.schema
-        return c.schema
+        return c
 
     def refresh_state_metadata(self, fields: dict[str, pa.Field]) -> None:
         """Set the state table's column metadata to the source's (``fields``: the newest source
