@@ -166,3 +166,107 @@ def test_vacuum_is_due_after_the_interval_and_deletes_only_what_the_retention_le
     assert vacuum_if_due(storage, p.tail, policy, now=now + 2 * 3600 + 60) == {}  # recorded: not due
     expect = {i: f"v{i}" for i in range(1, 21)} | {k + 1: f"w{k}" for k in range(3)}
     assert live(read_current(storage, p)) == expect
+
+
+def test_the_live_count_is_carried_by_the_tail_commits_and_never_trusted_past_a_foreign_change(
+    spark, storage, monkeypatch
+):
+    """A window's live-row count is the last tail commit's count plus its ``c - d``
+    (:mod:`dagster_mysql_cdc.sink.live_rows`): no read of the state, through compactions; counted
+    exactly again after what the ops do not say (snapshot reads, a cut) or a commit it does not
+    know (a DELETE on the tail)."""
+    from dagster_mysql_cdc.sink import read as read_mod
+    from dagster_mysql_cdc.sink.live_rows import LIVE_ROWS
+
+    w = LakeWriter(spark, storage, "srv", compaction=CompactionPolicy(small_state_rows=0, tail_fraction=0.5))
+    p = w.paths("db", "t")
+    opts = storage.delta_storage_options()
+    at = BinlogPosition("b.000001", 100)
+    write(w, window([("r", None, (i, f"v{i}")) for i in range(1, 101)], "b.000001", 100), at, snapshot=at)
+    expect = {i: f"v{i}" for i in range(1, 101)}
+    exact_counts = []
+    real = read_mod.live_count
+
+    def counting(*a, **k):
+        exact_counts.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(read_mod, "live_count", counting)
+    pos = 10_000
+
+    def step(events, file="b.000002"):
+        nonlocal pos
+        res = write(w, window(events, file, pos), BinlogPosition(file, pos))
+        pos += 1000
+        return res
+
+    for k in range(6):
+        res = step(
+            [
+                ("u", (k + 1, f"v{k + 1}"), (k + 1, f"w{k}")),
+                ("d", (50 + k, None), None),
+                ("c", None, (200 + k, "n")),
+                ("c", None, (300 + k, "n")),
+            ]
+        )
+        expect[k + 1] = f"w{k}"
+        expect.pop(50 + k)
+        expect[200 + k] = expect[300 + k] = "n"
+        assert res.extra["live_rows"] == len(expect) == len(live(read_current(storage, p)))
+        if k == 2:  # a compaction moves the tail into the state: the count holds
+            assert compact_table(w, p, ["id"], force=True)["files_removed"] > 0
+    # one exact count (the state's statistics) seeded the first window, none since
+    assert len(exact_counts) == 1
+    assert LIVE_ROWS in DeltaTable(p.tail, storage_options=opts).history(1)[0]
+    # snapshot reads: the ops do not say whether the keys were live -> counted exactly
+    res = step([("r", None, (1, "x")), ("r", None, (77, "x"))])
+    expect[1] = "x"
+    expect[77] = "x"
+    assert res.extra["live_rows"] == len(expect)
+    assert LIVE_ROWS not in DeltaTable(p.tail, storage_options=opts).history(1)[0]
+    n = len(exact_counts)
+    res = step([("d", (2, None), None)])  # re-seeded by one exact count, recorded again
+    expect.pop(2)
+    assert res.extra["live_rows"] == len(expect) and len(exact_counts) == n + 1
+    assert LIVE_ROWS in DeltaTable(p.tail, storage_options=opts).history(1)[0]
+    # a commit this library does not know (rows deleted from the tail by hand): never trusted
+    DeltaTable(p.tail, storage_options=opts).delete("id = 205")
+    res = step([("c", None, (900, "n"))])
+    expect.pop(205)
+    expect[900] = "n"
+    assert live(read_current(storage, p)) == expect
+    assert res.extra["live_rows"] == len(expect) and len(exact_counts) == n + 2
+
+
+def test_a_windows_keys_are_read_from_its_own_tail_files_until_a_compaction_folds_them(spark, storage):
+    """``read_window_rows``: the current rows of the keys a window changed, from that window's
+    tail files alone, equal the full current read's; after a compaction it answers ``None`` (the
+    caller reads the current state)."""
+    from dagster_mysql_cdc.sink.read import read_window_rows
+
+    w = LakeWriter(spark, storage, "srv", compaction=CompactionPolicy(small_state_rows=0, tail_fraction=0.5))
+    p = w.paths("db", "t")
+    at = BinlogPosition("b.000001", 100)
+    write(w, window([("r", None, (i, f"v{i}")) for i in range(1, 51)], "b.000001", 100), at, snapshot=at)
+    write(
+        w,
+        window([("u", (1, "v1"), (1, "old")), ("d", (2, "v2"), None)], "b.000002", 10),
+        BinlogPosition("b.000002", 10),
+    )
+    events = [
+        ("u", (1, "old"), (1, "new")),
+        ("d", (3, "v3"), None),
+        ("c", None, (99, "n")),
+        ("u", (4, "v4"), (4, "x")),
+        ("d", (4, "x"), None),
+    ]
+    res = write(w, window(events, "b.000002", 1000), BinlogPosition("b.000002", 1000))
+    files = res.extra["tail_files"]
+    keys = [(1,), (3,), (99,), (4,)]
+    got = read_window_rows(storage, p, files, columns=["id", "v"], keys=(["id"], keys))
+    assert got is not None
+    full = read_current(storage, p, live=True, columns=["id", "v"], keys=(["id"], keys))
+    as_dict = lambda t: dict(zip(t.column("id").to_pylist(), t.column("v").to_pylist()))  # noqa: E731
+    assert as_dict(got) == as_dict(full) == {1: "new", 99: "n"}
+    compact_table(w, p, ["id"], force=True)
+    assert read_window_rows(storage, p, files, columns=["id", "v"], keys=(["id"], keys)) is None

@@ -698,6 +698,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
         gaps: list[dict] | None = None
         stopped: dict[str, dict] | None = None
         live_rows: dict[str, int] = {}
+        tail_files: dict[str, list[str]] = {}
         policy = self.column_policy()
         if policy:  # what is left out, masked or re-keyed (never the salt)
             context.log.info(f"Column policy: {json.dumps(policy.describe())}")
@@ -708,11 +709,18 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 gaps = report.get("gaps")
                 stopped = report.get("stopped")
                 live_rows = report.get("live_rows") or {}
+                tail_files = report.get("tail_files") or {}
             else:
                 committed = yield from self.snapshot(context, lake)
         if context.selected_asset_check_keys:
             yield from self.run_checks(
-                context, lake, committed, gaps=gaps, stopped=stopped, live_rows=live_rows
+                context,
+                lake,
+                committed,
+                gaps=gaps,
+                stopped=stopped,
+                live_rows=live_rows,
+                tail_files=tail_files,
             )
 
     def run_checks(
@@ -723,6 +731,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
         gaps: list[dict] | None = None,
         stopped: dict[str, dict] | None = None,
         live_rows: dict[str, int] | None = None,
+        tail_files: dict[str, list[str]] | None = None,
     ) -> Iterator[dg.AssetCheckResult]:
         """Run the selected reconciliation checks (:mod:`.checks`) at ``committed``.
 
@@ -730,7 +739,8 @@ class MySqlCdcResource(dg.ConfigurableResource):
         checks") it is the last committed position reported by the binlog asset. ``gaps``: the
         changes the binlog did not carry in this run's window (``changes_in_binlog``).
         ``live_rows``: the lake's live rows of the tables this run committed (state URI ->
-        count), not counted again.
+        count), not counted again. ``tail_files``: the tail files each of them committed (state
+        URI -> relative paths): the window's keys are read from them alone while they are current.
         ``stopped``: the tables whose capture is stopped after this window (``"db.table"`` ->
         ``{"since", "error"}``): their row count and checksum checks fail saying so (the lake
         holds them as of ``since``), instead of comparing.
@@ -865,6 +875,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
                             state_uri,
                             names & {ROW_COUNT, CHECKSUM},
                             live_rows=(live_rows or {}).get(state_uri),
+                            tail_files=(tail_files or {}).get(state_uri),
                         )
                     )
                     names = names - {ROW_COUNT, CHECKSUM}
@@ -1342,6 +1353,11 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 w.paths.state: w.extra["live_rows"]
                 for w in result.tables.values()
                 if w.extra.get("live_rows") is not None
+            }
+            report["tail_files"] = {
+                w.paths.state: w.extra["tail_files"]
+                for w in result.tables.values()
+                if w.extra.get("tail_files")
             }
         reached = _reached(start, end, result)
         if result.blocking_tables:

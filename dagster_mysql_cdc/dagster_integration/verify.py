@@ -392,17 +392,30 @@ def changed_keys(
 
 
 def _lake_rows_for_keys(
-    storage: StorageSettings, state_uri: str, names: list[str], pk: list[str], keys: Iterable[tuple]
+    storage: StorageSettings,
+    state_uri: str,
+    names: list[str],
+    pk: list[str],
+    keys: Iterable[tuple],
+    window_tail: list[str] | None = None,
 ) -> dict[tuple, tuple]:
     """Live rows of the table's current state (tuples of ``names``) whose key is in ``keys``
     (converted keys): the compacted state read with a filter on the first key column, the tail
-    applied (:func:`..sink.read.read_current`)."""
-    from ..sink.read import read_current
+    applied (:func:`..sink.read.read_current`). ``window_tail``: the tail files of the window
+    that changed every one of ``keys`` last: while they are in the tail, the rows are read from
+    them alone (:func:`..sink.read.read_window_rows`: what the window changed, not the table)."""
+    from ..sink.read import read_current, read_window_rows
 
     wanted = set(keys)
     if not wanted:
         return {}
-    t = read_current(storage, state_uri, live=True, columns=names, keys=(pk, wanted))
+    t = (
+        read_window_rows(storage, state_uri, window_tail, columns=names, keys=(pk, wanted))
+        if window_tail
+        else None
+    )
+    if t is None:
+        t = read_current(storage, state_uri, live=True, columns=names, keys=(pk, wanted))
     if t is None:
         return {}
     kidx = [names.index(p) for p in pk]
@@ -475,6 +488,9 @@ class WindowVerification:
     checks: set[str]
     #: the lake's live rows as the run counted them after its commit (``None``: count them here)
     live_rows: int | None = None
+    #: the tail files the run's window committed (relative paths; ``None``: unknown): the rows of
+    #: the keys the window changed are read from them alone while they are in the tail
+    tail_files: list[str] | None = None
 
 
 def verify_window(
@@ -602,7 +618,7 @@ def _window_row_count(c: _KeyedCompare) -> dg.AssetCheckResult:
     ) or 0
     src_count = _count(c.conn, c.schema)
     since = list(c.ck.since.items())
-    lake_in = len(_lake_rows_for_keys(c.storage, c.t.state_uri, c.names, c.pk, c.ck.since))
+    lake_in = len(_lake_rows_for_keys(c.storage, c.t.state_uri, c.pk, c.pk, c.ck.since))
     src_in = len(
         _source_rows_for_keys(c.conn, c.schema, c.conv, c.proj, lake=c.lake, keys=[raw for _, raw in since])
     )
@@ -633,7 +649,7 @@ def _window_checksum(c: _KeyedCompare) -> dg.AssetCheckResult:
     changed again since the committed position), lake against source."""
     ck = c.ck
     cmp_keys = {k: r for k, r in ck.window.items() if k not in ck.since}
-    lake_rows = _lake_rows_for_keys(c.storage, c.t.state_uri, c.names, c.pk, cmp_keys)
+    lake_rows = _lake_rows_for_keys(c.storage, c.t.state_uri, c.names, c.pk, cmp_keys, c.t.tail_files)
     src_rows = _source_rows_for_keys(
         c.conn, c.schema, c.conv, c.proj, lake=c.lake, keys=list(cmp_keys.values())
     )

@@ -249,7 +249,10 @@ def remove_files(dt: DeltaTable, actions: pa.Table) -> int:
     """Remove the data files listed in ``actions`` (add actions of ``dt``) in one commit: the tail
     files a compaction consumed. Best-effort (rows left in the tail are applied again harmlessly,
     see the module docs)."""
+    from deltalake import CommitProperties
     from deltalake.transaction import RemoveAction
+
+    from .live_rows import COMPACTED
 
     if actions.num_rows == 0:
         return 0
@@ -260,7 +263,12 @@ def remove_files(dt: DeltaTable, actions: pa.Table) -> int:
     ]
     try:
         dt.update_incremental()
-        dt.create_write_transaction(removes, mode="append", schema=pa.schema(dt.schema().to_arrow()))
+        dt.create_write_transaction(
+            removes,
+            mode="append",
+            schema=pa.schema(dt.schema().to_arrow()),
+            commit_properties=CommitProperties(custom_metadata={COMPACTED: "true"}),
+        )
         return len(removes)
     except Exception as e:  # pragma: no cover - concurrent writers
         log.warning(

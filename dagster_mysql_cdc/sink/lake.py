@@ -48,6 +48,7 @@ from ..private_files import PrivateFiles
 from .compaction import CompactionPolicy
 from .delta import open_table
 from .layout import LakeLayout, TablePaths
+from .live_rows import EVOLVED
 from .retention import RetentionPolicy, vacuum_if_due
 from .spark_files import (
     FORMAT_NAME,
@@ -463,7 +464,7 @@ class LakeWriter:
         union = union_schema(current, schema)
         if union.equals(current):
             return current
-        from deltalake import write_deltalake
+        from deltalake import CommitProperties, write_deltalake
 
         try:
             write_deltalake(
@@ -472,6 +473,7 @@ class LakeWriter:
                 mode="append",
                 schema_mode="merge",
                 storage_options=self.storage.delta_storage_options(),
+                commit_properties=CommitProperties(custom_metadata={EVOLVED: "add columns"}),
             )
         except Exception as e:
             raise SinkError(

@@ -189,6 +189,47 @@ def read_current(
     return _live(out) if live else out
 
 
+def read_window_rows(
+    storage: StorageSettings,
+    paths: TablePaths | str,
+    files: Sequence[str],
+    *,
+    columns: Sequence[str],
+    keys: tuple[Sequence[str], Iterable[tuple]],
+) -> pa.Table | None:
+    """The current live rows of keys that one window changed last, from that window's tail files
+    alone (``files``, relative paths, as its commit added them): for such a key the newest of
+    the window's rows is the current row, so neither the compacted state nor the rest of the tail
+    is read (a window's check costs what it changed). Same columns as :func:`read_current`.
+
+    Returns:
+        the live rows of ``keys`` (keyed tables), or ``None`` when the files are no longer all in
+        the tail (a compaction folded them into the state: the caller reads the current state).
+    """
+    if isinstance(paths, str):
+        paths = TablePaths(changelog="", state=paths)
+    tail_dt = open_table(storage, paths.tail)
+    if tail_dt is None or not files:
+        return None
+    current = set(pa.table(tail_dt.get_add_actions(flatten=True)).column("path").to_pylist())
+    if not set(files) <= current:
+        return None
+    state_dt = open_table(storage, paths.state)
+    key = _key(state_dt, tail_dt)
+    if not key:
+        return None
+    tail_schema = pa.schema(tail_dt.schema().to_arrow())
+    wanted = {*columns, *key, *RESOLVE_COLUMNS}
+    st_schema = pa.schema(state_dt.schema().to_arrow()) if state_dt is not None else None
+    schema = pa.schema([f for f in state_schema_after(st_schema, tail_schema, False) if f.name in wanted])
+    tail = read_files(
+        storage, paths.tail, list(files), pa.schema([f for f in tail_schema if f.name in wanted])
+    )
+    parts = _Parts(None, tail, key, False, schema, set(keys[1]))
+    out = parts.resolved()
+    return None if out is None else _live(out)
+
+
 def current_schema(storage: StorageSettings, paths: TablePaths | str) -> pa.Schema | None:
     """The schema of a table's current state (:func:`read_current`'s columns): the compacted
     state's, with the tail's columns and types merged in (a table captured since its last

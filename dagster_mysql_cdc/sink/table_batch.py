@@ -42,6 +42,8 @@ from ..events import BinlogPosition, change_log_schema, state_schema
 from .delta import CommitOutcome, commit_files, delete_files, open_table, rewrite_table
 from .evolution import Conformed, conform_schema, conform_table, state_value_field
 from .layout import TablePaths
+from .live_rows import LIVE_ROWS, LIVE_STATE_VERSION, window_delta
+from .live_rows import recorded as recorded_live_rows
 from .spark_files import FileOutput
 from .tail import cut_markers, tail_schema
 
@@ -133,6 +135,8 @@ class TableBatch:
         self.tail_files: list[dict] = []
         self.state_files: list[dict] = []
         self.rows_by_op: dict[str, int] = {}
+        self.live_after: int | None = None  # live rows after the tail commit (.live_rows)
+        self.committed_tail: list[str] = []  # the tail files this batch's commit added
         self.log_schema: pa.Schema | None = None
         self.names: list[str] = []
         self.jobs = 0
@@ -395,6 +399,8 @@ class TableBatch:
         if vacuumed:
             extra["vacuum"] = vacuumed
         extra["live_rows"] = self._live_rows()
+        if self.committed_tail:
+            extra["tail_files"] = self.committed_tail
         return TableWriteResult(
             database=self.database,
             table=self.table,
@@ -414,6 +420,8 @@ class TableBatch:
         in parallel with their commits; ``None`` when it cannot be counted (logged)."""
         from .read import live_count
 
+        if self.live_after is not None:  # recorded with the tail commit
+            return self.live_after
         try:
             return live_count(self.w.storage, self.paths)
         except Exception as e:  # noqa: BLE001 - metadata: the batch is committed
@@ -479,6 +487,9 @@ class TableBatch:
             files.append(self._write_cut(schema, self.snapshot_position))
         if self.tail_dt is not None:
             self.w._evolve(self.paths.tail, schema)
+        live = None if self.model_changed or self.snapshot_position is not None else self._live_after()
+        if live is not None:
+            meta = {**meta, LIVE_ROWS: str(live[0]), LIVE_STATE_VERSION: str(live[1])}
         outcome = commit_files(
             storage,
             self.paths.tail,
@@ -491,7 +502,34 @@ class TableBatch:
             properties={KEY_PROPERTY: self._key_json()},
         )
         self.tail_dt = open_table(storage, self.paths.tail)
+        if live is not None and outcome.committed:
+            self.live_after = live[0]
+        if outcome.committed:
+            self.committed_tail = [str(f["path"]) for f in files]
         return outcome
+
+    def _live_after(self) -> tuple[int, int] | None:
+        """The live rows after this batch's tail commit and the state version they are counted
+        against (:mod:`.live_rows`): the count the last tail commit recorded plus the batch's
+        ``c - d``; counted exactly first when no recorded count holds. ``None`` when the batch's
+        ops do not say the change (snapshot reads) or counting failed (logged)."""
+        from .read import live_count
+
+        delta = window_delta(self.rows_by_op)
+        if delta is None:
+            return None
+        storage = self.w.storage
+        try:
+            tail_dt = open_table(storage, self.paths.tail)
+            state_dt = open_table(storage, self.paths.state)
+            base = recorded_live_rows(tail_dt, state_dt)
+            if base is None:
+                base = live_count(storage, self.paths) or 0
+                state_dt = open_table(storage, self.paths.state)
+            return base + delta, state_dt.version() if state_dt is not None else -1
+        except Exception as e:  # noqa: BLE001 - metadata: counted after the commit instead
+            log.warning("could not count the live rows of %s before its commit: %s", self.paths.state, e)
+            return None
 
     def _write_cut(self, schema: pa.Schema, at: BinlogPosition) -> dict:
         """A data file in the tail with the cut marker of a full snapshot at ``at`` (every key the

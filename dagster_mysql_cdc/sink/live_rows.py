@@ -1,0 +1,99 @@
+"""The live-row count of a table's current state, carried in the tail's commits.
+
+A window that appends change events to the tail (:mod:`.tail`) changes the number of live rows by
+what its events say: ``+1`` per ``c`` (a key that was not live), ``-1`` per ``d``, nothing per
+``u`` (a primary-key change is a ``d`` and a ``c``, as Debezium emits it; a keyless update's old
+and new images cancel). So each tail commit records the count after it in its commit info
+(``dagster_mysql_cdc.live_rows``), as the previous recorded count plus the window's ``c - d``: the
+count costs what the window changed, not a read of the state (at 20M rows, a filtered scan of the
+state's key column is seconds per window).
+
+The previous count is trusted only when nothing that changes the count happened since it was
+recorded: the tail's later commits and the state's commits after the state version recorded with
+it must all keep the current state's rows (a compaction moves rows from the tail into the state;
+``OPTIMIZE``, ``VACUUM``, table properties and type rewrites keep them). A snapshot's state files,
+a replacement, a cut (``TRUNCATE``, a full snapshot), snapshot reads (``r``: their keys may or may
+not be live) or any commit this module does not know make the writer count exactly once more
+(:func:`.read.live_count`, a read of the state's key column) and record that.
+
+A count made this way equals the exact count as long as every ``c`` creates and every ``d``
+removes a live row, which is what the binlog says of the source. An event applied twice or lost
+would make it differ from ``COUNT(*)`` of the source, which is what the row-count asset check
+looks for; the exact count is taken again by the full checks ("Execute checks").
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from deltalake import DeltaTable
+
+log = logging.getLogger(__name__)
+
+LIVE_ROWS = "dagster_mysql_cdc.live_rows"
+#: the state table's version the count was recorded against (-1: no state table)
+LIVE_STATE_VERSION = "dagster_mysql_cdc.live_rows_state_version"
+#: commit info of the commit removing the tail files a compaction folded into the state
+COMPACTED = "dagster_mysql_cdc.compacted"
+#: commit info of a schema-only commit (columns added; no rows)
+EVOLVED = "dagster_mysql_cdc.evolved"
+
+_KEEPING_OPERATIONS = frozenset(
+    {
+        "OPTIMIZE",
+        "VACUUM START",
+        "VACUUM END",
+        "SET TBLPROPERTIES",
+        "ADD COLUMN",
+        "CHANGE COLUMN",
+        "UPDATE FIELD METADATA",
+        "UPDATE TABLE METADATA",
+    }
+)
+_KEEPING_KEYS = ("dagster_mysql_cdc.compaction", "dagster_mysql_cdc.rewrite", COMPACTED, EVOLVED)
+#: how many commits back a recorded count is looked for
+HISTORY_DEPTH = 20
+
+
+def keeps_rows(commit: Mapping) -> bool:
+    """Whether a Delta commit (an entry of ``DeltaTable.history()``) keeps the rows of the current
+    state: maintenance (``OPTIMIZE``, ``VACUUM``), metadata, a compaction or a type rewrite."""
+    return commit.get("operation") in _KEEPING_OPERATIONS or any(k in commit for k in _KEEPING_KEYS)
+
+
+def window_delta(rows_by_op: Mapping[str, int]) -> int | None:
+    """The change of the live-row count a batch of change events makes, from its ``op`` counts;
+    ``None`` when the ops do not say it (``r`` snapshot reads, ``t`` cuts, unknown ops)."""
+    if any(op not in ("c", "u", "d") for op, n in rows_by_op.items() if n):
+        return None
+    return int(rows_by_op.get("c", 0)) - int(rows_by_op.get("d", 0))
+
+
+def recorded(tail: DeltaTable | None, state: DeltaTable | None) -> int | None:
+    """The live-row count recorded by the newest tail commit, when no commit since changed the
+    count (see the module docs); ``None`` otherwise (the caller counts exactly)."""
+    if tail is None:
+        return None
+    count: int | None = None
+    state_version = -2
+    for c in tail.history(HISTORY_DEPTH):
+        if LIVE_ROWS in c:
+            try:
+                count, state_version = int(c[LIVE_ROWS]), int(c.get(LIVE_STATE_VERSION, -2))
+            except (TypeError, ValueError):
+                return None
+            break
+        if not keeps_rows(c):
+            return None
+    if count is None:
+        return None
+    now = state.version() if state is not None else -1
+    if now == state_version:
+        return count
+    if state is None or state_version < -1 or now < state_version or now - state_version > HISTORY_DEPTH:
+        return None
+    for c in state.history(now - state_version):
+        if int(c.get("version", -1)) > state_version and not keeps_rows(c):
+            return None
+    return count
