@@ -32,6 +32,9 @@ MYSQL_FIELDS = (
     "stream_batch_rows",
     "stream_commit_workers",
     "binlog_read_timeout",
+    "stream_parallel_min_bytes",
+    "stream_parallel_server_ids",
+    "stream_parallel_max_tasks",
 )
 LAKE_FIELDS = ("base_uri", "s3_endpoint_url", "s3_access_key_id", "s3_secret_access_key", "s3_region")
 
