@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -151,12 +152,29 @@ def read_files(
     """The rows of data files ``paths`` (relative to ``table_uri``) in ``schema`` (each file's
     columns relabelled with the table's fields and converted, missing ones null; only ``schema``'s
     columns are read). ``row_filter(batch) -> mask`` keeps some rows (read batch by batch)."""
+    parts = [
+        t for part in read_file_parts(storage, table_uri, paths, schema, row_filter=row_filter) for t in part
+    ]
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def read_file_parts(
+    storage: StorageSettings,
+    table_uri: str,
+    paths: list[str],
+    schema: pa.Schema,
+    *,
+    row_filter: Any = None,
+) -> Iterator[list[pa.Table]]:
+    """:func:`read_files` one data file at a time: yields, per file of ``paths``, its rows as a
+    list of tables (record batches of up to 262,144 rows, in ``schema``), read when the consumer
+    asks for them (a consumer that keeps only part of each file never holds the whole table)."""
     import pyarrow.parquet as pq
 
     fs = storage.pyarrow_filesystem()
     base = storage.fs_path(table_uri)
-    parts = []
     for rel in paths:
+        parts = []
         with fs.open_input_file(f"{base}/{rel}") as fh:
             pf = pq.ParquetFile(fh)
             cols = [n for n in pf.schema_arrow.names if n in schema.names]
@@ -166,7 +184,7 @@ def read_files(
                 if row_filter is not None:
                     t = t.filter(row_filter(t))
                 parts.append(t)
-    return pa.concat_tables(parts) if parts else schema.empty_table()
+        yield parts
 
 
 def state_schema_after(state: pa.Schema | None, tail: pa.Schema, keyless: bool) -> pa.Schema:

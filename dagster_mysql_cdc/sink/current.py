@@ -23,7 +23,8 @@ table always had them):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -121,7 +122,7 @@ def _aligned(t: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def resolve(
-    state: pa.Table | None,
+    state: pa.Table | Iterable[pa.Table] | None,
     tail: pa.Table | None,
     *,
     key: Sequence[str],
@@ -131,6 +132,10 @@ def resolve(
     of the compacted state), in the layout ``schema`` (a state schema). See the module docs.
 
     Args:
+        state: the compacted rows: one table, or (keyed tables) an iterable of parts, e.g. one
+            per data file as they are read: each part is resolved against the tail and only its
+            surviving rows are kept, so the whole unresolved state is never held beside the
+            result (a keyed key is in one part only: the compacted state has one row per key).
         key: the primary key columns; empty: keyless (every value column is the key, ``__count``).
         schema: the output's columns (the state table's, after the tail's schema is merged in).
 
@@ -141,15 +146,21 @@ def resolve(
     cut = newest_cut(tail)
     if tail is not None and CUT_COL in tail.column_names:
         tail = tail.filter(pc.invert(pc.fill_null(tail.column(CUT_COL), False)))
-    base = _aligned(epoch_filled(state), schema) if state is not None else schema.empty_table()
     rows = _aligned(epoch_filled(tail), schema) if tail is not None else schema.empty_table()
     if cut is not None:
         rows = rows.filter(pc.invert(older_than_cut(rows, cut[0])))
+    parts: Iterable[pa.Table] = [] if state is None else [state] if isinstance(state, pa.Table) else state
     if not keyless:
-        out = _resolve_keyed(base, rows, list(key))
+        out = _resolve_keyed((_aligned(epoch_filled(p), schema) for p in parts), rows, list(key), schema)
         if cut is not None:
             out = _tombstoned(out, older_than_cut(out, cut[0]), cut[0], cut[1], False)
         return out
+    loaded = list(parts)
+    base = (
+        _aligned(epoch_filled(pa.concat_tables(loaded) if len(loaded) > 1 else loaded[0]), schema)
+        if loaded
+        else schema.empty_table()
+    )
     fresh = pa.chunked_array([pa.repeat(pa.scalar(False), base.num_rows)], pa.bool_())
     if cut is not None:  # the cut empties the older values first; tail rows at or after it count
         fresh = older_than_cut(base, cut[0])
@@ -157,65 +168,106 @@ def resolve(
     return _resolve_keyless(base, rows, schema, fresh)
 
 
-def _resolve_keyed(base: pa.Table, rows: pa.Table, key: list[str]) -> pa.Table:
-    if rows.num_rows == 0:
-        return base
-    newest = newest_per_key(rows, key)
-    if base.num_rows == 0:
+def _resolve_keyed(parts: Iterable[pa.Table], rows: pa.Table, key: list[str], schema: pa.Schema) -> pa.Table:
+    """Keyed: every compacted part without the rows a tail row beats, then the tail's newest rows
+    that no compacted row beats. Parts are applied in groups of at least twice the tail's keys
+    (each group pays one hash table of the tail's keys)."""
+    newest = newest_per_key(rows, key) if rows.num_rows else None
+    if newest is None:
+        loaded = list(parts)
+        return pa.concat_tables(loaded) if loaded else schema.empty_table()
+    import numpy as np
+
+    kept: list[pa.Table] = []
+    tail_wins = np.ones(newest.num_rows, dtype=bool)
+    group: list[pa.Table] = []
+    group_rows = 0
+    at_least = max(1_000_000, 2 * newest.num_rows)
+
+    def apply() -> None:
+        nonlocal group, group_rows
+        base = pa.concat_tables(group) if len(group) > 1 else group[0]
+        group, group_rows = [], 0
+        survivors, beaten = _apply_tail(base, newest, key)
+        kept.append(survivors)
+        if beaten is not None and len(beaten):
+            tail_wins[beaten.to_numpy(zero_copy_only=False)] = False
+
+    for part in parts:
+        group.append(part)
+        group_rows += part.num_rows
+        if group_rows >= at_least:
+            apply()
+    if group:
+        apply()
+    if not tail_wins.all():
+        newest = newest.filter(pa.array(tail_wins))
+    if not kept:
         return newest
-    # the compacted rows whose key the tail touches: a hash-set lookup over the state (no join of
-    # the whole table); only those few are compared with their tail row
-    hit_idx = _touched(base, newest, key)
-    if len(hit_idx) == 0:
-        return pa.concat_tables([base, newest.select(base.column_names).cast(base.schema)])
-    # only the key and the ordering columns are joined (Arrow's hash join takes no nested
-    # non-key columns, e.g. a geometry struct)
-    cmp_cols = [c for c in (*key, *ORDER_COLS, "__deleted") if c in base.column_names]
-    touched = base.select(list(dict.fromkeys(cmp_cols))).take(hit_idx).append_column("__i", hit_idx)
-    probe = newest.select(key).append_column("__t_epoch", _ordering_cols(newest)[0])
-    for c in ORDER_COLS[1:]:
-        probe = probe.append_column(f"__t_{c[2:]}", newest.column(c))
-    probe = probe.append_column("__t_deleted", newest.column("__deleted"))
-    joined = touched.join(probe, keys=key, join_type="inner", use_threads=False)
-    t_ord = [
-        joined.column(f"__t_{c[2:]}") if c != EPOCH_COL else joined.column("__t_epoch") for c in ORDER_COLS
-    ]
-    s_ord = _ordering_cols(joined)
+    like = kept[0].schema
+    return pa.concat_tables([*kept, newest.select(like.names).cast(like)])
+
+
+def _apply_tail(base: pa.Table, newest: pa.Table, key: list[str]) -> tuple[pa.Table, pa.Array | None]:
+    """``base`` (compacted rows) without the rows whose key has a newer tail row in ``newest``
+    (one row per key), and the positions in ``newest`` of the rows a compacted row beats
+    (``None``: none)."""
+    # the compacted rows whose key the tail touches, with the position of their tail row: a hash
+    # lookup over the state (no join of the whole table); only those few are compared
+    hit_i, hit_j = _touched(base, newest, key)
+    if len(hit_i) == 0:
+        return base, None
+    # only the ordering columns are compared (never nested non-key columns, e.g. a geometry struct)
+    cmp_cols = [c for c in (*ORDER_COLS, "__deleted") if c in base.column_names]
+    mine = base.select(cmp_cols).take(hit_i)
+    theirs = newest.select([c for c in (*ORDER_COLS, "__deleted") if c in newest.column_names]).take(hit_j)
+    s_ord, t_ord = _ordering_cols(mine), _ordering_cols(theirs)
     tie = pc.and_(pc.invert(_greater(s_ord, t_ord)), pc.invert(_greater(t_ord, s_ord)))
-    s_live = pc.invert(pc.fill_null(joined.column("__deleted"), False))
-    t_dead = pc.fill_null(joined.column("__t_deleted"), False)
+    s_live = pc.invert(pc.fill_null(mine.column("__deleted"), False))
+    t_dead = pc.fill_null(theirs.column("__deleted"), False)
     state_wins = pc.or_(_greater(s_ord, t_ord), pc.and_(tie, pc.and_(s_live, t_dead)))
-    losers = joined.filter(pc.invert(state_wins)).column("__i")
-    beaten = joined.filter(state_wins).select(key)
-    if beaten.num_rows:
-        ids = newest.select(key).append_column("__j", pa.array(range(newest.num_rows), pa.int64()))
-        left = ids.join(beaten, keys=key, join_type="left anti", use_threads=False).column("__j")
-        left = left.combine_chunks()
-        newest = newest.take(left.take(pc.array_sort_indices(left)))
+    losers = pc.filter(hit_i, pc.invert(state_wins))
+    beaten = pc.filter(hit_j, state_wins)
     if len(losers):
         import numpy as np
 
         keep = np.ones(base.num_rows, dtype=bool)
-        keep[losers.to_numpy()] = False
-        base = base.filter(pa.array(keep))
-    return pa.concat_tables([base, newest.select(base.column_names).cast(base.schema)])
+        keep[losers.to_numpy(zero_copy_only=False)] = False
+        base = _filtered(base, pa.array(keep))
+    return base, beaten
 
 
-def _touched(base: pa.Table, newest: pa.Table, key: list[str]) -> pa.Array:
-    """Indices of ``base`` rows whose key is one of ``newest``'s."""
+def _filtered(t: pa.Table, mask: pa.Array) -> pa.Table:
+    """``t.filter(mask)`` with the columns copied by parallel threads (Arrow's kernels release the
+    GIL; a table's filter copies its columns one after another)."""
+    if t.num_rows < 100_000 or t.num_columns < 2:
+        return t.filter(mask)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+        cols = list(pool.map(lambda c: pc.filter(c, mask), t.columns))
+    return pa.Table.from_arrays(cols, schema=t.schema)
+
+
+def _touched(base: pa.Table, newest: pa.Table, key: list[str]) -> tuple[pa.Array, pa.Array]:
+    """``(rows of base, rows of newest)``: the index pairs of equal keys (``newest`` has one row per
+    key), ordered by the ``base`` index."""
     if len(key) == 1:
         col = base.column(key[0])
-        mask = pc.is_in(col, value_set=newest.column(key[0]).combine_chunks().cast(col.type))
-    else:  # a composite key: the first column narrows, a small join decides
-        first = base.column(key[0])
-        near = pc.indices_nonzero(
-            pc.is_in(first, value_set=pc.unique(newest.column(key[0]).combine_chunks().cast(first.type)))
-        )
-        cand = base.select(key).take(near).append_column("__i", near)
-        hits = cand.join(newest.select(key), keys=key, join_type="left semi", use_threads=False)
-        idx = hits.column("__i").combine_chunks()
-        return idx.take(pc.array_sort_indices(idx))
-    return pc.indices_nonzero(pc.fill_null(mask, False))
+        pos = pc.index_in(col, value_set=newest.column(key[0]).combine_chunks().cast(col.type))
+        hit_i = pc.indices_nonzero(pc.is_valid(pos))
+        return hit_i, pc.take(pos, hit_i).combine_chunks().cast(pa.int64())
+    # a composite key: the first column narrows, a small join decides
+    first = base.column(key[0])
+    near = pc.indices_nonzero(
+        pc.is_in(first, value_set=pc.unique(newest.column(key[0]).combine_chunks().cast(first.type)))
+    )
+    cand = base.select(key).take(near).append_column("__i", near)
+    ids = newest.select(key).append_column("__j", pa.array(range(newest.num_rows), pa.int64()))
+    hits = cand.join(ids, keys=key, join_type="inner", use_threads=False)
+    order = pc.sort_indices(hits, sort_keys=[("__i", "ascending")])
+    hits = hits.take(order)
+    return hits.column("__i").combine_chunks(), hits.column("__j").combine_chunks()
 
 
 def _resolve_keyless(base: pa.Table, rows: pa.Table, schema: pa.Schema, fresh) -> pa.Table:

@@ -14,13 +14,13 @@ table's row stands for ``__count`` copies, :func:`.state_rows.live_multiset`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
-from .compaction import read_files, state_schema_after
+from .compaction import read_file_parts, read_files, state_schema_after
 from .current import resolve
 from .delta import open_table
 from .layout import TablePaths
@@ -59,18 +59,33 @@ class _Parts:
     keyless: bool
     schema: pa.Schema | None  # the resolved rows' schema (with a tail)
     key_set: set[tuple]
+    #: the compacted state's files, read one at a time while resolving (a keyed full read with a
+    #: tail; ``state`` is then ``None``)
+    state_files: Iterator[list[pa.Table]] | None = None
 
     def resolved(self) -> pa.Table | None:
         """The current rows (:func:`.current.resolve`), restricted to the keys asked for."""
         import pyarrow.compute as pc
 
+        from .evolution import conform_table
+
         if self.tail is None:
             out = self.state
+        elif self.state_files is not None:
+            assert self.schema is not None
+            schema = self.schema
+
+            def parts() -> Iterator[pa.Table]:
+                assert self.state_files is not None
+                for batches in self.state_files:
+                    if batches:
+                        t = pa.concat_tables(batches)
+                        yield conform_table(t, pa.schema([schema.field(n) for n in t.column_names]))
+
+            out = resolve(parts(), self.tail, key=self.key or [], schema=schema)
         else:
             state = self.state
             if state is not None:
-                from .evolution import conform_table
-
                 assert self.schema is not None
                 state = conform_table(state, pa.schema([self.schema.field(n) for n in state.column_names]))
             out = resolve(state, self.tail, key=self.key or [], schema=self.schema)
@@ -140,20 +155,24 @@ def _load(
             col = t.column(key_cols[0])
             return pc.is_in(col, value_set=pa.array(firsts, col.type))
 
-    state = None
-    if state_dt is not None:
-        files = pa.table(state_dt.get_add_actions(flatten=True)).column("path").to_pylist()
-        state = read_files(storage, paths.state, files, subset(st_schema), row_filter=row_filter)
     tail_files = (
         pa.table(tail_dt.get_add_actions(flatten=True)).column("path").to_pylist()
         if tail_dt is not None
         else []
     )
+    state = None
+    state_files = None
+    if state_dt is not None:
+        files = pa.table(state_dt.get_add_actions(flatten=True)).column("path").to_pylist()
+        if tail_files and keys is None and not keyless:  # resolved file by file (see _Parts)
+            state_files = read_file_parts(storage, paths.state, files, subset(st_schema))
+        else:
+            state = read_files(storage, paths.state, files, subset(st_schema), row_filter=row_filter)
     if not tail_files:
         return _Parts(state, None, key, keyless, None, key_set if keys is not None else set())
     schema = subset(state_schema_after(st_schema, tail_schema, keyless))
     tail = read_files(storage, paths.tail, tail_files, subset(tail_schema))
-    return _Parts(state, tail, key, keyless, schema, key_set if keys is not None else set())
+    return _Parts(state, tail, key, keyless, schema, key_set if keys is not None else set(), state_files)
 
 
 def read_current(
