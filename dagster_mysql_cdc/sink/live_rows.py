@@ -75,19 +75,10 @@ def recorded(tail: DeltaTable | None, state: DeltaTable | None) -> int | None:
     count (see the module docs); ``None`` otherwise (the caller counts exactly)."""
     if tail is None:
         return None
-    count: int | None = None
-    state_version = -2
-    for c in tail.history(HISTORY_DEPTH):
-        if LIVE_ROWS in c:
-            try:
-                count, state_version = int(c[LIVE_ROWS]), int(c.get(LIVE_STATE_VERSION, -2))
-            except (TypeError, ValueError):
-                return None
-            break
-        if not keeps_rows(c):
-            return None
-    if count is None:
+    found = _newest_count(tail, 2) or _newest_count(tail, HISTORY_DEPTH)  # mostly the last commit
+    if found is None or found[0] is None:
         return None
+    count, state_version = found
     now = state.version() if state is not None else -1
     if now == state_version:
         return count
@@ -97,3 +88,18 @@ def recorded(tail: DeltaTable | None, state: DeltaTable | None) -> int | None:
         if int(c.get("version", -1)) > state_version and not keeps_rows(c):
             return None
     return count
+
+
+def _newest_count(tail: DeltaTable, depth: int) -> tuple[int | None, int] | None:
+    """``(count, state version)`` of the newest of the last ``depth`` tail commits recording a
+    count, when every commit after it keeps the rows; ``(None, -2)``: a commit after it changed
+    them (or its record is unreadable); ``None``: none recorded in ``depth`` commits."""
+    for c in tail.history(depth):
+        if LIVE_ROWS in c:
+            try:
+                return int(c[LIVE_ROWS]), int(c.get(LIVE_STATE_VERSION, -2))
+            except (TypeError, ValueError):
+                return None, -2
+        if not keeps_rows(c):
+            return None, -2
+    return None
