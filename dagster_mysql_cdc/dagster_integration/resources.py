@@ -15,7 +15,7 @@ import pymysql
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 
-from ..engine.gaps import GAP_HANDLING_MODES, check_gap_handling, checksum_repair_signal
+from ..engine.gaps import GAP_HANDLING_MODES, check_gap_handling, queue_checksum_repair
 from ..engine.incremental import IncrementalState
 from ..errors import ConfigurationError, SourceConnectionError, UnknownTableError
 from ..events import BinlogPosition
@@ -943,53 +943,19 @@ class MySqlCdcResource(dg.ConfigurableResource):
 
     def _checksum_repair(
         self, context: dg.AssetExecutionContext, settings: ConnectionSettings, committed: BinlogPosition
-    ):
+    ) -> Callable[[TableSchema, list[tuple], list[tuple]], str]:
         """The ``checksum_matches_source`` failure handler: logs a WARNING naming the table and
         position and, with ``binlog_gap_handling="repair"``, writes an ``execute-snapshot`` signal
-        that re-reads the differing keys' ranges (see :func:`..gaps.checksum_repair_signal`)."""
-
-        def handle(schema: TableSchema, differing: list[tuple], lake_only: list[tuple]) -> str:
-            table = schema.qualified_name
-            signal_table = self.signal_table()
-            if self.binlog_gap_handling != "repair":
-                outcome = (
-                    f"not repaired (binlog_gap_handling={self.binlog_gap_handling!r}): re-snapshot the table"
-                )
-            elif not schema.primary_key:
-                outcome = "not repaired: incremental snapshots need a primary key; re-snapshot the table (materialize its asset)"
-            elif not signal_table or self.incremental_snapshot_read_only:
-                outcome = (
-                    "not repaired: the repair is an execute-snapshot signal row, which needs a signal table "
-                    "the capture user may write (signal_data_collection, incremental_snapshot_read_only=False)"
-                )
-            else:
-                reason = f"checksum_mismatch at {committed}: {len(differing)} differing key(s) in {table}"
-                sid, data = checksum_repair_signal(table, schema.primary_key, differing, lake_only, reason)
-                db, _, t = signal_table.partition(".")
-                conn = connect(settings, autocommit=True)
-                try:
-                    with conn.cursor() as cur:
-                        cur.execute(
-                            f"INSERT INTO `{db}`.`{t}` (id, type, data) VALUES (%s, 'execute-snapshot', %s)",
-                            (sid, data),
-                        )
-                    outcome = f"Repair queued: execute-snapshot signal {sid} ({data})"
-                except pymysql.err.MySQLError as e:
-                    outcome = (
-                        f"not repaired: writing the repair signal to {signal_table} failed ({e.args[0]}: "
-                        f"{e.args[-1]}); create the signal table (mysql.create_signal_table()) and grant "
-                        "the capture user INSERT on it, or insert the signal yourself: "
-                        f"INSERT INTO {signal_table} VALUES ('{sid}', 'execute-snapshot', '{data}')"
-                    )
-                finally:
-                    conn.close()
-            context.log.warning(
-                f"Change not carried by the binlog: checksum_mismatch on {table} at {committed}: "
-                f"{len(differing)} key(s) differ from the source ({len(lake_only)} only in the lake). {outcome}."
-            )
-            return outcome
-
-        return handle
+        that re-reads the differing keys' ranges (:func:`..engine.gaps.queue_checksum_repair`)."""
+        return partial(
+            queue_checksum_repair,
+            settings,
+            committed=committed,
+            gap_handling=self.binlog_gap_handling,
+            signal_table=self.signal_table(),
+            read_only=self.incremental_snapshot_read_only,
+            log=context.log,
+        )
 
     def _rows_not_comparable(self, context: dg.AssetExecutionContext, stream: bool) -> set[str]:
         """Checks whose whole-table comparison means nothing with ``snapshot_mode=no_data``: the
