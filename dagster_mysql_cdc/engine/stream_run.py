@@ -222,9 +222,11 @@ class StreamRun:
 
         Raises:
             ServerChangedError: the window's positions belong to another server.
-            ConfigurationError: bad options; the binlog window cannot be read as planned.
+            ConfigurationError: a setting does not allow reading the window (preflight).
+            BinlogGapError: ``binlog_gap_handling="fail"`` met a change the binlog does not carry.
             SinkError, pymysql errors, ...: the window failed as a whole (the lake is down, the
-                source unreachable): nothing of it is committed as done; the sensor retries it.
+                source unreachable); the sensor retries it and the retry skips what committed
+                (each commit carries the window's transaction identity).
         """
         start, end = request.start, request.end
         if request.identity is not None:
