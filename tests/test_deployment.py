@@ -57,6 +57,21 @@ def test_loading_the_package_does_not_import_the_data_path():
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
+def test_the_engine_does_not_import_dagster():
+    """engine/ holds what a run does (stream_run, snapshot_run, ...); Dagster sees it only through
+    dagster_integration/, which depends on the engine, never the other way."""
+    code = (
+        "import importlib, pkgutil, sys\n"
+        "import dagster_mysql_cdc.engine as engine\n"
+        "for m in pkgutil.iter_modules(engine.__path__):\n"
+        "    importlib.import_module(f'dagster_mysql_cdc.engine.{m.name}')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'dagster'\n"
+        "             or m.startswith('dagster_mysql_cdc.dagster_integration')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
 @pytest.mark.integration
 def test_window_with_nothing_to_write_never_starts_spark(tmp_path):
     with scratch_database("nospark") as (db, conn):

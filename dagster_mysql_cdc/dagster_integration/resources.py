@@ -7,7 +7,6 @@ import logging
 import time
 import warnings
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +15,7 @@ import pymysql
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 
-from ..engine.gaps import GAP_HANDLING_MODES, check_gap_handling, checksum_repair_signal
+from ..engine.gaps import GAP_HANDLING_MODES, check_gap_handling, queue_checksum_repair
 from ..engine.incremental import IncrementalState
 from ..errors import ConfigurationError, SourceConnectionError, UnknownTableError
 from ..events import BinlogPosition
@@ -26,13 +25,13 @@ from ..sink.storage import StorageSettings
 from ..source.catalog import list_tables, read_table_schemas
 from ..source.columns import ColumnPolicy
 from ..source.connection import ConnectionSettings, ServerInfo, connect, server_info
-from ..source.failover import ServerChangedError, ServerIdentity, other_server_reason
+from ..source.failover import ServerIdentity
 from ..source.filters import TableFilter
 from ..source.schema import TableSchema
 from ..source.select_overrides import parse_overrides
 from ..source.signals import create_signal_table, signal_table_sql
 from ..source.snapshot import SnapshotOptions
-from ..source.types import TableConverter, TypeOptions
+from ..source.types import TypeOptions
 from .checks import (
     CHECKSUM,
     GAPS,
@@ -77,9 +76,10 @@ from .verify import (
 
 if TYPE_CHECKING:
     from ..engine.initial_snapshot import SnapshotTableResult
+    from ..engine.snapshot_run import SnapshotReads
     from ..engine.stream import IncrementalOptions, StreamOptions, WindowResult
+    from ..engine.stream_run import FollowPlanner, NextWindow, StreamRunOptions
     from ..sink.lake import LakeWriter
-    from ..sink.schema_history import SchemaHistory
     from ..sink.table_batch import TableWriteResult
 
 # The data path (stream, pipeline, sink: sqlglot, python-mysql-replication, deltalake, pyspark) is
@@ -603,6 +603,37 @@ class MySqlCdcResource(dg.ConfigurableResource):
             run_seconds=self.incremental_snapshot_run_seconds,
         )
 
+    def snapshot_reads(self) -> SnapshotReads:
+        """How snapshots read the source: split reads (``snapshot_split_reads``) or the locked scan."""
+        from ..engine.snapshot_run import SnapshotReads
+
+        return SnapshotReads(
+            split=self.snapshot_split_reads,
+            split_rows=self.snapshot_split_rows,
+            max_connections=self.snapshot_max_connections,
+        )
+
+    def stream_run_options(self) -> StreamRunOptions:
+        """The settings a stream run reads its windows with (:class:`..engine.stream_run.StreamRunOptions`).
+
+        Raises:
+            ConfigurationError: as :meth:`stream_options` and :meth:`type_options`.
+        """
+        from ..engine.stream_run import StreamRunOptions
+
+        return StreamRunOptions(
+            server_name=self.server_name,
+            server_id=self.server_id,
+            table_filter=self.table_filter(),
+            type_options=self.type_options(),
+            stream=self.stream_options(),
+            incremental=self.incremental_options(),
+            snapshot=partial(self.snapshot_options, "initial"),
+            snapshot_reads=self.snapshot_reads(),
+            follow_seconds=float(self.stream_follow_seconds),
+            follow_idle_seconds=float(self.stream_follow_idle_seconds),
+        )
+
     def create_signal_table(self) -> str:
         """Create the signal table if absent (needs CREATE on its database); returns its name.
 
@@ -912,53 +943,19 @@ class MySqlCdcResource(dg.ConfigurableResource):
 
     def _checksum_repair(
         self, context: dg.AssetExecutionContext, settings: ConnectionSettings, committed: BinlogPosition
-    ):
+    ) -> Callable[[TableSchema, list[tuple], list[tuple]], str]:
         """The ``checksum_matches_source`` failure handler: logs a WARNING naming the table and
         position and, with ``binlog_gap_handling="repair"``, writes an ``execute-snapshot`` signal
-        that re-reads the differing keys' ranges (see :func:`..gaps.checksum_repair_signal`)."""
-
-        def handle(schema: TableSchema, differing: list[tuple], lake_only: list[tuple]) -> str:
-            table = schema.qualified_name
-            signal_table = self.signal_table()
-            if self.binlog_gap_handling != "repair":
-                outcome = (
-                    f"not repaired (binlog_gap_handling={self.binlog_gap_handling!r}): re-snapshot the table"
-                )
-            elif not schema.primary_key:
-                outcome = "not repaired: incremental snapshots need a primary key; re-snapshot the table (materialize its asset)"
-            elif not signal_table or self.incremental_snapshot_read_only:
-                outcome = (
-                    "not repaired: the repair is an execute-snapshot signal row, which needs a signal table "
-                    "the capture user may write (signal_data_collection, incremental_snapshot_read_only=False)"
-                )
-            else:
-                reason = f"checksum_mismatch at {committed}: {len(differing)} differing key(s) in {table}"
-                sid, data = checksum_repair_signal(table, schema.primary_key, differing, lake_only, reason)
-                db, _, t = signal_table.partition(".")
-                conn = connect(settings, autocommit=True)
-                try:
-                    with conn.cursor() as cur:
-                        cur.execute(
-                            f"INSERT INTO `{db}`.`{t}` (id, type, data) VALUES (%s, 'execute-snapshot', %s)",
-                            (sid, data),
-                        )
-                    outcome = f"Repair queued: execute-snapshot signal {sid} ({data})"
-                except pymysql.err.MySQLError as e:
-                    outcome = (
-                        f"not repaired: writing the repair signal to {signal_table} failed ({e.args[0]}: "
-                        f"{e.args[-1]}); create the signal table (mysql.create_signal_table()) and grant "
-                        "the capture user INSERT on it, or insert the signal yourself: "
-                        f"INSERT INTO {signal_table} VALUES ('{sid}', 'execute-snapshot', '{data}')"
-                    )
-                finally:
-                    conn.close()
-            context.log.warning(
-                f"Change not carried by the binlog: checksum_mismatch on {table} at {committed}: "
-                f"{len(differing)} key(s) differ from the source ({len(lake_only)} only in the lake). {outcome}."
-            )
-            return outcome
-
-        return handle
+        that re-reads the differing keys' ranges (:func:`..engine.gaps.queue_checksum_repair`)."""
+        return partial(
+            queue_checksum_repair,
+            settings,
+            committed=committed,
+            gap_handling=self.binlog_gap_handling,
+            signal_table=self.signal_table(),
+            read_only=self.incremental_snapshot_read_only,
+            log=context.log,
+        )
 
     def _rows_not_comparable(self, context: dg.AssetExecutionContext, stream: bool) -> set[str]:
         """Checks whose whole-table comparison means nothing with ``snapshot_mode=no_data``: the
@@ -1030,101 +1027,72 @@ class MySqlCdcResource(dg.ConfigurableResource):
         self, instance: dg.DagsterInstance, storage: StorageSettings, tables: Sequence[tuple[str, str]]
     ) -> dict[str, int]:
         """Recompute the key ranges of ``tables`` (``pk_range_rows`` rows each), store them in the
-        lake and register the partition keys of their ``pk_ranges`` assets. Keyless tables are skipped.
+        lake (:func:`..engine.snapshot_run.refresh_key_ranges`) and register the partition keys of
+        their ``pk_ranges`` assets. Keyless tables are skipped.
 
         Returns:
             ``{"db.table": number of ranges}``
         """
-        from ..engine.ranges import compute_ranges, save_ranges
+        from ..engine.snapshot_run import refresh_key_ranges
         from .partitions import pk_ranges_partitions_name
 
         out: dict[str, int] = {}
-        conn = connect(self.connection_settings())
-        try:
-            schemas = read_table_schemas(conn, tables)
-            columns = self.column_policy()
-            for (db, t), full in schemas.items():
-                schema = columns.keyed(full)  # message.key.columns
-                if not schema.primary_key or columns.masked_key(full):  # raw key bounds would leak
-                    continue
-                ranges = compute_ranges(conn, schema, self.pk_range_rows)
-                save_ranges(storage, LakeLayout(storage, self.server_name).pk_ranges(db, t), ranges)
-                name = pk_ranges_partitions_name(self.server_name, db, t)
-                existing = set(instance.get_dynamic_partitions(name))
-                new = [r.key for r in ranges if r.key not in existing]
-                if new:
-                    instance.add_dynamic_partitions(name, new)
-                out[f"{db}.{t}"] = len(ranges)
-        finally:
-            conn.close()
+        for (db, t), ranges in refresh_key_ranges(
+            self.connection_settings(),
+            storage,
+            self.server_name,
+            self.column_policy(),
+            tables,
+            self.pk_range_rows,
+        ):
+            name = pk_ranges_partitions_name(self.server_name, db, t)
+            existing = set(instance.get_dynamic_partitions(name))
+            new = [r.key for r in ranges if r.key not in existing]
+            if new:
+                instance.add_dynamic_partitions(name, new)
+            out[f"{db}.{t}"] = len(ranges)
         return out
 
     def resnapshot_range(
         self, context: dg.AssetExecutionContext, lake: CdcLakeResource, database: str, table: str
     ) -> dg.MaterializeResult:
-        """Re-snapshot the key range of ``context.partition_key`` (see :mod:`dagster_mysql_cdc.engine.ranges`).
+        """Re-snapshot the key range of ``context.partition_key``
+        (:func:`dagster_mysql_cdc.engine.snapshot_run.resnapshot_key_range`); the table's page gets
+        the backfill's progress as an observation.
 
         Raises:
             ConfigurationError: unknown partition (snapshot the table first), no signal table.
         """
-        from ..engine.ranges import load_ranges, snapshot_range
+        from ..engine.snapshot_run import find_key_range, resnapshot_key_range
 
         storage = lake.storage_settings()
         key = context.partition_key
-        ranges = load_ranges(storage, LakeLayout(storage, self.server_name).pk_ranges(database, table))
-        rng = ranges.get(key)
-        if rng is None:
-            raise ConfigurationError(
-                f"Partition {key} of {database}.{table} has no key range: materialize the table asset "
-                "(a snapshot recomputes the ranges) and retry."
-            )
+        rng, ranges_total = find_key_range(storage, self.server_name, database, table, key)
         settings = self.connection_settings()
         signal = self.ensure_signal_table("range re-snapshots write their watermarks to it")
-        conn = connect(settings)
-        try:
-            info = server_info(conn)
-            schema = read_table_schemas(conn, [(database, table)])[(database, table)]
-        finally:
-            conn.close()
-        writer = lake.get_writer(self.server_name)
-        snap = snapshot_range(
+        done = resnapshot_key_range(
             settings,
-            info,
-            schema,
-            rng,
+            storage,
+            lake.get_writer(self.server_name),
+            database=database,
+            table=table,
+            key=key,
+            rng=rng,
             signal_table=signal,
             type_options=self.type_options(),
             server_name=self.server_name,
-            replica_server_id=self.server_id + 3,
-            storage=storage,
+            server_id=self.server_id,
+            reads=self.snapshot_reads(),
             epoch=self._snapshot_epoch(context),
-            writer=writer if self.snapshot_split_reads else None,
-            tasks=self.snapshot_max_connections,
             range_rows=self.pk_range_rows or 100_000,
+            log=context.log,
         )
-        conv = TableConverter(schema, self.type_options(), "pymysql")
-        w = writer.write_table_batch(
-            database,
-            table,
-            [snap.batch] + ([snap.deletes] if snap.deletes is not None and snap.deletes.num_rows else []),
-            value_schema=conv.arrow_schema,
-            primary_key=conv.table.primary_key,
-            app_id=snap.high.txn_app(f"dagster-mysql-cdc/range/{key}"),
-            version=snap.high.as_version(),
-            position=snap.high,
-            epoch=snap.high.epoch,
-        )
-        context.log.info(
-            f"{database}.{table} range {key} ({rng.lo} .. {rng.hi}]: read {snap.rows_read} rows, "
-            f"emitted {snap.rows_emitted}, deleted {snap.rows_deleted} the source no longer has, "
-            f"at high watermark {snap.high}"
-        )
-        ranges_total = len(ranges)
-        done = set(context.instance.get_materialized_partitions(context.asset_key)) | {key}
+        snap, w = done.snapshot, done.write
+        done_keys = set(context.instance.get_materialized_partitions(context.asset_key)) | {key}
         progress = {
-            "ranges_done": len(done),
+            "ranges_done": len(done_keys),
             "ranges_total": ranges_total,
-            "percent": round(100.0 * len(done) / max(ranges_total, 1), 1),
+            "percent": round(100.0 * len(done_keys) / max(ranges_total, 1), 1),
             "last_range": key,
             "last_range_keys": {"after": rng.lo, "up_to": rng.hi},
             "last_range_rows": snap.rows_read,
@@ -1133,7 +1101,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
         context.log_event(  # the table's page shows the backfill's progress (an observation)
             dg.AssetObservation(
                 asset_key=table_key,
-                description=f"pk_ranges backfill: range {key} re-snapshotted ({len(done)}/{ranges_total})",
+                description=f"pk_ranges backfill: range {key} re-snapshotted ({len(done_keys)}/{ranges_total})",
                 metadata={"pk_ranges_backfill": dg.MetadataValue.json(progress)},
             )
         )
@@ -1173,7 +1141,8 @@ class MySqlCdcResource(dg.ConfigurableResource):
     def snapshot(
         self, context: dg.AssetExecutionContext, lake: CdcLakeResource
     ) -> Generator[dg.MaterializeResult, None, BinlogPosition | None]:
-        """Snapshot the selected table assets into the lake, one ``MaterializeResult`` each.
+        """Snapshot the selected table assets into the lake, one ``MaterializeResult`` each
+        (:func:`dagster_mysql_cdc.engine.snapshot_run.snapshot_tables`).
 
         Returns (as the generator's value): the snapshot's binlog position, ``None`` if nothing was read.
 
@@ -1182,6 +1151,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
         and lock durations, change-log/state URIs and Delta versions, column schema. The schema of
         each table is recorded in the schema history at the snapshot position.
         """
+        from ..engine.snapshot_run import snapshot_tables
         from ..sink.schema_history import SchemaHistory
 
         keys_by_table, binlog_key = self._selection(context)
@@ -1202,21 +1172,20 @@ class MySqlCdcResource(dg.ConfigurableResource):
             f"(snapshot_mode={mode}, {reader}) into {lake.base_uri}"
         )
         last = None
-        for r in self._run_snapshot(
+        for r in snapshot_tables(
             self.connection_settings(),
             tables,
             lambda: lake.get_writer(self.server_name),
+            reads=self.snapshot_reads(),
             options=opts,
-            need_streaming=mode != "initial_only",
+            type_options=self.type_options(),
+            server_name=self.server_name,
             history=history,
             epoch=self._snapshot_epoch(context),
+            need_streaming=mode != "initial_only",
+            log=context.log,
         ):
             last = r
-            context.log.info(
-                f"{r.schema.qualified_name}: {r.write.rows} rows at {r.position} "
-                f"({'committed' if r.write.state.committed else 'already committed, skipped'})"
-            )
-            self._log_rows_left_out(context, r)
             key = keys_by_table.get((r.schema.database, r.schema.table))
             if key is not None:
                 yield dg.MaterializeResult(asset_key=key, metadata=snapshot_metadata(r))
@@ -1234,68 +1203,27 @@ class MySqlCdcResource(dg.ConfigurableResource):
             )
         return last.position if last is not None else None
 
-    def _run_snapshot(
-        self,
-        settings: ConnectionSettings,
-        tables: Sequence[tuple[str, str]],
-        writer: LakeWriter | Callable[[], LakeWriter],
-        *,
-        options: SnapshotOptions,
-        history: SchemaHistory,
-        epoch: int,
-        need_streaming: bool = True,
-    ) -> Iterator[SnapshotTableResult]:
-        """The snapshot engine this resource is configured for: split reads on the Spark executors
-        (``snapshot_split_reads``, when data is read) or the locked consistent scan."""
-        if self.snapshot_split_reads and options.include_data:
-            from ..engine.split_snapshot import SplitOptions, run_split_snapshot
-
-            return run_split_snapshot(
-                settings,
-                tables,
-                writer,
-                type_options=self.type_options(),
-                split=SplitOptions(
-                    split_rows=self.snapshot_split_rows,
-                    max_connections=self.snapshot_max_connections,
-                    fetch_size=options.fetch_size,
-                    batch_rows=min(options.batch_rows, 50_000),
-                ),
-                server_name=self.server_name,
-                select_overrides=options.select_overrides,
-                need_streaming=need_streaming,
-                history=history,
-                epoch=epoch,
-                failure_handling=options.event_processing_failure_handling_mode,
-            )
-        from ..engine.initial_snapshot import run_snapshot
-
-        return run_snapshot(
-            settings,
-            tables,
-            writer,
-            type_options=self.type_options(),
-            options=options,
-            server_name=self.server_name,
-            need_streaming=need_streaming,
-            history=history,
-            epoch=epoch,
-        )
-
     def stream(
         self, context: dg.AssetExecutionContext, lake: CdcLakeResource, report: dict | None = None
     ) -> Generator[dg.MaterializeResult, None, BinlogPosition | None]:
-        """Process the binlog window named by the run's tags (requested by the binlog sensor).
+        """Process the binlog window named by the run's tags (requested by the binlog sensor):
+        the tags are decoded, the run is coordinated by
+        :class:`dagster_mysql_cdc.engine.stream_run.StreamRun`, and its outcome is reported as the
+        materializations of the changed (and blocking-snapshotted) tables and of the binlog asset.
 
         Changes the binlog does not carry (statement DML, foreign-key cascades) are logged as
         WARNING, listed in the binlog asset's ``binlog_gaps`` metadata and, with ``report``, put in
-        ``report["gaps"]`` (for the ``changes_in_binlog`` check).
+        ``report["gaps"]`` (for the ``changes_in_binlog`` check); ``report`` also gets the tables
+        stopped after the run (``"stopped"``), and the live rows (``"live_rows"``) and tail files
+        (``"tail_files"``) of the tables it committed, by state URI.
 
         Returns (as the generator's value): the position the window reached.
 
         Raises:
             ConfigurationError: the run tags do not name a valid window.
+            ServerChangedError: the window's positions belong to another server.
         """
+        from ..engine.stream_run import StreamRun, StreamRunRequest
         from ..sink.schema_history import SchemaHistory
 
         tags = context.run.tags
@@ -1303,65 +1231,35 @@ class MySqlCdcResource(dg.ConfigurableResource):
         keys_by_table, binlog_key = self._selection(context)
         settings = self.connection_settings()
         info = self._server_info(settings)
-        if tags.get(IDENTITY_TAG):
-            check_window_server(settings, info, tags[IDENTITY_TAG], start, f"{self.host}:{self.port}")
+        request = StreamRunRequest(
+            start,
+            end,
+            identity=_identity_tag(tags),
+            incremental=_incremental_tag(tags),
+            stopped=_stopped_tag(tags),
+            selected=frozenset(keys_by_table),
+        )
         storage = lake.storage_settings()
-        incremental = _incremental_tag(tags)
-        context.log.info(f"Binlog window {start} -> {end}")
         writer = lake.get_writer(self.server_name)
-        history = SchemaHistory(storage, self.server_name)
-        stopped, again, resume = self._catch_up_stopped(
-            context, _stopped_tag(tags), start, writer, history, settings, info
-        )
-        table_filter = self.table_filter().without([_table_key(n) for n in stopped])
-        result = self._read_window(
-            settings, info, start, end, writer, history, incremental, table_filter, resume_at=resume
-        )
-        result.blocking_tables = list(dict.fromkeys([*result.blocking_tables, *again]))
-        follow_windows = 0
-        if (result.end.file, result.end.pos) == (end.file, end.pos):
-            result.end = end  # the requested end carries the server's GTID set
-            if incremental is None and not (
-                result.incremental_state or result.chunks or result.blocking_tables
-            ):
-                result, follow_windows = self._follow(
-                    context,
-                    result,
-                    writer,
-                    history,
-                    settings,
-                    info,
-                    storage,
-                    set(keys_by_table),
-                    table_filter,
-                    resume_at=resume,
-                )
-        for name, failed in result.failed_tables.items():
-            stopped[name] = {**failed, "attempted": name in stopped}
-            context.log.warning(
-                f"{name} stopped: its changes from {BinlogPosition.from_dict(failed['since'])} on could not "
-                f"be written ({failed['error']}). The other tables go on. It is caught up from that "
-                "position automatically (retries back off from 1 minute to 1 hour), or at once after "
-                "the cause is fixed and the table is materialized (docs/operations.md, 'A table stopped')."
-            )
+        outcome = StreamRun(
+            settings,
+            info,
+            writer=writer,
+            history=SchemaHistory(storage, self.server_name),
+            options=self.stream_run_options(),
+            log=context.log,
+            planner=self._follow_planner(settings, info),
+        ).run(request)
+        result, reached = outcome.result, outcome.reached
         if report is not None:
-            report["stopped"] = stopped
-        self._log_window(context, result)
-        if report is not None:
-            report["gaps"] = [g.to_dict() for g in result.gaps]
-            report["live_rows"] = {
-                w.paths.state: w.extra["live_rows"]
-                for w in result.tables.values()
-                if w.extra.get("live_rows") is not None
-            }
-            report["tail_files"] = {
-                w.paths.state: w.extra["tail_files"]
-                for w in result.tables.values()
-                if w.extra.get("tail_files")
-            }
-        reached = _reached(start, end, result)
-        if result.blocking_tables:
-            yield from self._blocking_snapshot(context, result, settings, writer, history, keys_by_table)
+            report["stopped"] = outcome.stopped
+            report["gaps"] = outcome.gaps
+            report["live_rows"] = outcome.live_rows
+            report["tail_files"] = outcome.tail_files
+        for r in outcome.snapshots:  # a blocking snapshot: the tables the window did not change
+            key = keys_by_table.get((r.schema.database, r.schema.table))
+            if key is not None and (r.schema.database, r.schema.table) not in result.tables:
+                yield dg.MaterializeResult(asset_key=key, metadata=snapshot_metadata(r))
         lag = self._lag_metadata(context, settings, info, reached, result.last_event_ts_ms)
         yield from self._table_results(
             context, result, settings, storage, keys_by_table, start=start, reached=reached, lag=lag
@@ -1370,165 +1268,48 @@ class MySqlCdcResource(dg.ConfigurableResource):
             yield dg.MaterializeResult(
                 asset_key=binlog_key,
                 metadata={
-                    **_stream_metadata(result, start, reached, lag, follow_windows, writer.spark_seconds),
-                    "stopped_tables": dg.MetadataValue.json(stopped),
+                    **_stream_metadata(
+                        result, start, reached, lag, outcome.follow_windows, writer.spark_seconds
+                    ),
+                    "stopped_tables": dg.MetadataValue.json(outcome.stopped),
                 },
             )
         return reached
 
-    def _catch_up_stopped(
-        self,
-        context: dg.AssetExecutionContext,
-        tagged: dict[str, dict],
-        start: BinlogPosition,
-        writer: LakeWriter,
-        history: SchemaHistory,
-        settings: ConnectionSettings,
-        info: ServerInfo,
-    ) -> tuple[dict[str, dict], list[tuple[str, str]], dict[tuple[str, str], BinlogPosition]]:
-        """Catch up the stopped tables the sensor marked due (tag :data:`STOPPED_TAG`, see
-        ``engine/isolation.py``): each one's binlog from its stop position to ``start``, read for
-        that table only. Returns the tables still stopped (``{"since", "error", "attempted"}``),
-        the tables to snapshot again (their stop position was purged, or the catch-up met
-        changes the binlog does not carry), and the tables whose stop position lies after
-        ``start`` (snapshotted again since: the window skips their events before it)."""
-        from ..engine.isolation import catch_up
-        from ..engine.stream import IncrementalOptions, run_window
-        from ..source.connection import binlog_files
+    def _follow_planner(self, settings: ConnectionSettings, info: ServerInfo) -> FollowPlanner:
+        """How a following stream run finds its next window: as the binlog sensor plans it
+        (:meth:`_next_window`) and selects its tables (:func:`.selection.changed_tables`)."""
+        from ..engine.stream_run import FollowPlanner
+        from .selection import changed_tables
 
-        still: dict[str, dict] = {}
-        again: list[tuple[str, str]] = []
-        resume: dict[tuple[str, str], BinlogPosition] = {}
-        for name, s in tagged.items():
-            since = BinlogPosition.from_dict(s["since"])
-            if not s.get("catch_up"):
-                still[name] = {"since": s["since"], "error": s.get("error") or "", "attempted": False}
-                continue
-            key = _table_key(name)
-            conn = connect(settings)
-            try:
-                files = binlog_files(conn)
-            finally:
-                conn.close()
-            if since.file not in [f for f, _ in files]:
-                context.log.warning(
-                    f"{name}: its stop position {since} is no longer on the server (purged); it is "
-                    "snapshotted again instead of caught up"
-                )
-                again.append(key)
-                continue
-            base = self.table_filter().restricted_to([key])
-
-            def read(a: BinlogPosition, b: BinlogPosition, base=base, key=key) -> None:
-                r = run_window(
-                    settings,
-                    info,
-                    replica_server_id=self.server_id,
-                    start=a,
-                    end=b,
-                    writer=writer,
-                    history=history,
-                    table_filter=base,
-                    type_options=self.type_options(),
-                    options=self.stream_options(),
-                    server_name=self.server_name,
-                    incremental_options=IncrementalOptions(),
-                    catch_up=True,
-                )
-                if r.failed_tables:
-                    from ..errors import SinkError
-
-                    raise SinkError(next(iter(r.failed_tables.values()))["error"])
-                again.extend(r.blocking_tables)
-                if r.gaps:  # repairs are incremental snapshots of the main window: re-read it whole
-                    again.append(key)
-
-            try:
-                n = catch_up(read, since, start, files)
-            except Exception as e:  # the table stays stopped, with the new error
-                still[name] = {
-                    "since": s["since"],
-                    "error": f"{type(e).__name__}: {e}"[:2000],
-                    "attempted": True,
-                }
-                context.log.warning(f"{name} is still stopped: catching up from {since} failed: {e}")
-                continue
-            if since.sort_key() > start.sort_key():  # snapshotted after the window's start
-                resume[key] = since
-                context.log.info(
-                    f"{name} is captured again from {since} (its snapshot's position; its events "
-                    f"between {start} and there are in that snapshot)"
-                )
-                continue
-            context.log.info(
-                f"{name} caught up from {since} to {start} ({n} window(s)); it is captured again"
-            )
-        return still, list(dict.fromkeys(again)), resume
-
-    def _log_rows_left_out(self, context: dg.AssetExecutionContext, r: SnapshotTableResult) -> None:
-        """WARNINGs for the snapshot rows of a table left out because a value could not be
-        converted (event_processing_failure_handling_mode warn: each of the first 20; skip: one)."""
-        if not r.rows_skipped_count:
-            return
-        mode = self.event_processing_failure_handling_mode
-        if mode == "warn":
-            for ev in r.rows_skipped[:20]:
-                context.log.warning(
-                    f"Left a row of {ev['table']} out of the snapshot, {ev['position']}: {ev['reason']}"
-                )
-        context.log.warning(
-            f"{r.rows_skipped_count} row(s) of {r.schema.qualified_name} holding a value that cannot be "
-            f"converted were left out of the snapshot (event_processing_failure_handling_mode={mode}); "
-            "the table's events_skipped metadata lists them. Fix the value or the type mapping option "
-            "and re-snapshot the table."
+        return FollowPlanner(
+            next_window=partial(self._next_window, settings, info),
+            changed_tables=partial(changed_tables, self),
         )
 
-    def _log_window(self, context: dg.AssetExecutionContext, result: WindowResult) -> None:
-        """Log a stream run's signals (rejected ones as WARNING), gaps (WARNING) and skipped events."""
-        for line in result.signal_log:
-            (context.log.warning if line in result.signals_rejected else context.log.info)(line)
-        for gap in result.gaps:
-            context.log.warning(gap.message())
-        if result.events_skipped_count:
-            mode = self.event_processing_failure_handling_mode
-            if mode == "warn":
-                for ev in result.events_skipped[:20]:
-                    context.log.warning(
-                        f"Skipped an event of {ev['table']} at {ev['position']}: {ev['reason']}"
-                    )
-            context.log.warning(
-                f"{result.events_skipped_count} event(s) that cannot be decoded were skipped "
-                f"(event_processing_failure_handling_mode={mode}); the binlog asset's events_skipped "
-                "metadata lists them. Re-snapshot the affected tables to repair the lake."
-            )
+    def _next_window(
+        self, settings: ConnectionSettings, info: ServerInfo, after: BinlogPosition
+    ) -> NextWindow:
+        """The run the binlog sensor would request once ``after`` is committed
+        (:func:`.cursor.plan_stream_window` over the server's current position and binlog files)."""
+        from ..engine.stream_run import NextWindow
+        from ..source.connection import binlog_files, current_position
+        from .cursor import ServerState, StreamCursor, plan_stream_window
 
-    def _blocking_snapshot(
-        self,
-        context: dg.AssetExecutionContext,
-        result: WindowResult,
-        settings: ConnectionSettings,
-        writer: LakeWriter,
-        history: SchemaHistory,
-        keys_by_table: dict,
-    ) -> Iterator[dg.MaterializeResult]:
-        """Blocking snapshot of ``result.blocking_tables`` (Debezium's blocking snapshot): streaming
-        paused at ``result.end``; the tables are snapshotted, then streaming resumes. Yields the
-        materializations of the snapshotted tables the window did not change."""
-        context.log.info(f"Blocking snapshot of {[f'{d}.{t}' for d, t in result.blocking_tables]}")
-        for r in self._run_snapshot(
-            settings,
-            result.blocking_tables,
-            writer,
-            options=self.snapshot_options("initial"),
-            history=history,
-            epoch=result.end.epoch,
-        ):
-            result.signal_log.append(
-                f"blocking snapshot of {r.schema.qualified_name}: {r.write.rows} rows at {r.position}"
-            )
-            key = keys_by_table.get((r.schema.database, r.schema.table))
-            if key is not None and (r.schema.database, r.schema.table) not in result.tables:
-                yield dg.MaterializeResult(asset_key=key, metadata=snapshot_metadata(r))
+        conn = connect(settings)
+        try:
+            state = ServerState(current=current_position(conn, info), binlog_files=binlog_files(conn))
+        finally:
+            conn.close()
+        plan = plan_stream_window(
+            StreamCursor(committed=after, snapshot_done=True), state, snapshot_mode=self.snapshot_mode
+        )
+        req = plan.request
+        if req is None:
+            return NextWindow(requested=False)
+        if req.kind != "stream" or req.start is None or req.end is None:
+            return NextWindow(requested=True)
+        return NextWindow(requested=True, start=req.start, end=req.end)
 
     def _table_results(
         self,
@@ -1591,114 +1372,6 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 "materializes with its next change or snapshot"
             )
 
-    def _read_window(
-        self, settings, info, start, end, writer, history, incremental, table_filter=None, resume_at=None
-    ):
-        """One binlog window ``[start, end)`` into the lake with this resource's options
-        (:func:`dagster_mysql_cdc.engine.stream.run_window`); the requested window and every follow-on
-        window of a run go through it (``table_filter``: the capture's, without stopped tables;
-        ``resume_at``: tables whose events before a position are skipped)."""
-        from ..engine.stream import run_window
-
-        return run_window(
-            settings,
-            info,
-            replica_server_id=self.server_id,
-            start=start,
-            end=end,
-            writer=writer,
-            history=history,
-            table_filter=table_filter or self.table_filter(),
-            type_options=self.type_options(),
-            options=self.stream_options(),
-            server_name=self.server_name,
-            incremental=incremental,
-            incremental_options=self.incremental_options(),
-            resume_at=resume_at,
-        )
-
-    def _follow(
-        self,
-        context,
-        result,
-        writer,
-        history,
-        settings,
-        info,
-        storage,
-        selected,
-        table_filter=None,
-        resume_at=None,
-    ):
-        """Follow-on windows after the requested one (see :mod:`dagster_mysql_cdc.engine.follow`).
-
-        Returns ``(merged result, number of follow-on windows read)``. Saved windows (an earlier
-        attempt's) are always read; new ones only within ``stream_follow_seconds``, until the
-        binlog was idle for ``stream_follow_idle_seconds`` (at once when nothing was written yet),
-        and only while they change tables this run selected (``selected``, ``(db, table)``): a
-        window that changes another table, or carries DDL, statement DML or a signal
-        (:func:`.selection.changed_tables` cannot judge it), ends the run, so the sensor requests
-        it with the selection it needs.
-        """
-        import time
-
-        from ..engine.follow import FollowWindow, load_follow_window, save_follow_window
-        from ..engine.stream import merge_window_results
-        from ..source.connection import binlog_files, current_position
-        from .cursor import ServerState, StreamCursor, plan_stream_window
-        from .selection import changed_tables
-
-        deadline = time.monotonic() + max(0.0, float(self.stream_follow_seconds))
-        idle_since: float | None = None
-        windows = 0
-        while True:
-            after = result.end
-            w = load_follow_window(storage, self.server_name, after)
-            if w is None:
-                if time.monotonic() >= deadline:
-                    break
-                conn = connect(settings)
-                try:
-                    state = ServerState(current=current_position(conn, info), binlog_files=binlog_files(conn))
-                finally:
-                    conn.close()
-                plan = plan_stream_window(
-                    StreamCursor(committed=after, snapshot_done=True), state, snapshot_mode=self.snapshot_mode
-                )
-                req = plan.request
-                if req is None or req.kind != "stream" or req.start is None or req.end is None:
-                    now = time.monotonic()
-                    idle_since = idle_since if idle_since is not None else now
-                    # a run that has written nothing does not wait for changes (a quiet source
-                    # does not keep runs alive); one that has waits up to the idle time
-                    idle_limit = self.stream_follow_idle_seconds if result.rows > 0 else 0.0
-                    if now - idle_since >= idle_limit or req is not None:
-                        break
-                    time.sleep(min(0.5, max(0.0, deadline - now)))
-                    continue
-                idle_since = None
-                changed, why = changed_tables(self, req.start, req.end)
-                if changed is None or not changed <= selected:
-                    context.log.info(
-                        f"Following ends before {req.start}: the next window leaves this run's selection ({why})"
-                    )
-                    break
-                w = save_follow_window(storage, self.server_name, FollowWindow(after, req.start, req.end))
-            r = self._read_window(
-                settings, info, w.start, w.end, writer, history, None, table_filter, resume_at=resume_at
-            )
-            windows += 1
-            exact = (r.end.file, r.end.pos) == (w.end.file, w.end.pos)
-            if exact:
-                r.end = w.end
-            context.log.info(
-                f"Follow-on window {w.start} -> {r.end}: {r.rows} rows, {r.events_read} events in {r.seconds:.1f}s"
-            )
-            result = merge_window_results(result, r)
-            if not exact or r.incremental_state or r.chunks or r.blocking_tables or r.failed_tables:
-                break
-        return result, windows
-
 
 def _one(check: Callable[..., dg.AssetCheckResult], *args: Any) -> list[dg.AssetCheckResult]:
     """``[check(*args)]``: a single check as the result list :meth:`MySqlCdcResource.run_checks` isolates."""
@@ -1720,11 +1393,6 @@ def _window_tags(tags: Any) -> tuple[BinlogPosition, BinlogPosition]:
             "requested by the binlog sensor (build_mysql_cdc_sensor)."
         ) from None
     return start, end
-
-
-def _table_key(name: str) -> tuple[str, str]:
-    db, _, t = name.partition(".")
-    return (db, t)
 
 
 def _stopped_tag(tags: Any) -> dict[str, dict]:
@@ -1761,20 +1429,6 @@ def _incremental_tag(tags: Any) -> IncrementalState | None:
         raise ConfigurationError(
             f"Run tag {INCREMENTAL_TAG} is not a valid incremental snapshot state ({e})"
         ) from None
-
-
-def _reached(start: BinlogPosition, end: BinlogPosition, result: WindowResult) -> BinlogPosition:
-    """The offset a stream run reached, which the sensor commits."""
-    # The requested end (with the server's GTID set) when the reader stopped exactly there, else
-    # where it really stopped: the start of the next file for a window bounded to its file's end
-    # (that requested end has no GTID set), after the requested end when incremental-snapshot
-    # chunks extended the window, before it when a blocking snapshot paused streaming.
-    reached = end if (result.end.file, result.end.pos) == (end.file, end.pos) else result.end
-    if reached is end and start.gtid_set and result.end.gtid_set:
-        # the GTID set the reader tracked from the start's (exact), not the sensor's reading of
-        # the server's end (which may include a transaction committed just after that position)
-        reached = replace(end, gtid_set=result.end.gtid_set)
-    return reached
 
 
 def _stream_metadata(
@@ -1857,33 +1511,20 @@ def _optional(fn: Callable[[], Any], what: str) -> Any:
         return None
 
 
-def check_window_server(
-    settings: ConnectionSettings, info: ServerInfo, identity_json: str, start: BinlogPosition, address: str
-) -> None:
-    """Run-side guard: the window's positions belong to the server in ``identity_json`` (the
-    sensor's run tag); refuse to read another server's binlog at those offsets.
+def _identity_tag(tags: Any) -> ServerIdentity | None:
+    """The server a stream run's window positions belong to (:data:`IDENTITY_TAG`; ``None``: the
+    sensor recorded none).
 
     Raises:
-        ServerChangedError: the resource now points at another server (the sensor re-plans the
-            window by GTID on its next tick).
         ConfigurationError: the tag is not a server identity.
     """
+    raw = tags.get(IDENTITY_TAG)
+    if not raw:
+        return None
     try:
-        recorded = ServerIdentity.from_dict(json.loads(identity_json))
+        return ServerIdentity.from_dict(json.loads(raw))
     except ValueError as e:
         raise ConfigurationError(f"Run tag {IDENTITY_TAG} is not a server identity ({e})") from None
-    conn = connect(settings)
-    try:
-        reason = other_server_reason(conn, info, recorded)
-    finally:
-        conn.close()
-    if reason:
-        raise ServerChangedError(
-            f"This run's binlog window starts at {start}, a position of {recorded.describe()}, but "
-            f"{address} is another server ({reason}). Reading it there would lose or duplicate changes, "
-            "so nothing was read. The binlog sensor re-plans the window by GTID on its next tick "
-            "(see docs/operations.md, 'Failover')."
-        )
 
 
 def snapshot_metadata(r: SnapshotTableResult) -> dict[str, Any]:

@@ -24,15 +24,21 @@ import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import pymysql
 from sqlglot import exp
 
 from ..errors import CdcError, ConfigurationError
+from ..source.connection import ConnectionSettings, connect
 from ..source.foreign_keys import CascadingForeignKey, cascade_conditions, sql_literal
 from ..source.schema import TableSchema
 from ..source.signals import UnsafeFilter, validate_filter
 from .incremental import IncrementalState, TableProgress, encode_key
+
+if TYPE_CHECKING:
+    from ..events import BinlogPosition
+    from .run_log import RunLog
 
 #: ``binlog_gap_handling`` values: queue a targeted incremental snapshot, only report, or stop.
 GAP_HANDLING_MODES = ("repair", "warn", "fail")
@@ -344,3 +350,70 @@ def checksum_repair_signal(
     if keys and len(json.dumps(with_keys)) <= SIGNAL_DATA_LIMIT:
         data = with_keys
     return f"repair-{uuid.uuid4().hex[:16]}", json.dumps(data, separators=(",", ":"))
+
+
+def queue_checksum_repair(
+    settings: ConnectionSettings,
+    schema: TableSchema,
+    differing: Sequence[tuple],
+    lake_only: Sequence[tuple],
+    *,
+    committed: BinlogPosition,
+    gap_handling: str,
+    signal_table: str | None,
+    read_only: bool,
+    log: RunLog,
+) -> str:
+    """Handle a failed ``checksum_matches_source`` of ``schema``'s table at ``committed``: with
+    ``gap_handling="repair"``, a keyed table and a writable signal table, insert the
+    ``execute-snapshot`` signal of :func:`checksum_repair_signal` (the next stream run re-reads
+    the differing keys' ranges); otherwise say why not. Logs one WARNING naming the table, the
+    position, the number of differing keys and the outcome.
+
+    Args:
+        differing: keys whose rows differ (or exist on one side only); ``lake_only``: the keys
+            only the lake has (deleted by the repair unless the source has them again).
+        signal_table: ``db.table`` of the signal table (``None``: signals are off);
+            ``read_only``: incremental snapshots write nothing to the source (no signal row).
+
+    Returns:
+        the outcome for the check's ``repair`` metadata: ``"Repair queued: ..."`` or
+        ``"not repaired: ..."`` with the fix (never raises for a failed insert: the message holds
+        the exact ``INSERT`` to run by hand).
+    """
+    table = schema.qualified_name
+    if gap_handling != "repair":
+        outcome = f"not repaired (binlog_gap_handling={gap_handling!r}): re-snapshot the table"
+    elif not schema.primary_key:
+        outcome = "not repaired: incremental snapshots need a primary key; re-snapshot the table (materialize its asset)"
+    elif not signal_table or read_only:
+        outcome = (
+            "not repaired: the repair is an execute-snapshot signal row, which needs a signal table "
+            "the capture user may write (signal_data_collection, incremental_snapshot_read_only=False)"
+        )
+    else:
+        reason = f"checksum_mismatch at {committed}: {len(differing)} differing key(s) in {table}"
+        sid, data = checksum_repair_signal(table, schema.primary_key, differing, lake_only, reason)
+        db, _, t = signal_table.partition(".")
+        conn = connect(settings, autocommit=True)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(
+                    f"INSERT INTO `{db}`.`{t}` (id, type, data) VALUES (%s, 'execute-snapshot', %s)",
+                    (sid, data),
+                )
+            outcome = f"Repair queued: execute-snapshot signal {sid} ({data})"
+        except pymysql.err.MySQLError as e:
+            outcome = (
+                f"not repaired: writing the repair signal to {signal_table} failed ({e.args[0]}: "
+                f"{e.args[-1]}); create the signal table (mysql.create_signal_table()) and grant "
+                "the capture user INSERT on it, or insert the signal yourself: "
+                f"INSERT INTO {signal_table} VALUES ('{sid}', 'execute-snapshot', '{data}')"
+            )
+        finally:
+            conn.close()
+    log.warning(
+        f"Change not carried by the binlog: checksum_mismatch on {table} at {committed}: "
+        f"{len(differing)} key(s) differ from the source ({len(lake_only)} only in the lake). {outcome}."
+    )
+    return outcome

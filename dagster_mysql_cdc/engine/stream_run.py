@@ -1,0 +1,527 @@
+"""What a stream run does, apart from how Dagster reports it: the coordinator of one run's windows.
+
+The binlog sensor requests a stream run for the window ``[start, end)`` (its run tags, decoded
+into a :class:`StreamRunRequest`). :meth:`StreamRun.run` then, in order:
+
+1. refuses to read when the window's positions belong to another server than the one the run
+   connects to (:func:`check_window_server`; failover, see ``docs/operations.md``);
+2. catches up the stopped tables whose retry is due, each from its stop position to ``start``
+   (:meth:`StreamRun.catch_up_stopped`, :mod:`.isolation`);
+3. reads and commits the window (:func:`.stream.run_window`: the run process, or parallel Spark
+   segments for a backlog, :mod:`.parallel_catchup`), without the still-stopped tables;
+4. reads follow-on windows while changes keep coming (:meth:`StreamRun.follow`, :mod:`.follow`);
+5. stops the tables whose events could not be written, alone;
+6. logs the run's signals, gaps and skipped events, and computes the offset it reached
+   (:func:`reached_offset`), which the sensor commits;
+7. runs the blocking snapshot a signal asked for, streaming paused at the window's end
+   (:mod:`.snapshot_run`).
+
+It returns a :class:`StreamRunOutcome`; the Dagster side (``dagster_integration/resources.py``)
+turns it into materializations, metadata and the inputs of the run's checks. Nothing here imports
+Dagster: the run's log is a :class:`~.run_log.RunLog`, and what only the sensor knows (how it
+would plan the next window, which tables the run selected) comes in as plain values and callables.
+
+Debezium: the connector's ``ChangeEventSourceCoordinator`` (snapshot, streaming and incremental
+snapshot sources over one offset context), bounded to the windows of one run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from ..errors import SinkError
+from ..events import BinlogPosition
+from ..source.connection import ConnectionSettings, ServerInfo, binlog_files, connect
+from ..source.failover import ServerChangedError, ServerIdentity, other_server_reason
+from ..source.filters import TableFilter
+from ..source.snapshot import SnapshotOptions
+from ..source.types import TypeOptions
+from .follow import FollowWindow, load_follow_window, save_follow_window
+from .incremental import IncrementalState
+from .incremental_source import IncrementalOptions
+from .isolation import catch_up
+from .run_log import RunLog
+from .snapshot_run import SnapshotReads, snapshot_tables
+from .stream import StreamOptions, WindowResult, merge_window_results, run_window
+
+if TYPE_CHECKING:
+    from ..sink.lake import LakeWriter
+    from ..sink.schema_history import SchemaHistory
+    from .initial_snapshot import SnapshotTableResult
+
+
+@dataclass(frozen=True)
+class StreamRunOptions:
+    """The capture's settings a stream run reads with (``MySqlCdcResource`` fields).
+
+    Attributes:
+        server_name: logical server name (Debezium ``topic.prefix``): the lake's paths.
+        server_id: replication client id the windows are read as (``database.server.id``).
+        table_filter: the captured tables (include/exclude lists).
+        type_options: the type mapping and column policy.
+        stream: how windows are read and committed (:class:`.stream.StreamOptions`).
+        incremental: incremental snapshots and signals of the requested window.
+        snapshot: makes the options of a blocking snapshot (``snapshot.mode=initial``) when one
+            runs (a bad snapshot setting fails the blocking snapshot, not every window).
+        snapshot_reads: how a blocking snapshot reads (split reads or the locked scan).
+        follow_seconds: follow-on windows start within this many seconds of the run's start
+            (0: only windows an earlier attempt saved are read).
+        follow_idle_seconds: following ends once the binlog had nothing new for this long.
+    """
+
+    server_name: str
+    server_id: int
+    table_filter: TableFilter
+    type_options: TypeOptions
+    stream: StreamOptions
+    incremental: IncrementalOptions
+    snapshot: Callable[[], SnapshotOptions]
+    snapshot_reads: SnapshotReads = SnapshotReads()
+    follow_seconds: float = 0.0
+    follow_idle_seconds: float = 5.0
+
+
+@dataclass(frozen=True)
+class StreamRunRequest:
+    """What the binlog sensor asked a stream run to do (its run tags, decoded).
+
+    Attributes:
+        start, end: the window ``[start, end)``; ``start`` is the committed offset.
+        identity: the server the window's positions belong to (``None``: not recorded).
+        incremental: the incremental snapshot in progress (``None``: none).
+        stopped: the stopped tables, ``"db.table"`` -> ``{"since": position dict, "error",
+            "catch_up": due now}`` (:class:`.isolation.StoppedTable` as the sensor tags it).
+        selected: the ``(database, table)`` of the table assets the run selected: a follow-on
+            window that changes another table ends the run.
+    """
+
+    start: BinlogPosition
+    end: BinlogPosition
+    identity: ServerIdentity | None = None
+    incremental: IncrementalState | None = None
+    stopped: dict[str, dict] = field(default_factory=dict)
+    selected: frozenset[tuple[str, str]] = frozenset()
+
+
+@dataclass(frozen=True)
+class NextWindow:
+    """What the sensor would request after a followed window (:class:`FollowPlanner`).
+
+    Attributes:
+        requested: the sensor would request a run (``False``: the source is caught up).
+        start, end: the stream window ``[start, end)`` it would request; both ``None`` when it
+            would request another kind of run (a re-snapshot): following ends there.
+    """
+
+    requested: bool
+    start: BinlogPosition | None = None
+    end: BinlogPosition | None = None
+
+
+@dataclass(frozen=True)
+class FollowPlanner:
+    """How a following run finds its next window, as the binlog sensor would.
+
+    Attributes:
+        next_window: ``next_window(after)``: the window after the offset ``after``
+            (reads the server's current position and binlog files).
+        changed_tables: ``changed_tables(start, end)``: ``(tables with row events in [start,
+            end), why)``; ``None`` when the window cannot be judged (DDL, statement DML, a signal,
+            too large): following ends.
+    """
+
+    next_window: Callable[[BinlogPosition], NextWindow]
+    changed_tables: Callable[[BinlogPosition, BinlogPosition], tuple[set[tuple[str, str]] | None, str]]
+
+
+@dataclass
+class StreamRunOutcome:
+    """What a stream run read, committed and reached (:meth:`StreamRun.run`).
+
+    Attributes:
+        result: the requested window and its follow-on windows, merged
+            (:func:`.stream.merge_window_results`); ``signal_log`` ends with the blocking
+            snapshot's lines.
+        start: the requested window's start.
+        reached: the offset the run reached, for the sensor to commit (:func:`reached_offset`).
+        follow_windows: follow-on windows read after the requested one.
+        stopped: the tables stopped after the run, ``"db.table"`` -> ``{"since", "error",
+            "attempted"}`` (``attempted``: a catch-up was tried and failed).
+        snapshots: the tables of a blocking snapshot, in commit order.
+    """
+
+    result: WindowResult
+    start: BinlogPosition
+    reached: BinlogPosition
+    follow_windows: int = 0
+    stopped: dict[str, dict] = field(default_factory=dict)
+    snapshots: list[SnapshotTableResult] = field(default_factory=list)
+
+    @property
+    def gaps(self) -> list[dict]:
+        """The changes the binlog did not carry in the run's windows (``BinlogGap.to_dict``)."""
+        return [g.to_dict() for g in self.result.gaps]
+
+    @property
+    def live_rows(self) -> dict[str, int]:
+        """State URI -> the lake's live rows of each table the run committed, counted by its
+        commit (tables the commit did not count are absent)."""
+        return {
+            w.paths.state: w.extra["live_rows"]
+            for w in self.result.tables.values()
+            if w.extra.get("live_rows") is not None
+        }
+
+    @property
+    def tail_files(self) -> dict[str, list[str]]:
+        """State URI -> the tail files each table's commit wrote (relative paths)."""
+        return {
+            w.paths.state: w.extra["tail_files"]
+            for w in self.result.tables.values()
+            if w.extra.get("tail_files")
+        }
+
+
+class StreamRun:
+    """The coordinator of one stream run's windows (see the module docs).
+
+    Args:
+        settings, info: the source's connection settings and server facts.
+        writer: the run's lake writer (Spark starts only when data is written).
+        history: the schema history windows are decoded with and append to.
+        options: the capture's settings.
+        log: the run's log (Dagster's ``context.log`` in a run).
+        planner: how a following run finds its next window; ``None``: no new follow-on windows
+            (windows an earlier attempt saved are still read).
+    """
+
+    def __init__(
+        self,
+        settings: ConnectionSettings,
+        info: ServerInfo,
+        *,
+        writer: LakeWriter,
+        history: SchemaHistory,
+        options: StreamRunOptions,
+        log: RunLog,
+        planner: FollowPlanner | None = None,
+    ) -> None:
+        self.settings = settings
+        self.info = info
+        self.writer = writer
+        self.history = history
+        self.options = options
+        self.log = log
+        self.planner = planner
+
+    def run(self, request: StreamRunRequest) -> StreamRunOutcome:
+        """Read the requested window and what follows it (steps 1-7 of the module docs).
+
+        Raises:
+            ServerChangedError: the window's positions belong to another server.
+            ConfigurationError: a setting does not allow reading the window (preflight).
+            BinlogGapError: ``binlog_gap_handling="fail"`` met a change the binlog does not carry.
+            SinkError, pymysql errors, ...: the window failed as a whole (the lake is down, the
+                source unreachable); the sensor retries it and the retry skips what committed
+                (each commit carries the window's transaction identity).
+        """
+        start, end = request.start, request.end
+        if request.identity is not None:
+            check_window_server(self.settings, self.info, request.identity, start)
+        self.log.info(f"Binlog window {start} -> {end}")
+        stopped, again, resume = self.catch_up_stopped(request.stopped, start)
+        table_filter = self.options.table_filter.without([_table_key(n) for n in stopped])
+        result = self.read_window(start, end, request.incremental, table_filter, resume_at=resume)
+        result.blocking_tables = list(dict.fromkeys([*result.blocking_tables, *again]))
+        follow_windows = 0
+        if (result.end.file, result.end.pos) == (end.file, end.pos):
+            result.end = end  # the requested end carries the server's GTID set
+            if request.incremental is None and not (
+                result.incremental_state or result.chunks or result.blocking_tables
+            ):
+                result, follow_windows = self.follow(
+                    result, set(request.selected), table_filter, resume_at=resume
+                )
+        for name, failed in result.failed_tables.items():
+            stopped[name] = {**failed, "attempted": name in stopped}
+            self.log.warning(
+                f"{name} stopped: its changes from {BinlogPosition.from_dict(failed['since'])} on could not "
+                f"be written ({failed['error']}). The other tables go on. It is caught up from that "
+                "position automatically (retries back off from 1 minute to 1 hour), or at once after "
+                "the cause is fixed and the table is materialized (docs/operations.md, 'A table stopped')."
+            )
+        self.log_window(result)
+        outcome = StreamRunOutcome(
+            result=result,
+            start=start,
+            reached=reached_offset(start, end, result),
+            follow_windows=follow_windows,
+            stopped=stopped,
+        )
+        if result.blocking_tables:
+            outcome.snapshots = self.blocking_snapshot(result)
+        return outcome
+
+    def read_window(
+        self,
+        start: BinlogPosition,
+        end: BinlogPosition,
+        incremental: IncrementalState | None,
+        table_filter: TableFilter | None = None,
+        resume_at: dict[tuple[str, str], BinlogPosition] | None = None,
+        *,
+        catch_up: bool = False,
+    ) -> WindowResult:
+        """One binlog window ``[start, end)`` into the lake (:func:`.stream.run_window`); the
+        requested window, every follow-on window and every catch-up window of a run go through it.
+
+        Args:
+            incremental: the incremental snapshot in progress (reads its next chunks).
+            table_filter: the capture's, without stopped tables (default: the capture's).
+            resume_at: tables whose events before a position are skipped (snapshotted again
+                there after ``start``).
+            catch_up: a stopped table's catch-up window (``table_filter`` restricted to it): it
+                re-reads positions whose schema history an earlier window committed, and
+                executes no signals.
+        """
+        opts = self.options
+        return run_window(
+            self.settings,
+            self.info,
+            replica_server_id=opts.server_id,
+            start=start,
+            end=end,
+            writer=self.writer,
+            history=self.history,
+            table_filter=table_filter or opts.table_filter,
+            type_options=opts.type_options,
+            options=opts.stream,
+            server_name=opts.server_name,
+            incremental=incremental,
+            incremental_options=IncrementalOptions() if catch_up else opts.incremental,
+            catch_up=catch_up,
+            resume_at=resume_at,
+        )
+
+    def catch_up_stopped(
+        self, tagged: dict[str, dict], start: BinlogPosition
+    ) -> tuple[dict[str, dict], list[tuple[str, str]], dict[tuple[str, str], BinlogPosition]]:
+        """Catch up the stopped tables the sensor marked due (``"catch_up"``, see
+        :mod:`.isolation`): each one's binlog from its stop position to ``start``, read for that
+        table only.
+
+        Returns:
+            the tables still stopped (``{"since", "error", "attempted"}``), the tables to snapshot
+            again (their stop position was purged, or the catch-up met changes the binlog does
+            not carry), and the tables whose stop position lies after ``start`` (snapshotted
+            again since: the window skips their events before it).
+        """
+        opts = self.options
+        still: dict[str, dict] = {}
+        again: list[tuple[str, str]] = []
+        resume: dict[tuple[str, str], BinlogPosition] = {}
+        for name, s in tagged.items():
+            since = BinlogPosition.from_dict(s["since"])
+            if not s.get("catch_up"):
+                still[name] = {"since": s["since"], "error": s.get("error") or "", "attempted": False}
+                continue
+            key = _table_key(name)
+            conn = connect(self.settings)
+            try:
+                files = binlog_files(conn)
+            finally:
+                conn.close()
+            if since.file not in [f for f, _ in files]:
+                self.log.warning(
+                    f"{name}: its stop position {since} is no longer on the server (purged); it is "
+                    "snapshotted again instead of caught up"
+                )
+                again.append(key)
+                continue
+            base = opts.table_filter.restricted_to([key])
+
+            def read(a: BinlogPosition, b: BinlogPosition, base=base, key=key) -> None:
+                r = self.read_window(a, b, None, base, catch_up=True)
+                if r.failed_tables:
+                    raise SinkError(next(iter(r.failed_tables.values()))["error"])
+                again.extend(r.blocking_tables)
+                if r.gaps:  # repairs are incremental snapshots of the main window: re-read it whole
+                    again.append(key)
+
+            try:
+                n = catch_up(read, since, start, files)
+            except Exception as e:  # the table stays stopped, with the new error
+                still[name] = {
+                    "since": s["since"],
+                    "error": f"{type(e).__name__}: {e}"[:2000],
+                    "attempted": True,
+                }
+                self.log.warning(f"{name} is still stopped: catching up from {since} failed: {e}")
+                continue
+            if since.sort_key() > start.sort_key():  # snapshotted after the window's start
+                resume[key] = since
+                self.log.info(
+                    f"{name} is captured again from {since} (its snapshot's position; its events "
+                    f"between {start} and there are in that snapshot)"
+                )
+                continue
+            self.log.info(f"{name} caught up from {since} to {start} ({n} window(s)); it is captured again")
+        return still, list(dict.fromkeys(again)), resume
+
+    def follow(
+        self,
+        result: WindowResult,
+        selected: set[tuple[str, str]],
+        table_filter: TableFilter | None = None,
+        resume_at: dict[tuple[str, str], BinlogPosition] | None = None,
+    ) -> tuple[WindowResult, int]:
+        """Follow-on windows after the requested one (see :mod:`.follow`).
+
+        Saved windows (an earlier attempt's) are always read; new ones only within
+        ``options.follow_seconds``, until the binlog was idle for ``options.follow_idle_seconds``
+        (at once when nothing was written yet), and only while they change tables this run
+        selected (``selected``, ``(db, table)``): a window that changes another table, or carries
+        DDL, statement DML or a signal (the planner's ``changed_tables`` cannot judge it), ends
+        the run, so the sensor requests it with the selection it needs. Each new window is saved
+        (create-if-absent) before it is read, so a retry reads the same windows.
+
+        Returns:
+            ``(merged result, number of follow-on windows read)``.
+        """
+        opts = self.options
+        storage = self.writer.storage
+        deadline = time.monotonic() + max(0.0, float(opts.follow_seconds))
+        idle_since: float | None = None
+        windows = 0
+        while True:
+            after = result.end
+            w = load_follow_window(storage, opts.server_name, after)
+            if w is None:
+                if self.planner is None or time.monotonic() >= deadline:
+                    break
+                nxt = self.planner.next_window(after)
+                if nxt.start is None or nxt.end is None:
+                    now = time.monotonic()
+                    idle_since = idle_since if idle_since is not None else now
+                    # a run that has written nothing does not wait for changes (a quiet source
+                    # does not keep runs alive); one that has waits up to the idle time
+                    idle_limit = opts.follow_idle_seconds if result.rows > 0 else 0.0
+                    if now - idle_since >= idle_limit or nxt.requested:
+                        break
+                    time.sleep(min(0.5, max(0.0, deadline - now)))
+                    continue
+                idle_since = None
+                changed, why = self.planner.changed_tables(nxt.start, nxt.end)
+                if changed is None or not changed <= selected:
+                    self.log.info(
+                        f"Following ends before {nxt.start}: the next window leaves this run's selection ({why})"
+                    )
+                    break
+                w = save_follow_window(storage, opts.server_name, FollowWindow(after, nxt.start, nxt.end))
+            r = self.read_window(w.start, w.end, None, table_filter, resume_at=resume_at)
+            windows += 1
+            exact = (r.end.file, r.end.pos) == (w.end.file, w.end.pos)
+            if exact:
+                r.end = w.end
+            self.log.info(
+                f"Follow-on window {w.start} -> {r.end}: {r.rows} rows, {r.events_read} events in {r.seconds:.1f}s"
+            )
+            result = merge_window_results(result, r)
+            if not exact or r.incremental_state or r.chunks or r.blocking_tables or r.failed_tables:
+                break
+        return result, windows
+
+    def log_window(self, result: WindowResult) -> None:
+        """Log the run's signals (rejected ones as WARNING), gaps (WARNING) and skipped events
+        (``event.processing.failure.handling.mode``: ``warn`` each of the first 20, and one
+        summary)."""
+        for line in result.signal_log:
+            (self.log.warning if line in result.signals_rejected else self.log.info)(line)
+        for gap in result.gaps:
+            self.log.warning(gap.message())
+        if result.events_skipped_count:
+            mode = self.options.stream.event_processing_failure_handling_mode
+            if mode == "warn":
+                for ev in result.events_skipped[:20]:
+                    self.log.warning(f"Skipped an event of {ev['table']} at {ev['position']}: {ev['reason']}")
+            self.log.warning(
+                f"{result.events_skipped_count} event(s) that cannot be decoded were skipped "
+                f"(event_processing_failure_handling_mode={mode}); the binlog asset's events_skipped "
+                "metadata lists them. Re-snapshot the affected tables to repair the lake."
+            )
+
+    def blocking_snapshot(self, result: WindowResult) -> list[SnapshotTableResult]:
+        """Blocking snapshot of ``result.blocking_tables`` (Debezium's blocking snapshot):
+        streaming is paused at ``result.end``; the tables are snapshotted in its offset epoch,
+        then streaming resumes there. Each table's line is appended to ``result.signal_log``.
+
+        Returns:
+            the snapshotted tables' results, in commit order.
+        """
+        opts = self.options
+        self.log.info(f"Blocking snapshot of {[f'{d}.{t}' for d, t in result.blocking_tables]}")
+        out: list[SnapshotTableResult] = []
+        for r in snapshot_tables(
+            self.settings,
+            result.blocking_tables,
+            self.writer,
+            reads=opts.snapshot_reads,
+            options=opts.snapshot(),
+            type_options=opts.type_options,
+            server_name=opts.server_name,
+            history=self.history,
+            epoch=result.end.epoch,
+        ):
+            result.signal_log.append(
+                f"blocking snapshot of {r.schema.qualified_name}: {r.write.rows} rows at {r.position}"
+            )
+            out.append(r)
+        return out
+
+
+def reached_offset(start: BinlogPosition, end: BinlogPosition, result: WindowResult) -> BinlogPosition:
+    """The offset a stream run reached, which the sensor commits.
+
+    The requested ``end`` (with the server's GTID set) when the reader stopped exactly there,
+    else where it really stopped: the start of the next file for a window bounded to its file's
+    end (that requested end has no GTID set), after the requested end when incremental-snapshot
+    chunks extended the window, before it when a blocking snapshot paused streaming. With GTIDs,
+    the set is the one the reader tracked from the start's (exact), not the sensor's reading of
+    the server's end (which may include a transaction committed just after that position).
+    """
+    reached = end if (result.end.file, result.end.pos) == (end.file, end.pos) else result.end
+    if reached is end and start.gtid_set and result.end.gtid_set:
+        reached = replace(end, gtid_set=result.end.gtid_set)
+    return reached
+
+
+def check_window_server(
+    settings: ConnectionSettings, info: ServerInfo, recorded: ServerIdentity, start: BinlogPosition
+) -> None:
+    """Run-side guard: the window's positions belong to the server ``recorded`` (the sensor's
+    identity run tag); refuse to read another server's binlog at those offsets.
+
+    Raises:
+        ServerChangedError: ``settings`` now point at another server (the sensor re-plans the
+            window by GTID on its next tick).
+    """
+    conn = connect(settings)
+    try:
+        reason = other_server_reason(conn, info, recorded)
+    finally:
+        conn.close()
+    if reason:
+        raise ServerChangedError(
+            f"This run's binlog window starts at {start}, a position of {recorded.describe()}, but "
+            f"{settings.host}:{settings.port} is another server ({reason}). Reading it there would lose "
+            "or duplicate changes, so nothing was read. The binlog sensor re-plans the window by GTID "
+            "on its next tick (see docs/operations.md, 'Failover')."
+        )
+
+
+def _table_key(name: str) -> tuple[str, str]:
+    db, _, t = name.partition(".")
+    return (db, t)
