@@ -270,3 +270,47 @@ def test_a_windows_keys_are_read_from_its_own_tail_files_until_a_compaction_fold
     assert as_dict(got) == as_dict(full) == {1: "new", 99: "n"}
     compact_table(w, p, ["id"], force=True)
     assert read_window_rows(storage, p, files, columns=["id", "v"], keys=(["id"], keys)) is None
+
+
+def test_a_vacuum_keeps_the_delta_log_as_long_as_the_files_and_batch_identities_survive(spark, storage):
+    """The log retention follows the file retention (sink/retention.py): after a vacuum with
+    retention 0 the log holds only the newest checkpoint and the commits after it (a log kept for
+    Delta's 30 days grows by every window), the current state is unchanged, and a batch committed
+    before the cleanup is still recognised when retried (its identity is in the checkpoint)."""
+    from pyarrow import fs as pafs
+
+    from dagster_mysql_cdc.sink.retention import LOG_RETENTION, RetentionPolicy, vacuum_if_due
+
+    w = LakeWriter(spark, storage, "srv", compaction=CompactionPolicy(small_state_rows=0, tail_fraction=0.99))
+    p = w.paths("db", "t")
+    opts = storage.delta_storage_options()
+    at = BinlogPosition("b.000001", 100)
+    write(w, window([("r", None, (i, f"v{i}")) for i in range(1, 21)], "b.000001", 100), at, snapshot=at)
+    expect = {i: f"v{i}" for i in range(1, 21)}
+    first = None
+    for k in range(24):  # past two checkpoints of the tail (delta.checkpointInterval = 10)
+        pos = BinlogPosition("b.000002", 1000 * (k + 1))
+        batch = window([("c", None, (100 + k, "n"))], "b.000002", pos.pos)
+        write(w, batch, pos)
+        first = first or (batch, pos)
+        expect[100 + k] = "n"
+
+    def log_entries(uri: str) -> list[str]:
+        sel = pafs.FileSelector(storage.fs_path(uri) + "/_delta_log")
+        return sorted(i.base_name for i in storage.pyarrow_filesystem().get_file_info(sel))
+
+    assert len([e for e in log_entries(p.tail) if e.endswith(".json")]) >= 24
+    done = vacuum_if_due(storage, p.tail, RetentionPolicy(retention_hours=0, interval_hours=1e-9))
+    assert "error" not in done, done
+    dt = DeltaTable(p.tail, storage_options=opts)
+    assert dt.metadata().configuration[LOG_RETENTION] == "interval 0 hours"
+    jsons = [int(e.split(".")[0]) for e in log_entries(p.tail) if e.endswith(".json")]
+    checkpoints = [int(e.split(".")[0]) for e in log_entries(p.tail) if e.endswith(".checkpoint.parquet")]
+    assert checkpoints and min(jsons) >= max(checkpoints) - 1, (jsons, checkpoints)  # older entries gone
+    assert len(jsons) <= 12
+    assert live(read_current(storage, p)) == expect
+    # a retry of a batch from before the cleanup is skipped (nothing written twice)
+    batch, pos = first
+    res = write(w, batch, pos)
+    assert not res.state.committed
+    assert live(read_current(storage, p)) == expect

@@ -6,8 +6,9 @@ after a type change; and a run killed before its commit leaves uncommitted files
 them so that readers of an older version (time travel, a query that started before the commit, a
 retried run) still find them; ``VACUUM`` deletes those removed longer ago than the retention
 (Delta's default: 7 days, ``delta.deletedFileRetentionDuration``) and the orphans as old, and the
-Delta log's cleanup drops commit files older than the log retention (Delta's default 30 days,
-kept at least as long as the file retention) behind a checkpoint.
+Delta log's cleanup drops commit files older than the log retention behind a checkpoint; the
+log retention (``delta.logRetentionDuration``, Delta's default 30 days) is set to the file
+retention, because older entries name files already vacuumed.
 
 :func:`vacuum_if_due` runs both on a table when its last vacuum (table property
 :data:`VACUUMED_AT`) is older than ``interval_hours``, after a batch commits to it; so storage
@@ -69,6 +70,7 @@ def vacuum_if_due(
             enforce_retention_duration=False,
             full=True,  # also files no commit ever referenced (a run killed before its commit)
         )
+        _log_retention(dt, policy.retention_hours)
         dt.cleanup_metadata()
         _mark(dt, now)
     except Exception as e:  # noqa: BLE001 - maintenance: the batch is committed
@@ -92,6 +94,27 @@ def _created_at(storage: StorageSettings, table_uri: str) -> float | None:
     if info.type == fs.FileType.NotFound or info.mtime is None:
         return None  # the first commit's file was cleaned up: only a vacuum does that, and marks
     return info.mtime.timestamp()
+
+
+#: Delta table property: how long log entries are kept behind a checkpoint (Delta's default: 30
+#: days). Set to the file retention: older entries name files a vacuum deleted, so time travel
+#: cannot reach them anyway, and a log kept 30 days grows by every window's commits.
+LOG_RETENTION = "delta.logRetentionDuration"
+
+
+def log_retention_value(retention_hours: float) -> str:
+    """The ``delta.logRetentionDuration`` value for a file retention (whole hours, rounded down)."""
+    return f"interval {max(0, int(retention_hours))} hours"
+
+
+def _log_retention(dt: Any, retention_hours: float) -> None:
+    """Keep ``dt``'s log entries as long as its files (:data:`LOG_RETENTION`); a commit only when
+    the property differs."""
+    want = log_retention_value(retention_hours)
+    if dt.metadata().configuration.get(LOG_RETENTION) == want:
+        return
+    dt.alter.set_table_properties({LOG_RETENTION: want}, raise_if_not_exists=False)
+    dt.update_incremental()
 
 
 def _mark(dt: Any, now: float) -> None:
