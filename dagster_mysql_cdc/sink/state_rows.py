@@ -146,11 +146,17 @@ def newest_per_key(rows: pa.Table, key: Sequence[str]) -> pa.Table:
     if rows.num_rows <= 1:
         return rows
     order = [(c, "descending") for c in ORDER_COLS] + [("__deleted", "ascending")]
-    rows = rows.take(pc.sort_indices(epoch_filled(rows), sort_keys=order))
+    rows = epoch_filled(rows)
     if all(_groupable(rows.schema.field(k).type) for k in key):
-        ranked = rows.select(list(key)).append_column("__i", pa.array(range(rows.num_rows), pa.int64()))
-        first = ranked.group_by(list(key), use_threads=False).aggregate([("__i", "min")]).column("__i_min")
-        return rows.take(first)
+        keys = rows.select(list(key))
+        if keys.group_by(list(key), use_threads=False).aggregate([]).num_rows == rows.num_rows:
+            return rows  # every key once (e.g. random updates): nothing to choose, nothing copied
+        # the order is computed on the ordering columns only, and the rows copied once (winners)
+        idx = pc.sort_indices(rows.select([c for c, _ in order]), sort_keys=order)
+        ranked = keys.take(idx).append_column("__r", pa.array(range(rows.num_rows), pa.int64()))
+        first = ranked.group_by(list(key), use_threads=False).aggregate([("__r", "min")]).column("__r_min")
+        return rows.take(idx.take(first))
+    rows = rows.take(pc.sort_indices(rows, sort_keys=order))
     from ..source.types import hashable_value  # not at import: Spark's Python workers import this module
 
     seen: set = set()
