@@ -70,26 +70,19 @@ class _Parts:
         from .evolution import conform_table
 
         if self.tail is None:
-            out = self.state
-        elif self.state_files is not None:
-            assert self.schema is not None
-            schema = self.schema
+            return self._only_keys(self.state, pc)
+        assert self.schema is not None
+        schema = self.schema
 
-            def parts() -> Iterator[pa.Table]:
-                assert self.state_files is not None
-                for batches in self.state_files:
-                    if batches:
-                        t = pa.concat_tables(batches)
-                        yield conform_table(t, pa.schema([schema.field(n) for n in t.column_names]))
+        def conformed(t: pa.Table) -> pa.Table:
+            return conform_table(t, pa.schema([schema.field(n) for n in t.column_names]))
 
-            out = resolve(parts(), self.tail, key=self.key or [], schema=schema)
+        state: pa.Table | Iterator[pa.Table] | None
+        if self.state_files is not None:
+            state = (conformed(pa.concat_tables(b)) for b in self.state_files if b)
         else:
-            state = self.state
-            if state is not None:
-                assert self.schema is not None
-                state = conform_table(state, pa.schema([self.schema.field(n) for n in state.column_names]))
-            out = resolve(state, self.tail, key=self.key or [], schema=self.schema)
-        return self._only_keys(out, pc)
+            state = None if self.state is None else conformed(self.state)
+        return self._only_keys(resolve(state, self.tail, key=self.key or [], schema=schema), pc)
 
     def state_rows(self) -> pa.Table | None:
         """The compacted state's rows alone (restricted to the keys asked for)."""
@@ -122,9 +115,11 @@ def _load(
     keys: tuple[Sequence[str], Iterable[tuple]] | None,
     with_tail: bool,
     opened: tuple[Any, Any] | None = None,
+    tail_only: Sequence[str] | None = None,
 ) -> _Parts | None:
     """Read what a current read needs once (see :func:`read_current` for the arguments;
-    ``opened``: the ``(state, tail)`` Delta tables when the caller has just opened them)."""
+    ``opened``: the ``(state, tail)`` Delta tables when the caller has just opened them;
+    ``tail_only``: read these tail files and no compacted state, see :func:`read_window_rows`)."""
     import pyarrow.compute as pc
 
     if opened is not None:
@@ -155,14 +150,17 @@ def _load(
             col = t.column(key_cols[0])
             return pc.is_in(col, value_set=pa.array(firsts, col.type))
 
-    tail_files = (
-        pa.table(tail_dt.get_add_actions(flatten=True)).column("path").to_pylist()
-        if tail_dt is not None
-        else []
-    )
+    if tail_only is not None:
+        tail_files = list(tail_only)
+    else:
+        tail_files = (
+            pa.table(tail_dt.get_add_actions(flatten=True)).column("path").to_pylist()
+            if tail_dt is not None
+            else []
+        )
     state = None
     state_files = None
-    if state_dt is not None:
+    if state_dt is not None and tail_only is None:
         files = pa.table(state_dt.get_add_actions(flatten=True)).column("path").to_pylist()
         if tail_files and keys is None and not keyless:  # resolved file by file (see _Parts)
             state_files = read_file_parts(storage, paths.state, files, subset(st_schema))
@@ -234,18 +232,18 @@ def read_window_rows(
     if not set(files) <= current:
         return None
     state_dt = open_table(storage, paths.state)
-    key = _key(state_dt, tail_dt)
-    if not key:
+    if not _key(state_dt, tail_dt):
         return None
-    tail_schema = pa.schema(tail_dt.schema().to_arrow())
-    wanted = {*columns, *key, *RESOLVE_COLUMNS}
-    st_schema = pa.schema(state_dt.schema().to_arrow()) if state_dt is not None else None
-    schema = pa.schema([f for f in state_schema_after(st_schema, tail_schema, False) if f.name in wanted])
-    tail = read_files(
-        storage, paths.tail, list(files), pa.schema([f for f in tail_schema if f.name in wanted])
+    parts = _load(
+        storage,
+        paths,
+        columns=columns,
+        keys=keys,
+        with_tail=True,
+        opened=(state_dt, tail_dt),
+        tail_only=files,
     )
-    parts = _Parts(None, tail, key, False, schema, set(keys[1]))
-    out = parts.resolved()
+    out = parts.resolved() if parts is not None else None
     return None if out is None else _live(out)
 
 

@@ -525,7 +525,6 @@ class TableBatch:
             base = recorded_live_rows(tail_dt, state_dt)
             if base is None:
                 base = live_count(storage, self.paths) or 0
-                state_dt = open_table(storage, self.paths.state)
             return base + delta, state_dt.version() if state_dt is not None else -1
         except Exception as e:  # noqa: BLE001 - metadata: counted after the commit instead
             log.warning("could not count the live rows of %s before its commit: %s", self.paths.state, e)
