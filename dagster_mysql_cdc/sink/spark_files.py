@@ -266,6 +266,8 @@ def payload_frame(
 
 #: Column of a grouped payload DataFrame: the group (table) of the row's events.
 GROUP_COLUMN = "payload_group"
+#: threads of a write task writing the files of several groups (tables) side by side
+GROUP_WRITERS = 8
 
 
 def grouped_payload_frame(spark, tables: Sequence[pa.Table], *, stage_dir: str | None = None):
@@ -346,6 +348,7 @@ class _OutputFiles:
         self.rows_per_file = rows_per_file
         self.files: list[dict] = []
         self.writer: pq.ParquetWriter | None = None
+        self.sink = None  # the file's output stream (its position is the file's size)
         self.rel = ""
         self.rows = 0
         self._stats: dict[str, list] = {}
@@ -370,9 +373,8 @@ class _OutputFiles:
             return
         if self.writer is None:
             self.rel = f"part-{uuid.uuid4().hex}.snappy.parquet"
-            self.writer = pq.ParquetWriter(
-                f"{self.base}/{self.rel}", self.out.schema, filesystem=self.fs, compression="snappy"
-            )
+            self.sink = self.fs.open_output_stream(f"{self.base}/{self.rel}")
+            self.writer = pq.ParquetWriter(self.sink, self.out.schema, compression="snappy")
             self.rows = 0
         self.writer.write_table(table)
         self._collect(table)
@@ -383,12 +385,15 @@ class _OutputFiles:
     def close(self) -> None:
         if self.writer is None:
             return
-        self.writer.close()
+        self.writer.close()  # (a stream it was given stays open)
         self.writer = None
-        info = self.fs.get_file_info(f"{self.base}/{self.rel}")
+        assert self.sink is not None
+        size = self.sink.tell()  # the bytes written: no request to ask the store the size
+        self.sink.close()  # on S3, the upload completes here
+        self.sink = None
         entry: dict = {
             "path": self.rel,
-            "size": int(info.size),
+            "size": int(size),
             "num_records": self.rows,
             "modification_time": int(time.time() * 1000),
         }
@@ -405,8 +410,11 @@ class _OutputFiles:
         if self.writer is not None:
             try:
                 self.writer.close()
+                if self.sink is not None:
+                    self.sink.close()
             except Exception:
                 pass
+            self.sink = None
             self.files.append({"path": self.rel, "size": 0, "num_records": 0, "modification_time": 0})
             self.writer = None
         _delete(self.fs, self.base, self.files)
@@ -432,6 +440,10 @@ class DeltaFilesWriter(DataSourceArrowWriter):
         storage = read_storage_ref(self.storage_ref, self.key)
         fs = storage.pyarrow_filesystem()
         outs = [_OutputFiles(o, storage, fs, self.rows_per_file) for o in decode_outputs(self.outputs_b64)]
+        by_group: dict[int | None, list[_OutputFiles]] = {}
+        for o in outs:
+            by_group.setdefault(o.out.group, []).append(o)
+        pool = None
         try:
             for batch in iterator:
                 if self.direct_rows:  # the frame's rows are the data (a compaction)
@@ -439,22 +451,46 @@ class DeltaFilesWriter(DataSourceArrowWriter):
                     o.write(o.out.rows(pa.Table.from_batches([batch])))
                     continue
                 staged = batch.schema.names[0] == STAGED_COLUMN
-                groups = (
-                    batch.column(GROUP_COLUMN).to_pylist()
-                    if GROUP_COLUMN in batch.schema.names
-                    else [None] * batch.num_rows
-                )
-                for value, g in zip(batch.column(0), groups):
-                    events = _read_payload(value, staged)
-                    for o in outs:
-                        if g is None or o.out.group == g:
+                if GROUP_COLUMN not in batch.schema.names:
+                    for value in batch.column(0):
+                        events = _read_payload(value, staged)
+                        for o in outs:
                             o.write(o.out.rows(events))
+                    continue
+                # payloads of several tables (grouped_payload_frame): each group's files are its
+                # own, so the groups are written side by side (small files: the store's round
+                # trips, not the CPU, are the cost), each group's payloads in order
+                rows: dict[int, list] = {}
+                for value, g in zip(batch.column(0), batch.column(GROUP_COLUMN).to_pylist()):
+                    rows.setdefault(g, []).append(value)
+
+                def write_group(item, staged=staged) -> None:
+                    g, values = item
+                    for value in values:
+                        events = _read_payload(value, staged)
+                        for o in by_group.get(g, []):
+                            o.write(o.out.rows(events))
+                    for o in by_group.get(g, []):
+                        o.close()  # uploaded here, beside the other groups' (a later payload of the group opens a new file)
+
+                if len(rows) > 1:
+                    if pool is None:
+                        from concurrent.futures import ThreadPoolExecutor
+
+                        pool = ThreadPoolExecutor(GROUP_WRITERS, thread_name_prefix="cdc-files")
+                    list(pool.map(write_group, rows.items()))
+                else:
+                    for item in rows.items():
+                        write_group(item)
             for o in outs:
                 o.close()
         except BaseException:
             for o in outs:
                 o.discard()
             raise
+        finally:
+            if pool is not None:
+                pool.shutdown()
         return FilesWritten(files=[o.files for o in outs])
 
     def commit(self, messages) -> None:
