@@ -20,10 +20,13 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .delta import open_table
 from .storage import StorageSettings
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +62,7 @@ def vacuum_if_due(
         return {}
     now = time.time() if now is None else now
     last = dt.metadata().configuration.get(VACUUMED_AT)
-    since = float(last) if last is not None else _created_at(storage, table_uri)
+    since = float(last) if last is not None else _created_at(storage, table_uri, dt)
     if since is None or now - since < policy.interval_hours * 3600:
         return {}
     t0 = time.monotonic()
@@ -80,12 +83,16 @@ def vacuum_if_due(
     return {"files_deleted": len(deleted), "seconds": round(time.monotonic() - t0, 3)}
 
 
-def _created_at(storage: StorageSettings, table_uri: str) -> float | None:
-    """When the table's first commit was written (epoch seconds; ``None``: unknown). A table
-    never vacuumed counts its interval from its creation, read from the time of its first log
-    file (one stat, no commit: a batch that commits nothing leaves the table's version alone)."""
+def _created_at(storage: StorageSettings, table_uri: str, dt: DeltaTable | None = None) -> float | None:
+    """When the table was created (epoch seconds; ``None``: unknown). A table never vacuumed
+    counts its interval from its creation: the ``createdTime`` of its metadata (kept by every
+    later metadata change; no request), else the time of its first log file (one stat, no
+    commit: a batch that commits nothing leaves the table's version alone)."""
     from pyarrow import fs
 
+    created_ms = dt.metadata().created_time if dt is not None else None
+    if created_ms:
+        return created_ms / 1000.0
     path = storage.fs_path(f"{table_uri.rstrip('/')}/_delta_log/{0:020d}.json")
     try:
         info = storage.pyarrow_filesystem().get_file_info(path)
