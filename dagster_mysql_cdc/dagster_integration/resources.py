@@ -744,15 +744,20 @@ class MySqlCdcResource(dg.ConfigurableResource):
             else:
                 committed = yield from self.snapshot(context, lake)
         if context.selected_asset_check_keys:
-            yield from self.run_checks(
-                context,
-                lake,
-                committed,
-                gaps=gaps,
-                stopped=stopped,
-                live_rows=live_rows,
-                tail_files=tail_files,
-            )
+            from ..sink.delta import handle_cache
+
+            # the checks write nothing to the lake: each table is refreshed once, after the
+            # run's commits, then read through that handle (see handle_cache)
+            with handle_cache(sole_writer=True):
+                yield from self.run_checks(
+                    context,
+                    lake,
+                    committed,
+                    gaps=gaps,
+                    stopped=stopped,
+                    live_rows=live_rows,
+                    tail_files=tail_files,
+                )
 
     def run_checks(
         self,
@@ -802,6 +807,14 @@ class MySqlCdcResource(dg.ConfigurableResource):
         table_assets = [
             table_of_spec(specs[k]) for k in by_asset if BINLOG_METADATA_KEY not in (specs[k].metadata or {})
         ]
+        from ..sink.delta import preload
+
+        layout = LakeLayout(storage, self.server_name)
+        preload(  # the checked tables' state and tail, side by side (see handle_cache)
+            storage,
+            [uri for db, t in table_assets for p in (layout.table(db, t),) for uri in (p.state, p.tail)],
+            max(1, self.stream_commit_workers),
+        )
         shared: list[SharedSource] = []  # made on the first full check when several tables have them
 
         def shared_source() -> SharedSource | None:

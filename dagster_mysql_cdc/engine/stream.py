@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from ..errors import FAILURE_HANDLING_MODES, CdcError, ConfigurationError, SinkError, ValueConversionError
 from ..events import BinlogPosition, ChangeEventBuilder, now_ms
-from ..sink.delta import handle_cache
+from ..sink.delta import handle_cache, preload
 from ..sink.lake import LakeWriter, TableBatch, TableWriteResult, run_concurrently
 from ..sink.layout import LakeLayout
 from ..sink.schema_history import HistoryRecord, SchemaHistory, records_from_outcome
@@ -953,6 +953,18 @@ class BinlogStreamingSource:
         """Hand every table's last events over: the small ones of all tables in one Spark job
         (:meth:`..sink.lake.LakeWriter.write_together`), the others as usual."""
         small: list[tuple[_TableEvents, pa.RecordBatch]] = []
+        # the tables' handles (opened by each batch, read by its schemas) loaded side by side
+        preload(
+            self.writer.storage,
+            [
+                uri
+                for (db, t), te in self.tables.items()
+                if te.sink is None
+                for p in (self.writer.paths(db, t),)
+                for uri in (p.state, p.tail, p.changelog)
+            ],
+            self.options.commit_workers,
+        )
         for te in self.tables.values():
             batch = te.take_small(self.options.together_rows)
             if batch is not None:

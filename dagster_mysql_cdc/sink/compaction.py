@@ -229,7 +229,7 @@ def compact_in_process(
         state = conform_table(state, pa.schema([schema.field(n) for n in state.column_names]))
     out = resolve(state, tail, key=key, schema=schema)
     as_of = _newest(tail)
-    from .delta import TABLE_PROPERTIES
+    from .delta import TABLE_PROPERTIES, changed
 
     try:
         write_deltalake(
@@ -250,6 +250,9 @@ def compact_in_process(
     except CommitFailedError as e:  # another writer committed to the state meanwhile: next time
         log.info("compaction of %s left for later: %s", paths.state, e)
         return {"skipped": f"another writer committed first ({e})"}
+    finally:
+        if state_dt is None:
+            changed(paths.state)  # created by path (see .delta.handle_cache)
     removed = remove_files(tail_dt, tail_actions)
     return {
         "mode": "in_process",
@@ -287,6 +290,7 @@ def remove_files(dt: DeltaTable, actions: pa.Table) -> int:
             schema=pa.schema(dt.schema().to_arrow()),
             commit_properties=CommitProperties(custom_metadata={COMPACTED: "true"}),
         )
+        dt.update_incremental()  # the handle reads its own commit (see .delta.handle_cache)
         return len(removes)
     except Exception as e:  # pragma: no cover - concurrent writers
         log.warning(

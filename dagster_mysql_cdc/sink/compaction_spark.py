@@ -222,7 +222,7 @@ def compact_with_spark(
     from deltalake import CommitProperties
     from deltalake.exceptions import CommitFailedError
 
-    from .delta import TABLE_PROPERTIES, _delta_schema, delete_files, file_actions
+    from .delta import TABLE_PROPERTIES, _delta_schema, changed, delete_files, file_actions
     from .spark_files import FileOutput
 
     t0 = time.monotonic()
@@ -252,10 +252,12 @@ def compact_with_spark(
                 storage_options=writer.storage.delta_storage_options(),
                 commit_properties=props,
             )
+            changed(paths.state)
         else:
             state_dt.create_write_transaction(
                 file_actions(files), mode="overwrite", schema=_delta_schema(schema), commit_properties=props
             )
+            state_dt.update_incremental()  # the handle reads its own commit (see .delta.handle_cache)
     except CommitFailedError as e:
         delete_files(writer.storage, paths.state, files)
         log.info("compaction of %s left for later: %s", paths.state, e)

@@ -59,39 +59,142 @@ _handles = threading.local()
 
 
 @contextmanager
-def handle_cache() -> Iterator[None]:
+def handle_cache(*, sole_writer: bool = False) -> Iterator[None]:
     """Within this block, :func:`open_table` in the calling thread reuses the handles it opened
     (brought up to date with ``update_incremental``: a few new commits read, not the whole log
     from its checkpoint). A window commits each table through a dozen opens of its three Delta
     tables (schema checks, commits, compaction and vacuum checks): one load each instead.
 
     Per thread (a ``DeltaTable`` is not used by two threads at once) and per block (nothing is
-    kept once the window is committed). Nested blocks share the outer cache."""
+    kept once the window is committed). Nested blocks share the outer cache.
+
+    ``sole_writer=True``: for the block's duration the calling thread is the only writer of the
+    tables it opens (one table's commit task of a window; the checks after the window, which
+    write nothing), so a handle is brought up to date once, at its first open in the block, and
+    then trusted: every write the thread makes through a handle leaves that handle current
+    (delta-rs updates it; :func:`commit_files` reads its own commit back), and a write made
+    another way (a path instead of the handle) calls :func:`changed`, which makes the next open
+    refresh again. A table found missing stays missing for the block until the thread creates
+    it (every creation calls :func:`changed`). On an object store each refresh is a LIST request: a table's commit opens its
+    tables a dozen times, the window's checks half a dozen (issue 28). A commit on a handle
+    another writer has overtaken is still safe: delta-rs's conflict check reads the newer
+    commits before it writes."""
     outer = getattr(_handles, "cache", None)
+    outer_trusted = getattr(_handles, "trusted", None)
+    outer_absent = getattr(_handles, "absent", None)
     if outer is None:
         _handles.cache = {}
+        _handles.outer = []
+    _handles.outer.append((outer_trusted, outer_absent))
+    _handles.trusted = set() if sole_writer else None
+    _handles.absent = set() if sole_writer else None
     try:
         yield
     finally:
+        _handles.outer.pop()
+        _handles.trusted, _handles.absent = outer_trusted, outer_absent
         if outer is None:
             _handles.cache = None
 
 
-def open_table(storage: StorageSettings, table_uri: str) -> DeltaTable | None:
-    """The Delta table at ``table_uri``, or ``None`` if none exists yet (inside
-    :func:`handle_cache`: the thread's handle, updated)."""
+def adopt(table_uri: str, dt: DeltaTable | None) -> None:
+    """Put ``dt``, a handle another thread opened (and no longer uses), into the calling thread's
+    cache for ``table_uri`` unless it has one: the next :func:`open_table` brings it up to date
+    (a few new commits read) instead of loading the table again from its checkpoint. A table's
+    commit task adopts the handles the run's thread opened to prepare the batch (issue 28: one
+    load per table instead of two)."""
     cache = getattr(_handles, "cache", None)
-    if cache is not None:
-        dt = cache.get(table_uri)
+    if cache is not None and dt is not None:
+        cache.setdefault(table_uri, dt)
+
+
+def preload(storage: StorageSettings, table_uris: list[str], workers: int = 8) -> None:
+    """Bring the calling thread's cached handles of ``table_uris`` up to date side by side, on up
+    to ``workers`` threads (delta-rs reads the logs without the GIL; on an object store the
+    requests overlap): tables not cached yet are loaded, and inside a ``sole_writer`` block the
+    cached ones not yet refreshed in that block are refreshed (and then trusted, see
+    :func:`handle_cache`). The :func:`open_table` calls that follow find them ready. Tables that
+    do not exist are skipped. Nothing happens outside :func:`handle_cache` or for fewer than two
+    tables. A window of hundreds of tables loads each table's change log, state and tail here,
+    and its checks refresh them here, instead of one after another (issue 28)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from deltalake.exceptions import TableNotFoundError
+
+    cache = getattr(_handles, "cache", None)
+    if cache is None:
+        return
+    trusted = getattr(_handles, "trusted", None)
+    todo = [
+        u for u in dict.fromkeys(table_uris) if u not in cache or (trusted is not None and u not in trusted)
+    ]
+    if len(todo) < 2:
+        return
+    opts = storage.delta_storage_options()
+
+    def load(uri: str) -> DeltaTable | None:
+        dt = cache.get(uri)
         if dt is not None:
             dt.update_incremental()
             return dt
-    opts = storage.delta_storage_options()
-    if not DeltaTable.is_deltatable(table_uri, storage_options=opts):
+        try:
+            return DeltaTable(uri, storage_options=opts)
+        except TableNotFoundError:
+            return None
+
+    with ThreadPoolExecutor(min(workers, len(todo)), thread_name_prefix="cdc-open") as pool:
+        loaded = list(pool.map(load, todo))
+    absent = getattr(_handles, "absent", None)
+    for uri, dt in zip(todo, loaded):
+        if dt is not None:
+            cache[uri] = dt
+            if trusted is not None:
+                trusted.add(uri)
+        elif absent is not None:
+            absent.add(uri)
+
+
+def changed(table_uri: str) -> None:
+    """Record that the calling thread wrote ``table_uri`` other than through its cached handle
+    (e.g. ``write_deltalake`` on the path): the next :func:`open_table` in a ``sole_writer``
+    block brings the handle up to date again."""
+    for sets in getattr(_handles, "outer", []) + [
+        (getattr(_handles, "trusted", None), getattr(_handles, "absent", None))
+    ]:
+        for s in sets:  # this block's and every enclosing one's
+            if s is not None:
+                s.discard(table_uri)
+
+
+def open_table(storage: StorageSettings, table_uri: str) -> DeltaTable | None:
+    """The Delta table at ``table_uri``, or ``None`` if none exists yet (inside
+    :func:`handle_cache`: the thread's handle, updated; in a ``sole_writer`` block, updated at
+    its first open only)."""
+    cache = getattr(_handles, "cache", None)
+    trusted = getattr(_handles, "trusted", None)
+    absent = getattr(_handles, "absent", None)
+    if absent is not None and table_uri in absent:
         return None
-    dt = DeltaTable(table_uri, storage_options=opts)
+    if cache is not None:
+        dt = cache.get(table_uri)
+        if dt is not None:
+            if trusted is None or table_uri not in trusted:
+                dt.update_incremental()
+                if trusted is not None:
+                    trusted.add(table_uri)
+            return dt
+    from deltalake.exceptions import TableNotFoundError
+
+    try:  # one load (an S3 client is made per call: is_deltatable first would make two)
+        dt = DeltaTable(table_uri, storage_options=storage.delta_storage_options())
+    except TableNotFoundError:
+        if absent is not None:
+            absent.add(table_uri)
+        return None
     if cache is not None:
         cache[table_uri] = dt
+        if trusted is not None:
+            trusted.add(table_uri)
     return dt
 
 
@@ -140,6 +243,7 @@ def append_rows(
         commit_properties=CommitProperties(app_transactions=[Transaction(app_id=app_id, version=version)]),
         schema_mode="merge" if add_columns and dt is not None else None,
     )
+    changed(table_uri)
     return True
 
 
@@ -187,6 +291,7 @@ def commit_files(
                 storage_options=storage.delta_storage_options(),
                 commit_properties=props,
             )
+            changed(table_uri)
             dt = open_table(storage, table_uri)
             assert dt is not None
             if properties:  # delta-rs accepts properties it does not know only through ALTER

@@ -46,7 +46,7 @@ from ..errors import SinkError
 from ..events import BinlogPosition
 from ..private_files import PrivateFiles
 from .compaction import CompactionPolicy
-from .delta import open_table
+from .delta import changed, open_table
 from .layout import LakeLayout, TablePaths
 from .live_rows import EVOLVED
 from .retention import RetentionPolicy, vacuum_if_due
@@ -480,6 +480,8 @@ class LakeWriter:
                 f"Cannot evolve the schema of {table_uri} to {union} ({e}). A column type change "
                 "that Delta cannot widen needs a re-snapshot of the table into a new location."
             ) from e
+        finally:
+            changed(table_uri)  # written by path, not through the cached handle
         return union
 
     # -- a batch of one table ----------------------------------------------------------------
@@ -665,14 +667,15 @@ class LakeWriter:
 
 def run_concurrently(tasks: list[Callable[[], Any]], workers: int) -> list[tuple[Any, BaseException | None]]:
     """Run ``tasks`` (e.g. one table's commit each) on up to ``workers`` threads; returns
-    ``(result, None)`` or ``(None, error)`` per task, in order. Each thread opens the Delta
-    tables it commits to once (:func:`.delta.handle_cache`); delta-rs and the object store serve
+    ``(result, None)`` or ``(None, error)`` per task, in order. Each task must be the only writer
+    of the tables it commits to (one table each): it opens them once and refreshes them once
+    (:func:`.delta.handle_cache` with ``sole_writer``); delta-rs and the object store serve
     the commits in parallel while they wait (the GIL switch interval is shortened meanwhile, see
     :func:`hold_switch_interval`, so a worker's many short GIL releases cost little)."""
     from .delta import handle_cache
 
     def run(task: Callable[[], Any]) -> tuple[Any, BaseException | None]:
-        with handle_cache():
+        with handle_cache(sole_writer=True):
             try:
                 return task(), None
             except Exception as e:  # noqa: BLE001 - reported per task

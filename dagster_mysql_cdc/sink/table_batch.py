@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 
 from ..errors import SinkError
 from ..events import BinlogPosition, change_log_schema, state_schema
-from .delta import CommitOutcome, commit_files, delete_files, open_table, rewrite_table
+from .delta import CommitOutcome, adopt, commit_files, delete_files, open_table, rewrite_table
 from .evolution import Conformed, conform_schema, conform_table, state_value_field
 from .layout import TablePaths
 from .live_rows import LIVE_ROWS, LIVE_STATE_VERSION, window_delta
@@ -360,6 +360,13 @@ class TableBatch:
         """
         meta = {"dagster_mysql_cdc.position": str(position)} if position else {}
         storage = self.w.storage
+        # the handles the batch was prepared with (on the run's thread), refreshed, not reloaded
+        for uri, dt in (
+            (self.paths.state, self.state_dt),
+            (self.paths.tail, self.tail_dt),
+            (self.paths.changelog, self.lake.log_dt),
+        ):
+            adopt(uri, dt)
         try:
             self._wait()
             if self.log_schema is None:
@@ -574,13 +581,15 @@ class _LakeSchemas:
         self._batch = weakref.ref(batch)  # no cycle: a batch's writer is released with it
         self._log: pa.Schema | None = None
         self._log_read = False
+        self.log_dt: DeltaTable | None = None  # the change log's handle, once read
         self.tail: pa.Schema | None = None if batch.model_changed else _arrow_schema(batch.tail_dt)
         self.state: pa.Schema | None = None if batch.replace else _arrow_schema(batch.state_dt)
 
     @property
     def log(self) -> pa.Schema | None:
         if not self._log_read:
-            self._log = _arrow_schema(open_table(self.w.storage, self.paths.changelog))
+            self.log_dt = open_table(self.w.storage, self.paths.changelog)
+            self._log = _arrow_schema(self.log_dt)
             self._log_read = True
         return self._log
 

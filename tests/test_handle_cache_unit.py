@@ -1,0 +1,102 @@
+"""Cached Delta handles (`sink/delta.py` ``handle_cache``): refreshed on every open, or, in a
+``sole_writer`` block, once per block, and still current after the block's own writes. Real
+Delta tables on the local filesystem (delta-rs), no mocks."""
+
+from __future__ import annotations
+
+import threading
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+
+from dagster_mysql_cdc.sink.delta import append_rows, changed, handle_cache, open_table
+from dagster_mysql_cdc.sink.storage import StorageSettings
+
+ROWS = pa.table({"a": pa.array([1, 2], pa.int64())})
+
+
+def _foreign_append(uri: str) -> None:
+    """A commit by another writer: its own handle, in another thread."""
+    t = threading.Thread(target=lambda: write_deltalake(DeltaTable(uri), ROWS, mode="append"))
+    t.start()
+    t.join()
+
+
+def test_a_plain_cache_sees_every_foreign_commit(tmp_path):
+    storage = StorageSettings(base_uri=str(tmp_path))
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, ROWS)
+    with handle_cache():
+        dt = open_table(storage, uri)
+        assert dt is not None and dt.version() == 0
+        _foreign_append(uri)
+        assert open_table(storage, uri) is dt and dt.version() == 1
+
+
+def test_a_sole_writer_block_refreshes_once_then_trusts_its_handle(tmp_path):
+    storage = StorageSettings(base_uri=str(tmp_path))
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, ROWS)
+    with handle_cache():
+        outer = open_table(storage, uri)
+        assert outer is not None
+        _foreign_append(uri)  # before the block: its first open must see it
+        with handle_cache(sole_writer=True):
+            dt = open_table(storage, uri)
+            assert dt is outer and dt.version() == 1
+            _foreign_append(uri)  # breaks the block's promise: not seen, which proves no refresh
+            assert open_table(storage, uri).version() == 1
+            # the block's own writes through the handle leave it current
+            dt.alter.set_table_properties({"x.y": "1"}, raise_if_not_exists=False)
+            assert open_table(storage, uri).version() == dt.version() == 3
+            # a write by path is announced with changed(): the next open refreshes
+            assert append_rows(storage, uri, ROWS, app_id="w", version=1)
+            assert open_table(storage, uri).version() == 4
+            write_deltalake(uri, ROWS, mode="append")
+            changed(uri)
+            assert open_table(storage, uri).version() == 5
+        _foreign_append(uri)
+        # after the block the outer cache refreshes on every open again
+        assert open_table(storage, uri).version() == 6
+
+
+def test_a_sole_writer_block_trusts_a_handle_it_loaded(tmp_path):
+    storage = StorageSettings(base_uri=str(tmp_path))
+    uri = str(tmp_path / "t")
+    assert open_table(storage, uri) is None
+    write_deltalake(uri, ROWS)
+    with handle_cache(sole_writer=True):
+        dt = open_table(storage, uri)
+        assert dt is not None and dt.version() == 0
+        _foreign_append(uri)
+        assert open_table(storage, uri) is dt and dt.version() == 0
+    with handle_cache(sole_writer=True):  # a new block: loaded afresh
+        assert open_table(storage, uri).version() == 1
+
+
+def test_a_missing_table_stays_missing_in_a_sole_writer_block_until_the_thread_creates_it(tmp_path):
+    storage = StorageSettings(base_uri=str(tmp_path))
+    uri, other = str(tmp_path / "t"), str(tmp_path / "u")
+    with handle_cache(sole_writer=True):
+        assert open_table(storage, uri) is None
+        _foreign_append_new(uri)  # breaks the block's promise: not seen, which proves no lookup
+        assert open_table(storage, uri) is None
+        assert open_table(storage, other) is None
+        with handle_cache(sole_writer=True):  # an inner block creates `other` by path
+            assert open_table(storage, other) is None
+            assert append_rows(storage, other, ROWS, app_id="w", version=1)
+            assert open_table(storage, other).version() == 0
+        changed(uri)
+        assert open_table(storage, uri).version() == 0
+        assert open_table(storage, other).version() == 0  # the inner creation reached the outer block
+    with handle_cache():  # a plain block looks every time
+        missing = str(tmp_path / "v")
+        assert open_table(storage, missing) is None
+        _foreign_append_new(missing)
+        assert open_table(storage, missing).version() == 0
+
+
+def _foreign_append_new(uri: str) -> None:
+    t = threading.Thread(target=lambda: write_deltalake(uri, ROWS))
+    t.start()
+    t.join()
