@@ -27,6 +27,7 @@ a 100-table window <= 10 s.
 
 import argparse
 import os
+import shutil
 import tempfile
 import time
 import uuid
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--touch", type=int, default=None, help="tables of the large window (default: all)")
     ap.add_argument("--s3", action="store_true", help="lake on SeaweedFS (CDC_S3_ENDPOINT) instead of local")
     ap.add_argument("--skip-snapshot-window", action="store_true", help="only definitions load and idle tick")
-    ap.add_argument("--keep", action="store_true", help="keep the database")
+    ap.add_argument("--keep", action="store_true", help="keep the database and the local lake")
     ap.add_argument(
         "--pause-before-windows", type=float, default=0, help="seconds to wait after the snapshot"
     )
@@ -232,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.keep:
             _drop(db)
+            shutil.rmtree(lake_dir, ignore_errors=True)
     return 0
 
 

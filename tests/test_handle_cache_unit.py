@@ -9,7 +9,7 @@ import threading
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from dagster_mysql_cdc.sink.delta import append_rows, changed, handle_cache, open_table
+from dagster_mysql_cdc.sink.delta import adopt, append_rows, changed, handle_cache, open_table
 from dagster_mysql_cdc.sink.storage import StorageSettings
 
 ROWS = pa.table({"a": pa.array([1, 2], pa.int64())})
@@ -100,3 +100,19 @@ def _foreign_append_new(uri: str) -> None:
     t = threading.Thread(target=lambda: write_deltalake(uri, ROWS))
     t.start()
     t.join()
+
+
+def test_an_adopted_handle_is_refreshed_unless_current(tmp_path):
+    storage = StorageSettings(base_uri=str(tmp_path))
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, ROWS)
+    prepared = DeltaTable(uri)
+    _foreign_append(uri)
+    with handle_cache(sole_writer=True):
+        adopt(uri, prepared)
+        assert open_table(storage, uri) is prepared and prepared.version() == 1  # refreshed
+    prepared = DeltaTable(uri)
+    _foreign_append(uri)
+    with handle_cache(sole_writer=True):
+        adopt(uri, prepared, current=True)
+        assert open_table(storage, uri) is prepared and prepared.version() == 1  # trusted as it is

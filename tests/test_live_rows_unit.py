@@ -33,3 +33,35 @@ def test_only_commits_that_keep_the_rows_are_passed_over():
     assert keeps_rows({"operation": "WRITE", "dagster_mysql_cdc.rewrite": "int -> bigint"})
     for op in ("WRITE", "DELETE", "MERGE", "UPDATE", "RESTORE", "CREATE TABLE"):
         assert not keeps_rows({"operation": op})
+
+
+def test_a_count_read_before_another_writers_commit_is_not_trusted(tmp_path):
+    """A recorded count holds only when the commit recording it follows the tail version the
+    writer read it at: a commit by another writer in between (a snapshot run beside the stream)
+    is missing from it. Real Delta tables (delta-rs, local filesystem)."""
+    import pyarrow as pa
+    from deltalake import CommitProperties, DeltaTable, write_deltalake
+
+    from dagster_mysql_cdc.sink.live_rows import LIVE_ROWS, LIVE_STATE_VERSION, LIVE_TAIL_VERSION, recorded
+
+    tail = str(tmp_path / "tail")
+    rows = pa.table({"id": pa.array([1], pa.int64())})
+
+    def commit(meta: dict[str, str] | None = None) -> None:
+        write_deltalake(tail, rows, mode="append", commit_properties=CommitProperties(custom_metadata=meta))
+
+    def count(n: int, read_at: int | None) -> dict[str, str]:
+        meta = {LIVE_ROWS: str(n), LIVE_STATE_VERSION: "-1"}
+        return meta if read_at is None else {**meta, LIVE_TAIL_VERSION: str(read_at)}
+
+    commit(count(5, -1))  # version 0, read before the tail existed
+    assert recorded(DeltaTable(tail), None) == 5
+    commit(count(6, 0))  # version 1, read at 0: adjacent
+    assert recorded(DeltaTable(tail), None) == 6
+    commit()  # version 2: another writer's rows
+    commit(count(7, 1))  # version 3, read at 1: version 2 is missing from it
+    assert recorded(DeltaTable(tail), None) is None
+    commit(count(9, 3))  # counted exactly again, at 3
+    assert recorded(DeltaTable(tail), None) == 9
+    commit(count(10, None))  # recorded by an older library version: trusted as before
+    assert recorded(DeltaTable(tail), None) == 10

@@ -8,8 +8,9 @@ and new images cancel). So each tail commit records the count after it in its co
 count costs what the window changed, not a read of the state (at 20M rows, a filtered scan of the
 state's key column is seconds per window).
 
-The previous count is trusted only when nothing that changes the count happened since it was
-recorded: the tail's later commits and the state's commits after the state version recorded with
+The previous count is trusted only when it was read at the version just before the commit that
+recorded it (another writer's commit in between, e.g. a snapshot run beside the stream, would be
+missing from it) and nothing that changes the count happened since it was recorded: the tail's later commits and the state's commits after the state version recorded with
 it must all keep the current state's rows (a compaction moves rows from the tail into the state;
 ``OPTIMIZE``, ``VACUUM``, table properties and type rewrites keep them). A snapshot's state files,
 a replacement, a cut (``TRUNCATE``, a full snapshot), snapshot reads (``r``: their keys may or may
@@ -34,6 +35,9 @@ log = logging.getLogger(__name__)
 LIVE_ROWS = "dagster_mysql_cdc.live_rows"
 #: the state table's version the count was recorded against (-1: no state table)
 LIVE_STATE_VERSION = "dagster_mysql_cdc.live_rows_state_version"
+#: the tail's version the writer read the previous count at (-1: no tail yet): the count holds only
+#: when the commit recording it is the next version (no other writer's commit in between)
+LIVE_TAIL_VERSION = "dagster_mysql_cdc.live_rows_tail_version"
 #: commit info of the commit removing the tail files a compaction folded into the state
 COMPACTED = "dagster_mysql_cdc.compacted"
 #: commit info of a schema-only commit (columns added; no rows)
@@ -97,8 +101,10 @@ def _newest_count(tail: DeltaTable, depth: int) -> tuple[int | None, int] | None
     for c in tail.history(depth):
         if LIVE_ROWS in c:
             try:
+                if LIVE_TAIL_VERSION in c and int(c["version"]) != int(c[LIVE_TAIL_VERSION]) + 1:
+                    return None, -2  # another commit came between the read and this one
                 return int(c[LIVE_ROWS]), int(c.get(LIVE_STATE_VERSION, -2))
-            except (TypeError, ValueError):
+            except (KeyError, TypeError, ValueError):
                 return None, -2
         if not keeps_rows(c):
             return None, -2

@@ -42,7 +42,7 @@ from ..events import BinlogPosition, change_log_schema, state_schema
 from .delta import CommitOutcome, adopt, commit_files, delete_files, open_table, rewrite_table
 from .evolution import Conformed, conform_schema, conform_table, state_value_field
 from .layout import TablePaths
-from .live_rows import LIVE_ROWS, LIVE_STATE_VERSION, window_delta
+from .live_rows import LIVE_ROWS, LIVE_STATE_VERSION, LIVE_TAIL_VERSION, window_delta
 from .live_rows import recorded as recorded_live_rows
 from .spark_files import FileOutput
 from .tail import cut_markers, tail_schema
@@ -360,13 +360,14 @@ class TableBatch:
         """
         meta = {"dagster_mysql_cdc.position": str(position)} if position else {}
         storage = self.w.storage
-        # the handles the batch was prepared with (on the run's thread), refreshed, not reloaded
+        # the handles the batch was prepared with (on the run's thread): neither reloaded nor
+        # refreshed (see delta.adopt: why a commit on them stays exactly-once)
         for uri, dt in (
             (self.paths.state, self.state_dt),
             (self.paths.tail, self.tail_dt),
             (self.paths.changelog, self.lake.log_dt),
         ):
-            adopt(uri, dt)
+            adopt(uri, dt, current=True)
         try:
             self._wait()
             if self.log_schema is None:
@@ -496,7 +497,12 @@ class TableBatch:
             self.w._evolve(self.paths.tail, schema)
         live = None if self.model_changed or self.snapshot_position is not None else self._live_after()
         if live is not None:
-            meta = {**meta, LIVE_ROWS: str(live[0]), LIVE_STATE_VERSION: str(live[1])}
+            meta = {
+                **meta,
+                LIVE_ROWS: str(live[0]),
+                LIVE_STATE_VERSION: str(live[1]),
+                LIVE_TAIL_VERSION: str(live[2]),
+            }
         outcome = commit_files(
             storage,
             self.paths.tail,
@@ -515,11 +521,12 @@ class TableBatch:
             self.committed_tail = [str(f["path"]) for f in files]
         return outcome
 
-    def _live_after(self) -> tuple[int, int] | None:
-        """The live rows after this batch's tail commit and the state version they are counted
-        against (:mod:`.live_rows`): the count the last tail commit recorded plus the batch's
-        ``c - d``; counted exactly first when no recorded count holds. ``None`` when the batch's
-        ops do not say the change (snapshot reads) or counting failed (logged)."""
+    def _live_after(self) -> tuple[int, int, int] | None:
+        """The live rows after this batch's tail commit, the state version they are counted
+        against and the tail version they were read at (:mod:`.live_rows`): the count the last
+        tail commit recorded plus the batch's ``c - d``; counted exactly first when no recorded
+        count holds. ``None`` when the batch's ops do not say the change (snapshot reads) or
+        counting failed (logged)."""
         from .read import live_count
 
         delta = window_delta(self.rows_by_op)
@@ -532,7 +539,11 @@ class TableBatch:
             base = recorded_live_rows(tail_dt, state_dt)
             if base is None:
                 base = live_count(storage, self.paths) or 0
-            return base + delta, state_dt.version() if state_dt is not None else -1
+            return (
+                base + delta,
+                state_dt.version() if state_dt is not None else -1,
+                tail_dt.version() if tail_dt is not None else -1,
+            )
         except Exception as e:  # noqa: BLE001 - metadata: counted after the commit instead
             log.warning("could not count the live rows of %s before its commit: %s", self.paths.state, e)
             return None
