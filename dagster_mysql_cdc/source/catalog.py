@@ -81,6 +81,10 @@ def column_from_information_schema(row: dict[str, Any]) -> ColumnSchema:
     )
 
 
+#: up to this many tables, :func:`read_table_schemas` names them in its queries
+NAMED_TABLES_MAX = 200
+
+
 def read_table_schemas(conn: Any, tables: Iterable[tuple[str, str]]) -> dict[tuple[str, str], TableSchema]:
     """Read columns, primary keys and comments of ``tables`` from ``information_schema``.
 
@@ -97,6 +101,11 @@ def read_table_schemas(conn: Any, tables: Iterable[tuple[str, str]]) -> dict[tup
         return {}
     dbs = sorted({db for db, _ in wanted})
     ph = ",".join(["%s"] * len(dbs))
+    # a few tables of a large schema (a window's): name them, so the server opens only those
+    # (information_schema reads every table of the schema otherwise: 0.2 s at 1,000 tables)
+    names = sorted({t for _, t in wanted}) if len(wanted) <= NAMED_TABLES_MAX else []
+    only = f" AND TABLE_NAME IN ({','.join(['%s'] * len(names))})" if names else ""
+    args = [*dbs, *names]
     out: dict[tuple[str, str], TableSchema] = {}
     import pymysql.cursors
 
@@ -105,25 +114,25 @@ def read_table_schemas(conn: Any, tables: Iterable[tuple[str, str]]) -> dict[tup
             "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, IS_NULLABLE, "
             "DATA_TYPE, COLUMN_TYPE, CHARACTER_MAXIMUM_LENGTH, NUMERIC_PRECISION, NUMERIC_SCALE, "
             "DATETIME_PRECISION, CHARACTER_SET_NAME, COLUMN_COMMENT, COLUMN_KEY "
-            f"FROM information_schema.COLUMNS WHERE TABLE_SCHEMA IN ({ph}) "
+            f"FROM information_schema.COLUMNS WHERE TABLE_SCHEMA IN ({ph}){only} "
             "ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION",
-            dbs,
+            args,
         )
         cols = cur.fetchall()
-        json_cols = _mariadb_json_columns(cur, dbs)
+        json_cols = _mariadb_json_columns(cur, dbs, names)
         cur.execute(
             "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE "
-            f"WHERE CONSTRAINT_NAME = 'PRIMARY' AND TABLE_SCHEMA IN ({ph}) "
+            f"WHERE CONSTRAINT_NAME = 'PRIMARY' AND TABLE_SCHEMA IN ({ph}){only} "
             "ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION",
-            dbs,
+            args,
         )
         pks: dict[tuple[str, str], list[str]] = {}
         for r in cur.fetchall():
             pks.setdefault((r["TABLE_SCHEMA"], r["TABLE_NAME"]), []).append(r["COLUMN_NAME"])
         cur.execute(
             "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_COMMENT FROM information_schema.TABLES "
-            f"WHERE TABLE_SCHEMA IN ({ph}) AND TABLE_TYPE = 'BASE TABLE'",
-            dbs,
+            f"WHERE TABLE_SCHEMA IN ({ph}){only} AND TABLE_TYPE = 'BASE TABLE'",
+            args,
         )
         comments = {(r["TABLE_SCHEMA"], r["TABLE_NAME"]): r["TABLE_COMMENT"] or "" for r in cur.fetchall()}
 
@@ -148,14 +157,18 @@ def read_table_schemas(conn: Any, tables: Iterable[tuple[str, str]]) -> dict[tup
     return out
 
 
-def _mariadb_json_columns(cur: Any, dbs: Sequence[str]) -> set[tuple[str, str, str]]:
-    """Columns declared JSON on MariaDB (stored as LONGTEXT + ``CHECK (json_valid(col))``)."""
+def _mariadb_json_columns(
+    cur: Any, dbs: Sequence[str], names: Sequence[str] = ()
+) -> set[tuple[str, str, str]]:
+    """Columns declared JSON on MariaDB (stored as LONGTEXT + ``CHECK (json_valid(col))``) in
+    ``dbs`` (of the tables ``names`` only, when given)."""
     ph = ",".join(["%s"] * len(dbs))
+    only = f" AND TABLE_NAME IN ({','.join(['%s'] * len(names))})" if names else ""
     try:
         cur.execute(
             "SELECT CONSTRAINT_SCHEMA, TABLE_NAME, CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS "
-            f"WHERE CONSTRAINT_SCHEMA IN ({ph})",
-            dbs,
+            f"WHERE CONSTRAINT_SCHEMA IN ({ph}){only}",
+            [*dbs, *names],
         )
     except Exception:  # MySQL < 8.0.16 has no CHECK_CONSTRAINTS table
         return set()
