@@ -175,3 +175,32 @@ def test_a_stopped_table_gets_no_heartbeat(instance):
         instance, cdc, AT, "caught up", default_every_seconds=60, now=later, stopped={"db.b"}
     )
     assert {e.asset_key for e in one} == {key("a")}
+
+
+def test_ticks_read_no_materialization_until_a_table_can_be_due(instance, monkeypatch):
+    """At 1,000 tables reading every table's latest materialization costs ~0.5 s a tick: after a
+    scan, ticks skip it until the earliest time a table can be due (a materialization only moves
+    that later), and a table that is due while the lake is not current is looked at again."""
+    cdc = build()
+    materialize(instance, key("a"))
+    reads = []
+    real = instance.get_latest_materialization_events
+
+    def counting(keys):
+        reads.append(len(keys))
+        return real(keys)
+
+    monkeypatch.setattr(instance, "get_latest_materialization_events", counting)
+    t = time.time()
+    assert table_heartbeats(instance, cdc, AT, "caught up", default_every_seconds=60, now=t + 1) == []
+    assert len(reads) == 1  # a is due at +60, b (never materialized) at +60 at the earliest
+    assert table_heartbeats(instance, cdc, AT, "caught up", default_every_seconds=60, now=t + 30) == []
+    materialize(instance, key("b"))  # b's first materialization: due at +60 or later, never earlier
+    assert table_heartbeats(instance, cdc, AT, "caught up", default_every_seconds=60, now=t + 59) == []
+    assert len(reads) == 1
+    beats = table_heartbeats(instance, cdc, AT, "caught up", default_every_seconds=60, now=t + 61)
+    assert len(reads) == 2  # both are due now (b was materialized just after t)
+    assert [e.asset_key for e in beats if isinstance(e, dg.AssetMaterialization)] == [key("a"), key("b")]
+    # with other tables stopped the scan is another one (the memo is per set of stopped tables)
+    table_heartbeats(instance, cdc, AT, "x", default_every_seconds=60, now=t + 62, stopped={"db.a"})
+    assert len(reads) == 3

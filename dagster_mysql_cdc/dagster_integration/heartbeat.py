@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Collection
 from datetime import UTC, datetime
 
@@ -42,6 +43,11 @@ log = logging.getLogger(__name__)
 
 #: Metadata of a table's last materialization that a heartbeat repeats (the table did not change).
 CARRIED_METADATA = ("dagster/row_count", "dagster/uri", "dagster/table_name")
+
+#: per instance and binlog asset: the earliest time a table's heartbeat can be due, as the last
+#: scan found it (a later materialization only moves a table's due time later). Until then a
+#: tick reads no table's latest materialization: at 1,000 tables that read is ~0.5 s per tick.
+_not_before: weakref.WeakKeyDictionary[dg.DagsterInstance, dict[tuple, float]] = weakref.WeakKeyDictionary()
 
 
 def idle_heartbeat(
@@ -239,17 +245,30 @@ def table_heartbeats(
     ]
     if not tables:
         return []
+    memo = _not_before.setdefault(instance, {})
+    memo_key = (binlog_key, frozenset(stopped))
+    if now < memo.get(memo_key, float("-inf")):
+        return []  # no table can be due yet (see _not_before)
     progress = _binlog_progress(instance, binlog_key, caught_up_at, now)
     if progress is None:
         return []
     at, as_of = progress
     latest = instance.get_latest_materialization_events([s.key for s in tables])
     events: list[dg.AssetMaterialization | dg.AssetCheckEvaluation] = []
+    next_due = float("inf")  # the earliest any table can be due after this tick
+    stamp = min(now, time.time())  # when a materialization from now on is stamped, at the earliest
     for spec in tables:
         every = every_seconds or heartbeat_every(spec.freshness_policy, default_every_seconds)
         last = latest.get(spec.key)
         mat = last.asset_materialization if last is not None else None
-        if last is None or mat is None or now - last.timestamp < every or now - as_of >= every:
+        if last is None or mat is None:
+            next_due = min(next_due, stamp + every)  # materialized from now on at the earliest
+            continue
+        if now - last.timestamp < every:
+            next_due = min(next_due, last.timestamp + every)
+            continue
+        if now - as_of >= every:
+            next_due = now  # due, but the lake is not current: look again next tick
             continue
         try:
             since = datetime.fromtimestamp(last.timestamp, UTC).isoformat(timespec="seconds")
@@ -274,6 +293,9 @@ def table_heartbeats(
             log.warning(message)
             if errors is not None:
                 errors.append(message)
+            next_due = now
             continue
+        next_due = min(next_due, stamp + every)  # its heartbeat restarts its interval
         events += beat
+    memo[memo_key] = next_due
     return events
