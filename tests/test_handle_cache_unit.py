@@ -15,9 +15,14 @@ from dagster_mysql_cdc.sink.storage import StorageSettings
 ROWS = pa.table({"a": pa.array([1, 2], pa.int64())})
 
 
-def _foreign_append(uri: str) -> None:
-    """A commit by another writer: its own handle, in another thread."""
-    t = threading.Thread(target=lambda: write_deltalake(DeltaTable(uri), ROWS, mode="append"))
+def _foreign_append(uri: str, *, create: bool = False) -> None:
+    """A commit by another writer in another thread: through its own handle, or creating the
+    table (``create``)."""
+    t = threading.Thread(
+        target=lambda: (
+            write_deltalake(uri, ROWS) if create else write_deltalake(DeltaTable(uri), ROWS, mode="append")
+        )
+    )
     t.start()
     t.join()
 
@@ -79,7 +84,7 @@ def test_a_missing_table_stays_missing_in_a_sole_writer_block_until_the_thread_c
     uri, other = str(tmp_path / "t"), str(tmp_path / "u")
     with handle_cache(sole_writer=True):
         assert open_table(storage, uri) is None
-        _foreign_append_new(uri)  # breaks the block's promise: not seen, which proves no lookup
+        _foreign_append(uri, create=True)  # breaks the block's promise: not seen, which proves no lookup
         assert open_table(storage, uri) is None
         assert open_table(storage, other) is None
         with handle_cache(sole_writer=True):  # an inner block creates `other` by path
@@ -92,14 +97,8 @@ def test_a_missing_table_stays_missing_in_a_sole_writer_block_until_the_thread_c
     with handle_cache():  # a plain block looks every time
         missing = str(tmp_path / "v")
         assert open_table(storage, missing) is None
-        _foreign_append_new(missing)
+        _foreign_append(missing, create=True)
         assert open_table(storage, missing).version() == 0
-
-
-def _foreign_append_new(uri: str) -> None:
-    t = threading.Thread(target=lambda: write_deltalake(uri, ROWS))
-    t.start()
-    t.join()
 
 
 def test_an_adopted_handle_is_refreshed_unless_current(tmp_path):
