@@ -992,6 +992,8 @@ class BinlogStreamingSource:
         try:
             if te.failed is not None:
                 raise SinkError(te.failed)
+            for part in parts:  # every part's files first: from here on this thread alone writes
+                part.sink.drain()  # the table (its commit task trusts its handles, see handle_cache)
             for part in parts:
                 w = part.sink.commit(
                     value_schema=part.value_schema, position=position, truncated_at=part.truncated_at

@@ -97,26 +97,17 @@ def handle_cache(*, sole_writer: bool = False) -> Iterator[None]:
             _handles.cache = None
 
 
-def adopt(table_uri: str, dt: DeltaTable | None, *, current: bool = False) -> None:
+def adopt(table_uri: str, dt: DeltaTable | None) -> None:
     """Put ``dt``, a handle another thread opened (and no longer uses), into the calling thread's
-    cache for ``table_uri`` unless it has one, instead of loading the table again from its
-    checkpoint. The next :func:`open_table` brings it up to date, unless ``current`` and the
-    block is ``sole_writer``: then it is trusted as it is.
-
-    ``current``: ``dt`` was brought up to date for the batch being committed (a table's commit
-    task adopts the handles the run's thread prepared the batch with: issue 28, one load per
-    table and window instead of a load and three refreshes). Another writer's commit since then
-    cannot make the commit wrong: delta-rs rejects a commit whose application transaction (the
-    batch identity) a concurrent commit already holds and checks the other conflicts, and the
-    live-row count records the tail version it was read at (:data:`.live_rows.LIVE_TAIL_VERSION`),
-    so a count that misses a commit is not trusted."""
+    cache for ``table_uri`` unless it has one: the next :func:`open_table` brings it up to date
+    (a few new commits read) instead of loading the table again from its checkpoint. A table's
+    commit task adopts the handles the run's thread prepared the batch with (issue 28: one load
+    per table and window instead of two). Not trusted as it is: the batch's record batches are
+    written by other threads, which may have rewritten a table through handles of their own
+    (a column type that widens)."""
     cache = getattr(_handles, "cache", None)
-    if cache is None or dt is None:
-        return
-    if cache.setdefault(table_uri, dt) is dt and current:
-        trusted = getattr(_handles, "trusted", None)
-        if trusted is not None:
-            trusted.add(table_uri)
+    if cache is not None and dt is not None:
+        cache.setdefault(table_uri, dt)
 
 
 def preload(storage: StorageSettings, table_uris: list[str], workers: int = 8) -> None:
@@ -437,6 +428,7 @@ def rewrite_table(
             return True
         except CommitFailedError as e:  # another writer committed meanwhile: list the files again
             last = e
+            changed(table_uri)  # (in a sole_writer block the next open would not refresh)
             continue
         except Exception as e:
             raise SinkError(

@@ -360,14 +360,13 @@ class TableBatch:
         """
         meta = {"dagster_mysql_cdc.position": str(position)} if position else {}
         storage = self.w.storage
-        # the handles the batch was prepared with (on the run's thread): neither reloaded nor
-        # refreshed (see delta.adopt: why a commit on them stays exactly-once)
+        # the handles the batch was prepared with (on the run's thread), refreshed, not reloaded
         for uri, dt in (
             (self.paths.state, self.state_dt),
             (self.paths.tail, self.tail_dt),
             (self.paths.changelog, self.lake.log_dt),
         ):
-            adopt(uri, dt, current=True)
+            adopt(uri, dt)
         try:
             self._wait()
             if self.log_schema is None:
