@@ -204,3 +204,20 @@ def test_ticks_read_no_materialization_until_a_table_can_be_due(instance, monkey
     # with other tables stopped the scan is another one (the memo is per set of stopped tables)
     table_heartbeats(instance, cdc, AT, "x", default_every_seconds=60, now=t + 62, stopped={"db.a"})
     assert len(reads) == 3
+
+
+def test_the_skip_holds_for_each_ticks_new_instance_object(tmp_path, monkeypatch):
+    """The daemon's code server evaluates every tick with a new DagsterInstance object of the same
+    instance: the skip is kept per instance (its root directory), not per object."""
+    cdc = build()
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as first:
+        materialize(first, key("a"))
+        t = time.time()
+        assert table_heartbeats(first, cdc, AT, "x", default_every_seconds=60, now=t + 1) == []
+        with dg.DagsterInstance.from_ref(first.get_ref()) as again:
+            reads = []
+            monkeypatch.setattr(
+                again, "get_latest_materialization_events", lambda keys: reads.append(keys) or {}
+            )
+            assert table_heartbeats(again, cdc, AT, "x", default_every_seconds=60, now=t + 2) == []
+            assert reads == []

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import time
-import weakref
 from collections.abc import Collection
 from datetime import UTC, datetime
 
@@ -44,10 +43,12 @@ log = logging.getLogger(__name__)
 #: Metadata of a table's last materialization that a heartbeat repeats (the table did not change).
 CARRIED_METADATA = ("dagster/row_count", "dagster/uri", "dagster/table_name")
 
-#: per instance and binlog asset: the earliest time a table's heartbeat can be due, as the last
-#: scan found it (a later materialization only moves a table's due time later). Until then a
-#: tick reads no table's latest materialization: at 1,000 tables that read is ~0.5 s per tick.
-_not_before: weakref.WeakKeyDictionary[dg.DagsterInstance, dict[tuple, float]] = weakref.WeakKeyDictionary()
+#: per instance (its root directory: the daemon's code server evaluates each tick with a new
+#: ``DagsterInstance`` object of the same instance), binlog asset and set of stopped tables: the
+#: earliest time a table's heartbeat can be due, as the last scan found it (a later
+#: materialization only moves a table's due time later). Until then a tick reads no table's
+#: latest materialization: at 1,000 tables that read is ~0.5 s per tick.
+_not_before: dict[tuple, float] = {}
 
 
 def idle_heartbeat(
@@ -245,8 +246,8 @@ def table_heartbeats(
     ]
     if not tables:
         return []
-    memo = _not_before.setdefault(instance, {})
-    memo_key = (binlog_key, frozenset(stopped))
+    memo = _not_before
+    memo_key = (instance.root_directory, binlog_key, frozenset(stopped))
     if now < memo.get(memo_key, float("-inf")):
         return []  # no table can be due yet (see _not_before)
     progress = _binlog_progress(instance, binlog_key, caught_up_at, now)
