@@ -21,6 +21,7 @@ from typing import Literal
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction
+from deltalake.exceptions import TableNotFoundError
 from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 
 from ..errors import SinkError
@@ -80,19 +81,17 @@ def handle_cache(*, sole_writer: bool = False) -> Iterator[None]:
     another writer has overtaken is still safe: delta-rs's conflict check reads the newer
     commits before it writes."""
     outer = getattr(_handles, "cache", None)
-    outer_trusted = getattr(_handles, "trusted", None)
-    outer_absent = getattr(_handles, "absent", None)
     if outer is None:
         _handles.cache = {}
         _handles.outer = []
-    _handles.outer.append((outer_trusted, outer_absent))
+    # the enclosing block's sets, restored on exit (and cleared by changed() meanwhile)
+    _handles.outer.append((getattr(_handles, "trusted", None), getattr(_handles, "absent", None)))
     _handles.trusted = set() if sole_writer else None
     _handles.absent = set() if sole_writer else None
     try:
         yield
     finally:
-        _handles.outer.pop()
-        _handles.trusted, _handles.absent = outer_trusted, outer_absent
+        _handles.trusted, _handles.absent = _handles.outer.pop()
         if outer is None:
             _handles.cache = None
 
@@ -120,8 +119,6 @@ def preload(storage: StorageSettings, table_uris: list[str], workers: int = 8) -
     tables. A window of hundreds of tables loads each table's change log, state and tail here,
     and its checks refresh them here, instead of one after another (issue 28)."""
     from concurrent.futures import ThreadPoolExecutor
-
-    from deltalake.exceptions import TableNotFoundError
 
     cache = getattr(_handles, "cache", None)
     if cache is None:
@@ -185,8 +182,6 @@ def open_table(storage: StorageSettings, table_uri: str) -> DeltaTable | None:
                 if trusted is not None:
                     trusted.add(table_uri)
             return dt
-    from deltalake.exceptions import TableNotFoundError
-
     try:  # one load (an S3 client is made per call: is_deltatable first would make two)
         dt = DeltaTable(table_uri, storage_options=storage.delta_storage_options())
     except TableNotFoundError:
