@@ -75,10 +75,13 @@ class Daemon:
         follow: float,
         readme: bool = False,
         tables: str = "t",
+        storage_yaml: str = "",
     ):
+        """``storage_yaml``: extra ``dagster.yaml`` lines (e.g. a PostgreSQL ``storage:``); default
+        SQLite under the temporary ``DAGSTER_HOME``."""
         self.home = tempfile.mkdtemp(prefix="bench-dagster-home-")
         Path(self.home, "dagster.yaml").write_text(
-            "telemetry:\n  enabled: false\nrun_queue:\n  dequeue_interval_seconds: 1\n"
+            "telemetry:\n  enabled: false\nrun_queue:\n  dequeue_interval_seconds: 1\n" + storage_yaml
         )
         env = {
             **os.environ,

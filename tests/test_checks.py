@@ -190,10 +190,15 @@ def test_quiet_table_heartbeat_keeps_freshness_and_checks(local_storage):
 # -- stream runs: only the changed tables, every check evaluated ----------------------------------
 
 
-def test_stream_run_selects_changed_tables_and_evaluates_every_check(local_storage):
+@pytest.mark.parametrize("checks", ["planned", "logged"])
+def test_stream_run_selects_changed_tables_and_evaluates_every_check(local_storage, checks):
     """After a window that changed one table, the run materialized only that table (and the binlog
     heartbeat), and each of its checks has a passing result computed from the window; the row
-    count, URI and lag metadata are on the materialization."""
+    count, URI and lag metadata are on the materialization.
+
+    ``logged``: the window selects more tables than ``stream_planned_checks_max_tables`` (0 here):
+    the run plans no table check and logs the same results as evaluations, each pointing at the
+    table's materialization of this run; a failing one is reported failing the same way."""
     from sensor_harness import SensorDriven, capture_resource, scratch_database
 
     with scratch_database("stk") as (db, conn):
@@ -205,7 +210,10 @@ def test_stream_run_selects_changed_tables_and_evaluates_every_check(local_stora
             cur.execute(f"INSERT INTO {db}.a SELECT seq, CONCAT('a', seq) FROM seq_1_to_300")
             cur.execute(f"INSERT INTO {db}.b SELECT seq, CONCAT('b', seq) FROM seq_1_to_50")
             cur.execute(f"INSERT INTO {db}.nokey VALUES (1, 'x'), (1, 'x'), (2, 'y')")
-        cdc = SensorDriven(capture_resource(db), local_storage.base_uri)
+        most = 0 if checks == "logged" else 20
+        cdc = SensorDriven(
+            capture_resource(db, stream_planned_checks_max_tables=most), local_storage.base_uri
+        )
         cdc.ticks()  # initial snapshot, then caught up
         with conn.cursor() as cur:
             cur.execute(f"UPDATE {db}.a SET v = 'changed' WHERE id IN (3, 4)")
@@ -228,6 +236,28 @@ def test_stream_run_selects_changed_tables_and_evaluates_every_check(local_stora
             for name in ("row_count_matches_source", "checksum_matches_source", "schema_matches_source"):
                 assert evals[((db, table), name)].passed, (table, name, evals[((db, table), name)].metadata)
         assert not any(k[0] == (db, "b") for k in evals)
+        planned_checks = cdc.instance.get_records_for_run(
+            run_id=run.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED
+        ).records
+        planned_tables = {
+            tuple(r.event_log_entry.dagster_event.asset_check_planned_data.asset_key.path[1:])
+            for r in planned_checks
+        }
+        assert run.dagster_run.tags.get("dagster_mysql_cdc/table_checks") == (
+            "logged" if checks == "logged" else None
+        )
+        if checks == "logged":
+            assert planned_tables == {("binlog",)}  # the table checks were logged, not planned
+            for table in ("a", "nokey"):
+                key = dg.AssetCheckKey(dg.AssetKey([db, db, table]), "checksum_matches_source")
+                rec = cdc.instance.get_latest_asset_check_evaluation_record(key)
+                assert rec is not None and rec.run_id == run.run_id
+                target = rec.evaluation.target_materialization_data
+                mat = cdc.instance.get_latest_materialization_event(key.asset_key)
+                assert target is not None and target.run_id == run.run_id
+                assert target.timestamp == mat.timestamp
+        else:
+            assert planned_tables == {(db, "a"), (db, "nokey"), ("binlog",)}
         checksum = evals[((db, "a"), "checksum_matches_source")].metadata
         assert checksum["keys_compared"].value == 4  # 3, 4, 5, 1000
         assert checksum["scope"].value.startswith("keys changed by the window")
@@ -270,3 +300,18 @@ def test_stream_run_selects_changed_tables_and_evaluates_every_check(local_stora
             selection=dg.AssetSelection.checks_for_assets(dg.AssetKey([db, db, "a"])),
         )
         assert not check_results(full)["checksum_matches_source"].passed  # the full check finds it
+
+        # a row the binlog never carries (sql_log_bin=0): the next window's row count fails
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION sql_log_bin = 0")
+            cur.execute(f"INSERT INTO {db}.a VALUES (2000, 'unlogged')")
+            cur.execute("SET SESSION sql_log_bin = 1")
+            cur.execute(f"UPDATE {db}.a SET v = 'third' WHERE id = 6")
+        run = cdc.ticks().runs[0]
+        evals = {(tuple(e.asset_key.path[1:]), e.check_name): e for e in run.get_asset_check_evaluations()}
+        count = evals[((db, "a"), "row_count_matches_source")]
+        assert not count.passed and count.severity == dg.AssetCheckSeverity.ERROR, count.metadata
+        rec = cdc.instance.get_latest_asset_check_evaluation_record(
+            dg.AssetCheckKey(dg.AssetKey([db, db, "a"]), "row_count_matches_source")
+        )
+        assert rec.run_id == run.run_id and not rec.evaluation.passed

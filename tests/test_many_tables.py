@@ -102,10 +102,13 @@ def test_windows_that_change_every_table_of_a_large_capture(local_storage, monke
         runs = cdc.ticks().runs
         assert runs and all(r.success for r in runs), [r.dagster_run.tags for r in runs]
         run = runs[0]
-        failed = [
-            (e.asset_key.path[-1], e.check_name) for e in run.get_asset_check_evaluations() if not e.passed
-        ]
+        evaluations = run.get_asset_check_evaluations()
+        failed = [(e.asset_key.path[-1], e.check_name) for e in evaluations if not e.passed]
         assert failed == [], failed[:5]
+        # more tables than stream_planned_checks_max_tables: every table's 3 checks logged by the
+        # run (with the binlog asset's 2 planned ones), none left out
+        assert run.dagster_run.tags.get("dagster_mysql_cdc/table_checks") == "logged"
+        assert len({(tuple(e.asset_key.path), e.check_name) for e in evaluations}) == 3 * TABLES + 2
         _assert_lake_equals_source(local_storage, db)
         _assert_each_change_once(local_storage, db, 1)
 

@@ -37,6 +37,7 @@ from .checks import (
     GAPS,
     RETENTION,
     ROW_COUNT,
+    TABLE_CHECKS,
     CheckOptions,
     SharedSource,
     gaps_check,
@@ -54,6 +55,7 @@ from .protocol import (
     MODE_TAG,
     SNAPSHOT_MODE_TAG,
     STOPPED_TAG,
+    TABLE_CHECKS_TAG,
     TABLE_METADATA_KEY,
     WINDOW_END_TAG,
     WINDOW_START_TAG,
@@ -329,6 +331,14 @@ class MySqlCdcResource(dg.ConfigurableResource):
         default=False,
         description="Stream runs select every table (all shown as materializing, checks on all) instead of "
         "only the tables the window changed (the sensor reads the window's table ids ahead).",
+    )
+    stream_planned_checks_max_tables: int = Field(
+        default=20,
+        ge=0,
+        description="A stream window that selects more tables than this does not plan their checks: the run "
+        "evaluates the same checks of every table it materializes and logs each result as an "
+        "AssetCheckEvaluation event (1 Dagster event per check instead of 3: planned, output, "
+        "evaluation). 0: always logged; a number above the table count: always planned.",
     )
     stream_lookahead_max_bytes: int = Field(
         default=16 * 1024 * 1024,
@@ -743,13 +753,14 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 tail_files = report.get("tail_files") or {}
             else:
                 committed = yield from self.snapshot(context, lake)
-        if context.selected_asset_check_keys:
+        logged = _logged_check_keys(context) if tags.get(TABLE_CHECKS_TAG) == "logged" else []
+        if context.selected_asset_check_keys or logged:
             from ..sink.delta import handle_cache
 
             # the checks write nothing to the lake: each table is refreshed once, after the
             # run's commits, then read through that handle (see handle_cache)
             with handle_cache(sole_writer=True):
-                yield from self.run_checks(
+                results = self.run_checks(
                     context,
                     lake,
                     committed,
@@ -757,7 +768,9 @@ class MySqlCdcResource(dg.ConfigurableResource):
                     stopped=stopped,
                     live_rows=live_rows,
                     tail_files=tail_files,
+                    check_keys=[*context.selected_asset_check_keys, *logged],
                 )
+                yield from _report_checks(context, results, set(logged))
 
     def run_checks(
         self,
@@ -768,8 +781,12 @@ class MySqlCdcResource(dg.ConfigurableResource):
         stopped: dict[str, dict] | None = None,
         live_rows: dict[str, int] | None = None,
         tail_files: dict[str, list[str]] | None = None,
+        check_keys: Iterable[dg.AssetCheckKey] | None = None,
     ) -> Iterator[dg.AssetCheckResult]:
         """Run the selected reconciliation checks (:mod:`.checks`) at ``committed``.
+
+        ``check_keys``: the checks to run (default: the run's selected checks; a window run whose
+        table checks are logged adds them, see :data:`.protocol.TABLE_CHECKS_TAG`).
 
         ``committed`` is the position this run just committed; for a checks-only run (UI "Execute
         checks") it is the last committed position reported by the binlog asset. ``gaps``: the
@@ -787,7 +804,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
         settings = self.connection_settings()
         info = self._server_info(settings)
         by_asset: dict[dg.AssetKey, set[str]] = {}
-        for ck in context.selected_asset_check_keys:
+        for ck in context.selected_asset_check_keys if check_keys is None else check_keys:
             by_asset.setdefault(ck.asset_key, set()).add(ck.name)
         storage = lake.storage_settings()
         opts = CheckOptions(
@@ -1384,6 +1401,65 @@ class MySqlCdcResource(dg.ConfigurableResource):
                 "code location, or the sensor's look-ahead missed it); the data was written, the asset "
                 "materializes with its next change or snapshot"
             )
+
+
+def _logged_check_keys(context: dg.AssetExecutionContext) -> list[dg.AssetCheckKey]:
+    """The table checks a window run with ``TABLE_CHECKS_TAG=logged`` evaluates and logs: those
+    of every table asset it materializes (selected), that the run does not plan itself."""
+    selected = set(context.selected_asset_keys)
+    planned = set(context.selected_asset_check_keys)
+    # every check the op defines (the run's subset ``check_keys`` holds only the selected ones)
+    specs = getattr(context.assets_def, "node_check_specs_by_output_name", None)
+    defined = [s.key for s in specs.values()] if specs else list(context.assets_def.check_keys)
+    return [
+        ck for ck in defined if ck.asset_key in selected and ck.name in TABLE_CHECKS and ck not in planned
+    ]
+
+
+def _report_checks(
+    context: dg.AssetExecutionContext, results: Iterable[dg.AssetCheckResult], logged: set[dg.AssetCheckKey]
+) -> Iterator[dg.AssetCheckResult]:
+    """Yield ``results`` of the run's planned checks; log those of ``logged`` checks as
+    ``AssetCheckEvaluation`` events (what Dagster stores for a planned check's result, pointing
+    at the table's materialization the same way: the latest, read once for all tables)."""
+    targets: dict[dg.AssetKey, Any] | None = None
+    for r in results:
+        key = dg.AssetCheckKey(r.asset_key, r.check_name or "") if r.asset_key is not None else None
+        if key is None or key not in logged:
+            yield r
+            continue
+        if targets is None:
+            targets = _materialization_targets(context, {ck.asset_key for ck in logged})
+        context.log_event(
+            dg.AssetCheckEvaluation(
+                asset_key=key.asset_key,
+                check_name=key.name,
+                passed=r.passed,
+                metadata=r.metadata,
+                severity=r.severity,
+                description=r.description,
+                target_materialization_data=targets.get(key.asset_key),
+            )
+        )
+
+
+def _materialization_targets(
+    context: dg.AssetExecutionContext, keys: set[dg.AssetKey]
+) -> dict[dg.AssetKey, Any]:
+    """Per asset of ``keys``, its latest materialization as a check evaluation's target (one
+    instance query for all of them); assets never materialized are left out."""
+    from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+        AssetCheckEvaluationTargetMaterializationData as Target,
+    )
+
+    out: dict[dg.AssetKey, Any] = {}
+    for rec in context.instance.get_asset_records(list(keys)):
+        last = rec.asset_entry.last_materialization_record
+        if last is not None:
+            out[rec.asset_entry.asset_key] = Target(
+                storage_id=last.storage_id, run_id=last.run_id, timestamp=last.timestamp
+            )
+    return out
 
 
 def _one(check: Callable[..., dg.AssetCheckResult], *args: Any) -> list[dg.AssetCheckResult]:

@@ -40,6 +40,8 @@ class WindowSelection:
     asset_keys: list[dg.AssetKey]
     check_keys: list[dg.AssetCheckKey]
     reason: str
+    #: the run logs its tables' checks instead of planning them (:data:`.protocol.TABLE_CHECKS_TAG`)
+    logged_checks: bool = False
 
 
 def window_bytes(files: Sequence[tuple[str, int]], start: BinlogPosition, end: BinlogPosition) -> int | None:
@@ -120,6 +122,11 @@ def window_selection(
     checks verifies what the window changed); unselected tables get none, so their last results stay
     current. The binlog asset and its checks are always selected.
 
+    More selected tables than ``mysql.stream_planned_checks_max_tables``: the table checks are not
+    selected and ``logged_checks`` is set; the run evaluates the same checks of each table it
+    materializes and logs the results (Dagster stores 1 event per check instead of 3: the planned
+    event, the step output and the evaluation; what a window of hundreds of tables costs in Dagster).
+
     ``stopped``: the tables whose capture is stopped (``"db.table"`` -> whether the run catches it
     up): one the run catches up is selected (it materializes once caught up), the others are not
     (the window leaves them out).
@@ -154,10 +161,16 @@ def window_selection(
         else:
             selected.discard(table_keys[(db, t)])
     keys = [k for k in assets_def.keys if k in selected or k in binlog_keys]
+    logged = len(selected) > mysql.stream_planned_checks_max_tables
+    if logged:
+        reason += (
+            f"; table checks logged by the run ({len(selected)} tables > "
+            f"stream_planned_checks_max_tables={mysql.stream_planned_checks_max_tables})"
+        )
     checks = [
         ck
         for ck in assets_def.check_keys
         if (ck.asset_key in binlog_keys and ck.name in (RETENTION, GAPS))
-        or (ck.asset_key in selected and ck.name in (*TABLE_CHECKS, SCHEMA))
+        or (not logged and ck.asset_key in selected and ck.name in (*TABLE_CHECKS, SCHEMA))
     ]
-    return WindowSelection(keys, checks, reason)
+    return WindowSelection(keys, checks, reason, logged)

@@ -63,6 +63,7 @@ from .protocol import (
     SERVER_TAG,
     SNAPSHOT_MODE_TAG,
     STOPPED_TAG,
+    TABLE_CHECKS_TAG,
     WINDOW_END_TAG,
     WINDOW_START_TAG,
     binlog_asset_key,
@@ -202,6 +203,8 @@ def _request(
             sel = select(inflight.start, inflight.end, incremental, due)
             keys, checks = sel.asset_keys, sel.check_keys
             tags[SELECTION_TAG] = sel.reason
+            if sel.logged_checks:
+                tags[TABLE_CHECKS_TAG] = "logged"
         if identity:  # the run checks it reads the server the window's positions belong to
             tags[IDENTITY_TAG] = json.dumps(identity, separators=(",", ":"), sort_keys=True)
     else:
