@@ -89,27 +89,50 @@ def _binlog_key(assets_def: dg.AssetsDefinition) -> dg.AssetKey:
     )
 
 
-def _reported_json(instance, run_id: str, binlog_key: dg.AssetKey, name: str):
-    """A JSON metadata entry the run reported on the binlog asset (``None`` if absent)."""
-    records = instance.get_records_for_run(
-        run_id=run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
+#: Newest binlog-asset materializations read to find a run's own (see _binlog_materializations).
+_RECENT_BINLOG_MATERIALIZATIONS = 20
+
+
+def _binlog_materializations(instance, run_id: str, binlog_key: dg.AssetKey) -> list[dg.AssetMaterialization]:
+    """The binlog asset's materializations by run ``run_id``, oldest first.
+
+    Read among the binlog asset's newest materializations (one indexed query, whatever the
+    number of tables the run materialized: the run being settled is nearly always the newest);
+    when the run's are not all among them, from the run's materializations (every table's)."""
+    recent = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=binlog_key), limit=_RECENT_BINLOG_MATERIALIZATIONS, ascending=False
     ).records
+    run = instance.get_run_record_by_id(run_id)
+    # every materialization of the run is among them when the oldest one read predates the run
+    complete = run is not None and (
+        len(recent) < _RECENT_BINLOG_MATERIALIZATIONS
+        or recent[-1].timestamp < run.create_timestamp.timestamp()
+    )
+    if complete:
+        records = [r for r in reversed(recent) if r.run_id == run_id]
+    else:
+        records = instance.get_records_for_run(
+            run_id=run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
+        ).records
+    out = []
     for rec in records:
         mat = rec.event_log_entry.asset_materialization
-        if mat is not None and mat.asset_key == binlog_key and name in mat.metadata:
+        if mat is not None and mat.asset_key == binlog_key:
+            out.append(mat)
+    return out
+
+
+def _reported_json(instance, run_id: str, binlog_key: dg.AssetKey, name: str):
+    """A JSON metadata entry the run reported on the binlog asset (``None`` if absent)."""
+    for mat in _binlog_materializations(instance, run_id, binlog_key):
+        if name in mat.metadata:
             return mat.metadata[name].value
     return None
 
 
 def _reported_end(instance, run_id: str, binlog_key: dg.AssetKey, prefix: str) -> BinlogPosition | None:
     """The position the run reported on the binlog asset (``<prefix>_file/_pos/_gtid_set``)."""
-    records = instance.get_records_for_run(
-        run_id=run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
-    ).records
-    for rec in records:
-        mat = rec.event_log_entry.asset_materialization
-        if mat is None or mat.asset_key != binlog_key:
-            continue
+    for mat in _binlog_materializations(instance, run_id, binlog_key):
         pos = position_from_metadata(mat.metadata, prefix)
         if pos is not None:
             return pos
