@@ -87,7 +87,7 @@ def _dagster_floor(cdc: dg.AssetsDefinition, instance: dg.DagsterInstance, res) 
     checks = {(c.asset_key, c.check_name): c for c in res.get_asset_check_evaluations()}
     assert mats and checks, "the window reported nothing"
     # as the run: the checks it planned are yielded, the others (a window's table checks over
-    # stream_planned_checks_max_tables) logged as evaluations
+    # planned_checks_max_tables) logged as evaluations
     planned = set(res.dagster_run.asset_check_selection or ())
 
     @dg.multi_asset(specs=list(cdc.specs), check_specs=list(cdc.check_specs), can_subset=True, name="floor")

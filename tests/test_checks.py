@@ -196,7 +196,7 @@ def test_stream_run_selects_changed_tables_and_evaluates_every_check(local_stora
     heartbeat), and each of its checks has a passing result computed from the window; the row
     count, URI and lag metadata are on the materialization.
 
-    ``logged``: the window selects more tables than ``stream_planned_checks_max_tables`` (0 here):
+    ``logged``: the window selects more tables than ``planned_checks_max_tables`` (0 here):
     the run plans no table check and logs the same results as evaluations, each pointing at the
     table's materialization of this run; a failing one is reported failing the same way."""
     from sensor_harness import SensorDriven, capture_resource, scratch_database
@@ -212,7 +212,7 @@ def test_stream_run_selects_changed_tables_and_evaluates_every_check(local_stora
             cur.execute(f"INSERT INTO {db}.nokey VALUES (1, 'x'), (1, 'x'), (2, 'y')")
         most = 0 if checks == "logged" else 20
         cdc = SensorDriven(
-            capture_resource(db, stream_planned_checks_max_tables=most), local_storage.base_uri
+            capture_resource(db, planned_checks_max_tables=most), local_storage.base_uri
         )
         cdc.ticks()  # initial snapshot, then caught up
         with conn.cursor() as cur:

@@ -96,6 +96,12 @@ def test_windows_that_change_every_table_of_a_large_capture(local_storage, monke
         ticks = cdc.ticks()
         assert ticks.runs and all(r.success for r in ticks.runs)  # the snapshot
         _assert_lake_equals_source(local_storage, db)
+        # more tables than planned_checks_max_tables: the snapshot's every table check is logged
+        snap = ticks.runs[0]
+        assert snap.dagster_run.tags.get("dagster_mysql_cdc/table_checks") == "logged"
+        evaluations = snap.get_asset_check_evaluations()
+        assert len({(tuple(e.asset_key.path), e.check_name) for e in evaluations}) == 3 * TABLES + 2
+        assert [e for e in evaluations if not e.passed] == []
 
         # 1. one transaction changes every table: one window
         _touch_all(conn, db, 1)
@@ -105,7 +111,7 @@ def test_windows_that_change_every_table_of_a_large_capture(local_storage, monke
         evaluations = run.get_asset_check_evaluations()
         failed = [(e.asset_key.path[-1], e.check_name) for e in evaluations if not e.passed]
         assert failed == [], failed[:5]
-        # more tables than stream_planned_checks_max_tables: every table's 3 checks logged by the
+        # more tables than planned_checks_max_tables: every table's 3 checks logged by the
         # run (with the binlog asset's 2 planned ones), none left out
         assert run.dagster_run.tags.get("dagster_mysql_cdc/table_checks") == "logged"
         assert len({(tuple(e.asset_key.path), e.check_name) for e in evaluations}) == 3 * TABLES + 2

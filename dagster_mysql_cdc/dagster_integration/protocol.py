@@ -47,9 +47,9 @@ EPOCH_TAG = "dagster_mysql_cdc/epoch"
 SERVER_TAG = "dagster_mysql_cdc/server"
 #: Why a window run selected what it did (the sensor's look-ahead of the tables a window changes).
 SELECTION_TAG = "dagster_mysql_cdc/selection"
-#: ``logged``: the window run evaluates the table checks of every table it materializes and logs
-#: them as ``AssetCheckEvaluation`` events, instead of the run planning them (the window selects
-#: more tables than ``stream_planned_checks_max_tables``; see ``.selection``).
+#: ``logged``: the run (a window or snapshot the sensor requested) evaluates the table checks of
+#: every table it materializes and logs them as ``AssetCheckEvaluation`` events, instead of
+#: planning them (it selects more tables than ``planned_checks_max_tables``; see ``.selection``).
 TABLE_CHECKS_TAG = "dagster_mysql_cdc/table_checks"
 #: JSON ``{"db.table": {"since", "error", "catch_up"}}``: the stopped tables a window run leaves
 #: out, and those (``catch_up: true``) it tries to catch up first (engine/isolation.py).

@@ -332,13 +332,14 @@ class MySqlCdcResource(dg.ConfigurableResource):
         description="Stream runs select every table (all shown as materializing, checks on all) instead of "
         "only the tables the window changed (the sensor reads the window's table ids ahead).",
     )
-    stream_planned_checks_max_tables: int = Field(
+    planned_checks_max_tables: int = Field(
         default=20,
         ge=0,
-        description="A stream window that selects more tables than this does not plan their checks: the run "
-        "evaluates the same checks of every table it materializes and logs each result as an "
-        "AssetCheckEvaluation event (1 Dagster event per check instead of 3: planned, output, "
-        "evaluation). 0: always logged; a number above the table count: always planned.",
+        description="A run the binlog sensor requests (a window, a snapshot) that selects more tables than "
+        "this does not plan their checks: the run evaluates the same checks of every table it "
+        "materializes and logs each result as an AssetCheckEvaluation event (1 Dagster event per "
+        "check instead of 3: planned, output, evaluation). 0: always logged; a number above the "
+        "table count: always planned. Runs started from the UI plan what they select.",
     )
     stream_lookahead_max_bytes: int = Field(
         default=16 * 1024 * 1024,

@@ -122,7 +122,7 @@ def window_selection(
     checks verifies what the window changed); unselected tables get none, so their last results stay
     current. The binlog asset and its checks are always selected.
 
-    More selected tables than ``mysql.stream_planned_checks_max_tables``: the table checks are not
+    More selected tables than ``mysql.planned_checks_max_tables``: the table checks are not
     selected and ``logged_checks`` is set; the run evaluates the same checks of each table it
     materializes and logs the results (Dagster stores 1 event per check instead of 3: the planned
     event, the step output and the evaluation; what a window of hundreds of tables costs in Dagster).
@@ -161,11 +161,11 @@ def window_selection(
         else:
             selected.discard(table_keys[(db, t)])
     keys = [k for k in assets_def.keys if k in selected or k in binlog_keys]
-    logged = len(selected) > mysql.stream_planned_checks_max_tables
+    logged = len(selected) > mysql.planned_checks_max_tables
     if logged:
         reason += (
             f"; table checks logged by the run ({len(selected)} tables > "
-            f"stream_planned_checks_max_tables={mysql.stream_planned_checks_max_tables})"
+            f"planned_checks_max_tables={mysql.planned_checks_max_tables})"
         )
     checks = [
         ck

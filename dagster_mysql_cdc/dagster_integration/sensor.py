@@ -188,6 +188,8 @@ def _request(
     select: Callable[..., WindowSelection] | None = None,
     stopped: dict[str, StoppedTable] | None = None,
     now: float | None = None,
+    binlog_key: dg.AssetKey | None = None,
+    logged_above: int | None = None,
 ) -> dg.RunRequest:
     """The run request of a window or snapshot. Stream windows select, with ``select``
     (:func:`.selection.window_selection`), the tables the window changed with all their checks
@@ -197,7 +199,11 @@ def _request(
 
     ``stopped``: the tables whose capture is stopped (:mod:`..engine.isolation`); a window's run
     gets them in the :data:`.protocol.STOPPED_TAG` tag, each marked ``catch_up`` when its next
-    attempt is due (the run then catches it up first and it is selected), else left out."""
+    attempt is due (the run then catches it up first and it is selected), else left out.
+
+    ``logged_above``: a snapshot of more tables than this (besides ``binlog_key``'s asset) selects
+    only the binlog asset's checks and tags the run to log its tables' checks
+    (``planned_checks_max_tables``, :data:`.protocol.TABLE_CHECKS_TAG`)."""
     tags = {REQUEST_TAG: inflight.run_key}
     if server:
         tags[SERVER_TAG] = server
@@ -231,8 +237,12 @@ def _request(
         if identity:  # the run checks it reads the server the window's positions belong to
             tags[IDENTITY_TAG] = json.dumps(identity, separators=(",", ":"), sort_keys=True)
     else:
-        checks = None
+        cheap, checks = checks or [], None
         tags[MODE_TAG] = "snapshot"
+        if logged_above is not None and binlog_key is not None and len(keys) - 1 > logged_above:
+            # every check of a snapshot's tables, logged by the run (see .selection)
+            checks = [ck for ck in cheap if ck.asset_key == binlog_key]
+            tags[TABLE_CHECKS_TAG] = "logged"
         if inflight.end is not None and inflight.end.epoch:  # a re-snapshot in a new offset epoch
             tags[EPOCH_TAG] = str(inflight.end.epoch)
         if inflight.snapshot_mode:
@@ -294,6 +304,7 @@ def evaluate_tick(
         cheap=[ck for ck in assets_def.check_keys if ck.name in (SCHEMA, RETENTION, GAPS)],
         server_name=mysql.server_name,
         select=partial(window_selection, mysql, assets_def),
+        planned_max=mysql.planned_checks_max_tables,
         backoff=retry_backoff,
         table_backoff=table_retry_backoff,
     )
@@ -329,6 +340,8 @@ class _Tick:
     server_name: str
     select: Callable[..., WindowSelection]
     backoff: tuple[float, float] = (0.0, 0.0)  # retry_backoff_seconds, retry_backoff_max_seconds
+    #: planned_checks_max_tables of the resource (None: snapshots plan every check)
+    planned_max: int | None = None
     #: table_retry_backoff_seconds, table_retry_backoff_max_seconds (stopped tables)
     table_backoff: tuple[float, float] = (RETRY_BASE_SECONDS, RETRY_MAX_SECONDS)
 
@@ -344,6 +357,8 @@ class _Tick:
             cursor.server,
             select=self.select if select else None,
             stopped=cursor.stopped_tables(),
+            binlog_key=self.binlog_key,
+            logged_above=self.planned_max,
         )
 
 
