@@ -211,9 +211,7 @@ def test_stream_run_selects_changed_tables_and_evaluates_every_check(local_stora
             cur.execute(f"INSERT INTO {db}.b SELECT seq, CONCAT('b', seq) FROM seq_1_to_50")
             cur.execute(f"INSERT INTO {db}.nokey VALUES (1, 'x'), (1, 'x'), (2, 'y')")
         most = 0 if checks == "logged" else 20
-        cdc = SensorDriven(
-            capture_resource(db, planned_checks_max_tables=most), local_storage.base_uri
-        )
+        cdc = SensorDriven(capture_resource(db, planned_checks_max_tables=most), local_storage.base_uri)
         cdc.ticks()  # initial snapshot, then caught up
         with conn.cursor() as cur:
             cur.execute(f"UPDATE {db}.a SET v = 'changed' WHERE id IN (3, 4)")
