@@ -121,6 +121,18 @@ def _dagster_floor(cdc: dg.AssetsDefinition, instance: dg.DagsterInstance, res) 
     return secs
 
 
+def _remove_s3_lake(storage) -> None:
+    """Delete every object under the S3 lake's root (the benchmark's own prefix)."""
+    client = storage.boto3_client()
+    bucket, _, prefix = storage.root().removeprefix("s3://").partition("/")
+    for page in client.get_paginator("list_objects_v2").paginate(
+        Bucket=bucket, Prefix=prefix.rstrip("/") + "/"
+    ):
+        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+        for i in range(0, len(keys), 1000):
+            client.delete_objects(Bucket=bucket, Delete={"Objects": keys[i : i + 1000]})
+
+
 def _drop(db: str) -> None:
     conn = root_connect()
     try:
@@ -150,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  created in {time.monotonic() - t0:.1f} s")
     lake_dir = tempfile.mkdtemp(prefix="bench-many-")
     figures: dict[str, float] = {}
+    lake: CdcLakeResource | None = None
     try:
         mysql = MySqlCdcResource(
             host=os.environ.get("CDC_MYSQL_HOST", "127.0.0.1"),
@@ -245,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep:
             _drop(db)
             shutil.rmtree(lake_dir, ignore_errors=True)
+            if args.s3 and lake is not None:
+                _remove_s3_lake(lake.storage_settings())
     return 0
 
 
