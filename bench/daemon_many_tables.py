@@ -48,7 +48,7 @@ import dagster as dg
 from dagster_mysql_cdc.dagster_integration.protocol import MODE_TAG
 
 from .daemon_latency import Daemon, load, percentile, run_timing, wait_for
-from .many_tables import _create, _drop, _touch
+from .many_tables import _create, _drop, _touch, window_rounds
 
 
 def _row_visible(lake: str, db: str, table: str, value: str) -> bool:
@@ -178,14 +178,7 @@ def _run(args: argparse.Namespace, storage_yaml: str) -> int:
         )
         time.sleep(2 * args.interval)  # the sensor's first window after the snapshot (nothing to read)
 
-        n_big = args.touch or args.tables
-        rounds = (
-            ("3 tables", [0, 1, 2]),
-            (f"{n_big} tables", list(range(n_big))),
-            (f"{n_big} tables again", list(range(n_big))),
-            ("3 tables again", [0, 1, 2]),
-        )
-        for round_, (label, which) in enumerate(rounds, 1):
+        for round_, (label, which) in enumerate(window_rounds(args.touch or args.tables), 1):
             finished_before = {
                 r.dagster_run.run_id for r in instance.get_run_records() if r.dagster_run.is_finished
             }

@@ -64,6 +64,17 @@ def _create(db: str, tables: int, rows: int) -> None:
         conn.close()
 
 
+def window_rounds(n_big: int) -> list[tuple[str, list[int]]]:
+    """The measured windows, in order: ``(label, indexes of the tables one transaction updates)``:
+    3 tables, ``n_big`` tables twice (the first after the snapshot creates the tails), 3 again."""
+    return [
+        ("3 tables", [0, 1, 2]),
+        (f"{n_big} tables", list(range(n_big))),
+        (f"{n_big} tables again", list(range(n_big))),
+        ("3 tables again", [0, 1, 2]),
+    ]
+
+
 def _touch(db: str, tables: list[int], round_: int) -> None:
     """One transaction updating row 1 of each table of ``tables``."""
     conn = root_connect()
@@ -210,13 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(args.pause_before_windows)
         if not args.skip_snapshot_window:
             n_big = args.touch or args.tables
-            rounds = (
-                ("3 tables", [0, 1, 2]),
-                (f"{n_big} tables", list(range(n_big))),
-                (f"{n_big} tables again", list(range(n_big))),
-                ("3 tables again", [0, 1, 2]),
-            )
-            for round_, (label, which) in enumerate(rounds, 1):
+            for round_, (label, which) in enumerate(window_rounds(n_big), 1):
                 _touch(db, which, round_)
                 t0 = time.monotonic()
                 ticks = run_sensor_ticks(
