@@ -334,7 +334,6 @@ class MySqlCdcResource(dg.ConfigurableResource):
     )
     planned_checks_max_tables: int = Field(
         default=20,
-        ge=0,
         description="A run the binlog sensor requests (a window, a snapshot) that selects more tables than "
         "this does not plan their checks: the run evaluates the same checks of every table it "
         "materializes and logs each result as an AssetCheckEvaluation event (1 Dagster event per "
