@@ -282,12 +282,16 @@ def asset_state(url: str, path: list[str]) -> dict:
     return node
 
 
-def test_ui_shows_checks_row_count_and_lag_after_a_stream_run(tmp_path, monkeypatch, inventory_db):
+@pytest.mark.parametrize("checks", ["planned", "logged"])
+def test_ui_shows_checks_row_count_and_lag_after_a_stream_run(tmp_path, monkeypatch, inventory_db, checks):
     """Snapshot, then a stream window that changes one customer row and changes it back, driven by
     the binlog sensor in process on the webserver's instance; then, through the webserver's GraphQL
     API (``dagster-webserver`` in the repository root without ``-f``: [tool.dagster]): every check of
     every table has a passing result for its latest materialization, only the changed table was
-    materialized by the stream run, and its page carries row count, URI, lag and backlog."""
+    materialized by the stream run, and its page carries row count, URI, lag and backlog.
+
+    ``logged``: ``planned_checks_max_tables=0``, so the snapshot and the window log their tables'
+    checks instead of planning them; the UI shows each result as its table's latest one the same."""
     import runpy
 
     import dagster as dg
@@ -303,10 +307,17 @@ def test_ui_shows_checks_row_count_and_lag_after_a_stream_run(tmp_path, monkeypa
     defs: dg.Definitions = ns["defs"]
     cdc = ns["inventory_cdc"]
     sensor = defs.get_sensor_def(SENSOR)
-    resources = {"mysql": ns["mysql"], "lake": defs.resources["lake"]}
+    mysql = ns["mysql"]
+    if checks == "logged":
+        # every field as configured (the password stays a dg.EnvVar), one changed
+        fields = {k: getattr(mysql, k) for k in type(mysql).model_fields}
+        mysql = type(mysql)(**{**fields, "planned_checks_max_tables": 0})
+    resources = {"mysql": mysql, "lake": defs.resources["lake"]}
     with dg.DagsterInstance.get() as instance:
         log = run_sensor_ticks(sensor, cdc, resources, instance, run_log_level="WARNING")
         assert any(r.dagster_run.tags.get("dagster_mysql_cdc/mode") == "snapshot" for r in log.runs)
+        tagged = {r.dagster_run.tags.get("dagster_mysql_cdc/table_checks") for r in log.runs}
+        assert tagged == ({"logged"} if checks == "logged" else {None})
         conn = root_connect()
         try:
             with conn.cursor() as cur:
@@ -320,6 +331,10 @@ def test_ui_shows_checks_row_count_and_lag_after_a_stream_run(tmp_path, monkeypa
         stream_runs = [r for r in log.runs if r.dagster_run.tags.get("dagster_mysql_cdc/mode") == "stream"]
         assert stream_runs and all(r.success for r in stream_runs), log.skip_reasons
         stream_run_ids = {r.run_id for r in stream_runs}
+        if checks == "logged":
+            assert all(
+                r.dagster_run.tags.get("dagster_mysql_cdc/table_checks") == "logged" for r in stream_runs
+            )
 
     with webserver([], ROOT, tmp_path) as (url, location):
         assert location == "definitions.py"  # [tool.dagster] code_location_name
