@@ -114,3 +114,24 @@ def test_an_adopted_handle_is_refreshed_at_its_first_open(tmp_path):
         assert open_table(storage, uri) is prepared and prepared.version() == 1  # refreshed
         _foreign_append(uri)
         assert open_table(storage, uri).version() == 1  # then trusted
+
+
+def test_a_log_preload_cannot_read_is_a_sink_error_naming_table_and_store(tmp_path):
+    """``preload`` of a window's tables: a table missing is skipped; a log that cannot be read
+    fails with a SinkError naming the table and where the lake is (not delta-rs' bare error)."""
+    import pytest
+
+    from dagster_mysql_cdc.errors import SinkError
+    from dagster_mysql_cdc.sink.delta import preload
+
+    storage = StorageSettings(base_uri=str(tmp_path))
+    good, bad, missing = (str(tmp_path / n) for n in ("good", "bad", "missing"))
+    write_deltalake(good, ROWS)
+    write_deltalake(bad, ROWS)
+    (tmp_path / "bad" / "_delta_log" / "00000000000000000000.json").write_text("{not json\n")
+    with handle_cache():
+        preload(storage, [good, missing])  # a missing table is not an error
+        assert open_table(storage, good) is not None and open_table(storage, missing) is None
+        with pytest.raises(SinkError) as err:
+            preload(storage, [good, bad, missing])
+    assert bad in str(err.value) and "the local filesystem" in str(err.value)

@@ -115,7 +115,8 @@ def preload(storage: StorageSettings, table_uris: list[str], workers: int = 8) -
     requests overlap): tables not cached yet are loaded, and inside a ``sole_writer`` block the
     cached ones not yet refreshed in that block are refreshed (and then trusted, see
     :func:`handle_cache`). The :func:`open_table` calls that follow find them ready. Tables that
-    do not exist are skipped. Nothing happens outside :func:`handle_cache` or for fewer than two
+    do not exist are skipped. Raises :class:`~..errors.SinkError` naming the table and the store
+    when a log cannot be read. Nothing happens outside :func:`handle_cache` or for fewer than two
     tables. A window of hundreds of tables loads each table's change log, state and tail here,
     and its checks refresh them here, instead of one after another (issue 28)."""
     from concurrent.futures import ThreadPoolExecutor
@@ -132,14 +133,18 @@ def preload(storage: StorageSettings, table_uris: list[str], workers: int = 8) -
     opts = storage.delta_storage_options()
 
     def load(uri: str) -> DeltaTable | None:
-        dt = cache.get(uri)
-        if dt is not None:
-            dt.update_incremental()
-            return dt
         try:
+            dt = cache.get(uri)
+            if dt is not None:
+                dt.update_incremental()
+                return dt
             return DeltaTable(uri, storage_options=opts)
         except TableNotFoundError:
             return None
+        except Exception as e:  # the store is unreachable or failing: say which one
+            raise SinkError(
+                f"reading the Delta log of {uri} on {storage.location()} failed: {type(e).__name__}: {e}"
+            ) from e
 
     with ThreadPoolExecutor(min(workers, len(todo)), thread_name_prefix="cdc-open") as pool:
         loaded = list(pool.map(load, todo))
