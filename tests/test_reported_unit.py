@@ -53,5 +53,6 @@ def test_a_recent_run_is_read_among_the_newest_and_an_old_one_from_its_events(mo
     assert calls == []  # both read among the newest
     assert _marks(instance, old) == ["o1", "o2"]
     assert calls == [old]  # not among the newest 3: read from its own events
-    assert sensor._reported_json(instance, new, BINLOG, "mark") == "n1"
-    assert sensor._reported_json(instance, new, BINLOG, "missing") is None
+    mats = sensor._binlog_materializations(instance, new, BINLOG)
+    assert sensor._reported_json(mats, "mark") == "n1"
+    assert sensor._reported_json(mats, "missing") is None

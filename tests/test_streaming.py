@@ -48,7 +48,7 @@ from dagster_mysql_cdc.dagster_integration.protocol import (
     WINDOW_END_TAG,
     WINDOW_START_TAG,
 )
-from dagster_mysql_cdc.dagster_integration.sensor import _binlog_key, _reported_end
+from dagster_mysql_cdc.dagster_integration.sensor import _binlog_key, _binlog_materializations, _reported_end
 from dagster_mysql_cdc.events import BinlogPosition
 from dagster_mysql_cdc.sink.storage import StorageSettings
 from dagster_mysql_cdc.source.binlog import BinlogReader, RowsBatch
@@ -268,7 +268,9 @@ class Cdc:
             return c.committed
         (run,) = self.instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: c.inflight.run_key}))
         assert run.status == dg.DagsterRunStatus.SUCCESS and c.inflight.kind == "stream"
-        end = _reported_end(self.instance, run.run_id, _binlog_key(self.assets), "window_end")
+        end = _reported_end(
+            _binlog_materializations(self.instance, run.run_id, _binlog_key(self.assets)), "window_end"
+        )
         assert end is not None
         return end
 

@@ -122,17 +122,19 @@ def _binlog_materializations(instance, run_id: str, binlog_key: dg.AssetKey) -> 
     return out
 
 
-def _reported_json(instance, run_id: str, binlog_key: dg.AssetKey, name: str):
-    """A JSON metadata entry the run reported on the binlog asset (``None`` if absent)."""
-    for mat in _binlog_materializations(instance, run_id, binlog_key):
+def _reported_json(mats: list[dg.AssetMaterialization], name: str):
+    """A JSON metadata entry a run reported on the binlog asset (``mats``: its binlog
+    materializations, :func:`_binlog_materializations`; ``None`` if absent)."""
+    for mat in mats:
         if name in mat.metadata:
             return mat.metadata[name].value
     return None
 
 
-def _reported_end(instance, run_id: str, binlog_key: dg.AssetKey, prefix: str) -> BinlogPosition | None:
-    """The position the run reported on the binlog asset (``<prefix>_file/_pos/_gtid_set``)."""
-    for mat in _binlog_materializations(instance, run_id, binlog_key):
+def _reported_end(mats: list[dg.AssetMaterialization], prefix: str) -> BinlogPosition | None:
+    """The position a run reported on the binlog asset (``<prefix>_file/_pos/_gtid_set``;
+    ``mats``: its binlog materializations, :func:`_binlog_materializations`)."""
+    for mat in mats:
         pos = position_from_metadata(mat.metadata, prefix)
         if pos is not None:
             return pos
@@ -239,7 +241,8 @@ def _request(
     else:
         cheap, checks = checks or [], None
         tags[MODE_TAG] = "snapshot"
-        if logged_above is not None and binlog_key is not None and len(keys) - 1 > logged_above:
+        tables = sum(k != binlog_key for k in keys)
+        if logged_above is not None and binlog_key is not None and tables > logged_above:
             # every check of a snapshot's tables, logged by the run (see .selection)
             checks = [ck for ck in cheap if ck.asset_key == binlog_key]
             tags[TABLE_CHECKS_TAG] = "logged"
@@ -460,11 +463,12 @@ def _commit_run(
     """A successful run of ``inf``: its reported window end (and incremental state) or snapshot
     position becomes the committed offset. Returns (cursor, the tick's outcome if it ends here:
     a window already requested from the new offset, or a snapshot that reported no position)."""
+    mats = _binlog_materializations(instance, run.run_id, tick.binlog_key)  # read once
     if inf.kind == "stream":
-        end = _reported_end(instance, run.run_id, tick.binlog_key, "window_end") or inf.end
+        end = _reported_end(mats, "window_end") or inf.end
         assert end is not None  # a stream window always has an end
-        inc = _reported_json(instance, run.run_id, tick.binlog_key, "incremental_state")
-        stopped = _stopped_after(cursor, instance, run.run_id, tick, notes)
+        inc = _reported_json(mats, "incremental_state")
+        stopped = _stopped_after(cursor, mats, tick, notes)
         cursor = replace(
             cursor, committed=end, inflight=None, last_error=None, incremental=inc or None, stopped=stopped
         )
@@ -477,7 +481,7 @@ def _commit_run(
                 [],
             )
         return cursor, None
-    pos = _reported_end(instance, run.run_id, tick.binlog_key, "snapshot")
+    pos = _reported_end(mats, "snapshot")
     if pos is None:
         cursor = replace(cursor, inflight=None, last_error="snapshot run reported no position")
         return cursor, (
@@ -541,13 +545,13 @@ def _snapshotted_again(cursor: StreamCursor, instance, assets_def: dg.AssetsDefi
 
 
 def _stopped_after(
-    cursor: StreamCursor, instance, run_id: str, tick: _Tick, notes: list[str]
+    cursor: StreamCursor, mats: list[dg.AssetMaterialization], tick: _Tick, notes: list[str]
 ) -> dict[str, dict] | None:
-    """The cursor's stopped tables after the successful window run ``run_id``: what the run
-    reported on the binlog asset (``stopped_tables``: every table still stopped after it, see
+    """The cursor's stopped tables after a successful window run: what the run reported on the
+    binlog asset among ``mats`` (``stopped_tables``: every table still stopped after it, see
     :func:`..engine.isolation.stopped_after_run`), with the tick's notes on what changed. A run
     that reported nothing (its binlog asset was not selected) leaves them as they were."""
-    reported = _reported_json(instance, run_id, tick.binlog_key, "stopped_tables")
+    reported = _reported_json(mats, "stopped_tables")
     if reported is None:
         return cursor.stopped
     before = cursor.stopped_tables()
