@@ -135,7 +135,7 @@ def _dagster_floor(cdc: dg.AssetsDefinition, instance: dg.DagsterInstance, res) 
 def _remove_s3_lake(storage) -> None:
     """Delete every object under the S3 lake's root (the benchmark's own prefix)."""
     client = storage.boto3_client()
-    bucket, _, prefix = storage.root().removeprefix("s3://").partition("/")
+    bucket, _, prefix = storage.root.removeprefix("s3://").partition("/")
     for page in client.get_paginator("list_objects_v2").paginate(
         Bucket=bucket, Prefix=prefix.rstrip("/") + "/"
     ):

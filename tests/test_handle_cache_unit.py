@@ -9,7 +9,7 @@ import threading
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from dagster_mysql_cdc.sink.delta import adopt, append_rows, changed, handle_cache, open_table
+from dagster_mysql_cdc.sink.delta import adopt, append_rows, changed, handle_cache, open_table, preload
 from dagster_mysql_cdc.sink.storage import StorageSettings
 
 ROWS = pa.table({"a": pa.array([1, 2], pa.int64())})
@@ -36,6 +36,26 @@ def test_a_plain_cache_sees_every_foreign_commit(tmp_path):
         assert dt is not None and dt.version() == 0
         _foreign_append(uri)
         assert open_table(storage, uri) is dt and dt.version() == 1
+
+
+def test_a_preloaded_handle_serves_its_next_open_as_loaded_then_refreshes(tmp_path):
+    """preload() just brought the handles up to date: the next open takes them as they are (a
+    window's table batches open 3 tables each right after it); every later open refreshes."""
+    storage = StorageSettings(base_uri=str(tmp_path))
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    write_deltalake(a, ROWS)
+    write_deltalake(b, ROWS)
+    with handle_cache():
+        preload(storage, [a, b])
+        _foreign_append(a)  # after the load: the first open does not look (no refresh)
+        _foreign_append(b)
+        dt = open_table(storage, a)
+        assert dt is not None and dt.version() == 0
+        assert open_table(storage, a) is dt and dt.version() == 1  # the second open refreshes
+        changed(b)  # written by path meanwhile: the first open refreshes after all
+        assert open_table(storage, b).version() == 1
+    with handle_cache():  # nothing is carried into another block
+        assert open_table(storage, a).version() == 1
 
 
 def test_a_sole_writer_block_refreshes_once_then_trusts_its_handle(tmp_path):

@@ -84,6 +84,7 @@ def handle_cache(*, sole_writer: bool = False) -> Iterator[None]:
     if outer is None:
         _handles.cache = {}
         _handles.outer = []
+        _handles.fresh = set()
     # the enclosing block's sets, restored on exit (and cleared by changed() meanwhile)
     _handles.outer.append((getattr(_handles, "trusted", None), getattr(_handles, "absent", None)))
     _handles.trusted = set() if sole_writer else None
@@ -93,7 +94,7 @@ def handle_cache(*, sole_writer: bool = False) -> Iterator[None]:
     finally:
         _handles.trusted, _handles.absent = _handles.outer.pop()
         if outer is None:
-            _handles.cache = None
+            _handles.cache = _handles.fresh = None
 
 
 def adopt(table_uri: str, dt: DeltaTable | None) -> None:
@@ -118,7 +119,9 @@ def preload(storage: StorageSettings, table_uris: list[str], workers: int = 8) -
     do not exist are skipped. Raises :class:`~..errors.SinkError` naming the table and the store
     when a log cannot be read. Nothing happens outside :func:`handle_cache` or for fewer than two
     tables. A window of hundreds of tables loads each table's change log, state and tail here,
-    and its checks refresh them here, instead of one after another (issue 28)."""
+    and its checks refresh them here, instead of one after another (issue 28). Outside a
+    ``sole_writer`` block the next :func:`open_table` of each table takes the handle loaded here
+    as it is (it was just brought up to date); the opens after that refresh it again."""
     from concurrent.futures import ThreadPoolExecutor
 
     cache = getattr(_handles, "cache", None)
@@ -149,11 +152,14 @@ def preload(storage: StorageSettings, table_uris: list[str], workers: int = 8) -
     with ThreadPoolExecutor(min(workers, len(todo)), thread_name_prefix="cdc-open") as pool:
         loaded = list(pool.map(load, todo))
     absent = getattr(_handles, "absent", None)
+    fresh = getattr(_handles, "fresh", None)
     for uri, dt in zip(todo, loaded):
         if dt is not None:
             cache[uri] = dt
             if trusted is not None:
                 trusted.add(uri)
+            elif fresh is not None:
+                fresh.add(uri)
         elif absent is not None:
             absent.add(uri)
 
@@ -162,6 +168,9 @@ def changed(table_uri: str) -> None:
     """Record that the calling thread wrote ``table_uri`` other than through its cached handle
     (e.g. ``write_deltalake`` on the path): the next :func:`open_table` in a ``sole_writer``
     block brings the handle up to date again."""
+    fresh = getattr(_handles, "fresh", None)
+    if fresh is not None:
+        fresh.discard(table_uri)
     for sets in getattr(_handles, "outer", []) + [
         (getattr(_handles, "trusted", None), getattr(_handles, "absent", None))
     ]:
@@ -182,7 +191,10 @@ def open_table(storage: StorageSettings, table_uri: str) -> DeltaTable | None:
     if cache is not None:
         dt = cache.get(table_uri)
         if dt is not None:
-            if trusted is None or table_uri not in trusted:
+            fresh = getattr(_handles, "fresh", None)
+            if fresh and table_uri in fresh:  # just loaded or refreshed by preload()
+                fresh.discard(table_uri)
+            elif trusted is None or table_uri not in trusted:
                 dt.update_incremental()
                 if trusted is not None:
                     trusted.add(table_uri)
