@@ -5,7 +5,7 @@ connector (one source server). The ``mysql`` and ``lake`` sections are the confi
 :class:`MySqlCdcResource` and :class:`CdcLakeResource` themselves: their YAML schema is derived from
 the resources' fields (names, types, defaults, descriptions), the way dagster-sling's
 ``SlingReplicationCollectionComponent`` takes its ``SlingResource``, so a new resource setting is
-one edit in ``resources.py``. Only the component's own settings (tables, sensor, op, resource keys,
+one edit in ``resources.py`` (``lake_resource.py`` for the lake). Only the component's own settings (tables, sensor, op, resource keys,
 translation) are declared here. The component discovers the captured tables and builds the
 ``@mysql_cdc_assets`` multi-asset (one asset per table plus the server's binlog asset) and the
 binlog sensor::
@@ -29,7 +29,7 @@ binlog sensor::
       translation:
         group_name: "{{ database_name }}_cdc"
 
-Secrets: a secret field (marked ``json_schema_extra=SECRET`` in ``resources.py``: ``mysql.password``,
+Secrets: a secret field (marked ``json_schema_extra=SECRET``, :mod:`.resource_fields`: ``mysql.password``,
 ``mysql.ssl_*``, ``mysql.column_mask_hash_salt``, ``lake.s3_access_key_id``,
 ``lake.s3_secret_access_key``) whose whole value is ``{{ env.NAME }}`` (or ``{{ env('NAME') }}``)
 becomes ``dg.EnvVar("NAME")`` instead of the rendered value, so the secret is read from the

@@ -9,6 +9,9 @@ ranges are recomputed after every snapshot of the table (:meth:`MySqlCdcResource
 Materializing partitions (a backfill) re-snapshots those ranges with the watermark method
 (:mod:`dagster_mysql_cdc.engine.ranges`), safe while the sensor streams; each range's materialization
 reports the backfill's progress (ranges done/total, rows, %) on the range asset.
+
+:func:`refresh_pk_range_partitions` recomputes and stores a table's ranges
+(:func:`..engine.snapshot_run.refresh_key_ranges`) and registers them as its partition keys.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Sequence
 
 import dagster as dg
 
+from ..sink.storage import StorageSettings
 from ..source.schema import TableSchema
 from .translator import dagster_name, table_asset_key
 
@@ -38,6 +42,40 @@ def pk_ranges_asset_key(server_name: str, database: str, table: str) -> dg.Asset
     """Key of a table's range asset: ``[server, db, "<table>_pk_ranges"]`` (named after its table,
     database and table by their :func:`~.translator.dagster_name`)."""
     return dg.AssetKey([server_name, dagster_name(database), f"{dagster_name(table)}_pk_ranges"])
+
+
+def refresh_pk_range_partitions(
+    mysql, instance: dg.DagsterInstance, storage: StorageSettings, tables: Sequence[tuple[str, str]]
+) -> dict[str, int]:
+    """Recompute the key ranges of ``tables`` (``mysql.pk_range_rows`` rows each), store them in the
+    lake (:func:`..engine.snapshot_run.refresh_key_ranges`) and register the partition keys of
+    their ``pk_ranges`` assets (:meth:`.resources.MySqlCdcResource.refresh_pk_ranges`). Keyless
+    tables are skipped.
+
+    Args:
+        mysql: the :class:`~.resources.MySqlCdcResource` (connection, server name, column policy).
+
+    Returns:
+        ``{"db.table": number of ranges}``
+    """
+    from ..engine.snapshot_run import refresh_key_ranges
+
+    out: dict[str, int] = {}
+    for (db, t), ranges in refresh_key_ranges(
+        mysql.connection_settings(),
+        storage,
+        mysql.server_name,
+        mysql.column_policy(),
+        tables,
+        mysql.pk_range_rows,
+    ):
+        name = pk_ranges_partitions_name(mysql.server_name, db, t)
+        existing = set(instance.get_dynamic_partitions(name))
+        new = [r.key for r in ranges if r.key not in existing]
+        if new:
+            instance.add_dynamic_partitions(name, new)
+        out[f"{db}.{t}"] = len(ranges)
+    return out
 
 
 def build_pk_range_assets(

@@ -11,6 +11,11 @@ safely: larger than ``stream_lookahead_max_bytes``; statements the binlog carrie
 statement-based DML); a row in the signal table (a signal may start a snapshot of any table);
 ``stream_materialize_unchanged=True``; or the look-ahead fails. A running incremental snapshot adds
 the tables it reads.
+
+A following stream run (``stream_follow_seconds``) plans each follow-on window as the sensor
+would: the window the sensor would request next (:func:`next_window`, with
+:func:`.cursor.plan_stream_window`) and the tables it changes (:func:`changed_tables`); together
+the :func:`follow_planner` the engine's :class:`~..engine.stream_run.StreamRun` is given.
 """
 
 from __future__ import annotations
@@ -18,14 +23,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
 from ..events import BinlogPosition
-from ..source.connection import binlog_files, connect, server_info
+from ..source.connection import ConnectionSettings, ServerInfo, binlog_files, connect, server_info
 from .checks import GAPS, RETENTION, SCHEMA, TABLE_CHECKS
 from .protocol import BINLOG_METADATA_KEY, TABLE_METADATA_KEY
 from .translator import table_of_spec
+
+if TYPE_CHECKING:
+    from ..engine.stream_run import FollowPlanner, NextWindow
 
 log = logging.getLogger(__name__)
 
@@ -174,3 +184,44 @@ def window_selection(
         or (not logged and ck.asset_key in selected and ck.name in (*TABLE_CHECKS, SCHEMA))
     ]
     return WindowSelection(keys, checks, reason, logged)
+
+
+def follow_planner(mysql, settings: ConnectionSettings, info: ServerInfo) -> FollowPlanner:
+    """How a following stream run finds its next window: as the binlog sensor plans it
+    (:func:`next_window`) and selects its tables (:func:`changed_tables`).
+
+    Args:
+        mysql: the :class:`~.resources.MySqlCdcResource` (``snapshot_mode``, and what
+            :func:`changed_tables` reads).
+    """
+    from ..engine.stream_run import FollowPlanner
+
+    return FollowPlanner(
+        next_window=partial(next_window, settings, info, mysql.snapshot_mode),
+        changed_tables=partial(changed_tables, mysql),
+    )
+
+
+def next_window(
+    settings: ConnectionSettings, info: ServerInfo, snapshot_mode: str, after: BinlogPosition
+) -> NextWindow:
+    """The run the binlog sensor would request once ``after`` is committed
+    (:func:`.cursor.plan_stream_window` over the server's current position and binlog files)."""
+    from ..engine.stream_run import NextWindow
+    from ..source.connection import current_position
+    from .cursor import ServerState, StreamCursor, plan_stream_window
+
+    conn = connect(settings)
+    try:
+        state = ServerState(current=current_position(conn, info), binlog_files=binlog_files(conn))
+    finally:
+        conn.close()
+    plan = plan_stream_window(
+        StreamCursor(committed=after, snapshot_done=True), state, snapshot_mode=snapshot_mode
+    )
+    req = plan.request
+    if req is None:
+        return NextWindow(requested=False)
+    if req.kind != "stream" or req.start is None or req.end is None:
+        return NextWindow(requested=True)
+    return NextWindow(requested=True, start=req.start, end=req.end)

@@ -8,7 +8,8 @@ ranges (:func:`refresh_key_ranges`). A ``pk_ranges`` partition run re-snapshots 
 (:func:`find_key_range`, :func:`resnapshot_key_range`).
 
 The Dagster side (``dagster_integration/resources.py``) decodes the run's tags, turns each
-result into a ``MaterializeResult`` and registers the ranges as dynamic partitions.
+result into a ``MaterializeResult`` (``dagster_integration/run_report.py``) and registers the
+ranges as dynamic partitions (``dagster_integration/partitions.py``).
 
 Debezium MySQL connector: ``MySqlSnapshotChangeEventSource`` (initial and blocking snapshots);
 range re-snapshots are DBLog chunks (see :mod:`.ranges`).

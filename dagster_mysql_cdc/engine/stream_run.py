@@ -17,7 +17,8 @@ into a :class:`StreamRunRequest`). :meth:`StreamRun.run` then, in order:
    (:mod:`.snapshot_run`).
 
 It returns a :class:`StreamRunOutcome`; the Dagster side (``dagster_integration/resources.py``)
-turns it into materializations, metadata and the inputs of the run's checks. Nothing here imports
+turns it into materializations and their metadata (``dagster_integration/run_report.py``) and
+the inputs of the run's checks (``dagster_integration/check_run.py``). Nothing here imports
 Dagster: the run's log is a :class:`~.run_log.RunLog`, and what only the sensor knows (how it
 would plan the next window, which tables the run selected) comes in as plain values and callables.
 

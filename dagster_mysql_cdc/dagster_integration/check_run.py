@@ -1,0 +1,356 @@
+"""A run's asset checks: which check of which asset runs how, and how its result reaches Dagster.
+
+:func:`run_checks` (behind :meth:`.resources.MySqlCdcResource.run_checks`) orchestrates the
+checks a run selected (or logs, :func:`logged_check_keys`) at the position the run committed:
+
+- the ``binlog`` asset's checks: binlog retention (:func:`.checks.retention_check`) and the
+  changes the window's binlog did not carry (:func:`.checks.gaps_check`);
+- a table that was never captured fails its checks as not captured; a table whose capture is
+  stopped fails its row count and checksum checks naming the stop (the lake holds it as of then);
+  with ``snapshot_mode=no_data`` the whole-table comparisons that mean nothing are skipped
+  (:func:`rows_not_comparable`);
+- on a stream run, the row count and checksum of each table the window changed are verified for
+  the window's keys, all tables at once (:func:`.verify.verify_window`); a table with no key to
+  compare by, or one the window may have changed without row events that no repair re-reads,
+  gets the full checks instead;
+- every other check is a full per-table check (:func:`.checks.run_table_checks`), the tables
+  sharing one consistent source snapshot (:class:`.checks.SharedSource`) when there are several;
+  a checksum mismatch goes to :func:`checksum_repair` (a WARNING, and a targeted re-read with
+  ``binlog_gap_handling="repair"``).
+
+One table's check raising an error never stops the other tables' checks, nor fails a committed
+window's run: it becomes a failed result carrying the error. :func:`report_checks` yields the
+results of planned checks and logs those of logged checks as ``AssetCheckEvaluation`` events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import dagster as dg
+
+from ..engine.gaps import queue_checksum_repair
+from ..events import BinlogPosition
+from ..sink.layout import LakeLayout
+from ..source.connection import ConnectionSettings
+from ..source.schema import TableSchema
+from .checks import (
+    CHECKSUM,
+    GAPS,
+    RETENTION,
+    ROW_COUNT,
+    TABLE_CHECKS,
+    CheckOptions,
+    SharedSource,
+    gaps_check,
+    no_data_skipped_results,
+    not_captured_results,
+    retention_check,
+    run_table_checks,
+    stopped_results,
+)
+from .protocol import BINLOG_METADATA_KEY, SNAPSHOT_MODE_TAG
+from .run_tags import last_committed, window_start_tag
+from .translator import table_of_spec
+from .verify import WindowVerification, verification_failed_results, verify_window
+
+if TYPE_CHECKING:
+    from .lake_resource import CdcLakeResource
+    from .resources import MySqlCdcResource
+
+
+def run_checks(
+    mysql: MySqlCdcResource,
+    context: dg.AssetExecutionContext,
+    lake: CdcLakeResource,
+    committed: BinlogPosition | None,
+    gaps: list[dict] | None = None,
+    stopped: dict[str, dict] | None = None,
+    live_rows: dict[str, int] | None = None,
+    tail_files: dict[str, list[str]] | None = None,
+    check_keys: Iterable[dg.AssetCheckKey] | None = None,
+) -> Iterator[dg.AssetCheckResult]:
+    """Run the selected reconciliation checks (:mod:`.checks`) of ``mysql``'s capture at
+    ``committed``, one ``AssetCheckResult`` per check (see the module docstring for which check
+    runs how). A generator: nothing is read before the first result is asked for.
+
+    ``check_keys``: the checks to run (default: the run's selected checks; a window run whose
+    table checks are logged adds them, see :data:`.protocol.TABLE_CHECKS_TAG`).
+
+    ``committed`` is the position this run just committed; for a checks-only run (UI "Execute
+    checks") it is the last committed position reported by the binlog asset. ``gaps``: the
+    changes the binlog did not carry in this run's window (``changes_in_binlog``).
+    ``live_rows``: the lake's live rows of the tables this run committed (state URI ->
+    count), not counted again. ``tail_files``: the tail files each of them committed (state
+    URI -> relative paths): the window's keys are read from them alone while they are current.
+    ``stopped``: the tables whose capture is stopped after this window (``"db.table"`` ->
+    ``{"since", "error"}``): their row count and checksum checks fail saying so (the lake
+    holds them as of ``since``), instead of comparing.
+    """
+    specs = {s.key: s for s in context.assets_def.specs}
+    if committed is None:
+        committed = last_committed(context)
+    settings = mysql.connection_settings()
+    info = mysql._server_info(settings)
+    by_asset: dict[dg.AssetKey, set[str]] = {}
+    for ck in context.selected_asset_check_keys if check_keys is None else check_keys:
+        by_asset.setdefault(ck.asset_key, set()).add(ck.name)
+    storage = lake.storage_settings()
+    opts = CheckOptions(
+        checksum_sample_chunks=mysql.checksum_sample_chunks,
+        chunk_rows=mysql.check_chunk_rows,
+        retention_margin_files=mysql.retention_margin_files,
+    )
+    window_start = window_start_tag(context.run.tags) if committed is not None else None
+    in_window: list[WindowVerification] = []
+    # tables the window may have changed without row events and that no repair re-reads
+    # (no signal table, binlog_gap_handling="warn", no primary key ...): the window's keys say
+    # nothing about them, so they get the full checks, and a divergence fails (and stays failed)
+    unrepaired = {
+        g.get("table") for g in gaps or [] if not str(g.get("repair", "")).startswith("Repair queued")
+    }
+
+    table_assets = [
+        table_of_spec(specs[k]) for k in by_asset if BINLOG_METADATA_KEY not in (specs[k].metadata or {})
+    ]
+    from ..sink.delta import preload
+
+    layout = LakeLayout(storage, mysql.server_name)
+    preload(  # the checked tables' state and tail, side by side (see handle_cache)
+        storage,
+        [uri for db, t in table_assets for p in (layout.table(db, t),) for uri in (p.state, p.tail)],
+        max(1, mysql.stream_commit_workers),
+    )
+    shared: list[SharedSource] = []  # made on the first full check when several tables have them
+
+    def shared_source() -> SharedSource | None:
+        if len(table_assets) < 2 or committed is None:
+            return None
+        if not shared:
+            shared.append(
+                SharedSource(settings, info, table_assets, committed, mysql.type_options(), mysql.server_id)
+            )
+        return shared[0]
+
+    def full_checks(key: dg.AssetKey, db: str, table: str, state_uri: str, names: set[str]):
+        assert committed is not None
+        return run_table_checks(
+            shared=shared_source(),
+            on_checksum_mismatch=checksum_repair(mysql, context, settings, committed),
+            key=key,
+            selected=names,
+            settings=settings,
+            info=info,
+            storage=storage,
+            state_uri=state_uri,
+            database=db,
+            table=table,
+            committed=committed,
+            type_options=mysql.type_options(),
+            options=opts,
+            server_id=mysql.server_id,
+        )
+
+    def isolated(key: dg.AssetKey, names: set[str], produce: Callable[[], Iterable[dg.AssetCheckResult]]):
+        """The results of ``produce``; if it raises, a failed result with the error for each
+        check of ``names`` it did not report: one table's check error never stops the other
+        tables' checks (or fails a committed window's run)."""
+        done: set[str] = set()
+        try:
+            for r in produce():
+                done.add(r.check_name or "")
+                yield r
+        except Exception as e:  # noqa: BLE001 - a failed evaluation, not a failed run
+            context.log.error(f"checks of {key.to_user_string()} raised {type(e).__name__}: {e}")
+            for n in sorted(names - done):
+                yield dg.AssetCheckResult(
+                    asset_key=key,
+                    check_name=n,
+                    passed=False,
+                    severity=dg.AssetCheckSeverity.ERROR,
+                    metadata={
+                        "error": dg.MetadataValue.text(f"{type(e).__name__}: {e}"[:2000]),
+                        "explanation": "the check raised an error (above); the other tables' checks ran",
+                    },
+                )
+
+    try:
+        for asset_key, names in by_asset.items():
+            spec = specs[asset_key]
+            if BINLOG_METADATA_KEY in (spec.metadata or {}):
+                if RETENTION in names:
+                    yield from isolated(
+                        asset_key,
+                        {RETENTION},
+                        partial(
+                            _one,
+                            retention_check,
+                            asset_key,
+                            settings,
+                            committed,
+                            opts.retention_margin_files,
+                        ),
+                    )
+                if GAPS in names:
+                    yield gaps_check(asset_key, gaps, mysql.binlog_gap_handling)
+                continue
+            db, table = table_of_spec(spec)
+            state_uri = LakeLayout(storage, mysql.server_name).state(db, table)
+            from ..sink.read import current_schema
+
+            if committed is None or current_schema(storage, state_uri) is None:
+                yield from not_captured_results(asset_key, names)
+                continue
+            if stopped and f"{db}.{table}" in stopped:
+                yield from stopped_results(asset_key, names & {ROW_COUNT, CHECKSUM}, stopped[f"{db}.{table}"])
+                names = names - {ROW_COUNT, CHECKSUM}
+                if not names:
+                    continue
+            not_comparable = rows_not_comparable(context, mysql.snapshot_mode, window_start is not None)
+            yield from no_data_skipped_results(asset_key, names & not_comparable)
+            names = names - not_comparable
+            if (
+                window_start is not None
+                and names & {ROW_COUNT, CHECKSUM}
+                and f"{db}.{table}" not in unrepaired
+            ):
+                # stream run: verify what the window changed (all tables at once, below)
+                in_window.append(
+                    WindowVerification(
+                        asset_key,
+                        db,
+                        table,
+                        state_uri,
+                        names & {ROW_COUNT, CHECKSUM},
+                        live_rows=(live_rows or {}).get(state_uri),
+                        tail_files=(tail_files or {}).get(state_uri),
+                    )
+                )
+                names = names - {ROW_COUNT, CHECKSUM}
+            if names:
+                yield from isolated(
+                    asset_key, names, partial(full_checks, asset_key, db, table, state_uri, names)
+                )
+        if in_window and committed is not None and window_start is not None:
+            try:
+                results, keyless = verify_window(
+                    tables=in_window,
+                    settings=settings,
+                    info=info,
+                    storage=storage,
+                    start=window_start,
+                    reached=committed,
+                    type_options=mysql.type_options(),
+                    server_id=mysql.server_id,
+                    max_keys=mysql.stream_check_max_keys,
+                )
+            except Exception as e:  # noqa: BLE001 - the window is committed: a verification error must not fail (and re-run) it
+                context.log.warning(f"stream-run verification failed: {type(e).__name__}: {e}")
+                results, keyless = verification_failed_results(in_window, e), []
+            yield from results
+            for t in keyless:  # no key to compare by: the full (multiset) checks
+                yield from isolated(
+                    t.key,
+                    set(t.checks),
+                    partial(full_checks, t.key, t.database, t.table, t.state_uri, t.checks),
+                )
+    finally:
+        for src in shared:
+            src.close()
+
+
+def checksum_repair(
+    mysql: MySqlCdcResource,
+    context: dg.AssetExecutionContext,
+    settings: ConnectionSettings,
+    committed: BinlogPosition,
+) -> Callable[[TableSchema, list[tuple], list[tuple]], str]:
+    """The ``checksum_matches_source`` failure handler: logs a WARNING naming the table and
+    position and, with ``binlog_gap_handling="repair"``, writes an ``execute-snapshot`` signal
+    that re-reads the differing keys' ranges (:func:`..engine.gaps.queue_checksum_repair`)."""
+    return partial(
+        queue_checksum_repair,
+        settings,
+        committed=committed,
+        gap_handling=mysql.binlog_gap_handling,
+        signal_table=mysql.signal_table(),
+        read_only=mysql.incremental_snapshot_read_only,
+        log=context.log,
+    )
+
+
+def rows_not_comparable(context: dg.AssetExecutionContext, snapshot_mode: str, stream: bool) -> set[str]:
+    """Checks whose whole-table comparison means nothing with ``snapshot_mode=no_data``: the
+    row count on stream runs, row count and checksum on the (schema-only) snapshot runs.
+    Checks-only runs (``Execute checks``) always compare."""
+    if stream:
+        return {ROW_COUNT} if snapshot_mode == "no_data" else set()
+    if context.selected_asset_keys and context.run.tags.get(SNAPSHOT_MODE_TAG, snapshot_mode) == "no_data":
+        return {ROW_COUNT, CHECKSUM}
+    return set()
+
+
+def logged_check_keys(context: dg.AssetExecutionContext) -> list[dg.AssetCheckKey]:
+    """The table checks a window run with ``TABLE_CHECKS_TAG=logged`` evaluates and logs: those
+    of every table asset it materializes (selected), that the run does not plan itself."""
+    selected = set(context.selected_asset_keys)
+    planned = set(context.selected_asset_check_keys)
+    # every check the op defines (the run's subset ``check_keys`` holds only the selected ones)
+    specs = getattr(context.assets_def, "node_check_specs_by_output_name", None)
+    defined = [s.key for s in specs.values()] if specs else list(context.assets_def.check_keys)
+    return [
+        ck for ck in defined if ck.asset_key in selected and ck.name in TABLE_CHECKS and ck not in planned
+    ]
+
+
+def report_checks(
+    context: dg.AssetExecutionContext, results: Iterable[dg.AssetCheckResult], logged: set[dg.AssetCheckKey]
+) -> Iterator[dg.AssetCheckResult]:
+    """Yield ``results`` of the run's planned checks; log those of ``logged`` checks as
+    ``AssetCheckEvaluation`` events (what Dagster stores for a planned check's result, pointing
+    at the table's materialization the same way: the latest, read once for all tables)."""
+    targets: dict[dg.AssetKey, Any] | None = None
+    for r in results:
+        key = dg.AssetCheckKey(r.asset_key, r.check_name or "") if r.asset_key is not None else None
+        if key is None or key not in logged:
+            yield r
+            continue
+        if targets is None:
+            targets = _materialization_targets(context, {ck.asset_key for ck in logged})
+        context.log_event(
+            dg.AssetCheckEvaluation(
+                asset_key=key.asset_key,
+                check_name=key.name,
+                passed=r.passed,
+                metadata=r.metadata,
+                severity=r.severity,
+                description=r.description,
+                target_materialization_data=targets.get(key.asset_key),
+            )
+        )
+
+
+def _materialization_targets(
+    context: dg.AssetExecutionContext, keys: set[dg.AssetKey]
+) -> dict[dg.AssetKey, Any]:
+    """Per asset of ``keys``, its latest materialization as a check evaluation's target (one
+    instance query for all of them); assets never materialized are left out."""
+    from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+        AssetCheckEvaluationTargetMaterializationData as Target,
+    )
+
+    out: dict[dg.AssetKey, Any] = {}
+    for rec in context.instance.get_asset_records(list(keys)):
+        last = rec.asset_entry.last_materialization_record
+        if last is not None:
+            out[rec.asset_entry.asset_key] = Target(
+                storage_id=last.storage_id, run_id=last.run_id, timestamp=last.timestamp
+            )
+    return out
+
+
+def _one(check: Callable[..., dg.AssetCheckResult], *args: Any) -> list[dg.AssetCheckResult]:
+    """``[check(*args)]``: a single check as the result list :func:`run_checks` isolates."""
+    return [check(*args)]

@@ -1,0 +1,123 @@
+"""What a run reads of the sensor ↔ run protocol (:mod:`.protocol`): its run tags, decoded.
+
+The binlog sensor requests a stream run with its window (:data:`.protocol.WINDOW_START_TAG`,
+:data:`.protocol.WINDOW_END_TAG`), the stopped tables, the incremental snapshot state and the
+server identity in the run's tags; a run decodes them here, and a bad tag is a
+``ConfigurationError`` naming it. A run without a window (a snapshot, a checks-only run) takes the
+position the ``binlog`` asset last reported instead (:func:`last_committed`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import dagster as dg
+
+from ..engine.incremental import IncrementalState
+from ..errors import ConfigurationError
+from ..events import BinlogPosition
+from ..source.failover import ServerIdentity
+from .protocol import (
+    IDENTITY_TAG,
+    INCREMENTAL_TAG,
+    MODE_TAG,
+    STOPPED_TAG,
+    WINDOW_END_TAG,
+    WINDOW_START_TAG,
+    binlog_asset_key,
+    position_from_metadata,
+    position_from_tag,
+)
+
+
+def window_tags(tags: Any) -> tuple[BinlogPosition, BinlogPosition]:
+    """``(start, end)`` of the binlog window a stream run's tags name.
+
+    Raises:
+        ConfigurationError: the tags do not name a valid window.
+    """
+    try:
+        start = position_from_tag(tags, WINDOW_START_TAG)
+        end = position_from_tag(tags, WINDOW_END_TAG)
+    except (KeyError, ValueError) as e:
+        raise ConfigurationError(
+            f"Streaming run without a valid binlog window in its tags ({e}); stream runs are "
+            "requested by the binlog sensor (build_mysql_cdc_sensor)."
+        ) from None
+    return start, end
+
+
+def window_start_tag(tags: Any) -> BinlogPosition | None:
+    """The start of the run's binlog window (stream runs), else ``None`` (also when the tag is
+    not a position)."""
+    if tags.get(MODE_TAG) != "stream" or not tags.get(WINDOW_START_TAG):
+        return None
+    try:
+        return position_from_tag(tags, WINDOW_START_TAG)
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def stopped_tag(tags: Any) -> dict[str, dict]:
+    """The stopped tables a stream run's tags carry (:data:`STOPPED_TAG`; ``{}``: none).
+
+    Raises:
+        ConfigurationError: the tag is not valid.
+    """
+    raw = tags.get(STOPPED_TAG)
+    if not raw:
+        return {}
+    try:
+        out = json.loads(raw)
+        for v in out.values():
+            BinlogPosition.from_dict(v["since"])
+        return out
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ConfigurationError(f"Run tag {STOPPED_TAG} is not valid ({e}): {raw[:200]!r}") from None
+
+
+def incremental_tag(tags: Any) -> IncrementalState | None:
+    """The incremental snapshot state a stream run's tags carry (``None``: none).
+
+    Raises:
+        ConfigurationError: the tag is not a valid state.
+    """
+    try:
+        return (
+            IncrementalState.from_dict(json.loads(tags[INCREMENTAL_TAG]))
+            if tags.get(INCREMENTAL_TAG)
+            else None
+        )
+    except (ValueError, KeyError, TypeError) as e:
+        raise ConfigurationError(
+            f"Run tag {INCREMENTAL_TAG} is not a valid incremental snapshot state ({e})"
+        ) from None
+
+
+def identity_tag(tags: Any) -> ServerIdentity | None:
+    """The server a stream run's window positions belong to (:data:`IDENTITY_TAG`; ``None``: the
+    sensor recorded none).
+
+    Raises:
+        ConfigurationError: the tag is not a server identity.
+    """
+    raw = tags.get(IDENTITY_TAG)
+    if not raw:
+        return None
+    try:
+        return ServerIdentity.from_dict(json.loads(raw))
+    except ValueError as e:
+        raise ConfigurationError(f"Run tag {IDENTITY_TAG} is not a server identity ({e})") from None
+
+
+def last_committed(context: dg.AssetExecutionContext) -> BinlogPosition | None:
+    """The newest position the binlog asset reported (window end or snapshot), ``None`` when the
+    run's assets have no binlog asset or it never materialized."""
+    binlog_key = binlog_asset_key(context.assets_def.specs)
+    if binlog_key is None:
+        return None
+    ev = context.instance.get_latest_materialization_event(binlog_key)
+    if ev is None or ev.asset_materialization is None:
+        return None
+    return position_from_metadata(ev.asset_materialization.metadata, "window_end", "snapshot")
