@@ -9,7 +9,15 @@ import threading
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from dagster_mysql_cdc.sink.delta import adopt, append_rows, changed, handle_cache, open_table, preload
+from dagster_mysql_cdc.sink.delta import (
+    adopt,
+    append_rows,
+    changed,
+    handle_cache,
+    open_table,
+    preload,
+    release_handles,
+)
 from dagster_mysql_cdc.sink.storage import StorageSettings
 
 ROWS = pa.table({"a": pa.array([1, 2], pa.int64())})
@@ -56,6 +64,36 @@ def test_a_preloaded_handle_serves_its_next_open_as_loaded_then_refreshes(tmp_pa
         assert open_table(storage, b).version() == 1
     with handle_cache():  # nothing is carried into another block
         assert open_table(storage, a).version() == 1
+
+
+def test_released_handles_move_to_another_thread_and_are_not_used_here_again(tmp_path):
+    """A window's thread hands its handles to the thread that runs its checks: that thread
+    adopts them (refreshed at their first open there), this one opens the tables afresh."""
+    storage = StorageSettings(base_uri=str(tmp_path))
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, ROWS)
+    seen: dict = {}
+    with handle_cache():
+        mine = open_table(storage, uri)
+        handles = release_handles()
+        assert handles == {uri: mine}
+        _foreign_append(uri)
+
+        def checks() -> None:
+            with handle_cache(sole_writer=True):
+                for u, dt in handles.items():
+                    adopt(u, dt)
+                got = open_table(storage, uri)
+                seen["same"], seen["version"] = got is mine, got.version()
+
+        t = threading.Thread(target=checks)
+        t.start()
+        t.join()
+        assert seen == {"same": True, "version": 1}  # adopted, brought up to date
+        again = open_table(storage, uri)
+        assert again is not mine and again.version() == 1  # this thread loaded its own
+    with handle_cache():
+        assert release_handles() == {}
 
 
 def test_a_sole_writer_block_refreshes_once_then_trusts_its_handle(tmp_path):

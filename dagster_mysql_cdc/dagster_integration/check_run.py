@@ -354,3 +354,99 @@ def _materialization_targets(
 def _one(check: Callable[..., dg.AssetCheckResult], *args: Any) -> list[dg.AssetCheckResult]:
     """``[check(*args)]``: a single check as the result list :func:`run_checks` isolates."""
     return [check(*args)]
+
+
+class _DeferredLog:
+    """A logger that records ``debug/info/warning/error/exception/critical`` calls and replays
+    them, in order, on the run's logger (:meth:`replay`): Dagster's log manager writes events to
+    the instance and is used from the run's thread only."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple, dict]] = []
+
+    def _record(self, level: str) -> Callable[..., None]:
+        return lambda *args, **kwargs: self.calls.append((level, args, kwargs))
+
+    def __getattr__(self, level: str) -> Callable[..., None]:
+        if level not in ("debug", "info", "warning", "warn", "error", "exception", "critical"):
+            raise AttributeError(level)
+        return self._record(level)
+
+    def replay(self, log: Any) -> None:
+        for level, args, kwargs in self.calls:
+            getattr(log, level)(*args, **kwargs)
+        self.calls.clear()
+
+
+class _CheckThreadContext:
+    """The run's context as the checks thread sees it: everything read from the run's context
+    except ``log``, which is deferred to the run's thread (:class:`_DeferredLog`)."""
+
+    def __init__(self, context: dg.AssetExecutionContext, log: _DeferredLog) -> None:
+        self._context = context
+        self.log = log
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+
+class BackgroundChecks:
+    """A window run's checks (:func:`run_checks`) evaluated on a thread of their own, started
+    as soon as the window is committed, while the run's thread reports the window's
+    materializations to Dagster (issue 28: storing a 300-table window's events and checking its
+    300 tables no longer add up; the checks read the lake and the source, mostly outside the
+    GIL). The run's thread hands its Delta handles over (:func:`..sink.delta.release_handles`),
+    so the checks refresh the tables instead of loading them again.
+
+    The results are the same as the checks' on the run's thread and reach Dagster after the
+    materializations they check (:meth:`results`); what the checks log is logged then too.
+    Nothing of the window depends on them: it is committed before they start.
+
+    Args:
+        evaluate: ``evaluate(context) -> results`` (e.g. ``partial(run_checks, mysql, ...)``,
+            called with a stand-in for ``context`` whose ``log`` is deferred).
+        context: the run's context.
+    """
+
+    def __init__(
+        self,
+        evaluate: Callable[[Any], Iterable[dg.AssetCheckResult]],
+        context: dg.AssetExecutionContext,
+    ) -> None:
+        import threading
+
+        from ..sink.delta import release_handles
+
+        self._context = context
+        self._log = _DeferredLog()
+        self._handles = release_handles()
+        self._results: list[dg.AssetCheckResult] = []
+        self._error: BaseException | None = None
+        self._evaluate = evaluate
+        self._thread = threading.Thread(target=self._run, name="cdc-checks", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from ..sink.delta import adopt, handle_cache
+
+        try:
+            # the checks write nothing to the lake: each table is refreshed once (see handle_cache)
+            with handle_cache(sole_writer=True):
+                for uri, dt in self._handles.items():
+                    adopt(uri, dt)
+                self._handles = {}
+                self._results = list(self._evaluate(_CheckThreadContext(self._context, self._log)))
+        except BaseException as e:  # noqa: BLE001 - re-raised on the run's thread by results()
+            self._error = e
+
+    def results(self) -> list[dg.AssetCheckResult]:
+        """Wait for the checks; their results, once their log lines are logged on the run.
+
+        Raises:
+            whatever :func:`run_checks` raised (e.g. the source is unreachable).
+        """
+        self._thread.join()
+        self._log.replay(self._context.log)
+        if self._error is not None:
+            raise self._error
+        return self._results

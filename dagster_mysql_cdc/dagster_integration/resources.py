@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import warnings
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -703,41 +703,68 @@ class MySqlCdcResource(dg.ConfigurableResource):
     ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
         tags = context.run.tags
         committed: BinlogPosition | None = None
-        gaps: list[dict] | None = None
-        stopped: dict[str, dict] | None = None
-        live_rows: dict[str, int] = {}
-        tail_files: dict[str, list[str]] = {}
         policy = self.column_policy()
         if policy:  # what is left out, masked or re-keyed (never the salt)
             context.log.info(f"Column policy: {json.dumps(policy.describe())}")
+        logged = check_run.logged_check_keys(context) if tags.get(TABLE_CHECKS_TAG) == "logged" else []
+        check_keys = [*context.selected_asset_check_keys, *logged]
+        background: list[check_run.BackgroundChecks] = []
         if context.selected_asset_keys:
             if tags.get(MODE_TAG) == "stream":
-                report: dict[str, Any] = {}
-                committed = yield from self.stream(context, lake, report=report)
-                gaps = report.get("gaps")
-                stopped = report.get("stopped")
-                live_rows = report.get("live_rows") or {}
-                tail_files = report.get("tail_files") or {}
+
+                def committed_window(reached: BinlogPosition, report: dict[str, Any]) -> None:
+                    # the window is committed: its checks run while its materializations are
+                    # reported (see check_run.BackgroundChecks)
+                    if check_keys:
+                        background.append(
+                            check_run.BackgroundChecks(
+                                partial(
+                                    self._window_checks,
+                                    lake=lake,
+                                    committed=reached,
+                                    report=report,
+                                    keys=check_keys,
+                                ),
+                                context,
+                            )
+                        )
+
+                committed = yield from self.stream(context, lake, on_committed=committed_window)
             else:
                 committed = yield from self.snapshot(context, lake)
-        logged = check_run.logged_check_keys(context) if tags.get(TABLE_CHECKS_TAG) == "logged" else []
-        if context.selected_asset_check_keys or logged:
+        if background:
+            yield from check_run.report_checks(context, background[0].results(), set(logged))
+        elif check_keys:
             from ..sink.delta import handle_cache
 
             # the checks write nothing to the lake: each table is refreshed once, after the
             # run's commits, then read through that handle (see handle_cache)
             with handle_cache(sole_writer=True):
-                results = self.run_checks(
-                    context,
-                    lake,
-                    committed,
-                    gaps=gaps,
-                    stopped=stopped,
-                    live_rows=live_rows,
-                    tail_files=tail_files,
-                    check_keys=[*context.selected_asset_check_keys, *logged],
-                )
+                results = self.run_checks(context, lake, committed, check_keys=check_keys)
                 yield from check_run.report_checks(context, results, set(logged))
+
+    def _window_checks(
+        self,
+        context: dg.AssetExecutionContext,
+        *,
+        lake: CdcLakeResource,
+        committed: BinlogPosition,
+        report: dict[str, Any],
+        keys: list[dg.AssetCheckKey],
+    ) -> Iterator[dg.AssetCheckResult]:
+        """The checks of a committed window (:meth:`run_checks` with what the window reported:
+        the changes the binlog did not carry, the tables stopped after it, the live rows and tail
+        files of the tables it committed)."""
+        return self.run_checks(
+            context,
+            lake,
+            committed,
+            gaps=report.get("gaps"),
+            stopped=report.get("stopped"),
+            live_rows=report.get("live_rows") or {},
+            tail_files=report.get("tail_files") or {},
+            check_keys=keys,
+        )
 
     def run_checks(
         self,
@@ -909,7 +936,11 @@ class MySqlCdcResource(dg.ConfigurableResource):
         return last.position if last is not None else None
 
     def stream(
-        self, context: dg.AssetExecutionContext, lake: CdcLakeResource, report: dict | None = None
+        self,
+        context: dg.AssetExecutionContext,
+        lake: CdcLakeResource,
+        report: dict | None = None,
+        on_committed: Callable[[BinlogPosition, dict[str, Any]], None] | None = None,
     ) -> Generator[dg.MaterializeResult, None, BinlogPosition | None]:
         """Process the binlog window named by the run's tags (requested by the binlog sensor):
         the tags are decoded, the run is coordinated by
@@ -920,7 +951,9 @@ class MySqlCdcResource(dg.ConfigurableResource):
         WARNING, listed in the binlog asset's ``binlog_gaps`` metadata and, with ``report``, put in
         ``report["gaps"]`` (for the ``changes_in_binlog`` check); ``report`` also gets the tables
         stopped after the run (``"stopped"``), and the live rows (``"live_rows"``) and tail files
-        (``"tail_files"``) of the tables it committed, by state URI.
+        (``"tail_files"``) of the tables it committed, by state URI. ``on_committed(reached,
+        report)`` is called once the window is committed, before its materializations are
+        yielded (the run's checks start there, :class:`.check_run.BackgroundChecks`).
 
         Returns (as the generator's value): the position the window reached.
 
@@ -956,11 +989,14 @@ class MySqlCdcResource(dg.ConfigurableResource):
             planner=follow_planner(self, settings, info),
         ).run(request)
         result, reached = outcome.result, outcome.reached
-        if report is not None:
-            report["stopped"] = outcome.stopped
-            report["gaps"] = outcome.gaps
-            report["live_rows"] = outcome.live_rows
-            report["tail_files"] = outcome.tail_files
+        if report is None:
+            report = {}
+        report["stopped"] = outcome.stopped
+        report["gaps"] = outcome.gaps
+        report["live_rows"] = outcome.live_rows
+        report["tail_files"] = outcome.tail_files
+        if on_committed is not None:
+            on_committed(reached, report)
         for r in outcome.snapshots:  # a blocking snapshot: the tables the window did not change
             key = keys_by_table.get((r.schema.database, r.schema.table))
             if key is not None and (r.schema.database, r.schema.table) not in result.tables:

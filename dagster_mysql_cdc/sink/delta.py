@@ -97,6 +97,22 @@ def handle_cache(*, sole_writer: bool = False) -> Iterator[None]:
             _handles.cache = _handles.fresh = None
 
 
+def release_handles() -> dict[str, DeltaTable]:
+    """Take every handle out of the calling thread's cache (``{table URI: handle}``; empty
+    outside :func:`handle_cache`) so that another thread can :func:`adopt` them: from here on
+    this thread opens those tables afresh and never touches the released handles (a
+    ``DeltaTable`` is not used by two threads at once). A window hands its handles to the
+    thread that runs its checks while the run's thread reports the materializations."""
+    cache = getattr(_handles, "cache", None)
+    if not cache:
+        return {}
+    out = dict(cache)
+    cache.clear()
+    for u in out:
+        changed(u)  # not trusted, fresh or known absent any more in this thread
+    return out
+
+
 def adopt(table_uri: str, dt: DeltaTable | None) -> None:
     """Put ``dt``, a handle another thread opened (and no longer uses), into the calling thread's
     cache for ``table_uri`` unless it has one: the next :func:`open_table` brings it up to date
