@@ -357,3 +357,32 @@ def test_seeded_schema_evolution(tmp_path):
         from_binlog = Counter({k: v for k, v in from_binlog.items() if k[0] != "debezium_signal"})
         assert from_lake == from_binlog
         assert sum(from_lake.values()) > 100  # the run wrote enough to mean something
+
+
+def test_a_type_widened_mid_window_by_the_sink_thread_commits(tmp_path):
+    """The record batches of a busy table go to the sink thread as they fill
+    (``stream_batch_rows=20``). The first batch after an ``ALTER ... MODIFY`` that widens a column
+    rewrites the table's change log and tail through the sink thread's own handles, so the
+    table's commit task refreshes the handles the batch was opened with
+    (``TableBatch.rewritten``) instead of trusting them: the window commits, the lake equals the
+    source and holds the widened values."""
+    with scratch_database("widen") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"USE `{db}`")
+            cur.execute("CREATE TABLE t (id INT PRIMARY KEY, qty INT)")
+            cur.executemany("INSERT INTO t VALUES (%s, %s)", [(i, i) for i in range(1, 51)])
+        mysql = capture_resource(db, stream_batch_rows=20)
+        lake = str(tmp_path / "lake")
+        cdc = SensorDriven(mysql, lake, mysql.discover_tables())
+        assert all(r.success for r in cdc.ticks(run_log_level="WARNING").runs)  # the snapshot
+        with conn.cursor() as cur:
+            cur.execute(f"USE `{db}`")
+            cur.execute("UPDATE t SET qty = qty + 1")  # 50 events of the narrow type ...
+            cur.execute("ALTER TABLE t MODIFY qty BIGINT")
+            cur.executemany("INSERT INTO t VALUES (%s, %s)", [(i, 2**40 + i) for i in range(51, 101)])
+        ticks = cdc.ticks(max_ticks=30, run_log_level="WARNING")
+        assert ticks.runs and all(r.success for r in ticks.runs)
+        storage = StorageSettings(base_uri=lake)
+        assert_lake_equals_source(storage, db, db, "t", conn)
+        qty = lake_state(storage, db, db, "t").column("qty")
+        assert pa.types.is_int64(qty.type) and pc.max(qty).as_py() == 2**40 + 100

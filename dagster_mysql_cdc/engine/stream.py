@@ -994,6 +994,9 @@ class BinlogStreamingSource:
                 raise SinkError(te.failed)
             for part in parts:  # every part's files first: from here on this thread alone writes
                 part.sink.drain()  # the table (its commit task trusts its handles, see handle_cache)
+            if any(getattr(part.sink, "rewritten", True) for part in parts):
+                for part in parts:  # the parts share the run thread's handles: all are refreshed
+                    part.sink.rewritten = True
             for part in parts:
                 w = part.sink.commit(
                     value_schema=part.value_schema, position=position, truncated_at=part.truncated_at

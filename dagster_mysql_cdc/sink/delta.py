@@ -113,17 +113,25 @@ def release_handles() -> dict[str, DeltaTable]:
     return out
 
 
-def adopt(table_uri: str, dt: DeltaTable | None) -> None:
+def adopt(table_uri: str, dt: DeltaTable | None, *, current: bool = False) -> None:
     """Put ``dt``, a handle another thread opened (and no longer uses), into the calling thread's
     cache for ``table_uri`` unless it has one: the next :func:`open_table` brings it up to date
     (a few new commits read) instead of loading the table again from its checkpoint. A table's
     commit task adopts the handles the run's thread prepared the batch with (issue 28: one load
-    per table and window instead of two). Not trusted as it is: the batch's record batches are
-    written by other threads, which may have rewritten a table through handles of their own
-    (a column type that widens)."""
+    per table and window instead of two).
+
+    ``current=True``: inside a ``sole_writer`` block the handle is trusted as it is (no refresh
+    at its next open): the caller knows nobody wrote the table another way since the handle was
+    brought up to date. A table batch knows it when none of its record batches rewrote a table
+    (a column type that widens is rewritten through a handle of the writing thread's own); a
+    commit on a handle that another run's commit overtook is still checked by delta-rs (see
+    :func:`handle_cache`)."""
     cache = getattr(_handles, "cache", None)
-    if cache is not None and dt is not None:
-        cache.setdefault(table_uri, dt)
+    if cache is not None and dt is not None and table_uri not in cache:
+        cache[table_uri] = dt
+        trusted = getattr(_handles, "trusted", None)
+        if current and trusted is not None:
+            trusted.add(table_uri)
 
 
 def preload(storage: StorageSettings, table_uris: list[str], workers: int = 8) -> None:

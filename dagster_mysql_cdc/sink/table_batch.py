@@ -141,6 +141,10 @@ class TableBatch:
         self.names: list[str] = []
         self.jobs = 0
         self.futures: list[Future] = []
+        #: a table of the batch was rewritten while its record batches were prepared (a column
+        #: type that widens, through the preparing thread's own handle): the handles the batch was
+        #: opened with are refreshed before its commit (see commit)
+        self.rewritten = False
         self._dead: str | None = None  # why a record batch failed (the later ones are not written)
         storage = writer.storage
         self.state_dt = open_table(storage, self.paths.state)
@@ -360,13 +364,14 @@ class TableBatch:
         """
         meta = {"dagster_mysql_cdc.position": str(position)} if position else {}
         storage = self.w.storage
-        # the handles the batch was prepared with (on the run's thread), refreshed, not reloaded
+        # the handles the batch was prepared with (on the run's thread), not reloaded; refreshed
+        # only when a table was rewritten since (they were current when the batch was opened)
         for uri, dt in (
             (self.paths.state, self.state_dt),
             (self.paths.tail, self.tail_dt),
             (self.paths.changelog, self.lake.log_dt),
         ):
-            adopt(uri, dt)
+            adopt(uri, dt, current=not self.rewritten)
         try:
             self._wait()
             if self.log_schema is None:
@@ -632,6 +637,9 @@ class _LakeSchemas:
         ``uri`` is rewritten first when a column's type widens."""
         c = conform_schema(lake, incoming, keep_metadata=keep_metadata)
         if lake is not None and c.changed:
+            batch = self._batch()
+            if batch is not None:
+                batch.rewritten = True
             rewrite_table(
                 self.w.storage, uri, c.schema, reason=f"column(s) {', '.join(c.changed)} change type"
             )
