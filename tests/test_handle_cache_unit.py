@@ -17,6 +17,7 @@ from dagster_mysql_cdc.sink.delta import (
     open_table,
     preload,
     release_handles,
+    transaction_version,
 )
 from dagster_mysql_cdc.sink.storage import StorageSettings
 
@@ -94,6 +95,27 @@ def test_released_handles_move_to_another_thread_and_are_not_used_here_again(tmp
         assert again is not mine and again.version() == 1  # this thread loaded its own
     with handle_cache():
         assert release_handles() == {}
+
+
+def test_transaction_versions_are_asked_once_per_handle_version(tmp_path):
+    """delta-rs reads the log again for each ``transaction_version`` call (GET requests on S3):
+    the answer is kept on the handle per table version, warmed by preload(app_id=...), and
+    asked again once the handle moved to a newer version."""
+    storage = StorageSettings(base_uri=str(tmp_path))
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, ROWS)
+    with handle_cache():
+        preload(storage, [uri, str(tmp_path / "absent")], app_id="w")
+        dt = open_table(storage, uri)
+        assert dt is not None and dt.__dict__["_cdc_txn_versions"] == {(0, "w"): None}
+        assert transaction_version(dt, "w") is None
+        dt.__dict__["_cdc_txn_versions"][(0, "w")] = 41  # proves the answer is not asked again
+        assert transaction_version(dt, "w") == 41
+        dt.__dict__["_cdc_txn_versions"][(0, "w")] = None
+        assert append_rows(storage, uri, ROWS, app_id="w", version=7)
+        dt = open_table(storage, uri)
+        assert dt.version() == 1 and transaction_version(dt, "w") == 7  # a new version: asked
+        assert transaction_version(dt, "other") is None
 
 
 def test_a_sole_writer_block_refreshes_once_then_trusts_its_handle(tmp_path):

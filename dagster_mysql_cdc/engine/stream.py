@@ -964,6 +964,7 @@ class BinlogStreamingSource:
                 for uri in (p.state, p.tail, p.changelog)
             ],
             self.options.commit_workers,
+            app_id=self.start.txn_app(STREAM_APP_ID),  # what each table's batch asks first
         )
         for te in self.tables.values():
             batch = te.take_small(self.options.together_rows)

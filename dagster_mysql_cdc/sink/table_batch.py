@@ -39,7 +39,15 @@ import pyarrow.compute as pc
 
 from ..errors import SinkError
 from ..events import BinlogPosition, change_log_schema, state_schema
-from .delta import CommitOutcome, adopt, commit_files, delete_files, open_table, rewrite_table
+from .delta import (
+    CommitOutcome,
+    adopt,
+    commit_files,
+    delete_files,
+    open_table,
+    rewrite_table,
+    transaction_version,
+)
 from .evolution import Conformed, conform_schema, conform_table, state_value_field
 from .layout import TablePaths
 from .live_rows import LIVE_ROWS, LIVE_STATE_VERSION, LIVE_TAIL_VERSION, window_delta
@@ -149,7 +157,7 @@ class TableBatch:
         storage = writer.storage
         self.state_dt = open_table(storage, self.paths.state)
         self.tail_dt = open_table(storage, self.paths.tail)
-        done = [dt.transaction_version(app_id) for dt in (self.state_dt, self.tail_dt) if dt is not None]
+        done = [transaction_version(dt, app_id) for dt in (self.state_dt, self.tail_dt) if dt is not None]
         done_v = max((d for d in done if d is not None), default=None)
         self.skip = done_v is not None and done_v >= version
         if self.skip:
