@@ -138,7 +138,7 @@ class TableBatch:
         self.snapshot_position = snapshot_position
         self.paths = writer.paths(database, table)
         self.started = time.monotonic()
-        self.manifests = tempfile.mkdtemp(prefix="cdc-manifests-")
+        self._manifests: str | None = None  # made by the batch's first job of its own
         self.log_files: list[dict] = []
         self.tail_files: list[dict] = []
         self.state_files: list[dict] = []
@@ -170,6 +170,19 @@ class TableBatch:
         self.lake = _LakeSchemas(writer, self.paths, self)
         #: per column of the newest batch: its source field (the state column metadata to refresh)
         self.source_fields: dict[str, pa.Field] = {}
+
+    @property
+    def manifests(self) -> str:
+        """The batch's directory of job manifests, made at its first use (a batch written by a job
+        of many tables, :meth:`.lake.LakeWriter.write_together`, never needs one)."""
+        if self._manifests is None:
+            self._manifests = tempfile.mkdtemp(prefix="cdc-manifests-")
+        return self._manifests
+
+    def _drop_manifests(self) -> None:
+        if self._manifests is not None:
+            shutil.rmtree(self._manifests, ignore_errors=True)
+            self._manifests = None
 
     # -- the key model ---------------------------------------------------------------------------
     def _key_json(self) -> str:
@@ -247,7 +260,7 @@ class TableBatch:
                 f.result()
             except BaseException:
                 pass
-        shutil.rmtree(self.manifests, ignore_errors=True)
+        self._drop_manifests()
 
     # -- on the sink thread ------------------------------------------------------------------
     def _write(self, batch: pa.RecordBatch) -> None:
@@ -407,7 +420,7 @@ class TableBatch:
         except BaseException:
             self.abort()
             raise
-        shutil.rmtree(self.manifests, ignore_errors=True)
+        self._drop_manifests()
         extra: dict = {}
         if not self.skip and (self.state_dt is not None or open_table(storage, self.paths.state) is not None):
             self.lake.refresh_state_metadata({**{f.name: f for f in value_schema}, **self.source_fields})
