@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 import pytest
 from conftest import ROOT, S3_ENDPOINT, master_position, root_connect, run_infra
 from deltalake import DeltaTable
+from killable_run import request_selection
 from lake_utils import read_delta, source_table
 
 # The streaming suite's deployment harness, seeded DML generator and fixtures (reused, not copied).
@@ -571,6 +572,142 @@ def test_seaweedfs_stopped_mid_commit_then_retry(scratch_db, make_cdc, s3_storag
             f"naming the S3 endpoint; proposed fix in lake.py ({text.splitlines()[0][:200]})"
         )
     assert clear, f"the run's error is not a SinkError naming the S3 endpoint {endpoint}:\n{text[:3000]}"
+
+
+# -- 2b. the same faults with many tables in flight (issue 28) ------------------------------------
+
+#: tables of the many-table fault tests: a window that touches all of them commits them
+#: concurrently (``stream_commit_workers``), so a fault lands while many are half done
+MANY_TABLES = 120
+
+
+def create_many_tables(db: str, n: int = MANY_TABLES) -> list[str]:
+    """``n`` keyed tables ``m000``... of 5 rows each."""
+    tables = [f"m{i:03d}" for i in range(n)]
+    sql(
+        *(
+            stmt
+            for t in tables
+            for stmt in (
+                f"CREATE TABLE `{db}`.{t} (id INT NOT NULL PRIMARY KEY, v VARCHAR(40), n INT)",
+                f"INSERT INTO `{db}`.{t} VALUES " + ", ".join(f"({i}, 'v{i}', {i})" for i in range(1, 6)),
+            )
+        )
+    )
+    return tables
+
+
+def touch_every_table(db: str, tables: list[str], round_: int) -> None:
+    """One transaction that updates, inserts and deletes a row of every table."""
+    conn = root_connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("BEGIN")
+            for t in tables:
+                cur.execute(f"UPDATE `{db}`.{t} SET v = %s, n = n + 1 WHERE id = 1", (f"round {round_}",))
+                cur.execute(
+                    f"INSERT INTO `{db}`.{t} VALUES (%s, %s, %s)", (100 + round_, f"new {round_}", round_)
+                )
+                cur.execute(f"DELETE FROM `{db}`.{t} WHERE id = %s", (1 + round_,))
+            cur.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def retry_after_death(cdc: Cdc, req: dg.RunRequest) -> dg.RunRequest:
+    """What follows a dead run worker: the sensor waits for the run, run monitoring reports it
+    failed, and the next tick asks for the same window as the next attempt."""
+    (run,) = runs_of(cdc, req.run_key)
+    assert run.status in (dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING), run.status
+    cdc.instance.report_run_failed(run)
+    (retry,) = cdc.tick_once().run_requests
+    assert retry.run_key.endswith(":a2") and window_of(retry) == window_of(req), (req.run_key, retry.run_key)
+    return retry
+
+
+def test_sigkill_mid_window_with_many_tables_in_flight(scratch_db, make_cdc, tmp_path):
+    """Issue 28: a window whose one transaction changes 120 tables, its run worker (and Spark)
+    SIGKILLed once 10 of the tables' change logs are committed, the others still in flight. The
+    retry skips what committed (each table's batch identity), commits the rest, and the lake
+    equals the source with every binlog event once."""
+    db = scratch_db
+    tables = create_many_tables(db)
+    cdc = make_cdc(db, instance=file_instance(tmp_path))
+    cdc.ticks()  # the snapshot of the 120 tables
+    touch_every_table(db, tables, 1)
+    target = master_position()
+    (req,) = cdc.tick_once().run_requests
+    assert len(req.asset_selection) > len(tables)  # every table and the binlog asset
+    watch = [cdc.uri(db, t, "changelog") for t in tables]
+    out = run_child_and_kill(cdc, req, KillPlan("commit", 0.0, nth=10), watch, tmp_path / "run.log")
+    print(f"killed={out.killed} after {out.commits_before_kill} change-log commits, {out.seconds:.1f}s")
+    assert out.killed, "the run finished before the kill point"
+    assert 10 <= out.commits_before_kill < len(tables), "the kill did not land mid-window"
+    cdc.run(retry_after_death(cdc, req))
+    cdc.ticks(target)
+    assert_lake_matches_source(cdc, db, tables)
+
+
+def test_seaweedfs_stopped_mid_window_with_many_tables_in_flight(
+    scratch_db, make_cdc, s3_storage, restartable_seaweedfs
+):
+    """Issue 28: SeaweedFS stopped while a window that changes 120 tables commits them. The run
+    fails, the sensor retries the same window once S3 is back, and the lake equals the source
+    with each table's window batch committed once."""
+    db = scratch_db
+    tables = create_many_tables(db)
+    cdc = make_cdc(db, storage=s3_storage)
+    cdc.ticks()
+    touch_every_table(db, tables, 1)
+    target = master_position()
+    (req,) = cdc.tick_once().run_requests
+    client = s3_storage.boto3_client()
+    prefix = cdc.storage.uri(cdc.server, db)
+    before = s3_commit_count(s3_storage, prefix, client)
+    stopped, cancel = threading.Event(), threading.Event()
+    watch_error: list[BaseException] = []
+
+    def stop_after_some_commits():
+        try:
+            deadline = time.monotonic() + 300
+            while s3_commit_count(s3_storage, prefix, client) < before + 5:
+                assert time.monotonic() < deadline, "the run made no commit in 300 s"
+                if cancel.is_set():
+                    return  # the run is over: never stop SeaweedFS behind the test's back
+                time.sleep(0.02)
+            run_infra("infra/seaweedfs.sh", "stop")
+            stopped.set()
+        except BaseException as e:  # reported by the test thread
+            watch_error.append(e)
+
+    watcher = threading.Thread(target=stop_after_some_commits, daemon=True)
+    watcher.start()
+    result = dg.materialize(
+        [cdc.assets],
+        resources=cdc.resources,
+        instance=cdc.instance,
+        selection=request_selection(req.asset_selection, req.asset_check_keys),
+        tags=dict(req.tags),
+        raise_on_error=False,
+    )
+    watcher.join(60)
+    cancel.set()
+    assert not watch_error, watch_error
+    assert stopped.is_set(), "SeaweedFS was not stopped while the run committed"
+    assert not result.success, "the run succeeded although the lake went away mid-window"
+    print(failure_text(result)[:1500])
+    (retry,) = cdc.tick_once().run_requests
+    assert retry.run_key.endswith(":a2") and window_of(retry) == window_of(req)
+    run_infra("infra/seaweedfs.sh", "start")
+    cdc.run(retry)
+    cdc.ticks(target)
+    assert_lake_matches_source(cdc, db, tables)
+    for t in tables:  # each table's window batch is in its change log once
+        hist = DeltaTable(
+            cdc.uri(db, t, "changelog"), storage_options=s3_storage.delta_storage_options()
+        ).history()
+        stream = [b for c in hist if (b := c.get("dagster_mysql_cdc.batch")) and "/stream@" in b]
+        assert len(stream) == len(set(stream)) == 1, (t, stream)
 
 
 # -- 3. the sensor dies between a run's success and the storage of its new cursor ----------------
