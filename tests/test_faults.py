@@ -478,6 +478,54 @@ def failure_text(result: dg.ExecuteInProcessResult) -> str:
     return "\n".join(parts)
 
 
+def run_while_stopping_seaweedfs(
+    cdc: Cdc, req: dg.RunRequest, storage: StorageSettings, db: str, commits: int = 1
+) -> dg.ExecuteInProcessResult:
+    """Execute ``req`` in process (not raising on failure) while a watcher thread stops SeaweedFS
+    (``infra/seaweedfs.sh stop``) as soon as ``commits`` new Delta commits of ``db`` landed on
+    S3; asserts it was stopped while the run wrote and that S3 no longer answers. Never stops it
+    after the run is over."""
+    client = storage.boto3_client()
+    prefix = cdc.storage.uri(cdc.server, db)
+    before = s3_commit_count(storage, prefix, client)
+    stopped, cancel = threading.Event(), threading.Event()
+    watch_error: list[BaseException] = []
+
+    def stop_after_commits():
+        try:
+            deadline = time.monotonic() + 300
+            while s3_commit_count(storage, prefix, client) < before + commits:
+                assert time.monotonic() < deadline, "the run made no commit in 300 s"
+                if cancel.is_set():
+                    return  # the run is over: never stop SeaweedFS behind the test's back
+                time.sleep(0.02)
+            run_infra("infra/seaweedfs.sh", "stop")
+            stopped.set()
+        except BaseException as e:  # reported by the test thread
+            watch_error.append(e)
+
+    watcher = threading.Thread(target=stop_after_commits, daemon=True)
+    watcher.start()
+    t0 = time.monotonic()
+    result = dg.materialize(
+        [cdc.assets],
+        resources=cdc.resources,
+        instance=cdc.instance,
+        selection=request_selection(req.asset_selection, req.asset_check_keys),
+        tags=dict(req.tags),
+        raise_on_error=False,
+    )
+    failed_after = time.monotonic() - t0
+    watcher.join(60)
+    cancel.set()
+    assert not watch_error, watch_error
+    assert stopped.is_set(), "SeaweedFS was not stopped while the run wrote"
+    assert not s3_answers(storage), "S3 still answers after `infra/seaweedfs.sh stop` (not our SeaweedFS?)"
+    assert not result.success, "the run succeeded although the lake went away mid-window"
+    print(f"run failed {failed_after:.1f}s after it started:\n{failure_text(result)[:1500]}")
+    return result
+
+
 def test_seaweedfs_stopped_mid_commit_then_retry(scratch_db, make_cdc, s3_storage, restartable_seaweedfs):
     db = scratch_db
     tables = ["s1", "s2"]
@@ -502,46 +550,8 @@ def test_seaweedfs_stopped_mid_commit_then_retry(scratch_db, make_cdc, s3_storag
     target = master_position()
     (req,) = cdc.tick_once().run_requests
 
-    client = s3_storage.boto3_client()
-    prefix = cdc.storage.uri(cdc.server, db)
-    before = s3_commit_count(s3_storage, prefix, client)
-    stopped, cancel = threading.Event(), threading.Event()
-    watch_error: list[BaseException] = []
-
-    def stop_at_first_commit():
-        try:
-            deadline = time.monotonic() + 300
-            while s3_commit_count(s3_storage, prefix, client) == before:
-                assert time.monotonic() < deadline, "the run made no commit in 300 s"
-                if cancel.is_set():
-                    return  # the run is over: never stop SeaweedFS behind the test's back
-                time.sleep(0.05)
-            run_infra("infra/seaweedfs.sh", "stop")
-            stopped.set()
-        except BaseException as e:  # reported by the test thread
-            watch_error.append(e)
-
-    watcher = threading.Thread(target=stop_at_first_commit, daemon=True)
-    watcher.start()
-    t0 = time.monotonic()
-    result = dg.materialize(
-        [cdc.assets],
-        resources=cdc.resources,
-        instance=cdc.instance,
-        selection=dg.AssetSelection.assets(*req.asset_selection).without_checks()
-        | dg.AssetSelection.checks(*(req.asset_check_keys or [])),
-        tags=dict(req.tags),
-        raise_on_error=False,
-    )
-    failed_after = time.monotonic() - t0
-    watcher.join(60)
-    cancel.set()
-    assert not watch_error, watch_error
-    assert stopped.is_set(), "SeaweedFS was not stopped while the run wrote"
-    assert not s3_answers(s3_storage), "S3 still answers after `infra/seaweedfs.sh stop` (not our SeaweedFS?)"
-    assert not result.success, "the run succeeded although the lake went away mid-window"
+    result = run_while_stopping_seaweedfs(cdc, req, s3_storage, db)
     text = failure_text(result)
-    print(f"run failed {failed_after:.1f}s after it started:\n{text[:1500]}")
 
     # the sensor retries the same window; the first attempt fails again while S3 is down
     (retry,) = cdc.tick_once().run_requests
@@ -661,41 +671,7 @@ def test_seaweedfs_stopped_mid_window_with_many_tables_in_flight(
     touch_every_table(db, tables, 1)
     target = master_position()
     (req,) = cdc.tick_once().run_requests
-    client = s3_storage.boto3_client()
-    prefix = cdc.storage.uri(cdc.server, db)
-    before = s3_commit_count(s3_storage, prefix, client)
-    stopped, cancel = threading.Event(), threading.Event()
-    watch_error: list[BaseException] = []
-
-    def stop_after_some_commits():
-        try:
-            deadline = time.monotonic() + 300
-            while s3_commit_count(s3_storage, prefix, client) < before + 5:
-                assert time.monotonic() < deadline, "the run made no commit in 300 s"
-                if cancel.is_set():
-                    return  # the run is over: never stop SeaweedFS behind the test's back
-                time.sleep(0.02)
-            run_infra("infra/seaweedfs.sh", "stop")
-            stopped.set()
-        except BaseException as e:  # reported by the test thread
-            watch_error.append(e)
-
-    watcher = threading.Thread(target=stop_after_some_commits, daemon=True)
-    watcher.start()
-    result = dg.materialize(
-        [cdc.assets],
-        resources=cdc.resources,
-        instance=cdc.instance,
-        selection=request_selection(req.asset_selection, req.asset_check_keys),
-        tags=dict(req.tags),
-        raise_on_error=False,
-    )
-    watcher.join(60)
-    cancel.set()
-    assert not watch_error, watch_error
-    assert stopped.is_set(), "SeaweedFS was not stopped while the run committed"
-    assert not result.success, "the run succeeded although the lake went away mid-window"
-    print(failure_text(result)[:1500])
+    run_while_stopping_seaweedfs(cdc, req, s3_storage, db, commits=5)
     (retry,) = cdc.tick_once().run_requests
     assert retry.run_key.endswith(":a2") and window_of(retry) == window_of(req)
     run_infra("infra/seaweedfs.sh", "start")
