@@ -281,6 +281,28 @@ def run_child_and_kill(
     return out
 
 
+def retry_after_death(cdc: Cdc, req: dg.RunRequest) -> dg.RunRequest:
+    """What follows a dead run worker (its run created, never finished): the sensor waits for the
+    run, run monitoring reports it failed, and the next tick asks for the same window as the
+    next attempt, which is returned."""
+    (run,) = runs_of(cdc, req.run_key)
+    assert run.status in (
+        dg.DagsterRunStatus.STARTED,
+        dg.DagsterRunStatus.NOT_STARTED,
+        dg.DagsterRunStatus.STARTING,
+    ), (req.run_key, run.status)
+    res = cdc.tick_once()
+    assert not res.run_requests and "is " in (res.skip_message or ""), res.skip_message  # waits for it
+    cdc.instance.report_run_failed(run)  # run monitoring detects the dead worker
+    (retry,) = cdc.tick_once().run_requests
+    attempt = int(req.run_key.rsplit(":a", 1)[1])
+    assert retry.run_key.endswith(f":a{attempt + 1}") and window_of(retry) == window_of(req), (
+        req.run_key,
+        retry.run_key,
+    )
+    return retry
+
+
 def sigkill_campaign(
     cdc: Cdc, db: str, tables: list[str], seed: int, iterations: int, tmp_path: Path
 ) -> list[KillOutcome]:
@@ -328,24 +350,7 @@ def sigkill_campaign(
                 (again,) = res.run_requests
                 assert again.run_key == req.run_key, (again.run_key, req.run_key)
                 continue
-            (run,) = runs
-            assert run.status in (
-                dg.DagsterRunStatus.STARTED,
-                dg.DagsterRunStatus.NOT_STARTED,
-                dg.DagsterRunStatus.STARTING,
-            ), (out, run.status)
-            res = cdc.tick_once()
-            assert not res.run_requests and "is " in (res.skip_message or ""), (
-                res.skip_message
-            )  # waits for it
-            cdc.instance.report_run_failed(run)  # run monitoring detects the dead worker
-            res = cdc.tick_once()
-            (retry,) = res.run_requests
-            attempt = int(req.run_key.rsplit(":a", 1)[1])
-            assert retry.run_key.endswith(f":a{attempt + 1}") and window_of(retry) == window_of(req), (
-                req.run_key,
-                retry.run_key,
-            )
+            retry = retry_after_death(cdc, req)
             if retry_in_process[i]:
                 cdc.run(retry)
                 pending = None
@@ -624,17 +629,6 @@ def touch_every_table(db: str, tables: list[str], round_: int) -> None:
         conn.close()
 
 
-def retry_after_death(cdc: Cdc, req: dg.RunRequest) -> dg.RunRequest:
-    """What follows a dead run worker: the sensor waits for the run, run monitoring reports it
-    failed, and the next tick asks for the same window as the next attempt."""
-    (run,) = runs_of(cdc, req.run_key)
-    assert run.status in (dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING), run.status
-    cdc.instance.report_run_failed(run)
-    (retry,) = cdc.tick_once().run_requests
-    assert retry.run_key.endswith(":a2") and window_of(retry) == window_of(req), (req.run_key, retry.run_key)
-    return retry
-
-
 def test_sigkill_mid_window_with_many_tables_in_flight(scratch_db, make_cdc, tmp_path):
     """Issue 28: a window whose one transaction changes 120 tables, its run worker (and Spark)
     SIGKILLed once 10 of the tables' change logs are committed, the others still in flight. The
@@ -653,7 +647,11 @@ def test_sigkill_mid_window_with_many_tables_in_flight(scratch_db, make_cdc, tmp
     print(f"killed={out.killed} after {out.commits_before_kill} change-log commits, {out.seconds:.1f}s")
     assert out.killed, "the run finished before the kill point"
     assert 10 <= out.commits_before_kill < len(tables), "the kill did not land mid-window"
-    cdc.run(retry_after_death(cdc, req))
+    (run,) = runs_of(cdc, req.run_key)
+    assert run.status in (dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING), run.status
+    retry = retry_after_death(cdc, req)
+    assert retry.run_key.endswith(":a2")
+    cdc.run(retry)
     cdc.ticks(target)
     assert_lake_matches_source(cdc, db, tables)
 

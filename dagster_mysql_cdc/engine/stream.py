@@ -995,7 +995,7 @@ class BinlogStreamingSource:
                 raise SinkError(te.failed)
             for part in parts:  # every part's files first: from here on this thread alone writes
                 part.sink.drain()  # the table (its commit task trusts its handles, see handle_cache)
-            if any(getattr(part.sink, "rewritten", True) for part in parts):
+            if any(part.sink.rewritten for part in parts):
                 for part in parts:  # the parts share the run thread's handles: all are refreshed
                     part.sink.rewritten = True
             for part in parts:
