@@ -76,9 +76,11 @@ class Daemon:
         readme: bool = False,
         tables: str = "t",
         storage_yaml: str = "",
+        extra_env: dict[str, str] | None = None,
     ):
         """``storage_yaml``: extra ``dagster.yaml`` lines (e.g. a PostgreSQL ``storage:``); default
-        SQLite under the temporary ``DAGSTER_HOME``."""
+        SQLite under the temporary ``DAGSTER_HOME``. ``extra_env``: more environment of the
+        daemon (e.g. ``BENCH_DAEMON_LAKE_OPTS``, see bench/daemon_location.py)."""
         self.home = tempfile.mkdtemp(prefix="bench-dagster-home-")
         Path(self.home, "dagster.yaml").write_text(
             "telemetry:\n  enabled: false\nrun_queue:\n  dequeue_interval_seconds: 1\n" + storage_yaml
@@ -95,19 +97,32 @@ class Daemon:
             "CDC_SPARK_REMOTE": remote,
             "CDC_MYSQL_PASSWORD": os.environ.get("CDC_MYSQL_PASSWORD", "cdc-secret"),
             "PYTHONPATH": str(ROOT),
+            **(extra_env or {}),
         }
         # the instance's storage first (the daemon would race us creating its SQLite tables)
         self.instance = dg.DagsterInstance.from_config(self.home)
-        exe = Path(sys.executable).with_name("dagster-daemon")
+        self.env, self.log_path = env, log_path
         self.log = open(log_path, "w")
+        self.start()
+
+    def start(self) -> None:
+        """Starts ``dagster-daemon run`` (again, after :meth:`kill`) on the same ``DAGSTER_HOME``."""
+        exe = Path(sys.executable).with_name("dagster-daemon")
         self.proc = subprocess.Popen(
             [str(exe), "run", "-f", str(ROOT / "bench" / "daemon_location.py")],
             cwd=ROOT,
-            env=env,
+            env=self.env,
             stdout=self.log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+
+    def kill(self) -> None:
+        """SIGKILLs the daemon's process group (the daemon, its code server, and the run workers
+        started in that group), as an OOM kill or a lost machine would."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
 
     def stream_runs(self) -> list:
         return self.instance.get_run_records(filters=dg.RunsFilter(tags={MODE_TAG: "stream"}))

@@ -10,6 +10,8 @@ Configured by the environment the benchmark sets for ``dagster-daemon run -f``:
 - ``BENCH_DAEMON_TABLES``: the captured tables of that database, comma-separated (default ``t``);
 - ``BENCH_DAEMON_README=1``: the resources as the README's example writes them, neither
   ``stream_follow_seconds`` nor ``spark_remote`` set (their defaults: following runs, ``auto``);
+- ``BENCH_DAEMON_LAKE_OPTS``: more ``CdcLakeResource`` settings as a JSON object (e.g. lowered
+  compaction thresholds, or an S3 lake's ``s3_*`` settings);
 - ``CDC_MYSQL_*``: the MariaDB of infra/ (the capture user).
 
 The table is given by name, so loading the location (the daemon, its code server and every run
@@ -17,6 +19,7 @@ worker load it) opens no MySQL connection. The sensor is on by default, as a use
 No ``from __future__ import annotations``: Dagster reads the ``context`` annotation.
 """
 
+import json
 import os
 
 import dagster as dg
@@ -61,6 +64,7 @@ defs = dg.Definitions(
         "lake": CdcLakeResource(
             base_uri=os.environ["BENCH_DAEMON_LAKE"],
             **({} if README else {"spark_remote": os.environ.get("CDC_SPARK_REMOTE") or None}),
+            **json.loads(os.environ.get("BENCH_DAEMON_LAKE_OPTS") or "{}"),
         ),
     },
 )
