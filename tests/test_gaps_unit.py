@@ -424,3 +424,37 @@ def test_trigger_bodies_name_the_tables_they_write():
         ("other", "log")
     ]
     assert trigger_written_tables("SET NEW.last_update = NOW()", "d") == []
+
+
+def test_foreign_keys_are_read_from_show_create_table():
+    """Issue 'Nothing lost' point 6: MariaDB 10.11 shows information_schema.REFERENTIAL_CONSTRAINTS
+    only to users with a privilege other than SELECT, so a least-privilege capture user found no
+    cascading key; SHOW CREATE TABLE shows them to it, and is parsed with sqlglot."""
+    from dagster_mysql_cdc.source.foreign_keys import UnreadableForeignKey, foreign_keys_in_create
+
+    create = (
+        "CREATE TABLE `film_actor` (\n"
+        "  `actor_id` smallint(5) unsigned NOT NULL DEFAULT 1 COMMENT 'a, b (FOREIGN KEY)',\n"
+        "  `x,y` int(11) DEFAULT NULL,\n"
+        "  `last_update` timestamp NOT NULL DEFAULT current_timestamp() ON UPDATE current_timestamp(),\n"
+        "  PRIMARY KEY (`actor_id`,`x,y`),\n"
+        "  KEY `idx_fk_film_id` (`x,y`),\n"
+        "  CONSTRAINT `fk_film_actor_actor` FOREIGN KEY (`actor_id`) REFERENCES `actor` (`actor_id`) ON UPDATE CASCADE,\n"
+        "  CONSTRAINT `fk``2` FOREIGN KEY (`actor_id`, `x,y`) REFERENCES `other db`.`p` (`a`, `b`) "
+        "ON DELETE SET NULL ON UPDATE NO ACTION,\n"
+        "  CONSTRAINT `fk_plain` FOREIGN KEY (`x,y`) REFERENCES `q` (`id`),\n"
+        "  CONSTRAINT `CONSTRAINT_1` CHECK (`x,y` > 0)\n"
+        ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 WITH SYSTEM VERSIONING"
+    )
+    fks = foreign_keys_in_create(create, "sakila", "film_actor")
+    assert [(f.name, f.child_columns, f.parent, f.parent_columns, f.on_delete, f.on_update) for f in fks] == [
+        ("fk_film_actor_actor", ("actor_id",), ("sakila", "actor"), ("actor_id",), "RESTRICT", "CASCADE"),
+        ("fk`2", ("actor_id", "x,y"), ("other db", "p"), ("a", "b"), "SET NULL", "NO ACTION"),
+        ("fk_plain", ("x,y",), ("sakila", "q"), ("id",), "RESTRICT", "RESTRICT"),
+    ]
+    assert {f.child for f in fks} == {("sakila", "film_actor")}
+    assert [f.acts_on("u") for f in fks] == ["CASCADE", None, None]
+    assert [f.acts_on("d") for f in fks] == [None, "SET NULL", None]
+    assert foreign_keys_in_create("CREATE TABLE t (id INT PRIMARY KEY)", "d", "t") == []
+    with pytest.raises(UnreadableForeignKey, match="d.t"):
+        foreign_keys_in_create("CREATE TABLE t (id INT, FOREIGN KEY (id) REFERENCES)", "d", "t")

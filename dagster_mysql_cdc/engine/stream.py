@@ -27,6 +27,7 @@ from functools import partial
 from typing import Any
 
 import pyarrow as pa
+from pymysql.constants import CLIENT
 
 from ..errors import FAILURE_HANDLING_MODES, CdcError, ConfigurationError, SinkError, ValueConversionError
 from ..events import BinlogPosition, ChangeEventBuilder, now_ms
@@ -35,11 +36,11 @@ from ..sink.lake import LakeWriter, TableBatch, TableWriteResult, run_concurrent
 from ..sink.layout import LakeLayout
 from ..sink.schema_history import HistoryRecord, SchemaHistory, records_from_outcome
 from ..source.binlog import BinlogReader, DdlStatement, RowsBatch, StatementDml, TransactionCommit
-from ..source.catalog import read_table_schemas
+from ..source.catalog import list_tables, read_table_schemas
 from ..source.connection import ConnectionSettings, ServerInfo, connect
 from ..source.ddl import SchemaCatalog
 from ..source.filters import TableFilter
-from ..source.foreign_keys import read_cascading_foreign_keys
+from ..source.foreign_keys import CascadingForeignKey, read_cascading_foreign_keys
 from ..source.schema import TableSchema
 from ..source.statements import UnreadableSignalStatement, dml_target_tables, signal_statement_rows
 from ..source.types import TableConverter, TypeOptions
@@ -462,6 +463,7 @@ class BinlogStreamingSource:
         result: WindowResult,
         catch_up: bool = False,
         resume_at: dict[tuple[str, str], BinlogPosition] | None = None,
+        foreign_keys: dict[tuple[str, str], list[CascadingForeignKey]] | None = None,
     ):
         self.catch_up = catch_up
         self.resume_at = {k: p.sort_key() for k, p in (resume_at or {}).items()}
@@ -484,17 +486,7 @@ class BinlogStreamingSource:
         self.sig_key = tuple(signal_table.split(".", 1)) if signal_table else None
         check_gap_handling(options.gap_handling)
         # foreign keys whose actions change captured child rows without row events (see .gaps)
-        conn = connect(settings)
-        try:
-            self.fks = {
-                parent: kept
-                for parent, keys in read_cascading_foreign_keys(
-                    conn, table_filter.literal_databases()
-                ).items()
-                if (kept := [k for k in keys if table_filter.matches(*k.child) and k.child != self.sig_key])
-            }
-        finally:
-            conn.close()
+        self.fks = foreign_keys if foreign_keys is not None else self.read_foreign_keys()
         self.cascades = CascadeTracker(self.fks)
         self.dml_gaps: dict[str, BinlogGap] = {}
         #: tables a DDL requires to be snapshotted again (``db.table``: why), see .ddl_effects
@@ -504,6 +496,21 @@ class BinlogStreamingSource:
         self._signal_exists: bool | None = None
         self.partial = PartialImages()
         self.triggers: dict[tuple[str, str], list] = {}  # (db, table) -> its triggers (read once)
+
+    def read_foreign_keys(self) -> dict[tuple[str, str], list[CascadingForeignKey]]:
+        """The cascading foreign keys of the captured tables on the server now, by parent table
+        (``SHOW CREATE TABLE`` of each, see :func:`~.source.foreign_keys.read_cascading_foreign_keys`;
+        a multi-statement connection sends them a hundred per round trip)."""
+        conn = connect(self.settings, client_flag=CLIENT.MULTI_STATEMENTS)
+        try:
+            children = [
+                k
+                for k in list_tables(conn, self.table_filter.literal_databases())
+                if self.table_filter.matches(*k) and k != self.sig_key
+            ]
+            return read_cascading_foreign_keys(conn, children)
+        finally:
+            conn.close()
 
     def reader(self, replica_server_id: int, end: BinlogPosition) -> BinlogReader:
         """The binlog reader of ``[start, end)``."""
