@@ -195,8 +195,9 @@ def _drop_user(conn, user: str) -> None:
 
 
 def test_fk_cascades_are_repaired_with_the_documented_grants(local_storage):
-    """ON UPDATE CASCADE / ON DELETE SET NULL / CASCADE children of a parent key change are
-    repaired with only SELECT on the tables: the foreign keys come from SHOW CREATE TABLE."""
+    """ON UPDATE CASCADE / ON DELETE SET NULL / CASCADE children of a parent key change (row and
+    statement based) are repaired with only SELECT on the tables: the foreign keys come from
+    SHOW CREATE TABLE."""
     with scratch_database("grantfk") as (db, conn):
         with conn.cursor() as cur:
             cur.execute(f"USE {db}")
@@ -219,6 +220,9 @@ def test_fk_cascades_are_repaired_with_the_documented_grants(local_storage):
             with conn.cursor() as cur:
                 cur.execute("UPDATE parent SET id = 9001 WHERE id = 1")  # row based
                 cur.execute("DELETE FROM parent WHERE id = 30")
+                cur.execute("SET SESSION binlog_format = 'STATEMENT'")
+                cur.execute("UPDATE parent SET id = id + 5000 WHERE id = 2")
+                cur.execute("SET SESSION binlog_format = 'ROW'")
             gaps, warnings = _until_repaired(cdc)
             _assert_equal(local_storage, db, ("parent", "child", "link", "other"))
             assert {(g["kind"], g["table"]) for g in gaps} >= {
@@ -227,5 +231,71 @@ def test_fk_cascades_are_repaired_with_the_documented_grants(local_storage):
             }
             assert f"{db}.other" not in {g["table"] for g in gaps if g["kind"] == "fk_cascade"}
             assert any("fk_child" in w for w in warnings) and any("fk_link" in w for w in warnings)
+        finally:
+            _drop_user(conn, user)
+
+
+def test_trigger_writes_are_repaired_with_the_documented_grants(local_storage):
+    """Statement-based DML on a table whose triggers insert into and update other captured
+    tables. With the documented optional GRANT TRIGGER: only the tables the fired trigger writes,
+    the gap naming that trigger (an UPDATE named the DELETE trigger, the first by name, as
+    Sakila's del_film for upd_film). With the documented grants alone the triggers are invisible:
+    every captured table is re-read, and the gap says so and names the GRANT."""
+    with scratch_database("granttrg") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"USE {db}")
+            cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
+            cur.execute("CREATE TABLE log (id INT AUTO_INCREMENT PRIMARY KEY, t_id INT, what VARCHAR(10))")
+            cur.execute("CREATE TABLE stats (id INT PRIMARY KEY, n INT)")
+            cur.execute("CREATE TABLE other (id INT PRIMARY KEY, v INT)")
+            cur.execute("INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_50")
+            cur.execute("INSERT INTO stats SELECT seq, 0 FROM seq_1_to_200")
+            cur.execute("INSERT INTO other SELECT seq, seq FROM seq_1_to_10")
+            # as Sakila's film: del_, ins_ and upd_ triggers (in name order)
+            cur.execute(
+                "CREATE TRIGGER del_t AFTER DELETE ON t FOR EACH ROW DELETE FROM stats WHERE id = old.id"
+            )
+            cur.execute(
+                "CREATE TRIGGER ins_t AFTER INSERT ON t FOR EACH ROW "
+                "INSERT INTO log (t_id, what) VALUES (new.id, 'ins')"
+            )
+            cur.execute(
+                "CREATE TRIGGER upd_t AFTER UPDATE ON t FOR EACH ROW BEGIN "
+                "UPDATE stats SET n = n + 1 WHERE id = new.id; END"
+            )
+        cdc, user = _documented_capture(conn, db, local_storage.base_uri)
+        tables = ("t", "log", "stats", "other")
+        try:
+            with scratch_database("grantoth") as (other_db, _), conn.cursor() as cur:
+                cur.execute(f"GRANT TRIGGER ON `{db}`.* TO '{user}'@'%'")
+                cur.execute(f"CREATE TABLE {other_db}.x (id INT PRIMARY KEY)")
+                cur.execute("SET SESSION binlog_format = 'STATEMENT'")
+                cur.execute("UPDATE t SET v = 'upd' WHERE id <= 3")  # 3 stats rows
+                # a database not captured, whose triggers the user cannot see (pt-table-checksum
+                # writes its own this way): not assumed to write the captured tables
+                cur.execute(f"INSERT INTO {other_db}.x VALUES (1)")
+                cur.execute("SET SESSION binlog_format = 'ROW'")
+                gaps, _ = _until_repaired(cdc)
+            _assert_equal(local_storage, db, tables)
+            details = [g["detail"] for g in gaps if g["kind"] == "trigger"]
+            assert details and details[0].startswith(f"trigger {db}.upd_t (UPDATE on {db}.t) ran"), details
+            assert {(g["kind"], g["table"]) for g in gaps} == {
+                ("statement_dml", f"{db}.t"),
+                ("trigger", f"{db}.stats"),
+            }
+
+            with conn.cursor() as cur:  # exactly the documented grants
+                cur.execute(f"REVOKE TRIGGER ON `{db}`.* FROM '{user}'@'%'")
+                cur.execute("SET SESSION binlog_format = 'STATEMENT'")
+                cur.execute("INSERT INTO t SELECT seq, 'new' FROM seq_101_to_106")  # 6 log rows
+                cur.execute("UPDATE t SET v = 'again' WHERE id BETWEEN 10 AND 12")  # 3 stats rows
+                cur.execute("SET SESSION binlog_format = 'ROW'")
+            gaps, warnings = _until_repaired(cdc)
+            _assert_equal(local_storage, db, tables)
+            assert {(g["kind"], g["table"]) for g in gaps} == {
+                ("statement_dml", f"{db}.t"),
+                *(("trigger", f"{db}.{t}") for t in ("log", "stats", "other")),
+            }
+            assert any(f"GRANT TRIGGER ON `{db}`.* TO '{user}'@'%'" in w for w in warnings), warnings
         finally:
             _drop_user(conn, user)
