@@ -2,6 +2,7 @@
 MariaDB: a user with exactly the documented privileges of each mode snapshots, streams, runs
 incremental snapshots and the checks; with one privilege less the preflight names it."""
 
+import time
 import uuid
 
 import dagster as dg
@@ -297,5 +298,37 @@ def test_trigger_writes_are_repaired_with_the_documented_grants(local_storage):
                 *(("trigger", f"{db}.{t}") for t in ("log", "stats", "other")),
             }
             assert any(f"GRANT TRIGGER ON `{db}`.* TO '{user}'@'%'" in w for w in warnings), warnings
+        finally:
+            _drop_user(conn, user)
+
+
+def test_sakila_converges_with_the_documented_grants(local_storage, sakila_db):
+    """The issue's run: Sakila (foreign keys ON UPDATE CASCADE, film's triggers writing film_text)
+    captured with exactly the documented grants; actor and staff keys changed (row based) and
+    film updated and inserted statement based: all 16 tables equal the source without an
+    operator."""
+    from conftest import sakila_copy
+
+    with scratch_database("grantsak") as (db, conn):
+        tables = sakila_copy(conn, sakila_db, db)
+        assert len(tables) == 16
+        cdc, user = _documented_capture(conn, db, local_storage.base_uri)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"USE {db}")
+                cur.execute("SELECT COUNT(*) FROM film_actor WHERE actor_id = 1")
+                assert cur.fetchone()[0] > 0
+                cur.execute("UPDATE actor SET actor_id = 9001 WHERE actor_id = 1")  # -> film_actor
+                cur.execute("UPDATE staff SET staff_id = 250 WHERE staff_id = 2")  # -> store, payment, rental
+                cur.execute("SET SESSION binlog_format = 'STATEMENT'")
+                cur.execute("UPDATE film SET title = CONCAT(title, ' II') WHERE film_id <= 4")  # -> film_text
+                cur.execute(
+                    "INSERT INTO film (film_id, title, language_id) VALUES (5001, 'NEW FILM', 1)"
+                )  # -> film_text
+                cur.execute("SET SESSION binlog_format = 'ROW'")
+            t0 = time.monotonic()
+            _until_repaired(cdc)
+            print(f"\nSakila repaired in {time.monotonic() - t0:.1f} s")
+            _assert_equal(local_storage, db, tables)
         finally:
             _drop_user(conn, user)
