@@ -107,6 +107,49 @@ def inventory_db():
 
 
 @pytest.fixture(scope="session")
+def sakila_db():
+    """Sakila (infra/datasets), loaded once if absent; returns the database name. Tests copy the
+    tables they change into a scratch database (:func:`sakila_copy`)."""
+    conn = root_connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'sakila'")
+            loaded = cur.fetchone()[0] > 0
+    finally:
+        conn.close()
+    if not loaded:
+        run_infra("infra/load_dataset.sh", "sakila")
+    return "sakila"
+
+
+def sakila_copy(conn: pymysql.connections.Connection, sakila: str, db: str) -> list[str]:
+    """Copy every base table of ``sakila`` into the empty database ``db`` as it is: the
+    ``SHOW CREATE TABLE`` of each (foreign keys included), its rows, then its triggers
+    (``SHOW CREATE TRIGGER``). ``conn``: a root connection. Returns the table names."""
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
+            "AND TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_NAME",
+            (sakila,),
+        )
+        tables = [r[0] for r in cur.fetchall()]
+        cur.execute(f"USE `{db}`")
+        cur.execute("SET SESSION foreign_key_checks = 0")
+        for t in tables:
+            cur.execute(f"SHOW CREATE TABLE `{sakila}`.`{t}`")
+            cur.execute(cur.fetchone()[1])
+            cur.execute(f"INSERT INTO `{t}` SELECT * FROM `{sakila}`.`{t}`")
+        cur.execute("SET SESSION foreign_key_checks = 1")
+        cur.execute(
+            "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = %s", (sakila,)
+        )
+        for (name,) in cur.fetchall():
+            cur.execute(f"SHOW CREATE TRIGGER `{sakila}`.`{name}`")
+            cur.execute(cur.fetchone()[2])
+    return tables
+
+
+@pytest.fixture(scope="session")
 def spark():
     """A local Spark session with the library's default configuration (one JVM per test run)."""
     from dagster_pyspark import LazyPySparkResource

@@ -10,7 +10,7 @@ import time
 
 import dagster as dg
 import pytest
-from conftest import root_connect, run_infra
+from conftest import root_connect
 from deltalake import DeltaTable
 from lake_utils import live_state_rows, source_rows
 from sensor_harness import SensorDriven, capture_resource, scratch_database
@@ -144,21 +144,6 @@ def test_fk_cascades_are_detected_and_repaired(local_storage):
             (p, n) for n in range(1, 501) for p in (1 + n % 10,) if p in (1, 2)
         }
         print(f"\nFK cascade: {warnings[0]}\nrepaired in {seconds:.1f} s")
-
-
-@pytest.fixture(scope="module")
-def sakila_db():
-    """Sakila (infra/datasets), loaded once if absent."""
-    conn = root_connect()
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'sakila'")
-            loaded = cur.fetchone()[0] > 0
-    finally:
-        conn.close()
-    if not loaded:
-        run_infra("infra/load_dataset.sh", "sakila")
-    return "sakila"
 
 
 def test_sakila_actor_key_update_cascades_to_film_actor(local_storage, sakila_db):

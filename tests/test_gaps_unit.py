@@ -424,3 +424,130 @@ def test_trigger_bodies_name_the_tables_they_write():
         ("other", "log")
     ]
     assert trigger_written_tables("SET NEW.last_update = NOW()", "d") == []
+
+
+def test_trigger_events_of_statements_and_trigger_bodies():
+    """Which triggers a statement fires: the issue's UPDATE of Sakila's film fires upd_film, not
+    del_film (the gap named del_film, the first of film's triggers by name)."""
+    from dagster_mysql_cdc.source.statements import trigger_events
+    from dagster_mysql_cdc.source.triggers import trigger_writes
+
+    assert trigger_events("UPDATE film SET title = 'x'") == ("UPDATE",)
+    assert trigger_events("update a join b on a.id = b.id set a.x = 1") == ("UPDATE",)
+    assert trigger_events("DELETE FROM film WHERE film_id = 1") == ("DELETE",)
+    assert trigger_events("INSERT INTO t VALUES (1)") == ("INSERT",)
+    assert trigger_events("INSERT INTO t VALUES (1) ON DUPLICATE KEY UPDATE a = 2") == ("INSERT", "UPDATE")
+    assert trigger_events("REPLACE INTO t VALUES (1)") == ("INSERT", "DELETE")
+    assert trigger_events("LOAD DATA INFILE 'f' INTO TABLE t") == ("INSERT",)
+    assert trigger_events("LOAD DATA INFILE 'f' REPLACE INTO TABLE t") == ("INSERT", "DELETE")
+    body = (
+        "BEGIN IF new.x THEN UPDATE log SET n = n + 1 WHERE id = 1; END IF; "
+        "INSERT INTO other.audit VALUES (new.id); DELETE FROM log WHERE id = old.id; END"
+    )
+    assert trigger_writes(body, "d") == [
+        (("d", "log"), ("UPDATE", "DELETE")),
+        (("other", "audit"), ("INSERT",)),
+    ]
+
+
+def test_foreign_keys_are_read_from_show_create_table():
+    """Issue 'Nothing lost' point 6: MariaDB 10.11 shows information_schema.REFERENTIAL_CONSTRAINTS
+    only to users with a privilege other than SELECT, so a least-privilege capture user found no
+    cascading key; SHOW CREATE TABLE shows them to it, and is parsed with sqlglot."""
+    from dagster_mysql_cdc.source.foreign_keys import UnreadableForeignKey, foreign_keys_in_create
+
+    create = (
+        "CREATE TABLE `film_actor` (\n"
+        "  `actor_id` smallint(5) unsigned NOT NULL DEFAULT 1 COMMENT 'a, b (FOREIGN KEY)',\n"
+        "  `x,y` int(11) DEFAULT NULL,\n"
+        "  `last_update` timestamp NOT NULL DEFAULT current_timestamp() ON UPDATE current_timestamp(),\n"
+        "  PRIMARY KEY (`actor_id`,`x,y`),\n"
+        "  KEY `idx_fk_film_id` (`x,y`),\n"
+        "  CONSTRAINT `fk_film_actor_actor` FOREIGN KEY (`actor_id`) REFERENCES `actor` (`actor_id`) ON UPDATE CASCADE,\n"
+        "  CONSTRAINT `fk``2` FOREIGN KEY (`actor_id`, `x,y`) REFERENCES `other db`.`p` (`a`, `b`) "
+        "ON DELETE SET NULL ON UPDATE NO ACTION,\n"
+        "  CONSTRAINT `fk_plain` FOREIGN KEY (`x,y`) REFERENCES `q` (`id`),\n"
+        "  CONSTRAINT `CONSTRAINT_1` CHECK (`x,y` > 0)\n"
+        ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 WITH SYSTEM VERSIONING"
+    )
+    fks = foreign_keys_in_create(create, "sakila", "film_actor")
+    assert [(f.name, f.child_columns, f.parent, f.parent_columns, f.on_delete, f.on_update) for f in fks] == [
+        ("fk_film_actor_actor", ("actor_id",), ("sakila", "actor"), ("actor_id",), "RESTRICT", "CASCADE"),
+        ("fk`2", ("actor_id", "x,y"), ("other db", "p"), ("a", "b"), "SET NULL", "NO ACTION"),
+        ("fk_plain", ("x,y",), ("sakila", "q"), ("id",), "RESTRICT", "RESTRICT"),
+    ]
+    assert {f.child for f in fks} == {("sakila", "film_actor")}
+    assert [f.acts_on("u") for f in fks] == ["CASCADE", None, None]
+    assert [f.acts_on("d") for f in fks] == [None, "SET NULL", None]
+    assert foreign_keys_in_create("CREATE TABLE t (id INT PRIMARY KEY)", "d", "t") == []
+    with pytest.raises(UnreadableForeignKey, match="d.t"):
+        foreign_keys_in_create("CREATE TABLE t (id INT, FOREIGN KEY (id) REFERENCES)", "d", "t")
+
+
+@pytest.mark.parametrize(
+    ("line", "parsed"),
+    [
+        (
+            "GRANT SELECT, TRIGGER ON `sakila`.* TO `cdc`@`%`",
+            ("GRANT", {"SELECT", "TRIGGER"}, "sakila", None),
+        ),
+        (
+            "GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO `cdc`@`%` IDENTIFIED BY PASSWORD '*83'",
+            ("GRANT", {"REPLICATION SLAVE", "BINLOG MONITOR"}, "*", None),
+        ),
+        (
+            "GRANT INSERT ON `db`.`debezium_signal` TO 'cdc'@'%'",
+            ("GRANT", {"INSERT"}, "db", "debezium_signal"),
+        ),
+        ("GRANT ALL PRIVILEGES ON `a\\_b`.* TO `r`", ("GRANT", {"ALL PRIVILEGES"}, "a\\_b", None)),
+        ("GRANT SELECT (`on`, `x`), UPDATE (`x`), DELETE ON `d`.`t` TO u", ("GRANT", {"DELETE"}, "d", "t")),
+        ("REVOKE TRIGGER ON `d`.* FROM `cdc`@`%`", ("REVOKE", {"TRIGGER"}, "d", None)),
+        ("GRANT `trg_role` TO `cdc`@`%`", None),
+        ("GRANT EXECUTE ON PROCEDURE `d`.`p` TO `cdc`@`%`", None),
+        ("GRANT PROXY ON ''@'%' TO 'root'@'localhost' WITH GRANT OPTION", None),
+    ],
+)
+def test_show_grants_lines_are_parsed(line, parsed):
+    from dagster_mysql_cdc.source.triggers import parse_grant
+
+    got = parse_grant(line)
+    assert (got if got is None else (got[0], set(got[1]), got[2], got[3])) == parsed
+
+
+def test_trigger_visibility_follows_the_grants():
+    """What information_schema.TRIGGERS shows (measured on MariaDB 10.11): bodies with TRIGGER,
+    names with INSERT/UPDATE/DELETE (MariaDB only), nothing with SELECT only."""
+    from dagster_mysql_cdc.source.triggers import HIDDEN, NAMES_ONLY, WITH_BODIES, TriggerVisibility
+
+    sel, trg, ins = frozenset({"SELECT"}), frozenset({"TRIGGER"}), frozenset({"INSERT"})
+    v = TriggerVisibility(
+        "'cdc'@'%'",
+        grants=(
+            (sel, "sakila", None),
+            (ins, "sakila", "debezium_signal"),
+            (trg, "app", None),
+            (trg, "one", "t"),
+            (frozenset({"ALL PRIVILEGES"}), "wild\\_%", None),
+        ),
+        revokes=((trg, "app"),),
+    )
+    assert v.of("sakila", "film") == HIDDEN  # the least-privilege grants
+    assert v.of("sakila", "debezium_signal") == NAMES_ONLY
+    assert v.of("app", "t") == HIDDEN  # partially revoked
+    assert (v.of("one", "t"), v.of("one", "u")) == (WITH_BODIES, HIDDEN)
+    assert (v.of("wild_1", "t"), v.of("wildx1", "t")) == (WITH_BODIES, HIDDEN)
+    mysql = TriggerVisibility("u", grants=((ins, "*", None),), is_mariadb=False)
+    assert mysql.of("d", "t") == HIDDEN
+
+
+def test_updated_columns_of_statements():
+    """A statement-based UPDATE cascades only when it assigns a referenced column (Sakila: a
+    title change of film does not touch film_actor); unreadable: any column."""
+    from dagster_mysql_cdc.source.statements import updated_columns
+
+    assert updated_columns("UPDATE film SET title = CONCAT(title, '!') WHERE film_id <= 4") == {"title"}
+    assert updated_columns("update a join b on a.id = b.id set a.X = 1, b.y = 2") == {"x", "y"}
+    assert updated_columns("INSERT INTO t VALUES (1) ON DUPLICATE KEY UPDATE id = 2") == {"id"}
+    assert updated_columns("INSERT INTO t VALUES (1)") == frozenset()
+    assert updated_columns("DELETE FROM t") == frozenset()
+    assert updated_columns("UPDATE t SET (a) = 1") is None

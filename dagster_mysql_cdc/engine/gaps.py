@@ -5,8 +5,12 @@ of change reach a captured table without them, and are detected here:
 
 - ``statement_dml``: a QUERY event carrying ``INSERT``/``UPDATE``/``DELETE``/``REPLACE``/``LOAD
   DATA`` on a captured table (a session or the server used ``binlog_format=STATEMENT``/``MIXED``);
-- ``fk_cascade``: a parent row deleted or its referenced key updated while a child table has an
-  ``ON DELETE/UPDATE CASCADE`` or ``SET NULL`` foreign key (InnoDB applies it without logging);
+  ``trigger``: a captured table such a statement's triggers may have written (every captured
+  table when the capture user cannot see the triggers, see :mod:`..source.triggers`);
+- ``fk_cascade``: a parent row deleted or its referenced key updated (by a row event, or by
+  statement-based DML: then the whole child table) while a child table has an ``ON DELETE/UPDATE
+  CASCADE`` or ``SET NULL`` foreign key (InnoDB applies it without logging; the foreign keys come
+  from ``SHOW CREATE TABLE``, see :mod:`..source.foreign_keys`);
 - ``checksum_mismatch``: the ``checksum_matches_source`` check found rows that differ (a change
   made with ``sql_log_bin=0``, by a trigger on a replica, a lake edited by hand ...).
 

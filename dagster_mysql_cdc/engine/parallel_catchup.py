@@ -428,6 +428,7 @@ def _prepare(
             transactions=tx,
             storage_ref=writer._storage_ref,
             rows_per_file=writer.rows_per_file,
+            foreign_keys=source.fks,
         )
         return prepared
     except BaseException:

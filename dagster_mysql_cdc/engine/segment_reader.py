@@ -41,6 +41,7 @@ from ..source.binlog import DdlStatement, RowsBatch, TransactionCommit
 from ..source.connection import ConnectionSettings, ServerInfo
 from ..source.ddl import SchemaCatalog
 from ..source.filters import TableFilter
+from ..source.foreign_keys import CascadingForeignKey
 from ..source.types import TypeOptions
 from .segments import Segment
 from .stream import TRANSACTIONS_SCHEMA, BinlogStreamingSource, StreamOptions, WindowResult
@@ -73,6 +74,9 @@ class SegmentJob:
         tables: the lake outputs of every captured table the window writes.
         transactions: the ``_transactions`` output (``provide_transaction_metadata``), or ``None``.
         storage_ref: the lake writer's sealed storage settings (the S3 keys).
+        foreign_keys: the cascading foreign keys the planning run read (by parent table), so the
+            tasks do not read every captured table's ``SHOW CREATE TABLE`` again (``None``: each
+            task reads them).
     """
 
     settings: ConnectionSettings
@@ -88,6 +92,7 @@ class SegmentJob:
     transactions: FileOutput | None
     storage_ref: str
     rows_per_file: int
+    foreign_keys: dict[tuple[str, str], list[CascadingForeignKey]] | None = None
 
 
 def write_job_ref(job: SegmentJob, files: PrivateFiles) -> str:
@@ -216,6 +221,7 @@ def decode_segment(job: SegmentJob, index: int, key: bytes | None) -> dict:
         server_name=job.server_name,
         signal_table=job.signal_table,
         result=result,
+        foreign_keys=job.foreign_keys,
     )
     source.catalog = job.catalogs[index]
     tx = (

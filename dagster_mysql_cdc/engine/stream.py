@@ -27,6 +27,7 @@ from functools import partial
 from typing import Any
 
 import pyarrow as pa
+from pymysql.constants import CLIENT
 
 from ..errors import FAILURE_HANDLING_MODES, CdcError, ConfigurationError, SinkError, ValueConversionError
 from ..events import BinlogPosition, ChangeEventBuilder, now_ms
@@ -35,13 +36,26 @@ from ..sink.lake import LakeWriter, TableBatch, TableWriteResult, run_concurrent
 from ..sink.layout import LakeLayout
 from ..sink.schema_history import HistoryRecord, SchemaHistory, records_from_outcome
 from ..source.binlog import BinlogReader, DdlStatement, RowsBatch, StatementDml, TransactionCommit
-from ..source.catalog import read_table_schemas
+from ..source.catalog import list_tables, read_table_schemas
 from ..source.connection import ConnectionSettings, ServerInfo, connect
 from ..source.ddl import SchemaCatalog
 from ..source.filters import TableFilter
-from ..source.foreign_keys import read_cascading_foreign_keys
+from ..source.foreign_keys import CascadingForeignKey, read_cascading_foreign_keys
 from ..source.schema import TableSchema
-from ..source.statements import UnreadableSignalStatement, dml_target_tables, signal_statement_rows
+from ..source.statements import (
+    UnreadableSignalStatement,
+    dml_target_tables,
+    signal_statement_rows,
+    trigger_events,
+    updated_columns,
+)
+from ..source.triggers import (
+    HIDDEN,
+    TriggerVisibility,
+    read_trigger_visibility,
+    read_triggers,
+    trigger_writes,
+)
 from ..source.types import TableConverter, TypeOptions
 from .ddl_effects import REASON_HEADER, DdlEffect, ddl_effects
 from .gaps import (
@@ -462,6 +476,7 @@ class BinlogStreamingSource:
         result: WindowResult,
         catch_up: bool = False,
         resume_at: dict[tuple[str, str], BinlogPosition] | None = None,
+        foreign_keys: dict[tuple[str, str], list[CascadingForeignKey]] | None = None,
     ):
         self.catch_up = catch_up
         self.resume_at = {k: p.sort_key() for k, p in (resume_at or {}).items()}
@@ -484,17 +499,7 @@ class BinlogStreamingSource:
         self.sig_key = tuple(signal_table.split(".", 1)) if signal_table else None
         check_gap_handling(options.gap_handling)
         # foreign keys whose actions change captured child rows without row events (see .gaps)
-        conn = connect(settings)
-        try:
-            self.fks = {
-                parent: kept
-                for parent, keys in read_cascading_foreign_keys(
-                    conn, table_filter.literal_databases()
-                ).items()
-                if (kept := [k for k in keys if table_filter.matches(*k.child) and k.child != self.sig_key])
-            }
-        finally:
-            conn.close()
+        self.fks = foreign_keys if foreign_keys is not None else self.read_foreign_keys()
         self.cascades = CascadeTracker(self.fks)
         self.dml_gaps: dict[str, BinlogGap] = {}
         #: tables a DDL requires to be snapshotted again (``db.table``: why), see .ddl_effects
@@ -504,6 +509,23 @@ class BinlogStreamingSource:
         self._signal_exists: bool | None = None
         self.partial = PartialImages()
         self.triggers: dict[tuple[str, str], list] = {}  # (db, table) -> its triggers (read once)
+        #: what the capture user sees of triggers (read when statement DML first needs it)
+        self.trigger_visibility: TriggerVisibility | None = None
+
+    def read_foreign_keys(self) -> dict[tuple[str, str], list[CascadingForeignKey]]:
+        """The cascading foreign keys of the captured tables on the server now, by parent table
+        (``SHOW CREATE TABLE`` of each, see :func:`~.source.foreign_keys.read_cascading_foreign_keys`;
+        a multi-statement connection sends them a hundred per round trip)."""
+        conn = connect(self.settings, client_flag=CLIENT.MULTI_STATEMENTS)
+        try:
+            children = [
+                k
+                for k in list_tables(conn, self.table_filter.literal_databases())
+                if self.table_filter.matches(*k) and k != self.sig_key
+            ]
+            return read_cascading_foreign_keys(conn, children)
+        finally:
+            conn.close()
 
     def reader(self, replica_server_id: int, end: BinlogPosition) -> BinlogReader:
         """The binlog reader of ``[start, end)``."""
@@ -726,46 +748,133 @@ class BinlogStreamingSource:
                         )
                     ),
                 )
-        self._trigger_gaps(item, [(db, t) for db, t in targets or [] if t != "?"])
+        written = [(db, t) for db, t in targets or [] if t != "?"]
+        self._side_effect_gaps(item, written, trigger_events(item.sql), updated_columns(item.sql))
 
-    def _trigger_gaps(self, item: StatementDml, written: list[tuple[str, str]]) -> None:
-        """Gaps of the captured tables that triggers of the ``written`` tables write (transitively):
-        statement-based DML logs no rows for what its triggers do. A trigger whose body the user
-        may not read (no ``TRIGGER`` privilege) may write anything: every captured table of its
-        database is repaired."""
-        from ..source.triggers import read_triggers, trigger_written_tables
+    def _side_effect_gaps(
+        self,
+        item: StatementDml,
+        written: list[tuple[str, str]],
+        events: Sequence[str],
+        columns: frozenset[str] | None,
+    ) -> None:
+        """Gaps of the captured tables that statement-based DML changed besides the ``written``
+        ones, transitively: the rows the triggers it fired (``events`` on each written table) wrote,
+        and the child rows of cascading foreign keys of the tables it (or a trigger) updated or
+        deleted from (an ``UPDATE`` only when it assigns a referenced column: ``columns``, the
+        lower-case names it assigns, ``None``: unknown). None of them has row events.
 
-        todo, seen = list(written), set(written)
+        Triggers are read as :class:`~.source.triggers.TriggerVisibility` allows: with their
+        bodies, the tables they write are repaired; when a fired trigger's body is hidden
+        (MariaDB without ``TRIGGER``), or the user sees no triggers at all of a table of a
+        captured database (``SELECT`` only), a trigger may have written anything, so every
+        captured table is repaired (whole), and the gap says which ``GRANT`` narrows it. Tables of
+        other databases the user cannot see the triggers of are not assumed to have any (a tool
+        such as pt-table-checksum writes its own database statement-based all day).
+        Child rows of a statement's cascades are repaired whole (the parent keys are unknown)."""
+        position = f"{item.file}:{item.pos}"
+        todo: list[tuple[tuple[str, str], tuple[str, ...], frozenset[str] | None]] = [
+            (k, tuple(events), columns) for k in written
+        ]
+        seen: set[tuple[tuple[str, str], str, frozenset[str] | None]] = set()
         while todo:
-            db, t = todo.pop(0)
+            (db, t), evs, cols = todo.pop(0)
+            evs = tuple(e for e in evs if ((db, t), e, cols) not in seen)
+            if not evs:
+                continue
+            seen.update(((db, t), e, cols) for e in evs)
+            self._statement_cascade_gaps(item, (db, t), evs, cols)
+            if self.trigger_visibility is None:
+                self.trigger_visibility = read_trigger_visibility(self.connection(), self.info.is_mariadb)
+            vis = self.trigger_visibility
+            grant = f"GRANT TRIGGER ON `{db}`.* TO {vis.user}"
+            if vis.of(db, t) == HIDDEN:
+                if not self._captured_database(db):
+                    continue
+                self._every_captured_table_gap(
+                    position,
+                    f"statement-based DML (thread {item.thread}) on {db}.{t} may have fired triggers, "
+                    f"whose writes have no row images; the capture user cannot see the triggers of "
+                    f"{db}.{t} (information_schema.TRIGGERS lists them only with the TRIGGER "
+                    f"privilege; MariaDB also with INSERT, UPDATE or DELETE), so every captured "
+                    f"table is re-read ({grant} narrows it to the tables its triggers write)",
+                )
+                return
             if (db, t) not in self.triggers:
                 self.triggers[(db, t)] = read_triggers(self.connection(), db, t)
             for trg in self.triggers[(db, t)]:
+                if trg.event.upper() not in evs:
+                    continue
+                ran = (
+                    f"trigger {trg.schema}.{trg.name} ({trg.event} on {db}.{t}) ran for "
+                    f"statement-based DML (thread {item.thread}), whose trigger writes have no row images"
+                )
                 if trg.body is None:
-                    targets = [k for k in self.captured_tables() if k[0] == trg.schema]
-                    why = "its body is hidden (the capture user lacks the TRIGGER privilege), so every captured table of its database is re-read"
-                else:
-                    targets = trigger_written_tables(trg.body, trg.schema)
-                    why = "it writes this table"
-                for target in targets:
-                    if target not in seen:
-                        seen.add(target)
-                        todo.append(target)
-                    if not self.table_filter.matches(*target) or target == self.sig_key:
-                        continue
-                    name = f"{target[0]}.{target[1]}"
-                    if name in self.dml_gaps:
-                        continue
-                    self.dml_gaps[name] = BinlogGap(
-                        kind="trigger",
-                        table=name,
+                    self._every_captured_table_gap(
+                        position,
+                        f"{ran}; its body is hidden (the capture user lacks the TRIGGER privilege), "
+                        f"so every captured table is re-read ({grant} narrows it to the tables it writes)",
+                    )
+                    return
+                for target, target_events in trigger_writes(trg.body, trg.schema):
+                    todo.append((target, target_events, None))
+                    if self._captured(*target):
+                        self.dml_gaps.setdefault(
+                            f"{target[0]}.{target[1]}",
+                            BinlogGap(
+                                kind="trigger",
+                                table=f"{target[0]}.{target[1]}",
+                                position=position,
+                                detail=f"{ran}; it writes this table",
+                            ),
+                        )
+
+    def _captured_database(self, db: str) -> bool:
+        """Whether a captured table of the current catalog is in database ``db``."""
+        return any(d == db and self._captured(d, t) for d, t in self.catalog.tables())
+
+    def _every_captured_table_gap(self, position: str, detail: str) -> None:
+        """A ``trigger`` gap (whole-table repair) of every captured table that has none yet."""
+        for db, t in self.catalog.tables():
+            if self._captured(db, t):
+                self.dml_gaps.setdefault(
+                    f"{db}.{t}",
+                    BinlogGap(kind="trigger", table=f"{db}.{t}", position=position, detail=detail),
+                )
+
+    def _statement_cascade_gaps(
+        self,
+        item: StatementDml,
+        parent: tuple[str, str],
+        events: Sequence[str],
+        columns: frozenset[str] | None,
+    ) -> None:
+        """``fk_cascade`` gaps (whole child table) of the captured children of ``parent`` whose
+        foreign key acts on the ``UPDATE``/``DELETE`` among ``events`` of statement-based DML (the
+        statement names no keys, so every child row may have changed); an ``UPDATE`` that
+        assigns none of the referenced columns (``columns``) cascades nothing."""
+        for fk in self.fks.get(parent, []):
+            for event, op in (("UPDATE", "u"), ("DELETE", "d")):
+                action = fk.acts_on(op) if event in events else None
+                if action is None:
+                    continue
+                if op == "u" and columns is not None and not {c.lower() for c in fk.parent_columns} & columns:
+                    continue  # the referenced key is not assigned: nothing cascades
+                child = f"{fk.child[0]}.{fk.child[1]}"
+                self.dml_gaps.setdefault(
+                    child,
+                    BinlogGap(
+                        kind="fk_cascade",
+                        table=child,
                         position=f"{item.file}:{item.pos}",
                         detail=(
-                            f"trigger {trg.schema}.{trg.name} ({trg.event} on {db}.{t}) ran for "
-                            f"statement-based DML (thread {item.thread}), whose trigger writes have no "
-                            f"row images; {why}"
+                            f"statement-based DML (thread {item.thread}) on {parent[0]}.{parent[1]} may "
+                            f"have changed referenced keys; foreign key {fk.name} "
+                            f"({', '.join(fk.child_columns)}) ON {event} {action} changed {child} rows "
+                            "that the binlog does not show (keys unknown: the whole table is re-read)"
                         ),
-                    )
+                    ),
+                )
 
     def _on_ddl(self, item: DdlStatement) -> None:
         """A DDL: applied to the catalog; schema history records; ``t`` events for TRUNCATE; the

@@ -33,6 +33,61 @@ def is_dml(sql: str) -> bool:
     return _first_keyword(sql) in DML_KEYWORDS
 
 
+#: Trigger events, in the order :func:`trigger_events` lists them.
+TRIGGER_EVENTS = ("INSERT", "UPDATE", "DELETE")
+
+
+def trigger_events(sql: str) -> tuple[str, ...]:
+    """The trigger events (``INSERT``/``UPDATE``/``DELETE``) a DML statement may fire on the
+    tables it writes (MySQL/MariaDB "Using Triggers", "REPLACE", "INSERT ... ON DUPLICATE KEY
+    UPDATE"): ``INSERT`` and ``LOAD DATA`` fire ``INSERT`` triggers, and ``UPDATE`` triggers too
+    with ``ON DUPLICATE KEY UPDATE``; ``REPLACE`` (and ``LOAD DATA ... REPLACE``) fire ``INSERT``
+    and ``DELETE`` triggers; ``UPDATE`` and ``DELETE`` their own. All three when the statement
+    cannot be read. Foreign-key actions fire no triggers.
+    """
+    keyword = _first_keyword(sql)
+    try:
+        words = {t.text.upper() for t in sqlglot.tokenize(sql, read="mysql")}
+    except (sqlglot.errors.TokenError, sqlglot.errors.ParseError):
+        return TRIGGER_EVENTS
+    if keyword == "INSERT":
+        return ("INSERT", "UPDATE") if "DUPLICATE" in words else ("INSERT",)
+    if keyword == "REPLACE":
+        return ("INSERT", "DELETE")
+    if keyword == "LOAD":
+        return ("INSERT", "DELETE") if "REPLACE" in words else ("INSERT",)
+    if keyword in ("UPDATE", "DELETE"):
+        return (keyword,)
+    return TRIGGER_EVENTS
+
+
+def updated_columns(sql: str) -> frozenset[str] | None:
+    """The (lower-case) names of the columns an ``UPDATE`` (also multi-table) or the ``ON
+    DUPLICATE KEY UPDATE`` part of an ``INSERT`` assigns, qualifiers dropped; ``None`` when the
+    statement cannot be read that way (the caller then assumes any column changed). Other
+    statements assign none (``frozenset()``)."""
+    keyword = _first_keyword(sql)
+    if keyword not in ("UPDATE", "INSERT"):
+        return frozenset()
+    try:
+        tree = sqlglot.parse_one(sql, read="mysql")
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
+        return None
+    if isinstance(tree, exp.Update):
+        assignments = tree.expressions
+    elif isinstance(tree, exp.Insert):
+        conflict = tree.args.get("conflict")
+        assignments = conflict.expressions if conflict is not None else []
+    else:
+        return None
+    names = set()
+    for a in assignments:
+        if not isinstance(a, exp.EQ) or not isinstance(a.this, exp.Column):
+            return None
+        names.add(a.this.name.lower())
+    return frozenset(names)
+
+
 def _table(node: exp.Table, default_db: str | None) -> tuple[str, str] | None:
     name = node.name
     db = node.db or default_db
