@@ -146,6 +146,46 @@ def test_fk_cascades_are_detected_and_repaired(local_storage):
         print(f"\nFK cascade: {warnings[0]}\nrepaired in {seconds:.1f} s")
 
 
+def test_a_foreign_key_added_while_streaming_cascades_are_repaired(local_storage):
+    """The windows of one process keep the foreign keys they read until a window reads DDL
+    (engine/stream.py, read_foreign_keys): a key added by ``ALTER TABLE`` after earlier windows
+    read none is used for the parent deletes that follow it, in the same window and in later ones."""
+    with scratch_database("gapsfknew") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"USE {db}")
+            cur.execute("CREATE TABLE parent (id INT PRIMARY KEY)")
+            cur.execute("CREATE TABLE child (id INT PRIMARY KEY, parent_id INT, KEY (parent_id))")
+            cur.execute("INSERT INTO parent SELECT seq FROM seq_1_to_20")
+            cur.execute("INSERT INTO child SELECT seq, 1 + seq % 20 FROM seq_1_to_200")
+        mysql = capture_resource(db)
+        mysql.create_signal_table()
+        cdc = SensorDriven(mysql, local_storage.base_uri)
+        cdc.ticks()
+        with conn.cursor() as cur:
+            cur.execute("INSERT INTO parent VALUES (21)")  # a window that reads (and keeps) no key
+        cdc.ticks()
+        with conn.cursor() as cur:
+            cur.execute(
+                "ALTER TABLE child ADD CONSTRAINT fk_new FOREIGN KEY (parent_id) REFERENCES parent (id) "
+                "ON DELETE CASCADE"
+            )
+            cur.execute("DELETE FROM parent WHERE id = 5")  # same window as the DDL
+        first = cdc.ticks(until_caught_up=False, max_ticks=2)
+        gaps, _, _ = _gap_reports(cdc, first.runs)
+        assert [(g["kind"], g["table"], g["filter"]) for g in gaps] == [
+            ("fk_cascade", f"{db}.child", "`parent_id` IN (5)")
+        ]
+        _repair_until_done(cdc)
+        with conn.cursor() as cur:
+            cur.execute("DELETE FROM parent WHERE id = 6")  # a later window, no DDL in it
+        later = cdc.ticks(until_caught_up=False, max_ticks=2)
+        gaps, _, _ = _gap_reports(cdc, later.runs)
+        assert [(g["table"], g["filter"]) for g in gaps] == [(f"{db}.child", "`parent_id` IN (6)")]
+        _repair_until_done(cdc)
+        for t in ("parent", "child"):
+            _assert_lake_equals_source(local_storage, db, db, t)
+
+
 def test_sakila_actor_key_update_cascades_to_film_actor(local_storage, sakila_db):
     """The issue's case: UPDATE actor SET actor_id=5001 WHERE actor_id=1 cascades (ON UPDATE
     CASCADE) to 19 film_actor rows that the binlog does not show."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -441,6 +442,13 @@ def _remap(values: dict, names: list[str]) -> dict:
     return {names[int(k[len("UNKNOWN_COL") :])]: v for k, v in values.items()}
 
 
+#: Cascading foreign keys read by this process: ``(host, port, captured tables)`` -> by parent
+#: (:meth:`BinlogStreamingSource.read_foreign_keys`); emptied whenever a window reads DDL.
+_FOREIGN_KEYS: dict[tuple, dict[tuple[str, str], list[CascadingForeignKey]]] = {}
+#: DDL that may add, drop or re-point a foreign key (the others leave the keys as they are).
+_MAY_CHANGE_FOREIGN_KEYS = re.compile(r"\b(FOREIGN|REFERENCES|RENAME|DROP|CREATE)\b", re.IGNORECASE)
+
+
 class BinlogStreamingSource:
     """The binlog of one window turned into Debezium change events and committed (Debezium
     ``BinlogStreamingChangeEventSource``, ``MySqlStreamingChangeEventSource`` before 3.0, bounded
@@ -512,24 +520,34 @@ class BinlogStreamingSource:
         #: what the capture user sees of triggers (read when statement DML first needs it)
         self.trigger_visibility: TriggerVisibility | None = None
 
-    def read_foreign_keys(self) -> dict[tuple[str, str], list[CascadingForeignKey]]:
+    def read_foreign_keys(self, fresh: bool = False) -> dict[tuple[str, str], list[CascadingForeignKey]]:
         """The cascading foreign keys of the captured tables on the server now, by parent table
         (``SHOW CREATE TABLE`` of each, see :func:`~.source.foreign_keys.read_cascading_foreign_keys`;
-        a multi-statement connection sends them a hundred per round trip)."""
+        a multi-statement connection sends them a hundred per round trip).
+
+        Kept in this process (:data:`_FOREIGN_KEYS`) for the next windows of the same tables until
+        a window reads DDL (:meth:`_on_ddl`): a following run's windows and a process's later runs
+        do not read 1,000 tables' definitions each. ``fresh``: read the server even when kept."""
         conn = connect(self.settings, client_flag=CLIENT.MULTI_STATEMENTS)
         try:
-            children = [
-                k
-                for k in list_tables(conn, self.table_filter.literal_databases())
-                if self.table_filter.matches(*k) and k != self.sig_key
-            ]
-            return read_cascading_foreign_keys(conn, children)
+            children = tuple(
+                sorted(
+                    k
+                    for k in list_tables(conn, self.table_filter.literal_databases())
+                    if self.table_filter.matches(*k) and k != self.sig_key
+                )
+            )
+            key = (self.settings.host, self.settings.port, children)
+            if fresh or key not in _FOREIGN_KEYS:
+                _FOREIGN_KEYS.clear()
+                _FOREIGN_KEYS[key] = read_cascading_foreign_keys(conn, children)
+            return _FOREIGN_KEYS[key]
         finally:
             conn.close()
 
     def reader(self, replica_server_id: int, end: BinlogPosition) -> BinlogReader:
         """The binlog reader of ``[start, end)``."""
-        sig_key, fks, table_filter = self.sig_key, self.fks, self.table_filter
+        sig_key, table_filter = self.sig_key, self.table_filter
         return BinlogReader(
             self.settings,
             replica_server_id,
@@ -539,7 +557,10 @@ class BinlogStreamingSource:
             deadline_s=self.options.deadline_s,
             # rows of tables that are neither captured nor the signal table are never decoded (the
             # loop below skips them anyway); their events still arrive, so positions are unchanged
-            rows_filter=lambda db, t: (db, t) == sig_key or (db, t) in fks or table_filter.matches(db, t),
+            # (self.fks: a DDL may change the foreign keys mid-window, see _on_ddl)
+            rows_filter=lambda db, t: (
+                (db, t) == sig_key or (db, t) in self.fks or table_filter.matches(db, t)
+            ),
             annotate_rows=self.options.include_query,
         )
 
@@ -880,6 +901,11 @@ class BinlogStreamingSource:
         """A DDL: applied to the catalog; schema history records; ``t`` events for TRUNCATE; the
         statement's effects on the rows of captured tables (:mod:`.ddl_effects`): ``t`` events of
         tables whose rows end here, tables to snapshot again, rows to re-read."""
+        _FOREIGN_KEYS.clear()  # the next window reads them again (see read_foreign_keys)
+        if _MAY_CHANGE_FOREIGN_KEYS.search(item.sql):
+            # the foreign keys the rest of this window's parent changes cascade through
+            self.fks = self.read_foreign_keys(fresh=True)
+            self.cascades.by_parent = self.fks
         before = self.catalog.tables()
         outcomes = self.catalog.apply(
             item.sql, item.database, skip_unparseable=self.options.skip_unparseable_ddl, logger=log
