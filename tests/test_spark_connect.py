@@ -1,12 +1,12 @@
 """The lake written through the Spark Connect server of infra/spark_connect.sh (``make infra``)
 equals the lake a local Spark writes: snapshot, inserts, updates and deletes of a keyed and a
 keyless table, and a window large enough for several payload chunks. The server is the real one
-(no mock); CDC_SPARK_CONNECT=0 (no server) skips these tests."""
+(no mock); CDC_SPARK_CONNECT=0 (no server) skips these tests. The other Spark paths run on both
+kinds of session in their own test files (conftest's ``spark_flavour``)."""
 
 import socket
 
 import pytest
-from conftest import SPARK_REMOTE
 from lake_utils import live_state_rows, read_delta, source_rows
 from sensor_harness import SensorDriven, capture_resource, scratch_database
 
@@ -15,22 +15,9 @@ from dagster_mysql_cdc.sink.storage import StorageSettings
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
-def _server_up() -> bool:
-    if not SPARK_REMOTE:
-        return False
-    host, _, port = SPARK_REMOTE[len("sc://") :].split("/")[0].partition(":")
-    try:
-        socket.create_connection((host, int(port or 15002)), timeout=2).close()
-        return True
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
-def remote() -> str:
-    if not _server_up():
-        pytest.skip("no Spark Connect server (CDC_SPARK_CONNECT=0 or infra/spark_connect.sh not started)")
-    return SPARK_REMOTE
+def remote(spark_remote) -> str:
+    return spark_remote
 
 
 def test_window_through_spark_connect_equals_local_spark(tmp_path, remote):
