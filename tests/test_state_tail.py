@@ -238,6 +238,40 @@ def test_compactions_by_spark_tasks_apply_cuts_and_keyless_counts(any_spark, loc
     compact("nk", keyless)
 
 
+def test_a_failed_compaction_is_logged_with_its_traceback_and_reported_with_its_pending_rows(
+    spark, local_storage, caplog
+):
+    """A compaction that fails (here: a tail data file deleted by hand) leaves the batch
+    committed, logs a WARNING with the traceback (the cause: issue "Nothing lost" saw a bare
+    ``AssertionError:``), and its result, the asset's metadata, says what failed and how many
+    rows wait in the tail, so a compaction that fails every time shows as a growing tail."""
+    import dataclasses
+    import logging
+    import os
+
+    from dagster_mysql_cdc.dagster_integration.run_report import state_tail_metadata
+
+    w = LakeWriter(
+        spark, local_storage, "srv", compaction=CompactionPolicy(small_state_rows=0, tail_fraction=0.9)
+    )
+    p = w.paths("db", "t")
+    at = BinlogPosition("b.000001", 100)
+    write(w, window([("r", None, (i, f"v{i}")) for i in range(1, 11)], "b.000001", 100), at, snapshot=at)
+    events = [("u", (1, "v1"), (1, "x")), ("d", (2, "v2"), None), ("c", None, (30, "n"))]
+    res = write(w, window(events, "b.000002", 10), BinlogPosition("b.000002", 10))
+    os.remove(DeltaTable(p.tail).file_uris()[0])  # one of the window's tail files
+    with caplog.at_level(logging.WARNING, logger="dagster_mysql_cdc.sink.lake"):
+        out = w.compact_if_due(p, ("id",), force=True)
+    assert out["error"].startswith("FileNotFoundError"), out
+    assert out["pending"].tail_rows == 3 and out["pending"].state_rows == 10, out
+    (rec,) = [r for r in caplog.records if "failed (left for the next batch)" in r.getMessage()]
+    assert rec.levelno == logging.WARNING and rec.exc_info is not None
+    assert "Traceback" in caplog.text and "read_files" in caplog.text
+    md = state_tail_metadata(dataclasses.replace(res, extra={"compaction": out}))
+    assert md["state_tail_rows"].value == 3 and "state_behind_seconds" in md
+    assert md["compaction"].value["error"] == out["error"]
+
+
 def test_vacuum_is_due_after_the_interval_and_deletes_only_what_the_retention_lets_go(spark, storage):
     """Bounded storage (sink/retention.py): a never-vacuumed table counts its interval from its
     creation and takes no commit for it; a due vacuum deletes the files a compaction removed

@@ -432,18 +432,35 @@ class LakeWriter:
         optimize its tail's small files. Never raises: a compaction that fails is logged and left
         for the next batch (the batch it follows is committed).
 
+        A failure is logged as a WARNING with its traceback each time, and its result carries the
+        error and the rows still pending (the asset's ``compaction`` and ``state_tail_rows`` /
+        ``state_behind_seconds`` metadata), so a compaction that keeps failing shows as a
+        growing tail rather than staying silent.
+
         Returns:
-            the compaction's metrics (``{}``: none was due; ``{"error": ...}``: it failed).
+            the compaction's metrics (``{}``: none was due; ``{"error": ..., "pending":
+            TableSizes}``: it failed, ``pending`` when the table's sizes could still be read).
         """
-        from .compaction import compact_table
+        from .compaction import compact_table, table_sizes
 
         try:
             return compact_table(self, paths, list(primary_key), force=force)
         except Exception as e:  # noqa: BLE001 - an optimisation: the batch is committed
             log.warning(
-                "compaction of %s failed (left for the next batch): %s: %s", paths.state, type(e).__name__, e
+                "compaction of %s failed (left for the next batch): %s: %s",
+                paths.state,
+                type(e).__name__,
+                e,
+                exc_info=True,
             )
-            return {"error": f"{type(e).__name__}: {e}"[:1000]}
+            out: dict = {"error": f"{type(e).__name__}: {e}"[:1000]}
+            try:
+                out["pending"] = table_sizes(
+                    open_table(self.storage, paths.state), open_table(self.storage, paths.tail)
+                )
+            except Exception:  # noqa: BLE001 - the error above is what the caller reports
+                pass
+            return out
 
     def vacuum_if_due(self, paths: TablePaths) -> dict:
         """Vacuum the table's change log, state and tail when due under :attr:`retention`
