@@ -180,6 +180,7 @@ class LakeWriter:
         self._stage_dir: str | None = None
         #: registered data sources: the library's name -> the name of this writer's keyed subclass
         self._registered: dict[str, str] = {}
+        self._register_lock = threading.Lock()
         #: seconds it took to start (or connect to) Spark and register the data source; 0 until then
         self.spark_seconds = 0.0
         self.storage = storage
@@ -258,13 +259,17 @@ class LakeWriter:
         return self._register(self.spark, source)
 
     def _register(self, spark, source: Any) -> str:
-        """:meth:`register_data_source` on ``spark`` (also before :attr:`spark` is set)."""
+        """:meth:`register_data_source` on ``spark`` (also before :attr:`spark` is set). One
+        thread at a time: the tables of a window compact (and split-read) in threads of their own,
+        and a Spark Connect server refuses a name two of them register at once
+        (``DATA_SOURCE_ALREADY_EXISTS``; registering it again later is accepted)."""
         name = source.name()
-        if name not in self._registered:
-            keyed = self._files.data_source(source)
-            spark.dataSource.register(keyed)
-            self._registered[name] = keyed.name()
-        return self._registered[name]
+        with self._register_lock:
+            if name not in self._registered:
+                keyed = self._files.data_source(source)
+                spark.dataSource.register(keyed)
+                self._registered[name] = keyed.name()
+            return self._registered[name]
 
     def write_frame_files(
         self, frame: Callable[[Any], Any], uri: str, schema: pa.Schema
