@@ -28,12 +28,7 @@ def rows(dicts: list[dict]) -> Counter:
     return Counter(tuple(sorted(d.items())) for d in dicts)
 
 
-def test_window_through_spark_connect_equals_local_spark(tmp_path, remote, monkeypatch):
-    """With the README's defaults (``spark_remote="auto"``, a server running) and every window's
-    compaction by Spark tasks (``state_compact_in_process_rows=0``): issue "Nothing lost" found
-    every such compaction failing on Spark Connect, logged and otherwise silent."""
-    monkeypatch.setenv("CDC_SPARK_REMOTE", remote)  # what "auto" finds (conftest clears it)
-    compaction = {"state_compact_in_process_rows": 0, "state_compact_small_rows": 10**9}
+def test_window_through_spark_connect_equals_local_spark(tmp_path, remote):
     with scratch_database("sconn") as (db, conn):
         with conn.cursor() as cur:
             cur.execute(f"CREATE TABLE {db}.k (id INT PRIMARY KEY, v VARCHAR(20), d DECIMAL(8,2))")
@@ -43,13 +38,9 @@ def test_window_through_spark_connect_equals_local_spark(tmp_path, remote, monke
         mysql = capture_resource(db)
         tables = mysql.discover_tables()
         lakes = {
-            "connect": SensorDriven(mysql, str(tmp_path / "connect"), tables, **compaction),
+            "connect": SensorDriven(mysql, str(tmp_path / "connect"), tables, spark_remote=remote),
             "local": SensorDriven(
-                mysql.model_copy(update={"server_id": mysql.server_id + 1}),
-                str(tmp_path / "local"),
-                tables,
-                spark_remote=None,
-                **compaction,
+                mysql.model_copy(update={"server_id": mysql.server_id + 1}), str(tmp_path / "local"), tables
             ),
         }
         for cdc in lakes.values():
@@ -63,32 +54,12 @@ def test_window_through_spark_connect_equals_local_spark(tmp_path, remote, monke
             cur.execute(f"DELETE FROM {db}.k WHERE id BETWEEN 100 AND 149")
             cur.execute(f"DELETE FROM {db}.nk WHERE a = 1 LIMIT 1")
             cur.execute(f"INSERT INTO {db}.nk VALUES (3,'z')")
-        compactions = {}
-        for name, cdc in lakes.items():
+        for cdc in lakes.values():
             log = cdc.ticks()
             assert all(r.success for r in log.runs)
-            compactions[name] = {
-                e.asset_key.path[-1]: e.event_specific_data.materialization.metadata["compaction"].value
-                for r in log.runs
-                for e in r.get_asset_materialization_events()
-                if e.asset_key.path[-1] in ("k", "nk")
-            }
-        for name in lakes:  # each window's tail compacted by Spark tasks, on either kind of session
-            assert {t: c.get("mode") for t, c in compactions[name].items()} == {
-                "k": "spark",
-                "nk": "spark",
-            }, (
-                name,
-                compactions[name],
-            )
         base = {name: StorageSettings(base_uri=str(tmp_path / name)) for name in lakes}
         for table, key in (("k", ["id"]), ("nk", ["a", "b"])):
             expected, _ = source_rows(db, table)
-            for name in lakes:  # the plain state table (what a Delta reader sees) is the source
-                plain = read_current(
-                    base[name], base[name].uri(db, db, table, "state"), live=True, with_tail=False
-                )
-                assert rows(live_multiset(plain).to_pylist()) == rows(expected), name
             got = {
                 name: live_state_rows(base[name], base[name].uri(db, db, table, "state"), key)
                 for name in lakes
@@ -102,6 +73,56 @@ def test_window_through_spark_connect_equals_local_spark(tmp_path, remote, monke
             assert sorted(logs["connect"].column("op").to_pylist()) == sorted(
                 logs["local"].column("op").to_pylist()
             )
+
+
+def test_readme_defaults_compact_by_spark_tasks_on_spark_connect(tmp_path, remote, monkeypatch):
+    """Issue "Nothing lost": with the README's defaults (``spark_remote="auto"`` and a server
+    running) every compaction by Spark tasks failed (``F.col`` asserted a SparkContext; two tables
+    registering the data source at once, ``DATA_SOURCE_ALREADY_EXISTS``), logged and otherwise
+    silent, so a large table's tail grew without limit. Here every window's tails are compacted
+    by Spark tasks (``state_compact_in_process_rows=0``): the asset metadata says so and the plain
+    ``state`` tables equal the source."""
+    monkeypatch.setenv("CDC_SPARK_REMOTE", remote)  # what "auto" finds (conftest clears it)
+    with scratch_database("sccomp") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.k (id INT PRIMARY KEY, v VARCHAR(20))")
+            cur.execute(f"CREATE TABLE {db}.nk (a INT, b VARCHAR(10))")
+            cur.execute(f"INSERT INTO {db}.k SELECT seq, CONCAT('v', seq) FROM {db}.seq_1_to_300")
+            cur.execute(f"INSERT INTO {db}.nk VALUES (1,'x'),(1,'x'),(2,'y')")
+        cdc = SensorDriven(
+            capture_resource(db),
+            str(tmp_path / "lake"),
+            state_compact_in_process_rows=0,
+            state_compact_small_rows=10**9,
+        )
+        from dagster_mysql_cdc.sink.spark_files import is_connect_session
+
+        assert cdc.resources["lake"].spark_remote == "auto"
+        assert is_connect_session(cdc.resources["lake"].spark_session())
+        cdc.ticks()  # initial snapshot
+        with conn.cursor() as cur:
+            cur.execute(f"UPDATE {db}.k SET v = 'upd' WHERE id < 50")
+            cur.execute(f"DELETE FROM {db}.k WHERE id BETWEEN 100 AND 149")
+            cur.execute(f"INSERT INTO {db}.k VALUES (1000, 'new')")
+            cur.execute(f"DELETE FROM {db}.nk WHERE a = 1 LIMIT 1")
+            cur.execute(f"INSERT INTO {db}.nk VALUES (3,'z'),(2,'y')")
+        log = cdc.ticks()
+        assert log.runs and all(r.success for r in log.runs)
+        compactions = {
+            e.asset_key.path[-1]: e.event_specific_data.materialization.metadata["compaction"].value
+            for r in log.runs
+            for e in r.get_asset_materialization_events()
+            if e.asset_key.path[-1] in ("k", "nk")
+        }
+        assert {t: c.get("mode") for t, c in compactions.items()} == {"k": "spark", "nk": "spark"}, (
+            compactions
+        )
+        storage = StorageSettings(base_uri=str(tmp_path / "lake"))
+        for table in ("k", "nk"):
+            expected, _ = source_rows(db, table)
+            # the plain state table (what a Delta reader sees), its tail empty
+            plain = read_current(storage, storage.uri(db, db, table, "state"), live=True, with_tail=False)
+            assert rows(live_multiset(plain).to_pylist()) == rows(expected), table
 
 
 _CHILD = """
