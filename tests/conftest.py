@@ -164,6 +164,58 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def spark_remote() -> str:
+    """The URL of the Spark Connect server of infra/spark_connect.sh (``make infra``). Skips when
+    the server is turned off (``CDC_SPARK_CONNECT=0``); fails when it should run and does not."""
+    from dagster_mysql_cdc.sink.spark_session import remote_unreachable
+
+    if not SPARK_REMOTE:
+        pytest.skip("no Spark Connect server (CDC_SPARK_CONNECT=0)")
+    why = remote_unreachable(SPARK_REMOTE, timeout=2)
+    if why is not None:
+        pytest.fail(
+            f"the Spark Connect server {SPARK_REMOTE} is not running ({why}); start it with `make infra` "
+            "(infra/spark_connect.sh start), or set CDC_SPARK_CONNECT=0 to skip the Spark Connect tests",
+            pytrace=False,
+        )
+    return SPARK_REMOTE
+
+
+@pytest.fixture(scope="session")
+def connect_spark(spark_remote):
+    """The shared Spark Connect session on the test server (one per test run, as a run's)."""
+    from dagster_mysql_cdc.sink.spark_session import remote_spark_session
+
+    return remote_spark_session(spark_remote)
+
+
+#: The two kinds of Spark session every Spark path must work on: a classic local session (a JVM
+#: in this process) and a Spark Connect session (the README default, ``spark_remote="auto"``).
+SPARK_FLAVOURS = ("local", "connect")
+
+
+@pytest.fixture(params=SPARK_FLAVOURS, ids=("local_spark", "spark_connect"))
+def spark_flavour(request) -> str:
+    """Each Spark flavour (:data:`SPARK_FLAVOURS`) in turn."""
+    return request.param
+
+
+@pytest.fixture
+def any_spark(spark_flavour, request):
+    """A Spark session of each flavour: the local one (``spark``), then the Spark Connect one."""
+    return request.getfixturevalue("spark" if spark_flavour == "local" else "connect_spark")
+
+
+@pytest.fixture
+def spark_lake_options(spark_flavour, request) -> dict:
+    """``CdcLakeResource`` options of each flavour: a local Spark (``spark_remote=None``), then
+    the Spark Connect server (``spark_remote=<its URL>``)."""
+    if spark_flavour == "local":
+        return {"spark_remote": None}
+    return {"spark_remote": request.getfixturevalue("spark_remote")}
+
+
 @pytest.fixture
 def local_storage(tmp_path) -> StorageSettings:
     return StorageSettings(base_uri=str(tmp_path / "lake"))

@@ -139,7 +139,7 @@ class Cdc:
     """Assets, resources, sensor and instance of one test; ticks the sensor like the daemon and
     collects what the stream runs reported on the binlog asset."""
 
-    def __init__(self, db: str, tmp_path, **resource_fields):
+    def __init__(self, db: str, tmp_path, lake_options: dict | None = None, **resource_fields):
         self.db = db
         self.server = f"inc_{uuid.uuid4().hex[:8]}"
         self.storage = StorageSettings(base_uri=str(tmp_path / "lake"))
@@ -157,7 +157,7 @@ class Cdc:
         fields.update(resource_fields)
         self.mysql = MySqlCdcResource(**fields)
         assert self.mysql.create_signal_table() == f"{db}.debezium_signal"
-        self.lake = CdcLakeResource(base_uri=self.storage.base_uri)
+        self.lake = CdcLakeResource(base_uri=self.storage.base_uri, **(lake_options or {}))
         tables = self.mysql.discover_tables()
 
         @mysql_cdc_assets(tables=tables, server_name=self.server)
@@ -417,9 +417,10 @@ def test_incremental_snapshot_in_splits_under_concurrent_writes(scratch_db, make
     assert sum(c["emitted"] for c in chunks) == len(keys)
 
 
-def test_split_groups_are_bounded_and_runs_follow_the_time_budget(scratch_db, make_cdc):
+def test_split_groups_are_bounded_and_runs_follow_the_time_budget(scratch_db, make_cdc, spark_lake_options):
     """A group of splits holds at most tasks x snapshot_split_rows rows; with a time budget a run
-    stops reading chunks once it is spent, whatever incremental_snapshot_max_chunks_per_run says."""
+    stops reading chunks once it is spent, whatever incremental_snapshot_max_chunks_per_run says.
+    On a local Spark and on Spark Connect."""
     db = scratch_db
     sql(
         db,
@@ -434,6 +435,7 @@ def test_split_groups_are_bounded_and_runs_follow_the_time_budget(scratch_db, ma
         snapshot_split_reads=True,
         snapshot_split_rows=2000,
         snapshot_max_connections=2,
+        lake_options=spark_lake_options,
     )
     cdc.settle()
     signal(db, "budget-1", "execute-snapshot", {"data-collections": [f"{db}.t"]})

@@ -1,5 +1,5 @@
 """Binlog catch-up that scales out (issue 29, engine/parallel_catchup.py): a large window decoded
-by parallel Spark tasks on local Spark, against the real MariaDB.
+by parallel Spark tasks on local Spark (two tests also on Spark Connect), against the real MariaDB.
 
 The oracles: the source itself (the lake's current state equals it row for row), the binlog read
 by python-mysql-replication alone (the change logs hold one event per row change it carries), the
@@ -390,11 +390,13 @@ def test_windows_the_parallel_path_cannot_keep_in_order_are_read_by_the_run_proc
         ]
 
 
-def test_catch_up_and_running_incremental_snapshots_stay_in_order(spark, tmp_path):
+def test_catch_up_and_running_incremental_snapshots_stay_in_order(any_spark, tmp_path):
     """The decisions taken before any read: a stopped table's catch-up and a running incremental
     snapshot keep the single reader (``parallel_window`` returns no result and says why)."""
     from dagster_mysql_cdc.engine.incremental import IncrementalState, TableProgress
     from dagster_mysql_cdc.engine.parallel_catchup import parallel_window
+
+    spark = any_spark  # a local Spark, then Spark Connect
 
     with scratch_database("parfb2") as (db, conn):
         with conn.cursor() as cur:
@@ -437,12 +439,14 @@ def test_catch_up_and_running_incremental_snapshots_stay_in_order(spark, tmp_pat
 TIME_TABLE = "CREATE TABLE {db}.time_table (id INT NOT NULL, A TIME(1) NULL, PRIMARY KEY(id))"
 
 
-def test_a_table_that_cannot_be_written_stops_alone_in_a_parallel_window(spark, tmp_path):
+def test_a_table_that_cannot_be_written_stops_alone_in_a_parallel_window(any_spark, tmp_path):
     """A value that cannot be converted in the window's last segment: that table stops alone
     (nothing of its window committed by any segment, ``since`` = the window start), the others
     commit; its catch-up from ``since`` (failure mode ``warn``) then brings every good event
     exactly once."""
     from dagster_mysql_cdc.engine.isolation import catch_up  # noqa: F401  (the resource's catch-up path)
+
+    spark = any_spark  # a local Spark, then Spark Connect
 
     with scratch_database("pariso") as (db, conn):
         with conn.cursor() as cur:

@@ -26,17 +26,18 @@ def mysql_resource(**kw) -> MySqlCdcResource:
     return MySqlCdcResource(**base)
 
 
-def lake_resource(storage) -> CdcLakeResource:
+def lake_resource(storage, **options) -> CdcLakeResource:
     return CdcLakeResource(
         base_uri=storage.base_uri,
         s3_endpoint_url=storage.s3_endpoint_url,
         s3_access_key_id=storage.s3_access_key_id,
         s3_secret_access_key=storage.s3_secret_access_key,
         s3_region=storage.s3_region,
+        **options,
     )
 
 
-def materialize(mysql: MySqlCdcResource, storage, tables=None, selection=None):
+def materialize(mysql: MySqlCdcResource, storage, tables=None, selection=None, **lake_options):
     tables = tables or mysql.discover_tables()
 
     @mysql_cdc_assets(tables=tables, server_name=SERVER)
@@ -44,7 +45,7 @@ def materialize(mysql: MySqlCdcResource, storage, tables=None, selection=None):
         yield from mysql.sync(context=context, lake=lake)
 
     result = dg.materialize(
-        [cdc], resources={"mysql": mysql, "lake": lake_resource(storage)}, selection=selection
+        [cdc], resources={"mysql": mysql, "lake": lake_resource(storage, **lake_options)}, selection=selection
     )
     assert result.success
     mats = [e.event_specific_data.materialization for e in result.get_asset_materialization_events()]

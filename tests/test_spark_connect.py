@@ -1,36 +1,31 @@
 """The lake written through the Spark Connect server of infra/spark_connect.sh (``make infra``)
 equals the lake a local Spark writes: snapshot, inserts, updates and deletes of a keyed and a
 keyless table, and a window large enough for several payload chunks. The server is the real one
-(no mock); CDC_SPARK_CONNECT=0 (no server) skips these tests."""
+(no mock); CDC_SPARK_CONNECT=0 (no server) skips these tests. The other Spark paths run on both
+kinds of session in their own test files (conftest's ``spark_flavour``)."""
 
 import socket
+from collections import Counter
 
 import pytest
-from conftest import SPARK_REMOTE
 from lake_utils import live_state_rows, read_delta, source_rows
 from sensor_harness import SensorDriven, capture_resource, scratch_database
 
+from dagster_mysql_cdc.sink.read import read_current
+from dagster_mysql_cdc.sink.state_rows import live_multiset
 from dagster_mysql_cdc.sink.storage import StorageSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
-def _server_up() -> bool:
-    if not SPARK_REMOTE:
-        return False
-    host, _, port = SPARK_REMOTE[len("sc://") :].split("/")[0].partition(":")
-    try:
-        socket.create_connection((host, int(port or 15002)), timeout=2).close()
-        return True
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
-def remote() -> str:
-    if not _server_up():
-        pytest.skip("no Spark Connect server (CDC_SPARK_CONNECT=0 or infra/spark_connect.sh not started)")
-    return SPARK_REMOTE
+def remote(spark_remote) -> str:
+    return spark_remote
+
+
+def rows(dicts: list[dict]) -> Counter:
+    """Rows as a multiset (column order aside)."""
+    return Counter(tuple(sorted(d.items())) for d in dicts)
 
 
 def test_window_through_spark_connect_equals_local_spark(tmp_path, remote):
@@ -78,6 +73,56 @@ def test_window_through_spark_connect_equals_local_spark(tmp_path, remote):
             assert sorted(logs["connect"].column("op").to_pylist()) == sorted(
                 logs["local"].column("op").to_pylist()
             )
+
+
+def test_readme_defaults_compact_by_spark_tasks_on_spark_connect(tmp_path, remote, monkeypatch):
+    """Issue "Nothing lost": with the README's defaults (``spark_remote="auto"`` and a server
+    running) every compaction by Spark tasks failed (``F.col`` asserted a SparkContext; two tables
+    registering the data source at once, ``DATA_SOURCE_ALREADY_EXISTS``), logged and otherwise
+    silent, so a large table's tail grew without limit. Here every window's tails are compacted
+    by Spark tasks (``state_compact_in_process_rows=0``): the asset metadata says so and the plain
+    ``state`` tables equal the source."""
+    monkeypatch.setenv("CDC_SPARK_REMOTE", remote)  # what "auto" finds (conftest clears it)
+    with scratch_database("sccomp") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.k (id INT PRIMARY KEY, v VARCHAR(20))")
+            cur.execute(f"CREATE TABLE {db}.nk (a INT, b VARCHAR(10))")
+            cur.execute(f"INSERT INTO {db}.k SELECT seq, CONCAT('v', seq) FROM {db}.seq_1_to_300")
+            cur.execute(f"INSERT INTO {db}.nk VALUES (1,'x'),(1,'x'),(2,'y')")
+        cdc = SensorDriven(
+            capture_resource(db),
+            str(tmp_path / "lake"),
+            state_compact_in_process_rows=0,
+            state_compact_small_rows=10**9,
+        )
+        from dagster_mysql_cdc.sink.spark_files import is_connect_session
+
+        assert cdc.resources["lake"].spark_remote == "auto"
+        assert is_connect_session(cdc.resources["lake"].spark_session())
+        cdc.ticks()  # initial snapshot
+        with conn.cursor() as cur:
+            cur.execute(f"UPDATE {db}.k SET v = 'upd' WHERE id < 50")
+            cur.execute(f"DELETE FROM {db}.k WHERE id BETWEEN 100 AND 149")
+            cur.execute(f"INSERT INTO {db}.k VALUES (1000, 'new')")
+            cur.execute(f"DELETE FROM {db}.nk WHERE a = 1 LIMIT 1")
+            cur.execute(f"INSERT INTO {db}.nk VALUES (3,'z'),(2,'y')")
+        log = cdc.ticks()
+        assert log.runs and all(r.success for r in log.runs)
+        compactions = {
+            e.asset_key.path[-1]: e.event_specific_data.materialization.metadata["compaction"].value
+            for r in log.runs
+            for e in r.get_asset_materialization_events()
+            if e.asset_key.path[-1] in ("k", "nk")
+        }
+        assert {t: c.get("mode") for t, c in compactions.items()} == {"k": "spark", "nk": "spark"}, (
+            compactions
+        )
+        storage = StorageSettings(base_uri=str(tmp_path / "lake"))
+        for table in ("k", "nk"):
+            expected, _ = source_rows(db, table)
+            # the plain state table (what a Delta reader sees), its tail empty
+            plain = read_current(storage, storage.uri(db, db, table, "state"), live=True, with_tail=False)
+            assert rows(live_multiset(plain).to_pylist()) == rows(expected), table
 
 
 _CHILD = """
@@ -174,3 +219,30 @@ def test_auto_uses_the_running_server(remote, monkeypatch):
 
     monkeypatch.setenv("CDC_SPARK_REMOTE", remote)
     assert is_connect_session(CdcLakeResource().spark_session())
+
+
+def test_threads_of_one_writer_register_its_data_sources_once(any_spark, tmp_path):
+    """A window's tables compact (and split-read) in threads of their own, each registering the
+    writer's data sources on first use: a Spark Connect server refused the second of two
+    simultaneous registrations (``DATA_SOURCE_ALREADY_EXISTS``), failing that table's compaction."""
+    import threading
+
+    from dagster_mysql_cdc.sink.lake import LakeWriter
+    from dagster_mysql_cdc.sink.spark_files import LakeFilesDataSource
+
+    def register(w: LakeWriter, start: threading.Barrier, names: list, errors: list) -> None:
+        start.wait()
+        try:
+            names.append(w.register_data_source(LakeFilesDataSource))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(f"{type(e).__name__}: {e}"[:300])
+
+    for trial in range(8):
+        w = LakeWriter(any_spark, StorageSettings(base_uri=str(tmp_path / f"lake{trial}")), "srv")
+        start, names, errors = threading.Barrier(4), [], []
+        threads = [threading.Thread(target=register, args=(w, start, names, errors)) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == [] and len(names) == 4 and len(set(names)) == 1, (trial, errors)

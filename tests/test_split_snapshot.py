@@ -126,11 +126,12 @@ def test_a_table_altered_while_read_is_refused():
 
 
 @pytest.mark.spark
-def test_split_snapshot_of_inventory_equals_source(inventory_db, storage):
+def test_split_snapshot_of_inventory_equals_source(inventory_db, storage, spark_lake_options):
+    """On a local Spark and on Spark Connect, on a local and an S3 lake."""
     mysql = mysql_resource(
         database_include_list=["inventory"], snapshot_split_reads=True, snapshot_split_rows=3
     )
-    metas = materialize(mysql, storage)
+    metas = materialize(mysql, storage, **spark_lake_options)
     assert len(metas) == 6
     positions = {(m["binlog_file"].value, m["binlog_pos"].value) for m in metas.values()}
     assert len(positions) == 1, "one offset for the whole snapshot"
@@ -232,8 +233,9 @@ def test_split_snapshot_under_concurrent_writes_converges(local_storage):
 
 
 @pytest.mark.spark
-def test_executors_that_cannot_reach_the_source_get_a_clear_error(spark, tmp_path):
-    """A task's connection error names the executors' needs and the way back (nothing committed)."""
+def test_executors_that_cannot_reach_the_source_get_a_clear_error(any_spark, tmp_path):
+    """A task's connection error names the executors' needs and the way back (nothing committed),
+    on a local Spark and on Spark Connect (its errors arrive as gRPC exceptions)."""
     from dagster_mysql_cdc.engine.split_snapshot import split_frame
     from dagster_mysql_cdc.errors import SourceConnectionError
     from dagster_mysql_cdc.sink.lake import LakeWriter
@@ -244,7 +246,7 @@ def test_executors_that_cannot_reach_the_source_get_a_clear_error(spark, tmp_pat
     schema = TableSchema("nowhere", "t", (ColumnSchema("id", "int", 1, nullable=False),), ("id",))
     scan = SplitScan(schema, TypeOptions(), "srv", 1, True, BinlogPosition("f", 4), 1, values_only=True)
     unreachable = replace(cdc_settings(), port=1, connect_timeout=2)
-    writer = LakeWriter(spark, StorageSettings(base_uri=str(tmp_path / "lake")), "srv")
+    writer = LakeWriter(any_spark, StorageSettings(base_uri=str(tmp_path / "lake")), "srv")
     with pytest.raises(SourceConnectionError, match="executor hosts need network access") as err:
         with split_frame(writer, SplitJob(unreachable, scan, ((KeySplit(0, None, None),),))) as frame:
             writer.write_frame_files(frame, str(tmp_path / "stage"), pa.schema([("id", pa.int32())]))

@@ -59,11 +59,9 @@ def _file_groups(actions: pa.Table, split_bytes: int = SPLIT_BYTES) -> list[list
     return groups
 
 
-def _frame(writer: Any, table_uri: str, actions: pa.Table, schema: pa.Schema, extra: dict[str, Any]):
+def _frame(F, writer: Any, table_uri: str, actions: pa.Table, schema: pa.Schema, extra: dict[str, Any]):
     """A DataFrame of the data files ``actions`` of ``table_uri`` in ``schema`` (read by the
-    executors), with constant columns ``extra``."""
-    from pyspark.sql import functions as F
-
+    executors), with constant columns ``extra`` (``F``: the session's functions module)."""
     from .spark_files import LakeFilesDataSource, encode_schema, lake_files_options
 
     spark = writer.active_spark()
@@ -104,10 +102,11 @@ def state_frame(
     Returns:
         ``(DataFrame, its Arrow schema, the newest tail row's ordering key as text)``.
     """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
     from .compaction import _newest, read_files
+    from .spark_files import sql_functions
+
+    # the functions of the session's flavour (Spark Connect or classic), see sql_functions
+    F, Window = sql_functions(writer.active_spark())
 
     keyless = not key
     tail_schema = pa.schema(tail_dt.schema().to_arrow()) if tail_dt is not None else None
@@ -136,10 +135,10 @@ def state_frame(
     if state_dt is not None:
         s_actions = pa.table(state_dt.get_add_actions(flatten=True))
         if s_actions.num_rows:
-            parts.append(_frame(writer, paths.state, s_actions, with_count, {"__src": 0, CUT_COL: False}))
+            parts.append(_frame(F, writer, paths.state, s_actions, with_count, {"__src": 0, CUT_COL: False}))
     if tail_actions is not None and tail_actions.num_rows:
         tail_read = pa.schema([*with_count, pa.field(CUT_COL, pa.bool_())])
-        parts.append(_frame(writer, paths.tail, tail_actions, tail_read, {"__src": 1}))
+        parts.append(_frame(F, writer, paths.tail, tail_actions, tail_read, {"__src": 1}))
     df = parts[0]
     for p in parts[1:]:
         df = df.unionByName(p, allowMissingColumns=True)

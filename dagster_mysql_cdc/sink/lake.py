@@ -180,6 +180,7 @@ class LakeWriter:
         self._stage_dir: str | None = None
         #: registered data sources: the library's name -> the name of this writer's keyed subclass
         self._registered: dict[str, str] = {}
+        self._register_lock = threading.Lock()
         #: seconds it took to start (or connect to) Spark and register the data source; 0 until then
         self.spark_seconds = 0.0
         self.storage = storage
@@ -258,13 +259,17 @@ class LakeWriter:
         return self._register(self.spark, source)
 
     def _register(self, spark, source: Any) -> str:
-        """:meth:`register_data_source` on ``spark`` (also before :attr:`spark` is set)."""
+        """:meth:`register_data_source` on ``spark`` (also before :attr:`spark` is set). One
+        thread at a time: the tables of a window compact (and split-read) in threads of their own,
+        and a Spark Connect server refuses a name two of them register at once
+        (``DATA_SOURCE_ALREADY_EXISTS``; registering it again later is accepted)."""
         name = source.name()
-        if name not in self._registered:
-            keyed = self._files.data_source(source)
-            spark.dataSource.register(keyed)
-            self._registered[name] = keyed.name()
-        return self._registered[name]
+        with self._register_lock:
+            if name not in self._registered:
+                keyed = self._files.data_source(source)
+                spark.dataSource.register(keyed)
+                self._registered[name] = keyed.name()
+            return self._registered[name]
 
     def write_frame_files(
         self, frame: Callable[[Any], Any], uri: str, schema: pa.Schema
@@ -432,18 +437,35 @@ class LakeWriter:
         optimize its tail's small files. Never raises: a compaction that fails is logged and left
         for the next batch (the batch it follows is committed).
 
+        A failure is logged as a WARNING with its traceback each time, and its result carries the
+        error and the rows still pending (the asset's ``compaction`` and ``state_tail_rows`` /
+        ``state_behind_seconds`` metadata), so a compaction that keeps failing shows as a
+        growing tail rather than staying silent.
+
         Returns:
-            the compaction's metrics (``{}``: none was due; ``{"error": ...}``: it failed).
+            the compaction's metrics (``{}``: none was due; ``{"error": ..., "pending":
+            TableSizes}``: it failed, ``pending`` when the table's sizes could still be read).
         """
-        from .compaction import compact_table
+        from .compaction import compact_table, table_sizes
 
         try:
             return compact_table(self, paths, list(primary_key), force=force)
         except Exception as e:  # noqa: BLE001 - an optimisation: the batch is committed
             log.warning(
-                "compaction of %s failed (left for the next batch): %s: %s", paths.state, type(e).__name__, e
+                "compaction of %s failed (left for the next batch): %s: %s",
+                paths.state,
+                type(e).__name__,
+                e,
+                exc_info=True,
             )
-            return {"error": f"{type(e).__name__}: {e}"[:1000]}
+            out: dict = {"error": f"{type(e).__name__}: {e}"[:1000]}
+            try:
+                out["pending"] = table_sizes(
+                    open_table(self.storage, paths.state), open_table(self.storage, paths.tail)
+                )
+            except Exception:  # noqa: BLE001 - the error above is what the caller reports
+                pass
+            return out
 
     def vacuum_if_due(self, paths: TablePaths) -> dict:
         """Vacuum the table's change log, state and tail when due under :attr:`retention`

@@ -45,6 +45,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -170,6 +171,29 @@ def decode_outputs(text: str) -> list[FileOutput]:
 def is_connect_session(spark) -> bool:
     """Whether ``spark`` is a Spark Connect client session (no ``sparkContext``, no py4j)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def sql_functions(spark) -> tuple[Any, Any]:
+    """``(functions module, Window class)`` of ``spark``'s flavour, to build column expressions for
+    its DataFrames: ``pyspark.sql.connect.functions`` and its ``Window`` for a Spark Connect
+    session, ``pyspark.sql.functions`` and ``pyspark.sql.Window`` for a classic one.
+
+    ``pyspark.sql.functions`` and ``Window`` dispatch to their Connect versions only when the
+    process's environment has ``SPARK_CONNECT_MODE_ENABLED`` (``pyspark.sql.utils.is_remote``),
+    which only the classic builder's ``SparkSession.builder.remote(...)`` sets, process-wide (a
+    classic ``SparkContext`` then refuses to start). The sessions of
+    :func:`.spark_session.remote_spark_session` come from the Connect client's own builder (so
+    a process may hold both kinds): for them the classic functions would run and fail with a
+    bare ``AssertionError`` (no active ``SparkContext``).
+    """
+    if is_connect_session(spark):
+        from pyspark.sql.connect import functions as connect_functions
+        from pyspark.sql.connect.window import Window as ConnectWindow
+
+        return connect_functions, ConnectWindow
+    from pyspark.sql import Window, functions
+
+    return functions, Window
 
 
 def _connect_host(spark) -> str:
