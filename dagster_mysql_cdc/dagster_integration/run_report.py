@@ -137,6 +137,8 @@ def stream_metadata(
         "incremental_state": dg.MetadataValue.json(result.incremental_state or {}),
         "incremental_chunks": dg.MetadataValue.json(result.chunks),
         "signals": dg.MetadataValue.json(result.signal_log),
+        # the signals skipped (logged as WARNINGs): `status` lists them (.health.skipped_signals)
+        "signals_rejected": dg.MetadataValue.json(result.signals_rejected),
         "binlog_gaps": dg.MetadataValue.json([g.to_dict() for g in result.gaps]),
         "events_skipped_count": dg.MetadataValue.int(result.events_skipped_count),
         "events_skipped": dg.MetadataValue.json(result.events_skipped),
