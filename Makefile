@@ -30,7 +30,7 @@ format:
 	$(RUN) ruff check --fix .
 	$(RUN) ruff format .
 
-## ui: infra + inventory + `dagster dev` on definitions.py with the CDC sensor on (http://127.0.0.1:3000)
+## ui: infra + inventory + `dagster dev` on definitions.py with the CDC sensor on (http://127.0.0.1:3000; CDC_UI_PORT, CDC_UI_HOST)
 ui: infra
 	$(RUN) bash infra/load_dataset.sh inventory && $(RUN) bash infra/ui.sh
 

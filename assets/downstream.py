@@ -8,11 +8,15 @@ aggregates them, and writes the result as a Delta table next to the captured one
     <lake>/analytics/inventory_order_totals      product_id, product_name, orders, total_quantity,
                                                  total_weight, last_order_date
 
-Automation: ``AutomationCondition.eager()`` requests a run whenever ``orders`` or ``products`` is
-materialized, i.e. after every snapshot and every binlog window that changed one of them (the
-sensor's window runs only materialize the tables they changed). Turn on
-``default_automation_condition_sensor`` (Automation page) for it to be evaluated. The freshness
-policy flags the asset when it has not been recomputed for a day.
+Automation: :data:`ON_DATA_CHANGE`, Dagster's ``AutomationCondition.eager()`` with its
+``newly_updated`` (any new materialization of a parent) replaced by ``data_version_changed``: a
+run is requested when the data of ``orders`` or ``products`` changed, i.e. after every snapshot
+and every binlog window that changed one of them (the sensor's window runs only materialize the
+tables they changed, each with a new data version), and not after the runless heartbeats the
+sensor reports for quiet tables (every half warn window: they keep the table's data version, see
+``dagster_mysql_cdc/dagster_integration/heartbeat.py``); plain ``eager()`` would recompute after
+each of them. Turn on ``default_automation_condition_sensor`` (Automation page) for it to be
+evaluated. The freshness policy flags the asset when it has not been recomputed for a day.
 """
 
 import datetime as dt
@@ -30,6 +34,15 @@ from dagster_mysql_cdc.sink.storage import StorageSettings
 
 ORDERS = dg.AssetKey([SERVER_NAME, "inventory", "orders"])
 PRODUCTS = dg.AssetKey([SERVER_NAME, "inventory", "products"])
+
+#: ``eager()`` for the parents' data changes: a parent's materialization counts only when its data
+#: version changed (a run's does; a capture heartbeat keeps the data version of the table's last
+#: materialization, so it does not).
+ON_DATA_CHANGE = (
+    dg.AutomationCondition.eager()
+    .replace("newly_updated", dg.AutomationCondition.data_version_changed())
+    .with_label("eager (on data change)")
+)
 
 #: Lake path of the result, below the lake root (next to ``<server>/...``).
 TOTALS_PATH = ("analytics", "inventory_order_totals")
@@ -106,7 +119,7 @@ def order_totals(orders: pa.Table, products: pa.Table) -> pa.Table:
     group_name="analytics",
     kinds={"delta", "pyarrow"},
     deps=[ORDERS, PRODUCTS],
-    automation_condition=dg.AutomationCondition.eager(),
+    automation_condition=ON_DATA_CHANGE,
     freshness_policy=dg.FreshnessPolicy.time_window(
         fail_window=dt.timedelta(days=1), warn_window=dt.timedelta(hours=12)
     ),

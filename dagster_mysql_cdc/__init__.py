@@ -11,6 +11,7 @@ from ._version import __version__ as __version__
 from .errors import (
     CdcError,
     ConfigurationError,
+    LakeUnavailableError,
     PreflightError,
     SinkError,
     SourceConnectionError,
@@ -79,6 +80,7 @@ __all__ = [
     "ConfigurationError",
     "DEFAULT_SPARK_CONFIG",
     "DagsterMySqlCdcTranslator",
+    "LakeUnavailableError",
     "MySqlCdcComponent",
     "MySqlCdcResource",
     "MySqlCdcTableProps",

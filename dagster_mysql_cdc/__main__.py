@@ -1,9 +1,16 @@
 """Command line: ``python -m dagster_mysql_cdc status --sensor <name>``.
 
-Prints the capture's state and health, one short line per concern (committed position and lag,
-whether the sensor ticks, the last tick error, the last run failure, the run in flight, the
-retry, repairs and incremental snapshots, failing checks), from the sensor's cursor, ticks, runs
-and check results in the Dagster instance at ``DAGSTER_HOME``; ``--json`` prints the same as JSON.
+Prints the capture's state and health: first the verdict, ``HEALTHY: <sensor>`` or
+``UNHEALTHY: <sensor>: <cause>`` (the most urgent problem, e.g. the error the sensor's ticks
+fail with), then one short line per concern (committed position and lag, whether the sensor
+ticks, the last tick error, the last run failure, the retry, stopped tables, failing checks, the
+run in flight, repairs and incremental snapshots, skipped signals), from the sensor's cursor,
+ticks, runs, materializations and check results in the Dagster instance at ``DAGSTER_HOME``;
+``--json`` prints the same as JSON (with ``healthy`` and ``problems``).
+
+Exit status (for monitoring): 0 healthy, 1 unhealthy (a problem found: the first line names it),
+2 bad usage or the state cannot be read (``DAGSTER_HOME`` unset, unknown sensor, the instance
+cannot be opened).
 The lag needs the source server: by default the address the cursor recorded for its offset
 (the server the sensor read), else ``--host``/``--port`` (defaults ``CDC_MYSQL_HOST``,
 ``CDC_MYSQL_PORT``); ``--user`` (``CDC_MYSQL_USER``), password from ``CDC_MYSQL_PASSWORD``, TLS with
@@ -18,7 +25,8 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status (2 for bad usage or an unknown sensor)."""
+    """Run the command line; returns the exit status: 0 healthy, 1 unhealthy, 2 bad usage or the
+    state cannot be read (:data:`.dagster_integration.status.EXIT_HEALTHY` and the others)."""
     parser = argparse.ArgumentParser(prog="python -m dagster_mysql_cdc")
     sub = parser.add_subparsers(dest="command", required=True)
     st = sub.add_parser("status", help="the capture's state and health, read from the Dagster instance")
@@ -47,12 +55,18 @@ def main(argv: list[str] | None = None) -> int:
         help="report the sensor as not ticking after this many seconds without a tick "
         "(default: 4 intervals, at least 60 s)",
     )
+    st.add_argument(
+        "--signals-within",
+        type=float,
+        default=3600.0,
+        help="report signals the capture skipped in the last this many seconds; they make the "
+        "status unhealthy (default: 3600)",
+    )
     args = parser.parse_args(argv)
 
     import dagster as dg
 
-    from .dagster_integration.status import read_status
-    from .errors import CdcError
+    from .dagster_integration.status import EXIT_UNKNOWN, read_status
     from .source.connection import ConnectionSettings
 
     if not os.environ.get("DAGSTER_HOME"):
@@ -60,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             "DAGSTER_HOME is not set: point it at the Dagster instance whose daemon runs the sensor",
             file=sys.stderr,
         )
-        return 2
+        return EXIT_UNKNOWN
     settings = (
         None
         if args.no_server
@@ -73,23 +87,28 @@ def main(argv: list[str] | None = None) -> int:
             ssl_ca=args.ssl_ca,
         )
     )
-    with dg.DagsterInstance.get() as instance:
-        try:
+    try:
+        with dg.DagsterInstance.get() as instance:
             status = read_status(
                 instance,
                 args.sensor,
                 settings=settings,
                 use_recorded_address=args.host is None and args.port is None,
                 stale_seconds=args.stale_after,
+                signals_within=args.signals_within,
             )
-        except LookupError as e:
-            print(str(e).strip("'\""), file=sys.stderr)
-            return 2
-        except CdcError as e:
-            print(str(e), file=sys.stderr)
-            return 1
+    except LookupError as e:
+        print(str(e).strip("'\""), file=sys.stderr)
+        return EXIT_UNKNOWN
+    except Exception as e:  # noqa: BLE001 - the instance cannot be read: say why, exit "unknown"
+        print(
+            f"Cannot read the capture's state from the Dagster instance at {os.environ['DAGSTER_HOME']}: "
+            f"{type(e).__name__}: {e}",
+            file=sys.stderr,
+        )
+        return EXIT_UNKNOWN
     print(status.to_json() if args.json else status.line())
-    return 1 if status.cursor_error else 0
+    return status.exit_code
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ messages: they are built from settings objects whose ``repr`` hides them.
 
 from __future__ import annotations
 
+import re
+
 #: Debezium ``event.processing.failure.handling.mode`` values offered (not the silent ``ignore``):
 #: what a window does with an event it cannot decode (engine/stream.py; validated at load by the
 #: component, which does not import the data path).
@@ -51,6 +53,12 @@ class SinkError(CdcError):
     """Writing or committing to the lake failed."""
 
 
+class LakeUnavailableError(SinkError, ConnectionError):
+    """The lake's object store does not answer (connection refused or timed out, HTTP 5xx): an
+    outage, not a setting. A run that meets it fails and its window is retried (with backoff);
+    nothing committed is lost."""
+
+
 class ValueConversionError(CdcError, ValueError):
     """A source value cannot be converted to its Debezium representation (e.g. a TIME beyond
     24 h with ``time_precision_mode=connect``), and ``event_processing_failure_handling_mode`` is
@@ -74,3 +82,29 @@ class ValueConversionError(CdcError, ValueError):
             "event_processing_failure_handling_mode='warn' or 'skip' to leave such rows out (reported "
             "in the run's metadata), then re-snapshot the table to repair the lake."
         )
+
+
+#: An error label at the start of a message: ``Class: `` or Python's ``package.module.Class: ``
+#: (``traceback.format_exception_only``, which Dagster's ``SerializableErrorInfo.message`` holds).
+_LABEL = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?P<cls>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure)):\s")
+
+
+def error_text(cls_name: str | None, message: str | None) -> str:
+    """``"<Class>: <message>"``, labelled once.
+
+    A message that starts with an error label already (a wrapped error's text, e.g.
+    ``SinkError("SinkError: ...")``, or Python's ``"package.module.Class: ..."``) keeps that inner
+    label (the cause) without the module path, instead of getting a second one
+    (``"SinkError: SinkError: ..."``).
+    """
+    msg = (message or "").strip()
+    m = _LABEL.match(msg)
+    if m:
+        return msg[m.start("cls") :]
+    return f"{cls_name}: {msg}" if cls_name else msg
+
+
+def describe(error: BaseException, limit: int | None = None) -> str:
+    """``"<Class>: <message>"`` of ``error`` (:func:`error_text`), cut to ``limit`` characters."""
+    text = error_text(type(error).__name__, str(error))
+    return text if limit is None else text[:limit]

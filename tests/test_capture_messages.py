@@ -89,9 +89,13 @@ def test_status_command_reads_the_sensor_cursor_and_rejected_signals_warn(local_
     assert set_cursor.returncode == 0, set_cursor.stderr
     server = ["--host", MYSQL_HOST, "--port", str(MYSQL_PORT), "--user", CDC_USER]
     line = _cli("-m", "dagster_mysql_cdc", "status", "--sensor", SENSOR, *server, home=home)
-    assert line.returncode == 0, line.stderr
+    # the sensor holds a cursor but is not started: unhealthy (exit 1), the first line says why
+    assert line.returncode == 1, line.stderr
     out = line.stdout.strip()
-    assert out.startswith(f"{SENSOR}: committed {committed['file']}:{committed['pos']}"), out
+    assert out.splitlines()[0] == (
+        f"UNHEALTHY: {SENSOR}: the sensor is STOPPED, nothing is captured: dagster sensor start {SENSOR}"
+    ), out
+    assert out.splitlines()[1].startswith(f"{SENSOR}: committed {committed['file']}:{committed['pos']}"), out
     assert "\nin flight: none" in out and "\nrepairs / incremental snapshot: none" in out
     assert "\nlast run failure: none" in out and "\nlast tick error: none" in out
     as_json = _cli("-m", "dagster_mysql_cdc", "status", "--sensor", SENSOR, "--json", *server, home=home)
@@ -106,14 +110,17 @@ def test_status_command_reads_the_sensor_cursor_and_rejected_signals_warn(local_
         "-m", "dagster_mysql_cdc", "status", "--sensor", SENSOR, "--user", CDC_USER, home=home,
         extra_env={"CDC_MYSQL_PORT": "1", "CDC_MYSQL_HOST": "192.0.2.1"},
     )  # fmt: skip
-    assert recorded.returncode == 0 and f"(server {MYSQL_HOST}:{MYSQL_PORT})" in recorded.stdout, (
+    assert recorded.returncode == 1 and f"(server {MYSQL_HOST}:{MYSQL_PORT})" in recorded.stdout, (
         recorded.stdout
     )
     offline = _cli("-m", "dagster_mysql_cdc", "status", "--sensor", SENSOR, "--no-server", home=home)
     assert "lag not computed (--no-server)" in offline.stdout and "not reachable" not in offline.stdout
-    # a purged binlog: the sensor's message, not pymysql's (1236, ...)
+    # a purged binlog: the sensor's message, not pymysql's (1236, ...); with a GTID position of
+    # many domains its line is too long: cut on whole words, keeping the fix at its end (it was cut
+    # at 400 characters, in a word, the fix lost)
     gone = json.loads(cdc.cursor)
-    gone["committed"] = {**gone["committed"], "file": "mysql-bin.000000", "pos": 4}
+    many_domains = ",".join(f"{d}-{d + 1}-{1000 + d}" for d in range(14))
+    gone["committed"] = {**gone["committed"], "file": "mysql-bin.000000", "pos": 4, "gtid_set": many_domains}
     purged = _cli(
         "-m", "dagster", "sensor", "cursor", SENSOR, "--set", json.dumps(gone), "-f", "defs.py", home=home
     )
@@ -123,6 +130,23 @@ def test_status_command_reads_the_sensor_cursor_and_rejected_signals_warn(local_
         "lag unknown: The committed offset mysql-bin.000000:4" in line and "was purged (oldest is" in line
     ), line
     assert "1236" not in line
+    (lag_line,) = [x for x in line.splitlines() if "lag unknown: " in x]
+    assert len(lag_line) <= 400 and lag_line.endswith("(binlog_expire_logs_seconds)."), lag_line
+    full = json.loads(
+        _cli("-m", "dagster_mysql_cdc", "status", "--sensor", SENSOR, "--json", *server, home=home).stdout
+    )
+    assert full["server_error"].endswith("(binlog_expire_logs_seconds).") and not full["healthy"]
+    whole_words = set(
+        f"{SENSOR}: committed {full['committed']} | lag unknown: {full['server_error']}".split()
+    )
+    for word in set(lag_line.split()) - {"…"}:  # whole words; a GTID set keeps its ends
+        head, cut, tail = word.partition("…")
+        assert (
+            (word in whole_words)
+            if not cut
+            else any(w.startswith(head) and w.endswith(tail) for w in whole_words)
+        ), (word, lag_line)
+    assert "was purged (oldest is" in lag_line, lag_line
     unknown = _cli("-m", "dagster_mysql_cdc", "status", "--sensor", "nope", "--no-server", home=home)
     assert unknown.returncode == 2
     assert "No sensor named 'nope'" in unknown.stderr and SENSOR in unknown.stderr

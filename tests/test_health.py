@@ -258,3 +258,249 @@ def test_a_check_that_raises_is_a_failed_evaluation_and_the_other_tables_are_che
         assert (
             evals[("b", "checksum_matches_source")].passed and evals[("b", "row_count_matches_source")].passed
         )
+
+
+def _first_line(p) -> str:
+    return (p.stdout.splitlines() or [""])[0]
+
+
+def _wait_for_status(home, sensor: str, done, *args, timeout: float = 120):
+    """``status --sensor sensor --no-server *args`` every 2 s until ``done(result)`` (the last
+    result, asserted done with its output)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        p = _status(home, "--sensor", sensor, "--no-server", *args)
+        if done(p) or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert done(p), (p.returncode, p.stdout, p.stderr)
+    return p
+
+
+def test_status_names_why_ticks_fail_and_skipped_signals_and_exits_non_zero(tmp_path):
+    """Issue "status that says why", under a real ``dagster-daemon``: with the capture user's
+    password rotated on the server, ``status`` showed ``SensorExecutionError: ... Error occurred
+    during the execution of evaluation_fn for sensor ...`` (the cause only in the daemon's log), so
+    did the binlog asset's health, and it exited 0 whatever the state. Now its first line names the
+    cause (``SourceConnectionError: Access denied ...``) and it exits 1; a signal the capture
+    skipped is named too (it was only a WARNING in a run's log); healthy is exit 0."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import ROOT, SPARK_REMOTE
+    from deltalake import DeltaTable
+    from sensor_harness import capture_user
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(
+        "telemetry:\n  enabled: false\nrun_queue:\n  dequeue_interval_seconds: 1\n"
+    )
+    with scratch_database("rotated") as (db, conn), capture_user(conn, db, "first-secret") as user:
+        with conn.cursor() as cur:
+            cur.execute(
+                f"CREATE TABLE {db}.t (id BIGINT PRIMARY KEY, v VARCHAR(32), n INT, marker_ns BIGINT NULL)"
+            )
+            cur.execute(f"INSERT INTO {db}.t VALUES (1, 'a', 1, NULL)")
+        capture_resource(db).create_signal_table()
+        sensor = f"{db}_cdc_binlog_sensor"
+        lake = tmp_path / "lake"
+        env = {
+            **os.environ,
+            "DAGSTER_HOME": str(home),
+            "BENCH_DAEMON_DB": db,
+            "BENCH_DAEMON_LAKE": str(lake),
+            "BENCH_DAEMON_INTERVAL": "5",
+            "BENCH_DAEMON_FOLLOW": "0",
+            "CDC_SPARK_REMOTE": SPARK_REMOTE,
+            "CDC_MYSQL_USER": user,
+            "CDC_MYSQL_PASSWORD": "first-secret",
+            "PYTHONPATH": str(ROOT),
+        }
+        location = ["-f", str(ROOT / "bench" / "daemon_location.py")]
+        log = open(tmp_path / "daemon.log", "w")
+        daemon = subprocess.Popen(
+            [str(os.path.join(os.path.dirname(sys.executable), "dagster-daemon")), "run", *location],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        try:
+            state_uri = str(lake / db / db / "t" / "state")
+            deadline = time.monotonic() + 240
+            while not DeltaTable.is_deltatable(state_uri) and time.monotonic() < deadline:
+                time.sleep(1)
+            assert DeltaTable.is_deltatable(state_uri), (tmp_path / "daemon.log").read_text()[-3000:]
+            ok = _wait_for_status(home, sensor, lambda p: p.returncode == 0)
+            assert _first_line(ok) == f"HEALTHY: {sensor}", ok.stdout
+            assert "\nskipped signals: none" in ok.stdout
+
+            # 1. a signal the capture skips (no captured table matches it)
+            with conn.cursor() as cur:
+                cur.execute(
+                    f"INSERT INTO {db}.debezium_signal VALUES ('bad-1', 'execute-snapshot', "
+                    f'\'{{"data-collections": ["{db}.nope"], "type": "incremental"}}\')'
+                )
+            skipped = _wait_for_status(home, sensor, lambda p: "skipped signals: none" not in p.stdout)
+            assert skipped.returncode == 1, skipped.stdout
+            first = _first_line(skipped)
+            assert first.startswith(f"UNHEALTHY: {sensor}: a signal was skipped") and "bad-1" in first, first
+            assert "\nskipped signals: " in skipped.stdout
+            older = _status(home, "--sensor", sensor, "--no-server", "--signals-within", "0")
+            assert older.returncode == 0 and _first_line(older) == f"HEALTHY: {sensor}", older.stdout
+
+            # 2. the password is rotated on the server: every tick fails
+            with conn.cursor() as cur:
+                cur.execute(f"ALTER USER '{user}'@'%' IDENTIFIED BY 'rotated-secret'")
+            failing = _wait_for_status(home, sensor, lambda p: "its ticks fail" in _first_line(p))
+            first = _first_line(failing)
+            assert failing.returncode == 1
+            assert first.startswith(f"UNHEALTHY: {sensor}: its ticks fail ("), first
+            assert "SourceConnectionError: Access denied for" in first, first
+            assert "user name or password is wrong" in first and len(first) <= 400, first
+            assert "SensorExecutionError" not in failing.stdout and "evaluation_fn" not in failing.stdout
+            assert (
+                "\nlast tick error (" in failing.stdout
+                and "SourceConnectionError: Access denied"
+                in (failing.stdout.split("\nlast tick error (", 1)[1])
+            )
+            as_json = json.loads(_status(home, "--sensor", sensor, "--no-server", "--json").stdout)
+            assert as_json["healthy"] is False
+            assert any("SourceConnectionError: Access denied" in p for p in as_json["problems"])
+
+            # 3. the old password back: ticks succeed, the binlog asset's health names the cause
+            with conn.cursor() as cur:
+                cur.execute(f"ALTER USER '{user}'@'%' IDENTIFIED BY 'first-secret'")
+            instance = dg.DagsterInstance.from_config(str(home))
+            binlog = dg.AssetKey([db, "binlog"])
+            deadline = time.monotonic() + 90
+            health = ""
+            while time.monotonic() < deadline and "earlier ticks failed" not in health:
+                for rec in instance.fetch_observations(binlog, limit=5).records:
+                    md = rec.asset_observation.metadata if rec.asset_observation else {}
+                    text = str(md.get("health", dg.MetadataValue.text("")).value)
+                    if "earlier ticks failed" in text:
+                        health = text
+                        break
+                time.sleep(2)
+            assert "earlier ticks failed" in health and "SourceConnectionError: Access denied" in health, (
+                health
+            )
+            assert "SensorExecutionError" not in health
+        finally:
+            os.killpg(daemon.pid, signal.SIGKILL)
+            daemon.wait()
+            log.close()
+
+
+def test_an_s3_outage_is_named_an_outage_not_a_configuration_error(s3_storage, spark):
+    """Issue "status that says why": with SeaweedFS (the lake's S3 endpoint) stopped, a window
+    run failed with ``ConfigurationError: S3 bucket ... is not reachable ... Create the bucket or
+    fix s3_endpoint_url``, as if a setting were wrong. It is an outage: ``LakeUnavailableError``
+    naming the endpoint, that the window is retried and nothing is lost; ``status`` says so in
+    its first line and exits 1; once S3 is back the retry commits the window."""
+    from conftest import S3_ENDPOINT, run_infra
+
+    from dagster_mysql_cdc.dagster_integration.health import run_failure_reason
+    from dagster_mysql_cdc.dagster_integration.status import read_status
+
+    with scratch_database("s3down") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"INSERT INTO {db}.t VALUES (1, 1)")
+        cdc = SensorDriven(
+            capture_resource(db),
+            s3_storage.base_uri,
+            sensor_options={"retry_backoff_seconds": 0},
+            s3_endpoint_url=s3_storage.s3_endpoint_url,
+            s3_access_key_id=s3_storage.s3_access_key_id,
+            s3_secret_access_key=s3_storage.s3_secret_access_key,
+            s3_region=s3_storage.s3_region,
+            spark_remote=None,
+        )
+        assert all(r.success for r in cdc.ticks().runs)
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.t VALUES (2, 2)")
+        run_infra("infra/seaweedfs.sh", "stop")
+        try:
+            log = cdc.ticks(max_ticks=1, until_caught_up=False, raise_on_error=False)
+            (failed,) = log.runs
+            assert not failed.success
+            reason = run_failure_reason(cdc.instance, failed.run_id)
+            assert reason.startswith(
+                f"LakeUnavailableError: The lake's S3 endpoint {S3_ENDPOINT} does not"
+            ), reason
+            assert "ConfigurationError" not in reason and "Create the bucket" not in reason
+            log = cdc.ticks(max_ticks=1, until_caught_up=False, raise_on_error=False)  # settles the failure
+            status = read_status(cdc.instance, cdc.sensor.name, cursor_text=cdc.cursor)
+            first = status.verdict()
+            assert first.startswith(f"UNHEALTHY: {cdc.sensor.name}: the last run failed: run "), first
+            assert "FAILURE: LakeUnavailableError: The lake's S3 endpoint" in first and len(first) <= 400, (
+                first
+            )
+            assert first.endswith("(locally: `bash infra/seaweedfs.sh start`) or fix `s3_endpoint_url`."), (
+                first
+            )
+            assert status.exit_code == 1
+        finally:
+            run_infra("infra/seaweedfs.sh", "start")
+        assert all(r.success for r in cdc.ticks().runs)
+        assert json_committed(cdc.cursor) is not None
+
+
+def json_committed(cursor: str | None):
+    import json
+
+    return json.loads(cursor or "{}").get("committed")
+
+
+def test_a_stopped_tables_error_is_labelled_once(local_storage):
+    """Issue "status that says why": a table whose lake commits fail stops alone; its first error
+    reads ``SinkError: Delta commit ... failed: ...``, but after a failed catch-up attempt the
+    cursor, the binlog asset and ``status`` read ``SinkError: SinkError: Delta commit ...`` (the
+    catch-up re-raised the recorded text as a new SinkError, labelled again). Here the commits of
+    one table's change log fail for real: directories stand where its next Delta log entries go."""
+    import json
+    import os
+
+    from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
+    from dagster_mysql_cdc.dagster_integration.status import read_status
+
+    with scratch_database("label") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.a (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"CREATE TABLE {db}.b (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"INSERT INTO {db}.a VALUES (1, 1)")
+            cur.execute(f"INSERT INTO {db}.b VALUES (1, 1)")
+        cdc = SensorDriven(
+            capture_resource(db), local_storage.base_uri, sensor_options={"table_retry_backoff_seconds": 3600}
+        )
+        assert all(r.success for r in cdc.ticks().runs)
+        log_dir = local_storage.uri(db, db, "a", "changelog") + "/_delta_log"
+        last = max(int(f.split(".")[0]) for f in os.listdir(log_dir) if f.endswith(".json"))
+        for version in range(last + 1, last + 40):
+            os.mkdir(os.path.join(log_dir, f"{version:020d}.json"))
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.a VALUES (2, 2)")
+            cur.execute(f"INSERT INTO {db}.b VALUES (2, 2)")
+        assert all(r.success for r in cdc.ticks().runs)
+        (first,) = StreamCursor.parse(cdc.cursor).stopped_tables().values()
+        assert first.error.startswith("SinkError: Delta commit to "), first.error
+        cursor = json.loads(cdc.cursor)  # its backoff ran out: the next window catches it up
+        cursor["stopped"][f"{db}.a"]["retry_at"] = 0
+        cdc.cursor = json.dumps(cursor)
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.b VALUES (3, 3)")
+        assert all(r.success for r in cdc.ticks().runs)
+        (again,) = StreamCursor.parse(cdc.cursor).stopped_tables().values()
+        assert again.attempts == 2, again
+        assert again.error.startswith("SinkError: Delta commit to "), (
+            again.error
+        )  # was "SinkError: SinkError: "
+        status = read_status(cdc.instance, cdc.sensor.name, cursor_text=cdc.cursor)
+        verdict = status.verdict()
+        assert verdict.startswith(
+            f"UNHEALTHY: {cdc.sensor.name}: table {db}.a is STOPPED (not captured): SinkError: Delta commit to "
+        ), verdict
+        assert "SinkError: SinkError" not in status.line() and status.exit_code == 1

@@ -515,6 +515,40 @@ def test_failed_run_mid_snapshot_retries_with_the_saved_plan(scratch_db, make_cd
     assert len(cdc.emitted_chunks("t")) == 10
 
 
+def test_progress_metadata_counts_every_chunk_up_to_the_finished_snapshot(scratch_db, make_cdc):
+    """Issue "status that says why": a finished incremental snapshot showed ``rows_done: 0`` next
+    to 100 % (the finishing window counted rows under a key its chunk lines do not have, and only
+    its own chunks), and ``current_key_range`` was empty. The table's page now shows the rows and
+    chunks read so far in every window, all of them at 100 %, and each window's key range."""
+    db = scratch_db
+    sql(
+        db,
+        "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))",
+        "INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_2600",
+    )
+    cdc = make_cdc(db, incremental_snapshot_chunk_size=500, incremental_snapshot_max_chunks_per_run=2)
+    cdc.settle()
+    signal(db, "progress-1", "execute-snapshot", {"data-collections": [f"{db}.t"]})
+    cdc.run_snapshot_to_completion()
+    progress = [
+        e.event_specific_data.materialization.metadata["incremental_snapshot"].value
+        for r in cdc.runs
+        if r.success
+        for e in r.get_asset_materialization_events()
+        if e.asset_key.path[-1] == "t"
+        and "incremental_snapshot" in e.event_specific_data.materialization.metadata
+    ]
+    chunks = cdc.emitted_chunks("t")
+    assert len(chunks) == 6 and sum(c["read"] for c in chunks) == 2600  # 5 full chunks and 100 rows
+    *running, done = progress
+    assert done["status"] == "done" and done["percent"] == 100.0
+    assert done["rows_done"] == 2600 and done["chunks_done"] == 6, done
+    assert done["current_key_range"] == {"after": [2500], "up_to": None}, done  # the last chunk
+    assert running and all(p["status"] == "running" for p in running)
+    assert [p["rows_done"] for p in running] == [1000 * (i + 1) for i in range(len(running))], running
+    assert running[0]["current_key_range"] == {"after": [500], "up_to": [1000]}, running[0]
+
+
 def test_pause_resume_stop_and_log_signals(scratch_db, make_cdc):
     db = scratch_db
     table = f"{db}.t"

@@ -223,3 +223,150 @@ def test_missing_signal_table_is_explained_or_created(local_storage):
         with conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS {db}")
         conn.close()
+
+
+#: A code location of one captured table ``t`` and its ``pk_ranges`` asset (no sensor), for the
+#: daemon of the backfill test; configured by the environment (BACKFILL_DB, BACKFILL_LAKE, CDC_*).
+BACKFILL_LOCATION = """
+import os
+
+import dagster as dg
+
+from dagster_mysql_cdc import CdcLakeResource, MySqlCdcResource, build_pk_range_assets, mysql_cdc_assets
+
+DB = os.environ["BACKFILL_DB"]
+
+
+@mysql_cdc_assets(tables=[f"{DB}.t"], server_name=DB)
+def cdc(context: dg.AssetExecutionContext, mysql: MySqlCdcResource, lake: CdcLakeResource):
+    yield from mysql.sync(context=context, lake=lake)
+
+
+defs = dg.Definitions(
+    assets=[cdc, *build_pk_range_assets([f"{DB}.t"], server_name=DB)],
+    resources={
+        "mysql": MySqlCdcResource(
+            host=os.environ["CDC_MYSQL_HOST"],
+            port=int(os.environ["CDC_MYSQL_PORT"]),
+            user=os.environ["CDC_MYSQL_USER"],
+            password=dg.EnvVar("CDC_MYSQL_PASSWORD"),
+            server_name=DB,
+            database_include_list=[DB],
+            pk_range_rows=1000,
+            stream_follow_seconds=0.0,
+        ),
+        "lake": CdcLakeResource(base_uri=os.environ["BACKFILL_LAKE"]),
+    },
+)
+"""
+
+
+def test_backfill_progress_is_the_backfills_own(tmp_path):
+    """Issue "status that says why": after a finished backfill of 2 of a table's 7 key ranges, the
+    range asset's page showed ``backfill_percent 28.6`` (2 of the table's 7 ranges), as if the
+    backfill were stuck. The progress is now the backfill's: 50 % after its first range, 100 %
+    after its second, with the table's ranges (8 here) beside it. The backfill is a real one: added to
+    the instance as the UI's "Launch backfill" does, its runs launched by ``dagster-daemon``."""
+    import importlib.util
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import ROOT, SERVICE_ENV, SPARK_REMOTE
+    from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
+    from dagster._core.storage.tags import BACKFILL_ID_TAG
+
+    db = f"rng_{uuid.uuid4().hex[:8]}"
+    conn = root_connect()
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {db}")
+        cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(20))")
+        cur.execute(f"INSERT INTO {db}.t SELECT seq, CONCAT('v', seq) FROM {db}.seq_1_to_7000")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(
+        "telemetry:\n  enabled: false\nrun_queue:\n  dequeue_interval_seconds: 1\n  max_concurrent_runs: 1\n"
+    )
+    location = tmp_path / "backfill_location.py"
+    location.write_text(BACKFILL_LOCATION)
+    lake = tmp_path / "lake"
+    env = {
+        **os.environ,
+        **SERVICE_ENV,
+        "DAGSTER_HOME": str(home),
+        "BACKFILL_DB": db,
+        "BACKFILL_LAKE": str(lake),
+        "CDC_SPARK_REMOTE": SPARK_REMOTE,
+        "PYTHONPATH": str(ROOT),
+    }
+    daemon = None
+    try:
+        os.environ.update({"BACKFILL_DB": db, "BACKFILL_LAKE": str(lake)})
+        spec = importlib.util.spec_from_file_location("backfill_location", location)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        defs = module.defs
+        module.defs.resources["mysql"].create_signal_table()
+        instance = dg.DagsterInstance.from_config(str(home))
+        table_key, range_key = dg.AssetKey([db, db, "t"]), dg.AssetKey([db, db, "t_pk_ranges"])
+        snap = dg.materialize(
+            [module.cdc], resources=defs.resources, instance=instance, selection=[table_key]
+        )
+        assert snap.success
+        pdef = defs.resolve_assets_def(range_key).partitions_def
+        keys = instance.get_dynamic_partitions(pdef.name)
+        assert keys == [f"r{i:06d}" for i in range(len(keys))] and len(keys) >= 7, keys
+
+        backfill_id = "rangebf1"
+        instance.add_backfill(
+            PartitionBackfill.from_asset_partitions(
+                backfill_id=backfill_id,
+                asset_graph=defs.resolve_asset_graph(),
+                partition_names=["r000001", "r000004"],
+                asset_selection=[range_key],
+                backfill_timestamp=time.time(),
+                tags={},
+                dynamic_partitions_store=instance,
+                all_partitions=False,
+                title=None,
+                description=None,
+                run_config=None,
+            )
+        )
+        log = open(tmp_path / "daemon.log", "w")
+        daemon = subprocess.Popen(
+            [os.path.join(os.path.dirname(sys.executable), "dagster-daemon"), "run", "-f", str(location)],
+            cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 420
+        while time.monotonic() < deadline:
+            status = instance.get_backfill(backfill_id).status
+            if status not in (BulkActionStatus.REQUESTED,):
+                break
+            time.sleep(3)
+        assert instance.get_backfill(backfill_id).status == BulkActionStatus.COMPLETED_SUCCESS, (
+            instance.get_backfill(backfill_id).status,
+            (tmp_path / "daemon.log").read_text()[-3000:],
+        )
+        records = instance.fetch_materializations(range_key, limit=10, ascending=True).records
+        assert [r.partition_key for r in records] in (["r000001", "r000004"], ["r000004", "r000001"])
+        progress = [r.asset_materialization.metadata["backfill_progress"].value for r in records]
+        percents = [r.asset_materialization.metadata["backfill_percent"].value for r in records]
+        assert percents == [50.0, 100.0], progress  # was 1 and 2 of the table's ranges: [12.5, 25.0]
+        assert progress[-1]["ranges_done"] == progress[-1]["backfill_ranges"] == 2, progress
+        assert progress[-1]["ranges_total"] == len(keys) and progress[-1]["backfill_id"] == backfill_id
+        run = instance.get_run_by_id(records[-1].run_id)
+        assert run.tags.get(BACKFILL_ID_TAG) == backfill_id  # launched by the daemon for the backfill
+        seen = instance.fetch_observations(table_key, limit=1).records[0].asset_observation
+        assert seen.metadata["pk_ranges_backfill"].value["percent"] == 100.0
+        assert f"2 of the 2 range(s) of backfill {backfill_id}" in seen.description, seen.description
+    finally:
+        if daemon is not None:
+            os.killpg(daemon.pid, signal.SIGKILL)
+            daemon.wait()
+        for name in ("BACKFILL_DB", "BACKFILL_LAKE"):
+            os.environ.pop(name, None)
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {db}")
+        conn.close()

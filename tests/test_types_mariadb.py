@@ -539,6 +539,32 @@ def test_both_sources_agree_and_build_identical_batches(captured, options):
     assert pa.Table.from_batches([batch_a]).to_pylist() == [dict(zip(NAMES, r)) for r in a]
 
 
+@pytest.mark.parametrize(
+    "mode, arrow_type, debezium_type, value",
+    [
+        ("precise", pa.string(), b"string", DEC65_MAX),
+        ("string", pa.string(), b"string", DEC65_MAX),
+        ("double", pa.float64(), b"float64", float(DEC65_MAX)),
+    ],
+)
+def test_decimal_wider_than_38_digits_per_mode(captured, mode, arrow_type, debezium_type, value):
+    """docs/output-layout.md said a DECIMAL above 38 digits is a string "in every mode";
+    ``decimal_handling_mode="double"`` makes it a double, as Debezium's ``decimal.handling.mode``
+    and docs/configuration.md say. Only ``precise`` cannot hold it (Arrow's decimal128 stops at
+    38 digits) and falls back to the exact plain-notation string."""
+    schema, pymysql_rows, binlog_rows, _ = captured
+    options = TypeOptions(decimal_handling_mode=mode)
+    i = NAMES.index("d65")
+    snap, binl = TableConverter(schema, options, "pymysql"), TableConverter(schema, options, "binlog")
+    for tc in (snap, binl):
+        field = tc.arrow_schema.field("d65")
+        assert field.type == arrow_type and field.metadata[b"debezium.type"] == debezium_type
+        assert field.metadata[b"mysql.type"] == b"decimal(65,30)"
+    values, none_sources = binlog_rows[0]
+    for got in (snap.convert_row(pymysql_rows[0])[i], binl.convert_row_dict(values, none_sources)[i]):
+        assert got == value and type(got) is type(value), got
+
+
 def test_connect_time_precision_mode(captured):
     """connect mode: DATETIME in ms, DATE days, TIME in ms; TIME outside a day is rejected."""
     schema, pymysql_rows, binlog_rows, _ = captured

@@ -43,6 +43,21 @@ def test_incremental_progress_of_a_running_and_a_finished_table():
     assert incremental_progress_metadata("db.other", state, chunks, None, 1000) == {}
 
 
+def test_incremental_progress_of_the_window_that_finishes_the_table():
+    """The chunk lines a window reports (engine/incremental_source.py) name the rows ``read`` and
+    carry the table's totals after each chunk: the finishing window's progress is the table's
+    whole count, not 0 (they have no ``rows`` key) nor only its own chunks."""
+    line = {"chunk": "s1-6", "table": "db.t", "read": 100, "emitted": 100, "dropped": 0}
+    last = {**line, "key_lo": [2500], "key_hi": None, "table_chunks": 6, "table_rows": 2600}
+    done = incremental_progress_metadata("db.t", None, [last], 2600, 500)["incremental_snapshot"].value
+    assert done["status"] == "done" and done["percent"] == 100.0
+    assert (done["rows_done"], done["chunks_done"]) == (2600, 6)
+    assert done["current_key_range"] == {"after": [2500], "up_to": None}
+    # a plan saved before the totals were recorded: this window's own chunks
+    old = incremental_progress_metadata("db.t", None, [line, line], 2600, 500)["incremental_snapshot"].value
+    assert (old["rows_done"], old["chunks_done"]) == (200, 2)
+
+
 def test_freshness_policy_allows_a_following_run_to_report_at_its_end():
     from dagster_mysql_cdc import freshness_policy_for_interval
 

@@ -16,11 +16,14 @@ sensor's state and tick history, run and check records); nothing connects to the
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import dagster as dg
+
+from ..errors import error_text
 
 #: The checks whose latest result the health lists when it failed.
 CHECK_NAMES = (
@@ -39,13 +42,114 @@ def stale_after(interval_seconds: float | None) -> float:
     return max(60.0, 4.0 * float(interval_seconds or 30))
 
 
+#: A token of a message longer than this (a GTID set of many domains, a long URI) is shortened
+#: first, at its separators, by :func:`shorten`.
+LONG_TOKEN = 48
+
+
+def _shorter_token(token: str, keep: int = 18) -> str:
+    """``token`` with its middle replaced by ``…`` between two of its separators (``,`` ``/`` ``:``
+    ``;``), keeping about ``keep`` characters at each end (whole GTID ranges, path segments);
+    ``token`` itself when it has no such separators."""
+    seps = [i for i, ch in enumerate(token) if ch in ",/:;"]
+    head = [i for i in seps if i >= keep // 2 and i <= keep]
+    tail = [i for i in seps if len(token) - keep <= i <= len(token) - keep // 2]
+    if not head or not tail or head[-1] >= tail[0]:
+        return token
+    return token[: head[-1] + 1] + "…" + token[tail[0] :]
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters, cut on whole words, keeping its beginning (what
+    failed) and its end (the messages of this library end with the fix): first its overlong
+    tokens (GTID sets, URIs: longer than :data:`LONG_TOKEN`) lose their middle between
+    separators, then its middle sentences go (whole, marked `` … ``), and if it is still too long
+    its middle words."""
+    if len(text) <= limit:
+        return text
+    words = text.split(" ")
+    for i in sorted(range(len(words)), key=lambda j: -len(words[j])):
+        if len(words[i]) <= LONG_TOKEN or sum(map(len, words)) + len(words) - 1 <= limit:
+            break
+        words[i] = _shorter_token(words[i])
+    text = " ".join(words)
+    sentences = re.split(r"(?<=[.;])\s+(?=[A-Z(])", text)
+    if len(sentences) > 2:  # the middle sentences go first, whole, the first and the last kept
+        first, *middle, last = sentences
+        while middle and len(text) > limit:
+            middle.pop(0)
+            text = " ".join([first, "…", *middle, last])
+    if len(text) <= limit:
+        return text
+    if limit < 24:
+        return text[: limit - 1] + "…"
+    mark = " … "
+    head_room = (limit - len(mark)) // 2
+    tail_room = limit - len(mark) - head_room
+    head, tail = text[:head_room], text[len(text) - tail_room :]
+    space = head.rfind(" ")
+    if space > head_room // 2:  # whole words (unless one long token fills the room)
+        head = head[:space]
+    space = tail.find(" ")
+    if 0 <= space < tail_room // 2:
+        tail = tail[space + 1 :]
+    return head.rstrip() + mark + tail.lstrip()
+
+
 def first_line(text: str | None, limit: int = 200) -> str:
-    """The first non-empty line of ``text``, cut to ``limit`` characters."""
-    for line in (text or "").splitlines():
-        if line.strip():
-            line = line.strip()
-            return line if len(line) <= limit else line[: limit - 1] + "…"
-    return ""
+    """The first non-empty line of ``text`` (with the ``- item`` lines that follow a line ending
+    in a colon: the problems a :class:`~..errors.PreflightError` lists), in at most ``limit``
+    characters (:func:`shorten`: whole words, the fix at the end kept)."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    if not lines:
+        return ""
+    line = lines[0]
+    if line.endswith(":"):
+        items = []
+        for more in lines[1:]:
+            if not more.startswith(("- ", "* ")):
+                break
+            items.append(more)
+        line = " ".join([line, *items])
+    return shorten(line, limit)
+
+
+def _is_framework_wrapper(cls_name: str | None) -> bool:
+    """Whether an error of class ``cls_name`` is Dagster's wrapper of the error user code raised
+    (``SensorExecutionError``, ``DagsterExecutionStepExecutionError``, ... : the user-code error
+    boundary raises it *from* the error, which is its ``cause``)."""
+    import dagster._core.errors as dagster_errors
+
+    cls = getattr(dagster_errors, cls_name or "", None)
+    if isinstance(cls, type) and issubclass(
+        cls, (dagster_errors.DagsterUserCodeExecutionError, dagster_errors.DagsterUserCodeProcessError)
+    ):
+        return True
+    return (cls_name or "").startswith("Dagster")
+
+
+def meaningful_error(error: Any) -> Any:
+    """The error that says why, in a Dagster ``SerializableErrorInfo`` chain: Dagster's wrappers
+    (:func:`_is_framework_wrapper`, e.g. a failed sensor tick's ``SensorExecutionError: Error
+    occurred during the execution of evaluation_fn for sensor ...``) are unwrapped down their
+    ``cause`` (else ``context``) to the error the code raised, e.g. ``SourceConnectionError: Access
+    denied ...``. ``None`` stays ``None``."""
+    while error is not None and _is_framework_wrapper(error.cls_name):
+        inner = error.cause or error.context
+        if inner is None:
+            break
+        error = inner
+    return error
+
+
+def error_line(error: Any, limit: int = 300) -> str:
+    """``"<Class>: <first line of its message>"`` of a ``SerializableErrorInfo``, unwrapped to its
+    :func:`meaningful_error` and labelled once (:func:`..errors.error_text`), in at most ``limit``
+    characters."""
+    err = meaningful_error(error)
+    if err is None:
+        return ""
+    return first_line(error_text(err.cls_name, err.message), limit)
 
 
 def run_failure_reason(instance: Any, run_id: str) -> str:
@@ -55,13 +159,9 @@ def run_failure_reason(instance: Any, run_id: str) -> str:
     for rec in steps:
         data = rec.dagster_event.step_failure_data if rec.dagster_event else None
         err = getattr(data, "error", None)
-        # Dagster wraps the op's exception (DagsterExecutionStepExecutionError): its cause is ours
-        while err is not None and err.cause is not None and (err.cls_name or "").startswith("Dagster"):
-            err = err.cause
         if err is not None:
-            cls = err.cls_name or "Error"
-            message = first_line(err.message)
-            return message if message.startswith(cls) else f"{cls}: {message}"
+            # Dagster wraps the op's exception (DagsterExecutionStepExecutionError): its cause is ours
+            return error_line(err, 300)
     for rec in instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_FAILURE):
         if rec.dagster_event is not None and rec.dagster_event.message:
             return first_line(rec.dagster_event.message)
@@ -115,7 +215,7 @@ def sensor_health(
                 break
             out.failed_ticks_in_a_row += 1
         if last.status.value == "FAILURE" and last.error is not None:
-            out.last_tick_error = first_line(f"{last.error.cls_name}: {last.error.message}", 300)
+            out.last_tick_error = error_line(last.error, 300)
     beats = instance.get_daemon_heartbeats()
     beat = beats.get("SENSOR") if beats else None
     if beat is not None:
@@ -159,6 +259,33 @@ def failing_checks(instance: Any, server_name: str) -> list[FailingCheck]:
     return out
 
 
+#: Seconds during which a skipped signal is reported (and makes the status unhealthy).
+SKIPPED_SIGNALS_WITHIN = 3600.0
+
+
+def skipped_signals(
+    instance: Any, server_name: str, now: float, within: float = SKIPPED_SIGNALS_WITHIN, limit: int = 200
+) -> list[dict[str, Any]]:
+    """The signals the capture skipped (rejected: invalid, unknown tables, unsafe filters ...) in
+    the last ``within`` seconds, newest first: ``{"message", "age_seconds", "run_id"}`` each, from
+    the ``signals_rejected`` metadata of the binlog asset's (``[server_name, "binlog"]``) newest
+    ``limit`` materializations."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey([server_name, "binlog"]), after_timestamp=now - within),
+        limit=limit,
+        ascending=False,
+    ).records
+    out: list[dict[str, Any]] = []
+    for rec in records:
+        mat = rec.asset_materialization
+        rejected = mat.metadata.get("signals_rejected") if mat is not None else None
+        for message in reversed(list(getattr(rejected, "value", None) or [])):
+            out.append(
+                {"message": str(message), "age_seconds": round(now - rec.timestamp, 1), "run_id": rec.run_id}
+            )
+    return out
+
+
 @dataclass
 class CaptureHealth:
     """Everything :func:`capture_health` found (JSON-safe)."""
@@ -168,6 +295,8 @@ class CaptureHealth:
     failing_checks: list[FailingCheck] = field(default_factory=list)
     retry_in_seconds: float | None = None
     stopped: dict[str, dict] = field(default_factory=dict)  # the cursor's stopped tables
+    #: signals the capture skipped recently (:func:`skipped_signals`)
+    skipped_signals: list[dict[str, Any]] = field(default_factory=list)
 
 
 def capture_health(
@@ -178,9 +307,11 @@ def capture_health(
     now: float | None = None,
     stale_seconds: float | None = None,
     stopped: dict[str, dict] | None = None,
+    signals_within: float = SKIPPED_SIGNALS_WITHIN,
 ) -> CaptureHealth:
     """The health of the capture driven by sensor ``sensor_name`` (instigator ``state``);
-    ``retry_at`` and ``stopped`` are the sensor cursor's."""
+    ``retry_at`` and ``stopped`` are the sensor cursor's; signals skipped in the last
+    ``signals_within`` seconds are listed (:func:`skipped_signals`)."""
     from .protocol import SERVER_TAG
 
     now = time.time() if now is None else now
@@ -209,6 +340,7 @@ def capture_health(
     server = runs[0].tags.get(SERVER_TAG) if runs else None
     if server:
         health.failing_checks = failing_checks(instance, server)
+        health.skipped_signals = skipped_signals(instance, server, now, signals_within)
     if retry_at is not None:
         health.retry_in_seconds = round(max(0.0, retry_at - now), 1)
     health.stopped = dict(stopped or {})
@@ -324,7 +456,7 @@ def health_observation(
             when = datetime.fromtimestamp(errors[0].timestamp, UTC).isoformat(timespec="seconds")
             lines.append(
                 f"earlier ticks failed ({len(errors)} of the last {len(ticks) - 1}), latest at {when}: "
-                + first_line(f"{e.cls_name}: {e.message}" if e else "", 200)
+                + (error_line(e, 240) if e else "no error recorded")
             )
     lines.append(
         f"last run failure: {first_line(last_error, 240)}" if last_error else "last run failure: none"

@@ -15,7 +15,12 @@ capture on the binlog asset, and a quiet table as stale although every change of
   materialize what they read), so its checks stay evaluated instead of reading *Not evaluated*.
 
 Both are runless events (``SensorResult.asset_events``): they never show a table as
-*Materializing* and start no run.
+*Materializing* and start no run. A heartbeat keeps the asset's data version (Dagster's
+``dagster/data_version`` tag of its last materialization, :func:`unchanged_data_version`): the
+data did not change, so ``AutomationCondition.data_version_changed()`` stays false for it, and a
+downstream asset whose automation condition is built on it (``assets/downstream.py``: ``eager()``
+with ``newly_updated`` replaced by ``data_version_changed``) runs only when the data changed, and
+the UI does not show it as *Unsynced* after a heartbeat.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from collections.abc import Collection
 from datetime import UTC, datetime
 
 import dagster as dg
+from dagster._core.definitions.data_version import DATA_VERSION_TAG
 
 from ..events import BinlogPosition
 from .checks import GAPS, RETENTION, gaps_check, retention_check
@@ -39,6 +45,16 @@ from .protocol import (
 from .translator import table_of_spec
 
 log = logging.getLogger(__name__)
+
+
+def unchanged_data_version(last: dg.EventLogEntry | None) -> dict[str, str]:
+    """The tags that give a heartbeat the data version of ``last``, the asset's latest
+    materialization (``{}`` when it has none): a heartbeat reports that the data is unchanged,
+    so its data version must not change either (Dagster compares the data versions of an asset's
+    materializations for ``AutomationCondition.data_version_changed()`` and for staleness)."""
+    version = (last.tags or {}).get(DATA_VERSION_TAG) if last is not None else None
+    return {DATA_VERSION_TAG: version} if version else {}
+
 
 #: Metadata of a table's last materialization that a heartbeat repeats (the table did not change).
 CARRIED_METADATA = ("dagster/row_count", "dagster/uri", "dagster/table_name")
@@ -89,6 +105,7 @@ def idle_heartbeat(
                 "lag_seconds": dg.MetadataValue.float(0.0),
                 "sensor": reason,
             },
+            tags=unchanged_data_version(last),
         )
     ]
     names = {ck.name for ck in assets_def.check_keys if ck.asset_key == key}
@@ -286,6 +303,7 @@ def table_heartbeats(
                         "current_as_of": dg.MetadataValue.timestamp(as_of),
                         "unchanged_since": dg.MetadataValue.timestamp(last.timestamp),
                     },
+                    tags=unchanged_data_version(last),
                 )
             ]
             beat += _carried_checks(instance, assets_def, spec.key, last, note)

@@ -137,6 +137,8 @@ def stream_metadata(
         "incremental_state": dg.MetadataValue.json(result.incremental_state or {}),
         "incremental_chunks": dg.MetadataValue.json(result.chunks),
         "signals": dg.MetadataValue.json(result.signal_log),
+        # the signals skipped (logged as WARNINGs): `status` lists them (.health.skipped_signals)
+        "signals_rejected": dg.MetadataValue.json(result.signals_rejected),
         "binlog_gaps": dg.MetadataValue.json([g.to_dict() for g in result.gaps]),
         "events_skipped_count": dg.MetadataValue.int(result.events_skipped_count),
         "events_skipped": dg.MetadataValue.json(result.events_skipped),
@@ -227,23 +229,27 @@ def range_resnapshot_result(
 ) -> dg.MaterializeResult:
     """The materialization of a ``pk_ranges`` partition whose key range ``rng`` (partition ``key``,
     one of ``ranges_total``) was re-snapshotted (:func:`..engine.snapshot_run.resnapshot_key_range`):
-    rows read, emitted, dropped and deleted, the watermarks and the backfill's progress (the
-    partitions materialized so far, one instance query). The progress is also logged as an
-    ``AssetObservation`` of the table asset ``table_key``, so the table's page shows it."""
+    rows read, emitted, dropped and deleted, the watermarks and the backfill's progress
+    (:func:`backfill_progress`). The progress is also logged as an ``AssetObservation`` of the
+    table asset ``table_key``, so the table's page shows it."""
     snap, w = done.snapshot, done.write
-    done_keys = set(context.instance.get_materialized_partitions(context.asset_key)) | {key}
-    progress: dict[str, Any] = {
-        "ranges_done": len(done_keys),
-        "ranges_total": ranges_total,
-        "percent": round(100.0 * len(done_keys) / max(ranges_total, 1), 1),
-        "last_range": key,
-        "last_range_keys": {"after": rng.lo, "up_to": rng.hi},
-        "last_range_rows": snap.rows_read,
-    }
+    progress = backfill_progress(context, key, ranges_total)
+    progress.update(
+        {
+            "last_range": key,
+            "last_range_keys": {"after": rng.lo, "up_to": rng.hi},
+            "last_range_rows": snap.rows_read,
+        }
+    )
+    done_n, of = progress["ranges_done"], progress["backfill_ranges"]
     context.log_event(  # the table's page shows the backfill's progress (an observation)
         dg.AssetObservation(
             asset_key=table_key,
-            description=f"pk_ranges backfill: range {key} re-snapshotted ({len(done_keys)}/{ranges_total})",
+            description=(
+                f"pk_ranges backfill: range {key} re-snapshotted ({done_n} of the {of} range(s) of "
+                f"{'backfill ' + progress['backfill_id'] if progress['backfill_id'] else 'this run'}; "
+                f"the table has {ranges_total})"
+            ),
             metadata={"pk_ranges_backfill": dg.MetadataValue.json(progress)},
         )
     )
@@ -265,6 +271,50 @@ def range_resnapshot_result(
             "state_uri": dg.MetadataValue.path(w.paths.state),
         }
     )
+
+
+def backfill_progress(context: dg.AssetExecutionContext, key: str, ranges_total: int) -> dict[str, Any]:
+    """How far the backfill that re-snapshots range ``key`` of a ``pk_ranges`` asset is, this
+    range included: ``backfill_id`` (the run's ``dagster/backfill`` tag; ``None`` for a run that
+    is no asset backfill's), ``backfill_ranges`` (the partitions of this asset the backfill targets; a
+    run of its own: its one partition), ``ranges_done`` (of those, the ones
+    materialized since the backfill started, by its runs), ``percent`` (of the backfill, so a
+    finished backfill of 2 of the table's 7 ranges reads 100) and ``ranges_total`` (the table's
+    ranges).
+
+    One instance query for the backfill and one for the asset's materializations since it began."""
+    from dagster._core.storage.tags import BACKFILL_ID_TAG
+
+    backfill_id = context.run.tags.get(BACKFILL_ID_TAG)
+    backfill = context.instance.get_backfill(backfill_id) if backfill_id else None
+    data = getattr(backfill, "asset_backfill_data", None)
+    target: set[str] = set()
+    if data is not None:
+        try:
+            target = set(data.get_target_partitions_subset(context.asset_key).get_partition_keys())
+        except Exception as e:  # noqa: BLE001 - progress is reporting: never fail the range's run
+            log.warning("could not read the partitions of backfill %s: %s", backfill_id, e)
+    done = {key}
+    if target and backfill is not None:
+        records = context.instance.fetch_materializations(
+            dg.AssetRecordsFilter(
+                asset_key=context.asset_key,
+                asset_partitions=sorted(target),
+                after_timestamp=backfill.backfill_timestamp,
+            ),
+            limit=len(target) * 4 + 10,
+        ).records
+        done |= {r.partition_key for r in records if r.partition_key in target}
+    else:  # no backfill (a partition materialized on its own), or one this run cannot read
+        target, backfill_id = {key}, None
+    of = len(target | {key})
+    return {
+        "backfill_id": backfill_id,
+        "backfill_ranges": of,
+        "ranges_done": len(done),
+        "percent": round(100.0 * len(done) / of, 1),
+        "ranges_total": ranges_total,
+    }
 
 
 def snapshot_binlog_metadata(

@@ -51,7 +51,7 @@ from .cursor import (
     retry_delay,
     window_key,
 )
-from .health import health_observation, run_failure_reason
+from .health import first_line, health_observation, run_failure_reason
 from .heartbeat import idle_heartbeat, table_heartbeats
 from .protocol import (
     EPOCH_TAG,
@@ -559,7 +559,7 @@ def _stopped_after(
     for name in sorted(set(before) - set(after)):
         notes.append(f"{name} caught up and captured again")
     for name in sorted(set(after) - set(before)):
-        notes.append(f"{name} STOPPED at {after[name].since}: {after[name].error.splitlines()[0][:200]}")
+        notes.append(f"{name} STOPPED at {after[name].since}: {first_line(after[name].error, 200)}")
     return {n: st.to_dict() for n, st in after.items()} or None
 
 

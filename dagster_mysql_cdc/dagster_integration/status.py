@@ -5,11 +5,16 @@
 behind the server (bytes of binlog, and seconds since the oldest event not yet captured, when the
 server is reachable), the run in flight and its status, the incremental snapshot's progress
 (repairs of changes the binlog does not carry included), and the last error.
+
+Its first line is the verdict (:meth:`CaptureStatus.verdict`): ``HEALTHY: <sensor>`` or
+``UNHEALTHY: <sensor>: <cause>``, the cause being the first of :meth:`CaptureStatus.problems`;
+the command exits with :data:`EXIT_HEALTHY`, :data:`EXIT_UNHEALTHY` or :data:`EXIT_UNKNOWN`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -19,7 +24,23 @@ from ..events import BinlogPosition
 from ..source.binlog import BinlogReader
 from ..source.connection import ConnectionSettings, binlog_files, connect, current_position, server_info
 from .cursor import CorruptCursorError, StreamCursor, purged_binlog_message
-from .health import CaptureHealth, capture_health, first_line, health_lines, stopped_lines
+from .health import (
+    SKIPPED_SIGNALS_WITHIN,
+    CaptureHealth,
+    capture_health,
+    first_line,
+    health_lines,
+    shorten,
+    stopped_lines,
+)
+
+#: Exit status of ``python -m dagster_mysql_cdc status``: no problem found.
+EXIT_HEALTHY = 0
+#: ... a problem found (:meth:`CaptureStatus.problems`): the first line names it.
+EXIT_UNHEALTHY = 1
+#: ... bad usage, or the state cannot be read (``DAGSTER_HOME`` unset, unknown sensor, an
+#: instance that cannot be opened): nothing is known about the capture.
+EXIT_UNKNOWN = 2
 
 
 @dataclass
@@ -44,6 +65,7 @@ class CaptureStatus:
         cursor_error: why the stored cursor cannot be read (the sensor's ticks fail with it).
         stopped: the tables whose capture is stopped (the cursor's ``stopped``: since, error,
             attempts, next attempt; see :mod:`..engine.isolation`).
+        signals_within: the seconds back in which skipped signals are reported.
     """
 
     sensor: str
@@ -59,6 +81,7 @@ class CaptureStatus:
     health: CaptureHealth | None = None
     cursor_error: str | None = None
     stopped: dict[str, dict] = field(default_factory=dict)
+    signals_within: float = SKIPPED_SIGNALS_WITHIN
 
     def lines(self) -> list[str]:
         """One short line per concern (offset and lag, the sensor's ticks, the last tick error,
@@ -72,7 +95,10 @@ class CaptureStatus:
         if self.cursor_error:
             out = [f"{self.sensor}: cursor unreadable: {self.cursor_error}"]
         else:
-            out = [f"{self.sensor}: committed {self.committed or 'nothing (no snapshot yet)'} | {lag}"]
+            committed = self.committed or "nothing (no snapshot yet)"
+            if self.server_error and self.committed and self.committed in self.server_error:
+                committed = committed.split(" ")[0]  # file:pos; the error names the whole position
+            out = [f"{self.sensor}: committed {committed} | {lag}"]
         health = self.health
         if health is not None:
             out += health_lines(health, self.sensor)
@@ -86,7 +112,85 @@ class CaptureStatus:
         else:
             out.append("in flight: none")
         out.append(self._incremental_line())
+        if self.health is not None:
+            out.append(self._skipped_signals_line())
         return [first_line(line, 400) for line in out]
+
+    def problems(self) -> list[str]:
+        """What is wrong, most urgent first, one short sentence each naming the cause (and, where
+        the message carries it, the fix); ``[]`` when healthy. Unhealthy: an unreadable cursor;
+        a sensor that is stopped, has not ticked or no longer ticks; failing ticks (their error,
+        unwrapped from Dagster's ``SensorExecutionError``); a failed run no run succeeded after;
+        stopped tables; failing checks of severity ERROR; a lag that cannot be computed (a
+        purged binlog, an unreachable server); signals skipped recently."""
+        out: list[str] = []
+        if self.cursor_error:
+            out.append(
+                f"the sensor cursor is unreadable (every tick fails): {first_line(self.cursor_error, 1000)}"
+            )
+        h = self.health
+        if h is not None:
+            s = h.sensor
+            if s.state == "STOPPED":
+                out.append(f"the sensor is STOPPED, nothing is captured: dagster sensor start {self.sensor}")
+            elif s.last_tick_age_seconds is None:
+                out.append(
+                    "the sensor has not ticked yet: is dagster-daemon running (`dagster dev` starts one)?"
+                )
+            elif s.ticking is False:
+                out.append(
+                    f"the sensor is NOT TICKING (last tick {s.last_tick_age_seconds:.0f} s ago): start "
+                    "dagster-daemon (or restart `dagster dev`)"
+                )
+            if s.last_tick_error and not self.cursor_error:
+                out.append(
+                    f"its ticks fail ({s.failed_ticks_in_a_row} in a row, no run is requested): {s.last_tick_error}"
+                )
+            f = h.last_run_failure
+            if f and not f.get("succeeded_since"):
+                retry = f"; retried in {h.retry_in_seconds:.0f} s" if h.retry_in_seconds is not None else ""
+                out.append(f"run {f['run_id'][:8]} {f['status']}{retry}: {f['reason']}")
+            for name, d in sorted(h.stopped.items()):
+                out.append(f"table {name} is STOPPED (not captured): {first_line(d.get('error'), 1000)}")
+            errors = [c for c in h.failing_checks if c.severity == "ERROR"]
+            if errors:
+                c = errors[0]
+                more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+                out.append(f"check {c.check} of {c.asset} fails{more}: {c.description}")
+            if h.skipped_signals:
+                sig = h.skipped_signals[0]
+                more = f" (and {len(h.skipped_signals) - 1} more)" if len(h.skipped_signals) > 1 else ""
+                out.append(f"a signal was skipped {sig['age_seconds']:.0f} s ago{more}: {sig['message']}")
+        else:  # no instance state (a cursor given): what the cursor records
+            if self.last_error:  # "run <run id> FAILURE: <reason>": the run id's first 8 do
+                error = re.sub(r"^run ([0-9a-f]{8})[0-9a-f-]{28}\b", r"run \1", self.last_error)
+                out.append(f"the last run failed: {first_line(error, 1000)}")
+            for name, d in sorted(self.stopped.items()):
+                out.append(f"table {name} is STOPPED (not captured): {first_line(d.get('error'), 1000)}")
+        if self.server_error:
+            out.append(f"lag unknown: {self.server_error}")
+        return out
+
+    def verdict(self, limit: int = 400) -> str:
+        """The first line: ``HEALTHY: <sensor>`` or ``UNHEALTHY: <sensor>: <first problem>`` (with
+        the number of the others), in at most ``limit`` characters (whole words; the end of the
+        cause, which names the fix, is kept)."""
+        problems = self.problems()
+        if not problems:
+            return f"HEALTHY: {self.sensor}"
+        more = f" [+{len(problems) - 1} more below]" if len(problems) > 1 else ""
+        text = f"UNHEALTHY: {self.sensor}: {first_line(problems[0], 2000)}"
+        return shorten(text, limit - len(more)) + more
+
+    def _skipped_signals_line(self) -> str:
+        sigs = self.health.skipped_signals if self.health is not None else []
+        if not sigs:
+            return "skipped signals: none"
+        first = sigs[0]
+        return (
+            f"skipped signals: {len(sigs)} in the last {self.signals_within:.0f} s, latest "
+            f"{first['age_seconds']:.0f} s ago (run {str(first['run_id'])[:8]}): {first['message']}"
+        )
 
     def _incremental_line(self) -> str:
         inc = self.incremental
@@ -110,11 +214,18 @@ class CaptureStatus:
         )
 
     def line(self) -> str:
-        """All :meth:`lines`, one per line."""
-        return "\n".join(self.lines())
+        """The :meth:`verdict`, then all :meth:`lines`, one per line."""
+        return "\n".join([self.verdict(), *self.lines()])
+
+    @property
+    def exit_code(self) -> int:
+        """:data:`EXIT_UNHEALTHY` when :meth:`problems` found any, else :data:`EXIT_HEALTHY`."""
+        return EXIT_UNHEALTHY if self.problems() else EXIT_HEALTHY
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        """Every attribute, plus ``healthy`` and ``problems`` (:meth:`problems`)."""
+        problems = self.problems()
+        return json.dumps({**asdict(self), "healthy": not problems, "problems": problems}, sort_keys=True)
 
 
 def _lag(
@@ -202,6 +313,7 @@ def read_status(
     cursor_text: str | None = None,
     use_recorded_address: bool = True,
     stale_seconds: float | None = None,
+    signals_within: float = SKIPPED_SIGNALS_WITHIN,
 ) -> CaptureStatus:
     """The capture status of ``sensor_name``.
 
@@ -214,6 +326,8 @@ def read_status(
             offset belongs to) instead of ``settings``' host and port.
         stale_seconds: the sensor is reported as not ticking after this long without a tick
             (default: :func:`.health.stale_after` its interval).
+        signals_within: signals skipped in the last this many seconds are reported (and make
+            the status unhealthy, :meth:`CaptureStatus.problems`).
 
     Raises:
         LookupError: the sensor has no state in the instance.
@@ -241,6 +355,7 @@ def read_status(
         last_error=cur.last_error,
         stopped=dict(cur.stopped or {}),
         cursor_error=cursor_error,
+        signals_within=signals_within,
     )
     if settings is not None:
         address = recorded_address(cur) if use_recorded_address else None
@@ -253,10 +368,16 @@ def read_status(
                     settings, cur.committed, replica_server_id
                 )
             except CdcError as e:
-                status.server_error = first_line(str(e), 400)
+                status.server_error = first_line(str(e), 2000)
     if state is not None:
         status.health = capture_health(
-            instance, state, sensor_name, cur.retry_at, stale_seconds=stale_seconds, stopped=cur.stopped
+            instance,
+            state,
+            sensor_name,
+            cur.retry_at,
+            stale_seconds=stale_seconds,
+            stopped=cur.stopped,
+            signals_within=signals_within,
         )
     if cur.inflight is not None:
         inf = cur.inflight

@@ -247,7 +247,9 @@ def incremental_progress_metadata(
     Args:
         table: ``db.table``.
         state: the incremental-snapshot state after the window (``IncrementalState.to_dict()``).
-        chunks: the chunks this window read (all tables; this table's are picked).
+        chunks: the chunks this window emitted (all tables; this table's are picked): the
+            binlog asset's ``incremental_chunks`` rows (``read``, ``key_lo``, ``key_hi``, and the
+            table's cumulative ``table_chunks`` / ``table_rows`` after the chunk).
         estimated_rows: the source's row estimate (``information_schema.TABLES.TABLE_ROWS``).
         chunk_size: rows per chunk (``incremental_snapshot_chunk_size``).
 
@@ -260,8 +262,14 @@ def incremental_progress_metadata(
     done = table in st.get("done", []) or (bool(mine) and current is None)
     if current is None and not mine:
         return {}
-    chunks_done = int(current["chunks"]) if current else None
-    rows_done = int(current["rows"]) if current else sum(int(c.get("rows", 0)) for c in mine)
+    # a finished table is no longer in the state: its totals are those its last chunk carries
+    last_totals = next((c for c in reversed(mine) if c.get("table_rows") is not None), None)
+    if current is not None:
+        chunks_done, rows_done = int(current["chunks"]), int(current["rows"])
+    elif last_totals is not None:
+        chunks_done, rows_done = int(last_totals["table_chunks"]), int(last_totals["table_rows"])
+    else:  # chunks of a plan saved before the totals were recorded: this window's
+        chunks_done, rows_done = len(mine), sum(int(c.get("read", c.get("rows", 0)) or 0) for c in mine)
     total_chunks = None
     if estimated_rows is not None and chunk_size > 0:
         total_chunks = max(1, -(-estimated_rows // chunk_size))
@@ -275,7 +283,7 @@ def incremental_progress_metadata(
     progress = {
         "status": "done" if done else ("paused" if st.get("paused") else "running"),
         "snapshot_id": st.get("snapshot_id"),
-        "chunks_done": chunks_done if chunks_done is not None else len(mine),
+        "chunks_done": chunks_done,
         "chunks_total_estimate": total_chunks,
         "rows_done": rows_done,
         "rows_total_estimate": estimated_rows,

@@ -212,6 +212,9 @@ class PlannedChunk:
     absent_path: str | None = None  # lake rows in the range the source no longer has (Parquet)
     absent: int = 0
     files: list[str] | None = None  # a group of splits: every file of its rows (``path`` the first)
+    #: the table's chunks and rows planned so far, this chunk included (its progress after it)
+    table_chunks: int | None = None
+    table_rows: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -441,6 +444,7 @@ def plan_chunks(
                 t.prog.chunks += group.splits
                 t.prog.rows += group.chunk.rows
                 t.prog.last_key = group.chunk.key_hi
+                group.chunk.table_chunks, group.chunk.table_rows = t.prog.chunks, t.prog.rows
                 if group.last:
                     state.done.append(t.prog.table)
                     state.tables.pop(0)
@@ -460,10 +464,12 @@ def plan_chunks(
             )
             if read is None:
                 continue
-            chunks.append(_stash_chunk(storage, server_name, t, read))
+            chunk = _stash_chunk(storage, server_name, t, read)
+            chunks.append(chunk)
             prog = t.prog
             prog.chunks += 1
             prog.rows += len(read.rows)
+            chunk.table_chunks, chunk.table_rows = prog.chunks, prog.rows
             if read.rows:
                 prog.last_key = read.last_row_key
             if read.last:

@@ -405,6 +405,11 @@ class IncrementalSnapshotSource:
             "read": c.rows,
             "emitted": emitted,
             "dropped": c.rows - emitted,
+            "key_lo": c.key_lo,
+            "key_hi": c.key_hi,
+            # the table's progress after this chunk (cumulative; None in a plan saved before)
+            "table_chunks": c.table_chunks,
+            "table_rows": c.table_rows,
         }
         done = self.deleted.setdefault(c.table, set())
         gone_keys: set[tuple] = set()

@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..errors import describe
 from ..events import BinlogPosition
 from ..sink.storage import StorageSettings
 
@@ -63,7 +64,7 @@ def lake_unreachable(storage: StorageSettings, server_name: str) -> str | None:
         if storage.read_bytes(uri) != body:
             return "a probe object written to the lake reads back differently"
     except Exception as e:
-        return f"{type(e).__name__}: {e}"[:500]
+        return describe(e, 500)
     try:
         storage.pyarrow_filesystem().delete_file(storage.fs_path(uri))
     except Exception:

@@ -63,7 +63,7 @@ from typing import Any, cast
 
 import pyarrow as pa
 
-from ..errors import SinkError
+from ..errors import SinkError, describe
 from ..events import BinlogPosition, change_log_schema
 from ..sink.delta import commit_files, delete_files
 from ..sink.lake import LakeWriter, TableBatch, TableWriteResult, _root_cause
@@ -603,7 +603,7 @@ def _finish(
                 log.warning("%s stops at %s: %s", name, seg.start, e, exc_info=True)
                 _delete_unused(writer, key, [f for _, f in parts[n + 1 :]])
                 result.failed_tables[name] = {
-                    "error": f"{type(e).__name__}: {e}"[:2000],
+                    "error": describe(e, 2000),
                     "since": seg.start.to_dict(),
                 }
                 result.tables.pop(key, None)

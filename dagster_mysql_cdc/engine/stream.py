@@ -30,7 +30,14 @@ from typing import Any
 import pyarrow as pa
 from pymysql.constants import CLIENT
 
-from ..errors import FAILURE_HANDLING_MODES, CdcError, ConfigurationError, SinkError, ValueConversionError
+from ..errors import (
+    FAILURE_HANDLING_MODES,
+    CdcError,
+    ConfigurationError,
+    SinkError,
+    ValueConversionError,
+    describe,
+)
 from ..events import BinlogPosition, ChangeEventBuilder, now_ms
 from ..sink.delta import handle_cache, preload
 from ..sink.lake import LakeWriter, TableBatch, TableWriteResult, run_concurrently
@@ -285,7 +292,7 @@ class _TableEvents:
     def fail(self, error: BaseException) -> None:
         """This table's window cannot be written: drop what is pending, keep the first error."""
         if self.failed is None:
-            self.failed = f"{type(error).__name__}: {error}"[:2000]
+            self.failed = describe(error, 2000)
             log.warning("%s stops: %s", self.schema.qualified_name, self.failed, exc_info=error)
         self.pending, self.pending_rows = [], 0
         self._set_schema(self.schema)  # a fresh builder: events of a failed table are not kept
@@ -1067,7 +1074,7 @@ class BinlogStreamingSource:
             # this table stops alone (see .isolation); the others go on
             log.warning("%s.%s stops: %s", db, t, error, exc_info=te.failed is None)
             self.result.failed_tables[f"{db}.{t}"] = {
-                "error": te.failed or f"{type(error).__name__}: {error}"[:2000],
+                "error": te.failed or describe(error, 2000),
                 "since": self.start.to_dict(),
             }
         if self.result.failed_tables:

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from ..errors import SinkError
+from ..errors import SinkError, describe
 from ..events import BinlogPosition
 from ..source.connection import ConnectionSettings, ServerInfo, binlog_files, connect
 from ..source.failover import ServerChangedError, ServerIdentity, other_server_reason
@@ -357,7 +357,7 @@ class StreamRun:
             except Exception as e:  # the table stays stopped, with the new error
                 still[name] = {
                     "since": s["since"],
-                    "error": f"{type(e).__name__}: {e}"[:2000],
+                    "error": describe(e, 2000),
                     "attempted": True,
                 }
                 self.log.warning(f"{name} is still stopped: catching up from {since} failed: {e}")

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, LakeUnavailableError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -267,19 +267,37 @@ class StorageSettings:
         """Create the local root directory, or check that the S3 bucket exists.
 
         Raises:
-            ConfigurationError: the bucket does not exist or is not reachable.
+            LakeUnavailableError: the S3 endpoint does not answer (connection refused or timed
+                out, HTTP 5xx): an outage; the run fails and its window is retried.
+            ConfigurationError: the bucket does not exist, or the endpoint refuses the credentials.
         """
         if not self.is_s3:
             os.makedirs(self.root, exist_ok=True)
             return
+        from botocore.exceptions import ClientError, HTTPClientError
+        from botocore.exceptions import ConnectionError as BotoConnectionError
+
         bucket = urlparse(self.base_uri).netloc
+        where = self.s3_endpoint_url or "AWS"
         try:
             self.boto3_client().head_bucket(Bucket=bucket)
-        except Exception as e:  # botocore ClientError / EndpointConnectionError
+        except (BotoConnectionError, HTTPClientError) as e:
+            raise LakeUnavailableError(
+                f"The lake's S3 endpoint {where} does not answer ({type(e).__name__}: {e}). Nothing is "
+                "lost: the sensor retries the window (with backoff) until it answers. Bring the object "
+                "store back (locally: `bash infra/seaweedfs.sh start`) or fix `s3_endpoint_url`."
+            ) from None
+        except ClientError as e:
+            code = int(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+            if code >= 500:
+                raise LakeUnavailableError(
+                    f"The lake's S3 endpoint {where} answers HTTP {code} for bucket {bucket!r} "
+                    f"({type(e).__name__}: {e}). Nothing is lost: the sensor retries the window (with "
+                    "backoff) until the object store works again."
+                ) from None
             raise ConfigurationError(
-                f"S3 bucket {bucket!r} at {self.s3_endpoint_url or 'AWS'} is not reachable "
-                f"({type(e).__name__}: {e}). Create the bucket or fix `s3_endpoint_url` and the "
-                "credentials."
+                f"S3 bucket {bucket!r} at {where} cannot be used (HTTP {code or '?'}, {type(e).__name__}: "
+                f"{e}). Create the bucket or fix `s3_endpoint_url` and the credentials."
             ) from None
 
     # -- transport to Spark executors ------------------------------------------------------

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import SinkError
+from ..errors import SinkError, describe
 from ..events import BinlogPosition, change_log_schema, state_schema
 from .delta import (
     CommitOutcome,
@@ -271,7 +271,7 @@ class TableBatch:
         try:
             self._write_one(batch)
         except BaseException as e:
-            self._dead = f"{type(e).__name__}: {e}"[:500]
+            self._dead = describe(e, 500)
             raise
 
     def _write_one(self, batch: pa.RecordBatch) -> None:
@@ -292,7 +292,7 @@ class TableBatch:
     def mark_failed(self, error: BaseException) -> None:
         """A job of this batch's record batch failed outside :meth:`add` (a job of many tables):
         the batch is dead, :meth:`commit` raises ``error``."""
-        self._dead = f"{type(error).__name__}: {error}"[:500]
+        self._dead = describe(error, 500)
         f: Future = Future()
         f.set_exception(error)
         self.futures.append(f)

@@ -343,11 +343,12 @@ def debezium_type(
       microseconds, which contradicts Kafka Connect's definition of that logical type);
       DATETIME -> int64 ``org.apache.kafka.connect.data.Timestamp``.
     * "Decimal types" (``decimal.handling.mode``): precise -> bytes
-      ``org.apache.kafka.connect.data.Decimal``; double -> float64; string -> string. A DECIMAL
-      wider than :data:`MAX_DECIMAL128_PRECISION` digits is held as a plain-notation string in
-      every mode (Arrow decimal128 and Spark's DecimalType stop at 38 digits, Debezium's Decimal
-      is arbitrary precision), so its type is string, as in Debezium's ``string`` mode: the
-      field metadata says what the column holds.
+      ``org.apache.kafka.connect.data.Decimal``; double -> float64; string -> string. In
+      ``precise`` mode a DECIMAL wider than :data:`MAX_DECIMAL128_PRECISION` digits is held as
+      a plain-notation string (Arrow decimal128 and Spark's DecimalType stop at 38 digits,
+      Debezium's Decimal is arbitrary precision), so its type is string, as in Debezium's
+      ``string`` mode: the field metadata says what the column holds; ``double`` makes it a
+      float64 as any DECIMAL.
     * "Spatial types": GEOMETRY, POINT, LINESTRING, POLYGON, MULTI*, GEOMETRYCOLLECTION -> struct
       ``io.debezium.data.geometry.Geometry`` ``{wkb: bytes, srid: int32}``. (Debezium maps POINT to
       the ``io.debezium.data.geometry.Point`` struct with extra x/y fields; we use Geometry for
@@ -488,8 +489,8 @@ def arrow_field(column: ColumnSchema, options: TypeOptions, *, table: str | None
 
     Arrow types: int16/int32/int64/float32/float64/bool as the Connect type; ``string`` for
     strings; ``binary`` for bytes; ``decimal128(p, s)`` for Decimal (``decimal128(20, 0)`` for
-    BIGINT UNSIGNED precise); a DECIMAL with p > 38 is a ``string`` column holding the exact
-    plain-notation value and says so (``debezium.type`` ``string``, no Decimal name or
+    BIGINT UNSIGNED precise); in ``precise`` mode a DECIMAL with p > 38 is a ``string`` column
+    holding the exact plain-notation value and says so (``debezium.type`` ``string``, no Decimal name or
     parameters; ``mysql.type`` keeps ``decimal(p,s)``); ``struct<wkb: binary, srid: int32>`` for
     geometries.
 

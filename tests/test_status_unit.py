@@ -1,0 +1,186 @@
+"""What an on-call engineer reads, as pure logic (no services): error labels, Dagster's wrapped
+tick errors unwrapped to their cause, long lines cut on whole words with the fix kept, and the
+verdict and exit status of ``python -m dagster_mysql_cdc status``.
+
+The Dagster errors are built by Dagster itself (its user-code error boundary and
+``serializable_error_info_from_exc_info``, as the sensor daemon stores a failed tick)."""
+
+import sys
+
+import pytest
+
+from dagster_mysql_cdc.dagster_integration.cursor import purged_binlog_message
+from dagster_mysql_cdc.dagster_integration.health import (
+    CaptureHealth,
+    FailingCheck,
+    SensorHealth,
+    error_line,
+    first_line,
+    meaningful_error,
+    shorten,
+)
+from dagster_mysql_cdc.dagster_integration.status import (
+    EXIT_HEALTHY,
+    EXIT_UNHEALTHY,
+    EXIT_UNKNOWN,
+    CaptureStatus,
+)
+from dagster_mysql_cdc.errors import PreflightError, SinkError, SourceConnectionError, describe, error_text
+from dagster_mysql_cdc.events import BinlogPosition
+
+ACCESS_DENIED = (
+    "Access denied for 'cdc'@127.0.0.1:3306: the user name or password is wrong. Fix the "
+    "`user`/`password` of the MySQL CDC resource (password usually comes from an environment "
+    "variable, e.g. EnvVar('CDC_MYSQL_PASSWORD'))."
+)
+
+
+def failed_tick_error(exc: BaseException):
+    """The ``SerializableErrorInfo`` the sensor daemon stores for a tick whose evaluation raised
+    ``exc``: Dagster's user-code boundary wraps it in ``SensorExecutionError``."""
+    from dagster._core.errors import SensorExecutionError, user_code_error_boundary
+    from dagster._utils.error import serializable_error_info_from_exc_info
+
+    try:
+        with user_code_error_boundary(
+            SensorExecutionError,
+            lambda: "Error occurred during the execution of evaluation_fn for sensor s_binlog_sensor",
+        ):
+            raise exc
+    except SensorExecutionError:
+        return serializable_error_info_from_exc_info(sys.exc_info())
+    raise AssertionError("the boundary did not raise")
+
+
+def test_errors_are_labelled_once():
+    assert (
+        describe(SinkError("Delta commit failed: OSError: x")) == "SinkError: Delta commit failed: OSError: x"
+    )
+    # a recorded error re-raised (a stopped table's catch-up) keeps its label, not a second one
+    assert describe(SinkError("SinkError: Delta commit failed")) == "SinkError: Delta commit failed"
+    assert describe(SinkError("ValueConversionError: bad TIME")) == "ValueConversionError: bad TIME"
+    # Python's "package.module.Class: message" (Dagster's SerializableErrorInfo.message)
+    assert (
+        error_text("SourceConnectionError", "dagster_mysql_cdc.errors.SourceConnectionError: Access denied\n")
+        == "SourceConnectionError: Access denied"
+    )
+    assert error_text("KeyError", "'x'") == "KeyError: 'x'"
+    assert describe(SinkError("x" * 100), 20) == "SinkError: xxxxxxxxx"
+
+
+def test_a_failed_ticks_error_is_unwrapped_to_its_cause():
+    info = failed_tick_error(SourceConnectionError(ACCESS_DENIED))
+    assert info.cls_name == "SensorExecutionError" and "evaluation_fn" in info.message
+    assert meaningful_error(info).cls_name == "SourceConnectionError"
+    line = error_line(info)
+    assert line.startswith("SourceConnectionError: Access denied for 'cdc'@127.0.0.1:3306"), line
+    assert line.endswith("EnvVar('CDC_MYSQL_PASSWORD'))."), line
+    # an error raised from another keeps the one our code raised (it names the fix)
+    try:
+        try:
+            raise OSError("connection reset")
+        except OSError as e:
+            raise SinkError("Delta commit failed; the next run retries") from e
+    except SinkError as e:
+        nested = failed_tick_error(e)
+    assert error_line(nested) == "SinkError: Delta commit failed; the next run retries"
+    assert meaningful_error(None) is None and error_line(None) == ""
+
+
+def test_long_lines_are_cut_on_whole_words_keeping_the_fix():
+    gtid = ",".join(f"{d}-{d + 1}-{1000 + d}" for d in range(14))
+    message = purged_binlog_message(BinlogPosition("mysql-bin.000001", 4, gtid), "mysql-bin.000007")
+    line = f"s: committed mysql-bin.000001:4 | lag unknown: {message}"
+    assert len(line) > 400
+    cut = shorten(line, 400)
+    assert len(cut) <= 400 and cut.endswith("increase binlog retention (binlog_expire_logs_seconds).")
+    assert "was purged (oldest is mysql-bin.000007)" in cut, cut  # the cause stays too
+    words = set(line.split())
+    for word in set(cut.split()) - {"…"}:
+        head, mark, tail = word.partition("…")
+        assert word in words if not mark else any(w.startswith(head) and w.endswith(tail) for w in words)
+    tight = shorten(line, 160)
+    assert len(tight) <= 160 and tight.endswith("(binlog_expire_logs_seconds).") and tight.startswith("s: ")
+    assert shorten("short", 10) == "short"
+    one_token = shorten("x" * 500, 100)
+    assert len(one_token) <= 100 and " … " in one_token
+    # a PreflightError's first line is its list of problems, not "... is not ready for change data capture:"
+    preflight = first_line(str(PreflightError(["binlog_format is STATEMENT: set binlog_format=ROW"])), 300)
+    assert preflight.endswith("- binlog_format is STATEMENT: set binlog_format=ROW"), preflight
+
+
+def _health(**sensor) -> CaptureHealth:
+    base = dict(state="RUNNING", interval_seconds=5, last_tick_age_seconds=3.0, ticking=True)
+    return CaptureHealth(sensor=SensorHealth(**{**base, "last_tick_status": "SKIPPED", **sensor}))
+
+
+def test_verdict_names_the_cause_and_the_exit_status():
+    healthy = CaptureStatus("s", "mysql-bin.000002:400", health=_health())
+    assert healthy.problems() == [] and healthy.verdict() == "HEALTHY: s"
+    assert healthy.exit_code == EXIT_HEALTHY and healthy.line().startswith("HEALTHY: s\ns: committed")
+
+    tick = error_line(failed_tick_error(SourceConnectionError(ACCESS_DENIED)))
+    failing = CaptureStatus(
+        "s",
+        "mysql-bin.000002:400",
+        health=_health(last_tick_status="FAILURE", last_tick_error=tick, failed_ticks_in_a_row=7),
+    )
+    verdict = failing.verdict()
+    assert verdict.startswith("UNHEALTHY: s: its ticks fail (7 in a row, no run is requested): ")
+    assert "SourceConnectionError: Access denied" in verdict and verdict.endswith(
+        "'CDC_MYSQL_PASSWORD'))."
+    ), verdict
+    assert failing.exit_code == EXIT_UNHEALTHY
+
+    several = _health(ticking=False, last_tick_age_seconds=900.0)
+    several.stopped = {
+        "d.t": {"since": {"file": "f", "pos": 4}, "error": "SinkError: x", "attempts": 1, "retry_at": 0.0}
+    }
+    several.failing_checks = [
+        FailingCheck("s/d/u", "row_count_matches_source", "WARN", "lag"),
+        FailingCheck("s/d/t", "checksum_matches_source", "ERROR", "3 rows differ"),
+    ]
+    several.skipped_signals = [{"message": "signal x skipped: no table", "age_seconds": 60.0, "run_id": "r"}]
+    st = CaptureStatus("s", "f:4", health=several)
+    problems = st.problems()
+    assert problems[0].startswith("the sensor is NOT TICKING (last tick 900 s ago)")
+    assert problems[1] == "table d.t is STOPPED (not captured): SinkError: x"
+    assert problems[2] == "check checksum_matches_source of s/d/t fails: 3 rows differ"  # not the WARN one
+    assert problems[3] == "a signal was skipped 60 s ago: signal x skipped: no table"
+    assert st.verdict().endswith("[+3 more below]") and len(problems) == 4
+    assert st.lines()[-1].startswith("skipped signals: 1 in the last 3600 s, latest 60 s ago")
+
+    stopped = CaptureStatus("s", None, health=_health(state="STOPPED"))
+    assert (
+        stopped.verdict()
+        == "UNHEALTHY: s: the sensor is STOPPED, nothing is captured: dagster sensor start s"
+    )
+    succeeded_since = _health()
+    succeeded_since.last_run_failure = {
+        "run_id": "r" * 36,
+        "status": "FAILURE",
+        "reason": "x",
+        "succeeded_since": True,
+    }
+    assert CaptureStatus("s", "f:4", health=succeeded_since).problems() == []
+    # a cursor given instead of the instance's state: what the cursor records
+    from_cursor = CaptureStatus(
+        "s", "f:4", last_error="run 2c6499a7-048f-4d84-8823-d2ece44233b3 FAILURE: LakeUnavailableError: down"
+    )
+    assert from_cursor.problems() == ["the last run failed: run 2c6499a7 FAILURE: LakeUnavailableError: down"]
+
+
+def test_cli_exit_status_when_the_state_cannot_be_read(tmp_path, monkeypatch, capsys):
+    from dagster_mysql_cdc.__main__ import main
+
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    assert main(["status", "--sensor", "s", "--no-server"]) == EXIT_UNKNOWN
+    assert "DAGSTER_HOME is not set" in capsys.readouterr().err
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    monkeypatch.setenv("DAGSTER_HOME", str(not_a_dir))
+    assert main(["status", "--sensor", "s", "--no-server"]) == EXIT_UNKNOWN
+    assert "Cannot read the capture's state from the Dagster instance" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:
+        main(["status"])
+    assert usage.value.code == EXIT_UNKNOWN
