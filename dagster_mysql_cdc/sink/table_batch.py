@@ -520,7 +520,7 @@ class TableBatch:
             files.append(self._write_cut(schema, self.snapshot_position))
         if self.tail_dt is not None:
             self.w._evolve(self.paths.tail, schema)
-        live = None if self.model_changed or self.snapshot_position is not None else self._live_after()
+        live = None if self.model_changed or self.snapshot_position is not None else self._live_after(schema)
         if live is not None:
             meta = {
                 **meta,
@@ -546,13 +546,16 @@ class TableBatch:
             self.committed_tail = [str(f["path"]) for f in files]
         return outcome
 
-    def _live_after(self) -> tuple[int, int, int] | None:
+    def _live_after(self, schema: pa.Schema) -> tuple[int, int, int] | None:
         """The live rows after this batch's tail commit, the state version they are counted
         against and the tail version they were read at (:mod:`.live_rows`): the count the last
         tail commit recorded plus the batch's ``c - d``; counted exactly first when no recorded
-        count holds. ``None`` when the batch's ops do not say the change (snapshot reads) or
-        counting failed (logged)."""
-        from .read import live_count
+        count holds. A keyless batch that deletes or updates copies changes the count by what
+        its tail rows (read back, in ``schema``) do to the values' current counts
+        (:func:`.read.keyless_live_change`: a copy the lake never had is not removed). ``None``
+        when the batch's ops do not say the change (snapshot reads) or counting failed (logged)."""
+        from .compaction import read_files
+        from .read import keyless_live_change, live_count
 
         delta = window_delta(self.rows_by_op)
         if delta is None:
@@ -564,6 +567,9 @@ class TableBatch:
             base = recorded_live_rows(tail_dt, state_dt)
             if base is None:
                 base = live_count(storage, self.paths) or 0
+            if self.keyless and (self.rows_by_op.get("d") or self.rows_by_op.get("u")):
+                mine = read_files(storage, self.paths.tail, [str(f["path"]) for f in self.tail_files], schema)
+                delta = keyless_live_change(storage, self.paths, mine, opened=(state_dt, tail_dt))
             return (
                 base + delta,
                 state_dt.version() if state_dt is not None else -1,
