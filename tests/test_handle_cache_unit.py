@@ -198,7 +198,10 @@ def test_an_adopted_handle_is_refreshed_at_its_first_open(tmp_path):
 
 def test_a_log_preload_cannot_read_is_a_sink_error_naming_table_and_store(tmp_path):
     """``preload`` of a window's tables: a table missing is skipped; a log that cannot be read
-    fails with a SinkError naming the table and where the lake is (not delta-rs' bare error)."""
+    fails that table alone (issue "Nothing lost", point 2: a commit file edited by hand failed
+    every table of the window): its opens in the block raise a SinkError naming the table and
+    where the lake is (not delta-rs' bare error), the other tables are loaded; outside the block
+    its open reads the log again and fails the same way."""
     import pytest
 
     from dagster_mysql_cdc.errors import SinkError
@@ -212,6 +215,19 @@ def test_a_log_preload_cannot_read_is_a_sink_error_naming_table_and_store(tmp_pa
     with handle_cache():
         preload(storage, [good, missing])  # a missing table is not an error
         assert open_table(storage, good) is not None and open_table(storage, missing) is None
-        with pytest.raises(SinkError) as err:
-            preload(storage, [good, bad, missing])
+    other = str(tmp_path / "other")
+    write_deltalake(other, ROWS)
+    with handle_cache():
+        preload(storage, [good, bad, missing, other])
+        _foreign_append(other)  # loaded by the preload: its first open takes it as loaded
+        assert open_table(storage, other).version() == 0
+        for _ in range(2):
+            with pytest.raises(SinkError) as err:
+                open_table(storage, bad)
+            assert bad in str(err.value) and "the local filesystem" in str(err.value)
+        with handle_cache(sole_writer=True):  # a block inside (a table's commit task) too
+            with pytest.raises(SinkError):
+                open_table(storage, bad)
+    with pytest.raises(SinkError) as err:
+        open_table(storage, bad)
     assert bad in str(err.value) and "the local filesystem" in str(err.value)

@@ -142,3 +142,58 @@ def test_a_table_that_cannot_be_written_stops_alone_and_comes_back(local_storage
         assert any(f"{db}.time_table caught up from" in m for m in logs), logs
         assert _ids(local_storage, db, "time_table") == [1, 3, 4, 5, 6]  # 202 left out (warn)
         assert _ids(local_storage, db, "other") == [1, 2, 3, 4]
+
+
+def test_a_table_whose_delta_log_cannot_be_read_stops_alone(local_storage):
+    """Issue "Nothing lost", point 2: an invalid commit file in one table's change-log
+    ``_delta_log`` (a file edited by hand) failed every attempt of the window for every table
+    (``SinkError: reading the Delta log of ... failed``, raised while the window's Delta handles
+    were loaded side by side). That table must stop alone: the window succeeds, the other table
+    is committed, the cursor keeps the table stopped with the error naming its change log; once
+    the file is repaired its catch-up brings every change, once."""
+    from pathlib import Path
+
+    from deltalake import DeltaTable
+
+    with scratch_database("isolog") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.orders (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"CREATE TABLE {db}.other (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"INSERT INTO {db}.orders VALUES (1, 10)")
+            cur.execute(f"INSERT INTO {db}.other VALUES (1, 10)")
+        cdc = SensorDriven(
+            capture_resource(db), local_storage.base_uri, sensor_options={"table_retry_backoff_seconds": 0}
+        )
+        assert all(r.success for r in cdc.ticks().runs)  # the snapshot
+        changelog = local_storage.uri(db, db, "orders", "changelog")
+        version = DeltaTable(changelog).version()
+        invalid = Path(changelog) / "_delta_log" / f"{version + 1:020d}.json"
+        invalid.write_text('{"commitInfo": {"timestamp": 1, edited by hand\n')
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.orders VALUES (2, 20)")
+            cur.execute(f"INSERT INTO {db}.other VALUES (2, 20)")
+        runs = cdc.ticks().runs  # (with no backoff, a second run may try to catch orders up)
+        assert runs and all(r.success for r in runs)
+        run = runs[0]
+        stopped = _binlog_md(run)["stopped_tables"]
+        assert list(stopped) == [f"{db}.orders"]
+        error = stopped[f"{db}.orders"]["error"]
+        assert "SinkError" in error and changelog in error and "Json error" in error, error
+        assert "clone3" not in error  # (delta-rs' backtrace left out)
+        assert _ids(local_storage, db, "other") == [1, 2]
+        assert _ids(local_storage, db, "orders") == [1]
+        cursor = StreamCursor.parse(cdc.cursor)
+        assert list(cursor.stopped_tables()) == [f"{db}.orders"]
+        warnings = [e.message or "" for e in cdc.instance.all_logs(run.run_id) if e.level >= 30]
+        assert any(f"{db}.orders stopped" in m for m in warnings), warnings
+        # the file repaired: the next window catches orders up, nothing lost, nothing twice
+        invalid.unlink()
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.orders VALUES (3, 30)")
+            cur.execute(f"INSERT INTO {db}.other VALUES (3, 30)")
+        assert all(r.success for r in cdc.ticks().runs)
+        assert StreamCursor.parse(cdc.cursor).stopped is None
+        assert _ids(local_storage, db, "orders") == _source_ids(conn, db, "orders") == [1, 2, 3]
+        assert _ids(local_storage, db, "other") == _source_ids(conn, db, "other") == [1, 2, 3]
+        log_ids = DeltaTable(changelog).to_pyarrow_table(columns=["after"]).column("after").to_pylist()
+        assert sorted(a["id"] for a in log_ids) == [1, 2, 3]

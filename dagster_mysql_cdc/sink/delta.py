@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -79,20 +80,29 @@ def handle_cache(*, sole_writer: bool = False) -> Iterator[None]:
     it (every creation calls :func:`changed`). On an object store each refresh is a LIST request: a table's commit opens its
     tables a dozen times, the window's checks half a dozen (issue 28). A commit on a handle
     another writer has overtaken is still safe: delta-rs's conflict check reads the newer
-    commits before it writes."""
+    commits before it writes.
+
+    A table whose log :func:`preload` could not read is not cached: its :func:`open_table`
+    calls in the block (and in blocks nested in it) raise that error again, so the one table
+    fails, not the block (a window's tables stop alone, ``engine/isolation.py``)."""
     outer = getattr(_handles, "cache", None)
     if outer is None:
         _handles.cache = {}
         _handles.outer = []
+        _handles.outer_failed = []
         _handles.fresh = set()
     # the enclosing block's sets, restored on exit (and cleared by changed() meanwhile)
     _handles.outer.append((getattr(_handles, "trusted", None), getattr(_handles, "absent", None)))
+    parent_failed = getattr(_handles, "failed", None)
+    _handles.outer_failed.append(parent_failed)
     _handles.trusted = set() if sole_writer else None
     _handles.absent = set() if sole_writer else None
+    _handles.failed = dict(parent_failed or {})
     try:
         yield
     finally:
         _handles.trusted, _handles.absent = _handles.outer.pop()
+        _handles.failed = _handles.outer_failed.pop()
         if outer is None:
             _handles.cache = _handles.fresh = None
 
@@ -142,10 +152,14 @@ def preload(
     requests overlap): tables not cached yet are loaded, and inside a ``sole_writer`` block the
     cached ones not yet refreshed in that block are refreshed (and then trusted, see
     :func:`handle_cache`). The :func:`open_table` calls that follow find them ready. Tables that
-    do not exist are skipped. Raises :class:`~..errors.SinkError` naming the table and the store
-    when a log cannot be read. Nothing happens outside :func:`handle_cache` or for fewer than two
-    tables. A window of hundreds of tables loads each table's change log, state and tail here,
-    and its checks refresh them here, instead of one after another (issue 28). Outside a
+    do not exist are skipped. A table whose log cannot be read (a commit file edited by hand, a
+    permission on its prefix, the store failing) does not fail the others: its
+    :func:`open_table` calls in the block raise a :class:`~..errors.SinkError` naming the table
+    and the store (when the store itself fails, every table's does, and the caller tells that
+    apart, :func:`..engine.isolation.lake_unreachable`). Nothing happens outside
+    :func:`handle_cache` or for fewer than two tables. A window of hundreds of tables loads each
+    table's change log, state and tail here, and its checks refresh them here, instead of one
+    after another (issue 28). Outside a
     ``sole_writer`` block the next :func:`open_table` of each table takes the handle loaded here
     as it is (it was just brought up to date); the opens after that refresh it again. ``app_id``:
     each loaded table's batch version of that application is read here too
@@ -163,7 +177,7 @@ def preload(
         return
     opts = storage.delta_storage_options()
 
-    def load(uri: str) -> DeltaTable | None:
+    def load(uri: str) -> DeltaTable | SinkError | None:
         try:
             dt = cache.get(uri)
             if dt is not None:
@@ -175,17 +189,20 @@ def preload(
             return dt
         except TableNotFoundError:
             return None
-        except Exception as e:  # the store is unreachable or failing: say which one
-            raise SinkError(
-                f"reading the Delta log of {uri} on {storage.location()} failed: {type(e).__name__}: {e}"
-            ) from e
+        except Exception as e:  # this table's log, or the store: say which one (raised at its open)
+            return _log_error(storage, uri, e)
 
     with ThreadPoolExecutor(min(workers, len(todo)), thread_name_prefix="cdc-open") as pool:
         loaded = list(pool.map(load, todo))
     absent = getattr(_handles, "absent", None)
     fresh = getattr(_handles, "fresh", None)
+    failed = getattr(_handles, "failed", None)
     for uri, dt in zip(todo, loaded):
-        if dt is not None:
+        if isinstance(dt, SinkError):
+            cache.pop(uri, None)  # (a cached handle that could not be refreshed is not used)
+            if failed is not None:
+                failed[uri] = dt
+        elif dt is not None:
             cache[uri] = dt
             if trusted is not None:
                 trusted.add(uri)
@@ -193,6 +210,22 @@ def preload(
                 fresh.add(uri)
         elif absent is not None:
             absent.add(uri)
+
+
+def _log_error(storage: StorageSettings, table_uri: str, e: BaseException) -> SinkError:
+    """The error of a Delta log that cannot be read, naming the table and the store (delta-rs'
+    text without the Rust backtrace it may carry)."""
+    text = []
+    for line in str(e).splitlines():
+        if re.match(r"\s*\d+: ", line):  # "   0: <unknown>": the backtrace starts
+            break
+        text.append(line.strip())
+    err = SinkError(
+        f"reading the Delta log of {table_uri} on {storage.location()} failed: {type(e).__name__}: "
+        f"{' '.join(t for t in text if t)} (docs/operations.md, 'A table stopped')"
+    )
+    err.__cause__ = e
+    return err
 
 
 def changed(table_uri: str) -> None:
@@ -213,7 +246,15 @@ def changed(table_uri: str) -> None:
 def open_table(storage: StorageSettings, table_uri: str) -> DeltaTable | None:
     """The Delta table at ``table_uri``, or ``None`` if none exists yet (inside
     :func:`handle_cache`: the thread's handle, updated; in a ``sole_writer`` block, updated at
-    its first open only)."""
+    its first open only).
+
+    Raises:
+        SinkError: its Delta log cannot be read (naming the table and the store; in a
+            :func:`handle_cache` block also when :func:`preload` could not read it).
+    """
+    failed = getattr(_handles, "failed", None)
+    if failed and table_uri in failed:
+        raise failed[table_uri]
     cache = getattr(_handles, "cache", None)
     trusted = getattr(_handles, "trusted", None)
     absent = getattr(_handles, "absent", None)
@@ -226,7 +267,10 @@ def open_table(storage: StorageSettings, table_uri: str) -> DeltaTable | None:
             if fresh and table_uri in fresh:  # just loaded or refreshed by preload()
                 fresh.discard(table_uri)
             elif trusted is None or table_uri not in trusted:
-                dt.update_incremental()
+                try:
+                    dt.update_incremental()
+                except Exception as e:
+                    raise _log_error(storage, table_uri, e) from e
                 if trusted is not None:
                     trusted.add(table_uri)
             return dt
@@ -236,6 +280,8 @@ def open_table(storage: StorageSettings, table_uri: str) -> DeltaTable | None:
         if absent is not None:
             absent.add(table_uri)
         return None
+    except Exception as e:
+        raise _log_error(storage, table_uri, e) from e
     if cache is not None:
         cache[table_uri] = dt
         if trusted is not None:
