@@ -231,3 +231,85 @@ def test_a_log_preload_cannot_read_is_a_sink_error_naming_table_and_store(tmp_pa
     with pytest.raises(SinkError) as err:
         open_table(storage, bad)
     assert bad in str(err.value) and "the local filesystem" in str(err.value)
+
+
+def _commit_in_another_thread(storage: StorageSettings, uri: str, version: int) -> None:
+    """A window's commit task of this process: another thread, its own handle of the table,
+    a batch of the application ``stream`` (:func:`commit_files`)."""
+    import os
+    import time
+    import uuid
+
+    import pyarrow.parquet as pq
+
+    from dagster_mysql_cdc.sink.delta import commit_files
+
+    def task():
+        with handle_cache(sole_writer=True):
+            name = f"part-{uuid.uuid4().hex}.parquet"
+            pq.write_table(ROWS, f"{uri}/{name}")
+            files = [
+                {
+                    "path": name,
+                    "size": os.path.getsize(f"{uri}/{name}"),
+                    "num_records": ROWS.num_rows,
+                    "modification_time": int(time.time() * 1000),
+                }
+            ]
+            assert commit_files(
+                storage, uri, ROWS.schema, files, mode="append", app_id="stream", version=version
+            ).committed
+
+    t = threading.Thread(target=task)
+    t.start()
+    t.join()
+
+
+def test_a_commit_this_process_made_through_another_handle_is_read_before_a_handle_is_served(tmp_path):
+    """Issue "Nothing lost", point 3: both tables of a following run stopped with delta-rs'
+    ``Concurrent transaction failed``: the run thread had preloaded a change log's handle for a
+    window whose commit task committed through another handle; the next window's batch was
+    served that preloaded handle as it was, and its commit task trusted it, so the commit was
+    made on a version missing the previous window's commit (same ``txn`` application id). A
+    handle served without a refresh (preloaded, trusted) must first read the commits this
+    process made to its table through any other handle, in any thread."""
+    storage = StorageSettings(base_uri=str(tmp_path))
+    log, other = str(tmp_path / "changelog"), str(tmp_path / "tail")
+    write_deltalake(log, ROWS)
+    write_deltalake(other, ROWS)
+
+    def latest() -> int:
+        return DeltaTable(log).version()
+
+    with handle_cache():  # the run
+        with handle_cache():  # window 1: preloaded, committed by a task through its own handle
+            preload(storage, [log, other])
+            _commit_in_another_thread(storage, log, 1)
+        with handle_cache():  # window 2: its batch opens the change log on the run thread
+            prepared = open_table(storage, log)
+            assert prepared is not None and prepared.version() == latest()
+            _commit_in_another_thread(storage, log, 2)  # (not this handle's: e.g. the sink thread's)
+
+            def commit_task():  # adopts the batch's handle as current (sole writer)
+                with handle_cache(sole_writer=True):
+                    adopt(log, prepared, current=True)
+                    dt = open_table(storage, log)
+                    assert dt is prepared and dt.version() == latest()
+                    _commit_in_another_thread(storage, log, 3)  # a commit of this process meanwhile
+                    assert open_table(storage, log).version() == latest()
+                    seen = latest()
+                    _foreign_append(log)  # another process's: trusted, not looked for
+                    assert open_table(storage, log).version() == seen
+
+            t = threading.Thread(target=commit_task)
+            t.start()
+            t.join()
+            assert open_table(storage, log).version() == latest()
+        # a handle preloaded in one block (a window) is not served as loaded in a later one
+        third, fourth = str(tmp_path / "third"), str(tmp_path / "fourth")
+        write_deltalake(third, ROWS)
+        write_deltalake(fourth, ROWS)
+        with handle_cache():
+            preload(storage, [third, fourth])
+        _foreign_append(third)
+        assert open_table(storage, third).version() == 1

@@ -197,3 +197,47 @@ def test_a_table_whose_delta_log_cannot_be_read_stops_alone(local_storage):
         assert _ids(local_storage, db, "other") == _source_ids(conn, db, "other") == [1, 2, 3]
         log_ids = DeltaTable(changelog).to_pyarrow_table(columns=["after"]).column("after").to_pylist()
         assert sorted(a["id"] for a in log_ids) == [1, 2, 3]
+
+
+def test_no_table_stops_without_a_cause_in_a_following_run(local_storage):
+    """Issue "Nothing lost", point 3: both tables stopped in the first stream run with no fault
+    (``Delta commit to .../orders/changelog ... CommitFailedError: Failed to commit transaction:
+    Concurrent transaction failed.``): a following run reads several windows in one process, and
+    the handle of a change log loaded for one window was served as it was to the next window's
+    batch, missing the commit the previous window had made through another handle. Here: a
+    window of both tables whose change logs are written from the sink thread (orders has more
+    events than one job of many tables takes, customers is the only small one) and committed
+    by two commit tasks, then a follow-on window of both (small: one job on the run's thread),
+    with a compaction after every window. No table may stop; the lake equals the source."""
+    with scratch_database("isofollow") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.orders (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"CREATE TABLE {db}.customers (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"INSERT INTO {db}.orders VALUES (1, 10)")
+            cur.execute(f"INSERT INTO {db}.customers VALUES (1, 10)")
+        mysql = capture_resource(db, stream_follow_seconds=60.0, stream_follow_idle_seconds=0.0)
+        cdc = SensorDriven(mysql, local_storage.base_uri, state_compact_small_rows=1_000_000)
+        assert all(r.success for r in cdc.ticks().runs)  # the snapshot
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.orders SELECT seq, seq FROM {db}.seq_10_to_12000")
+            cur.execute(f"INSERT INTO {db}.customers VALUES (2, 20)")
+        with dg.build_sensor_context(
+            instance=cdc.instance, cursor=cdc.cursor, resources=cdc.resources
+        ) as ctx:
+            tick = cdc.sensor.evaluate_tick(ctx)
+        cdc.cursor = tick.cursor or cdc.cursor
+        (req,) = tick.run_requests
+        with conn.cursor() as cur:  # after the window was planned: read by a follow-on window
+            cur.execute(f"INSERT INTO {db}.orders VALUES (3, 30)")
+            cur.execute(f"INSERT INTO {db}.customers VALUES (3, 30)")
+        run = dg.materialize([cdc.cdc], resources=cdc.resources, instance=cdc.instance, tags=dict(req.tags))
+        assert run.success
+        md = _binlog_md(run)
+        assert md["follow_windows"] >= 1
+        assert not md.get("stopped_tables"), md.get("stopped_tables")
+        warnings = [e.message or "" for e in cdc.instance.all_logs(run.run_id) if e.level >= 30]
+        assert not any("stopped" in m or "Concurrent transaction" in m for m in warnings), warnings
+        assert (
+            _ids(local_storage, db, "orders") == _source_ids(conn, db, "orders") == [1, 3, *range(10, 12001)]
+        )
+        assert _ids(local_storage, db, "customers") == _source_ids(conn, db, "customers") == [1, 2, 3]

@@ -231,7 +231,7 @@ def compact_with_spark(
     from deltalake import CommitProperties
     from deltalake.exceptions import CommitFailedError
 
-    from .delta import TABLE_PROPERTIES, _delta_schema, changed, delete_files, file_actions
+    from .delta import TABLE_PROPERTIES, _delta_schema, changed, delete_files, file_actions, wrote
     from .spark_files import FileOutput
 
     t0 = time.monotonic()
@@ -267,6 +267,7 @@ def compact_with_spark(
                 file_actions(files), mode="overwrite", schema=_delta_schema(schema), commit_properties=props
             )
             state_dt.update_incremental()  # the handle reads its own commit (see .delta.handle_cache)
+            wrote(state_dt)
     except CommitFailedError as e:
         delete_files(writer.storage, paths.state, files)
         log.info("compaction of %s left for later: %s", paths.state, e)

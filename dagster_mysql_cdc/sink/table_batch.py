@@ -47,6 +47,7 @@ from .delta import (
     open_table,
     rewrite_table,
     transaction_version,
+    wrote,
 )
 from .evolution import Conformed, conform_schema, conform_table, state_value_field
 from .layout import TablePaths
@@ -99,6 +100,7 @@ def set_properties(dt: DeltaTable, properties: dict[str, str]) -> None:
     only this way). Best-effort: a concurrent writer may win it; the next batch sets them again."""
     try:
         dt.alter.set_table_properties(properties, raise_if_not_exists=False)
+        wrote(dt)
     except Exception as e:  # pragma: no cover - depends on concurrent writers
         log.warning("could not set %s on %s: %s", properties, dt.table_uri, e)
 
@@ -213,6 +215,7 @@ class TableBatch:
         for dt in (open_table(storage, self.paths.state), open_table(storage, self.paths.tail)):
             if dt is not None:
                 dt.delete()
+                wrote(dt)
                 set_properties(dt, {KEY_PROPERTY: self._key_json()})
         self.state_dt = open_table(self.w.storage, self.paths.state)
         self.tail_dt = open_table(self.w.storage, self.paths.tail)
@@ -501,6 +504,7 @@ class TableBatch:
                 from .compaction import older_than_sql
 
                 self.tail_dt.delete(predicate=older_than_sql(self.snapshot_position, -1))
+                wrote(self.tail_dt)
                 set_properties(self.tail_dt, {KEY_PROPERTY: self._key_json()})
         self.state_dt = open_table(storage, self.paths.state)
         return outcome
@@ -691,6 +695,7 @@ class _LakeSchemas:
             if update:
                 try:
                     dt.alter.set_column_metadata(name, update)
+                    wrote(dt)
                 except Exception as e:  # pragma: no cover - concurrent writers
                     log.warning("could not refresh the metadata of %s.%s: %s", self.paths.state, name, e)
                     return
