@@ -338,15 +338,15 @@ def keyless_live_change(
     tail_schema = pa.schema(tail_dt.schema().to_arrow()) if tail_dt is not None else window.schema
     schema = state_schema_after(st_schema, tail_schema, True)
     first = schema.names[0]
+    like = schema.field(first).type  # (a supertype of the state's, the tail's and the window's)
     touched = None
-    if first in window.column_names and not pa.types.is_nested(window.schema.field(first).type):
-        touched = pc.unique(window.column(first).combine_chunks())
+    if first in window.column_names and not pa.types.is_nested(like):
+        touched = pc.unique(window.column(first).combine_chunks()).cast(like)
 
     def of_window(t: pa.Table) -> Any:
         """The rows whose first column has a value of the window's, and the cut markers."""
         assert touched is not None
-        col = t.column(first)
-        hit = pc.is_in(col, value_set=touched.cast(col.type))
+        hit = pc.is_in(t.column(first).cast(like), value_set=touched)
         if CUT_COL in t.column_names:
             hit = pc.or_(hit, pc.fill_null(t.column(CUT_COL), False))
         return hit
