@@ -198,7 +198,10 @@ def test_an_adopted_handle_is_refreshed_at_its_first_open(tmp_path):
 
 def test_a_log_preload_cannot_read_is_a_sink_error_naming_table_and_store(tmp_path):
     """``preload`` of a window's tables: a table missing is skipped; a log that cannot be read
-    fails with a SinkError naming the table and where the lake is (not delta-rs' bare error)."""
+    fails that table alone (issue "Nothing lost", point 2: a commit file edited by hand failed
+    every table of the window): its opens in the block raise a SinkError naming the table and
+    where the lake is (not delta-rs' bare error), the other tables are loaded; outside the block
+    its open reads the log again and fails the same way."""
     import pytest
 
     from dagster_mysql_cdc.errors import SinkError
@@ -212,6 +215,101 @@ def test_a_log_preload_cannot_read_is_a_sink_error_naming_table_and_store(tmp_pa
     with handle_cache():
         preload(storage, [good, missing])  # a missing table is not an error
         assert open_table(storage, good) is not None and open_table(storage, missing) is None
-        with pytest.raises(SinkError) as err:
-            preload(storage, [good, bad, missing])
+    other = str(tmp_path / "other")
+    write_deltalake(other, ROWS)
+    with handle_cache():
+        preload(storage, [good, bad, missing, other])
+        _foreign_append(other)  # loaded by the preload: its first open takes it as loaded
+        assert open_table(storage, other).version() == 0
+        for _ in range(2):
+            with pytest.raises(SinkError) as err:
+                open_table(storage, bad)
+            assert bad in str(err.value) and "the local filesystem" in str(err.value)
+        with handle_cache(sole_writer=True):  # a block inside (a table's commit task) too
+            with pytest.raises(SinkError):
+                open_table(storage, bad)
+    with pytest.raises(SinkError) as err:
+        open_table(storage, bad)
     assert bad in str(err.value) and "the local filesystem" in str(err.value)
+
+
+def _commit_in_another_thread(storage: StorageSettings, uri: str, version: int) -> None:
+    """A window's commit task of this process: another thread, its own handle of the table,
+    a batch of the application ``stream`` (:func:`commit_files`)."""
+    import os
+    import time
+    import uuid
+
+    import pyarrow.parquet as pq
+
+    from dagster_mysql_cdc.sink.delta import commit_files
+
+    def task():
+        with handle_cache(sole_writer=True):
+            name = f"part-{uuid.uuid4().hex}.parquet"
+            pq.write_table(ROWS, f"{uri}/{name}")
+            files = [
+                {
+                    "path": name,
+                    "size": os.path.getsize(f"{uri}/{name}"),
+                    "num_records": ROWS.num_rows,
+                    "modification_time": int(time.time() * 1000),
+                }
+            ]
+            assert commit_files(
+                storage, uri, ROWS.schema, files, mode="append", app_id="stream", version=version
+            ).committed
+
+    t = threading.Thread(target=task)
+    t.start()
+    t.join()
+
+
+def test_a_commit_this_process_made_through_another_handle_is_read_before_a_handle_is_served(tmp_path):
+    """Issue "Nothing lost", point 3: both tables of a following run stopped with delta-rs'
+    ``Concurrent transaction failed``: the run thread had preloaded a change log's handle for a
+    window whose commit task committed through another handle; the next window's batch was
+    served that preloaded handle as it was, and its commit task trusted it, so the commit was
+    made on a version missing the previous window's commit (same ``txn`` application id). A
+    handle served without a refresh (preloaded, trusted) must first read the commits this
+    process made to its table through any other handle, in any thread."""
+    storage = StorageSettings(base_uri=str(tmp_path))
+    log, other = str(tmp_path / "changelog"), str(tmp_path / "tail")
+    write_deltalake(log, ROWS)
+    write_deltalake(other, ROWS)
+
+    def latest() -> int:
+        return DeltaTable(log).version()
+
+    with handle_cache():  # the run
+        with handle_cache():  # window 1: preloaded, committed by a task through its own handle
+            preload(storage, [log, other])
+            _commit_in_another_thread(storage, log, 1)
+        with handle_cache():  # window 2: its batch opens the change log on the run thread
+            prepared = open_table(storage, log)
+            assert prepared is not None and prepared.version() == latest()
+            _commit_in_another_thread(storage, log, 2)  # (not this handle's: e.g. the sink thread's)
+
+            def commit_task():  # adopts the batch's handle as current (sole writer)
+                with handle_cache(sole_writer=True):
+                    adopt(log, prepared, current=True)
+                    dt = open_table(storage, log)
+                    assert dt is prepared and dt.version() == latest()
+                    _commit_in_another_thread(storage, log, 3)  # a commit of this process meanwhile
+                    assert open_table(storage, log).version() == latest()
+                    seen = latest()
+                    _foreign_append(log)  # another process's: trusted, not looked for
+                    assert open_table(storage, log).version() == seen
+
+            t = threading.Thread(target=commit_task)
+            t.start()
+            t.join()
+            assert open_table(storage, log).version() == latest()
+        # a handle preloaded in one block (a window) is not served as loaded in a later one
+        third, fourth = str(tmp_path / "third"), str(tmp_path / "fourth")
+        write_deltalake(third, ROWS)
+        write_deltalake(fourth, ROWS)
+        with handle_cache():
+            preload(storage, [third, fourth])
+        _foreign_append(third)
+        assert open_table(storage, third).version() == 1

@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 from deltalake import DeltaTable
 from lake_utils import live_state_rows, source_table
-from sensor_harness import SensorDriven, capture_resource, scratch_database
+from sensor_harness import SensorDriven, capture_resource, first_materialization_metadata, scratch_database
 
 from dagster_mysql_cdc.dagster_integration.checks import _lake_live_rows
 from dagster_mysql_cdc.sink.read import read_current
@@ -217,3 +217,46 @@ def test_keyless_table_with_a_spatial_column_is_captured_and_checked(local_stora
         rows = live_state_rows(local_storage, local_storage.uri(db, db, "test", "state"), [])
         assert sorted(r["test"]["srid"] or 0 for r in rows) == [0, 0, 0]  # SRID 0 is null
         assert lake_multiset(local_storage, db, "test") == source_multiset(db, "test")
+
+
+def test_a_no_data_capture_never_loses_a_row_inserted_after_it(local_storage):
+    """Issue "Nothing lost", point 1: with ``snapshot_mode=no_data`` the lake never saw the rows
+    the table had before the capture. ('a', 0) existed; UPDATE it, DELETE it, INSERT ('a', 0)
+    again: the change log is u, d, c and the current state has the inserted copy (the update's
+    -1 on a copy the lake never had removes nothing: counts never go below zero), also in the
+    compacted state table (compacted after every window here) and in the live-row count the
+    window reports."""
+    with scratch_database("nokeynodata") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.t (a VARCHAR(4), b INT)")
+            cur.execute(f"INSERT INTO {db}.t VALUES ('a', 0), ('p', 1), ('p', 1)")
+        cdc = SensorDriven(
+            capture_resource(db, snapshot_mode="no_data"),
+            local_storage.base_uri,
+            state_compact_small_rows=1_000_000,
+        )
+        cdc.ticks()
+        with conn.cursor() as cur:
+            cur.execute(f"UPDATE {db}.t SET b = 1 WHERE a = 'a'")
+            cur.execute(f"DELETE FROM {db}.t WHERE a = 'a'")
+            cur.execute(f"INSERT INTO {db}.t VALUES ('a', 0)")
+            cur.execute(f"DELETE FROM {db}.t WHERE a = 'p' LIMIT 1")  # a copy the lake never had
+        first = cdc.ticks()
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.t VALUES ('p', 1)")  # after the compaction of that window
+        second = cdc.ticks()
+        assert all(r.success for r in first.runs + second.runs)
+        log = DeltaTable(local_storage.uri(db, db, "t", "changelog")).to_pyarrow_table(
+            columns=["op", "source"]
+        )
+        ops = sorted((r["source"]["file"], r["source"]["pos"], r["op"]) for r in log.to_pylist())
+        assert [op for _, _, op in ops] == ["u", "d", "c", "d", "c"]
+        assert lake_multiset(local_storage, db, "t") == Counter({("a", 0): 1, ("p", 1): 1})
+        state = DeltaTable(local_storage.uri(db, db, "t", "state")).to_pyarrow_table()
+        assert min(state.column("__count").to_pylist()) >= 0, state.to_pylist()
+        counts = [
+            m["dagster/row_count"].value
+            for runs in (first.runs, second.runs)
+            for m in [first_materialization_metadata(runs, "t")]
+        ]
+        assert counts == [1, 2]

@@ -1072,7 +1072,8 @@ class BinlogStreamingSource:
                     self.result.tables[(db, t)] = written
                 continue
             # this table stops alone (see .isolation); the others go on
-            log.warning("%s.%s stops: %s", db, t, error, exc_info=te.failed is None)
+            # (the traceback of the error the task returned; none for a failure already logged)
+            log.warning("%s.%s stops: %s", db, t, error, exc_info=error if te.failed is None else None)
             self.result.failed_tables[f"{db}.{t}"] = {
                 "error": te.failed or describe(error, 2000),
                 "since": self.start.to_dict(),

@@ -229,7 +229,7 @@ def compact_in_process(
         state = conform_table(state, pa.schema([schema.field(n) for n in state.column_names]))
     out = resolve(state, tail, key=key, schema=schema)
     as_of = _newest(tail)
-    from .delta import TABLE_PROPERTIES, changed
+    from .delta import TABLE_PROPERTIES, changed, wrote
 
     try:
         write_deltalake(
@@ -253,6 +253,8 @@ def compact_in_process(
     finally:
         if state_dt is None:
             changed(paths.state)  # created by path (see .delta.handle_cache)
+    if state_dt is not None:
+        wrote(state_dt)  # (other handles of the state in this process read it at their next open)
     removed = remove_files(tail_dt, tail_actions)
     return {
         "mode": "in_process",
@@ -273,6 +275,7 @@ def remove_files(dt: DeltaTable, actions: pa.Table) -> int:
     from deltalake import CommitProperties
     from deltalake.transaction import RemoveAction
 
+    from .delta import wrote
     from .live_rows import COMPACTED
 
     if actions.num_rows == 0:
@@ -291,6 +294,7 @@ def remove_files(dt: DeltaTable, actions: pa.Table) -> int:
             commit_properties=CommitProperties(custom_metadata={COMPACTED: "true"}),
         )
         dt.update_incremental()  # the handle reads its own commit (see .delta.handle_cache)
+        wrote(dt)
         return len(removes)
     except Exception as e:  # pragma: no cover - concurrent writers
         log.warning(

@@ -7,8 +7,10 @@ Hadoop connector), and :func:`.current.resolve`'s rules are applied as Spark SQL
 - keyed: the rows of each key ordered by ``(__epoch, __binlog_file, __binlog_pos, __binlog_row)``
   descending (a live row before a tombstone on a tie), the first kept (``row_number``);
 - keyless: the rows of each distinct value (Spark groups ``NULL``s together, as the Arrow
-  path does), the compacted count plus the ``__count`` changes of tail rows newer than the
-  compacted row, the newest row's image (``max_by``);
+  path does), the compacted count with the ``__count`` changes of tail rows newer than the
+  compacted row applied in order, never below zero (``P_n - least(0, min(P_k))``, ``P_k`` the
+  running sum over the compacted row then the tail rows in ordering-key order, a ``-1`` first on a
+  tie), the newest row's image (``max_by``);
 - cut markers: tail rows older than the newest cut are dropped, rows older than it become
   tombstones at it.
 
@@ -174,9 +176,16 @@ def state_frame(
     df = df.withColumn("__s_ord", s_ord).filter(
         (F.col("__src") == 0) | F.col("__s_ord").isNull() | (F.col("__ord") > F.col("__s_ord"))
     )
+    # the changes applied in order, never below zero: P_n - least(0, min P_k) (see .current)
+    running = (
+        Window.partitionBy(*[F.col(v) for v in values])
+        .orderBy(F.col("__src"), F.col("__ord"), F.col("__deleted").desc())
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    df = df.withColumn("__p", F.sum("__w").over(running))
     meta = [c for c in out_cols if c not in values and c != COUNT_FIELD.name]
     agg = df.groupBy(*[F.col(v) for v in values]).agg(
-        F.sum("__w").alias(COUNT_FIELD.name),
+        (F.sum("__w") - F.least(F.min("__p"), F.lit(0))).alias(COUNT_FIELD.name),
         F.max_by(F.struct(*[F.col(m) for m in meta]), F.col("__ord")).alias("__m"),
     )
     agg = agg.select(
@@ -221,7 +230,7 @@ def compact_with_spark(
     from deltalake import CommitProperties
     from deltalake.exceptions import CommitFailedError
 
-    from .delta import TABLE_PROPERTIES, _delta_schema, changed, delete_files, file_actions
+    from .delta import TABLE_PROPERTIES, _delta_schema, changed, delete_files, file_actions, wrote
     from .spark_files import FileOutput
 
     t0 = time.monotonic()
@@ -257,6 +266,7 @@ def compact_with_spark(
                 file_actions(files), mode="overwrite", schema=_delta_schema(schema), commit_properties=props
             )
             state_dt.update_incremental()  # the handle reads its own commit (see .delta.handle_cache)
+            wrote(state_dt)
     except CommitFailedError as e:
         delete_files(writer.storage, paths.state, files)
         log.info("compaction of %s left for later: %s", paths.state, e)

@@ -13,9 +13,14 @@ table always had them):
   compacted one, e.g. a stream window behind a snapshot, loses); on a tie a live row beats a
   tombstone;
 - keyless tables (one row per distinct value, ``__count`` copies): a value's copies are its
-  compacted count plus the ``__count`` changes of its tail rows *newer* than the compacted row
-  (the compacted row's ordering key is the newest event it holds, so a tail row already compacted
-  is never counted twice, even when its file is still in the tail);
+  compacted count with the ``__count`` changes of its tail rows *newer* than the compacted row
+  applied one by one in ordering-key order (a ``-1`` before a ``+1`` on a tie: a keyless update
+  that changes nothing), **never below zero**: a ``-1`` on a value without copies changes nothing
+  (the copy it removes is one the lake never had: a row that existed before a ``no_data``
+  capture). The compacted row's ordering key is the newest event it holds, so a tail row already
+  compacted is never counted twice, even when its file is still in the tail. Applied this way, a
+  count is ``P_n - min(0, min_k P_k)`` with ``P_k`` the plain running sum (compacted count first):
+  what the Spark SQL form computes with window functions;
 - cut markers (``__cut``): every row older than the newest cut becomes a tombstone at the cut
   (``__op`` of the cut, ``t`` or ``r``; a keyless row's count 0), and tail rows older than it are
   dropped.
@@ -271,8 +276,9 @@ def _touched(base: pa.Table, newest: pa.Table, key: list[str]) -> tuple[pa.Array
 
 
 def _resolve_keyless(base: pa.Table, rows: pa.Table, schema: pa.Schema, fresh) -> pa.Table:
-    """Keyless: per distinct value, the compacted count plus the tail's changes newer than the
-    compacted row (``fresh``: compacted rows a cut just emptied, every tail row counts for them)."""
+    """Keyless: per distinct value, the compacted count with the tail's changes newer than the
+    compacted row applied oldest first, never below zero (``fresh``: compacted rows a cut just
+    emptied, every tail row counts for them)."""
     from ..source.types import hashable_value as _hashable  # the value identity of count_per_value
 
     if rows.num_rows == 0:
@@ -291,7 +297,7 @@ def _resolve_keyless(base: pa.Table, rows: pa.Table, schema: pa.Schema, fresh) -
     b_fresh = fresh.to_pylist()
     for i, v in enumerate(b_vals):
         c = b_cnt[i]
-        c = (0 if b_del[i] else 1) if c is None else c  # a row written before counts: one copy
+        c = (0 if b_del[i] else 1) if c is None else max(0, c)  # a row written before counts: one copy
         since = None if b_fresh[i] else b_ord[i]
         groups[_hashable(v)] = {"since": since, "ord": b_ord[i], "count": c, "src": ("s", i)}
     r_vals = list(zip(*(rows.column(v).to_pylist() for v in values))) if values else [()] * rows.num_rows
@@ -304,7 +310,7 @@ def _resolve_keyless(base: pa.Table, rows: pa.Table, schema: pa.Schema, fresh) -
             g = groups[h] = {"since": None, "ord": r_ord[i], "count": 0, "src": ("t", i)}
         if g["since"] is not None and not r_ord[i] > g["since"]:
             continue  # already in the compacted count
-        g["count"] += r_cnt[i] or 0
+        g["count"] = max(0, g["count"] + (r_cnt[i] or 0))  # in order, never below zero
         if r_ord[i] >= g["ord"]:
             g["ord"], g["src"] = r_ord[i], ("t", i)
     s_idx = [g["src"][1] for g in groups.values() if g["src"][0] == "s"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -58,6 +59,55 @@ class CommitOutcome:
 
 _handles = threading.local()
 
+#: The commits this process made to each table, by table URI, from any thread and through any
+#: handle (:func:`wrote`, :func:`changed`): a count. Each handle records the count it has read
+#: (``_cdc_seen`` in its ``__dict__``, set when :func:`open_table` or :func:`preload` loads or
+#: refreshes it, or when a commit is made through it), so a handle the cache would serve as it is
+#: (trusted in a ``sole_writer`` block, just preloaded) is brought up to date first when this
+#: process committed to the table through another handle since: e.g. a window's commit task
+#: committing the change log through the handle its record batches were prepared with, and the
+#: run thread's preloaded handle of the same change log served to the next window's batch (its
+#: commit, on that stale handle, failed with delta-rs' ``Concurrent transaction failed``: the
+#: commit it missed carries the same Delta ``txn`` application id). Commits of other processes
+#: are not known here (delta-rs' conflict check still reads them before a commit).
+_commits: dict[str, int] = {}
+_commits_lock = threading.Lock()
+
+
+def _uri_of(dt: DeltaTable) -> str:
+    """The URI a handle was opened with (:func:`open_table`), else delta-rs' own."""
+    return dt.__dict__.get("_cdc_uri") or dt.table_uri
+
+
+def _seen(dt: DeltaTable, table_uri: str, count: int) -> None:
+    """Record that ``dt`` has read the first ``count`` commits this process made to the table."""
+    dt.__dict__["_cdc_uri"] = table_uri
+    dt.__dict__["_cdc_seen"] = count
+
+
+def _behind(dt: DeltaTable, table_uri: str) -> bool:
+    """Whether this process committed to the table since ``dt`` was last brought up to date."""
+    return dt.__dict__.get("_cdc_seen", 0) < _commits.get(table_uri, 0)
+
+
+def _refresh(dt: DeltaTable, table_uri: str) -> None:
+    """``dt.update_incremental()``, recording the commits of this process it has read."""
+    count = _commits.get(table_uri, 0)  # read first: a commit landing meanwhile is read next time
+    dt.update_incremental()
+    _seen(dt, table_uri, count)
+
+
+def wrote(dt: DeltaTable) -> None:
+    """Record a commit this process made through the handle ``dt`` (any thread), which is
+    current after it (delta-rs updates a handle it commits through, or the caller refreshed it):
+    every other handle of the table is brought up to date at its next :func:`open_table` (see
+    :data:`_commits`). Call it after each commit through a handle; a write by path calls
+    :func:`changed` instead."""
+    uri = _uri_of(dt)
+    with _commits_lock:
+        count = _commits[uri] = _commits.get(uri, 0) + 1
+    _seen(dt, uri, count)
+
 
 @contextmanager
 def handle_cache(*, sole_writer: bool = False) -> Iterator[None]:
@@ -79,20 +129,36 @@ def handle_cache(*, sole_writer: bool = False) -> Iterator[None]:
     it (every creation calls :func:`changed`). On an object store each refresh is a LIST request: a table's commit opens its
     tables a dozen times, the window's checks half a dozen (issue 28). A commit on a handle
     another writer has overtaken is still safe: delta-rs's conflict check reads the newer
-    commits before it writes."""
+    commits before it writes.
+
+    Whatever the block, a handle is brought up to date before it is served as it is when this
+    process committed to its table through another handle meanwhile (:func:`wrote`,
+    :func:`changed`); a handle :func:`preload` loaded is served as loaded at its next open in
+    the same block only (the window that preloaded it), never in a later block.
+
+    A table whose log :func:`preload` could not read is not cached: its :func:`open_table`
+    calls in the block (and in blocks nested in it) raise that error again, so the one table
+    fails, not the block (a window's tables stop alone, ``engine/isolation.py``)."""
     outer = getattr(_handles, "cache", None)
     if outer is None:
         _handles.cache = {}
         _handles.outer = []
+        _handles.outer_failed = []
         _handles.fresh = set()
     # the enclosing block's sets, restored on exit (and cleared by changed() meanwhile)
     _handles.outer.append((getattr(_handles, "trusted", None), getattr(_handles, "absent", None)))
+    parent_failed = getattr(_handles, "failed", None)
+    _handles.outer_failed.append(parent_failed)
     _handles.trusted = set() if sole_writer else None
     _handles.absent = set() if sole_writer else None
+    _handles.failed = dict(parent_failed or {})
     try:
         yield
     finally:
         _handles.trusted, _handles.absent = _handles.outer.pop()
+        _handles.failed = _handles.outer_failed.pop()
+        if _handles.fresh:
+            _handles.fresh.clear()  # "just loaded" holds for the block that loaded them only
         if outer is None:
             _handles.cache = _handles.fresh = None
 
@@ -109,7 +175,7 @@ def release_handles() -> dict[str, DeltaTable]:
     out = dict(cache)
     cache.clear()
     for u in out:
-        changed(u)  # not trusted, fresh or known absent any more in this thread
+        _forget(u)  # not trusted, fresh or known absent any more in this thread
     return out
 
 
@@ -142,10 +208,14 @@ def preload(
     requests overlap): tables not cached yet are loaded, and inside a ``sole_writer`` block the
     cached ones not yet refreshed in that block are refreshed (and then trusted, see
     :func:`handle_cache`). The :func:`open_table` calls that follow find them ready. Tables that
-    do not exist are skipped. Raises :class:`~..errors.SinkError` naming the table and the store
-    when a log cannot be read. Nothing happens outside :func:`handle_cache` or for fewer than two
-    tables. A window of hundreds of tables loads each table's change log, state and tail here,
-    and its checks refresh them here, instead of one after another (issue 28). Outside a
+    do not exist are skipped. A table whose log cannot be read (a commit file edited by hand, a
+    permission on its prefix, the store failing) does not fail the others: its
+    :func:`open_table` calls in the block raise a :class:`~..errors.SinkError` naming the table
+    and the store (when the store itself fails, every table's does, and the caller tells that
+    apart, :func:`..engine.isolation.lake_unreachable`). Nothing happens outside
+    :func:`handle_cache` or for fewer than two tables. A window of hundreds of tables loads each
+    table's change log, state and tail here, and its checks refresh them here, instead of one
+    after another (issue 28). Outside a
     ``sole_writer`` block the next :func:`open_table` of each table takes the handle loaded here
     as it is (it was just brought up to date); the opens after that refresh it again. ``app_id``:
     each loaded table's batch version of that application is read here too
@@ -163,29 +233,34 @@ def preload(
         return
     opts = storage.delta_storage_options()
 
-    def load(uri: str) -> DeltaTable | None:
+    def load(uri: str) -> DeltaTable | SinkError | None:
         try:
             dt = cache.get(uri)
             if dt is not None:
-                dt.update_incremental()
+                _refresh(dt, uri)
             else:
+                count = _commits.get(uri, 0)
                 dt = DeltaTable(uri, storage_options=opts)
+                _seen(dt, uri, count)
             if app_id is not None:
                 transaction_version(dt, app_id)
             return dt
         except TableNotFoundError:
             return None
-        except Exception as e:  # the store is unreachable or failing: say which one
-            raise SinkError(
-                f"reading the Delta log of {uri} on {storage.location()} failed: {type(e).__name__}: {e}"
-            ) from e
+        except Exception as e:  # this table's log, or the store: say which one (raised at its open)
+            return _log_error(storage, uri, e)
 
     with ThreadPoolExecutor(min(workers, len(todo)), thread_name_prefix="cdc-open") as pool:
         loaded = list(pool.map(load, todo))
     absent = getattr(_handles, "absent", None)
     fresh = getattr(_handles, "fresh", None)
+    failed = getattr(_handles, "failed", None)
     for uri, dt in zip(todo, loaded):
-        if dt is not None:
+        if isinstance(dt, SinkError):
+            cache.pop(uri, None)  # (a cached handle that could not be refreshed is not used)
+            if failed is not None:
+                failed[uri] = dt
+        elif dt is not None:
             cache[uri] = dt
             if trusted is not None:
                 trusted.add(uri)
@@ -195,10 +270,34 @@ def preload(
             absent.add(uri)
 
 
+def _log_error(storage: StorageSettings, table_uri: str, e: BaseException) -> SinkError:
+    """The error of a Delta log that cannot be read, naming the table and the store (delta-rs'
+    text without the Rust backtrace it may carry)."""
+    text = []
+    for line in str(e).splitlines():
+        if re.match(r"\s*\d+: ", line):  # "   0: <unknown>": the backtrace starts
+            break
+        text.append(line.strip())
+    err = SinkError(
+        f"reading the Delta log of {table_uri} on {storage.location()} failed: {type(e).__name__}: "
+        f"{' '.join(t for t in text if t)} (docs/operations.md, 'A table stopped')"
+    )
+    err.__cause__ = e
+    return err
+
+
 def changed(table_uri: str) -> None:
     """Record that the calling thread wrote ``table_uri`` other than through its cached handle
-    (e.g. ``write_deltalake`` on the path): the next :func:`open_table` in a ``sole_writer``
-    block brings the handle up to date again."""
+    (e.g. ``write_deltalake`` on the path): the next :func:`open_table` of the table, in this
+    thread (also in a ``sole_writer`` block) and in any other (see :data:`_commits`), brings its
+    handle up to date again."""
+    with _commits_lock:
+        _commits[table_uri] = _commits.get(table_uri, 0) + 1
+    _forget(table_uri)
+
+
+def _forget(table_uri: str) -> None:
+    """The calling thread no longer trusts its handle of ``table_uri`` (nor knows it absent)."""
     fresh = getattr(_handles, "fresh", None)
     if fresh is not None:
         fresh.discard(table_uri)
@@ -213,7 +312,15 @@ def changed(table_uri: str) -> None:
 def open_table(storage: StorageSettings, table_uri: str) -> DeltaTable | None:
     """The Delta table at ``table_uri``, or ``None`` if none exists yet (inside
     :func:`handle_cache`: the thread's handle, updated; in a ``sole_writer`` block, updated at
-    its first open only)."""
+    its first open only).
+
+    Raises:
+        SinkError: its Delta log cannot be read (naming the table and the store; in a
+            :func:`handle_cache` block also when :func:`preload` could not read it).
+    """
+    failed = getattr(_handles, "failed", None)
+    if failed and table_uri in failed:
+        raise failed[table_uri]
     cache = getattr(_handles, "cache", None)
     trusted = getattr(_handles, "trusted", None)
     absent = getattr(_handles, "absent", None)
@@ -223,19 +330,29 @@ def open_table(storage: StorageSettings, table_uri: str) -> DeltaTable | None:
         dt = cache.get(table_uri)
         if dt is not None:
             fresh = getattr(_handles, "fresh", None)
-            if fresh and table_uri in fresh:  # just loaded or refreshed by preload()
+            behind = _behind(dt, table_uri)  # this process committed through another handle
+            if fresh and table_uri in fresh and not behind:  # just loaded or refreshed by preload()
                 fresh.discard(table_uri)
-            elif trusted is None or table_uri not in trusted:
-                dt.update_incremental()
+            elif trusted is None or table_uri not in trusted or behind:
+                if fresh:
+                    fresh.discard(table_uri)
+                try:
+                    _refresh(dt, table_uri)
+                except Exception as e:
+                    raise _log_error(storage, table_uri, e) from e
                 if trusted is not None:
                     trusted.add(table_uri)
             return dt
+    count = _commits.get(table_uri, 0)
     try:  # one load (an S3 client is made per call: is_deltatable first would make two)
         dt = DeltaTable(table_uri, storage_options=storage.delta_storage_options())
     except TableNotFoundError:
         if absent is not None:
             absent.add(table_uri)
         return None
+    except Exception as e:
+        raise _log_error(storage, table_uri, e) from e
+    _seen(dt, table_uri, count)
     if cache is not None:
         cache[table_uri] = dt
         if trusted is not None:
@@ -356,6 +473,7 @@ def commit_files(
             if properties:  # delta-rs accepts properties it does not know only through ALTER
                 dt.alter.set_table_properties(properties, raise_if_not_exists=False)
                 dt.update_incremental()
+                wrote(dt)
             return CommitOutcome(True, dt.version(), len(actions), rows)
         done = transaction_version(dt, app_id)
         if done is not None and done >= version:
@@ -366,6 +484,7 @@ def commit_files(
         writes: list[AddAction | RemoveAction] = list(actions)  # deltalake types the list invariantly
         dt.create_write_transaction(writes, mode=mode, schema=_delta_schema(schema), commit_properties=props)
         dt.update_incremental()
+        wrote(dt)
         return CommitOutcome(True, dt.version(), len(actions), rows)
     except SinkError:
         raise
@@ -405,6 +524,7 @@ def ensure_table_properties(dt: DeltaTable) -> None:
     try:
         dt.alter.set_table_properties(missing)
         dt.update_incremental()
+        wrote(dt)
     except Exception as e:  # pragma: no cover - depends on concurrent writers
         log.warning("could not set %s on %s: %s", missing, dt.table_uri, e)
 
@@ -481,6 +601,7 @@ def rewrite_table(
                     custom_metadata={"dagster_mysql_cdc.rewrite": reason}, max_commit_retries=0
                 ),
             )
+            wrote(dt)
             log.info("rewrote %s (%d files) into its new schema: %s", table_uri, len(paths), reason)
             return True
         except CommitFailedError as e:  # another writer committed meanwhile: list the files again

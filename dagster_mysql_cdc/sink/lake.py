@@ -46,7 +46,7 @@ from ..errors import SinkError
 from ..events import BinlogPosition
 from ..private_files import PrivateFiles
 from .compaction import CompactionPolicy
-from .delta import changed, open_table
+from .delta import changed, open_table, wrote
 from .layout import LakeLayout, TablePaths
 from .live_rows import EVOLVED
 from .retention import RetentionPolicy, vacuum_if_due
@@ -422,6 +422,8 @@ class LakeWriter:
             return None
         try:
             metrics = dt.optimize.compact(target_size=256 * 1024 * 1024)
+            if metrics.get("numFilesAdded") or metrics.get("numFilesRemoved"):
+                wrote(dt)
             log.info(
                 "compacted %s: %s",
                 table_uri,

@@ -6,7 +6,11 @@ what its events say: ``+1`` per ``c`` (a key that was not live), ``-1`` per ``d`
 and new images cancel). So each tail commit records the count after it in its commit info
 (``dagster_mysql_cdc.live_rows``), as the previous recorded count plus the window's ``c - d``: the
 count costs what the window changed, not a read of the state (at 20M rows, a filtered scan of the
-state's key column is seconds per window).
+state's key column is seconds per window). A keyless table's window that deletes or updates copies
+is the exception: a ``-1`` on a value the lake has no copy of (a row older than a
+``snapshot_mode=no_data`` capture) changes nothing (:mod:`.current`: counts never go below zero),
+so its change is the current counts of the values it touches with and without its tail rows
+(:func:`.read.keyless_live_change`: a read of the state's rows of those values and of the tail).
 
 The previous count is trusted only when it was read at the version just before the commit that
 recorded it (another writer's commit in between, e.g. a snapshot run beside the stream, would be
@@ -68,7 +72,8 @@ def keeps_rows(commit: Mapping) -> bool:
 
 def window_delta(rows_by_op: Mapping[str, int]) -> int | None:
     """The change of the live-row count a batch of change events makes, from its ``op`` counts;
-    ``None`` when the ops do not say it (``r`` snapshot reads, ``t`` cuts, unknown ops)."""
+    ``None`` when the ops do not say it (``r`` snapshot reads, ``t`` cuts, unknown ops). A keyless
+    batch with ``d`` or ``u`` events may change it less (see the module docs)."""
     if any(op not in ("c", "u", "d") for op, n in rows_by_op.items() if n):
         return None
     return int(rows_by_op.get("c", 0)) - int(rows_by_op.get("d", 0))

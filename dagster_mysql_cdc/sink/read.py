@@ -313,6 +313,64 @@ def live_count(storage: StorageSettings, paths: TablePaths | str) -> int | None:
     return (base or 0) - before + (0 if now is None else _live(now).num_rows)
 
 
+def keyless_live_change(
+    storage: StorageSettings, paths: TablePaths, window: pa.Table, *, opened: tuple[Any, Any]
+) -> int:
+    """The change of a keyless table's live copies that appending the tail rows ``window`` (a
+    batch's, not committed yet) makes: the current counts of the values it touches with and
+    without it (:func:`.current.resolve`: changes applied in order, never below zero, so a
+    ``-1`` on a value the lake has no copy of changes nothing, and an update of such a row adds
+    its new image). Reads the compacted state's rows whose first column has one of the window's
+    values, and the tail (bounded by compaction); ``opened``: the ``(state, tail)`` Delta tables
+    as they are now (the tail's schema holds the window's columns).
+
+    Raises:
+        whatever reading the lake raises.
+    """
+    import pyarrow.compute as pc
+
+    from .current import _aligned
+    from .evolution import conform_table
+    from .tail import CUT_COL
+
+    state_dt, tail_dt = opened
+    st_schema = pa.schema(state_dt.schema().to_arrow()) if state_dt is not None else None
+    tail_schema = pa.schema(tail_dt.schema().to_arrow()) if tail_dt is not None else window.schema
+    schema = state_schema_after(st_schema, tail_schema, True)
+    first = schema.names[0]
+    like = schema.field(first).type  # (a supertype of the state's, the tail's and the window's)
+    touched = None
+    if first in window.column_names and not pa.types.is_nested(like):
+        touched = pc.unique(window.column(first).combine_chunks()).cast(like)
+
+    def of_window(t: pa.Table) -> Any:
+        """The rows whose first column has a value of the window's, and the cut markers."""
+        assert touched is not None
+        hit = pc.is_in(t.column(first).cast(like), value_set=touched)
+        if CUT_COL in t.column_names:
+            hit = pc.or_(hit, pc.fill_null(t.column(CUT_COL), False))
+        return hit
+
+    row_filter = None if touched is None else of_window
+    state = None
+    if state_dt is not None:
+        files = pa.table(state_dt.get_add_actions(flatten=True)).column("path").to_pylist()
+        state = read_files(storage, paths.state, files, st_schema, row_filter=row_filter)
+        state = conform_table(state, pa.schema([schema.field(n) for n in state.column_names]))
+    tail = tail_schema.empty_table()
+    if tail_dt is not None:
+        files = pa.table(tail_dt.get_add_actions(flatten=True)).column("path").to_pylist()
+        tail = read_files(storage, paths.tail, files, tail_schema, row_filter=row_filter)
+
+    def live_copies(t: pa.Table) -> int:
+        live = _live(t)
+        return int(pc.sum(pc.fill_null(live.column("__count"), 1)).as_py() or 0) if live.num_rows else 0
+
+    before = live_copies(resolve(state, tail, key=[], schema=schema))
+    both = pa.concat_tables([tail, _aligned(window, tail_schema)])
+    return live_copies(resolve(state, both, key=[], schema=schema)) - before
+
+
 def current_frame(writer: Any, paths: TablePaths) -> Any:
     """The current state of one table as a Spark DataFrame on ``writer``'s session (the files are
     read by the executors; for tables too large for one process). Same layout as

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .delta import open_table
+from .delta import open_table, wrote
 from .storage import StorageSettings
 
 if TYPE_CHECKING:
@@ -76,6 +76,8 @@ def vacuum_if_due(
         _log_retention(dt, policy.retention_hours)
         dt.cleanup_metadata()
         _mark(dt, now)
+        dt.update_incremental()
+        wrote(dt)  # (VACUUM START/END and the properties: other handles read them at their next open)
     except Exception as e:  # noqa: BLE001 - maintenance: the batch is committed
         log.warning("vacuum of %s failed (retried later): %s", table_uri, e)
         return {"error": f"{type(e).__name__}: {e}"[:500]}

@@ -47,6 +47,7 @@ from .delta import (
     open_table,
     rewrite_table,
     transaction_version,
+    wrote,
 )
 from .evolution import Conformed, conform_schema, conform_table, state_value_field
 from .layout import TablePaths
@@ -99,6 +100,7 @@ def set_properties(dt: DeltaTable, properties: dict[str, str]) -> None:
     only this way). Best-effort: a concurrent writer may win it; the next batch sets them again."""
     try:
         dt.alter.set_table_properties(properties, raise_if_not_exists=False)
+        wrote(dt)
     except Exception as e:  # pragma: no cover - depends on concurrent writers
         log.warning("could not set %s on %s: %s", properties, dt.table_uri, e)
 
@@ -213,6 +215,7 @@ class TableBatch:
         for dt in (open_table(storage, self.paths.state), open_table(storage, self.paths.tail)):
             if dt is not None:
                 dt.delete()
+                wrote(dt)
                 set_properties(dt, {KEY_PROPERTY: self._key_json()})
         self.state_dt = open_table(self.w.storage, self.paths.state)
         self.tail_dt = open_table(self.w.storage, self.paths.tail)
@@ -501,6 +504,7 @@ class TableBatch:
                 from .compaction import older_than_sql
 
                 self.tail_dt.delete(predicate=older_than_sql(self.snapshot_position, -1))
+                wrote(self.tail_dt)
                 set_properties(self.tail_dt, {KEY_PROPERTY: self._key_json()})
         self.state_dt = open_table(storage, self.paths.state)
         return outcome
@@ -520,7 +524,7 @@ class TableBatch:
             files.append(self._write_cut(schema, self.snapshot_position))
         if self.tail_dt is not None:
             self.w._evolve(self.paths.tail, schema)
-        live = None if self.model_changed or self.snapshot_position is not None else self._live_after()
+        live = None if self.model_changed or self.snapshot_position is not None else self._live_after(schema)
         if live is not None:
             meta = {
                 **meta,
@@ -546,13 +550,16 @@ class TableBatch:
             self.committed_tail = [str(f["path"]) for f in files]
         return outcome
 
-    def _live_after(self) -> tuple[int, int, int] | None:
+    def _live_after(self, schema: pa.Schema) -> tuple[int, int, int] | None:
         """The live rows after this batch's tail commit, the state version they are counted
         against and the tail version they were read at (:mod:`.live_rows`): the count the last
         tail commit recorded plus the batch's ``c - d``; counted exactly first when no recorded
-        count holds. ``None`` when the batch's ops do not say the change (snapshot reads) or
-        counting failed (logged)."""
-        from .read import live_count
+        count holds. A keyless batch that deletes or updates copies changes the count by what
+        its tail rows (read back, in ``schema``) do to the values' current counts
+        (:func:`.read.keyless_live_change`: a copy the lake never had is not removed). ``None``
+        when the batch's ops do not say the change (snapshot reads) or counting failed (logged)."""
+        from .compaction import read_files
+        from .read import keyless_live_change, live_count
 
         delta = window_delta(self.rows_by_op)
         if delta is None:
@@ -564,6 +571,9 @@ class TableBatch:
             base = recorded_live_rows(tail_dt, state_dt)
             if base is None:
                 base = live_count(storage, self.paths) or 0
+            if self.keyless and (self.rows_by_op.get("d") or self.rows_by_op.get("u")):
+                mine = read_files(storage, self.paths.tail, [str(f["path"]) for f in self.tail_files], schema)
+                delta = keyless_live_change(storage, self.paths, mine, opened=(state_dt, tail_dt))
             return (
                 base + delta,
                 state_dt.version() if state_dt is not None else -1,
@@ -685,6 +695,7 @@ class _LakeSchemas:
             if update:
                 try:
                     dt.alter.set_column_metadata(name, update)
+                    wrote(dt)
                 except Exception as e:  # pragma: no cover - concurrent writers
                     log.warning("could not refresh the metadata of %s.%s: %s", self.paths.state, name, e)
                     return
