@@ -45,6 +45,7 @@ from .delta import (
     commit_files,
     delete_files,
     open_table,
+    rewrite_files,
     rewrite_table,
     transaction_version,
 )
@@ -354,6 +355,19 @@ class TableBatch:
             )
         return out
 
+    def convert_pending(self, uri: str, written: pa.Schema, schema: pa.Schema) -> None:
+        """The files this batch wrote for the table at ``uri`` and has not committed (its
+        earlier record batches, in the lake schema ``written``), converted into ``schema``: a
+        column type widened in the middle of the batch (a DDL in the window), and the commit
+        publishes every file of the batch under the new type (:func:`.delta.rewrite_files`)."""
+        pending = {
+            self.paths.changelog: self.log_files,
+            self.paths.tail: self.tail_files,
+            self.paths.state: self.state_files,
+        }.get(uri)
+        if pending:
+            pending[:] = rewrite_files(self.w.storage, uri, pending, written, schema)
+
     def _job_written(self, files: list[list[dict]]) -> None:
         """Record the data files a job wrote (per output, as :meth:`_job_outputs` listed them)."""
         self.jobs += 1
@@ -661,6 +675,7 @@ class _LakeSchemas:
             batch = self._batch()
             if batch is not None:
                 batch.rewritten = True
+                batch.convert_pending(uri, lake, c.schema)
             rewrite_table(
                 self.w.storage, uri, c.schema, reason=f"column(s) {', '.join(c.changed)} change type"
             )
