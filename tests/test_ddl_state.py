@@ -41,6 +41,8 @@ TEMPORAL = {
     "t_dt_down": ["MODIFY dt6 DATETIME(3)"],
     "t_dt_down_other": ["MODIFY n BIGINT", "MODIFY dt6 DATETIME(3)"],
     "t_dt_up_down": ["MODIFY dt DATETIME(6)", "MODIFY dt DATETIME(2)"],
+    # a key change ends the window's first part; the next part widens dt before the first commits
+    "t_dt_up_rekey": ["DROP PRIMARY KEY, ADD PRIMARY KEY (id, tm)", "MODIFY dt DATETIME(6)"],
     "t_ts_up": ["MODIFY ts TIMESTAMP(6) NULL"],
     "t_ts_up_other": ["MODIFY n BIGINT", "MODIFY ts TIMESTAMP(6) NULL"],
     "t_ts_down": ["MODIFY ts6 TIMESTAMP(3) NULL"],

@@ -409,6 +409,7 @@ class TableBatch:
             adopt(uri, dt, current=not self.rewritten)
         try:
             self._wait()
+            self.lake.adopt_rewrites()
             if self.log_schema is None:
                 self.log_schema = self.lake.conform_log(_empty_log_schema(value_schema, self.primary_key))
             self.w._evolve(self.paths.changelog, self.log_schema)
@@ -679,7 +680,31 @@ class _LakeSchemas:
             rewrite_table(
                 self.w.storage, uri, c.schema, reason=f"column(s) {', '.join(c.changed)} change type"
             )
+            self.w.rewritten_schemas[uri] = c.schema
         return c
+
+    def adopt_rewrites(self) -> None:
+        """Take the column types another batch of the same table rewrote the change log or the
+        tail into after this batch was prepared (a later part of the window: a DDL that changes
+        the table's key ends a part, and the next part's first record batch may widen a column),
+        converting this batch's files (:meth:`TableBatch.convert_pending`): every file a commit
+        publishes holds the values in the unit its table declares."""
+        batch = self._batch()
+        if batch is None:
+            return
+        log = self._log if self._log_read else None  # unread: read at the commit, as it is now
+        for uri, mine, keep in ((self.paths.changelog, log, False), (self.paths.tail, self.tail, True)):
+            theirs = self.w.rewritten_schemas.get(uri)
+            if theirs is None or mine is None:
+                continue
+            c = conform_schema(mine, theirs, keep_metadata=keep)
+            if c.changed:
+                batch.convert_pending(uri, mine, c.schema)
+            if c.changed or c.added:
+                if uri == self.paths.changelog:
+                    self._log = batch.log_schema = c.schema
+                else:
+                    self.tail = c.schema
 
     def refresh_state_metadata(self, fields: dict[str, pa.Field]) -> None:
         """Set the state table's column metadata to the source's (``fields``: the newest source
