@@ -4,7 +4,8 @@ Tables of every key shape (int, composite, varchar, none) and many types go thro
 kind (type changes that widen, narrow and cross families; ENUM/SET members; columns added with
 and without values for existing rows; a keyless table gaining a key; a key dropped and added
 again; CREATE OR REPLACE; DROP + CREATE with another key; CHANGE and RENAME in one window; a
-table swap; TRUNCATE; CONVERT TO CHARACTER SET), several per window, interleaved with random
+table swap; TRUNCATE; CONVERT TO CHARACTER SET; a column renamed and one dropped; temporal
+precision up and down, TIMESTAMP digits), several per window, interleaved with random
 DML, with a cold restart midway, through the public API (``discover_tables``,
 ``mysql_cdc_assets``, ``build_mysql_cdc_sensor``, ``run_sensor_ticks``) on the real MariaDB and
 local Spark. At the end:
@@ -80,6 +81,7 @@ WINDOWS = [
         "ALTER TABLE t_comp DROP PRIMARY KEY",
         "ALTER TABLE t_str ADD z INT NOT NULL DEFAULT 5",
         "ALTER TABLE t_int MODIFY qty INT",  # narrowing: the server rewrites values -> repair
+        "ALTER TABLE t_int MODIFY dt DATETIME(3)",  # us -> ms: the lake keeps us, values converted up
     ],
     [
         "ALTER IGNORE TABLE t_comp ADD PRIMARY KEY (a, b)",  # drops duplicates: no row events
@@ -90,6 +92,8 @@ WINDOWS = [
         "CREATE OR REPLACE TABLE t_replace (id INT PRIMARY KEY, w VARCHAR(5))",
         "DROP TABLE t_dropme",
         "CREATE TABLE t_dropme (k VARCHAR(5) PRIMARY KEY, v INT)",
+        "ALTER TABLE t_comp RENAME COLUMN v TO v2",  # values move without row events -> repair
+        "ALTER TABLE t_str ADD ts TIMESTAMP NULL",
     ],
     [
         "ALTER TABLE t_int CHANGE tm tm2 TIME(3)",
@@ -105,6 +109,8 @@ WINDOWS = [
         "ALTER TABLE t_str CONVERT TO CHARACTER SET utf8mb4",
         "ALTER TABLE t_nokey DROP COLUMN c",
         "ALTER TABLE t_comp ADD w DOUBLE",
+        "ALTER TABLE t_str MODIFY ts TIMESTAMP(6) NULL",  # ZonedTimestamp text gets 6 digits -> repair
+        "ALTER TABLE t_int DROP COLUMN f",  # the state keeps no dropped value -> repair
     ],
 ]
 
@@ -153,6 +159,7 @@ class Writer:
             "mediumtext": "m" * r.randint(1, 5),
             "longtext": f'{{"k": {r.randint(0, 9)}}}',
             "datetime": f"2024-0{r.randint(1, 9)}-1{r.randint(0, 9)} 1{r.randint(0, 9)}:0{r.randint(0, 9)}:00",
+            "timestamp": f"2024-0{r.randint(1, 9)}-1{r.randint(0, 9)} 0{r.randint(0, 9)}:{r.randint(10, 59)}:01.5",
             "enum": r.choice(["a", "b"]),
             "set": r.choice(["x", "y", "x,y", ""]),
             "blob": bytes(r.randint(0, 255) for _ in range(3)),
