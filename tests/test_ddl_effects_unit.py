@@ -74,7 +74,8 @@ T = "CREATE TABLE d.t (id INT PRIMARY KEY, v INT)"
 def test_ddl_effects_policy():
     assert effects(T, "ALTER TABLE d.t ADD w INT") == []  # nullable, no default: NULL is right
     assert effects(T, "ALTER TABLE d.t MODIFY v BIGINT") == []
-    assert effects(T, "ALTER TABLE d.t DROP COLUMN v") == []
+    [(kind, _, why)] = effects(T, "ALTER TABLE d.t DROP COLUMN v")  # the state would keep v's values
+    assert kind == "repair" and "v (dropped)" in why
     [(kind, table, why)] = effects(T, "ALTER TABLE d.t ADD w INT NOT NULL DEFAULT 3")
     assert (kind, table) == ("repair", ("d", "t")) and "w (added with values)" in why
     assert effects(T, "ALTER TABLE d.t MODIFY v VARCHAR(5)")[0][0] == "repair"
@@ -90,6 +91,61 @@ def test_ddl_effects_policy():
     assert effects(keyless, "ALTER TABLE d.k ADD c INT") == []  # appended NULLs match the old rows
     assert effects(keyless, "ALTER TABLE d.k DROP COLUMN b")[0][0] == "resnapshot"
     assert effects(keyless, "ALTER TABLE d.k ADD id INT AUTO_INCREMENT PRIMARY KEY")[0][0] == "resnapshot"
+
+
+W = "CREATE TABLE d.w (id INT PRIMARY KEY, v INT, descr VARCHAR(20), dt DATETIME, ts TIMESTAMP NULL, tm TIME)"
+
+
+@pytest.mark.parametrize(
+    ("ddl", "why"),
+    [
+        ("ALTER TABLE d.w RENAME COLUMN descr TO description", "description (renamed from descr)"),
+        ("ALTER TABLE d.w CHANGE descr description VARCHAR(20)", "description (renamed from descr)"),
+        ("ALTER TABLE d.w CHANGE COLUMN descr d2 TEXT AFTER id", "d2 (renamed from descr)"),
+        ("ALTER TABLE d.w DROP COLUMN v, ADD COLUMN v INT", "v (dropped)"),  # the server's v is NULL
+        ("ALTER TABLE d.w DROP COLUMN v", "v (dropped)"),
+        # ZonedTimestamp text carries the column's digits: ...05Z -> ...05.000000Z
+        ("ALTER TABLE d.w MODIFY ts TIMESTAMP(6) NULL", "ts (timestamp -> timestamp(6))"),
+        (
+            "ALTER TABLE d.w MODIFY dt DATETIME(6), MODIFY ts TIMESTAMP(3) NULL",
+            "ts (timestamp -> timestamp(3))",
+        ),
+    ],
+)
+def test_renames_drops_and_timestamp_digits_are_repaired(ddl, why):
+    """Values that move, go or read differently without row events: the rows are re-read, so
+    the current state equals the source (issue "Nothing lost")."""
+    [(kind, table, reason)] = effects(W, ddl)
+    assert (kind, table) == ("repair", ("d", "w")) and why in reason, reason
+
+
+@pytest.mark.parametrize(
+    "ddl",
+    [
+        "ALTER TABLE d.w MODIFY dt DATETIME(6)",  # ms -> us: the lake's rewrite converts them
+        "ALTER TABLE d.w MODIFY dt DATETIME(3)",  # the same unit (ms), every value kept
+        "ALTER TABLE d.w MODIFY tm TIME(6)",  # MicroTime whatever the digits
+        "ALTER TABLE d.w MODIFY v INT AFTER descr",  # a reorder: columns are matched by name
+        "ALTER TABLE d.w ADD COLUMN extra INT",
+    ],
+)
+def test_ddl_the_lake_follows_without_a_reread(ddl):
+    assert effects(W, ddl) == []
+
+
+def test_alter_reports_renamed_and_dropped_columns():
+    cat = SchemaCatalog({})
+    cat.apply(W, "d")
+    [o] = cat.apply(
+        "ALTER TABLE d.w RENAME COLUMN descr TO d1, CHANGE d1 d2 VARCHAR(30), DROP COLUMN v, ADD v INT, "
+        "DROP COLUMN tm",
+        "d",
+    )
+    [ch] = o.table_changes
+    assert ch.renamed_columns == (("descr", "d2"),)
+    assert sorted(ch.dropped_columns) == ["tm", "v"]
+    [o] = cat.apply("ALTER TABLE d.w MODIFY dt DATETIME(6) FIRST", "d")
+    assert o.table_changes[0].renamed_columns == () and o.table_changes[0].dropped_columns == ()
 
 
 def test_swap_in_one_statement_cuts_and_resnapshots_both():

@@ -151,3 +151,24 @@ def test_conform_table_converts_and_fills():
     assert out.column("after").to_pylist() == [{"id": 1, "qty": 2, "n": None}, None]
     with pytest.raises(ValueError, match="not in the lake schema"):
         conform_table(pa.table({"x": [1]}), lake)
+
+
+def test_a_unit_change_inside_a_row_image_is_seen():
+    """``after.dt`` in milliseconds (DATETIME) and in microseconds (DATETIME(6)) are both int64:
+    the row images' struct types compare equal, only the children's metadata differ. The change
+    log takes the microseconds (a rewrite) and values of either unit are converted, never stored
+    as they are (issue "Nothing lost": one column, one unit)."""
+    ms_img = pa.schema([struct_field("after", INT.with_name("id"), DT0.with_name("dt"))])
+    us_img = pa.schema([struct_field("after", INT.with_name("id"), DT6.with_name("dt"))])
+    c = conform_schema(ms_img, us_img)
+    assert c.changed == ("after.dt",)
+    assert category(c.schema.field("after").type.field("dt")) == "datetime_us"
+    # narrowing (DATETIME(6) -> DATETIME(3)): the lake keeps microseconds, new values convert up
+    assert conform_schema(us_img, ms_img).changed == ()
+    ms = pa.table(
+        {"after": pa.array([{"id": 1, "dt": 1_700_000_000_123}], ms_img.field("after").type)}, ms_img
+    )
+    assert conform_table(ms, us_img).column("after").to_pylist() == [{"id": 1, "dt": 1_700_000_000_123_000}]
+    t0, t6 = col("time", precision=0, name="tm"), col("time", precision=6, name="tm")
+    same = conform_schema(pa.schema([struct_field("after", t0)]), pa.schema([struct_field("after", t6)]))
+    assert same.changed == ()  # MicroTime whatever the digits

@@ -4,13 +4,16 @@ Tables of every key shape (int, composite, varchar, none) and many types go thro
 kind (type changes that widen, narrow and cross families; ENUM/SET members; columns added with
 and without values for existing rows; a keyless table gaining a key; a key dropped and added
 again; CREATE OR REPLACE; DROP + CREATE with another key; CHANGE and RENAME in one window; a
-table swap; TRUNCATE; CONVERT TO CHARACTER SET), several per window, interleaved with random
+table swap; TRUNCATE; CONVERT TO CHARACTER SET; a column renamed and one dropped; temporal
+precision up and down, TIMESTAMP digits), several per window, interleaved with random
 DML, with a cold restart midway, through the public API (``discover_tables``,
 ``mysql_cdc_assets``, ``build_mysql_cdc_sensor``, ``run_sensor_ticks``) on the real MariaDB and
 local Spark. At the end:
 
-- the lake state equals the source for every table (keyless tables as multisets), converted to
-  the lake's column types, and no key is live twice;
+- after every window, the lake state equals the source for every table (keyless tables as
+  multisets; every column's values, converted to the lake's column types), no key is live twice,
+  the columns the source no longer has are null, and every temporal value of the change log and
+  the state is in the unit its column declares;
 - tables that no longer exist have no live rows;
 - the schema history replayed to the committed position equals ``information_schema``;
 - each change log holds as many row events per operation as an independent decode of the binlog
@@ -78,6 +81,7 @@ WINDOWS = [
         "ALTER TABLE t_comp DROP PRIMARY KEY",
         "ALTER TABLE t_str ADD z INT NOT NULL DEFAULT 5",
         "ALTER TABLE t_int MODIFY qty INT",  # narrowing: the server rewrites values -> repair
+        "ALTER TABLE t_int MODIFY dt DATETIME(3)",  # us -> ms: the lake keeps us, values converted up
     ],
     [
         "ALTER IGNORE TABLE t_comp ADD PRIMARY KEY (a, b)",  # drops duplicates: no row events
@@ -88,6 +92,8 @@ WINDOWS = [
         "CREATE OR REPLACE TABLE t_replace (id INT PRIMARY KEY, w VARCHAR(5))",
         "DROP TABLE t_dropme",
         "CREATE TABLE t_dropme (k VARCHAR(5) PRIMARY KEY, v INT)",
+        "ALTER TABLE t_comp RENAME COLUMN v TO v2",  # values move without row events -> repair
+        "ALTER TABLE t_str ADD ts TIMESTAMP NULL",
     ],
     [
         "ALTER TABLE t_int CHANGE tm tm2 TIME(3)",
@@ -103,6 +109,8 @@ WINDOWS = [
         "ALTER TABLE t_str CONVERT TO CHARACTER SET utf8mb4",
         "ALTER TABLE t_nokey DROP COLUMN c",
         "ALTER TABLE t_comp ADD w DOUBLE",
+        "ALTER TABLE t_str MODIFY ts TIMESTAMP(6) NULL",  # ZonedTimestamp text gets 6 digits -> repair
+        "ALTER TABLE t_int DROP COLUMN f",  # the state keeps no dropped value -> repair
     ],
 ]
 
@@ -151,6 +159,7 @@ class Writer:
             "mediumtext": "m" * r.randint(1, 5),
             "longtext": f'{{"k": {r.randint(0, 9)}}}',
             "datetime": f"2024-0{r.randint(1, 9)}-1{r.randint(0, 9)} 1{r.randint(0, 9)}:0{r.randint(0, 9)}:00",
+            "timestamp": f"2024-0{r.randint(1, 9)}-1{r.randint(0, 9)} 0{r.randint(0, 9)}:{r.randint(10, 59)}:01.5",
             "enum": r.choice(["a", "b"]),
             "set": r.choice(["x", "y", "x,y", ""]),
             "blob": bytes(r.randint(0, 255) for _ in range(3)),
@@ -212,10 +221,14 @@ def lake_state(storage: StorageSettings, server: str, db: str, table: str) -> pa
     return read_current(storage, LakeLayout(storage, server).table(db, table))
 
 
-def assert_lake_equals_source(storage, server, db, table, conn) -> None:
+def assert_lake_equals_source(storage, server, db, table, conn, options: TypeOptions | None = None) -> None:
+    """The table's current state equals the source: every source column's values (converted to
+    the lake's column types: a column keeps a supertype after a type change), as a multiset of
+    rows, no key live twice, and the lake's columns the source no longer has (dropped, renamed)
+    null on every live row."""
     state = lake_state(storage, server, db, table)
     schema = read_table_schemas(conn, [(db, table)])[(db, table)]
-    conv = TableConverter(schema, TypeOptions(), "pymysql")
+    conv = TableConverter(schema, options or TypeOptions(), "pymysql")
     with conn.cursor() as cur:
         cur.execute(f"SELECT * FROM `{db}`.`{table.replace('`', '``')}`")
         source = pa.Table.from_batches([conv.to_record_batch(list(cur.fetchall()))])
@@ -228,7 +241,10 @@ def assert_lake_equals_source(storage, server, db, table, conn) -> None:
         f"{table}: lake lacks columns {set(source.column_names) - set(common)}"
     )
     lake_schema = pa.schema([state.schema.field(n) for n in common])
-    src = conform_table(source, lake_schema)  # the source's values in the lake's column types
+    try:
+        src = conform_table(source, lake_schema)  # the source's values in the lake's column types
+    except ValueError as e:
+        pytest.fail(f"{db}.{table}: the lake's column types do not hold the source's values: {e}")
     want = Counter(tuple(r.values()) for r in src.to_pylist())
     got = Counter(tuple(r.values()) for r in live.select(common).to_pylist())
     assert got == want, (
@@ -238,6 +254,55 @@ def assert_lake_equals_source(storage, server, db, table, conn) -> None:
         keys = Counter(tuple(r.values()) for r in live.select(list(schema.primary_key)).to_pylist())
         dup = [k for k, n in keys.items() if n > 1]
         assert not dup, f"{table}: keys live twice: {dup[:5]}"
+    gone = [n for n in live.column_names if n not in source.column_names]
+    for n in gone:  # a column the source no longer has holds no value on any live row
+        assert live.column(n).null_count == live.num_rows, (
+            f"{db}.{table}: column {n} (not in the source) holds {live.num_rows - live.column(n).null_count} values"
+        )
+
+
+#: Values of each temporal unit the tests write (years 2000-2100; times of at least 8 minutes and
+#: at most 838 hours): a value stored in another unit than its column declares falls outside.
+_UNIT_RANGE = {
+    "datetime_ms": (946_684_800_000, 4_102_444_800_000),
+    "datetime_us": (946_684_800_000_000, 4_102_444_800_000_000),
+    "time_us": (500_000_000, 838 * 3_600_000_000),
+    "time_ms": (500_000, 36 * 3_600_000),  # connect: a time of day
+}
+
+
+def assert_one_unit(storage, server, db, table) -> int:
+    """Every temporal value of the table's change log (``before`` and ``after`` of every event)
+    and current state is in the unit its lake column declares (``debezium.name``): ms for
+    ``Timestamp``, us for ``MicroTimestamp``/``MicroTime``, ms for Kafka Connect ``Time``.
+    Returns how many values were checked."""
+    from dagster_mysql_cdc.sink.evolution import category
+
+    uri = LakeLayout(storage, server).table(db, table).changelog
+    opts = storage.delta_storage_options()
+    columns: list[tuple[str, pa.Field, pa.ChunkedArray | pa.Array]] = []
+    if DeltaTable.is_deltatable(uri, storage_options=opts):
+        log = DeltaTable(uri, storage_options=opts).to_pyarrow_table(columns=["before", "after"])
+        for image in ("before", "after"):
+            col = log.column(image).combine_chunks()
+            for f in log.schema.field(image).type:
+                columns.append((f"change log {image}.{f.name}", f, pc.struct_field(col, f.name)))
+    state = lake_state(storage, server, db, table)
+    if state is not None:
+        columns += [(f"state {f.name}", f, state.column(f.name)) for f in state.schema]
+    checked = 0
+    for where, f, values in columns:
+        bounds = _UNIT_RANGE.get(category(f))
+        if bounds is None:
+            continue
+        lo, hi = bounds
+        vals = [abs(v) for v in values.to_pylist() if v is not None]
+        bad = [v for v in vals if not lo <= v <= hi]
+        assert not bad, (
+            f"{db}.{table} {where} ({category(f)}): {len(bad)} of {len(vals)} values in another unit: {bad[:3]}"
+        )
+        checked += len(vals)
+    return checked
 
 
 def binlog_row_counts(db: str, start, end) -> Counter:
@@ -314,6 +379,9 @@ def test_seeded_schema_evolution(tmp_path):
                 seen |= set(writer.tables())
             writer.step(rng.randint(5, 15))
             cdc.ticks(max_ticks=30, run_log_level="WARNING")
+            for t in set(writer.tables()) - {"t sp"}:  # after every window's DDL, not only at the end
+                assert_lake_equals_source(storage, db, db, t, conn)
+                assert_one_unit(storage, db, db, t)
             if i == 3:  # cold restart: a new code location, instance and resources; the cursor kept
                 cursor = cdc.cursor
                 cdc = SensorDriven(capture_resource(db), lake, tables)
@@ -325,6 +393,7 @@ def test_seeded_schema_evolution(tmp_path):
 
         for t in writer.tables():
             assert_lake_equals_source(storage, db, db, t, conn)
+        assert sum(assert_one_unit(storage, db, db, t) for t in seen) > 50
         for gone in seen - set(writer.tables()):
             state = lake_state(storage, db, db, gone)
             if state is not None:

@@ -20,12 +20,15 @@ three effects here:
     blocking snapshot, Debezium's ``execute-snapshot`` with ``type=blocking``), which replaces its
     state.
 ``repair``
-    The server rewrote existing values: a column added with values for existing rows (``NOT
-    NULL``, a non-NULL ``DEFAULT``, ``AUTO_INCREMENT``, generated), a type change that does not
-    keep every value (narrowing, rounding, another family, another character set, ``NOT NULL``
-    on a nullable column). The keys are unchanged, so the rows are re-read by a targeted
-    incremental snapshot (:mod:`.gaps`, DBLog) when the capture has a signal table, else by a
-    blocking snapshot.
+    The values of existing rows changed without row events: the server rewrote them (a column
+    added with values for existing rows: ``NOT NULL``, a non-NULL ``DEFAULT``,
+    ``AUTO_INCREMENT``, generated; a type change that does not keep every value: narrowing,
+    rounding, another family, another character set, ``NOT NULL`` on a nullable column), moved
+    them (``RENAME COLUMN``, ``CHANGE old new``: the values are under the new name), dropped them
+    (``DROP COLUMN``: the state would keep them on every row not changed since) or they read
+    differently (a ``TIMESTAMP``'s fractional-second digits). The keys are unchanged, so the rows
+    are re-read by a targeted incremental snapshot (:mod:`.gaps`, DBLog) when the capture has a
+    signal table, else by a blocking snapshot: after it the current state equals the source.
 
 Pure functions of the schemas before and after the statement (no I/O).
 """
@@ -145,13 +148,39 @@ def _binary_capacity(c: ColumnSchema) -> int:
     return c.length or 0
 
 
-def _changed_values(old: TableSchema, new: TableSchema, filled: tuple[str, ...]) -> list[str]:
-    """Columns whose stored values the statement changed (see :func:`value_preserving`)."""
+def rendering_kept(old: ColumnSchema, new: ColumnSchema) -> bool:
+    """Whether the lake's value of a column the server kept as it was stays the same after a
+    change from ``old`` to ``new`` (:func:`value_preserving`). Not for a ``TIMESTAMP`` whose
+    fractional-second digits change: its ``io.debezium.time.ZonedTimestamp`` text carries the
+    column's digits (``2024-01-02T03:04:05Z`` in ``TIMESTAMP``, ``...05.000000Z`` in
+    ``TIMESTAMP(6)``, Debezium's ``ZonedTimestamp.toIsoString`` with the column's fsp). The
+    other temporal types keep their unit or change it with the lake type (``DATETIME(3)`` ->
+    ``DATETIME(6)``: milliseconds -> microseconds, converted by the lake's rewrite,
+    :mod:`..sink.evolution`)."""
+    if old.data_type == new.data_type == "timestamp":
+        return (old.precision or 0) == (new.precision or 0)
+    return True
+
+
+def _changed_values(old: TableSchema, new: TableSchema, change: TableChange) -> list[str]:
+    """Columns whose values in the lake the statement changed without row events: added with
+    values, renamed (the values move to the new name), dropped (the lake would keep them), or
+    converted (see :func:`value_preserving`, :func:`rendering_kept`)."""
     before = {c.name.lower(): c for c in old.columns}
-    out = [f"{c} (added with values)" for c in filled]
+    after = {c.name.lower() for c in new.columns}
+    out = [f"{c} (added with values)" for c in change.filled_columns]
+    renamed = {o.lower(): n for o, n in change.renamed_columns}
+    out += [f"{n} (renamed from {o})" for o, n in change.renamed_columns]
+    dropped = {d.lower() for d in change.dropped_columns}
+    # a column gone from the table that the statement does not name as renamed: dropped
+    dropped |= {k for k in before if k not in after and k not in renamed}
+    out += [f"{before[d].name} (dropped)" for d in sorted(dropped) if d in before]
     for c in new.columns:
-        o = before.get(c.name.lower())
-        if o is not None and not value_preserving(o, c):
+        low = c.name.lower()
+        o = before.get(low) if low not in dropped else None
+        if o is None:  # renamed: the column it was
+            o = next((before[k] for k, n in renamed.items() if n.lower() == low and k in before), None)
+        if o is not None and not (value_preserving(o, c) and rendering_kept(o, c)):
             out.append(f"{c.name} ({o.column_type} -> {c.column_type})")
     return out
 
@@ -192,7 +221,7 @@ def ddl_effects(
         old_k = ", ".join(old.primary_key) or "none"
         new_k = ", ".join(new.primary_key) or "none"
         return [DdlEffect("resnapshot", name, f"primary key changed from ({old_k}) to ({new_k})")]
-    changed = _changed_values(old, new, change.filled_columns)
+    changed = _changed_values(old, new, change)
     if not new.primary_key:
         old_cols = [c.name.lower() for c in old.columns]
         new_cols = [c.name.lower() for c in new.columns]
@@ -207,5 +236,9 @@ def ddl_effects(
                 )
             ]
     if changed:
-        return [DdlEffect("repair", name, "the server rewrote existing values of " + ", ".join(changed))]
+        return [
+            DdlEffect(
+                "repair", name, "values of existing rows changed without row events: " + ", ".join(changed)
+            )
+        ]
     return []

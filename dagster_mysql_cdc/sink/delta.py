@@ -619,6 +619,81 @@ def rewrite_table(
     )
 
 
+def rewrite_files(
+    storage: StorageSettings,
+    table_uri: str,
+    files: list[dict],
+    written: pa.Schema,
+    schema: pa.Schema,
+    *,
+    batch_rows: int = 100_000,
+) -> list[dict]:
+    """Rewrite data files written for the Delta table at ``table_uri`` but **not committed yet**
+    (a batch's earlier record batches) from the lake schema they were written in (``written``)
+    into ``schema``, converting the values as :func:`rewrite_table` does the committed ones.
+
+    :func:`rewrite_table` converts only what the table has published; a batch that widens a
+    column type in the middle of a window (``DATETIME`` -> ``DATETIME(6)``: milliseconds ->
+    microseconds) has files of its own, written before, whose values would otherwise be
+    published under the new type unconverted.
+
+    Args:
+        files: ``[{path (relative), size, num_records, modification_time}]`` as written.
+        written: the lake schema the files were written in (their values' units).
+        schema: the new lake schema (each field a supertype of ``written``'s,
+            :func:`.evolution.conform_schema`).
+
+    Returns:
+        the entries of the new files, in the same order (the old files are deleted).
+    Raises:
+        SinkError: a file could not be read or written (the batch fails; nothing is published).
+    """
+    import time
+    import uuid
+
+    import pyarrow.parquet as pq
+
+    from .evolution import conform_table, relabel
+
+    fs = storage.pyarrow_filesystem()
+    base = storage.fs_path(table_uri)
+    out: list[dict] = []
+    for f in files:
+        if not int(f.get("num_records") or 0):
+            out.append(f)
+            continue
+        rel = f"part-{uuid.uuid4().hex}.snappy.parquet"
+        try:
+            with (
+                fs.open_input_file(f"{base}/{f['path']}") as fh,
+                fs.open_output_stream(f"{base}/{rel}") as sink,
+            ):
+                writer = pq.ParquetWriter(sink, schema, compression="snappy")
+                rows = 0
+                for b in pq.ParquetFile(fh).iter_batches(batch_size=batch_rows):
+                    t = conform_table(relabel(pa.Table.from_batches([b]), written), schema)
+                    writer.write_table(t)
+                    rows += t.num_rows
+                writer.close()
+                size = sink.tell()
+        except Exception as e:
+            raise SinkError(
+                f"Converting the uncommitted file {f['path']} of {table_uri} on {storage.location()} "
+                f"into the table's new column types failed: {type(e).__name__}: {e}. Nothing of the "
+                "batch is published; the next run retries."
+            ) from e
+        out.append(
+            {
+                "path": rel,
+                "size": int(size),
+                "num_records": rows,
+                "modification_time": int(time.time() * 1000),
+            }
+        )
+    delete_files(storage, table_uri, [f for f, n in zip(files, out) if n is not f])
+    return out
+
+
 def delete_files(storage: StorageSettings, table_uri: str, files: list[dict]) -> None:
     """Best-effort removal of uncommitted data files (orphans are invisible and vacuumed anyway)."""
     fs = storage.pyarrow_filesystem()

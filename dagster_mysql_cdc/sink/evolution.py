@@ -21,7 +21,10 @@ one exists:
 
 A narrowing change (``BIGINT`` -> ``INT``) keeps the wider lake type: new values are converted up.
 A widening change rewrites the Delta tables that hold the column (:func:`.delta.rewrite_table`),
-once, converting the stored values; earlier versions stay readable by Delta time travel.
+once, converting the stored values, and the files the batch wrote before the change but has not
+committed (:func:`.delta.rewrite_files`); earlier versions stay readable by Delta time travel.
+Units are told apart by the field metadata alone (milliseconds and microseconds are both int64),
+so row images (structs) are compared child by child, never by their Arrow type.
 
 Field metadata: a lake field carries ``debezium.type``/``debezium.name`` (and ``debezium.parameters``
 of a Decimal, which the Arrow decimal type fixes) describing the *values it holds*; they change only
@@ -124,6 +127,10 @@ def _same_values(lake: pa.Field, new: pa.Field) -> bool:
     """Whether ``new``'s values can be stored in ``lake`` as they are (same Arrow type and unit)."""
     if lake.type != new.type:
         return False
+    if category(lake) == "struct" and category(new) == "struct":
+        # Arrow's type equality ignores the children's metadata: ``after.dt`` in milliseconds and
+        # in microseconds are both int64, so a container is the same only when every child is
+        return all(_same_values(a, b) for a, b in zip(lake.type, new.type))
     if not (_has_semantics(lake) and _has_semantics(new)):
         return True  # a field without Debezium metadata: the Arrow type is all we know
     return category(lake) == category(new)

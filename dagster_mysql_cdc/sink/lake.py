@@ -191,6 +191,10 @@ class LakeWriter:
         self.switch_interval_s = switch_interval_s
         self.compaction = compaction or CompactionPolicy()
         self.retention = retention or RetentionPolicy()
+        #: the lake schema each Delta table was last rewritten into by this writer (a column type
+        #: widened): a batch of the same table prepared before that, and committed after it (an
+        #: earlier part of a window, see TableBatch.commit), converts its files first
+        self.rewritten_schemas: dict[str, pa.Schema] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._slots: threading.BoundedSemaphore | None = None
         storage.ensure_root()

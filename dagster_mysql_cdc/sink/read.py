@@ -57,7 +57,9 @@ class _Parts:
     tail: pa.Table | None  # None: no tail files
     key: list[str] | None
     keyless: bool
-    schema: pa.Schema | None  # the resolved rows' schema (with a tail)
+    #: the resolved rows' schema (with a tail; without tail files, the state's columns in the
+    #: tail table's types, when it has a tail table)
+    schema: pa.Schema | None
     key_set: set[tuple]
     #: the compacted state's files, read one at a time while resolving (a keyed full read with a
     #: tail; ``state`` is then ``None``)
@@ -70,6 +72,10 @@ class _Parts:
         from .evolution import conform_table
 
         if self.tail is None:
+            if self.state is not None and self.schema is not None:
+                # a tail without rows, made by a DDL (a column added, a type widened: the state
+                # takes them at its next compaction): the state read in the current types
+                return self._only_keys(conform_table(self.state, self.schema), pc)
             return self._only_keys(self.state, pc)
         assert self.schema is not None
         schema = self.schema
@@ -167,7 +173,10 @@ def _load(
         else:
             state = read_files(storage, paths.state, files, subset(st_schema), row_filter=row_filter)
     if not tail_files:
-        return _Parts(state, None, key, keyless, None, key_set if keys is not None else set())
+        after = (
+            subset(state_schema_after(st_schema, tail_schema, keyless)) if tail_schema is not None else None
+        )
+        return _Parts(state, None, key, keyless, after, key_set if keys is not None else set())
     schema = subset(state_schema_after(st_schema, tail_schema, keyless))
     tail = read_files(storage, paths.tail, tail_files, subset(tail_schema))
     return _Parts(state, tail, key, keyless, schema, key_set if keys is not None else set(), state_files)

@@ -45,6 +45,7 @@ from .delta import (
     commit_files,
     delete_files,
     open_table,
+    rewrite_files,
     rewrite_table,
     transaction_version,
     wrote,
@@ -357,6 +358,19 @@ class TableBatch:
             )
         return out
 
+    def convert_pending(self, uri: str, written: pa.Schema, schema: pa.Schema) -> None:
+        """The files this batch wrote for the table at ``uri`` and has not committed (its
+        earlier record batches, in the lake schema ``written``), converted into ``schema``: a
+        column type widened in the middle of the batch (a DDL in the window), and the commit
+        publishes every file of the batch under the new type (:func:`.delta.rewrite_files`)."""
+        pending = {
+            self.paths.changelog: self.log_files,
+            self.paths.tail: self.tail_files,
+            self.paths.state: self.state_files,
+        }.get(uri)
+        if pending:
+            pending[:] = rewrite_files(self.w.storage, uri, pending, written, schema)
+
     def _job_written(self, files: list[list[dict]]) -> None:
         """Record the data files a job wrote (per output, as :meth:`_job_outputs` listed them)."""
         self.jobs += 1
@@ -398,6 +412,7 @@ class TableBatch:
             adopt(uri, dt, current=not self.rewritten)
         try:
             self._wait()
+            self.lake.adopt_rewrites()
             if self.log_schema is None:
                 self.log_schema = self.lake.conform_log(_empty_log_schema(value_schema, self.primary_key))
             self.w._evolve(self.paths.changelog, self.log_schema)
@@ -671,10 +686,35 @@ class _LakeSchemas:
             batch = self._batch()
             if batch is not None:
                 batch.rewritten = True
+                batch.convert_pending(uri, lake, c.schema)
             rewrite_table(
                 self.w.storage, uri, c.schema, reason=f"column(s) {', '.join(c.changed)} change type"
             )
+            self.w.rewritten_schemas[uri] = c.schema
         return c
+
+    def adopt_rewrites(self) -> None:
+        """Take the column types another batch of the same table rewrote the change log or the
+        tail into after this batch was prepared (a later part of the window: a DDL that changes
+        the table's key ends a part, and the next part's first record batch may widen a column),
+        converting this batch's files (:meth:`TableBatch.convert_pending`): every file a commit
+        publishes holds the values in the unit its table declares."""
+        batch = self._batch()
+        if batch is None:
+            return
+        log = self._log if self._log_read else None  # unread: read at the commit, as it is now
+        for uri, mine, keep in ((self.paths.changelog, log, False), (self.paths.tail, self.tail, True)):
+            theirs = self.w.rewritten_schemas.get(uri)
+            if theirs is None or mine is None:
+                continue
+            c = conform_schema(mine, theirs, keep_metadata=keep)
+            if c.changed:
+                batch.convert_pending(uri, mine, c.schema)
+            if c.changed or c.added:
+                if uri == self.paths.changelog:
+                    self._log = batch.log_schema = c.schema
+                else:
+                    self.tail = c.schema
 
     def refresh_state_metadata(self, fields: dict[str, pa.Field]) -> None:
         """Set the state table's column metadata to the source's (``fields``: the newest source

@@ -117,6 +117,7 @@ class _AlterTable(_TableElements):
             t.accept("NOWAIT")
         specs_start = t.i
         edit = _TableEdit.of(self.state, key)
+        before = self.state.tables[key].columns
 
         ast = _try_parse(self.stmt)
         if isinstance(ast, exp.Alter) and str(ast.args.get("kind") or "TABLE").upper() == "TABLE":
@@ -130,10 +131,17 @@ class _AlterTable(_TableElements):
         new_key = (edit.database, edit.table)
         prev = key if new_key != key else None
         filled = tuple(c for c in edit.filled if any(x.name == c for x in schema.columns))
-        return self.outcome(
+        change = TableChange(
+            "ALTER",
             edit.database,
-            [TableChange("ALTER", edit.database, edit.table, schema, prev, filled_columns=filled)],
+            edit.table,
+            schema,
+            prev,
+            filled_columns=filled,
+            renamed_columns=edit.renamed_columns(),
+            dropped_columns=edit.dropped_columns(before),
         )
+        return self.outcome(edit.database, [change])
 
     def alter_from_ast(self, edit: _TableEdit, ast: exp.Expression) -> None:
         options = ast.args.get("options") or []
@@ -207,6 +215,7 @@ class _AlterTable(_TableElements):
                 return
             edit.require(name)
         col = edit.columns.pop(i)  # type: ignore[arg-type]
+        edit.origin.pop(col.name.lower(), None)
         edit.primary_key = [k for k in edit.primary_key if k.lower() != col.name.lower()]
         edit.json_checks.discard(col.name.lower())
 
@@ -224,6 +233,7 @@ class _AlterTable(_TableElements):
             edit.columns.pop(i)
             edit.insert(col, pos)
         if old_name != col.name:
+            edit.moved(old_name, col.name)
             edit.rename_in_keys(old_name, col.name)
         if pk:
             edit.primary_key = [col.name]
@@ -237,6 +247,7 @@ class _AlterTable(_TableElements):
             raise _Fail(f"schema catalog out of sync: column {new!r} already exists in {edit.qualified}")
         old_name = edit.columns[i].name
         edit.columns[i] = replace(edit.columns[i], name=new)
+        edit.moved(old_name, new)
         edit.rename_in_keys(old_name, new)
 
     def convert_to(self, edit: _TableEdit, charset: str | None) -> None:

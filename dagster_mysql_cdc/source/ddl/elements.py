@@ -147,6 +147,7 @@ class _TableElements(_ApplierBase):
                 return
             raise _Fail(f"schema catalog out of sync: column {col.name!r} already exists in {edit.qualified}")
         edit.insert(col, self.position(cd))
+        edit.origin[col.name.lower()] = None  # new values (even under a name dropped just before)
         if fills_existing_rows(cd):
             edit.filled.append(col.name)
         if pk:

@@ -48,7 +48,11 @@ class TableChange:
     Debezium's ``previousId``) or ``DROP``; ``schema`` is the table after the change (``None`` for
     ``DROP``). ``filled_columns``: columns an ``ALTER`` added whose existing rows the server fills
     with values (``NOT NULL``, a non-NULL ``DEFAULT``, ``AUTO_INCREMENT``, a generated column):
-    the binlog carries no row events for them (not part of the schema history record).
+    the binlog carries no row events for them. ``renamed_columns``: ``(old, new)`` names of the
+    columns an ``ALTER`` renamed (``RENAME COLUMN``, ``CHANGE``): their values moved to the new
+    name without row events. ``dropped_columns``: columns of the table before an ``ALTER`` whose
+    values it dropped (``DROP COLUMN``, also when a column of that name is added again). None of
+    the three is part of the schema history record.
     """
 
     type: Literal["CREATE", "ALTER", "DROP"]
@@ -57,6 +61,8 @@ class TableChange:
     schema: TableSchema | None
     previous_name: tuple[str, str] | None = None
     filled_columns: tuple[str, ...] = ()
+    renamed_columns: tuple[tuple[str, str], ...] = ()
+    dropped_columns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,10 @@ class _TableEdit:
         self.json_checks: set[str] = {c.lower() for c in json_checks}
         #: columns added whose existing rows get a value from the server (see TableChange)
         self.filled: list[str] = []
+        #: where each column's values come from: lower-case name -> the name the column had
+        #: before the statement, ``None`` for a column the statement added (renames, drops and a
+        #: name dropped and added again, see TableChange.renamed_columns / dropped_columns)
+        self.origin: dict[str, str | None] = {c.name.lower(): c.name for c in self.columns}
 
     @classmethod
     def of(cls, state: _State, key: Key) -> _TableEdit:
@@ -111,6 +115,25 @@ class _TableEdit:
         else:
             after = position[1] or ""
             self.columns.insert(self.require(after) + 1, col)
+
+    def moved(self, old: str, new: str) -> None:
+        """Column ``old`` is now named ``new`` (RENAME COLUMN, CHANGE): its values go with it."""
+        self.origin[new.lower()] = self.origin.pop(old.lower(), None)
+
+    def renamed_columns(self) -> tuple[tuple[str, str], ...]:
+        """``(name before, name after)`` of the columns the statement renamed."""
+        out = []
+        for c in self.columns:
+            was = self.origin.get(c.name.lower())
+            if was is not None and was != c.name:
+                out.append((was, c.name))
+        return tuple(out)
+
+    def dropped_columns(self, before: Iterable[ColumnSchema]) -> tuple[str, ...]:
+        """Columns of ``before`` (the table before the statement) whose values the statement
+        dropped: dropped, or dropped and added again under the same name."""
+        kept = {v.lower() for v in self.origin.values() if v is not None}
+        return tuple(c.name for c in before if c.name.lower() not in kept)
 
     def rename_in_keys(self, old: str, new: str) -> None:
         self.primary_key = [new if k.lower() == old.lower() else k for k in self.primary_key]
