@@ -54,6 +54,12 @@ TABLE_CHECKS_TAG = "dagster_mysql_cdc/table_checks"
 #: JSON ``{"db.table": {"since", "error", "catch_up"}}``: the stopped tables a window run leaves
 #: out, and those (``catch_up: true``) it tries to catch up first (engine/isolation.py).
 STOPPED_TAG = "dagster_mysql_cdc/stopped_tables"
+#: JSON ``{"reached": position, "windows": n, "stopped": {...}, "next": {"start", "end"}}``, set
+#: by a stream run each time it committed a window (its requested window and each follow-on
+#: window; ``next``: the follow-on window it saved and is reading). A run that dies after
+#: committing windows made progress: the sensor commits ``reached`` (and the stopped tables as
+#: they were then) and requests ``next`` with its saved bounds, instead of retrying the whole run.
+PROGRESS_TAG = "dagster_mysql_cdc/progress"
 
 # -- metadata keys of asset specs -------------------------------------------------------------------
 #: On a table asset's spec: ``"database.table"`` it captures (Debezium's data-collection id).
