@@ -105,3 +105,37 @@ def test_a_table_keeps_its_first_failure_across_merged_windows():
     merged = merge_window_results(a, b)
     assert merged.failed_tables["db.t"]["since"] == s1.to_dict()
     assert merged.end == s3
+
+
+def test_a_run_that_died_is_told_from_one_that_failed_by_itself():
+    import uuid
+
+    from dagster_mysql_cdc.dagster_integration.sensor import _run_died
+
+    @dg.asset
+    def boom() -> None:
+        raise RuntimeError("the window failed")
+
+    instance = dg.DagsterInstance.ephemeral()
+    failed = dg.materialize([boom], instance=instance, raise_on_error=False)
+    assert not _run_died(instance, instance.get_run_by_id(failed.run_id))  # an op raised
+    job = dg.Definitions(assets=[boom]).resolve_implicit_global_asset_job_def()
+    dead = instance.create_run_for_job(job, run_id=str(uuid.uuid4()))
+    instance.report_run_failed(dead)  # run monitoring: its worker is gone
+    assert _run_died(instance, instance.get_run_by_id(dead.run_id))
+    canceled = instance.create_run_for_job(job, run_id=str(uuid.uuid4()))
+    instance.report_run_canceled(canceled)
+    assert _run_died(instance, instance.get_run_by_id(canceled.run_id))
+    unloadable = instance.create_run_for_job(job, run_id=str(uuid.uuid4()))
+    try:
+        raise ImportError("no module named definitions")
+    except ImportError:
+        import sys
+
+        from dagster._core.events import EngineEventData
+        from dagster._utils.error import serializable_error_info_from_exc_info
+
+        error = EngineEventData.engine_error(serializable_error_info_from_exc_info(sys.exc_info()))
+    instance.report_engine_event("Could not load job definition.", unloadable, error)
+    instance.report_run_failed(unloadable)  # the code server's report: a failure of its own
+    assert not _run_died(instance, instance.get_run_by_id(unloadable.run_id))

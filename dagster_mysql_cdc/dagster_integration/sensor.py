@@ -558,8 +558,9 @@ def _settle_inflight(
 def _run_died(instance, run: dg.DagsterRun) -> bool:
     """Whether a failed run was killed rather than failing by itself: canceled (terminated from
     the UI or by the daemon), or failed with no failure of its own (no step failed, no run
-    exception: run monitoring marked a dead run worker failed, a worker was restarted ...). Its
-    window did not fail: it is retried at once, without backoff."""
+    exception, no engine error such as a code location that could not load: run monitoring or
+    the code server marked a dead run worker failed, a worker was restarted ...). Its window did
+    not fail: it is retried at once, without backoff."""
     if run.status == dg.DagsterRunStatus.CANCELED:
         return True
     if instance.get_records_for_run(
@@ -567,11 +568,16 @@ def _run_died(instance, run: dg.DagsterRun) -> bool:
     ).records:
         return False
     for rec in instance.get_records_for_run(
-        run_id=run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE
+        run_id=run.run_id, of_type={dg.DagsterEventType.RUN_FAILURE, dg.DagsterEventType.ENGINE_EVENT}
     ).records:
         event = rec.event_log_entry.dagster_event
-        reason = getattr(getattr(event, "event_specific_data", None), "failure_reason", None)
-        if getattr(reason, "value", None) in _OWN_FAILURE_REASONS:
+        data = getattr(event, "event_specific_data", None)
+        if event is None or data is None:
+            continue
+        if event.event_type == dg.DagsterEventType.ENGINE_EVENT:
+            if getattr(data, "error", None) is not None:  # the run worker could not run the job
+                return False
+        elif getattr(getattr(data, "failure_reason", None), "value", None) in _OWN_FAILURE_REASONS:
             return False
     return True
 
