@@ -60,10 +60,10 @@ STOPPED_TAG = "dagster_mysql_cdc/stopped_tables"
 #: (also the first part of the run key).
 CAPTURE_TAG = "dagster_mysql_cdc/capture"
 #: JSON ``{"reached": position, "windows": n, "stopped": {...}, "next": {"start", "end"}}``, set
-#: by a stream run each time it committed a window (its requested window and each follow-on
-#: window; ``next``: the follow-on window it saved and is reading). A run that dies after
-#: committing windows made progress: the sensor commits ``reached`` (and the stopped tables as
-#: they were then) and requests ``next`` with its saved bounds, instead of retrying the whole run.
+#: by a following stream run each time it committed a follow-on window (``next``: the follow-on
+#: window it saved and is reading). A run that dies after committing follow-on windows made
+#: progress: the sensor commits ``reached`` (and the stopped tables as they were then) and
+#: requests ``next`` with its saved bounds, instead of retrying the whole run.
 PROGRESS_TAG = "dagster_mysql_cdc/progress"
 
 # -- metadata keys of asset specs -------------------------------------------------------------------

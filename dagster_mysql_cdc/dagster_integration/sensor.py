@@ -583,13 +583,14 @@ def _run_died(instance, run: dg.DagsterRun) -> bool:
 
 
 def _run_progress(run: dg.DagsterRun, inf: InFlight) -> ReportedProgress | None:
-    """The committed windows a failed or killed stream run of ``inf`` recorded
-    (:data:`.protocol.PROGRESS_TAG`), when they reach past the window's start (``None``: it
-    committed nothing the cursor can use; the window is retried)."""
+    """The committed windows a failed or killed following stream run of ``inf`` recorded
+    (:data:`.protocol.PROGRESS_TAG`): at least one follow-on window past the window's start
+    (``None``: the window is retried whole, as a run of one window is: the retry reports its
+    tables' materializations and checks)."""
     if inf.kind != "stream" or inf.start is None:
         return None
     progress = progress_tag(run.tags or {})
-    if progress is None or progress.reached.sort_key() <= inf.start.sort_key():
+    if progress is None or progress.windows < 1 or progress.reached.sort_key() <= inf.start.sort_key():
         return None
     return progress
 

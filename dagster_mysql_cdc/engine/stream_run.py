@@ -10,8 +10,8 @@ into a :class:`StreamRunRequest`). :meth:`StreamRun.run` then, in order:
 3. reads and commits the window (:func:`.stream.run_window`: the run process, or parallel Spark
    segments for a backlog, :mod:`.parallel_catchup`), without the still-stopped tables;
 4. reads follow-on windows while changes keep coming (:meth:`StreamRun.follow`, :mod:`.follow`),
-   reporting its progress (:class:`RunProgress`) each time a window is committed, so the windows
-   of a run that dies later still count;
+   reporting its progress (:class:`RunProgress`) each time a follow-on window is committed, so
+   the windows of a run that dies later still count;
 5. stops the tables whose events could not be written, alone (from the start of the first
    window that could not write them: later windows of the run leave them out);
 6. logs the run's signals, gaps and skipped events, and computes the offset it reached
@@ -143,8 +143,9 @@ class FollowPlanner:
 
 @dataclass(frozen=True)
 class RunProgress:
-    """How far a stream run got while it runs: reported each time it committed a window (the
-    requested one, then each follow-on window), and before it reads a follow-on window.
+    """How far a following stream run got while it runs: reported each time it committed a
+    follow-on window, and before it reads the next one (a run that dies before its first
+    follow-on window is committed is retried whole, as any window run).
 
     Attributes:
         reached: everything before it is committed (:func:`reached_offset` of the windows read).
@@ -231,9 +232,10 @@ class StreamRun:
         log: the run's log (Dagster's ``context.log`` in a run).
         planner: how a following run finds its next window; ``None``: no new follow-on windows
             (windows an earlier attempt saved are still read).
-        on_progress: called with the run's :class:`RunProgress` each time it committed a window
-            that needs nothing more of the run (no incremental snapshot, blocking snapshot, gap
-            or skipped event in any window so far) and before each follow-on window is read; an
+        on_progress: called with the run's :class:`RunProgress` each time it committed a
+            follow-on window that needs nothing more of the run (no incremental snapshot,
+            blocking snapshot, gap or skipped event in any window so far) and before it reads
+            the next one; an
             error it raises fails the run (so a window is never read after a progress that
             could not be recorded).
     """
@@ -286,11 +288,12 @@ class StreamRun:
             ):
 
                 def progress(res: WindowResult, windows: int, nxt: FollowWindow | None = None) -> None:
-                    if self.on_progress is not None and not (res.gaps or res.events_skipped_count):
-                        reached = reached_offset(start, end, res)
-                        self.on_progress(RunProgress(reached, windows, _stopped_now(stopped, res), nxt))
+                    # from the first follow-on window on (a run that dies before is retried whole)
+                    if self.on_progress is None or windows < 1 or res.gaps or res.events_skipped_count:
+                        return
+                    reached = reached_offset(start, end, res)
+                    self.on_progress(RunProgress(reached, windows, _stopped_now(stopped, res), nxt))
 
-                progress(result, 0)
                 result, follow_windows = self.follow(
                     result, set(request.selected), table_filter, resume_at=resume, progress=progress
                 )
