@@ -171,7 +171,8 @@ class KillPlan:
     ``timed``: ``delay`` s after spawn, anywhere in the run's life;
     ``commit``: ``delay`` s after the ``nth`` new Delta commit of the run appeared (mid-window);
     ``after``: ``delay`` s after the run reported its first materialization (every commit of the
-    window made, the run not yet successful).
+    window made, the run not yet successful);
+    ``started``: ``delay`` s after the run is STARTED in the instance.
     """
 
     kind: str
@@ -246,6 +247,10 @@ def run_child_and_kill(
             if fire_at is None:
                 if plan.kind == "commit" and lake_commit_count(watch) - before >= plan.nth:
                     fire_at = now + plan.delay
+                elif plan.kind == "started":
+                    runs = runs_of(cdc, req.run_key)
+                    if runs and runs[0].status == dg.DagsterRunStatus.STARTED:
+                        fire_at = now + plan.delay
                 elif plan.kind == "after":
                     runs = runs_of(cdc, req.run_key)
                     if (
@@ -429,6 +434,112 @@ def test_sigkill_soak(scratch_db, make_cdc, tmp_path):
     cdc = make_cdc(db, instance=file_instance(tmp_path), stream_batch_rows=40)
     outcomes = sigkill_campaign(cdc, db, tables, seed=seed, iterations=iterations, tmp_path=tmp_path)
     assert any(o.killed for o in outcomes)
+
+
+def test_killed_runs_are_retried_at_once_whatever_the_backoff(scratch_db, make_cdc, tmp_path):
+    """Issue "Nothing lost", point 3: a killed run is not a failing window. Every death of a run
+    counted as a failed attempt, so the retries of a window whose runs were killed backed off up
+    to ten minutes. A run that was killed (its worker SIGKILLed, run monitoring marks it failed,
+    no step failed) is now retried at once, whatever the backoff (here 600 s)."""
+    db = scratch_db
+    tables = create_random_tables(db)
+    cdc = make_cdc(db, instance=file_instance(tmp_path))
+    cdc.sensor = dg_sensor(cdc, retry_backoff_seconds=600)
+    dml = RandomDml(db, seed=31)
+    try:
+        for t in tables:
+            dml.insert(t, 10)
+        cdc.ticks()
+        dml.round(10)
+        target = master_position()
+        (req,) = cdc.tick_once().run_requests
+        watch = [cdc.uri(db, t, k) for t in tables for k in ("changelog", "state")]
+        for n in (1, 2, 3):
+            out = run_child_and_kill(cdc, req, KillPlan("started", 0.5), watch, tmp_path / f"run{n}.log")
+            assert out.killed and out.status == "STARTED", (
+                out,
+                (tmp_path / f"run{n}.log").read_text()[-2000:],
+            )
+            req = retry_after_death(cdc, req)  # at once, attempt after attempt
+            assert req.run_key.endswith(f":a{n + 1}")
+            assert StreamCursor.parse(cdc.cursor).retry_at is None
+        assert "killed" in (StreamCursor.parse(cdc.cursor).last_error or "")
+        cdc.run(req)
+        cdc.ticks(target)
+        assert_lake_matches_source(cdc, db, tables)
+    finally:
+        dml.close()
+
+
+def test_killed_following_run_keeps_the_windows_it_committed(scratch_db, make_cdc, tmp_path):
+    """Issue "Nothing lost", point 3: a following run that committed several windows and was then
+    killed made progress, but the sensor only learned a run's windows from its success, so it
+    retried the whole run (with backoff). The run now records each committed window in its tags;
+    the sensor commits them, requests the next window at once (the one the run was reading,
+    with its saved bounds) and the lake converges with every event once."""
+    db = scratch_db
+    tables = create_random_tables(db)
+    cdc = make_cdc(
+        db, instance=file_instance(tmp_path), stream_follow_seconds=600.0, stream_follow_idle_seconds=3.0
+    )
+    cdc.sensor = dg_sensor(cdc, retry_backoff_seconds=600)
+    dml = RandomDml(db, seed=37)
+    writing = threading.Event()
+
+    def write():  # a change every 0.3 s: the run keeps following (the main thread waits meanwhile)
+        while writing.is_set():
+            dml.round(2)
+            time.sleep(0.3)
+
+    writer = threading.Thread(target=write)
+    try:
+        for t in tables:
+            dml.insert(t, 10)
+        cdc.ticks()
+        dml.round(5)
+        for t in tables:  # the run selects every table: every follow-on window stays in its selection
+            dml.insert(t, 1)
+        (req,) = cdc.tick_once().run_requests
+        end = json.loads(req.tags[WINDOW_END_TAG])
+        writing.set()
+        writer.start()
+        watch = [cdc.uri(db, t, "changelog") for t in tables]
+        out = run_child_and_kill(cdc, req, KillPlan("commit", 0.0, nth=8), watch, tmp_path / "run.log")
+        writing.clear()
+        writer.join()
+        killed_at = time.monotonic()
+        assert out.killed, "the run finished before the kill point"
+        (run,) = runs_of(cdc, req.run_key)
+        res = cdc.tick_once()
+        assert not res.run_requests and "is " in (res.skip_message or ""), res.skip_message
+        cdc.instance.report_run_failed(run)  # run monitoring detects the dead worker
+        res = cdc.tick_once()
+        cursor = StreamCursor.parse(cdc.cursor)
+        requested_end = StreamCursor.parse(json.dumps({"v": 1, "committed": end})).committed
+        assert cursor.committed.sort_key() > requested_end.sort_key(), res.skip_message  # its windows count
+        (nxt,) = res.run_requests  # at once: the run made progress
+        assert nxt.run_key.endswith(":a1") and cursor.retry_at is None
+        start = StreamCursor.parse(json.dumps({"v": 1, "committed": json.loads(nxt.tags[WINDOW_START_TAG])}))
+        assert start.committed.sort_key() >= cursor.committed.sort_key()
+        cdc.run(nxt)
+        target = master_position()
+        cdc.ticks(target)
+        print(
+            f"killed after {out.commits_before_kill} change-log commits; lake equal {time.monotonic() - killed_at:.1f}s after the kill"
+        )
+        assert_lake_matches_source(cdc, db, tables)
+    finally:
+        writing.clear()
+        if writer.is_alive():
+            writer.join()
+        dml.close()
+
+
+def dg_sensor(cdc: Cdc, **options) -> dg.SensorDefinition:
+    """The capture's binlog sensor with ``options`` (as :class:`Cdc` builds it otherwise)."""
+    from dagster_mysql_cdc import build_mysql_cdc_sensor
+
+    return build_mysql_cdc_sensor(cdc.assets, run_wait_seconds=0, **options)
 
 
 # -- 2. SeaweedFS stopped while a run commits to the S3 lake ---------------------------------------

@@ -59,7 +59,7 @@ from .run_report import (
     window_lag_metadata,
 )
 from .run_report import state_tail_metadata as state_tail_metadata  # re-exported (was defined here)
-from .run_tags import identity_tag, incremental_tag, last_committed, stopped_tag, window_tags
+from .run_tags import identity_tag, incremental_tag, last_committed, record_progress, stopped_tag, window_tags
 from .selection import follow_planner
 from .translator import table_asset_key, table_of_spec
 
@@ -987,6 +987,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             options=self.stream_run_options(),
             log=context.log,
             planner=follow_planner(self, settings, info),
+            on_progress=partial(record_progress, context),
         ).run(request)
         result, reached = outcome.result, outcome.reached
         if report is None:
