@@ -176,9 +176,7 @@ def _resolved_filtered(
             if len(first):
                 pushed = expr | pc.field(key[0]).isin(first)
         files = pa.table(state_dt.get_add_actions(flatten=True)).column("path").to_pylist()
-        st_subset = subset(st_schema)
-        assert st_subset is not None
-        state = _read_state_filtered(storage, paths.state, files, st_subset, pushed)
+        state = _read_state_filtered(storage, paths.state, files, schema, pushed)
     if tail is None:
         return state if state is not None else schema.empty_table()
     from ..sink.evolution import conform_table
@@ -232,6 +230,9 @@ def _expand_copies(t: pa.Table) -> pa.Table:
 
 def shape(t: pa.Table, *, tombstones: bool, metadata: bool, columns: Sequence[str] | None) -> pa.Table:
     """The resolved state ``t`` in :func:`read_current`'s layout (see the module docs)."""
+    if "__epoch" in t.column_names and t.column("__epoch").null_count:  # rows from before epochs: 0
+        i = t.column_names.index("__epoch")
+        t = t.set_column(i, t.schema.field(i), pc.fill_null(t.column(i), 0))
     if not tombstones:
         t = t.filter(pc.invert(pc.fill_null(t.column("__deleted"), False)))
         if COUNT_FIELD.name in t.column_names:
@@ -383,9 +384,9 @@ def read_current_spark(
 ) -> Any:
     """The current state of a captured table as a Spark DataFrame on ``spark`` (Spark Connect or
     a classic session), for tables too large for one process: the compacted state's and the
-    tail's files are read by the executors (the project's Python data source; no Delta jars
-    needed) and resolved with Spark SQL (:func:`dagster_mysql_cdc.sink.compaction_spark.state_frame`).
-    The plan lists the table's files when it is made: build a new DataFrame to see later windows.
+    tail's files are read by the executors (the project's Python data source, which lists the
+    Delta tables' files when a query runs; no Delta jars needed) and resolved in Spark SQL
+    (:func:`.views.current_sql`, the query of the SQL views).
 
     Same arguments and layout as :func:`read_current`; ``filter`` is a Spark SQL string, a
     ``Column`` or a DNF list, applied to the current rows (Spark pushes it down its plan).
@@ -393,26 +394,10 @@ def read_current_spark(
     Raises:
         UnknownTableError / ConfigurationError: as :func:`read_current`.
     """
-    from pyspark.sql import functions as F
-
-    from ..sink.compaction_spark import state_frame
-    from ..sink.read import _key
+    from .views import spark_current_frame
 
     ref = captured_table(table, lake, server)
-    state_dt, tail_dt = _open_tables(ref)
-    if state_dt is None and tail_dt is None:
-        raise UnknownTableError(f"{ref} has no current state yet (no state or state_tail): snapshot it first")
-    writer = spark_reader(spark, ref)
-    df, schema, _ = state_frame(
-        writer, ref.paths, _key(state_dt, tail_dt) or [], state_dt=state_dt, tail_dt=tail_dt
-    )
-    keyless = COUNT_FIELD.name in schema.names
-    if not tombstones:
-        df = df.filter(~F.coalesce(F.col("__deleted"), F.lit(False)))
-        if keyless:
-            copies = F.explode(F.sequence(F.lit(1), F.coalesce(F.col(COUNT_FIELD.name), F.lit(1))))
-            df = df.filter(F.coalesce(F.col(COUNT_FIELD.name), F.lit(1)) > 0).withColumn("__copy", copies)
-            df = df.drop("__copy", COUNT_FIELD.name)
+    df = spark_current_frame(spark, ref, tombstones=tombstones)
     f = _spark_filter(filter)
     if f is not None:
         df = df.filter(f)

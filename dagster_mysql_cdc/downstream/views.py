@@ -300,7 +300,7 @@ def current_sql(
     newer = _newer([q(n) for n in ORDER], ["s_e", "s_f", "s_p", "s_r"])
     ctes.append(f"h AS (SELECT * FROM g WHERE __src = 0 OR s_e IS NULL OR {newer})")
     ctes.append(
-        f"r AS (SELECT h.*, sum(__w) OVER (PARTITION BY {grp}) AS __n, row_number() OVER (PARTITION BY {grp} "
+        f"r AS (SELECT h.*, CAST(sum(__w) OVER (PARTITION BY {grp}) AS BIGINT) AS __n, row_number() OVER (PARTITION BY {grp} "
         f"ORDER BY {order_desc}, __src DESC, COALESCE({q('__deleted')}, false) ASC) AS __rn FROM h)"
     )
     sel = []
@@ -686,6 +686,48 @@ def create_duckdb_views(
 # -- Spark ------------------------------------------------------------------------------------
 
 
+def spark_frames(spark: Any, table: CapturedTable) -> tuple[Any, Any, TableShape] | None:
+    """``(state DataFrame, tail DataFrame, shape)`` of ``table`` on ``spark``: the project's data
+    source over each Delta table (files listed at each query; a table missing yet reads empty),
+    every file converted by the executors into the current state's column types (so the query
+    needs no casts), ``None`` when the table has neither a state nor a tail."""
+    from .current import spark_reader
+    from .spark import delta_table_frame
+
+    shape = table_shape(table)
+    if shape is None:
+        return None
+    target = shape.resolved
+    tail_cols = [*target, pa.field("__cut", pa.bool_())]
+    state = pa.schema([f for f in target])
+    tail = pa.schema(tail_cols)
+    conformed = TableShape(state, tail, shape.key)
+    writer = spark_reader(spark, table)
+    return (
+        delta_table_frame(writer, table.paths.state, state),
+        delta_table_frame(writer, table.paths.tail, tail),
+        conformed,
+    )
+
+
+def spark_current_frame(spark: Any, table: CapturedTable, *, tombstones: bool = False) -> Any:
+    """The current state of ``table`` as a Spark DataFrame: :func:`current_sql` over
+    :func:`spark_frames` (plain Spark SQL: the same on Spark Connect and a classic session).
+
+    Raises:
+        UnknownTableError: the table has neither a state nor a tail yet.
+    """
+    frames = spark_frames(spark, table)
+    if frames is None:
+        raise UnknownTableError(
+            f"{table} has no current state yet (no state or state_tail): snapshot it first"
+        )
+    state, tail, shape = frames
+    return spark.sql(
+        current_sql(shape, "{state}", "{tail}", "spark", tombstones=tombstones), state=state, tail=tail
+    )
+
+
 def create_spark_views(
     spark: Any,
     lake: LakeLike = ".lake",
@@ -699,39 +741,21 @@ def create_spark_views(
     two temporary views of the project's Python data source (``<view>__state``,
     ``<view>__state_tail``), which lists the Delta tables' current files at each query, so the
     views stay exact as windows commit; the executors read the files. A table missing its state or
-    tail is read as empty until it appears (nothing is written). Returns the view names.
+    tail reads it as empty until it appears (nothing is written). Returns the view names.
 
     Raises:
         ConfigurationError / UnknownTableError: see :func:`view_statements`.
     """
-    from ..sink.compaction import state_schema_after
-    from ..sink.delta import open_table
-    from ..sink.tail import tail_schema
-    from .current import spark_reader
-    from .spark import delta_table_frame
-
     names = []
     for t in _tables(lake, server, tables):
-        has_state = open_table(t.storage, t.paths.state) is not None
-        has_tail = open_table(t.storage, t.paths.tail) is not None
-        if not (has_state or has_tail):
+        frames = spark_frames(spark, t)
+        if frames is None:
             continue
-        shape = table_shape(t)
-        assert shape is not None
-        if not has_tail:
-            shape = TableShape(shape.state, tail_schema(shape.state, keyless=shape.keyless), shape.key)
-        if not has_state:
-            shape = TableShape(state_schema_after(None, shape.tail, shape.keyless), shape.tail, shape.key)
-        writer = spark_reader(spark, t)
+        state, tail, shape = frames
         base = f"{t.database}__{t.table}"
-        refs = []
-        for suffix, uri, schema in (
-            ("__state", t.paths.state, shape.state),
-            ("__state_tail", t.paths.tail, shape.tail),
-        ):
-            view = base + suffix
-            delta_table_frame(writer, uri, schema).createOrReplaceTempView(view)
-            refs.append(quote(view, "spark"))
+        state.createOrReplaceTempView(base + "__state")
+        tail.createOrReplaceTempView(base + "__state_tail")
+        refs = [quote(base + "__state", "spark"), quote(base + "__state_tail", "spark")]
         sql = current_sql(shape, refs[0], refs[1], "spark", tombstones=tombstones)
         spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {quote(base, 'spark')} AS\n{sql}")
         names.append(base)
