@@ -26,6 +26,7 @@ import dagster as dg
 import pyarrow as pa
 from pydantic import Field
 
+from ..dagster_integration.lake_resource import CdcLakeResource
 from ..errors import ConfigurationError
 from .changes import ChangeBatch, ChangePosition, read_changes
 from .tables import TableLike, captured_table
@@ -174,7 +175,7 @@ class CdcInputManager(dg.ConfigurableIOManager):
 
     Input only: outputs go to the asset's own IO manager."""
 
-    lake: dg.ResourceDependency[Any] = Field(description="The CdcLakeResource of the captured tables.")
+    lake: CdcLakeResource = Field(description="The CdcLakeResource of the captured tables.")
 
     def load_input(self, context: dg.InputContext) -> Any:
         from .current import read_current, read_current_spark

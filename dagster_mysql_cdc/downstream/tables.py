@@ -197,6 +197,8 @@ def captured_table(table: TableLike, lake: LakeLike, server: str | None = None) 
         UnknownTableError: the lake holds no such table (the message lists those it holds).
         ConfigurationError: the name is malformed, or the server is ambiguous.
     """
+    if isinstance(table, CapturedTable):
+        return table
     storage = lake_storage(lake)
     srv, db, name, is_key = _parts(table)
     srv = _resolve_server(storage, server or srv)
