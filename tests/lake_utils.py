@@ -92,3 +92,10 @@ def assert_sql_views_equal_current(storage: StorageSettings, server: str, tables
             assert canonical_rows(got) == canonical_rows(want), (
                 f"{name}: the Spark SQL view differs from read_current"
             )
+
+
+def active_spark():
+    """The test process's classic Spark session, or ``None`` (no session is started for it)."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession()

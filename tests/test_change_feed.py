@@ -278,6 +278,7 @@ def test_the_input_manager_hands_the_current_state_by_annotation(downstream_lake
     lake = downstream_lake
     seen = {}
     keyed_key, keyless_key = dg.AssetKey(["srv", DB, "keyed"]), dg.AssetKey(["srv", DB, "keyless"])
+    composite_key = dg.AssetKey(["srv", DB, "composite"])
 
     @dg.asset(
         ins={
@@ -295,7 +296,7 @@ def test_the_input_manager_hands_the_current_state_by_annotation(downstream_lake
 
     resource = cdc.CdcLakeResource(base_uri=lake.storage.base_uri, spark_remote=None)
     result = dg.materialize(
-        [consumer, dg.SourceAsset(keyed_key), dg.SourceAsset(keyless_key)],
+        [consumer, dg.SourceAsset(keyed_key), dg.SourceAsset(keyless_key), dg.SourceAsset(composite_key)],
         resources={"lake": resource, "cdc_tables": cdc.CdcInputManager(lake=resource)},
     )
     assert result.success
@@ -303,9 +304,8 @@ def test_the_input_manager_hands_the_current_state_by_annotation(downstream_lake
     assert sorted(seen["keyed"].column("id").to_pylist()) == sorted(k[0] for k in lake.models["keyed"].rows)
     assert isinstance(seen["keyless"], pl.DataFrame) and seen["keyless"].columns[0] == "a"
     assert Counter(seen["keyless"]["a"].to_list()) == Counter(v[0] for v in lake.models["keyless"].live())
-    assert sorted(r["id"] for r in seen["big"]) == sorted(
-        k[0] for k, r in lake.models["keyed"].rows.items() if r["n"] > 50
-    )
+    want = sorted((a, b) for (a, b), r in lake.models["composite"].rows.items() if r["v"] > 3)
+    assert want and sorted((r["a"], r["b"]) for r in seen["big"]) == want
 
 
 # -- the incremental example asset, exactly once ---------------------------------------------------
