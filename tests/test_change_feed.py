@@ -287,7 +287,7 @@ def test_the_input_manager_hands_the_current_state_by_annotation(downstream_lake
                 key=keyless_key, input_manager_key="cdc_tables", metadata={"columns": ["a"]}
             ),
             "big": dg.AssetIn(
-                key=keyed_key, input_manager_key="cdc_tables", metadata={"filter": [("n", ">", 50)]}
+                key=composite_key, input_manager_key="cdc_tables", metadata={"filter": [("v", ">", 3)]}
             ),
         }
     )
