@@ -121,7 +121,9 @@ def apply(previous: dict[int, tuple[int, int]], events: pa.Table) -> dict[int, t
     out = dict(previous)
     for side, sign in (("before", -1), ("after", 1)):
         img = events.column(side)
-        rows = pa.table({"grp": pc.struct_field(img, "grp"), "qty": pc.struct_field(img, "qty")}).filter(pc.is_valid(img))
+        rows = pa.table({"grp": pc.struct_field(img, "grp"), "qty": pc.struct_field(img, "qty")}).filter(
+            pc.is_valid(img)
+        )
         for g, (n, q) in sums(rows).items():
             n0, q0 = out.get(g, (0, 0))
             out[g] = (n0 + sign * n, q0 + sign * (q or 0))
@@ -172,7 +174,9 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     args = p.parse_args()
     remote = os.environ.get("CDC_SPARK_REMOTE") or (
-        f"sc://127.0.0.1:{os.environ['CDC_SPARK_CONNECT_PORT']}" if os.environ.get("CDC_SPARK_CONNECT_PORT") else ""
+        f"sc://127.0.0.1:{os.environ['CDC_SPARK_CONNECT_PORT']}"
+        if os.environ.get("CDC_SPARK_CONNECT_PORT")
+        else ""
     )
     if remote:
         from dagster_mysql_cdc.sink.spark_session import remote_spark_session
@@ -182,7 +186,9 @@ def main() -> None:
         from pyspark.sql import SparkSession
 
         spark = SparkSession.builder.master("local[2]").getOrCreate()
-    print(f"{'table rows':>12} | {'incremental':>11} | {'rows read':>9} | {'full':>8} | {'rows read':>11} | {'read %':>6} | {'speed-up':>8} | same")
+    print(
+        f"{'table rows':>12} | {'incremental':>11} | {'rows read':>9} | {'full':>8} | {'rows read':>11} | {'read %':>6} | {'speed-up':>8} | same"
+    )
     for rows in args.sizes:
         r = measure(rows, args.changes, args.repeat, spark)
         pct = 100.0 * r["incremental_rows_read"] / r["full_rows_read"]

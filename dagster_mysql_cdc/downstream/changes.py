@@ -293,8 +293,8 @@ def current_position(
     lo = max(0, w - PENDING_LOOKBACK + 1)
     pending = []
     for v, c in sorted(_commits(table, list(range(lo, w + 1))).items()):
-        if c is None or c.kind != "events" or not c.app or c.batch_version is None:
-            continue
+        if c is None or c.kind not in ("events", "cut") or not c.app or c.batch_version is None:
+            continue  # (a snapshot's cut not in the state yet stays pending too: read next, it says rebuild)
         done = [transaction_version(dt, c.app) for dt in (tail_dt, state_dt) if dt is not None]
         if not any(d is not None and d >= c.batch_version for d in done):
             pending.append(v)

@@ -753,8 +753,8 @@ def create_spark_views(
             continue
         state, tail, shape = frames
         base = f"{t.database}__{t.table}"
-        state.createOrReplaceTempView(base + "__state")
-        tail.createOrReplaceTempView(base + "__state_tail")
+        state.createOrReplaceTempView(quote(base + "__state", "spark"))  # names may hold spaces ...
+        tail.createOrReplaceTempView(quote(base + "__state_tail", "spark"))
         refs = [quote(base + "__state", "spark"), quote(base + "__state_tail", "spark")]
         sql = current_sql(shape, refs[0], refs[1], "spark", tombstones=tombstones)
         spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {quote(base, 'spark')} AS\n{sql}")
