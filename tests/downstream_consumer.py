@@ -3,7 +3,9 @@ so tests/test_change_feed.py can SIGKILL it mid-run as a crashed run worker dies
 
 ``python tests/downstream_consumer.py '<json>'``: ``server``, ``database``, ``lake`` (base URI),
 ``instance_dir`` (a file-based Dagster instance shared by the runs), ``output`` (lake path parts
-of the totals), ``by_day``; exit 0 when the run succeeded.
+of the totals), ``by_day``, ``kill_after_writes`` (SIGKILL this process right after its n-th
+Delta write: a crash between the asset's writes and its recorded materialization); exit 0 when
+the run succeeded.
 """
 
 import json
@@ -17,9 +19,24 @@ if str(ROOT) not in sys.path:
 
 
 def main(spec: dict) -> int:
+    import signal
+
     import dagster as dg
 
+    import assets.downstream as example
     from assets.downstream import build_order_totals
+
+    kill_after = spec.get("kill_after_writes")
+    if kill_after:
+        real, written = example.write_deltalake, []
+
+        def write_then_die(*args, **kwargs):
+            real(*args, **kwargs)
+            written.append(1)
+            if len(written) >= kill_after:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        example.write_deltalake = write_then_die
     from dagster_mysql_cdc import CdcLakeResource
 
     asset = build_order_totals(

@@ -375,8 +375,9 @@ def test_the_incremental_asset_equals_the_source_after_sigkills_and_a_resnapshot
     Path(spec["instance_dir"]).mkdir()
     child = Path(__file__).with_name("downstream_consumer.py")
 
-    def run(kill_after: float | None = None) -> str:
-        p = subprocess.Popen([sys.executable, str(child), json.dumps(spec)], cwd=ROOT, stderr=subprocess.PIPE)
+    def run(kill_after: float | None = None, kill_after_writes: int | None = None) -> str:
+        args = json.dumps({**spec, "kill_after_writes": kill_after_writes})
+        p = subprocess.Popen([sys.executable, str(child), args], cwd=ROOT, stderr=subprocess.PIPE)
         if kill_after is not None:
             try:
                 p.wait(timeout=kill_after)
@@ -385,6 +386,9 @@ def test_the_incremental_asset_equals_the_source_after_sigkills_and_a_resnapshot
                 p.wait()
                 return "killed"
         err = p.communicate(timeout=300)[1]
+        if kill_after_writes:
+            assert p.returncode == -signal.SIGKILL, err.decode()[-3000:]
+            return f"killed after write {kill_after_writes}"
         assert p.returncode == 0, err.decode()[-3000:]
         return "ok"
 
@@ -398,12 +402,18 @@ def test_the_incremental_asset_equals_the_source_after_sigkills_and_a_resnapshot
                 [capture.assets], selection=[key], resources=capture.resources, instance=capture.instance
             )
             assert res.success
-        if rng.random() < 0.6:
+        # crashes of incremental runs after the running sums were written, after the totals too
+        # (before and after the re-snapshot), and at random times; a recorded run follows most
+        if i in (1, 4):
+            outcomes.append(run(kill_after_writes=1))
+        if i in (2, 5):
+            outcomes.append(run(kill_after_writes=2))
+        if i >= 3:
             outcomes.append(run(kill_after=rng.uniform(1.0, 8.0)))
-        if rng.random() < 0.7:
+        if i < 6:
             outcomes.append(run())
     outcomes.append(run())
-    assert "killed" in outcomes and outcomes.count("ok") >= 3, outcomes
+    assert outcomes.count("ok") >= 7, outcomes
     totals = DeltaTable(capture.storage.uri("analytics", "totals")).to_pyarrow_table()
     got = [
         (r["product_id"], r["product_name"], r["orders"], r["total_quantity"], r["last_order_date"])
