@@ -38,7 +38,7 @@ import pytest
 from conftest import ROOT, S3_ENDPOINT, master_position, root_connect, run_infra
 from deltalake import DeltaTable
 from killable_run import request_selection
-from lake_utils import read_delta, source_table
+from lake_utils import active_spark, assert_sql_views_equal_current, read_delta, source_table
 
 # The streaming suite's deployment harness, seeded DML generator and fixtures (reused, not copied).
 from test_streaming import (  # noqa: F401  (make_cdc, scratch_db: fixtures)
@@ -131,10 +131,12 @@ def assert_state_equals_source(storage: StorageSettings, uri: str, db: str, tabl
 
 def assert_lake_matches_source(cdc: Cdc, db: str, tables: list[str], replay: bool = True) -> None:
     """Final proof of every fault test: state == source, no binlog event twice in a change log,
-    and (``replay``) the change log replays to the source (test_streaming's ``Cdc.check``)."""
+    and (``replay``) the change log replays to the source (test_streaming's ``Cdc.check``); the
+    SQL views of the tables (DuckDB, and Spark SQL on the test's session) equal ``read_current``."""
     for t in tables:
         assert_state_equals_source(cdc.storage, cdc.uri(db, t, "state"), db, t)
         assert_unique_binlog_events(read_delta(cdc.storage, cdc.uri(db, t, "changelog")), f"{db}.{t}")
+    assert_sql_views_equal_current(cdc.storage, cdc.server, [(db, t) for t in tables], spark=active_spark())
     if replay:
         cdc.check(db, tables)
 
