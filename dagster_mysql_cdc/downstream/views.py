@@ -299,9 +299,17 @@ def current_sql(
     ctes.append(f"g AS (SELECT k.*, {', '.join(s_parts)} FROM k)")
     newer = _newer([q(n) for n in ORDER], ["s_e", "s_f", "s_p", "s_r"])
     ctes.append(f"h AS (SELECT * FROM g WHERE __src = 0 OR s_e IS NULL OR {newer})")
+    # the changes applied in order (the compacted row first, a -1 before a +1 at one position),
+    # never below zero: P_n - least(0, min P_k), P_k the running sums (as sink/current.py does)
+    order_asc = ", ".join(q(n) for n in ORDER)
     ctes.append(
-        f"r AS (SELECT h.*, CAST(sum(__w) OVER (PARTITION BY {grp}) AS BIGINT) AS __n, row_number() OVER (PARTITION BY {grp} "
-        f"ORDER BY {order_desc}, __src DESC, COALESCE({q('__deleted')}, false) ASC) AS __rn FROM h)"
+        f"p AS (SELECT h.*, sum(__w) OVER (PARTITION BY {grp} ORDER BY __src, {order_asc}, "
+        f"COALESCE({q('__deleted')}, false) DESC ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS __p FROM h)"
+    )
+    ctes.append(
+        f"r AS (SELECT p.*, CAST(sum(__w) OVER (PARTITION BY {grp}) - least(min(__p) OVER (PARTITION BY {grp}), 0) "
+        f"AS BIGINT) AS __n, row_number() OVER (PARTITION BY {grp} "
+        f"ORDER BY {order_desc}, __src DESC, COALESCE({q('__deleted')}, false) ASC) AS __rn FROM p)"
     )
     sel = []
     for n in out_cols:
