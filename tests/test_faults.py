@@ -52,6 +52,8 @@ from test_streaming import (  # noqa: F401  (make_cdc, scratch_db: fixtures)
 )
 
 from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
+from dagster_mysql_cdc.dagster_integration.health import run_failure_reason
+from dagster_mysql_cdc.dagster_integration.liveness import WorkerBeat
 from dagster_mysql_cdc.dagster_integration.protocol import (
     MODE_TAG,
     REQUEST_TAG,
@@ -289,9 +291,11 @@ def run_child_and_kill(
 
 
 def retry_after_death(cdc: Cdc, req: dg.RunRequest) -> dg.RunRequest:
-    """What follows a dead run worker (its run created, never finished): the sensor waits for the
-    run, run monitoring reports it failed, and the next tick asks for the same window as the
-    next attempt, which is returned."""
+    """What follows a dead run worker (its run created, never finished): the next tick asks for
+    the same window as the next attempt, which is returned. A worker that beat before it died
+    (dagster_integration/liveness.py: its pid is gone from this host) is found dead by the sensor
+    itself, which marks the run failed in that tick; one that died before its first beat is
+    waited for until run monitoring (here: the test) reports it failed."""
     (run,) = runs_of(cdc, req.run_key)
     assert run.status in (
         dg.DagsterRunStatus.STARTED,
@@ -299,9 +303,15 @@ def retry_after_death(cdc: Cdc, req: dg.RunRequest) -> dg.RunRequest:
         dg.DagsterRunStatus.STARTING,
     ), (req.run_key, run.status)
     res = cdc.tick_once()
-    assert not res.run_requests and "is " in (res.skip_message or ""), res.skip_message  # waits for it
-    cdc.instance.report_run_failed(run)  # run monitoring detects the dead worker
-    (retry,) = cdc.tick_once().run_requests
+    if WorkerBeat.from_tags(run.tags) is not None:
+        (retry,) = res.run_requests  # found dead at once, retried in the same tick
+        (marked,) = runs_of(cdc, req.run_key)
+        assert marked.status == dg.DagsterRunStatus.FAILURE, marked.status
+        assert "is gone" in run_failure_reason(cdc.instance, marked.run_id)
+    else:
+        assert not res.run_requests and "is " in (res.skip_message or ""), res.skip_message  # waits for it
+        cdc.instance.report_run_failed(run)  # run monitoring detects the dead worker
+        (retry,) = cdc.tick_once().run_requests
     attempt = int(req.run_key.rsplit(":a", 1)[1])
     assert retry.run_key.endswith(f":a{attempt + 1}") and window_of(retry) == window_of(req), (
         req.run_key,
@@ -467,6 +477,45 @@ def test_killed_runs_are_retried_at_once_whatever_the_backoff(scratch_db, make_c
             assert StreamCursor.parse(cdc.cursor).retry_at is None
         assert "killed" in (StreamCursor.parse(cdc.cursor).last_error or "")
         cdc.run(req)
+        cdc.ticks(target)
+        assert_lake_matches_source(cdc, db, tables)
+    finally:
+        dml.close()
+
+
+def test_a_dead_worker_is_found_by_the_sensor_without_run_monitoring(scratch_db, make_cdc, tmp_path):
+    """A run worker SIGKILLed with nobody to report it (the process that launched it died too:
+    ``dagster dev``/``dagster-daemon`` killed, no run monitoring) left its run STARTED for ever
+    and the sensor waiting for it: the capture stopped. The run beats in its tags
+    (dagster_integration/liveness.py); the sensor's next tick finds its pid gone from this host,
+    marks the run failed and retries the window in the same tick; the lake converges."""
+    db = scratch_db
+    tables = create_random_tables(db)
+    cdc = make_cdc(db, instance=file_instance(tmp_path))
+    cdc.sensor = dg_sensor(cdc, retry_backoff_seconds=600)
+    dml = RandomDml(db, seed=41)
+    try:
+        for t in tables:
+            dml.insert(t, 10)
+        cdc.ticks()
+        dml.round(10)
+        target = master_position()
+        (req,) = cdc.tick_once().run_requests
+        watch = [cdc.uri(db, t, k) for t in tables for k in ("changelog", "state")]
+        out = run_child_and_kill(cdc, req, KillPlan("commit", 0.0), watch, tmp_path / "run.log")
+        assert out.killed and out.status == "STARTED", (out, (tmp_path / "run.log").read_text()[-2000:])
+        (run,) = runs_of(cdc, req.run_key)
+        beat = WorkerBeat.from_tags(run.tags)
+        assert beat is not None and beat.pid > 0, run.tags  # it beat before its first commit
+        res = cdc.tick_once()
+        (retry,) = res.run_requests  # no one reported the run failed: the sensor found it dead
+        assert retry.run_key.endswith(":a2") and window_of(retry) == window_of(req)
+        (run,) = runs_of(cdc, req.run_key)
+        assert run.status == dg.DagsterRunStatus.FAILURE
+        reason = run_failure_reason(cdc.instance, run.run_id)
+        assert f"its worker (pid {beat.pid} on {beat.host}) is gone" in reason, reason
+        assert "killed" in (StreamCursor.parse(cdc.cursor).last_error or "")  # retried at once
+        cdc.run(retry)
         cdc.ticks(target)
         assert_lake_matches_source(cdc, db, tables)
     finally:

@@ -65,6 +65,10 @@ CAPTURE_TAG = "dagster_mysql_cdc/capture"
 #: progress: the sensor commits ``reached`` (and the stopped tables as they were then) and
 #: requests ``next`` with its saved bounds, instead of retrying the whole run.
 PROGRESS_TAG = "dagster_mysql_cdc/progress"
+#: JSON ``{"host", "pid", "started", "beat"}``: the heartbeat of the run's worker, set when the
+#: capture starts and every few seconds after (:mod:`.liveness`); the sensor takes a run whose
+#: worker is gone, or whose beat is too old, for dead, and retries its window.
+WORKER_TAG = "dagster_mysql_cdc/worker"
 
 # -- metadata keys of asset specs -------------------------------------------------------------------
 #: On a table asset's spec: ``"database.table"`` it captures (Debezium's data-collection id).

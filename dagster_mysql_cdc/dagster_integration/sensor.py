@@ -62,6 +62,7 @@ from .cursor import (
 )
 from .health import first_line, health_observation, run_failure_reason
 from .heartbeat import idle_heartbeat, table_heartbeats
+from .liveness import dead_worker_reason, mark_dead
 from .protocol import (
     CAPTURE_TAG,
     EPOCH_TAG,
@@ -475,6 +476,17 @@ def _settle_inflight(
     run = runs[0]
     if run_wait_seconds > 0 and not run.is_finished:
         run = _wait_for_run(instance, run, run_wait_seconds)
+    if run.status in (dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED):
+        # a worker that died with the process that launched it leaves its run STARTED for ever
+        # (Dagster's default run launcher does not check workers' health): see .liveness. A
+        # queued run is not judged (it waits for the run queue, as long as that takes).
+        record = instance.get_run_record_by_id(run.run_id)
+        launched = time.time()
+        if record is not None:  # started, else dequeued (the last update before any beat)
+            launched = record.start_time or record.update_timestamp.timestamp()
+        if dead := dead_worker_reason(run, launched):
+            run = mark_dead(instance, run, dead)
+            notes.append(f"run {run.run_id[:8]}: {dead}; marked failed")
     if run.status == dg.DagsterRunStatus.SUCCESS:
         cursor, done = _commit_run(cursor, inf, run, instance, tick, notes)
         return cursor, None, done
