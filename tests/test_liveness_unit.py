@@ -59,19 +59,30 @@ def test_a_worker_of_another_host_is_judged_by_its_beat_age():
 
 def test_a_run_that_never_beat(tmp_path):
     now = time.time()
-    alive_socket = tmp_path / "server.sock"
-    alive_socket.touch()
-    gone = {".dagster/grpc_info": json.dumps({"host": "localhost", "socket": str(tmp_path / "gone.sock")})}
-    alive = {".dagster/grpc_info": json.dumps({"host": "localhost", "socket": str(alive_socket)})}
-    # its launcher's socket is gone: dead after the grace time, not before
-    assert dead_worker_reason(_run(gone), now - ORPHAN_GRACE_SECONDS + 5, now) is None
-    assert "code server" in (dead_worker_reason(_run(gone), now - ORPHAN_GRACE_SECONDS - 5, now) or "")
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listening.bind(str(tmp_path / "server.sock"))
+    listening.listen(1)
+    stale = tmp_path / "stale.sock"  # a SIGKILLed server's socket file: nobody listens on it
+    dead_server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead_server.bind(str(stale))
+    dead_server.close()
+    assert stale.exists()
+
+    def info(path):
+        return {".dagster/grpc_info": json.dumps({"host": "localhost", "socket": str(path)})}
+
+    alive = info(tmp_path / "server.sock")
+    # its launcher's socket is removed, or left behind by a dead server: dead after the grace time
+    for gone in (info(tmp_path / "gone.sock"), info(stale)):
+        assert dead_worker_reason(_run(gone), now - ORPHAN_GRACE_SECONDS + 5, now) is None
+        assert "code server" in (dead_worker_reason(_run(gone), now - ORPHAN_GRACE_SECONDS - 5, now) or "")
     # its launcher is alive, or cannot be told (a TCP port): only the start timeout
     port = {".dagster/grpc_info": json.dumps({"host": "localhost", "port": 4000})}
     for tags in (alive, port, {}):
         assert dead_worker_reason(_run(tags), now - ORPHAN_GRACE_SECONDS - 5, now) is None
         late = dead_worker_reason(_run(tags), now - START_TIMEOUT_SECONDS - 5, now)
         assert late is not None and "did not start the capture" in late
+    listening.close()
 
 
 def test_the_heartbeat_beats_until_the_block_ends():
@@ -92,3 +103,18 @@ def test_the_heartbeat_beats_until_the_block_ends():
     time.sleep(0.2)
     assert len(beats) == n  # stopped with the block
     assert all(WorkerBeat.from_tags({WORKER_TAG: b}) for b in beats if b != "refused")
+
+
+def test_a_launch_that_died_of_a_signal_is_a_killed_run_not_a_failing_window():
+    from dagster._utils.error import SerializableErrorInfo
+
+    from dagster_mysql_cdc.dagster_integration.sensor import _killed_by_signal
+
+    def err(message, cause=None):
+        return SerializableErrorInfo(message, [], "DagsterLaunchFailedError", cause)
+
+    sigkill = "GRPC server: Subprocess for 6b21e896 terminated unexpectedly with exit code -9"
+    assert _killed_by_signal(err(sigkill))
+    assert _killed_by_signal(err("Caught an error dequeuing run", cause=err(sigkill)))
+    assert not _killed_by_signal(err("Subprocess terminated unexpectedly with exit code 1"))
+    assert not _killed_by_signal(err("DagsterImportError: cannot import definitions.py"))

@@ -13,8 +13,8 @@ heartbeat in its run tags, and the binlog sensor judges the run it waits for:
 - the sensor (:func:`dead_worker_reason`) calls the run dead when its worker's process is gone
   from this host (same host name: the pid is checked, with its start time against pid reuse),
   when the beat is older than :data:`DEAD_AFTER_SECONDS` (another host, or a worker that hangs),
-  or, before any beat, when the code server that launched it is gone from this host (its socket
-  removed) or no beat came for :data:`START_TIMEOUT_SECONDS`;
+  or, before any beat, when the code server that launched it is gone from this host (nobody listens
+  on its socket) or no beat came for :data:`START_TIMEOUT_SECONDS`;
 - a dead run is reported failed (``UNEXPECTED_TERMINATION``, like run monitoring) and the sensor
   retries its window at once (a killed run is not a failing window, see ``sensor._run_died``).
 
@@ -132,8 +132,9 @@ def worker_heartbeat(instance: Any, run_id: str, every: float = HEARTBEAT_SECOND
 
 def _launcher_socket_gone(tags: Any) -> bool:
     """Whether the code server that launched the run (Dagster's ``.dagster/grpc_info`` tag: a
-    Unix socket of this host) no longer exists. ``False`` when it cannot be told (a TCP port,
-    another host, no tag)."""
+    Unix socket of this host) is gone: its socket file removed, or nobody listens on it (a
+    SIGKILLed server leaves the file). ``False`` when it cannot be told (a TCP port, another
+    host, no tag, a probe that times out)."""
     raw = (tags or {}).get(".dagster/grpc_info")
     try:
         info = json.loads(raw) if raw else {}
@@ -143,7 +144,18 @@ def _launcher_socket_gone(tags: Any) -> bool:
     host = info.get("host")
     if not path or host not in (None, "localhost", "127.0.0.1", socket.gethostname()):
         return False
-    return not os.path.exists(path)
+    # a SIGKILLed server leaves its socket file behind: gone is "nobody listens on it"
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(2.0)
+    try:
+        probe.connect(path)
+    except (FileNotFoundError, ConnectionRefusedError):
+        return True
+    except OSError:  # a timeout, a full backlog, no permission: cannot be told
+        return False
+    finally:
+        probe.close()
+    return False
 
 
 def dead_worker_reason(run: Any, launched: float, now: float | None = None) -> str | None:

@@ -36,10 +36,12 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import Any
 
 import dagster as dg
 
@@ -567,11 +569,28 @@ def _settle_inflight(
     )
 
 
+#: The code server's launch error for a run worker that died of a signal before it ran anything
+#: (``DagsterLaunchFailedError: GRPC server: Subprocess for <run> terminated unexpectedly with
+#: exit code -9``): a SIGKILL or an OOM kill, not a failure of the window.
+_SIGNAL_EXIT = re.compile(r"terminated unexpectedly with exit code -\d+")
+
+
+def _killed_by_signal(error: Any) -> bool:
+    """Whether a run's engine error (a ``SerializableErrorInfo`` chain) says its worker process
+    died of a signal (see :data:`_SIGNAL_EXIT`)."""
+    while error is not None:
+        if _SIGNAL_EXIT.search(getattr(error, "message", "") or ""):
+            return True
+        error = getattr(error, "cause", None) or getattr(error, "context", None)
+    return False
+
+
 def _run_died(instance, run: dg.DagsterRun) -> bool:
     """Whether a failed run was killed rather than failing by itself: canceled (terminated from
     the UI or by the daemon), or failed with no failure of its own (no step failed, no run
     exception, no engine error such as a code location that could not load: run monitoring or
-    the code server marked a dead run worker failed, a worker was restarted ...). Its window did
+    the code server marked a dead run worker failed, a worker was restarted, a worker process
+    died of a signal while the code server launched it ...). Its window did
     not fail: it is retried at once, without backoff."""
     if run.status == dg.DagsterRunStatus.CANCELED:
         return True
@@ -587,7 +606,8 @@ def _run_died(instance, run: dg.DagsterRun) -> bool:
         if event is None or data is None:
             continue
         if event.event_type == dg.DagsterEventType.ENGINE_EVENT:
-            if getattr(data, "error", None) is not None:  # the run worker could not run the job
+            error = getattr(data, "error", None)
+            if error is not None and not _killed_by_signal(error):  # the worker could not run the job
                 return False
         elif getattr(getattr(data, "failure_reason", None), "value", None) in _OWN_FAILURE_REASONS:
             return False
