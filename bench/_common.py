@@ -598,7 +598,8 @@ def print_table(
             "" if len(ms) == 1 else f"  (best of {len(ms)}: " + ", ".join(f"{x.rate:,.0f}" for x in ms) + ")"
         )
         print(
-            f"{key:<4} {m.label:<58} {m.rows:>9,} {m.seconds:>8.2f} {m.rate:>10,.0f} {1e6 / m.rate:>7.1f} "
+            f"{key:<4} {m.label:<58} {m.rows:>9,} {m.seconds:>8.2f} {m.rate:>10,.0f} "
+            f"{1e6 / m.rate if m.rate else float('inf'):>7.1f} "  # a variant that read nothing: inf
             f"{ratio:>5.2f}x  {verdict:<14} {m.cpu_us_per_row:>10.1f} "
             + (
                 f"{base.cpu_us_per_row / m.cpu_us_per_row:>8.2f}x"

@@ -196,6 +196,18 @@ class NullWriter:
     ):
         return _NullTableBatch(self, database, table)
 
+    def paths(self, database, table):
+        """The table's lake paths (run_window preloads their Delta handles; none exist here)."""
+        from dagster_mysql_cdc.sink.layout import LakeLayout
+
+        return LakeLayout(self.storage, SERVER).table(database, table)
+
+    def write_together(self, items):
+        """The window's last small record batches of many tables: counted, as ``add`` would."""
+        for tb, batch in items:
+            tb.add(batch)
+        return {}
+
 
 class _NullTableBatch:
     """What ``LakeWriter.open_table_batch`` returns, for :class:`NullWriter`: counts, writes nothing."""
@@ -204,6 +216,10 @@ class _NullTableBatch:
         self.writer, self.database, self.table = writer, database, table
         self.batches = 0
         self.counts: dict[str, int] = {}
+        self.rewritten = False  # TableBatch: the window rewrote the table's files (DDL); never here
+
+    def drain(self):
+        pass  # TableBatch: waits for the record batches' writes; nothing is written here
 
     def add(self, batch):
         self.batches += 1
