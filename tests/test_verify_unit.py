@@ -135,3 +135,73 @@ def test_check_results_without_a_comparison():
     assert [x.check_name for x in r] == sorted([CHECKSUM, ROW_COUNT])
     assert all(not x.passed and x.severity == dg.AssetCheckSeverity.WARN for x in r)
     assert r[0].metadata["error"].value == "RuntimeError: boom"
+
+
+def test_results_of_a_table_gone_pending_or_not_compared():
+    """Issue "Checks that never cry wolf": a table dropped or renamed away is compared with an
+    empty table; a queued repair is *pending* (WARN, never a pass); a check that compared nothing
+    says so (WARN, never a pass, carried over by the run's earlier result when there is one)."""
+    import dagster as dg
+
+    from dagster_mysql_cdc.dagster_integration.checks import (
+        CHECKSUM,
+        NOT_COMPARED,
+        ROW_COUNT,
+        SCHEMA,
+        gone_results,
+        not_compared_results,
+        pending_results,
+    )
+
+    key = dg.AssetKey(["srv", "db", "t"])
+    empty = gone_results(key, "db", "t", {ROW_COUNT, CHECKSUM, SCHEMA}, 0)
+    assert [(r.check_name, r.passed) for r in empty] == [(CHECKSUM, True), (ROW_COUNT, True), (SCHEMA, True)]
+    assert "no longer exists on the source" in empty[0].metadata["explanation"].value
+    left = gone_results(key, "db", "t", {ROW_COUNT, SCHEMA}, 3)
+    assert [(r.check_name, r.passed) for r in left] == [(ROW_COUNT, False), (SCHEMA, True)]
+    assert left[0].metadata["lake_rows"].value == 3 and left[0].severity == dg.AssetCheckSeverity.ERROR
+    pending = pending_results(key, {ROW_COUNT, CHECKSUM}, "repair r-1 of db.t (the whole table) queued: ddl")
+    assert all(not r.passed and r.severity == dg.AssetCheckSeverity.WARN for r in pending)
+    assert pending[0].metadata["explanation"].value.startswith("pending: repair r-1 of db.t")
+    (nc,) = not_compared_results(
+        key, {CHECKSUM}, "the window changed no row of this table", {"keys_compared": 0}
+    )
+    assert not nc.passed and nc.severity == dg.AssetCheckSeverity.WARN
+    assert nc.metadata[NOT_COMPARED].value == "the window changed no row of this table"
+    assert nc.metadata["keys_compared"].value == 0
+
+
+def test_a_following_run_keeps_the_tail_files_of_every_window():
+    """Issue "Checks that never cry wolf": a following run's checks read the rows of every key
+    it changed from the tail files its windows committed; merging the windows' results kept the
+    last window's files only, so keys changed earlier read as missing ("68 changed key(s)
+    differ"). Files of both are kept; when one commit's are unknown, none (the current state is
+    read instead)."""
+    from dagster_mysql_cdc.engine.stream import WindowResult, merge_window_results
+    from dagster_mysql_cdc.sink.delta import CommitOutcome
+    from dagster_mysql_cdc.sink.layout import TablePaths
+    from dagster_mysql_cdc.sink.table_batch import TableWriteResult
+
+    def window(start: int, extra: dict) -> WindowResult:
+        w = TableWriteResult(
+            "d",
+            "t",
+            1,
+            {"u": 1},
+            TablePaths("cl", "st"),
+            CommitOutcome(True, 1, 1, 1),
+            CommitOutcome(True, 1, 1, 1),
+            0.1,
+            extra=extra,
+        )
+        return WindowResult(
+            BinlogPosition("b.1", start), BinlogPosition("b.1", start + 10), tables={("d", "t"): w}
+        )
+
+    both = merge_window_results(
+        window(4, {"tail_files": ["p1"], "live_rows": 5}), window(14, {"tail_files": ["p2"], "live_rows": 6})
+    )
+    extra = both.tables[("d", "t")].extra
+    assert extra["tail_files"] == ["p1", "p2"] and extra["live_rows"] == 6
+    unknown = merge_window_results(window(4, {"tail_files": ["p1"]}), window(14, {"live_rows": 6}))
+    assert "tail_files" not in unknown.tables[("d", "t")].extra
