@@ -38,6 +38,27 @@ _DAGSTER_NAMES = (
     "run_sensor_ticks",
 )
 
+# The downstream read API (dagster_mysql_cdc/downstream/): plain functions for code inside or
+# outside Dagster, imported on first use too (pyarrow, deltalake).
+_DOWNSTREAM_NAMES = {
+    "read_current": "current",
+    "read_current_polars": "current",
+    "read_current_duckdb": "current",
+    "read_current_spark": "current",
+    "read_changes": "changes",
+    "ChangeBatch": "changes",
+    "ChangePosition": "changes",
+    "create_duckdb_views": "views",
+    "create_spark_views": "views",
+    "duckdb_connection": "views",
+    "view_statements": "views",
+    "captured_tables": "tables",
+    "CapturedTable": "tables",
+    "incremental_changes": "assets",
+    "IncrementalChanges": "assets",
+    "CdcInputManager": "assets",
+}
+
 if TYPE_CHECKING:
     from .dagster_integration import (
         DEFAULT_SPARK_CONFIG,
@@ -55,6 +76,11 @@ if TYPE_CHECKING:
         mysql_cdc_assets,
         run_sensor_ticks,
     )
+    from .downstream.assets import CdcInputManager, IncrementalChanges, incremental_changes
+    from .downstream.changes import ChangeBatch, ChangePosition, read_changes
+    from .downstream.current import read_current, read_current_duckdb, read_current_polars, read_current_spark
+    from .downstream.tables import CapturedTable, captured_tables
+    from .downstream.views import create_duckdb_views, create_spark_views, duckdb_connection, view_statements
 
 
 def __getattr__(name: str):
@@ -64,11 +90,17 @@ def __getattr__(name: str):
         value = getattr(dagster_integration, name)
         globals()[name] = value
         return value
+    if name in _DOWNSTREAM_NAMES:
+        import importlib
+
+        value = getattr(importlib.import_module(f".downstream.{_DOWNSTREAM_NAMES[name]}", __name__), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_DAGSTER_NAMES))
+    return sorted(set(globals()) | set(_DAGSTER_NAMES) | set(_DOWNSTREAM_NAMES))
 
 
 __all__ = [
@@ -94,4 +126,20 @@ __all__ = [
     "build_pk_range_assets",
     "run_sensor_ticks",
     "mysql_cdc_assets",
+    "read_current",
+    "read_current_polars",
+    "read_current_duckdb",
+    "read_current_spark",
+    "read_changes",
+    "ChangeBatch",
+    "ChangePosition",
+    "create_duckdb_views",
+    "create_spark_views",
+    "duckdb_connection",
+    "view_statements",
+    "captured_tables",
+    "CapturedTable",
+    "incremental_changes",
+    "IncrementalChanges",
+    "CdcInputManager",
 ]

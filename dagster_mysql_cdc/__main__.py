@@ -1,4 +1,11 @@
-"""Command line: ``python -m dagster_mysql_cdc status --sensor <name>``.
+"""Command line: ``python -m dagster_mysql_cdc status --sensor <name>`` and
+``python -m dagster_mysql_cdc sql-views --engine duckdb|spark|trino``.
+
+``sql-views`` prints one SQL view per captured table giving its exact current state
+(dagster_mysql_cdc/downstream/views.py; docs/output-layout.md), or with ``--create FILE``
+(DuckDB) creates them in a DuckDB database file. The lake is ``--lake`` (default ``.lake``); an S3
+lake takes ``--s3-endpoint`` (default ``CDC_S3_ENDPOINT`` / ``AWS_ENDPOINT_URL``) and the
+credentials of ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``.
 
 Prints the capture's state and health: first the verdict, ``HEALTHY: <sensor>`` or
 ``UNHEALTHY: <sensor>: <cause>`` (the most urgent problem, e.g. the error the sensor's ticks
@@ -62,7 +69,25 @@ def main(argv: list[str] | None = None) -> int:
         help="report signals the capture skipped in the last this many seconds; they make the "
         "status unhealthy (default: 3600)",
     )
+    sv = sub.add_parser("sql-views", help="SQL views of the captured tables' exact current state")
+    sv.add_argument("--engine", required=True, help="duckdb, spark or trino")
+    sv.add_argument("--lake", default=".lake", help="the lake's base URI (.lake, s3://bucket/prefix)")
+    sv.add_argument("--server", help="the logical server (default: the lake's only one)")
+    sv.add_argument("--table", action="append", help="db.table (repeat; default: every captured table)")
+    sv.add_argument("--catalog", default="delta", help="Trino: the delta_lake connector's catalog")
+    sv.add_argument("--create", metavar="FILE", help="DuckDB: create the views in this database file")
+    sv.add_argument(
+        "--no-create-missing",
+        action="store_true",
+        help="skip tables lacking a state or state_tail (instead of creating it empty)",
+    )
+    sv.add_argument(
+        "--s3-endpoint", default=os.environ.get("CDC_S3_ENDPOINT") or os.environ.get("AWS_ENDPOINT_URL")
+    )
+    sv.add_argument("--s3-region", default=os.environ.get("AWS_REGION", "us-east-1"))
     args = parser.parse_args(argv)
+    if args.command == "sql-views":
+        return _sql_views(args)
 
     import dagster as dg
 
@@ -109,6 +134,53 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_UNKNOWN
     print(status.to_json() if args.json else status.line())
     return status.exit_code
+
+
+def _sql_views(args: argparse.Namespace) -> int:
+    from .downstream.views import (
+        ENGINES,
+        create_duckdb_views,
+        duckdb_connection,
+        render_script,
+        view_statements,
+    )
+    from .errors import CdcError
+    from .sink.storage import StorageSettings
+
+    if args.engine not in ENGINES:
+        print(f"--engine {args.engine!r}: one of {', '.join(ENGINES)}", file=sys.stderr)
+        return 2
+    if args.create and args.engine != "duckdb":
+        print("--create makes DuckDB views (Spark: dagster_mysql_cdc.create_spark_views)", file=sys.stderr)
+        return 2
+    try:
+        storage = StorageSettings(
+            base_uri=args.lake,
+            s3_endpoint_url=args.s3_endpoint,
+            s3_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID"),
+            s3_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY"),
+            s3_region=args.s3_region,
+        )
+        if args.create:
+            con = create_duckdb_views(
+                storage, duckdb_connection(storage, args.create), server=args.server, tables=args.table
+            )
+            con.close()
+            print(f"created the views in {args.create}")
+            return 0
+        views = view_statements(
+            args.engine,
+            storage,
+            server=args.server,
+            tables=args.table,
+            catalog=args.catalog,
+            create_missing=not args.no_create_missing,
+        )
+    except CdcError as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    print(render_script(views, args.engine, storage), end="")
+    return 0
 
 
 if __name__ == "__main__":

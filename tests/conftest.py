@@ -250,3 +250,7 @@ def storage(request, tmp_path) -> StorageSettings:
     if request.param == "local":
         return StorageSettings(base_uri=str(tmp_path / "lake"))
     return request.getfixturevalue("s3_storage")
+
+
+# the lake of the downstream read tests (session-scoped: built once for the files that use it)
+from downstream_lake import downstream_lake  # noqa: E402, F401

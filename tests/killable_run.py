@@ -35,6 +35,8 @@ MYSQL_FIELDS = (
     "stream_parallel_min_bytes",
     "stream_parallel_server_ids",
     "stream_parallel_max_tasks",
+    "stream_follow_seconds",
+    "stream_follow_idle_seconds",
 )
 LAKE_FIELDS = ("base_uri", "s3_endpoint_url", "s3_access_key_id", "s3_secret_access_key", "s3_region")
 

@@ -58,3 +58,44 @@ def source_rows(db: str, table: str) -> tuple[list[dict], list[str]]:
     """:func:`source_table` as a list of row dicts; returns (rows, key columns)."""
     t, key = source_table(db, table)
     return t.to_pylist(), key
+
+
+def canonical_rows(t: pa.Table) -> list[tuple]:
+    """The rows of ``t`` as sorted tuples of text (columns by name): comparable across engines."""
+    names = sorted(t.column_names)
+    return sorted(tuple(repr(r[n]) for n in names) for r in t.select(names).to_pylist())
+
+
+def assert_sql_views_equal_current(storage: StorageSettings, server: str, tables, spark=None) -> None:
+    """The SQL views of ``tables`` (``db.table`` names; dagster_mysql_cdc/downstream/views.py)
+    equal ``read_current`` on the same lake: DuckDB (``delta_scan``) always, Spark SQL (the
+    project's data source) when a session is given. Creates a missing state/tail empty."""
+    from dagster_mysql_cdc import create_duckdb_views, create_spark_views
+    from dagster_mysql_cdc import read_current as public_read_current
+    from dagster_mysql_cdc.sink.layout import LakeLayout
+
+    con = create_duckdb_views(storage, server=server, tables=tables)
+    for name in tables:
+        db, table = name.split(".", 1) if isinstance(name, str) else name
+        if read_current(storage, LakeLayout(storage, server).table(db, table)) is None:
+            continue
+        want = public_read_current((db, table), storage, server=server)
+        got = con.sql(f'SELECT * FROM "{db}"."{table}"').to_arrow_table()
+        assert got.column_names == want.column_names, (name, got.column_names, want.column_names)
+        assert canonical_rows(got) == canonical_rows(want), (
+            f"{name}: the DuckDB view differs from read_current"
+        )
+        if spark is not None:
+            (view,) = create_spark_views(spark, storage, server=server, tables=[(db, table)])
+            rows = [r.asDict(recursive=True) for r in spark.sql(f"SELECT * FROM `{view}`").collect()]
+            got = pa.Table.from_pylist(rows, schema=want.schema) if rows else want.schema.empty_table()
+            assert canonical_rows(got) == canonical_rows(want), (
+                f"{name}: the Spark SQL view differs from read_current"
+            )
+
+
+def active_spark():
+    """The test process's classic Spark session, or ``None`` (no session is started for it)."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession()

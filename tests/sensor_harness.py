@@ -104,6 +104,30 @@ class SensorDriven:
         self.cursor = result.cursor
         return result
 
+    def tick_once(self) -> dg.SensorResult:
+        """One sensor evaluation, running nothing; the cursor is kept as the daemon keeps it."""
+        with dg.build_sensor_context(
+            instance=self.instance, cursor=self.cursor, resources=self.resources
+        ) as ctx:
+            res = self.sensor.evaluate_tick(ctx)
+        self.cursor = res.cursor or self.cursor
+        return res
+
+    def launch(self, req: dg.RunRequest, resources=None) -> dg.ExecuteInProcessResult:
+        """The run of ``req`` as the daemon launches it (its tags, assets and checks), in
+        process, with ``resources`` (default: the harness's); a failed run is returned."""
+        selection = dg.AssetSelection.assets(*req.asset_selection).without_checks()
+        if req.asset_check_keys:
+            selection = selection | dg.AssetSelection.checks(*req.asset_check_keys)
+        return dg.materialize(
+            [self.cdc],
+            resources=resources or self.resources,
+            instance=self.instance,
+            selection=selection,
+            tags=dict(req.tags),
+            raise_on_error=False,
+        )
+
 
 def first_materialization_metadata(runs, table: str) -> dict:
     """The metadata of the first materialization of the table asset named ``table`` (the last

@@ -222,6 +222,73 @@ def test_following_stops_before_a_window_outside_the_run_selection(tmp_path):
         assert {k.path[-1] for k in nxt.asset_selection} == {"u", "binlog"}
 
 
+@pytest.mark.integration
+@pytest.mark.spark
+def test_following_ends_when_planning_meets_a_restarting_server(tmp_path, monkeypatch):
+    """Issue "Nothing lost", point 4: a following run that had committed windows failed as a whole
+    when planning its next window met a restarting MariaDB. Following now ends there: the run
+    succeeds with the windows it committed, and the sensor carries on from its end."""
+    from conftest import root_connect, run_infra
+
+    from dagster_mysql_cdc.dagster_integration import selection
+
+    with scratch_database("followdown") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"INSERT INTO {db}.t VALUES (1, 1)")
+        mysql = capture_resource(db, stream_follow_seconds=60.0, stream_follow_idle_seconds=0.0)
+        lake = str(tmp_path / "lake")
+        cdc = SensorDriven(mysql, lake)
+        cdc.ticks()
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.t VALUES (2, 2)")
+        (req,) = cdc.tick_once().run_requests
+        with conn.cursor() as cur:  # after the window was planned: a follow-on window
+            cur.execute(f"UPDATE {db}.t SET v = 20 WHERE id = 2")
+        real = selection.next_window
+        calls = []
+
+        def next_window(*args, **kwargs):
+            calls.append(args[-1])
+            if len(calls) < 2:
+                return real(*args, **kwargs)
+            # the next window's planning meets the server restarting (a change was made just before)
+            other = root_connect()
+            with other.cursor() as cur:
+                cur.execute(f"INSERT INTO {db}.t VALUES (3, 3)")
+            other.close()
+            run_infra("infra/mariadb.sh", "stop")
+            try:
+                return real(*args, **kwargs)
+            finally:
+                run_infra("infra/mariadb.sh", "start")
+
+        monkeypatch.setattr(selection, "next_window", next_window)
+        run = cdc.launch(req)
+        monkeypatch.setattr(selection, "next_window", real)
+        conn.ping(reconnect=True)
+        assert len(calls) == 2, calls
+        assert run.success, [e.message for e in cdc.instance.all_logs(run.run_id) if e.level >= 40]
+        (binlog,) = [
+            m
+            for m in run.asset_materializations_for_node(cdc.cdc.node_def.name)
+            if m.asset_key.path[-1] == "binlog"
+        ]
+        md = binlog.metadata
+        assert md["follow_windows"].value == 1
+        reached = BinlogPosition(str(md["window_end_file"].value), int(md["window_end_pos"].value))
+        assert (reached.file, reached.pos) == (calls[1].file, calls[1].pos)  # the end of the committed window
+        logs = [e.message or "" for e in cdc.instance.all_logs(run.run_id) if e.level >= 30]
+        assert any("Following ends at" in m and "planning the next window failed" in m for m in logs), logs
+        cdc.ticks()  # the sensor commits the run and requests the window with row 3
+        committed = StreamCursor.parse(cdc.cursor).committed
+        assert committed.sort_key() > reached.sort_key()
+        storage = StorageSettings(base_uri=lake)
+        expected, key = source_rows(db, "t")
+        assert expected == [{"id": 1, "v": 1}, {"id": 2, "v": 20}, {"id": 3, "v": 3}]
+        assert live_state_rows(storage, storage.uri(db, db, "t", "state"), key) == expected
+
+
 def _tick(cdc):
     with dg.build_sensor_context(instance=cdc.instance, cursor=cdc.cursor, resources=cdc.resources) as ctx:
         res = cdc.sensor.evaluate_tick(ctx)

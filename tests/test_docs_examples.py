@@ -159,8 +159,40 @@ def test_order_totals_follow_the_captured_tables(inventory_db, tmp_path):
         expected = source_totals()
         assert [r["product_id"] for r in expected] == [102, 105, 106]
         assert lake_totals(base) == expected
+        # the second run applied the changes (the first recomputed: no position yet)
+        md = result.asset_materializations_for_node("inventory_order_totals")[0].metadata
+        assert md["dagster_mysql_cdc/changes/dbserver1.inventory.orders/rebuilt"].value is False
+        assert md["dagster_mysql_cdc/changes/dbserver1.inventory.orders/events"].value == 3
+
+        # the README's read example, on this lake
+        ns: dict = {}
+        exec(
+            _readme_block("## Reading the captured tables downstream").replace('".lake"', repr(str(base))), ns
+        )
+        assert sorted(ns["orders"].column("order_number").to_pylist()) == sorted(
+            r[0] for r in _source("SELECT order_number FROM inventory.orders WHERE quantity > 1")
+        )
+        assert ns["products"].height == len(_source("SELECT id FROM inventory.products"))
     finally:
         run_infra("infra/load_dataset.sh", "inventory")  # leave the pristine sample to other tests
+
+
+def _source(query: str) -> list[tuple]:
+    conn = root_connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(query)
+            return list(cur.fetchall())
+    finally:
+        conn.close()
+
+
+def _readme_block(heading: str) -> str:
+    """The first ```python block after ``heading`` in README.md."""
+    text = (ROOT / "README.md").read_text()
+    after = text[text.index(heading) :]
+    start = after.index("```python\n") + len("```python\n")
+    return after[start : after.index("```", start)]
 
 
 def _doc_block(doc: str, heading: str) -> str:

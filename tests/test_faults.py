@@ -38,7 +38,7 @@ import pytest
 from conftest import ROOT, S3_ENDPOINT, master_position, root_connect, run_infra
 from deltalake import DeltaTable
 from killable_run import request_selection
-from lake_utils import read_delta, source_table
+from lake_utils import active_spark, assert_sql_views_equal_current, read_delta, source_table
 
 # The streaming suite's deployment harness, seeded DML generator and fixtures (reused, not copied).
 from test_streaming import (  # noqa: F401  (make_cdc, scratch_db: fixtures)
@@ -52,6 +52,8 @@ from test_streaming import (  # noqa: F401  (make_cdc, scratch_db: fixtures)
 )
 
 from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
+from dagster_mysql_cdc.dagster_integration.health import run_failure_reason
+from dagster_mysql_cdc.dagster_integration.liveness import WorkerBeat
 from dagster_mysql_cdc.dagster_integration.protocol import (
     MODE_TAG,
     REQUEST_TAG,
@@ -131,10 +133,12 @@ def assert_state_equals_source(storage: StorageSettings, uri: str, db: str, tabl
 
 def assert_lake_matches_source(cdc: Cdc, db: str, tables: list[str], replay: bool = True) -> None:
     """Final proof of every fault test: state == source, no binlog event twice in a change log,
-    and (``replay``) the change log replays to the source (test_streaming's ``Cdc.check``)."""
+    and (``replay``) the change log replays to the source (test_streaming's ``Cdc.check``); the
+    SQL views of the tables (DuckDB, and Spark SQL on the test's session) equal ``read_current``."""
     for t in tables:
         assert_state_equals_source(cdc.storage, cdc.uri(db, t, "state"), db, t)
         assert_unique_binlog_events(read_delta(cdc.storage, cdc.uri(db, t, "changelog")), f"{db}.{t}")
+    assert_sql_views_equal_current(cdc.storage, cdc.server, [(db, t) for t in tables], spark=active_spark())
     if replay:
         cdc.check(db, tables)
 
@@ -171,7 +175,8 @@ class KillPlan:
     ``timed``: ``delay`` s after spawn, anywhere in the run's life;
     ``commit``: ``delay`` s after the ``nth`` new Delta commit of the run appeared (mid-window);
     ``after``: ``delay`` s after the run reported its first materialization (every commit of the
-    window made, the run not yet successful).
+    window made, the run not yet successful);
+    ``started``: ``delay`` s after the run is STARTED in the instance.
     """
 
     kind: str
@@ -246,6 +251,10 @@ def run_child_and_kill(
             if fire_at is None:
                 if plan.kind == "commit" and lake_commit_count(watch) - before >= plan.nth:
                     fire_at = now + plan.delay
+                elif plan.kind == "started":
+                    runs = runs_of(cdc, req.run_key)
+                    if runs and runs[0].status == dg.DagsterRunStatus.STARTED:
+                        fire_at = now + plan.delay
                 elif plan.kind == "after":
                     runs = runs_of(cdc, req.run_key)
                     if (
@@ -282,9 +291,11 @@ def run_child_and_kill(
 
 
 def retry_after_death(cdc: Cdc, req: dg.RunRequest) -> dg.RunRequest:
-    """What follows a dead run worker (its run created, never finished): the sensor waits for the
-    run, run monitoring reports it failed, and the next tick asks for the same window as the
-    next attempt, which is returned."""
+    """What follows a dead run worker (its run created, never finished): the next tick asks for
+    the same window as the next attempt, which is returned. A worker that beat before it died
+    (dagster_integration/liveness.py: its pid is gone from this host) is found dead by the sensor
+    itself, which marks the run failed in that tick; one that died before its first beat is
+    waited for until run monitoring (here: the test) reports it failed."""
     (run,) = runs_of(cdc, req.run_key)
     assert run.status in (
         dg.DagsterRunStatus.STARTED,
@@ -292,9 +303,15 @@ def retry_after_death(cdc: Cdc, req: dg.RunRequest) -> dg.RunRequest:
         dg.DagsterRunStatus.STARTING,
     ), (req.run_key, run.status)
     res = cdc.tick_once()
-    assert not res.run_requests and "is " in (res.skip_message or ""), res.skip_message  # waits for it
-    cdc.instance.report_run_failed(run)  # run monitoring detects the dead worker
-    (retry,) = cdc.tick_once().run_requests
+    if WorkerBeat.from_tags(run.tags) is not None:
+        (retry,) = res.run_requests  # found dead at once, retried in the same tick
+        (marked,) = runs_of(cdc, req.run_key)
+        assert marked.status == dg.DagsterRunStatus.FAILURE, marked.status
+        assert "is gone" in run_failure_reason(cdc.instance, marked.run_id)
+    else:
+        assert not res.run_requests and "is " in (res.skip_message or ""), res.skip_message  # waits for it
+        cdc.instance.report_run_failed(run)  # run monitoring detects the dead worker
+        (retry,) = cdc.tick_once().run_requests
     attempt = int(req.run_key.rsplit(":a", 1)[1])
     assert retry.run_key.endswith(f":a{attempt + 1}") and window_of(retry) == window_of(req), (
         req.run_key,
@@ -429,6 +446,151 @@ def test_sigkill_soak(scratch_db, make_cdc, tmp_path):
     cdc = make_cdc(db, instance=file_instance(tmp_path), stream_batch_rows=40)
     outcomes = sigkill_campaign(cdc, db, tables, seed=seed, iterations=iterations, tmp_path=tmp_path)
     assert any(o.killed for o in outcomes)
+
+
+def test_killed_runs_are_retried_at_once_whatever_the_backoff(scratch_db, make_cdc, tmp_path):
+    """Issue "Nothing lost", point 3: a killed run is not a failing window. Every death of a run
+    counted as a failed attempt, so the retries of a window whose runs were killed backed off up
+    to ten minutes. A run that was killed (its worker SIGKILLed, run monitoring marks it failed,
+    no step failed) is now retried at once, whatever the backoff (here 600 s)."""
+    db = scratch_db
+    tables = create_random_tables(db)
+    cdc = make_cdc(db, instance=file_instance(tmp_path))
+    cdc.sensor = dg_sensor(cdc, retry_backoff_seconds=600)
+    dml = RandomDml(db, seed=31)
+    try:
+        for t in tables:
+            dml.insert(t, 10)
+        cdc.ticks()
+        dml.round(10)
+        target = master_position()
+        (req,) = cdc.tick_once().run_requests
+        watch = [cdc.uri(db, t, k) for t in tables for k in ("changelog", "state")]
+        for n in (1, 2, 3):
+            out = run_child_and_kill(cdc, req, KillPlan("started", 0.5), watch, tmp_path / f"run{n}.log")
+            assert out.killed and out.status == "STARTED", (
+                out,
+                (tmp_path / f"run{n}.log").read_text()[-2000:],
+            )
+            req = retry_after_death(cdc, req)  # at once, attempt after attempt
+            assert req.run_key.endswith(f":a{n + 1}")
+            assert StreamCursor.parse(cdc.cursor).retry_at is None
+        assert "killed" in (StreamCursor.parse(cdc.cursor).last_error or "")
+        cdc.run(req)
+        cdc.ticks(target)
+        assert_lake_matches_source(cdc, db, tables)
+    finally:
+        dml.close()
+
+
+def test_a_dead_worker_is_found_by_the_sensor_without_run_monitoring(scratch_db, make_cdc, tmp_path):
+    """A run worker SIGKILLed with nobody to report it (the process that launched it died too:
+    ``dagster dev``/``dagster-daemon`` killed, no run monitoring) left its run STARTED for ever
+    and the sensor waiting for it: the capture stopped. The run beats in its tags
+    (dagster_integration/liveness.py); the sensor's next tick finds its pid gone from this host,
+    marks the run failed and retries the window in the same tick; the lake converges."""
+    db = scratch_db
+    tables = create_random_tables(db)
+    cdc = make_cdc(db, instance=file_instance(tmp_path))
+    cdc.sensor = dg_sensor(cdc, retry_backoff_seconds=600)
+    dml = RandomDml(db, seed=41)
+    try:
+        for t in tables:
+            dml.insert(t, 10)
+        cdc.ticks()
+        dml.round(10)
+        target = master_position()
+        (req,) = cdc.tick_once().run_requests
+        watch = [cdc.uri(db, t, k) for t in tables for k in ("changelog", "state")]
+        out = run_child_and_kill(cdc, req, KillPlan("commit", 0.0), watch, tmp_path / "run.log")
+        assert out.killed and out.status == "STARTED", (out, (tmp_path / "run.log").read_text()[-2000:])
+        (run,) = runs_of(cdc, req.run_key)
+        beat = WorkerBeat.from_tags(run.tags)
+        assert beat is not None and beat.pid > 0, run.tags  # it beat before its first commit
+        res = cdc.tick_once()
+        (retry,) = res.run_requests  # no one reported the run failed: the sensor found it dead
+        assert retry.run_key.endswith(":a2") and window_of(retry) == window_of(req)
+        (run,) = runs_of(cdc, req.run_key)
+        assert run.status == dg.DagsterRunStatus.FAILURE
+        reason = run_failure_reason(cdc.instance, run.run_id)
+        assert f"its worker (pid {beat.pid} on {beat.host}) is gone" in reason, reason
+        assert "killed" in (StreamCursor.parse(cdc.cursor).last_error or "")  # retried at once
+        cdc.run(retry)
+        cdc.ticks(target)
+        assert_lake_matches_source(cdc, db, tables)
+    finally:
+        dml.close()
+
+
+def test_killed_following_run_keeps_the_windows_it_committed(scratch_db, make_cdc, tmp_path):
+    """Issue "Nothing lost", point 3: a following run that committed several windows and was then
+    killed made progress, but the sensor only learned a run's windows from its success, so it
+    retried the whole run (with backoff). The run now records each committed window in its tags;
+    the sensor commits them, requests the next window at once (the one the run was reading,
+    with its saved bounds) and the lake converges with every event once."""
+    db = scratch_db
+    tables = create_random_tables(db)
+    cdc = make_cdc(
+        db, instance=file_instance(tmp_path), stream_follow_seconds=600.0, stream_follow_idle_seconds=3.0
+    )
+    cdc.sensor = dg_sensor(cdc, retry_backoff_seconds=600)
+    dml = RandomDml(db, seed=37)
+    writing = threading.Event()
+
+    def write():  # a change every 0.3 s: the run keeps following (the main thread waits meanwhile)
+        while writing.is_set():
+            dml.round(2)
+            time.sleep(0.3)
+
+    writer = threading.Thread(target=write)
+    try:
+        for t in tables:
+            dml.insert(t, 10)
+        cdc.ticks()
+        dml.round(5)
+        for t in tables:  # the run selects every table: every follow-on window stays in its selection
+            dml.insert(t, 1)
+        (req,) = cdc.tick_once().run_requests
+        end = json.loads(req.tags[WINDOW_END_TAG])
+        writing.set()
+        writer.start()
+        watch = [cdc.uri(db, t, "changelog") for t in tables]
+        out = run_child_and_kill(cdc, req, KillPlan("commit", 0.0, nth=8), watch, tmp_path / "run.log")
+        writing.clear()
+        writer.join()
+        killed_at = time.monotonic()
+        assert out.killed, "the run finished before the kill point"
+        (run,) = runs_of(cdc, req.run_key)
+        res = cdc.tick_once()
+        assert not res.run_requests and "is " in (res.skip_message or ""), res.skip_message
+        cdc.instance.report_run_failed(run)  # run monitoring detects the dead worker
+        res = cdc.tick_once()
+        cursor = StreamCursor.parse(cdc.cursor)
+        requested_end = StreamCursor.parse(json.dumps({"v": 1, "committed": end})).committed
+        assert cursor.committed.sort_key() > requested_end.sort_key(), res.skip_message  # its windows count
+        (nxt,) = res.run_requests  # at once: the run made progress
+        assert nxt.run_key.endswith(":a1") and cursor.retry_at is None
+        start = StreamCursor.parse(json.dumps({"v": 1, "committed": json.loads(nxt.tags[WINDOW_START_TAG])}))
+        assert start.committed.sort_key() >= cursor.committed.sort_key()
+        cdc.run(nxt)
+        target = master_position()
+        cdc.ticks(target)
+        print(
+            f"killed after {out.commits_before_kill} change-log commits; lake equal {time.monotonic() - killed_at:.1f}s after the kill"
+        )
+        assert_lake_matches_source(cdc, db, tables)
+    finally:
+        writing.clear()
+        if writer.is_alive():
+            writer.join()
+        dml.close()
+
+
+def dg_sensor(cdc: Cdc, **options) -> dg.SensorDefinition:
+    """The capture's binlog sensor with ``options`` (as :class:`Cdc` builds it otherwise)."""
+    from dagster_mysql_cdc import build_mysql_cdc_sensor
+
+    return build_mysql_cdc_sensor(cdc.assets, run_wait_seconds=0, **options)
 
 
 # -- 2. SeaweedFS stopped while a run commits to the S3 lake ---------------------------------------

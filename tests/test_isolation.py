@@ -16,6 +16,8 @@ from sensor_harness import SensorDriven, capture_resource, scratch_database
 from dagster_mysql_cdc import build_mysql_cdc_sensor
 from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
 from dagster_mysql_cdc.dagster_integration.health import stopped_lines
+from dagster_mysql_cdc.dagster_integration.protocol import WINDOW_START_TAG
+from dagster_mysql_cdc.events import BinlogPosition
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -241,3 +243,55 @@ def test_no_table_stops_without_a_cause_in_a_following_run(local_storage):
             _ids(local_storage, db, "orders") == _source_ids(conn, db, "orders") == [1, 3, *range(10, 12001)]
         )
         assert _ids(local_storage, db, "customers") == _source_ids(conn, db, "customers") == [1, 2, 3]
+
+
+def test_a_table_stopped_in_a_following_run_stops_at_its_first_failed_window(local_storage):
+    """Issue "Nothing lost", point 2: a run that reads follow-on windows stopped a table at the
+    start of the last window that failed it, not of the first: the catch-up then began after
+    changes that were never written (here row 2, in the requested window next to the bad value).
+    The table now stops at the first failed window's start and later windows of the run leave it
+    out; once the cause is fixed its catch-up brings every change."""
+    with scratch_database("isofollow") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(TIME_TABLE.format(db=db))
+            cur.execute(f"CREATE TABLE {db}.other (id INT PRIMARY KEY, v INT)")
+            cur.execute(GOOD.format(db=db, id=1))
+            cur.execute(f"INSERT INTO {db}.other VALUES (1, 10)")
+        following = {"stream_follow_seconds": 60.0, "stream_follow_idle_seconds": 0.0}
+        cdc = SensorDriven(
+            capture_resource(db, time_precision_mode="connect", **following),
+            local_storage.base_uri,
+            sensor_options={"table_retry_backoff_seconds": 3600},
+        )
+        assert all(r.success for r in cdc.ticks().runs)  # the snapshot
+        with conn.cursor() as cur:  # the requested window: a bad value and a good row
+            cur.execute(BAD.format(db=db, id=201))
+            cur.execute(GOOD.format(db=db, id=2))
+            cur.execute(f"INSERT INTO {db}.other VALUES (2, 20)")
+        (req,) = cdc.tick_once().run_requests
+        start = BinlogPosition.from_dict(json.loads(req.tags[WINDOW_START_TAG]))
+        with conn.cursor() as cur:  # after the window was planned: the run follows on to these
+            cur.execute(GOOD.format(db=db, id=3))
+            cur.execute(BAD.format(db=db, id=203))
+            cur.execute(f"INSERT INTO {db}.other VALUES (3, 30)")
+        run = cdc.launch(req)
+        assert run.success
+        md = _binlog_md(run)
+        assert md["follow_windows"] >= 1
+        stopped = md["stopped_tables"][f"{db}.time_table"]
+        assert BinlogPosition.from_dict(stopped["since"]) == start, (stopped, start)
+        warnings = [e.message or "" for e in cdc.instance.all_logs(run.run_id) if e.level >= 30]
+        assert any(f"{db}.time_table stopped: its changes from {start} on" in m for m in warnings), warnings
+        assert _ids(local_storage, db, "other") == [1, 2, 3]  # the other table followed on
+        assert _ids(local_storage, db, "time_table") == [1]
+        # the cause fixed (bad values left out), the catch-up from the first window brings rows 2 and 3
+        cdc.sensor = build_mysql_cdc_sensor(cdc.cdc, table_retry_backoff_seconds=0)
+        cdc.resources["mysql"] = capture_resource(
+            db, time_precision_mode="connect", event_processing_failure_handling_mode="warn", **following
+        )
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.other VALUES (4, 40)")
+        assert all(r.success for r in cdc.ticks().runs)
+        assert StreamCursor.parse(cdc.cursor).stopped is None
+        assert _ids(local_storage, db, "time_table") == [1, 2, 3]
+        assert _source_ids(conn, db, "time_table") == [1, 2, 3, 201, 203]  # the bad values: left out (warn)

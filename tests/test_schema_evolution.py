@@ -36,9 +36,11 @@ import pyarrow.compute as pc
 import pytest
 from conftest import MYSQL_HOST, MYSQL_PORT, ROOT_PASSWORD, master_position
 from deltalake import DeltaTable
+from lake_utils import active_spark, assert_sql_views_equal_current
 from sensor_harness import SensorDriven, capture_resource, scratch_database
 from test_ddl_mariadb import assert_same_schema
 
+from dagster_mysql_cdc import captured_tables
 from dagster_mysql_cdc.sink.evolution import conform_table
 from dagster_mysql_cdc.sink.layout import LakeLayout
 from dagster_mysql_cdc.sink.read import read_current
@@ -420,6 +422,9 @@ def test_seeded_schema_evolution(tmp_path):
         for t in writer.tables():
             assert_lake_equals_source(storage, db, db, t, conn)
         assert sum(assert_one_unit(storage, db, db, t) for t in seen) > 50
+        # the SQL views of every table of the lake (dropped ones too) equal read_current
+        captured = [(t.database, t.table) for t in captured_tables(storage, db)]
+        assert_sql_views_equal_current(storage, db, captured, spark=active_spark())
         for gone in seen - set(writer.tables()):
             state = lake_state(storage, db, db, gone)
             if state is not None:

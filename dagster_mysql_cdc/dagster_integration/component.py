@@ -282,7 +282,10 @@ class BinlogSensorArgs(Resolvable):
     ] = None
     retry_backoff_seconds: Annotated[
         float,
-        _doc("A failed window is retried at once, then after this many seconds, doubling (0: every tick)."),
+        _doc(
+            "A window that failed by itself is retried at once, then after this many seconds, doubling "
+            "(0: every tick); a killed run is always retried at once."
+        ),
     ] = 10.0
     retry_backoff_max_seconds: Annotated[
         float, _doc("The longest wait between two retries of a failed window.")

@@ -5,7 +5,7 @@ The cursor is small JSON kept by Dagster for the sensor::
     {"v": 1,
      "committed": {"file": "mysql-bin.000003", "pos": 1234, "gtid_set": "0-1-42", "epoch": 1} | null,
      "inflight": {"kind": "stream" | "snapshot", "start": {...} | null, "end": {...} | null,
-                  "attempt": 1, "run_key": "..."} | null,
+                  "attempt": 1, "failures": 0, "run_key": "cap-...:stream:..."} | null,
      "snapshot_done": true,
      "server": {"server_id", "server_uuid", "gtid_domain_id", "file", "file_gtids", "address"} | null,
      "last_error": "..." | null,
@@ -56,7 +56,11 @@ class CorruptCursorError(ConfigurationError):
 
 @dataclass(frozen=True)
 class InFlight:
-    """The run the sensor is waiting for."""
+    """The run the sensor is waiting for.
+
+    ``attempt`` counts the runs of the window (1-based); ``failures`` the attempts that failed by
+    themselves (a killed run is not one): the retry backoff grows with it
+    (:func:`retry_delay`). Cursors written before it existed count every earlier attempt."""
 
     kind: str  # "stream" | "snapshot"
     run_key: str
@@ -64,12 +68,14 @@ class InFlight:
     start: BinlogPosition | None = None
     end: BinlogPosition | None = None
     snapshot_mode: str | None = None
+    failures: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
             "run_key": self.run_key,
             "attempt": self.attempt,
+            "failures": self.failures,
             "start": self.start.to_dict() if self.start else None,
             "end": self.end.to_dict() if self.end else None,
             "snapshot_mode": self.snapshot_mode,
@@ -77,13 +83,15 @@ class InFlight:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> InFlight:
+        attempt = int(d.get("attempt", 1))
         return cls(
             kind=d["kind"],
             run_key=d["run_key"],
-            attempt=int(d.get("attempt", 1)),
+            attempt=attempt,
             start=BinlogPosition.from_dict(d["start"]) if d.get("start") else None,
             end=BinlogPosition.from_dict(d["end"]) if d.get("end") else None,
             snapshot_mode=d.get("snapshot_mode"),
+            failures=int(d.get("failures", attempt - 1)),
         )
 
 
@@ -191,9 +199,10 @@ def purged_binlog_message(committed: BinlogPosition, oldest: str) -> str:
 
 
 def retry_delay(failed_attempt: int, base_seconds: float, max_seconds: float) -> float:
-    """Seconds to wait before retrying a window whose attempt ``failed_attempt`` (1-based) failed:
-    the first retry at once (a transient error, a killed run), then exponential backoff
-    ``base_seconds * 2 ** (n - 2)`` up to ``max_seconds`` (``base_seconds=0``: never wait)."""
+    """Seconds to wait before retrying a window after its ``failed_attempt``-th (1-based) failure
+    of its own (a killed run is retried at once and not counted, see :class:`InFlight`): the
+    first retry at once (a transient error), then exponential backoff ``base_seconds * 2 ** (n -
+    2)`` up to ``max_seconds`` (``base_seconds=0``: never wait)."""
     if failed_attempt <= 1 or base_seconds <= 0:
         return 0.0
     return float(min(max_seconds, base_seconds * 2 ** min(failed_attempt - 2, 30)))

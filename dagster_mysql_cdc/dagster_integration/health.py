@@ -316,13 +316,11 @@ def capture_health(
 
     now = time.time() if now is None else now
     health = CaptureHealth(sensor=sensor_health(instance, state, now, stale_seconds))
-    runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/sensor_name": sensor_name}), limit=1)
-    failed = instance.get_runs(
-        filters=dg.RunsFilter(
-            tags={"dagster/sensor_name": sensor_name},
-            statuses=[dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED],
-        ),
-        limit=1,
+    # a sensor of the same name in another code location launches runs with the same sensor tag:
+    # keep the runs of this sensor's code location (as Dagster's run-key dedupe does)
+    runs = _sensor_runs(instance, state, sensor_name)
+    failed = _sensor_runs(
+        instance, state, sensor_name, [dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
     )
     if failed:
         run = failed[0]
@@ -345,6 +343,19 @@ def capture_health(
         health.retry_in_seconds = round(max(0.0, retry_at - now), 1)
     health.stopped = dict(stopped or {})
     return health
+
+
+def _sensor_runs(instance: Any, state: Any, sensor_name: str, statuses: list | None = None) -> list[Any]:
+    """The newest run launched by sensor ``sensor_name`` of the code location of its instigator
+    ``state`` (with one of ``statuses``), as a list of at most one. A run without an origin (run
+    in process) counts by its sensor tag alone."""
+    filters = dg.RunsFilter(tags={"dagster/sensor_name": sensor_name}, statuses=statuses or [])
+    mine = getattr(getattr(state, "origin", None), "repository_origin", None)
+    for run in instance.get_runs(filters=filters, limit=20):
+        origin = getattr(run, "remote_job_origin", None)
+        if mine is None or origin is None or origin.repository_origin.get_selector() == mine.get_selector():
+            return [run]
+    return []
 
 
 def health_lines(health: CaptureHealth, sensor_name: str) -> list[str]:

@@ -19,6 +19,10 @@ from ..sink.storage import StorageSettings
 from .resource_fields import SECRET, resolve
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ..downstream.assets import IncrementalChanges
+    from ..downstream.changes import ChangeBatch
     from ..sink.lake import LakeWriter
 
 DEFAULT_SPARK_CONFIG: dict[str, Any] = {
@@ -189,6 +193,43 @@ class CdcLakeResource(dg.ConfigurableResource):
         spark = self.pyspark.spark_session
         quiet_spark(spark, self.spark_log_level)
         return spark
+
+    # -- downstream reads (dagster_mysql_cdc/downstream/; docs/output-layout.md) ----------------
+    def read_current(self, table: Any, **kwargs: Any) -> pa.Table:
+        """The current state of a captured table of this lake as an Arrow table
+        (:func:`dagster_mysql_cdc.read_current`: ``table`` is ``"db.table"`` or its asset key;
+        ``server``, ``columns``, ``filter``, ``tombstones``, ``metadata``). No Spark is started."""
+        from ..downstream.current import read_current
+
+        return read_current(table, self, **kwargs)
+
+    def read_current_polars(self, table: Any, **kwargs: Any) -> Any:
+        """:meth:`read_current` as a ``polars.DataFrame`` (the ``polars`` extra)."""
+        from ..downstream.current import read_current_polars
+
+        return read_current_polars(table, self, **kwargs)
+
+    def read_current_spark(self, table: Any, **kwargs: Any) -> Any:
+        """:meth:`read_current` as a Spark DataFrame on :meth:`spark_session`, read by the executors
+        (:func:`dagster_mysql_cdc.read_current_spark`)."""
+        from ..downstream.current import read_current_spark
+
+        return read_current_spark(self.spark_session(), table, self, **kwargs)
+
+    def read_changes(self, table: Any, **kwargs: Any) -> ChangeBatch:
+        """The change events of a captured table after a position
+        (:func:`dagster_mysql_cdc.read_changes`: ``since``, ``max_rows``, ``format`` ...)."""
+        from ..downstream.changes import read_changes
+
+        return read_changes(table, self, **kwargs)
+
+    def incremental_changes(self, context: Any, table: Any, **kwargs: Any) -> IncrementalChanges:
+        """The changes of a captured table the calling asset has not processed yet, from the
+        position its last materialization recorded (:func:`dagster_mysql_cdc.incremental_changes`);
+        record ``.metadata`` in the asset's ``MaterializeResult``."""
+        from ..downstream.assets import incremental_changes
+
+        return incremental_changes(context, table, self, **kwargs)
 
     def get_writer(self, server_name: str) -> LakeWriter:
         """A :class:`LakeWriter` on this resource's Spark session; the session is started (or

@@ -54,6 +54,21 @@ TABLE_CHECKS_TAG = "dagster_mysql_cdc/table_checks"
 #: JSON ``{"db.table": {"since", "error", "catch_up"}}``: the stopped tables a window run leaves
 #: out, and those (``catch_up: true``) it tries to catch up first (engine/isolation.py).
 STOPPED_TAG = "dagster_mysql_cdc/stopped_tables"
+#: The capture a run belongs to (:func:`capture_id`: the sensor, its binlog asset and the
+#: resource's table selection). Several captures of one server in one Dagster instance request
+#: windows with the same bounds; the sensor counts a run as its own only with its capture's id
+#: (also the first part of the run key).
+CAPTURE_TAG = "dagster_mysql_cdc/capture"
+#: JSON ``{"reached": position, "windows": n, "stopped": {...}, "next": {"start", "end"}}``, set
+#: by a following stream run each time it committed a follow-on window (``next``: the follow-on
+#: window it saved and is reading). A run that dies after committing follow-on windows made
+#: progress: the sensor commits ``reached`` (and the stopped tables as they were then) and
+#: requests ``next`` with its saved bounds, instead of retrying the whole run.
+PROGRESS_TAG = "dagster_mysql_cdc/progress"
+#: JSON ``{"host", "pid", "started", "beat"}``: the heartbeat of the run's worker, set when the
+#: capture starts and every few seconds after (:mod:`.liveness`); the sensor takes a run whose
+#: worker is gone, or whose beat is too old, for dead, and retries its window.
+WORKER_TAG = "dagster_mysql_cdc/worker"
 
 # -- metadata keys of asset specs -------------------------------------------------------------------
 #: On a table asset's spec: ``"database.table"`` it captures (Debezium's data-collection id).
@@ -115,6 +130,25 @@ def position_from_metadata(md: Mapping[str, Any], *prefixes: str) -> BinlogPosit
             int(e.value) if e is not None else 0,
         )
     return None
+
+
+def capture_id(sensor_name: str, binlog_key: dg.AssetKey, selection: Mapping[str, Any]) -> str:
+    """The id of a capture in a Dagster instance: ``cap-`` and 12 hex digits of a digest of the
+    sensor's name, its ``binlog`` asset's key and ``selection`` (JSON-able: the resource's
+    ``topic.prefix`` and include/exclude lists). Stable across code reloads (tables added or
+    removed do not change it); two captures of one server in one instance differ in at least one
+    of them (within one code location their sensors and binlog assets must differ)."""
+    import hashlib
+
+    ident = json.dumps([sensor_name, binlog_key.to_user_string(), selection], sort_keys=True)
+    return "cap-" + hashlib.sha256(ident.encode()).hexdigest()[:12]
+
+
+def key_capture(run_key: str) -> str | None:
+    """The capture id a run key starts with (:func:`capture_id`), ``None`` for a key requested
+    before run keys carried it (``stream:...``, ``snapshot:...``)."""
+    head = run_key.split(":", 1)[0]
+    return head if head.startswith("cap-") else None
 
 
 def binlog_asset_key(specs: Iterable[dg.AssetSpec]) -> dg.AssetKey | None:

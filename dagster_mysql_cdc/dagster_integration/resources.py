@@ -17,6 +17,7 @@ import json
 import logging
 import warnings
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from contextlib import ExitStack
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,7 @@ from .protocol import (
     BINLOG_METADATA_KEY,
     EPOCH_TAG,
     MODE_TAG,
+    REQUEST_TAG,
     SNAPSHOT_MODE_TAG,
     TABLE_CHECKS_TAG,
     TABLE_METADATA_KEY,
@@ -59,7 +61,7 @@ from .run_report import (
     window_lag_metadata,
 )
 from .run_report import state_tail_metadata as state_tail_metadata  # re-exported (was defined here)
-from .run_tags import identity_tag, incremental_tag, last_committed, stopped_tag, window_tags
+from .run_tags import identity_tag, incremental_tag, last_committed, record_progress, stopped_tag, window_tags
 from .selection import follow_planner
 from .translator import table_asset_key, table_of_spec
 
@@ -694,8 +696,12 @@ class MySqlCdcResource(dg.ConfigurableResource):
             binlog asset when it is selected.
         """
         from ..sink.delta import handle_cache
+        from .liveness import worker_heartbeat
 
-        with handle_cache():  # the run's Delta handles are loaded once (see handle_cache)
+        with ExitStack() as stack:
+            if REQUEST_TAG in context.run.tags:  # a run the sensor waits for: it watches its worker
+                stack.enter_context(worker_heartbeat(context.instance, context.run.run_id))
+            stack.enter_context(handle_cache())  # the run's Delta handles are loaded once (see handle_cache)
             yield from self._sync(context, lake)
 
     def _sync(
@@ -998,6 +1004,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             options=self.stream_run_options(),
             log=context.log,
             planner=follow_planner(self, settings, info),
+            on_progress=partial(record_progress, context),
         ).run(request)
         result, reached = outcome.result, outcome.reached
         if report is None:

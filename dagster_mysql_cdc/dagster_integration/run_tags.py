@@ -10,6 +10,7 @@ position the ``binlog`` asset last reported instead (:func:`last_committed`).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
@@ -22,6 +23,7 @@ from .protocol import (
     IDENTITY_TAG,
     INCREMENTAL_TAG,
     MODE_TAG,
+    PROGRESS_TAG,
     STOPPED_TAG,
     WINDOW_END_TAG,
     WINDOW_START_TAG,
@@ -109,6 +111,51 @@ def identity_tag(tags: Any) -> ServerIdentity | None:
         return ServerIdentity.from_dict(json.loads(raw))
     except ValueError as e:
         raise ConfigurationError(f"Run tag {IDENTITY_TAG} is not a server identity ({e})") from None
+
+
+def record_progress(context: dg.AssetExecutionContext, progress: Any) -> None:
+    """Set the run's :data:`.protocol.PROGRESS_TAG` to ``progress``
+    (:class:`~..engine.stream_run.RunProgress`): the sensor reads it if the run dies.
+
+    Raises:
+        whatever the Dagster instance's run storage raises (the run then fails before reading on).
+    """
+    value = json.dumps(progress.to_dict(), separators=(",", ":"), sort_keys=True)
+    context.instance.add_run_tags(context.run.run_id, {PROGRESS_TAG: value})
+
+
+@dataclass(frozen=True)
+class ReportedProgress:
+    """A run's :data:`.protocol.PROGRESS_TAG`, decoded (see :class:`~..engine.stream_run.RunProgress`)."""
+
+    reached: BinlogPosition
+    windows: int
+    stopped: dict[str, dict]
+    next_start: BinlogPosition | None = None
+    next_end: BinlogPosition | None = None
+
+
+def progress_tag(tags: Any) -> ReportedProgress | None:
+    """The progress a stream run recorded in its tags (``None``: none, or not readable: the run
+    then counts as having committed nothing)."""
+    raw = tags.get(PROGRESS_TAG)
+    if not raw:
+        return None
+    try:
+        d = json.loads(raw)
+        nxt = d.get("next")
+        stopped = d.get("stopped") or {}
+        for v in stopped.values():
+            BinlogPosition.from_dict(v["since"])
+        return ReportedProgress(
+            reached=BinlogPosition.from_dict(d["reached"]),
+            windows=int(d.get("windows", 0)),
+            stopped=stopped,
+            next_start=BinlogPosition.from_dict(nxt["start"]) if nxt else None,
+            next_end=BinlogPosition.from_dict(nxt["end"]) if nxt else None,
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def last_committed(context: dg.AssetExecutionContext) -> BinlogPosition | None:

@@ -3,9 +3,12 @@
 Each tick is light (a few metadata queries, far inside Dagster's 60 s sensor budget) and never
 writes data (Dagster guidance: sensors plan, runs do the work):
 
-1. If a run is in flight (found by its run key tag): on success, commit its window end (or the
-   snapshot position) to the cursor; on failure or cancellation re-request the same window with
-   ``attempt + 1`` (a keyed run launches at most once); otherwise wait.
+1. If a run is in flight (found by its run key tag, among this capture's runs: see below): on
+   success, commit its window end (or the snapshot position) to the cursor; on failure or
+   cancellation commit the windows it recorded as committed (a following run that died), else
+   re-request the same window with ``attempt + 1`` (a keyed run launches at most once): at once
+   when the run was killed (canceled, or its worker died), with backoff when it failed by itself;
+   otherwise wait.
 2. With nothing in flight: request the initial snapshot, or the next window ``[committed, end)``
    (see :func:`.cursor.plan_stream_window`), or skip with the reason (caught up, ...).
 
@@ -21,6 +24,12 @@ import everything again and pay seconds per window).
 Runs are idempotent per window (Delta ``txn`` identities), so a run that died after committing
 part of its window, or a sensor that died between a run's success and its cursor update, loses
 and duplicates nothing: the window is simply re-run or re-committed.
+
+Several captures of one server in one Dagster instance (two code locations, two
+``@mysql_cdc_assets``) plan windows with the same bounds. Every run key starts with the capture's
+id (:func:`.protocol.capture_id`), every run carries it (:data:`.protocol.CAPTURE_TAG`) and every
+lookup of runs by tags keeps only the capture's own (:func:`_is_capture_run`); runs requested
+before run keys carried the id are told apart by their server tag, binlog asset and sensor.
 """
 
 from __future__ import annotations
@@ -53,7 +62,9 @@ from .cursor import (
 )
 from .health import first_line, health_observation, run_failure_reason
 from .heartbeat import idle_heartbeat, table_heartbeats
+from .liveness import dead_worker_reason, mark_dead
 from .protocol import (
+    CAPTURE_TAG,
     EPOCH_TAG,
     IDENTITY_TAG,
     INCREMENTAL_TAG,
@@ -67,11 +78,14 @@ from .protocol import (
     WINDOW_END_TAG,
     WINDOW_START_TAG,
     binlog_asset_key,
+    capture_id,
+    key_capture,
     position_from_metadata,
     position_from_tag,
     position_tag,
 )
 from .resources import MySqlCdcResource
+from .run_tags import ReportedProgress, progress_tag
 from .selection import WindowSelection, window_selection
 
 log = logging.getLogger(__name__)
@@ -141,9 +155,36 @@ def _reported_end(mats: list[dg.AssetMaterialization], prefix: str) -> BinlogPos
     return None
 
 
-def _window_run_starting_at(instance, start: BinlogPosition, server: str) -> InFlight | None:
-    """The latest attempt of a stream window of this server (``topic.prefix``) that starts at
-    ``start``, if any run was ever requested for one (empty windows, ``start == end``, aside)."""
+#: Dagster's tag of the sensor that launched a run (``dagster._core.storage.tags.SENSOR_NAME_TAG``).
+_SENSOR_NAME_TAG = "dagster/sensor_name"
+
+#: Dagster's run failure reasons of a run that failed by itself (an op raised, the run could not
+#: start its job); any other failure (no reason: run monitoring, a worker restarted, ...) is a
+#: run that died (``dagster._core.events.RunFailureReason``).
+_OWN_FAILURE_REASONS = {"STEP_FAILURE", "RUN_EXCEPTION", "JOB_INITIALIZATION_FAILURE"}
+
+
+def _is_capture_run(run: dg.DagsterRun, tick: _Tick, capture: str | None) -> bool:
+    """Whether ``run`` is a run of this capture: its server tag is the capture's, and its capture
+    tag is ``capture`` (the id the run key was requested with: this capture's, or an earlier id
+    of it for a key requested before its selection changed). A run without the tag (requested
+    before runs carried it) counts when it selected this capture's binlog asset and was launched
+    by this sensor (when Dagster's sensor tag says)."""
+    tags = run.tags or {}
+    if tags.get(SERVER_TAG, tick.server_name) != tick.server_name:
+        return False
+    tagged = tags.get(CAPTURE_TAG)
+    if tagged is not None:
+        return tagged == capture
+    if run.asset_selection is not None and tick.binlog_key not in run.asset_selection:
+        return False
+    return tags.get(_SENSOR_NAME_TAG, tick.sensor_name) == tick.sensor_name
+
+
+def _window_run_starting_at(instance, start: BinlogPosition, tick: _Tick) -> InFlight | None:
+    """The latest attempt of a stream window of this capture (:func:`_is_capture_run`) that
+    starts at ``start``, if any run was ever requested for one (empty windows, ``start == end``,
+    aside)."""
     best: InFlight | None = None
     stem, _, seq = start.file.rpartition(".")
     # the planner moves an offset at the very end of a file to the start of the next file
@@ -156,9 +197,10 @@ def _window_run_starting_at(instance, start: BinlogPosition, server: str) -> InF
         r
         for c in candidates
         for r in instance.get_runs(
-            filters=dg.RunsFilter(tags={WINDOW_START_TAG: position_tag(c), SERVER_TAG: server}),
+            filters=dg.RunsFilter(tags={WINDOW_START_TAG: position_tag(c), SERVER_TAG: tick.server_name}),
             limit=50,
         )
+        if _is_capture_run(r, tick, tick.capture)
     ]
     for run in runs:
         if run.tags.get(MODE_TAG) != "stream":
@@ -176,7 +218,7 @@ def _window_run_starting_at(instance, start: BinlogPosition, server: str) -> InF
             # its own commit would find it again and again
             continue
         if best is None or attempt > best.attempt:
-            best = InFlight("stream", key, attempt, begin, end)
+            best = InFlight("stream", key, attempt, begin, end, failures=attempt - 1)
     return best
 
 
@@ -192,6 +234,7 @@ def _request(
     now: float | None = None,
     binlog_key: dg.AssetKey | None = None,
     logged_above: int | None = None,
+    capture: str | None = None,
 ) -> dg.RunRequest:
     """The run request of a window or snapshot. Stream windows select, with ``select``
     (:func:`.selection.window_selection`), the tables the window changed with all their checks
@@ -205,10 +248,16 @@ def _request(
 
     ``logged_above``: a snapshot of more tables than this (besides ``binlog_key``'s asset) selects
     only the binlog asset's checks and tags the run to log its tables' checks
-    (``planned_checks_max_tables``, :data:`.protocol.TABLE_CHECKS_TAG`)."""
+    (``planned_checks_max_tables``, :data:`.protocol.TABLE_CHECKS_TAG`).
+
+    ``capture``: the capture's id (:data:`.protocol.CAPTURE_TAG`); the one of the run key wins
+    (a window requested before the capture's selection changed keeps its id)."""
     tags = {REQUEST_TAG: inflight.run_key}
     if server:
         tags[SERVER_TAG] = server
+    tagged = key_capture(inflight.run_key) or capture
+    if tagged:
+        tags[CAPTURE_TAG] = tagged
     if inflight.kind == "stream":
         assert inflight.start is not None and inflight.end is not None  # a window has both ends
         tags.update(
@@ -277,15 +326,23 @@ def evaluate_tick(
     run_wait_seconds: float = 0.0,
     retry_backoff: tuple[float, float] = (0.0, 0.0),
     table_retry_backoff: tuple[float, float] = (RETRY_BASE_SECONDS, RETRY_MAX_SECONDS),
+    sensor_name: str | None = None,
 ) -> tuple[Plan, list[dg.RunRequest]]:
     """One sensor evaluation (see module docs). Returns the plan and the run requests.
+
+    ``sensor_name``: the sensor's name (default: :func:`build_mysql_cdc_sensor`'s); with the
+    binlog asset and the resource's table selection it makes the capture's id
+    (:func:`capture_selection`), which scopes run keys and run lookups to this capture.
 
     ``run_wait_seconds``: how long to wait for a run in flight to finish before reporting that it
     is still going (0: do not wait).
 
     ``retry_backoff``: ``(base, max)`` seconds of the exponential backoff between the retries of
-    a failed window (:func:`.cursor.retry_delay`; the first retry is immediate). The time of the
-    next attempt is kept in the cursor (``retry_at``); the failure's reason in ``last_error``.
+    a window that failed by itself (:func:`.cursor.retry_delay`; the first retry is immediate; a
+    run that was canceled or whose worker died is retried at once and does not count). The time
+    of the next attempt is kept in the cursor (``retry_at``); the failure's reason in
+    ``last_error``. A failed or killed stream run that recorded committed windows
+    (:data:`.protocol.PROGRESS_TAG`, a following run) has them committed first.
 
     Before planning, the committed offset is checked against the server it belongs to and, after a
     failover, translated by GTID (:func:`.cursor.reconcile_cursor`); a run that failed because the
@@ -301,8 +358,12 @@ def evaluate_tick(
             on the connected server (see docs/operations.md, "Failover").
         SourceConnectionError: the server is unreachable (the tick fails, the cursor is kept).
     """
+    binlog_key = _binlog_key(assets_def)
+    sensor_name = sensor_name or default_sensor_name(assets_def)
     tick = _Tick(
-        binlog_key=_binlog_key(assets_def),
+        binlog_key=binlog_key,
+        sensor_name=sensor_name,
+        capture=capture_id(sensor_name, binlog_key, capture_selection(mysql)),
         keys=list(assets_def.keys),
         cheap=[ck for ck in assets_def.check_keys if ck.name in (SCHEMA, RETENTION, GAPS)],
         server_name=mysql.server_name,
@@ -316,7 +377,7 @@ def evaluate_tick(
     if cursor.stopped:
         cursor = _snapshotted_again(cursor, instance, assets_def, notes)
     if cursor.inflight is None and cursor.snapshot_done and cursor.committed is not None:
-        adopted = _window_run_starting_at(instance, cursor.committed, mysql.server_name)
+        adopted = _window_run_starting_at(instance, cursor.committed, tick)
         if adopted is not None:
             # A window starting at the committed offset was requested before, but the cursor that
             # recorded it was lost (the sensor died before storing it, or was set back). Its run
@@ -342,6 +403,9 @@ class _Tick:
     cheap: list[dg.AssetCheckKey]
     server_name: str
     select: Callable[..., WindowSelection]
+    #: the capture's id (:func:`.protocol.capture_id`) and its sensor's name
+    capture: str = ""
+    sensor_name: str = ""
     backoff: tuple[float, float] = (0.0, 0.0)  # retry_backoff_seconds, retry_backoff_max_seconds
     #: planned_checks_max_tables of the resource (None: snapshots plan every check)
     planned_max: int | None = None
@@ -362,7 +426,12 @@ class _Tick:
             stopped=cursor.stopped_tables(),
             binlog_key=self.binlog_key,
             logged_above=self.planned_max,
+            capture=self.capture,
         )
+
+    def keyed(self, inflight: InFlight) -> InFlight:
+        """``inflight`` with its run key prefixed by the capture's id (``cap-...:stream:...``)."""
+        return replace(inflight, run_key=f"{self.capture}:{inflight.run_key}")
 
 
 _TickOutcome = tuple[Plan, list[dg.RunRequest]]
@@ -377,16 +446,23 @@ def _settle_inflight(
     run_wait_seconds: float,
 ) -> tuple[StreamCursor, BinlogPosition | None, _TickOutcome | None]:
     """Step 1 of a tick: the run of ``cursor.inflight``. Success commits its window end (or
-    snapshot position); a failure after a server change re-plans (the failed window's end is the
-    returned bound); another failure retries the window as the next attempt; otherwise the tick
-    waits.
+    snapshot position); a failed or killed stream run first has the windows it recorded as
+    committed committed (:func:`_carry_progress`); a failure after a server change re-plans (the
+    failed window's end is the returned bound); another failure retries the window as the next
+    attempt, at once when the run died (:func:`_run_died`), else after the backoff; otherwise the
+    tick waits.
 
     Returns:
         (cursor, bound for :func:`.cursor.reconcile_cursor`, the tick's outcome if it ends here).
     """
     inf = cursor.inflight
     assert inf is not None
-    runs = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: inf.run_key}), limit=1)
+    own = key_capture(inf.run_key)
+    runs = [
+        r
+        for r in instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: inf.run_key}), limit=20)
+        if _is_capture_run(r, tick, own)
+    ]
     if not runs:
         # Requested but not created yet (or the request was lost): same key, launched at most once.
         return (
@@ -400,61 +476,176 @@ def _settle_inflight(
     run = runs[0]
     if run_wait_seconds > 0 and not run.is_finished:
         run = _wait_for_run(instance, run, run_wait_seconds)
+    if run.status in (dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED):
+        # a worker that died with the process that launched it leaves its run STARTED for ever
+        # (Dagster's default run launcher does not check workers' health): see .liveness. A
+        # queued run is not judged (it waits for the run queue, as long as that takes).
+        record = instance.get_run_record_by_id(run.run_id)
+        launched = time.time()
+        if record is not None:  # started, else dequeued (the last update before any beat)
+            launched = record.start_time or record.update_timestamp.timestamp()
+        if dead := dead_worker_reason(run, launched):
+            run = mark_dead(instance, run, dead)
+            notes.append(f"run {run.run_id[:8]}: {dead}; marked failed")
     if run.status == dg.DagsterRunStatus.SUCCESS:
         cursor, done = _commit_run(cursor, inf, run, instance, tick, notes)
         return cursor, None, done
-    if run.status in _FAILED and (changed := _server_changed(cursor, mysql)):
-        # the run read (or refused to read) another server than the window's: re-plan by GTID,
-        # keeping the failed window's end as the bound of what the lake may hold
-        notes.append(f"run {run.run_id[:8]} {run.status.value}; the server changed ({changed})")
-        cursor = replace(cursor, inflight=None, last_error=f"run {run.run_id} {run.status.value}")
-        return cursor, inf.end, None
-    if run.status in _FAILED:
-        error = f"run {run.run_id} {run.status.value}: {run_failure_reason(instance, run.run_id)}"
-        now = time.time()
-        delay = retry_delay(inf.attempt, *tick.backoff)
-        if cursor.retry_at is None and delay > 0:
-            cursor = replace(cursor, retry_at=now + delay, last_error=error)
-        if cursor.retry_at is not None and now < cursor.retry_at:
-            wait = cursor.retry_at - now
-            return (
-                cursor,
-                None,
-                (
-                    Plan(
-                        cursor,
-                        skip_reason=(
-                            f"run {run.run_id[:8]} {run.status.value} (attempt {inf.attempt}); retrying the "
-                            f"window as attempt {inf.attempt + 1} in {wait:.0f} s (backoff {delay:.0f} s)"
-                        ),
-                    ),
-                    [],
-                ),
-            )
-        retry = replace(
-            inf,
-            attempt=inf.attempt + 1,
-            run_key=empty_window_key(inf.start, inf.attempt + 1)
-            if ":nonce-" in inf.run_key and inf.start is not None
-            else window_key(inf.kind, inf.start, inf.end, inf.attempt + 1),
+    if run.status not in _FAILED:
+        return (
+            cursor,
+            None,
+            (Plan(cursor, skip_reason=f"run {run.run_id[:8]} for {inf.run_key} is {run.status.value}"), []),
         )
-        cursor = replace(cursor, inflight=retry, last_error=error, retry_at=None)
+    died = _run_died(instance, run)
+    progress = _run_progress(run, inf)
+    error = (
+        f"run {run.run_id} {run.status.value}"
+        f"{' (killed: retried at once)' if died and progress is None else ''}: "
+        f"{run_failure_reason(instance, run.run_id)}"
+    )
+    if progress is not None:
+        cursor = _carry_progress(cursor, run, progress, tick, notes, error)
+    if changed := _server_changed(cursor, mysql):
+        # the run read (or refused to read) another server than the window's: re-plan by GTID,
+        # keeping the furthest end of its windows as the bound of what the lake may hold
+        notes.append(f"run {run.run_id[:8]} {run.status.value}; the server changed ({changed})")
+        bound = inf.end
+        if progress is not None:
+            bound = progress.next_end or progress.reached
+        cursor = replace(cursor, inflight=None, last_error=f"run {run.run_id} {run.status.value}")
+        return cursor, bound, None
+    if progress is not None:
+        if cursor.inflight is None:
+            return cursor, None, None  # plan the window after the committed ones
+        return (
+            cursor,
+            None,
+            (Plan(cursor, skip_reason="; ".join(notes)), [tick.request(cursor.inflight, cursor)]),
+        )
+    now = time.time()
+    failures = inf.failures + (0 if died else 1)
+    delay = 0.0 if died else retry_delay(failures, *tick.backoff)
+    if cursor.retry_at is None and delay > 0:
+        cursor = replace(cursor, retry_at=now + delay, last_error=error)
+    if cursor.retry_at is not None and now < cursor.retry_at:
+        wait = cursor.retry_at - now
         return (
             cursor,
             None,
             (
                 Plan(
                     cursor,
-                    skip_reason=f"run {run.run_id[:8]} {run.status.value}: retrying window as attempt {retry.attempt}",
+                    skip_reason=(
+                        f"run {run.run_id[:8]} {run.status.value} (attempt {inf.attempt}); retrying the "
+                        f"window as attempt {inf.attempt + 1} in {wait:.0f} s (backoff {delay:.0f} s)"
+                    ),
                 ),
-                [tick.request(retry, cursor)],
+                [],
             ),
         )
+    retry = tick.keyed(
+        replace(
+            inf,
+            attempt=inf.attempt + 1,
+            failures=failures,
+            run_key=empty_window_key(inf.start, inf.attempt + 1)
+            if ":nonce-" in inf.run_key and inf.start is not None
+            else window_key(inf.kind, inf.start, inf.end, inf.attempt + 1),
+        )
+    )
+    cursor = replace(cursor, inflight=retry, last_error=error, retry_at=None)
+    why = "killed (canceled, or its worker died)" if died else run.status.value
     return (
         cursor,
         None,
-        (Plan(cursor, skip_reason=f"run {run.run_id[:8]} for {inf.run_key} is {run.status.value}"), []),
+        (
+            Plan(
+                cursor, skip_reason=f"run {run.run_id[:8]} {why}: retrying window as attempt {retry.attempt}"
+            ),
+            [tick.request(retry, cursor)],
+        ),
     )
+
+
+def _run_died(instance, run: dg.DagsterRun) -> bool:
+    """Whether a failed run was killed rather than failing by itself: canceled (terminated from
+    the UI or by the daemon), or failed with no failure of its own (no step failed, no run
+    exception, no engine error such as a code location that could not load: run monitoring or
+    the code server marked a dead run worker failed, a worker was restarted ...). Its window did
+    not fail: it is retried at once, without backoff."""
+    if run.status == dg.DagsterRunStatus.CANCELED:
+        return True
+    if instance.get_records_for_run(
+        run_id=run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE, limit=1
+    ).records:
+        return False
+    for rec in instance.get_records_for_run(
+        run_id=run.run_id, of_type={dg.DagsterEventType.RUN_FAILURE, dg.DagsterEventType.ENGINE_EVENT}
+    ).records:
+        event = rec.event_log_entry.dagster_event
+        data = getattr(event, "event_specific_data", None)
+        if event is None or data is None:
+            continue
+        if event.event_type == dg.DagsterEventType.ENGINE_EVENT:
+            if getattr(data, "error", None) is not None:  # the run worker could not run the job
+                return False
+        elif getattr(getattr(data, "failure_reason", None), "value", None) in _OWN_FAILURE_REASONS:
+            return False
+    return True
+
+
+def _run_progress(run: dg.DagsterRun, inf: InFlight) -> ReportedProgress | None:
+    """The committed windows a failed or killed following stream run of ``inf`` recorded
+    (:data:`.protocol.PROGRESS_TAG`): at least one follow-on window past the window's start
+    (``None``: the window is retried whole, as a run of one window is: the retry reports its
+    tables' materializations and checks)."""
+    if inf.kind != "stream" or inf.start is None:
+        return None
+    progress = progress_tag(run.tags or {})
+    if progress is None or progress.windows < 1 or progress.reached.sort_key() <= inf.start.sort_key():
+        return None
+    return progress
+
+
+def _carry_progress(
+    cursor: StreamCursor,
+    run: dg.DagsterRun,
+    progress: ReportedProgress,
+    tick: _Tick,
+    notes: list[str],
+    error: str,
+) -> StreamCursor:
+    """``cursor`` with the windows a failed or killed run committed committed: ``reached`` is the
+    offset, the stopped tables are the run's as of then; the follow-on window it was reading
+    (``next``, maybe partly committed) is in flight as a new window with its saved bounds
+    (attempt 1: the run made progress), else nothing is."""
+    stopped = _stopped_after(cursor, progress.stopped, tick, notes)
+    cursor = replace(
+        cursor,
+        committed=progress.reached,
+        inflight=None,
+        last_error=error,
+        retry_at=None,
+        incremental=None,  # following runs read no incremental snapshot
+        stopped=stopped,
+    )
+    notes.append(
+        f"run {run.run_id[:8]} {run.status.value} after committing its window and "
+        f"{progress.windows} follow-on window(s): committed up to {progress.reached}"
+    )
+    if progress.next_start is not None and progress.next_end is not None:
+        nxt = tick.keyed(
+            InFlight(
+                "stream",
+                window_key("stream", progress.next_start, progress.next_end, 1),
+                1,
+                progress.next_start,
+                progress.next_end,
+            )
+        )
+        cursor = replace(cursor, inflight=nxt)
+        notes.append(f"requesting the follow-on window it was reading ({nxt.run_key})")
+    return cursor
 
 
 def _commit_run(
@@ -468,12 +659,12 @@ def _commit_run(
         end = _reported_end(mats, "window_end") or inf.end
         assert end is not None  # a stream window always has an end
         inc = _reported_json(mats, "incremental_state")
-        stopped = _stopped_after(cursor, mats, tick, notes)
+        stopped = _stopped_after(cursor, _reported_json(mats, "stopped_tables"), tick, notes)
         cursor = replace(
             cursor, committed=end, inflight=None, last_error=None, incremental=inc or None, stopped=stopped
         )
         notes.append(f"committed window {inf.start} -> {end} (run {run.run_id[:8]})")
-        following = _window_run_starting_at(instance, end, tick.server_name)
+        following = _window_run_starting_at(instance, end, tick)
         if following is not None:  # requested by a tick whose cursor was lost: continue it next tick
             cursor = replace(cursor, inflight=following)
             return cursor, (
@@ -545,13 +736,12 @@ def _snapshotted_again(cursor: StreamCursor, instance, assets_def: dg.AssetsDefi
 
 
 def _stopped_after(
-    cursor: StreamCursor, mats: list[dg.AssetMaterialization], tick: _Tick, notes: list[str]
+    cursor: StreamCursor, reported: dict | None, tick: _Tick, notes: list[str]
 ) -> dict[str, dict] | None:
-    """The cursor's stopped tables after a successful window run: what the run reported on the
-    binlog asset among ``mats`` (``stopped_tables``: every table still stopped after it, see
+    """The cursor's stopped tables after a window run: what the run ``reported`` (the binlog
+    asset's ``stopped_tables``, or its progress tag: every table still stopped after it, see
     :func:`..engine.isolation.stopped_after_run`), with the tick's notes on what changed. A run
     that reported nothing (its binlog asset was not selected) leaves them as they were."""
-    reported = _reported_json(mats, "stopped_tables")
     if reported is None:
         return cursor.stopped
     before = cursor.stopped_tables()
@@ -592,8 +782,9 @@ def _plan_next(
         conn.close()
     if resnapshot is not None:
         assert resnapshot.request is not None
-        return replace(resnapshot, cursor=replace(resnapshot.cursor, inflight=resnapshot.request)), [
-            tick.request(resnapshot.request, StreamCursor(), select=False)
+        req = tick.keyed(resnapshot.request)
+        return replace(resnapshot, cursor=replace(resnapshot.cursor, inflight=req), request=req), [
+            tick.request(req, StreamCursor(), select=False)
         ]
     warnings = [m for m in messages if m.startswith("Server changed")]
     notes.extend(m for m in messages if m not in warnings)
@@ -606,9 +797,27 @@ def _plan_next(
         plan = replace(plan, skip_reason="; ".join(notes + ([plan.skip_reason] if plan.skip_reason else [])))
     if plan.request is None:
         return plan, []
-    return replace(plan, cursor=replace(plan.cursor, inflight=plan.request)), [
-        tick.request(plan.request, plan.cursor)
+    req = tick.keyed(plan.request)
+    return replace(plan, cursor=replace(plan.cursor, inflight=req), request=req), [
+        tick.request(req, plan.cursor)
     ]
+
+
+def default_sensor_name(assets_def: dg.AssetsDefinition) -> str:
+    """The binlog sensor's name unless given: ``<op name>_binlog_sensor``."""
+    return f"{assets_def.node_def.name}_binlog_sensor"
+
+
+def capture_selection(mysql: MySqlCdcResource) -> dict[str, object]:
+    """What the resource captures, for :func:`.protocol.capture_id`: its server name
+    (``topic.prefix``) and its database/table include and exclude lists."""
+    return {
+        "server": mysql.server_name,
+        "database_include_list": list(mysql.database_include_list),
+        "database_exclude_list": list(mysql.database_exclude_list),
+        "table_include_list": list(mysql.table_include_list),
+        "table_exclude_list": list(mysql.table_exclude_list),
+    }
 
 
 def _server_changed(cursor: StreamCursor, mysql: MySqlCdcResource) -> str | None:
@@ -665,12 +874,13 @@ def build_mysql_cdc_sensor(
         table_heartbeat_seconds: seconds between the runless heartbeats of a quiet table that has
             a freshness policy (default: half its warn window; see :mod:`.heartbeat`). Each
             heartbeat is one materialization plus one event per check of the table.
-        retry_backoff_seconds, retry_backoff_max_seconds: a failed window run is retried at once,
-            then after ``retry_backoff_seconds``, doubling each time up to
+        retry_backoff_seconds, retry_backoff_max_seconds: a window run that failed by itself is
+            retried at once, then after ``retry_backoff_seconds``, doubling each time up to
             ``retry_backoff_max_seconds`` (a persistent failure, e.g. a broken lake path, is not
             retried every tick); the wait and the failure's reason are in the tick's skip reason,
             the cursor (``retry_at``, ``last_error``) and ``python -m dagster_mysql_cdc status``.
-            ``0`` retries at every tick.
+            ``0`` retries at every tick. A killed run (canceled, or failed with no step failure:
+            its worker died) is retried at once and does not lengthen the backoff.
         table_retry_backoff_seconds, table_retry_backoff_max_seconds: a table whose capture
             stopped alone (its window could not be written; the other tables go on, see
             :mod:`..engine.isolation` and docs/operations.md "A table stopped") is caught up by the
@@ -678,7 +888,7 @@ def build_mysql_cdc_sensor(
             failed attempt, up to ``table_retry_backoff_max_seconds``; at once after the table is
             snapshotted again (materialized from the UI). ``0`` tries at every window.
     """
-    sensor_name = name or f"{assets_def.node_def.name}_binlog_sensor"
+    sensor_name = name or default_sensor_name(assets_def)
     target: dg.AssetsDefinition | dg.UnresolvedAssetJobDefinition = assets_def
     if executor_def is not None:
         target = dg.define_asset_job(
@@ -711,6 +921,7 @@ def build_mysql_cdc_sensor(
             run_wait_seconds=run_wait_seconds,
             retry_backoff=(retry_backoff_seconds, retry_backoff_max_seconds),
             table_retry_backoff=(table_retry_backoff_seconds, table_retry_backoff_max_seconds),
+            sensor_name=sensor_name,
         )
         for w in plan.warnings:
             context.log.warning(w)
@@ -752,6 +963,8 @@ def build_mysql_cdc_sensor(
         if seen is not None:
             events.append(seen)
         if requests:
+            if plan.skip_reason:  # what the tick committed before requesting (a dead run's windows ...)
+                context.log.info(plan.skip_reason)
             return dg.SensorResult(run_requests=requests, cursor=new_cursor, asset_events=events or None)
         context.log.info(f"Skipped: {reason}")  # the tick's log shows it (the tick list, on hover)
         try:

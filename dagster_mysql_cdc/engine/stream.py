@@ -214,7 +214,8 @@ def _combined(a: TableWriteResult, b: TableWriteResult) -> TableWriteResult:
 def merge_window_results(a: WindowResult, b: WindowResult) -> WindowResult:
     """One result for window ``a`` followed by window ``b`` (``b.start`` is where ``a`` ended):
     counts added up, per-table results combined (rows summed, the newer commit outcomes kept), the
-    newest event time, ``b``'s end and incremental state."""
+    newest event time, ``b``'s end and incremental state; a table that failed in both keeps
+    ``a``'s failure (its stop position is the earlier window's start)."""
     tables = dict(a.tables)
     for k, tb in b.tables.items():
         ta = tables.get(k)
@@ -237,7 +238,7 @@ def merge_window_results(a: WindowResult, b: WindowResult) -> WindowResult:
         events_skipped=(a.events_skipped + b.events_skipped)[:100],
         events_skipped_count=a.events_skipped_count + b.events_skipped_count,
         ddl_effects=a.ddl_effects + b.ddl_effects,
-        failed_tables={**a.failed_tables, **b.failed_tables},
+        failed_tables={**b.failed_tables, **a.failed_tables},  # a table stops at its first failure
         decode=a.decode + b.decode,
     )
 

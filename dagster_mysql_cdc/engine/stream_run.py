@@ -9,8 +9,11 @@ into a :class:`StreamRunRequest`). :meth:`StreamRun.run` then, in order:
    (:meth:`StreamRun.catch_up_stopped`, :mod:`.isolation`);
 3. reads and commits the window (:func:`.stream.run_window`: the run process, or parallel Spark
    segments for a backlog, :mod:`.parallel_catchup`), without the still-stopped tables;
-4. reads follow-on windows while changes keep coming (:meth:`StreamRun.follow`, :mod:`.follow`);
-5. stops the tables whose events could not be written, alone;
+4. reads follow-on windows while changes keep coming (:meth:`StreamRun.follow`, :mod:`.follow`),
+   reporting its progress (:class:`RunProgress`) each time a follow-on window is committed, so
+   the windows of a run that dies later still count;
+5. stops the tables whose events could not be written, alone (from the start of the first
+   window that could not write them: later windows of the run leave them out);
 6. logs the run's signals, gaps and skipped events, and computes the offset it reached
    (:func:`reached_offset`), which the sensor commits;
 7. runs the blocking snapshot a signal asked for, streaming paused at the window's end
@@ -138,6 +141,38 @@ class FollowPlanner:
     changed_tables: Callable[[BinlogPosition, BinlogPosition], tuple[set[tuple[str, str]] | None, str]]
 
 
+@dataclass(frozen=True)
+class RunProgress:
+    """How far a following stream run got while it runs: reported each time it committed a
+    follow-on window, and before it reads the next one (a run that dies before its first
+    follow-on window is committed is retried whole, as any window run).
+
+    Attributes:
+        reached: everything before it is committed (:func:`reached_offset` of the windows read).
+        windows: follow-on windows committed so far.
+        stopped: the tables stopped so far, as :attr:`StreamRunOutcome.stopped`.
+        next: the follow-on window the run saved and is reading from ``reached`` (an attempt may
+            have committed part of it: whoever continues from ``reached`` reads exactly it).
+    """
+
+    reached: BinlogPosition
+    windows: int
+    stopped: dict[str, dict]
+    next: FollowWindow | None = None
+
+    def to_dict(self) -> dict:
+        """JSON-able form (positions as :meth:`BinlogPosition.to_dict`; errors cut to 300
+        characters)."""
+        out: dict = {
+            "reached": self.reached.to_dict(),
+            "windows": self.windows,
+            "stopped": {n: {**v, "error": str(v.get("error") or "")[:300]} for n, v in self.stopped.items()},
+        }
+        if self.next is not None:
+            out["next"] = {"start": self.next.start.to_dict(), "end": self.next.end.to_dict()}
+        return out
+
+
 @dataclass
 class StreamRunOutcome:
     """What a stream run read, committed and reached (:meth:`StreamRun.run`).
@@ -197,6 +232,12 @@ class StreamRun:
         log: the run's log (Dagster's ``context.log`` in a run).
         planner: how a following run finds its next window; ``None``: no new follow-on windows
             (windows an earlier attempt saved are still read).
+        on_progress: called with the run's :class:`RunProgress` each time it committed a
+            follow-on window that needs nothing more of the run (no incremental snapshot,
+            blocking snapshot, gap or skipped event in any window so far) and before it reads
+            the next one; an
+            error it raises fails the run (so a window is never read after a progress that
+            could not be recorded).
     """
 
     def __init__(
@@ -209,6 +250,7 @@ class StreamRun:
         options: StreamRunOptions,
         log: RunLog,
         planner: FollowPlanner | None = None,
+        on_progress: Callable[[RunProgress], None] | None = None,
     ) -> None:
         self.settings = settings
         self.info = info
@@ -217,6 +259,7 @@ class StreamRun:
         self.options = options
         self.log = log
         self.planner = planner
+        self.on_progress = on_progress
 
     def run(self, request: StreamRunRequest) -> StreamRunOutcome:
         """Read the requested window and what follows it (steps 1-7 of the module docs).
@@ -243,8 +286,16 @@ class StreamRun:
             if request.incremental is None and not (
                 result.incremental_state or result.chunks or result.blocking_tables
             ):
+
+                def progress(res: WindowResult, windows: int, nxt: FollowWindow | None = None) -> None:
+                    # from the first follow-on window on (a run that dies before is retried whole)
+                    if self.on_progress is None or windows < 1 or res.gaps or res.events_skipped_count:
+                        return
+                    reached = reached_offset(start, end, res)
+                    self.on_progress(RunProgress(reached, windows, _stopped_now(stopped, res), nxt))
+
                 result, follow_windows = self.follow(
-                    result, set(request.selected), table_filter, resume_at=resume
+                    result, set(request.selected), table_filter, resume_at=resume, progress=progress
                 )
         for name, failed in result.failed_tables.items():
             stopped[name] = {**failed, "attempted": name in stopped}
@@ -383,6 +434,7 @@ class StreamRun:
         selected: set[tuple[str, str]],
         table_filter: TableFilter | None = None,
         resume_at: dict[tuple[str, str], BinlogPosition] | None = None,
+        progress: Callable[..., None] | None = None,
     ) -> tuple[WindowResult, int]:
         """Follow-on windows after the requested one (see :mod:`.follow`).
 
@@ -392,7 +444,15 @@ class StreamRun:
         selected (``selected``, ``(db, table)``): a window that changes another table, or carries
         DDL, statement DML or a signal (the planner's ``changed_tables`` cannot judge it), ends
         the run, so the sensor requests it with the selection it needs. Each new window is saved
-        (create-if-absent) before it is read, so a retry reads the same windows.
+        (create-if-absent) before it is read, so a retry reads the same windows. Planning the
+        next window fails (the server restarts, ...): following ends there, the run keeps what it
+        committed and the sensor requests the next window.
+
+        A table that could not be written in a window (it stops, from that window's start) is
+        left out of the windows after it: its changes are caught up later from where it stopped.
+
+        ``progress(result, windows, next)``: called before a follow-on window is read (``next``:
+        it) and after it was committed.
 
         Returns:
             ``(merged result, number of follow-on windows read)``.
@@ -408,7 +468,14 @@ class StreamRun:
             if w is None:
                 if self.planner is None or time.monotonic() >= deadline:
                     break
-                nxt = self.planner.next_window(after)
+                try:
+                    nxt = self.planner.next_window(after)
+                except Exception as e:  # noqa: BLE001 - following is optional: end it, keep what committed
+                    self.log.warning(
+                        f"Following ends at {after}: planning the next window failed "
+                        f"({type(e).__name__}: {e}); the sensor requests it"
+                    )
+                    break
                 if nxt.start is None or nxt.end is None:
                     now = time.monotonic()
                     idle_since = idle_since if idle_since is not None else now
@@ -427,7 +494,12 @@ class StreamRun:
                     )
                     break
                 w = save_follow_window(storage, opts.server_name, FollowWindow(after, nxt.start, nxt.end))
-            r = self.read_window(w.start, w.end, None, table_filter, resume_at=resume_at)
+            if progress is not None:
+                progress(result, windows, w)
+            # a table that failed in an earlier window stays out: its stop position is that window's start
+            base = table_filter or opts.table_filter
+            window_filter = base.without([_table_key(n) for n in result.failed_tables])
+            r = self.read_window(w.start, w.end, None, window_filter, resume_at=resume_at)
             windows += 1
             exact = (r.end.file, r.end.pos) == (w.end.file, w.end.pos)
             if exact:
@@ -436,8 +508,10 @@ class StreamRun:
                 f"Follow-on window {w.start} -> {r.end}: {r.rows} rows, {r.events_read} events in {r.seconds:.1f}s"
             )
             result = merge_window_results(result, r)
-            if not exact or r.incremental_state or r.chunks or r.blocking_tables or r.failed_tables:
+            if not exact or r.incremental_state or r.chunks or r.blocking_tables:
                 break
+            if progress is not None:
+                progress(result, windows)
         return result, windows
 
     def log_window(self, result: WindowResult) -> None:
@@ -526,6 +600,15 @@ def check_window_server(
             "or duplicate changes, so nothing was read. The binlog sensor re-plans the window by GTID "
             "on its next tick (see docs/operations.md, 'Failover')."
         )
+
+
+def _stopped_now(stopped: dict[str, dict], result: WindowResult) -> dict[str, dict]:
+    """The tables stopped after ``result``'s windows: ``stopped`` (still stopped after the
+    catch-up) and the tables its windows could not write (``attempted``: it was stopped before)."""
+    out = dict(stopped)
+    for name, failed in result.failed_tables.items():
+        out[name] = {**failed, "attempted": name in stopped}
+    return out
 
 
 def _table_key(name: str) -> tuple[str, str]:

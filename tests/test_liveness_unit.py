@@ -1,0 +1,94 @@
+"""liveness: the heartbeat a capture run writes and the sensor's verdict on a run's worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+from dagster_mysql_cdc.dagster_integration.liveness import (
+    DEAD_AFTER_SECONDS,
+    ORPHAN_GRACE_SECONDS,
+    START_TIMEOUT_SECONDS,
+    WorkerBeat,
+    dead_worker_reason,
+    worker_heartbeat,
+)
+from dagster_mysql_cdc.dagster_integration.protocol import WORKER_TAG
+
+
+def _run(tags):
+    return SimpleNamespace(tags=tags, run_id="0123456789abcdef")
+
+
+def test_a_beat_round_trips_and_bad_tags_read_as_none():
+    beat = WorkerBeat.now()
+    assert beat.pid == os.getpid() and beat.host == socket.gethostname()
+    assert WorkerBeat.from_tags({WORKER_TAG: beat.to_json()}) == WorkerBeat(
+        beat.host, beat.pid, beat.started, round(beat.beat, 3)
+    )
+    for bad in (None, {}, {WORKER_TAG: ""}, {WORKER_TAG: "{"}, {WORKER_TAG: '{"host": "h"}'}):
+        assert WorkerBeat.from_tags(bad) is None
+
+
+def test_a_live_worker_on_this_host_is_alive_and_a_gone_one_dead():
+    now = time.time()
+    assert dead_worker_reason(_run({WORKER_TAG: WorkerBeat.now().to_json()}), now - 5, now) is None
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()  # its pid is free now (reuse is told apart by the start time)
+    gone = WorkerBeat(socket.gethostname(), child.pid, "1", now)
+    reason = dead_worker_reason(_run({WORKER_TAG: gone.to_json()}), now - 5, now)
+    assert reason is not None and f"pid {child.pid}" in reason and "is gone" in reason
+    # this process under another start time: a reused pid, not the worker
+    reused = WorkerBeat(socket.gethostname(), os.getpid(), "no-such-start", now)
+    assert "is gone" in (dead_worker_reason(_run({WORKER_TAG: reused.to_json()}), now - 5, now) or "")
+
+
+def test_a_worker_of_another_host_is_judged_by_its_beat_age():
+    now = time.time()
+    fresh = WorkerBeat("another-host", 1, None, now - DEAD_AFTER_SECONDS + 5)
+    assert dead_worker_reason(_run({WORKER_TAG: fresh.to_json()}), now - 600, now) is None
+    stale = WorkerBeat("another-host", 1, None, now - DEAD_AFTER_SECONDS - 5)
+    reason = dead_worker_reason(_run({WORKER_TAG: stale.to_json()}), now - 600, now)
+    assert reason is not None and "no heartbeat for" in reason
+
+
+def test_a_run_that_never_beat(tmp_path):
+    now = time.time()
+    alive_socket = tmp_path / "server.sock"
+    alive_socket.touch()
+    gone = {".dagster/grpc_info": json.dumps({"host": "localhost", "socket": str(tmp_path / "gone.sock")})}
+    alive = {".dagster/grpc_info": json.dumps({"host": "localhost", "socket": str(alive_socket)})}
+    # its launcher's socket is gone: dead after the grace time, not before
+    assert dead_worker_reason(_run(gone), now - ORPHAN_GRACE_SECONDS + 5, now) is None
+    assert "code server" in (dead_worker_reason(_run(gone), now - ORPHAN_GRACE_SECONDS - 5, now) or "")
+    # its launcher is alive, or cannot be told (a TCP port): only the start timeout
+    port = {".dagster/grpc_info": json.dumps({"host": "localhost", "port": 4000})}
+    for tags in (alive, port, {}):
+        assert dead_worker_reason(_run(tags), now - ORPHAN_GRACE_SECONDS - 5, now) is None
+        late = dead_worker_reason(_run(tags), now - START_TIMEOUT_SECONDS - 5, now)
+        assert late is not None and "did not start the capture" in late
+
+
+def test_the_heartbeat_beats_until_the_block_ends():
+    beats: list[str] = []
+
+    class Instance:
+        def add_run_tags(self, run_id, tags):
+            if len(beats) == 2:
+                beats.append("refused")
+                raise RuntimeError("run storage busy")  # skipped: the next beat tries again
+            beats.append(tags[WORKER_TAG])
+
+    with worker_heartbeat(Instance(), "0123456789abcdef", every=0.05):
+        assert len(beats) == 1  # the first beat comes before the block runs
+        time.sleep(0.5)
+    n = len(beats)
+    assert n >= 5 and "refused" in beats
+    time.sleep(0.2)
+    assert len(beats) == n  # stopped with the block
+    assert all(WorkerBeat.from_tags({WORKER_TAG: b}) for b in beats if b != "refused")
