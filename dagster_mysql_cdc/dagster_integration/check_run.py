@@ -507,11 +507,7 @@ def report_checks(
     ``AssetCheckEvaluation`` events (what Dagster stores for a planned check's result, pointing
     at the table's materialization the same way: the latest, read once for all tables)."""
     targets: dict[dg.AssetKey, Any] | None = None
-    import os as _os
     for r in results:
-        if _os.environ.get("CDC_WOLF_LOG") and not r.passed:
-            with open(_os.environ["CDC_WOLF_LOG"], "a") as _f:
-                _f.write(repr((_os.environ.get("PYTEST_CURRENT_TEST"), context.run.run_id[:8], r.asset_key.to_user_string() if r.asset_key else None, r.check_name, str(r.severity), {k: str(getattr(v, "value", v))[:300] for k, v in (r.metadata or {}).items() if k in ("explanation", "reason", "pending", "not_compared", "error", "differing_keys_sample", "carried_forward")})) + "\n")
         key = dg.AssetCheckKey(r.asset_key, r.check_name or "") if r.asset_key is not None else None
         if key is None or key not in logged:
             yield r
