@@ -205,3 +205,116 @@ def test_a_following_run_keeps_the_tail_files_of_every_window():
     assert extra["tail_files"] == ["p1", "p2"] and extra["live_rows"] == 6
     unknown = merge_window_results(window(4, {"tail_files": ["p1"]}), window(14, {"live_rows": 6}))
     assert "tail_files" not in unknown.tables[("d", "t")].extra
+
+
+def test_a_failure_stays_until_a_whole_table_comparison_and_nothing_compared_never_passes():
+    """Issue "Checks that never cry wolf": what a run reports for its row count / checksum
+    results given the check's latest evaluated result in the instance (``_Earlier.settle``).
+    A window's checksum that passes over other keys, or compares nothing, must not replace a
+    divergence found before (it is carried forward, naming the queued repair); one that compares
+    nothing, with no earlier comparison, is left to the full check (``None``); a whole-table
+    comparison decides; an earlier failure that found no differing row (a stopped table, an
+    error) is not carried."""
+    from types import SimpleNamespace
+
+    import dagster as dg
+    from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+
+    from dagster_mysql_cdc.dagster_integration.check_run import _Earlier
+    from dagster_mysql_cdc.dagster_integration.checks import (
+        CHECKSUM,
+        NOT_COMPARED,
+        ROW_COUNT,
+        not_compared_results,
+    )
+    from dagster_mysql_cdc.engine.gaps import QueuedRepair
+
+    key = dg.AssetKey(["srv", "db", "t"])
+    ERROR, WARN = dg.AssetCheckSeverity.ERROR, dg.AssetCheckSeverity.WARN
+
+    def evaluation(name: str, passed: bool, **metadata) -> dg.AssetCheckEvaluation:
+        return dg.AssetCheckEvaluation(
+            asset_key=key,
+            check_name=name,
+            passed=passed,
+            metadata=metadata,
+            severity=ERROR,
+        )
+
+    def earlier(latest: dict, pending: dict | None = None) -> _Earlier:
+        """An ``_Earlier`` over an instance holding ``latest[check name]`` (an evaluation)."""
+
+        def record(ck: dg.AssetCheckKey):
+            ev = latest.get(ck.name)
+            if ev is None:
+                return None
+            event = SimpleNamespace(timestamp=1_800_000_000.0)
+            return SimpleNamespace(
+                status=AssetCheckExecutionRecordStatus.SUCCEEDED
+                if ev.passed
+                else AssetCheckExecutionRecordStatus.FAILED,
+                evaluation=ev,
+                event=event,
+                run_id="abcdef0123456789",
+                create_timestamp=event.timestamp,
+            )
+
+        warned: list[str] = []
+        instance = SimpleNamespace(get_latest_asset_check_evaluation_record=record)
+        context = SimpleNamespace(instance=instance, log=SimpleNamespace(warning=warned.append))
+        return _Earlier(context, pending)
+
+    def result(name: str, passed: bool, **metadata) -> dg.AssetCheckResult:
+        return dg.AssetCheckResult(asset_key=key, check_name=name, passed=passed, metadata=metadata)
+
+    window_pass = result(
+        CHECKSUM,
+        True,
+        scope="keys changed by the window (stream run)",
+        explanation="every row the window changed equals the source's row",
+    )
+    (nothing,) = not_compared_results(key, {CHECKSUM}, "the window changed no row of this table")
+    divergence = evaluation(CHECKSUM, False, differing_keys_sample=["(5,)"], repair="Repair queued")
+    repair = QueuedRepair(
+        "db.t", "r-1", "checksum_mismatch at f:2: 1 differing key(s)", "rows where `id` = 5", False
+    )
+
+    # a divergence found before stays: a window's pass over other keys, or one that compared nothing
+    e = earlier({CHECKSUM: divergence}, {"db.t": repair})
+    for r, seen in ((window_pass, "every row the window changed equals"), (nothing, "not compared")):
+        out = e.settle(r, window=True)
+        assert out is not None and not out.passed and out.severity == ERROR, out
+        assert out.metadata["differing_keys_sample"].value == ["(5,)"]
+        note = out.metadata["carried_forward"].value
+        assert "the divergence found by run abcdef01" in note and seen in note, note
+        assert "repaired (repair r-1 of db.t (rows where `id` = 5) queued" in note, note
+    # ... and a whole-table comparison decides: a full pass replaces it, a full failure is reported as is
+    full_pass = result(CHECKSUM, True, scope="whole table")
+    assert e.full(full_pass) is full_pass
+    # a new divergence found by the window is reported as is
+    now = dg.AssetCheckResult(
+        asset_key=key, check_name=CHECKSUM, passed=False, metadata={"differing_keys_sample": ["(6,)"]}
+    )
+    assert e.settle(now, window=True) is now
+    # the row count (a whole-table count even on a stream run) is never carried
+    count = result(ROW_COUNT, True, scope="table (stream run)")
+    assert (
+        earlier({ROW_COUNT: evaluation(ROW_COUNT, False, differing_keys_sample=["(5,)"])}).settle(
+            count, window=True
+        )
+        is count
+    )
+
+    # compared nothing: the last comparison's pass stands, named as such; none: left to the full check
+    out = earlier({CHECKSUM: evaluation(CHECKSUM, True, scope="whole table")}).settle(nothing, window=True)
+    assert out is not None and out.passed and "passed and stands" in out.metadata["carried_forward"].value
+    assert "not compared: the window changed no row" in out.metadata["carried_forward"].value
+    assert earlier({}).settle(nothing, window=True) is None
+    # a full check that compared nothing with no earlier result says so: WARN, never a pass
+    out = earlier({}).full(nothing)
+    assert not out.passed and out.severity == WARN and NOT_COMPARED in out.metadata
+    # a window's pass after an earlier pass, or after a failure that found no differing row (a
+    # stopped table, an error: the next comparison decides those), is this run's pass
+    assert earlier({CHECKSUM: evaluation(CHECKSUM, True)}).settle(window_pass, window=True) is window_pass
+    stopped = evaluation(CHECKSUM, False, explanation="the capture of this table is stopped")
+    assert earlier({CHECKSUM: stopped}).settle(window_pass, window=True) is window_pass
