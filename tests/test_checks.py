@@ -313,3 +313,310 @@ def test_stream_run_selects_changed_tables_and_evaluates_every_check(local_stora
             dg.AssetCheckKey(dg.AssetKey([db, db, "a"]), "row_count_matches_source")
         )
         assert rec.run_id == run.run_id and not rec.evaluation.passed
+
+
+# -- checks that never cry wolf: a failure means a difference, and stays until repaired -----------
+
+
+def _evaluations(runs) -> dict[tuple[str, str], dg.AssetCheckEvaluation]:
+    """``(table, check) -> evaluation`` of the table checks of ``runs`` (the last one wins)."""
+    return {
+        (e.asset_key.path[-1], e.check_name): e
+        for r in runs
+        for e in r.get_asset_check_evaluations()
+        if e.asset_key.path[-1] != "binlog"
+    }
+
+
+def _latest(cdc, table: str, check: str):
+    """The latest evaluated result of a table's check in the instance (what the UI and
+    ``status`` show)."""
+    from dagster_mysql_cdc.dagster_integration.heartbeat import _latest_result
+
+    key = dg.AssetCheckKey(dg.AssetKey([cdc.resources["mysql"].server_name, cdc.db, table]), check)
+    rec = _latest_result(cdc.instance, key)
+    assert rec is not None, key
+    return rec.evaluation
+
+
+def _assert_lake_equals_source(lake: str, db: str, table: str) -> None:
+    from lake_utils import live_state_rows, source_rows
+
+    from dagster_mysql_cdc.sink.storage import StorageSettings
+
+    storage = StorageSettings(base_uri=lake)
+    expected, key = source_rows(db, table)
+    assert live_state_rows(storage, storage.uri(db, db, table, "state"), key) == expected, table
+
+
+def test_following_run_under_continuous_writes_fails_only_what_differs(tmp_path):
+    """Issue "Checks that never cry wolf": one following run of 30+ windows while a writer changes
+    three tables all along. The run's checks (once, after its last window) compare every key
+    the run changed with the source, those changed after its end left out: the two tables the
+    lake holds right pass (they failed with "N changed key(s) differ" when only the last
+    window's tail files were read). A row inserted with ``sql_log_bin=0`` in the third table
+    fails its row count, whose full checks name the key and queue its repair; the failure
+    stays until that repair's run compares the whole table again, which passes."""
+    import os
+    import random
+    import threading
+
+    from sensor_harness import SensorDriven, capture_resource, scratch_database
+
+    from dagster_mysql_cdc.source.signals import create_signal_table
+
+    with scratch_database("cfw") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"USE {db}")
+            for t in ("a", "b", "c"):
+                cur.execute(f"CREATE TABLE {db}.{t} (id INT PRIMARY KEY, v INT)")
+                cur.execute(f"INSERT INTO {db}.{t} SELECT seq, seq FROM seq_1_to_300")
+        create_signal_table(conn, f"{db}.debezium_signal")
+        lake = str(tmp_path / "lake")
+        mysql = capture_resource(db, stream_follow_seconds=600.0, stream_follow_idle_seconds=1.5)
+        cdc = SensorDriven(mysql, lake)
+        cdc.db = db
+        cdc.ticks()  # the initial snapshot
+        follow_dir = tmp_path / "lake" / "_staging" / db / "follow"
+        stop, started = threading.Event(), threading.Event()
+        unlogged = 100_000
+
+        def writer() -> None:
+            rng = random.Random(7)
+            w = root_connect()
+            try:
+                with w.cursor() as cur:
+                    n = 0
+                    while not stop.is_set():
+                        for t in ("a", "b", "c"):
+                            k = rng.randint(1, 400)
+                            op = rng.random()
+                            if op < 0.6:
+                                cur.execute(
+                                    f"INSERT INTO {db}.{t} VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = v + 1",
+                                    (k, n),
+                                )
+                            else:
+                                cur.execute(f"DELETE FROM {db}.{t} WHERE id = %s", (k,))
+                        n += 1
+                        started.set()
+                        windows = len(os.listdir(follow_dir)) if follow_dir.exists() else 0
+                        if windows == 10 and unlogged:  # a change the binlog never carries
+                            cur.execute("SET SESSION sql_log_bin = 0")
+                            cur.execute(f"INSERT IGNORE INTO {db}.b VALUES ({unlogged}, -1)")
+                            cur.execute("SET SESSION sql_log_bin = 1")
+                        if windows >= 32 or n > 20_000:
+                            return
+                        time.sleep(0.05)
+            finally:
+                w.close()
+
+        th = threading.Thread(target=writer, daemon=True)
+        th.start()
+        assert started.wait(30)
+        time.sleep(0.5)  # every table changed before the first window is planned
+        log = cdc.ticks(max_ticks=1)
+        stop.set()
+        th.join(60)
+        stream = [r for r in log.runs if r.dagster_run.tags.get("dagster_mysql_cdc/mode") == "stream"]
+        assert len(stream) == 1, log.skip_reasons
+        binlog = [m for m in stream[0].get_asset_materialization_events() if m.asset_key.path[-1] == "binlog"]
+        md = binlog[0].step_materialization_data.materialization.metadata
+        assert md["follow_windows"].value >= 30, md["follow_windows"].value
+        evals = _evaluations(stream)
+        for t in ("a", "c"):  # equal at the run's end (its keys changed later left out): no failure
+            for name in ("row_count_matches_source", "checksum_matches_source"):
+                e = evals[(t, name)]
+                assert e.passed, (t, name, e.metadata)
+            assert evals[(t, "checksum_matches_source")].metadata["keys_compared"].value > 50
+        # the unlogged row: a real difference fails, names its key, and queues its repair
+        count, checksum = evals[("b", "row_count_matches_source")], evals[("b", "checksum_matches_source")]
+        assert not count.passed and count.severity == dg.AssetCheckSeverity.ERROR, count.metadata
+        assert not checksum.passed and checksum.severity == dg.AssetCheckSeverity.ERROR, checksum.metadata
+        assert f"({unlogged},)" in checksum.metadata["differing_keys_sample"].value
+        assert checksum.metadata["repair"].value.startswith("Repair queued"), checksum.metadata["repair"]
+
+        cdc.ticks()  # the repair's runs re-read the key; the one completing it checks the whole table
+        for t in ("a", "b", "c"):
+            _assert_lake_equals_source(lake, db, t)
+        for name in ("row_count_matches_source", "checksum_matches_source"):
+            e = _latest(cdc, "b", name)
+            assert e.passed, (name, e.metadata)
+        assert _latest(cdc, "b", "checksum_matches_source").metadata["scope"].value == "whole table"
+
+
+#: DDL after which the window checks failed on a lake equal to the source: the tables before,
+#: the statements (with DML around them in the same window), the tables after.
+CRY_WOLF_DDL = {
+    # keyless, then keyed: snapshotted again by the window's run (its window count was stale)
+    "keyless_table_gains_a_key": (
+        ["CREATE TABLE k (id INT, v VARCHAR(10))", "INSERT INTO k SELECT seq, 'x' FROM seq_1_to_60"],
+        [
+            "INSERT INTO k VALUES (61, 'y')",
+            "ALTER TABLE k ADD PRIMARY KEY (id)",
+            "INSERT INTO k VALUES (62, 'z')",
+        ],
+        ["k"],
+    ),
+    # each table takes the other's rows: both snapshotted again ("1 vs 40", "0 vs 30")
+    "rename_table_swap": (
+        [
+            "CREATE TABLE s1 (id INT PRIMARY KEY, v INT)",
+            "CREATE TABLE s2 (id INT PRIMARY KEY, v INT)",
+            "INSERT INTO s1 SELECT seq, 1 FROM seq_1_to_40",
+            "INSERT INTO s2 SELECT seq, 2 FROM seq_1_to_30",
+        ],
+        [
+            "UPDATE s1 SET v = 10 WHERE id <= 5",
+            "RENAME TABLE s1 TO s_tmp, s2 TO s1, s_tmp TO s2",
+            "UPDATE s2 SET v = 11 WHERE id = 6",
+        ],
+        ["s1", "s2"],
+    ),
+    # existing rows get the default without row events: re-read by a repair, pending meanwhile
+    "add_column_not_null_default": (
+        ["CREATE TABLE d (id INT PRIMARY KEY, v INT)", "INSERT INTO d SELECT seq, seq FROM seq_1_to_50"],
+        [
+            "UPDATE d SET v = -1 WHERE id <= 5",
+            "ALTER TABLE d ADD z INT NOT NULL DEFAULT 5",
+            "UPDATE d SET v = -2 WHERE id = 40",
+        ],
+        ["d"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CRY_WOLF_DDL))
+def test_no_failed_check_on_an_equal_lake_after_ddl(tmp_path, case):
+    """Issue "Checks that never cry wolf": after each DDL the runs that capture it (and
+    snapshot again or repair what it changed without row events) report no failed ERROR check
+    while the lake equals the source: a table whose repair is queued is *pending* (WARN, never a
+    pass), a table snapshotted again gets the full checks, and after the repair every check's
+    latest result passes. A real difference (a row inserted and one changed with
+    ``sql_log_bin=0``) still fails, naming the keys."""
+    from sensor_harness import SensorDriven, capture_resource, scratch_database
+
+    from dagster_mysql_cdc.source.signals import create_signal_table
+
+    before, ddl, tables = CRY_WOLF_DDL[case]
+    with scratch_database("wolf") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"USE {db}")
+            for sql in before:
+                cur.execute(sql)
+        create_signal_table(conn, f"{db}.debezium_signal")
+        lake = str(tmp_path / "lake")
+        mysql = capture_resource(db)
+        cdc = SensorDriven(mysql, lake, [t for t in mysql.discover_tables() if t.table != "debezium_signal"])
+        cdc.db = db
+        cdc.ticks()  # the initial snapshot
+        with conn.cursor() as cur:
+            for sql in ddl:
+                cur.execute(sql)
+        log = cdc.ticks()
+        for t in tables:
+            _assert_lake_equals_source(lake, db, t)
+        evaluations = [e for r in log.runs for e in r.get_asset_check_evaluations()]
+        wolves = [
+            (e.asset_key.path[-1], e.check_name, e.metadata)
+            for e in evaluations
+            if not e.passed
+            and (e.severity == dg.AssetCheckSeverity.ERROR or "pending" not in e.metadata)
+            and e.asset_key.path[-1] != "binlog"
+        ]
+        assert not wolves, wolves
+        assert any(e.asset_key.path[-1] in tables for e in evaluations)
+        for t in tables:
+            for name in ("row_count_matches_source", "checksum_matches_source", "schema_matches_source"):
+                e = _latest(cdc, t, name)
+                assert e.passed, (t, name, e.metadata)
+
+        # a real difference still fails: one row inserted, one changed, neither in the binlog
+        t = tables[0]
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION sql_log_bin = 0")
+            cur.execute(f"INSERT INTO {t} (id, v) VALUES (1000, 7)")
+            cur.execute(f"UPDATE {t} SET v = 8 WHERE id = 20")
+            cur.execute("SET SESSION sql_log_bin = 1")
+            cur.execute(f"UPDATE {t} SET v = 9 WHERE id = 21")  # a logged change: a window run
+        run = cdc.ticks(max_ticks=1).runs[0]
+        evals = _evaluations([run])
+        count, checksum = evals[(t, "row_count_matches_source")], evals[(t, "checksum_matches_source")]
+        assert not count.passed and count.severity == dg.AssetCheckSeverity.ERROR, count.metadata
+        assert not checksum.passed and checksum.severity == dg.AssetCheckSeverity.ERROR, checksum.metadata
+        differing = checksum.metadata["differing_keys_sample"].value
+        assert "(1000,)" in differing and "(20,)" in differing, differing
+
+
+@pytest.mark.parametrize("gap_handling", ["repair", "warn"])
+def test_a_failed_window_checksum_queues_its_repair_and_stays_until_repaired(tmp_path, gap_handling):
+    """Issue "Checks that never cry wolf": a window whose changed key differs from the source
+    (changed again with ``sql_log_bin=0`` right after) fails its checksum and queues the repair of
+    that key. Until the repair completes, no later run replaces the failure with a pass: neither
+    a window that compared other keys nor one that compared none (a DDL window selecting every
+    table) does; they carry the failure forward. With ``binlog_gap_handling="repair"`` the run
+    completing the repair checks the whole table, which passes; with ``"warn"`` nothing repairs
+    it and it stays failed (as ``status`` lists it, and as the full checks find it)."""
+    from sensor_harness import SensorDriven, capture_resource, scratch_database
+
+    from dagster_mysql_cdc.dagster_integration.health import failing_checks
+    from dagster_mysql_cdc.source.signals import create_signal_table
+
+    with scratch_database("stay") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"USE {db}")
+            cur.execute("CREATE TABLE x (id INT PRIMARY KEY, v INT)")
+            cur.execute("CREATE TABLE y (id INT PRIMARY KEY, v INT)")
+            cur.execute("INSERT INTO x SELECT seq, seq FROM seq_1_to_100")
+            cur.execute("INSERT INTO y SELECT seq, seq FROM seq_1_to_10")
+        create_signal_table(conn, f"{db}.debezium_signal")
+        lake = str(tmp_path / "lake")
+        mysql = capture_resource(db, binlog_gap_handling=gap_handling)
+        cdc = SensorDriven(mysql, lake, [t for t in mysql.discover_tables() if t.table != "debezium_signal"])
+        cdc.db = db
+        cdc.ticks()  # the initial snapshot
+        checksum = "checksum_matches_source"
+        with conn.cursor() as cur:
+            cur.execute("UPDATE x SET v = -1 WHERE id = 5")
+            cur.execute("SET SESSION sql_log_bin = 0")
+            cur.execute("UPDATE x SET v = -2 WHERE id = 5")  # the lake keeps -1
+            cur.execute("SET SESSION sql_log_bin = 1")
+        first = _evaluations(cdc.ticks(max_ticks=1).runs)[("x", checksum)]
+        assert not first.passed and first.severity == dg.AssetCheckSeverity.ERROR, first.metadata
+        assert first.metadata["differing_keys_sample"].value == ["(5,)"]
+        repair = first.metadata["repair"].value
+        if gap_handling == "repair":
+            assert repair.startswith("Repair queued: execute-snapshot signal"), repair
+            log = cdc.ticks()  # the repair's runs: the failure stays until the one completing it
+            seen = [
+                e for r in log.runs for e in r.get_asset_check_evaluations() if e.asset_key.path[-1] == "x"
+            ]
+            sums = [e for e in seen if e.check_name == checksum]
+            assert sums and sums[-1].passed, [(e.passed, e.metadata) for e in sums]
+            assert sums[-1].metadata["scope"].value == "whole table"
+            assert all(not e.passed for e in sums[:-1]), [(e.passed, e.metadata) for e in sums]
+            assert _latest(cdc, "x", checksum).passed
+            _assert_lake_equals_source(lake, db, "x")
+            return
+        assert repair.startswith("not repaired (binlog_gap_handling='warn')"), repair
+        with conn.cursor() as cur:  # a window comparing another key of x: equal, the failure stays
+            cur.execute("UPDATE x SET v = -3 WHERE id = 6")
+        e = _evaluations(cdc.ticks().runs)[("x", checksum)]
+        assert not e.passed and e.severity == dg.AssetCheckSeverity.ERROR, e.metadata
+        assert "this run: every row the window changed equals" in e.metadata["carried_forward"].value
+        with conn.cursor() as cur:  # a DDL window selects every table: x compared nothing
+            cur.execute("ALTER TABLE y ADD c INT NULL")
+        e = _evaluations(cdc.ticks().runs)[("x", checksum)]
+        assert not e.passed and e.severity == dg.AssetCheckSeverity.ERROR, e.metadata
+        assert "not compared" in e.metadata["carried_forward"].value
+        assert e.metadata["differing_keys_sample"].value == ["(5,)"]
+        assert [(f.asset.split("/")[-1], f.check) for f in failing_checks(cdc.instance, db)] == [
+            ("x", checksum)
+        ]
+        full = dg.materialize(
+            [cdc.cdc],
+            resources=cdc.resources,
+            instance=cdc.instance,
+            selection=dg.AssetSelection.checks_for_assets(dg.AssetKey([db, db, "x"])),
+        )
+        assert not check_results(full)[checksum].passed  # the full check finds it too

@@ -551,3 +551,37 @@ def test_updated_columns_of_statements():
     assert updated_columns("INSERT INTO t VALUES (1)") == frozenset()
     assert updated_columns("DELETE FROM t") == frozenset()
     assert updated_columns("UPDATE t SET (a) = 1") is None
+
+
+def test_queued_and_completed_repairs_of_a_state():
+    """What the checks read from the incremental snapshot state after a run: the repairs still to
+    read (a plain incremental snapshot is none; a checksum's repair is a divergence, a DDL's
+    the capture's own), and the tables whose repair the run's chunks completed."""
+    from dagster_mysql_cdc.engine.gaps import completed_repairs, queued_repairs
+
+    state = IncrementalState(
+        "r-1",
+        [
+            TableProgress("d.a", reason="ddl at f:1: values of existing rows changed", chunks=2),
+            TableProgress(
+                "d.b", filter="`id` BETWEEN 3 AND 5", reason="checksum_mismatch at f:2: 1 differing key(s)"
+            ),
+            TableProgress("d.plain"),
+        ],
+    )
+    q = queued_repairs(state.to_dict())
+    assert sorted(q) == ["d.a", "d.b"]
+    assert not q["d.a"].divergence and q["d.a"].started and q["d.a"].what == "the whole table"
+    assert q["d.b"].divergence and not q["d.b"].started
+    assert q["d.b"].describe() == (
+        "repair r-1 of d.b (rows where `id` BETWEEN 3 AND 5) queued: checksum_mismatch at f:2: 1 differing key(s)"
+    )
+    assert queued_repairs(None) == {}
+    chunks = [
+        {"table": "d.a", "repair": "ddl at f:1"},  # still in the state: not complete
+        {"table": "d.c", "repair": "statement_dml at f:0"},  # gone from the state: complete
+        {"table": "d.plain"},  # not a repair
+    ]
+    assert completed_repairs(chunks, state) == {"d.c"}
+    assert completed_repairs(chunks, None) == {"d.a", "d.c"}
+    assert completed_repairs(None, state) == set()

@@ -135,3 +135,186 @@ def test_check_results_without_a_comparison():
     assert [x.check_name for x in r] == sorted([CHECKSUM, ROW_COUNT])
     assert all(not x.passed and x.severity == dg.AssetCheckSeverity.WARN for x in r)
     assert r[0].metadata["error"].value == "RuntimeError: boom"
+
+
+def test_results_of_a_table_gone_pending_or_not_compared():
+    """Issue "Checks that never cry wolf": a table dropped or renamed away is compared with an
+    empty table; a queued repair is *pending* (WARN, never a pass); a check that compared nothing
+    says so (WARN, never a pass, carried over by the run's earlier result when there is one)."""
+    import dagster as dg
+
+    from dagster_mysql_cdc.dagster_integration.checks import (
+        CHECKSUM,
+        NOT_COMPARED,
+        ROW_COUNT,
+        SCHEMA,
+        gone_results,
+        not_compared_results,
+        pending_results,
+    )
+
+    key = dg.AssetKey(["srv", "db", "t"])
+    empty = gone_results(key, "db", "t", {ROW_COUNT, CHECKSUM, SCHEMA}, 0)
+    assert [(r.check_name, r.passed) for r in empty] == [(CHECKSUM, True), (ROW_COUNT, True), (SCHEMA, True)]
+    assert "no longer exists on the source" in empty[0].metadata["explanation"].value
+    left = gone_results(key, "db", "t", {ROW_COUNT, SCHEMA}, 3)
+    assert [(r.check_name, r.passed) for r in left] == [(ROW_COUNT, False), (SCHEMA, True)]
+    assert left[0].metadata["lake_rows"].value == 3 and left[0].severity == dg.AssetCheckSeverity.ERROR
+    pending = pending_results(key, {ROW_COUNT, CHECKSUM}, "repair r-1 of db.t (the whole table) queued: ddl")
+    assert all(not r.passed and r.severity == dg.AssetCheckSeverity.WARN for r in pending)
+    assert pending[0].metadata["explanation"].value.startswith("pending: repair r-1 of db.t")
+    (nc,) = not_compared_results(
+        key, {CHECKSUM}, "the window changed no row of this table", {"keys_compared": 0}
+    )
+    assert not nc.passed and nc.severity == dg.AssetCheckSeverity.WARN
+    assert nc.metadata[NOT_COMPARED].value == "the window changed no row of this table"
+    assert nc.metadata["keys_compared"].value == 0
+
+
+def test_a_following_run_keeps_the_tail_files_of_every_window():
+    """Issue "Checks that never cry wolf": a following run's checks read the rows of every key
+    it changed from the tail files its windows committed; merging the windows' results kept the
+    last window's files only, so keys changed earlier read as missing ("68 changed key(s)
+    differ"). Files of both are kept; when one commit's are unknown, none (the current state is
+    read instead)."""
+    from dagster_mysql_cdc.engine.stream import WindowResult, merge_window_results
+    from dagster_mysql_cdc.sink.delta import CommitOutcome
+    from dagster_mysql_cdc.sink.layout import TablePaths
+    from dagster_mysql_cdc.sink.table_batch import TableWriteResult
+
+    def window(start: int, extra: dict) -> WindowResult:
+        w = TableWriteResult(
+            "d",
+            "t",
+            1,
+            {"u": 1},
+            TablePaths("cl", "st"),
+            CommitOutcome(True, 1, 1, 1),
+            CommitOutcome(True, 1, 1, 1),
+            0.1,
+            extra=extra,
+        )
+        return WindowResult(
+            BinlogPosition("b.1", start), BinlogPosition("b.1", start + 10), tables={("d", "t"): w}
+        )
+
+    both = merge_window_results(
+        window(4, {"tail_files": ["p1"], "live_rows": 5}), window(14, {"tail_files": ["p2"], "live_rows": 6})
+    )
+    extra = both.tables[("d", "t")].extra
+    assert extra["tail_files"] == ["p1", "p2"] and extra["live_rows"] == 6
+    unknown = merge_window_results(window(4, {"tail_files": ["p1"]}), window(14, {"live_rows": 6}))
+    assert "tail_files" not in unknown.tables[("d", "t")].extra
+
+
+def test_a_failure_stays_until_a_whole_table_comparison_and_nothing_compared_never_passes():
+    """Issue "Checks that never cry wolf": what a run reports for its row count / checksum
+    results given the check's latest evaluated result in the instance (``_Earlier.settle``).
+    A window's checksum that passes over other keys, or compares nothing, must not replace a
+    divergence found before (it is carried forward, naming the queued repair); one that compares
+    nothing, with no earlier comparison, is left to the full check (``None``); a whole-table
+    comparison decides; an earlier failure that found no differing row (a stopped table, an
+    error) is not carried."""
+    from types import SimpleNamespace
+
+    import dagster as dg
+    from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+
+    from dagster_mysql_cdc.dagster_integration.check_run import _Earlier
+    from dagster_mysql_cdc.dagster_integration.checks import (
+        CHECKSUM,
+        NOT_COMPARED,
+        ROW_COUNT,
+        not_compared_results,
+    )
+    from dagster_mysql_cdc.engine.gaps import QueuedRepair
+
+    key = dg.AssetKey(["srv", "db", "t"])
+    ERROR, WARN = dg.AssetCheckSeverity.ERROR, dg.AssetCheckSeverity.WARN
+
+    def evaluation(name: str, passed: bool, **metadata) -> dg.AssetCheckEvaluation:
+        return dg.AssetCheckEvaluation(
+            asset_key=key,
+            check_name=name,
+            passed=passed,
+            metadata=metadata,
+            severity=ERROR,
+        )
+
+    def earlier(latest: dict, pending: dict | None = None) -> _Earlier:
+        """An ``_Earlier`` over an instance holding ``latest[check name]`` (an evaluation)."""
+
+        def record(ck: dg.AssetCheckKey):
+            ev = latest.get(ck.name)
+            if ev is None:
+                return None
+            event = SimpleNamespace(timestamp=1_800_000_000.0)
+            return SimpleNamespace(
+                status=AssetCheckExecutionRecordStatus.SUCCEEDED
+                if ev.passed
+                else AssetCheckExecutionRecordStatus.FAILED,
+                evaluation=ev,
+                event=event,
+                run_id="abcdef0123456789",
+                create_timestamp=event.timestamp,
+            )
+
+        warned: list[str] = []
+        instance = SimpleNamespace(get_latest_asset_check_evaluation_record=record)
+        context = SimpleNamespace(instance=instance, log=SimpleNamespace(warning=warned.append))
+        return _Earlier(context, pending)
+
+    def result(name: str, passed: bool, **metadata) -> dg.AssetCheckResult:
+        return dg.AssetCheckResult(asset_key=key, check_name=name, passed=passed, metadata=metadata)
+
+    window_pass = result(
+        CHECKSUM,
+        True,
+        scope="keys changed by the window (stream run)",
+        explanation="every row the window changed equals the source's row",
+    )
+    (nothing,) = not_compared_results(key, {CHECKSUM}, "the window changed no row of this table")
+    divergence = evaluation(CHECKSUM, False, differing_keys_sample=["(5,)"], repair="Repair queued")
+    repair = QueuedRepair(
+        "db.t", "r-1", "checksum_mismatch at f:2: 1 differing key(s)", "rows where `id` = 5", False
+    )
+
+    # a divergence found before stays: a window's pass over other keys, or one that compared nothing
+    e = earlier({CHECKSUM: divergence}, {"db.t": repair})
+    for r, seen in ((window_pass, "every row the window changed equals"), (nothing, "not compared")):
+        out = e.settle(r, window=True)
+        assert out is not None and not out.passed and out.severity == ERROR, out
+        assert out.metadata["differing_keys_sample"].value == ["(5,)"]
+        note = out.metadata["carried_forward"].value
+        assert "the divergence found by run abcdef01" in note and seen in note, note
+        assert "repaired (repair r-1 of db.t (rows where `id` = 5) queued" in note, note
+    # ... and a whole-table comparison decides: a full pass replaces it, a full failure is reported as is
+    full_pass = result(CHECKSUM, True, scope="whole table")
+    assert e.full(full_pass) is full_pass
+    # a new divergence found by the window is reported as is
+    now = dg.AssetCheckResult(
+        asset_key=key, check_name=CHECKSUM, passed=False, metadata={"differing_keys_sample": ["(6,)"]}
+    )
+    assert e.settle(now, window=True) is now
+    # the row count (a whole-table count even on a stream run) is never carried
+    count = result(ROW_COUNT, True, scope="table (stream run)")
+    assert (
+        earlier({ROW_COUNT: evaluation(ROW_COUNT, False, differing_keys_sample=["(5,)"])}).settle(
+            count, window=True
+        )
+        is count
+    )
+
+    # compared nothing: the last comparison's pass stands, named as such; none: left to the full check
+    out = earlier({CHECKSUM: evaluation(CHECKSUM, True, scope="whole table")}).settle(nothing, window=True)
+    assert out is not None and out.passed and "passed and stands" in out.metadata["carried_forward"].value
+    assert "not compared: the window changed no row" in out.metadata["carried_forward"].value
+    assert earlier({}).settle(nothing, window=True) is None
+    # a full check that compared nothing with no earlier result says so: WARN, never a pass
+    out = earlier({}).full(nothing)
+    assert not out.passed and out.severity == WARN and NOT_COMPARED in out.metadata
+    # a window's pass after an earlier pass, or after a failure that found no differing row (a
+    # stopped table, an error: the next comparison decides those), is this run's pass
+    assert earlier({CHECKSUM: evaluation(CHECKSUM, True)}).settle(window_pass, window=True) is window_pass
+    stopped = evaluation(CHECKSUM, False, explanation="the capture of this table is stopped")
+    assert earlier({CHECKSUM: stopped}).settle(window_pass, window=True) is window_pass

@@ -9,14 +9,21 @@ checks a run selected (or logs, :func:`logged_check_keys`) at the position the r
   stopped fails its row count and checksum checks naming the stop (the lake holds it as of then);
   with ``snapshot_mode=no_data`` the whole-table comparisons that mean nothing are skipped
   (:func:`rows_not_comparable`);
+- a table whose rows a repair the capture queued itself re-reads (what a DDL or a statement
+  changed without row events: :func:`..engine.gaps.queued_repairs`) is *pending*
+  (:func:`.checks.pending_results`: WARN, never a pass) until the run completing the repair;
 - on a stream run, the row count and checksum of each table the window changed are verified for
   the window's keys, all tables at once (:func:`.verify.verify_window`); a table with no key to
-  compare by, or one the window may have changed without row events that no repair re-reads,
-  gets the full checks instead;
+  compare by, one the window may have changed without row events that no repair re-reads, one
+  the run snapshotted again (a blocking snapshot after a DDL) or whose repair it completed, and
+  one whose window row count differs get the full checks instead;
 - every other check is a full per-table check (:func:`.checks.run_table_checks`), the tables
   sharing one consistent source snapshot (:class:`.checks.SharedSource`) when there are several;
-  a checksum mismatch goes to :func:`checksum_repair` (a WARNING, and a targeted re-read with
-  ``binlog_gap_handling="repair"``).
+  a checksum mismatch, full or of a window, goes to :func:`checksum_repair` (a WARNING, and a
+  targeted re-read with ``binlog_gap_handling="repair"``);
+- a failure stays until repaired (:class:`_Earlier`): Dagster shows the latest result of a
+  check, so a result that compared nothing, or a window's pass over other keys, reports the
+  check's last divergence again (``carried_forward``) until a whole-table comparison decides it.
 
 One table's check raising an error never stops the other tables' checks, nor fails a committed
 window's run: it becomes a failed result carrying the error. :func:`report_checks` yields the
@@ -25,13 +32,13 @@ results of planned checks and logs those of logged checks as ``AssetCheckEvaluat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
-from ..engine.gaps import queue_checksum_repair
+from ..engine.gaps import QueuedRepair, completed_repairs, queue_checksum_repair, queued_repairs
 from ..events import BinlogPosition
 from ..sink.layout import LakeLayout
 from ..source.connection import ConnectionSettings
@@ -39,6 +46,7 @@ from ..source.schema import TableSchema
 from .checks import (
     CHECKSUM,
     GAPS,
+    NOT_COMPARED,
     RETENTION,
     ROW_COUNT,
     TABLE_CHECKS,
@@ -47,6 +55,7 @@ from .checks import (
     gaps_check,
     no_data_skipped_results,
     not_captured_results,
+    pending_results,
     retention_check,
     run_table_checks,
     stopped_results,
@@ -71,6 +80,9 @@ def run_checks(
     live_rows: dict[str, int] | None = None,
     tail_files: dict[str, list[str]] | None = None,
     check_keys: Iterable[dg.AssetCheckKey] | None = None,
+    incremental_state: dict | None = None,
+    chunks: list[dict] | None = None,
+    snapshotted: Iterable[str] | None = None,
 ) -> Iterator[dg.AssetCheckResult]:
     """Run the selected reconciliation checks (:mod:`.checks`) of ``mysql``'s capture at
     ``committed``, one ``AssetCheckResult`` per check (see the module docstring for which check
@@ -88,6 +100,13 @@ def run_checks(
     ``stopped``: the tables whose capture is stopped after this window (``"db.table"`` ->
     ``{"since", "error"}``): their row count and checksum checks fail saying so (the lake
     holds them as of ``since``), instead of comparing.
+
+    ``incremental_state``: the incremental snapshot state after the run (a checks-only run reads
+    the committed one from the binlog asset): a table whose repair it still holds is *pending*
+    (:func:`.checks.pending_results`) unless the repair re-reads rows a check found differing.
+    ``chunks``: the incremental-snapshot chunks the run read; a table whose repair they completed
+    gets the full checks, as does a table the run snapshotted again (``snapshotted``,
+    ``"db.table"``: a blocking snapshot after a DDL).
     """
     specs = {s.key: s for s in context.assets_def.specs}
     if committed is None:
@@ -111,6 +130,14 @@ def run_checks(
     unrepaired = {
         g.get("table") for g in gaps or [] if not str(g.get("repair", "")).startswith("Repair queued")
     }
+    if window_start is None and not context.selected_asset_keys and incremental_state is None:
+        incremental_state = committed_incremental_state(context)  # a checks-only run
+    completed = completed_repairs(chunks, incremental_state)
+    pending = {t: r for t, r in queued_repairs(incremental_state).items() if t not in completed}
+    # tables this run re-read whole (a blocking snapshot, a completed repair) or that may differ
+    # without a repair: their window's keys say too little, the full checks compare them
+    full_again = {*(snapshotted or ()), *completed, *unrepaired}
+    earlier = _Earlier(context, pending)
 
     table_assets = [
         table_of_spec(specs[k]) for k in by_asset if BINLOG_METADATA_KEY not in (specs[k].metadata or {})
@@ -211,10 +238,15 @@ def run_checks(
             not_comparable = rows_not_comparable(context, mysql.snapshot_mode, window_start is not None)
             yield from no_data_skipped_results(asset_key, names & not_comparable)
             names = names - not_comparable
+            repair = pending.get(f"{db}.{table}")
+            if repair is not None and not repair.divergence and names & {ROW_COUNT, CHECKSUM}:
+                # the capture's own repair re-reads the rows (a DDL, statement DML): pending
+                yield from pending_results(asset_key, names & {ROW_COUNT, CHECKSUM}, repair.describe())
+                names = names - {ROW_COUNT, CHECKSUM}
             if (
                 window_start is not None
                 and names & {ROW_COUNT, CHECKSUM}
-                and f"{db}.{table}" not in unrepaired
+                and f"{db}.{table}" not in full_again
             ):
                 # stream run: verify what the window changed (all tables at once, below)
                 in_window.append(
@@ -230,9 +262,10 @@ def run_checks(
                 )
                 names = names - {ROW_COUNT, CHECKSUM}
             if names:
-                yield from isolated(
+                for r in isolated(
                     asset_key, names, partial(full_checks, asset_key, db, table, state_uri, names)
-                )
+                ):
+                    yield earlier.full(r)
         if in_window and committed is not None and window_start is not None:
             try:
                 results, keyless = verify_window(
@@ -245,20 +278,182 @@ def run_checks(
                     type_options=mysql.type_options(),
                     server_id=mysql.server_id,
                     max_keys=mysql.stream_check_max_keys,
+                    on_checksum_mismatch=checksum_repair(mysql, context, settings, committed),
                 )
             except Exception as e:  # noqa: BLE001 - the window is committed: a verification error must not fail (and re-run) it
                 context.log.warning(f"stream-run verification failed: {type(e).__name__}: {e}")
                 results, keyless = verification_failed_results(in_window, e), []
-            yield from results
+            by_table: dict[dg.AssetKey, list[dg.AssetCheckResult]] = {}
+            for r in results:
+                by_table.setdefault(r.asset_key, []).append(r)  # type: ignore[arg-type]
+            for t in in_window:
+                mine = by_table.get(t.key, [])
+                count = next((r for r in mine if r.check_name == ROW_COUNT), None)
+                counted_wrong = (
+                    count is not None
+                    and not count.passed
+                    and count.severity == dg.AssetCheckSeverity.ERROR
+                    and f"{t.database}.{t.table}" not in pending
+                )
+                redo: set[str] = set(t.checks) if counted_wrong else set()
+                for r in mine:
+                    if r.check_name in redo:
+                        continue
+                    settled = earlier.settle(r, window=True)
+                    if settled is None:  # compared nothing, and no earlier comparison to stand
+                        redo.add(r.check_name or "")
+                    else:
+                        yield settled
+                if counted_wrong:  # the full checks find the keys (and queue their repair)
+                    context.log.warning(
+                        f"{t.database}.{t.table}: the window's row count differs from the source "
+                        f"({count.metadata.get('explanation').value}); running its full checks"  # type: ignore[union-attr]
+                    )
+                if redo:
+                    for r in isolated(
+                        t.key, redo, partial(full_checks, t.key, t.database, t.table, t.state_uri, redo)
+                    ):
+                        yield earlier.full(r)
             for t in keyless:  # no key to compare by: the full (multiset) checks
-                yield from isolated(
+                for r in isolated(
                     t.key,
                     set(t.checks),
                     partial(full_checks, t.key, t.database, t.table, t.state_uri, t.checks),
-                )
+                ):
+                    yield earlier.full(r)
     finally:
         for src in shared:
             src.close()
+
+
+def committed_incremental_state(context: dg.AssetExecutionContext) -> dict | None:
+    """The incremental snapshot state (repairs included) the binlog asset's latest
+    materialization reported (``incremental_state`` metadata), ``None``: none or unknown."""
+    from .protocol import binlog_asset_key
+
+    key = binlog_asset_key(context.assets_def.specs)
+    if key is None:
+        return None
+    ev = context.instance.get_latest_materialization_event(key)
+    mat = ev.asset_materialization if ev is not None else None
+    value = mat.metadata.get("incremental_state") if mat is not None else None
+    state = getattr(value, "value", None)
+    return state if isinstance(state, dict) and state else None
+
+
+def _text(metadata: Mapping[str, Any], key: str) -> str:
+    """The text of ``metadata[key]`` (a ``MetadataValue`` or a plain value; ``""`` when absent)."""
+    v = metadata.get(key)
+    return str(getattr(v, "value", v)) if v is not None else ""
+
+
+def diverged(evaluation: Any) -> bool:
+    """Whether a check evaluation is a failure that found rows differing from the source (a
+    checksum's ``differing_keys_sample``, severity ERROR): a divergence that stays failed until
+    its repair completes or a full check passes (a stopped table, a missing table or a check
+    error are failures of another kind: the next comparison decides them)."""
+    return (
+        isinstance(evaluation, dg.AssetCheckEvaluation)
+        and not evaluation.passed
+        and evaluation.severity == dg.AssetCheckSeverity.ERROR
+        and "differing_keys_sample" in (evaluation.metadata or {})
+    )
+
+
+class _Earlier:
+    """What a run's checks know of their earlier comparisons: the Dagster instance's latest
+    evaluated result of a check (read once per check, when needed). Dagster shows the latest
+    evaluation of a check, so a result that compared nothing, or a window's pass over other
+    keys, must not replace a divergence found before (:meth:`settle`).
+
+    Args:
+        context: the run's context (its instance is read).
+        pending: the repairs still queued after the run, by ``db.table`` (named in the carried
+            results).
+    """
+
+    def __init__(self, context: Any, pending: Mapping[str, QueuedRepair] | None = None) -> None:
+        self._context = context
+        self._pending = pending or {}
+        self._seen: dict[dg.AssetCheckKey, tuple[Any, dg.AssetCheckEvaluation] | None] = {}
+
+    def latest(self, ck: dg.AssetCheckKey) -> tuple[Any, dg.AssetCheckEvaluation] | None:
+        """``(record, evaluation)`` of ``ck``'s latest evaluated result before this run's."""
+        if ck not in self._seen:
+            from .heartbeat import _latest_result
+
+            try:
+                rec = _latest_result(self._context.instance, ck)
+            except Exception as e:  # noqa: BLE001 - then this run's result stands as it is
+                self._context.log.warning(f"the last result of {ck.to_user_string()} could not be read: {e}")
+                rec = None
+            ev = rec.evaluation if rec is not None else None
+            self._seen[ck] = (rec, ev) if isinstance(ev, dg.AssetCheckEvaluation) else None
+        return self._seen[ck]
+
+    def settle(self, r: dg.AssetCheckResult, *, window: bool) -> dg.AssetCheckResult | None:
+        """The result to report for ``r``, one of this run's row count or checksum results
+        (``window``: compared over the window's keys, not the whole table):
+
+        - ``r`` compared nothing (:data:`.checks.NOT_COMPARED`): the check's last comparison,
+          carried forward with what this run saw, when it passed or found a divergence; else
+          ``r`` itself (a WARN saying so), or ``None`` for a window's checksum (the caller runs
+          the full check instead);
+        - a window's checksum that did not fail anew: the divergence the check found before, if
+          it has not been repaired since (the full checks and the run completing the repair
+          compare the whole table), carried forward with this window's result;
+        - anything else is ``r``.
+        """
+        if r.asset_key is None or r.check_name not in (ROW_COUNT, CHECKSUM):
+            return r
+        md = r.metadata or {}
+        not_compared = NOT_COMPARED in md
+        if not not_compared:
+            if not (window and r.check_name == CHECKSUM):
+                return r
+            if not r.passed and r.severity == dg.AssetCheckSeverity.ERROR:
+                return r  # a divergence found now
+        found = self.latest(dg.AssetCheckKey(r.asset_key, r.check_name))
+        if found is not None:
+            rec, ev = found
+            if diverged(ev) or (not_compared and ev.passed):
+                return self._carried(r, rec, ev)
+        if not_compared and window:
+            return None
+        return r
+
+    def full(self, r: dg.AssetCheckResult) -> dg.AssetCheckResult:
+        """:meth:`settle` of a whole-table (full) check's result."""
+        out = self.settle(r, window=False)
+        assert out is not None  # only a window's result can be left to the full check
+        return out
+
+    def _carried(self, r: dg.AssetCheckResult, rec: Any, ev: dg.AssetCheckEvaluation) -> dg.AssetCheckResult:
+        from datetime import UTC, datetime
+
+        when = rec.event.timestamp if getattr(rec, "event", None) is not None else rec.create_timestamp
+        at = datetime.fromtimestamp(when, UTC).isoformat(timespec="seconds")
+        this_run = _text(r.metadata or {}, "explanation") or "compared nothing"
+        if ev.passed:
+            note = f"this run {this_run}; the last comparison (run {rec.run_id[:8] or 'none'}, {at}) passed and stands"
+        else:
+            table = (
+                "{}.{}".format(*r.asset_key.path[-2:]) if r.asset_key and len(r.asset_key.path) >= 2 else ""
+            )
+            repair = self._pending.get(table)
+            note = (
+                f"the divergence found by run {rec.run_id[:8] or 'none'} ({at}) stands until it is "
+                + (f"repaired ({repair.describe()})" if repair is not None else "repaired")
+                + f" or a full check (Execute checks) passes; this run: {this_run}"
+            )
+        return dg.AssetCheckResult(
+            asset_key=r.asset_key,
+            check_name=r.check_name,
+            passed=ev.passed,
+            severity=ev.severity,
+            description=ev.description,
+            metadata={**(ev.metadata or {}), "carried_forward": dg.MetadataValue.text(note[:2000])},
+        )
 
 
 def checksum_repair(

@@ -427,6 +427,89 @@ def no_data_skipped_results(key: dg.AssetKey, names: set[str]) -> list[dg.AssetC
     ]
 
 
+#: Metadata key of a row count or checksum result that compared nothing (its text says why):
+#: :func:`.check_run.run_checks` reports the check's last comparison instead (carried forward),
+#: so a check that looked at no row never reads as a new pass.
+NOT_COMPARED = "not_compared"
+
+
+def not_compared_results(
+    key: dg.AssetKey, names: set[str], why: str, metadata: dict[str, Any] | None = None
+) -> list[dg.AssetCheckResult]:
+    """Results of the checks ``names`` that could compare nothing (``why``; ``metadata``: more
+    facts): failed with severity WARN and :data:`NOT_COMPARED` metadata (never a pass: nothing
+    was verified). The run's checks replace each with the check's last comparison when there is
+    one (:func:`.check_run.run_checks`)."""
+    return [
+        dg.AssetCheckResult(
+            asset_key=key,
+            check_name=n,
+            passed=False,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata={**(metadata or {}), NOT_COMPARED: why, "explanation": f"not compared: {why}"},
+        )
+        for n in sorted(names)
+    ]
+
+
+def pending_results(key: dg.AssetKey, names: set[str], repair: str) -> list[dg.AssetCheckResult]:
+    """Results of the checks ``names`` of a table whose rows a queued (or running) repair or
+    re-snapshot re-reads (``repair``: which, what and why, :meth:`..engine.gaps.QueuedRepair.describe`):
+    the lake is known to lag the source there until it completes, which is the capture's own
+    doing (a DDL or a statement the binlog does not carry as rows), not a divergence. Failed with
+    severity WARN (*pending*: never a pass, never an ERROR); the run that completes the repair
+    runs the full checks of the table."""
+    return [
+        dg.AssetCheckResult(
+            asset_key=key,
+            check_name=n,
+            passed=False,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata={
+                "pending": dg.MetadataValue.text(repair[:2000]),
+                "explanation": (
+                    f"pending: {repair[:500]}. The lake is compared with the source when the "
+                    "repair completes (its run runs the full checks of the table)"
+                ),
+            },
+        )
+        for n in sorted(names)
+    ]
+
+
+def gone_results(
+    key: dg.AssetKey, database: str, table: str, names: set[str], lake_rows: int | None
+) -> list[dg.AssetCheckResult]:
+    """Results of the checks ``names`` of a table that no longer exists on the source (dropped,
+    or renamed away): the source holds no row of it, so the lake must hold none either (a
+    ``DROP``/``RENAME`` cuts its rows, docs/ddl.md). Row count and checksum pass when the lake
+    has no live row (``lake_rows``, ``None``: no state) and fail naming the count otherwise; the
+    schema check passes (no source column to miss)."""
+    live = lake_rows or 0
+    out = []
+    for n in sorted(names):
+        if n == SCHEMA:
+            passed, why = True, "the source has no column of it to miss"
+        elif live == 0:
+            passed, why = True, "the lake has no live row of it either (its rows were cut)"
+        else:
+            passed, why = False, f"the lake still has {live} live row(s) of it"
+        out.append(
+            dg.AssetCheckResult(
+                asset_key=key,
+                check_name=n,
+                passed=passed,
+                metadata={
+                    "reason": f"{database}.{table} no longer exists on the source",
+                    "lake_rows": live,
+                    "source_rows": 0,
+                    "explanation": f"{database}.{table} no longer exists on the source (dropped or renamed): {why}",
+                },
+            )
+        )
+    return out
+
+
 def run_table_checks(
     *,
     key: dg.AssetKey,
@@ -467,11 +550,10 @@ def run_table_checks(
             else read_table_schemas(conn, [(database, table)]).get((database, table))
         )
         if schema is None:
-            reason = f"{database}.{table} no longer exists on the source"
-            return [
-                dg.AssetCheckResult(asset_key=key, check_name=name, passed=False, metadata={"reason": reason})
-                for name in sorted(selected & set(TABLE_CHECKS))
-            ]
+            from ..sink.read import live_count
+
+            rows = live_count(storage, state_uri) if selected & {ROW_COUNT, CHECKSUM} else 0
+            return gone_results(key, database, table, selected & set(TABLE_CHECKS), rows)
         conv = TableConverter(schema, type_options, "pymysql")
         schema = conv.table  # the captured columns: checks compare only what is captured
 
@@ -490,36 +572,18 @@ def run_table_checks(
             and pos.pos - committed.pos > options.max_binlog_scan_bytes
         ):
             skipped = f"the lake is more than {options.max_binlog_scan_bytes} binlog bytes behind; reconcile after it catches up"
-            for name in sorted(selected & {ROW_COUNT, CHECKSUM}):
-                results.append(
-                    dg.AssetCheckResult(
-                        asset_key=key,
-                        check_name=name,
-                        passed=True,
-                        severity=dg.AssetCheckSeverity.WARN,
-                        metadata={"skipped": skipped},
-                    )
-                )
-            return results
+            return results + not_compared_results(key, selected & {ROW_COUNT, CHECKSUM}, skipped)
         touched = (
             shared.touched(schema)
             if shared is not None
             else touched_keys(settings, info, schema, committed, pos, type_options, server_id + 7)
         )
         if SCHEMA_CHANGED in touched:
-            return results + [
-                dg.AssetCheckResult(
-                    asset_key=key,
-                    check_name=name,
-                    passed=True,
-                    severity=dg.AssetCheckSeverity.WARN,
-                    metadata={
-                        "skipped": "a DDL changed the table since the committed position; compared after the "
-                        "capture passes it"
-                    },
-                )
-                for name in sorted(selected & {ROW_COUNT, CHECKSUM})
-            ]
+            return results + not_compared_results(
+                key,
+                selected & {ROW_COUNT, CHECKSUM},
+                "a DDL changed the table since the committed position; compared after the capture passes it",
+            )
         # compare the columns both sides have (schema drift is the schema check's business), in
         # the lake's column types (a column whose type changed keeps a supertype in the lake)
         all_names = conv.arrow_schema.names

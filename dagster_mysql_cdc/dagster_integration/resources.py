@@ -770,6 +770,9 @@ class MySqlCdcResource(dg.ConfigurableResource):
             live_rows=report.get("live_rows") or {},
             tail_files=report.get("tail_files") or {},
             check_keys=keys,
+            incremental_state=report.get("incremental_state"),
+            chunks=report.get("chunks"),
+            snapshotted=report.get("snapshotted"),
         )
 
     def run_checks(
@@ -782,6 +785,9 @@ class MySqlCdcResource(dg.ConfigurableResource):
         live_rows: dict[str, int] | None = None,
         tail_files: dict[str, list[str]] | None = None,
         check_keys: Iterable[dg.AssetCheckKey] | None = None,
+        incremental_state: dict | None = None,
+        chunks: list[dict] | None = None,
+        snapshotted: Iterable[str] | None = None,
     ) -> Iterator[dg.AssetCheckResult]:
         """Run the selected reconciliation checks (:mod:`.checks`) at ``committed``
         (:func:`.check_run.run_checks`, which documents the arguments and which check runs how).
@@ -800,6 +806,9 @@ class MySqlCdcResource(dg.ConfigurableResource):
             live_rows=live_rows,
             tail_files=tail_files,
             check_keys=check_keys,
+            incremental_state=incremental_state,
+            chunks=chunks,
+            snapshotted=snapshotted,
         )
 
     def _snapshot_epoch(self, context: dg.AssetExecutionContext) -> int:
@@ -956,8 +965,10 @@ class MySqlCdcResource(dg.ConfigurableResource):
         Changes the binlog does not carry (statement DML, foreign-key cascades) are logged as
         WARNING, listed in the binlog asset's ``binlog_gaps`` metadata and, with ``report``, put in
         ``report["gaps"]`` (for the ``changes_in_binlog`` check); ``report`` also gets the tables
-        stopped after the run (``"stopped"``), and the live rows (``"live_rows"``) and tail files
-        (``"tail_files"``) of the tables it committed, by state URI. ``on_committed(reached,
+        stopped after the run (``"stopped"``), the live rows (``"live_rows"``) and tail files
+        (``"tail_files"``) of the tables it committed, by state URI, the incremental snapshot
+        state after it (``"incremental_state"``), the chunks it read (``"chunks"``) and the
+        tables it snapshotted again (``"snapshotted"``). ``on_committed(reached,
         report)`` is called once the window is committed, before its materializations are
         yielded (the run's checks start there, :class:`.check_run.BackgroundChecks`).
 
@@ -1002,6 +1013,10 @@ class MySqlCdcResource(dg.ConfigurableResource):
         report["gaps"] = outcome.gaps
         report["live_rows"] = outcome.live_rows
         report["tail_files"] = outcome.tail_files
+        # what the checks need to tell a pending repair from a divergence (check_run.run_checks)
+        report["incremental_state"] = result.incremental_state
+        report["chunks"] = result.chunks
+        report["snapshotted"] = [r.schema.qualified_name for r in outcome.snapshots]
         if on_committed is not None:
             on_committed(reached, report)
         for r in outcome.snapshots:  # a blocking snapshot: the tables the window did not change

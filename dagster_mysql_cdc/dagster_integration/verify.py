@@ -4,10 +4,12 @@ A streaming window run materializes only the tables the window changed; each of 
 for every check, cheaply and exactly:
 
 ``checksum_matches_source`` (scope ``window``)
-    every key the window changed: the lake's state row equals the source's row, read in a
-    consistent-snapshot transaction at ``P`` (keys changed again between the committed position
-    and ``P`` are left out, as the full checks do). At most ``max_keys`` keys per table are compared
-    (the first ones of the window; ``keys_compared`` / ``keys_changed`` says so).
+    every key the window changed (every window of a following run): the lake's state row equals
+    the source's row, read in a consistent-snapshot transaction at ``P`` (keys changed again
+    between the committed position and ``P`` are left out, as the full checks do). At most
+    ``max_keys`` keys per table are compared (the first ones of the window; ``keys_compared`` /
+    ``keys_changed`` says so). Differing keys get their repair queued; a window that left no key
+    to compare says so (:data:`.checks.NOT_COMPARED`) instead of passing.
 ``row_count_matches_source`` (scope ``table``)
     live rows of the state table, counted from the Delta log's per-file statistics (only files that
     mix live rows and tombstones are read, one boolean column), equal ``COUNT(*)`` in the source at
@@ -22,7 +24,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +44,7 @@ from ..source.types import (
     quote_identifier,
     select_expression,
 )
-from .checks import CHECKSUM, ROW_COUNT, _consistent_source
+from .checks import CHECKSUM, ROW_COUNT, _consistent_source, gone_results, not_compared_results
 
 log = logging.getLogger(__name__)
 
@@ -512,9 +514,19 @@ def verify_window(
     type_options: TypeOptions,
     server_id: int,
     max_keys: int = 10_000,
+    on_checksum_mismatch: Callable[[TableSchema, list[tuple], list[tuple]], str] | None = None,
 ) -> tuple[list[dg.AssetCheckResult], list[WindowVerification]]:
     """The stream-run variant of ``row_count_matches_source`` / ``checksum_matches_source`` (see
     module docs) for keyed tables, in one consistent-snapshot transaction and one binlog read.
+
+    ``on_checksum_mismatch(schema, differing keys, keys only the lake has)``: called when a
+    table's window checksum finds differing keys (converted key values, as the full checks pass
+    them) and its row count passed (a wrong count: the caller runs the table's full checks,
+    which find and repair every differing key); its text goes to the result's ``repair``
+    metadata (the repair the failure queued).
+
+    A table that no longer exists on the source is compared with an empty table
+    (:func:`.checks.gone_results`).
 
     Returns:
         ``(results, not_verified)``: a result per selected check of each keyed table, and the tables
@@ -531,15 +543,10 @@ def verify_window(
         rest = [t for t in wanted if (t.database, t.table) in schemas and (t.database, t.table) not in keyed]
         for t in wanted:
             if (t.database, t.table) not in schemas:
-                for n in sorted(t.checks & {ROW_COUNT, CHECKSUM}):
-                    results.append(
-                        dg.AssetCheckResult(
-                            asset_key=t.key,
-                            check_name=n,
-                            passed=False,
-                            metadata={"reason": f"{t.database}.{t.table} no longer exists on the source"},
-                        )
-                    )
+                lake_live = t.live_rows if t.live_rows is not None else live_row_count(storage, t.state_uri)
+                results += gone_results(
+                    t.key, t.database, t.table, t.checks & {ROW_COUNT, CHECKSUM}, lake_live
+                )
         changed = changed_keys(
             settings,
             info,
@@ -565,10 +572,13 @@ def verify_window(
                 "keys_changed_since_committed": len(changed[k].since),
             }
             cmp = _KeyedCompare.of(conn, storage, t, keyed[k], changed[k], type_options, base)
-            if ROW_COUNT in t.checks:
-                results.append(_window_row_count(cmp))
+            count = _window_row_count(cmp) if ROW_COUNT in t.checks else None
+            if count is not None:
+                results.append(count)
             if CHECKSUM in t.checks:
-                results.append(_window_checksum(cmp))
+                # a wrong count: the caller's full checks find (and repair) every differing key
+                counted = count is None or count.passed
+                results.append(_window_checksum(cmp, on_checksum_mismatch if counted else None))
         return results, rest
     finally:
         try:
@@ -652,42 +662,58 @@ def _window_row_count(c: _KeyedCompare) -> dg.AssetCheckResult:
     )
 
 
-def _window_checksum(c: _KeyedCompare) -> dg.AssetCheckResult:
+def _window_checksum(
+    c: _KeyedCompare,
+    on_mismatch: Callable[[TableSchema, list[tuple], list[tuple]], str] | None = None,
+) -> dg.AssetCheckResult:
     """``checksum_matches_source`` of a stream run: the rows of the keys the window changed (not
-    changed again since the committed position), lake against source."""
+    changed again since the committed position), lake against source. Differing keys go to
+    ``on_mismatch`` (the repair of exactly those keys); a window that left no key to compare
+    says so (:data:`.checks.NOT_COMPARED`) instead of passing."""
     ck = c.ck
     cmp_keys = {k: r for k, r in ck.window.items() if k not in ck.since}
+    if not cmp_keys:
+        why = (
+            f"every key the window changed ({ck.keys_changed}) changed again after the committed position"
+            if ck.keys_changed
+            else "the window changed no row of this table"
+        )
+        facts = {**c.base, "keys_changed": ck.keys_changed, "keys_compared": 0}
+        return not_compared_results(c.t.key, {CHECKSUM}, why, facts)[0]
     lake_rows = _lake_rows_for_keys(c.storage, c.t.state_uri, c.names, c.pk, cmp_keys, c.t.tail_files)
     src_rows = _source_rows_for_keys(
         c.conn, c.schema, c.conv, c.proj, lake=c.lake, keys=list(cmp_keys.values())
     )
     differing = sorted((k for k in cmp_keys if lake_rows.get(k) != src_rows.get(k)), key=repr)
     passed = not differing
-    return dg.AssetCheckResult(
-        asset_key=c.t.key,
-        check_name=CHECKSUM,
-        passed=passed,
-        metadata={
-            **c.base,
-            "scope": "keys changed by the window (stream run)",
-            "keys_changed": ck.keys_changed,
-            "keys_compared": len(cmp_keys),
-            "rows_compared": len(cmp_keys),
-            "columns_compared": c.names,
-            "differing_keys_sample": [str(k) for k in differing[:10]],
-            "explanation": (
-                "every row the window changed equals the source's row"
-                + (
-                    f" (the first {len(ck.window)} of {ck.keys_changed} changed keys compared)"
-                    if ck.keys_changed > len(ck.window)
-                    else ""
-                )
-                if passed
-                else f"{len(differing)} changed key(s) differ from the source: run the full "
-                "checks (Execute checks), which also queue a repair"
-            ),
-        },
-    )
+    md: dict[str, Any] = {
+        **c.base,
+        "scope": "keys changed by the window (stream run)",
+        "keys_changed": ck.keys_changed,
+        "keys_compared": len(cmp_keys),
+        "rows_compared": len(cmp_keys),
+        "columns_compared": c.names,
+        "differing_keys_sample": [str(k) for k in differing[:10]],
+        "explanation": (
+            "every row the window changed equals the source's row"
+            + (
+                f" (the first {len(ck.window)} of {ck.keys_changed} changed keys compared)"
+                if ck.keys_changed > len(ck.window)
+                else ""
+            )
+            if passed
+            else f"{len(differing)} changed key(s) differ from the source; the failure stays until "
+            + (
+                "their repair (repair) completes or a full check (Execute checks) passes"
+                if on_mismatch is not None
+                else "a full check (Execute checks, which queues their repair) passes"
+            )
+        ),
+    }
+    if differing and on_mismatch is not None:
+        lake_only = [k for k in differing if k in lake_rows and k not in src_rows]
+        md["repair"] = on_mismatch(c.schema, differing, lake_only)
+    return dg.AssetCheckResult(asset_key=c.t.key, check_name=CHECKSUM, passed=passed, metadata=md)
 
 
 def verification_failed_results(

@@ -421,3 +421,69 @@ def queue_checksum_repair(
         f"{len(differing)} key(s) differ from the source ({len(lake_only)} only in the lake). {outcome}."
     )
     return outcome
+
+
+#: The ``kind`` of a repair that re-reads rows a check found differing (not a change the binlog
+#: did not carry): the lake diverged for a reason nobody logged, and its checks stay failed
+#: until the repair completes (see :func:`queued_repairs`).
+DIVERGENCE_KIND = "checksum_mismatch"
+
+
+@dataclass(frozen=True)
+class QueuedRepair:
+    """A repair queued or in progress for one table, as an incremental snapshot state holds it.
+
+    Attributes:
+        table: ``db.table``.
+        snapshot_id: the incremental snapshot re-reading it.
+        reason: why (:meth:`BinlogGap.reason`, several joined by ``; ``).
+        what: the rows re-read (``rows where <filter>`` or ``the whole table``).
+        started: a chunk of it was read already.
+    """
+
+    table: str
+    snapshot_id: str
+    reason: str
+    what: str
+    started: bool
+
+    @property
+    def divergence(self) -> bool:
+        """The repair re-reads rows a check found differing (:data:`DIVERGENCE_KIND`)."""
+        return DIVERGENCE_KIND in self.reason
+
+    def describe(self) -> str:
+        """One line for people: the repair, what it re-reads and why."""
+        state = "in progress" if self.started else "queued"
+        return f"repair {self.snapshot_id} of {self.table} ({self.what}) {state}: {self.reason}"
+
+
+def queued_repairs(state: IncrementalState | dict | None) -> dict[str, QueuedRepair]:
+    """The repairs an incremental snapshot ``state`` (an :class:`.incremental.IncrementalState`
+    or its dict) still has to read, by ``db.table``: its tables that carry a repair ``reason``
+    (a plain incremental snapshot has none)."""
+    if isinstance(state, dict):
+        state = IncrementalState.from_dict(state)
+    if state is None:
+        return {}
+    return {
+        p.table: QueuedRepair(
+            table=p.table,
+            snapshot_id=state.snapshot_id,
+            reason=p.reason,
+            what=f"rows where {p.filter}" if p.filter else "the whole table",
+            started=p.chunks > 0 or p.last_key is not None,
+        )
+        for p in state.tables
+        if p.reason
+    }
+
+
+def completed_repairs(chunks: Sequence[dict] | None, state: IncrementalState | dict | None) -> set[str]:
+    """The tables (``db.table``) whose repair a stream run completed: it read repair chunks of
+    them (``chunks``: the run's ``WindowResult.chunks``, a ``repair`` entry on a repair's) and
+    the incremental snapshot ``state`` after the run no longer holds them."""
+    if isinstance(state, dict):
+        state = IncrementalState.from_dict(state)
+    still = {p.table for p in state.tables} if state is not None else set()
+    return {c["table"] for c in chunks or [] if c.get("repair") and c.get("table") not in still}

@@ -187,17 +187,27 @@ class WindowResult:
 
 
 def _combined(a: TableWriteResult, b: TableWriteResult) -> TableWriteResult:
-    """One table's two results in one window (parts, see :class:`_TableEvents`): counts added up,
-    ``b``'s commit outcomes (the newer)."""
+    """One table's two results in one window (parts, see :class:`_TableEvents`) or in two windows
+    of a following run: counts added up, ``b``'s commit outcomes (the newer), and the tail files
+    of both commits (``extra["tail_files"]``: the run's checks read the rows of every key the
+    run changed from them, not only the last commit's keys; dropped when one commit's files are
+    unknown, so the checks read the current state instead)."""
     by_op = dict(a.rows_by_op)
     for op, n in b.rows_by_op.items():
         by_op[op] = by_op.get(op, 0) + n
+    extra = dict(b.extra)
+    files_a, files_b = a.extra.get("tail_files"), b.extra.get("tail_files")
+    if files_a and files_b:
+        extra["tail_files"] = list(dict.fromkeys([*files_a, *files_b]))
+    else:
+        extra.pop("tail_files", None)
     return replace(
         b,
         rows=a.rows + b.rows,
         rows_by_op=by_op,
         seconds=a.seconds + b.seconds,
         spark_jobs=a.spark_jobs + b.spark_jobs,
+        extra=extra,
     )
 
 

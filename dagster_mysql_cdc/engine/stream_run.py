@@ -315,6 +315,11 @@ class StreamRun:
         )
         if result.blocking_tables:
             outcome.snapshots = self.blocking_snapshot(result)
+            for r in outcome.snapshots:  # its state was replaced: the window's count and tail
+                w = result.tables.get((r.schema.database, r.schema.table))  # files are stale
+                if w is not None:
+                    w.extra.pop("live_rows", None)
+                    w.extra.pop("tail_files", None)
         return outcome
 
     def read_window(
