@@ -20,8 +20,6 @@ The repair itself is the incremental snapshot the binlog sensor's next run reads
 :mod:`bench.repair_latency`); it is not run here.
 """
 
-from __future__ import annotations
-
 import argparse
 import os
 import statistics
@@ -30,7 +28,20 @@ import time
 
 import dagster as dg
 
-from ._common import TABLE_DDL, cpu_snapshot, insert_select, root_connect, scratch_database
+from dagster_mysql_cdc import CdcLakeResource, MySqlCdcResource, mysql_cdc_assets
+from dagster_mysql_cdc.dagster_integration.rotation import RotationState, build_verification_sensor
+
+from ._common import (
+    CDC_PASSWORD,
+    CDC_USER,
+    MYSQL_HOST,
+    MYSQL_PORT,
+    TABLE_DDL,
+    cpu_snapshot,
+    insert_select,
+    root_connect,
+    scratch_database,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,11 +50,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slice-rows", type=int, default=50_000, help="the sensor's rows per slice")
     ap.add_argument("--interval", type=float, default=30.0, help="the sensor's seconds between slices")
     args = ap.parse_args(argv)
-
-    from dagster_mysql_cdc import CdcLakeResource, MySqlCdcResource, mysql_cdc_assets
-    from dagster_mysql_cdc.dagster_integration.rotation import RotationState, build_verification_sensor
-
-    from ._common import CDC_PASSWORD, CDC_USER, MYSQL_HOST, MYSQL_PORT
 
     with scratch_database("rotation") as (conn, db):
         t0 = time.perf_counter()

@@ -312,10 +312,9 @@ def compare_range(
     if lake_schema is None:
         out.not_compared = "not captured yet"
         return out
-    lake_all = read_current(storage, state_uri, live=True)
-    conn, pos = _consistent_source(settings, info, committed.epoch)
+    plain = connect(settings, autocommit=True)
     try:
-        full = read_table_schemas(conn, [(database, table)]).get((database, table))
+        full = read_table_schemas(plain, [(database, table)]).get((database, table))
         if full is None:
             out.not_compared = "the table no longer exists on the source"
             return out
@@ -326,6 +325,29 @@ def compare_range(
         if not pk:
             out.not_compared = "no primary key (keyless tables are compared by the full checks)"
             return out
+        tbl = f"{quote_identifier(database)}.{quote_identifier(table)}"
+        order = ", ".join(quote_identifier(k) for k in pk)
+        bound = hi
+        if hi is None:  # the slice's last key: the rows-th key after ``lo`` (None: the table's end)
+            where, params = _key_where(pk, lo, None)
+            with plain.cursor() as cur:
+                cur.execute(
+                    f"SELECT {order} FROM {tbl} WHERE {where} ORDER BY {order} LIMIT 1 OFFSET {max(0, int(rows) - 1)}",
+                    params,
+                )
+                found = cur.fetchone()
+            bound = tuple(found) if found else None
+    finally:
+        plain.close()
+    # the lake's rows, read after ``committed`` and before the source's snapshot; with an integer
+    # key only the state files whose statistics overlap the range
+    bound_c = hi_converted if hi is not None else bound
+    key_range = None
+    if _int_keys(lo_converted, bound_c) and _int_keys(lo, bound):
+        key_range = (pk[0], lo_converted[0] if lo_converted else None, bound_c[0] if bound_c else None)
+    lake_all = read_current(storage, state_uri, live=True, key_range=key_range)
+    conn, pos = _consistent_source(settings, info, committed.epoch)
+    try:
         if (
             pos.sort_key() > committed.sort_key()
             and pos.file == committed.file
@@ -342,13 +364,10 @@ def compare_range(
         kidx = [names.index(k) for k in pk]
         src_kidx = [[c.name for c in schema.columns].index(k) for k in pk]
 
-        # the source's rows of the range
-        where, params = _key_where(pk, lo, hi)
-        order = ", ".join(quote_identifier(k) for k in pk)
+        # the source's rows of the range, in the consistent snapshot
+        where, params = _key_where(pk, lo, bound)
         cols = ", ".join(select_expression(c) for c in schema.columns)
-        tbl = f"{quote_identifier(database)}.{quote_identifier(table)}"
-        limit = "" if hi is not None else f" LIMIT {int(rows)}"
-        sql = f"SELECT {cols} FROM {tbl} WHERE {where} ORDER BY {order}{limit}"
+        sql = f"SELECT {cols} FROM {tbl} WHERE {where} ORDER BY {order}"
         raw: list = []
         deadline = time.monotonic() + seconds
         timed_out = False
@@ -366,16 +385,20 @@ def compare_range(
         finally:
             cur.close()
         out.rows = len(raw)
-        out.end = hi is None and not timed_out and len(raw) < rows
+        out.end = hi is None and bound is None and not timed_out
         structs = _struct_positions(lake_types, names)
         src = list(_hashable_rows(_converted_rows(conv, raw, [0], lake_types), structs)) if raw else []
         src_by_key = {tuple(r[i] for i in kidx): r for r in src}
-        if hi is None and raw:
+        if hi is not None:
+            out.hi, out.hi_converted = hi, hi_converted
+        elif raw:  # the range ends at the last row read (the bound, unless the read timed out)
             out.hi = tuple(raw[-1][i] for i in src_kidx)
             out.hi_converted = tuple(src[-1][i] for i in kidx)
-        elif hi is not None:
-            out.hi, out.hi_converted = hi, hi_converted
-        upper = None if out.end else out.hi_converted  # the range is open at the table's end
+        elif bound is not None and _int_keys(bound):
+            out.hi = out.hi_converted = bound
+        else:
+            out.end = True
+        upper = None if (out.end or (hi is None and bound is None and not timed_out)) else out.hi_converted
 
         touched = touched_keys(settings, info, schema, committed, pos, type_options, server_id)
         if SCHEMA_CHANGED in touched:
