@@ -66,8 +66,9 @@ from .checks import (
 
 log = logging.getLogger(__name__)
 
-#: Replica id offset of the rotation's binlog reads (checks +7, verification of windows +11).
-ROTATION_SERVER_ID_OFFSET = 13
+#: Replica id offset of the rotation's binlog reads (ranges +3, checks +7, window verification +11,
+#: the sensor's look-ahead +13, segment readers +101..+116).
+ROTATION_SERVER_ID_OFFSET = 17
 #: A range still differing after this many repairs is reported and no longer repaired.
 MAX_REPAIR_ATTEMPTS = 3
 #: Repairs and findings kept in the cursor (the newest).
