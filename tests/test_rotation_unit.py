@@ -82,3 +82,69 @@ def test_key_range_reads_only_the_state_files_that_may_hold_it(tmp_path):
     assert len(_files_in_range(dtable, files, ("id", None, None))) == 3
     open_end = read_current(storage, uri, live=True, with_tail=False, key_range=("id", 290, None))
     assert open_end is not None and sorted(open_end.column("id").to_pylist()) == list(range(290, 300))
+
+
+def _capture(committed_pos: int, incremental=None, stopped=()):
+    import dagster as dg
+
+    from dagster_mysql_cdc.dagster_integration.rotation import CaptureTables
+    from dagster_mysql_cdc.events import BinlogPosition
+
+    return CaptureTables(
+        tables={
+            "db.a": (dg.AssetKey(["s", "db", "a"]), "uri-a"),
+            "db.b": (dg.AssetKey(["s", "db", "b"]), "uri-b"),
+        },
+        committed=BinlogPosition("mysql-bin.000001", committed_pos),
+        incremental_state=incremental,
+        stopped=set(stopped),
+    )
+
+
+def test_tick_state_machine_confirms_before_repairing_and_waits_for_the_repair():
+    """The order of a tick's decisions, the comparisons given: a difference is compared again
+    before its repair is queued; the repair is awaited (the capture past its signal) before the
+    range is compared a third time; stopped tables are passed over."""
+    from dagster_mysql_cdc.dagster_integration.rotation import RangeResult, RotationOptions, verify_tick
+    from dagster_mysql_cdc.events import BinlogPosition
+    from dagster_mysql_cdc.source.schema import ColumnSchema, TableSchema
+
+    schema = TableSchema("db", "a", (ColumnSchema(name="id", data_type="int", position=1),), ("id",))
+    calls, repairs = [], []
+    answers = [
+        RangeResult(rows=10, hi=(10,), hi_converted=(10,)),  # a: 1..10 equal
+        RangeResult(rows=5, end=True, differing=[(12,)], schema=schema),  # a: the rest, 12 differs
+        RangeResult(rows=5, differing=[(12,)], schema=schema),  # the same range again: confirmed
+        RangeResult(rows=5, schema=schema),  # after the repair: equal
+    ]
+
+    def compare(**kw):
+        calls.append((kw["table"], kw["lo"], kw["hi"]))
+        return answers[len(calls) - 1]
+
+    def queue(schema, differing, lake_only, committed):
+        repairs.append(differing)
+        return "Repair queued: signal"
+
+    opts = RotationOptions(rows=10)
+    kw = dict(
+        compare=compare, queue_repair=queue, server_position=lambda: BinlogPosition("mysql-bin.000001", 500)
+    )
+    state = RotationState()
+    state, _, out = verify_tick(state, _capture(100, stopped=["db.b"]), options=opts, now=1.0, **kw)
+    assert out.startswith("db.a: 0 key(s) equal") and calls == [("a", None, None)]
+    state, _, out = verify_tick(state, _capture(100, stopped=["db.b"]), options=opts, now=2.0, **kw)
+    assert "compared again next tick" in out and "full pass done" in out
+    assert state.tables["db.a"].last_full_pass == 2.0 and state.suspect["table"] == "db.a"
+    state, _, out = verify_tick(state, _capture(100, stopped=["db.b"]), options=opts, now=3.0, **kw)
+    assert "confirmed differing" in out and repairs == [[(12,)]]
+    assert calls[-1] == ("a", (10,), None)  # the same range compared again
+    state, obs, out = verify_tick(state, _capture(400, stopped=["db.b"]), options=opts, now=4.0, **kw)
+    assert "waiting for the repair" in out and len(calls) == 3  # the capture is not past the signal
+    pending = {"snapshot_id": "x", "tables": [{"table": "db.a", "reason": "checksum_mismatch"}]}
+    state, _, out = verify_tick(state, _capture(600, pending), options=opts, now=5.0, **kw)
+    assert "waiting for the repair" in out and len(calls) == 3  # its incremental snapshot runs
+    state, _, out = verify_tick(state, _capture(700, stopped=["db.b"]), options=opts, now=6.0, **kw)
+    assert "repaired" in out and state.suspect is None and len(repairs) == 1
+    state, obs, out = verify_tick(state, _capture(700, stopped=["db.b"]), options=opts, now=7.0, **kw)
+    assert out == "db.b: not compared now: its capture is stopped" and len(calls) == 4
