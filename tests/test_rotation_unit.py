@@ -148,3 +148,41 @@ def test_tick_state_machine_confirms_before_repairing_and_waits_for_the_repair()
     assert "repaired" in out and state.suspect is None and len(repairs) == 1
     state, obs, out = verify_tick(state, _capture(700, stopped=["db.b"]), options=opts, now=7.0, **kw)
     assert out == "db.b: not compared now: its capture is stopped" and len(calls) == 4
+
+
+def test_status_reads_the_verification_sensors_cursor(tmp_path):
+    """``status`` of a binlog sensor prints the line of its verification sensor
+    (``<sensor>_verification``) when that sensor has state in the instance, and none without."""
+    import dagster as dg
+    from dagster._core.definitions.run_request import InstigatorType
+    from dagster._core.remote_origin import (
+        InProcessCodeLocationOrigin,
+        RemoteInstigatorOrigin,
+        RemoteRepositoryOrigin,
+    )
+    from dagster._core.scheduler.instigation import InstigatorState, InstigatorStatus, SensorInstigatorData
+    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+
+    from dagster_mysql_cdc.dagster_integration.status import read_status
+
+    location = InProcessCodeLocationOrigin(loadable_target_origin=LoadableTargetOrigin(python_file=__file__))
+    repo = RemoteRepositoryOrigin(location, "__repository__")
+
+    def add(instance, name: str, cursor: str) -> None:
+        instance.add_instigator_state(
+            InstigatorState(
+                RemoteInstigatorOrigin(repo, name),
+                InstigatorType.SENSOR,
+                InstigatorStatus.RUNNING,
+                SensorInstigatorData(cursor=cursor),
+            )
+        )
+
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        add(instance, "cap_binlog_sensor", "")
+        assert read_status(instance, "cap_binlog_sensor").verification is None
+        state = RotationState(tables={"db.t": TableRotation(rows_done=7)})
+        add(instance, "cap_binlog_sensor_verification", state.to_json())
+        status = read_status(instance, "cap_binlog_sensor")
+        assert status.verification == "verification: db.t first pass 7 rows"
+        assert status.verification in status.lines()
