@@ -29,8 +29,10 @@ the sensor's cursor (:class:`RotationState`); each tick reports an ``AssetObserv
 table it compared (``verification_last_full_pass``, ``verification_progress_pct``) and
 ``python -m dagster_mysql_cdc status`` prints one line of it (:func:`status_line`).
 
-Cost (docs/operations.md, "Rotating verification"): one indexed range read of ``rows`` rows per
-tick on the source; the lake's live rows of the table are read per tick on the Dagster side.
+Cost (docs/operations.md, "Rotating verification"): per tick, on the source, a probe for the
+slice's last key (``LIMIT 1 OFFSET rows-1`` on the primary key) and one indexed range read of
+``rows`` rows; on the Dagster side the state files whose key statistics overlap the slice (integer
+keys; the whole state otherwise), the tail, and the slice's rows decoded and compared.
 """
 
 from __future__ import annotations
