@@ -151,10 +151,12 @@ def test_yaml_component_builds_assets_sensor_and_resources():
     binlog = [s for s in ad.specs if BINLOG_METADATA_KEY in (s.metadata or {})]
     assert [s.key for s in binlog] == [dg.AssetKey([SERVER, "binlog"])]
 
-    (sensor,) = defs.sensors
+    sensor, verification = defs.sensors  # the binlog sensor and the rotating verification
     assert sensor.name == "dbserver1_cdc_binlog_sensor"
     assert sensor.minimum_interval_seconds == 15
     assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
+    assert verification.name == "dbserver1_cdc_binlog_sensor_verification"
+    assert verification.default_status == dg.DefaultSensorStatus.STOPPED
     assert sensor_targets(sensor, defs) == keys
 
     mysql, lake = defs.resources["mysql"], defs.resources["lake"]
@@ -218,11 +220,15 @@ def test_capture_options_reach_the_resource():
     ad = the_assets_def(defs)
     assert ad.node_def.name == "inventory_capture"
     assert ad.op.tags.get("team") == "data" and ad.op.pool == "mysql_snapshots"
-    (sensor,) = defs.sensors
+    sensor, verification = defs.sensors
     assert (sensor.name, sensor.default_status, sensor.minimum_interval_seconds) == (
         "inv_stream",
         dg.DefaultSensorStatus.RUNNING,
         5,
+    )
+    assert (verification.name, verification.default_status) == (
+        "inv_stream_verification",
+        dg.DefaultSensorStatus.RUNNING,
     )
 
 
@@ -323,7 +329,7 @@ def test_translation_overrides_apply_to_every_table_spec():
     assert binlog.group_name == "dbserver1_stream"
     assert binlog.kinds == {"mysql", "delta"}  # table translation does not touch the binlog asset
     # the sensor still targets everything, including the renamed binlog asset
-    (sensor,) = defs.sensors
+    sensor, _ = defs.sensors
     assert sensor_targets(sensor, defs) == keys
 
 
@@ -366,6 +372,8 @@ def test_two_servers_in_one_project():
             assert {s.name for s in defs.sensors} == {
                 "dbserver1_cdc_binlog_sensor",
                 "dbserver2_cdc_binlog_sensor",
+                "dbserver1_cdc_binlog_sensor_verification",
+                "dbserver2_cdc_binlog_sensor_verification",
             }
             assert {"mysql", "lake", "mysql_b", "lake_b"} <= set(defs.resources)
     assert dg.AssetKey(["dbserver2", "inventory", "orders"]) in keys
@@ -384,7 +392,7 @@ def test_unreachable_server_falls_back_to_listed_tables():
         dg.AssetKey([SERVER, "binlog"]),
     }
     assert "dagster/column_schema" not in spec_of(the_assets_def(defs), "orders").metadata
-    assert len(defs.sensors) == 1
+    assert len(defs.sensors) == 2  # the binlog sensor and the rotating verification
 
 
 def test_unreachable_server_without_tables_names_the_fix():
@@ -488,7 +496,10 @@ def test_dg_scaffold_defs_cli_into_a_project(tmp_path):
     listed = json.loads(run([dg_exe(), "list", "defs", "--json"], cwd=proj).stdout)
     keys = {a["asset_key"] for a in listed["assets"]}
     assert {f"{SERVER}/inventory/{t}" for t in INVENTORY_TABLES} | {f"{SERVER}/binlog"} <= keys
-    assert [s["name"] for s in listed["sensors"]] == ["dbserver1_cdc_binlog_sensor"]
+    assert [s["name"] for s in listed["sensors"]] == [
+        "dbserver1_cdc_binlog_sensor",
+        "dbserver1_cdc_binlog_sensor_verification",
+    ]
     assert {r["name"] for r in listed["resources"]} == {"mysql", "lake"}
 
 
@@ -514,7 +525,10 @@ def test_example_component_project_loads():
     assert keys == {f"{SERVER}/inventory/{t}" for t in INVENTORY_TABLES} | {f"{SERVER}/binlog"}
     groups = {a["asset_key"]: a["group_name"] for a in listed["assets"]}
     assert groups[f"{SERVER}/inventory/orders"] == "inventory"
-    assert [s["name"] for s in listed["sensors"]] == ["dbserver1_cdc_binlog_sensor"]
+    assert [s["name"] for s in listed["sensors"]] == [
+        "dbserver1_cdc_binlog_sensor",
+        "dbserver1_cdc_binlog_sensor_verification",
+    ]
     assert {r["name"] for r in listed["resources"]} == {"mysql", "lake"}
 
 

@@ -142,9 +142,13 @@ def test_yaml_builds_specs_from_the_listed_tables_without_a_server():
     assert all("dagster/column_schema" not in s.metadata for s in ad.specs)  # bare names
     assert [s.key for s in ad.specs if BINLOG_METADATA_KEY in s.metadata] == [dg.AssetKey([SERVER, "binlog"])]
     assert ad.check_specs  # the reconciliation checks are attached
-    (sensor,) = defs.sensors
+    sensor, verification = defs.sensors
     assert (sensor.name, sensor.minimum_interval_seconds) == ("unit1_cdc_binlog_sensor", 15)
     assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
+    assert (verification.name, verification.minimum_interval_seconds) == (
+        "unit1_cdc_binlog_sensor_verification",
+        30,
+    )
 
 
 def test_resource_sections_reach_the_resources_with_secrets_as_env_vars():

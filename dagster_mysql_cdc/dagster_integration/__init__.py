@@ -6,6 +6,7 @@ from .decorator import mysql_cdc_assets
 from .local import run_sensor_ticks
 from .partitions import build_pk_range_assets
 from .resources import DEFAULT_SPARK_CONFIG, SNAPSHOT_MODES, CdcLakeResource, MySqlCdcResource
+from .rotation import build_verification_sensor
 from .sensor import build_mysql_cdc_sensor
 from .translator import (
     DagsterMySqlCdcTranslator,
@@ -21,6 +22,7 @@ __all__ = [
     "StreamCursor",
     "build_mysql_cdc_sensor",
     "build_pk_range_assets",
+    "build_verification_sensor",
     "run_sensor_ticks",
     "CdcLakeResource",
     "DEFAULT_SPARK_CONFIG",

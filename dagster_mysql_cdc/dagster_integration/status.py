@@ -66,6 +66,8 @@ class CaptureStatus:
         stopped: the tables whose capture is stopped (the cursor's ``stopped``: since, error,
             attempts, next attempt; see :mod:`..engine.isolation`).
         signals_within: the seconds back in which skipped signals are reported.
+        verification: the rotating verification's line (:func:`.rotation.status_line`: per table
+            the time since its last full pass, a differing range), ``None`` without its sensor.
     """
 
     sensor: str
@@ -82,6 +84,7 @@ class CaptureStatus:
     cursor_error: str | None = None
     stopped: dict[str, dict] = field(default_factory=dict)
     signals_within: float = SKIPPED_SIGNALS_WITHIN
+    verification: str | None = None
 
     def lines(self) -> list[str]:
         """One short line per concern (offset and lag, the sensor's ticks, the last tick error,
@@ -114,6 +117,8 @@ class CaptureStatus:
         out.append(self._incremental_line())
         if self.health is not None:
             out.append(self._skipped_signals_line())
+        if self.verification is not None:
+            out.append(self.verification)
         return [first_line(line, 400) for line in out]
 
     def problems(self) -> list[str]:
@@ -400,4 +405,13 @@ def read_status(
             if last and top and len(last) == 1 and all(isinstance(v[0], int) for v in (last, top)) and top[0]:
                 prog["key_progress"] = f"{last[0]} of {top[0]} ({100 * last[0] / top[0]:.0f} %)"
             status.incremental = prog
+    if cursor_text is None:
+        from .rotation import status_line, verification_sensor_name
+
+        try:
+            rotation = find_sensor_cursor(instance, verification_sensor_name(sensor_name))
+        except LookupError:
+            rotation = None
+        else:
+            status.verification = status_line(rotation)
     return status

@@ -122,6 +122,7 @@ def _load(
     with_tail: bool,
     opened: tuple[Any, Any] | None = None,
     tail_only: Sequence[str] | None = None,
+    key_range: tuple[str, Any, Any] | None = None,
 ) -> _Parts | None:
     """Read what a current read needs once (see :func:`read_current` for the arguments;
     ``opened``: the ``(state, tail)`` Delta tables when the caller has just opened them;
@@ -156,6 +157,21 @@ def _load(
             col = t.column(key_cols[0])
             return pc.is_in(col, value_set=pa.array(firsts, col.type))
 
+    elif key_range is not None:
+        range_col, range_lo, range_hi = key_range
+
+        def row_filter(t: pa.Table):
+            col = t.column(range_col)
+            mask = (
+                pc.fill_null(pc.greater_equal(col, pa.scalar(range_lo, col.type)), True)
+                if range_lo is not None
+                else None
+            )
+            if range_hi is not None:
+                hi = pc.fill_null(pc.less_equal(col, pa.scalar(range_hi, col.type)), True)
+                mask = hi if mask is None else pc.and_(mask, hi)
+            return mask if mask is not None else pa.array([True] * t.num_rows)
+
     if tail_only is not None:
         tail_files = list(tail_only)
     else:
@@ -168,7 +184,11 @@ def _load(
     state_files = None
     if state_dt is not None and tail_only is None:
         files = pa.table(state_dt.get_add_actions(flatten=True)).column("path").to_pylist()
-        if tail_files and keys is None and not keyless:  # resolved file by file (see _Parts)
+        if key_range is not None and not keyless:
+            files = _files_in_range(state_dt, files, key_range)
+        if (
+            tail_files and keys is None and key_range is None and not keyless
+        ):  # resolved file by file (see _Parts)
             state_files = read_file_parts(storage, paths.state, files, subset(st_schema))
         else:
             state = read_files(storage, paths.state, files, subset(st_schema), row_filter=row_filter)
@@ -182,6 +202,26 @@ def _load(
     return _Parts(state, tail, key, keyless, schema, key_set if keys is not None else set(), state_files)
 
 
+def _files_in_range(state_dt: Any, files: list[str], key_range: tuple[str, Any, Any]) -> list[str]:
+    """The data files of ``files`` whose Delta statistics (min/max of ``key_range``'s column) may
+    hold a value in ``[lo, hi]`` (either bound ``None``: open); a file without them is kept."""
+    col, lo, hi = key_range
+    try:
+        actions = pa.table(state_dt.get_add_actions(flatten=True))
+        mins, maxs = actions.column(f"min.{col}").to_pylist(), actions.column(f"max.{col}").to_pylist()
+    except (KeyError, ValueError, pa.ArrowException):
+        return files
+    stats = dict(zip(actions.column("path").to_pylist(), zip(mins, maxs)))
+    out = []
+    for f in files:
+        fmin, fmax = stats.get(f, (None, None))
+        if fmin is None or fmax is None:
+            out.append(f)
+        elif (hi is None or fmin <= hi) and (lo is None or fmax >= lo):
+            out.append(f)
+    return out
+
+
 def read_current(
     storage: StorageSettings,
     paths: TablePaths | str,
@@ -190,6 +230,7 @@ def read_current(
     columns: Sequence[str] | None = None,
     keys: tuple[Sequence[str], Iterable[tuple]] | None = None,
     with_tail: bool = True,
+    key_range: tuple[str, Any, Any] | None = None,
 ) -> pa.Table | None:
     """The current state of one table (Arrow): the compacted state with the tail applied.
 
@@ -201,6 +242,9 @@ def read_current(
         keys: ``(key columns, key tuples)``: only the rows of these keys (the state is read with
             a filter on the first key column; the tail, small, whole).
         with_tail: ``False``: the compacted state alone (what a plain Delta reader sees).
+        key_range: ``(column, lo, hi)``: only the compacted state's rows with ``lo <= column <= hi``
+            (either bound ``None``: open; files pruned by their Delta statistics), the tail whole:
+            the caller keeps the rows of the range it wants (tail rows outside it are returned).
 
     Returns:
         the rows (one per key; a keyless table one per distinct value with ``__count``), or
@@ -208,7 +252,7 @@ def read_current(
     """
     if isinstance(paths, str):
         paths = TablePaths(changelog="", state=paths)
-    parts = _load(storage, paths, columns=columns, keys=keys, with_tail=with_tail)
+    parts = _load(storage, paths, columns=columns, keys=keys, with_tail=with_tail, key_range=key_range)
     out = parts.resolved() if parts is not None else None
     if out is None:
         return None
