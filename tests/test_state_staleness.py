@@ -110,10 +110,17 @@ def test_a_quiet_tables_state_is_compacted_by_the_next_window_of_another_table(l
 
 @pytest.mark.integration
 @pytest.mark.spark
-def test_an_idle_captures_stale_state_is_compacted_by_an_empty_window(local_storage):
+def test_an_idle_captures_stale_state_is_compacted_by_an_empty_window(local_storage, spark_lake_options):
+    """... here by Spark tasks (``state_compact_in_process_rows=0``), on each Spark flavour."""
     with scratch_database("stale") as (db, conn):
         _setup(conn, db)
-        cdc = SensorDriven(capture_resource(db), local_storage.base_uri, state_compact_max_age_seconds=BOUND)
+        cdc = SensorDriven(
+            capture_resource(db),
+            local_storage.base_uri,
+            state_compact_max_age_seconds=BOUND,
+            state_compact_in_process_rows=0,
+            **spark_lake_options,
+        )
         assert all(r.success for r in cdc.ticks().runs)  # the snapshot
         _write_quiet_tables_once(conn, db)
         assert all(r.success for r in cdc.ticks().runs)
@@ -129,6 +136,12 @@ def test_an_idle_captures_stale_state_is_compacted_by_an_empty_window(local_stor
         for table in ("quiet", "bag", "busy"):
             assert _plain_state(local_storage, db, table) == _source(conn, db, table), table
         assert _stale_entries(cdc) == {}
+        observed = [
+            e.event_specific_data.asset_observation.metadata
+            for e in run.all_events
+            if e.event_type_value == "ASSET_OBSERVATION" and e.asset_key.path[-1] == "quiet"
+        ]
+        assert [md["compaction"].value["mode"] for md in observed] == ["spark"]
         # and then nothing more to do: no run while nothing changes
         assert cdc.ticks().runs == []
 

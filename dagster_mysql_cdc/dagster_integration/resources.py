@@ -1021,7 +1021,12 @@ class MySqlCdcResource(dg.ConfigurableResource):
         report["tail_files"] = outcome.tail_files
         if on_committed is not None:
             on_committed(reached, report)
-        state_due = self._compact_stale(context, writer, compact_tag(tags), result.tables)
+        try:
+            stale = compact_tag(tags)
+        except ConfigurationError as e:  # the window is committed: a bad tag only skips this upkeep
+            context.log.warning(str(e))
+            stale = []
+        state_due = self._compact_stale(context, writer, stale, result.tables)
         for r in outcome.snapshots:  # a blocking snapshot: the tables the window did not change
             key = keys_by_table.get((r.schema.database, r.schema.table))
             if key is not None and (r.schema.database, r.schema.table) not in result.tables:

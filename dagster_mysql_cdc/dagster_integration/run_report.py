@@ -15,6 +15,7 @@ run.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
@@ -199,7 +200,7 @@ def state_due_report(
     out: dict[str, float | None] = {}
     for (db, table), comp in compactions.items():
         due = state_due_at(comp, bound_seconds, now)
-        out[f"{db}.{table}"] = None if due is None else round(due, 3)
+        out[f"{db}.{table}"] = None if due is None else float(math.ceil(due))  # whole seconds: a small cursor
     return out
 
 
