@@ -60,7 +60,7 @@ STOPPED_TAG = "dagster_mysql_cdc/stopped_tables"
 #: Runs report each table's next due time in the binlog asset's ``state_due`` metadata.
 COMPACT_TAG = "dagster_mysql_cdc/compact_state"
 #: The most tables one run compacts for :data:`COMPACT_TAG` (the others wait for the next run).
-COMPACT_PER_RUN = 16
+COMPACT_PER_RUN = 64
 #: The capture a run belongs to (:func:`capture_id`: the sensor, its binlog asset and the
 #: resource's table selection). Several captures of one server in one Dagster instance request
 #: windows with the same bounds; the sensor counts a run as its own only with its capture's id
