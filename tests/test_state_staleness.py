@@ -171,3 +171,15 @@ def test_a_tables_state_is_due_one_bound_after_its_oldest_uncompacted_change():
     # a failed or skipped compaction is tried again one bound later, not at every tick
     assert state_due_at({"error": "x", "pending": pending}, 900, now=1500) == 2400.0
     assert state_due_at({"skipped": "another writer"}, 900, now=1500) == 2400.0
+
+
+def test_the_status_shows_how_many_states_lack_changes_and_the_longest_overdue():
+    from dagster_mysql_cdc.dagster_integration.status import CaptureStatus
+
+    st = CaptureStatus("s", None, state_due={"d.a": 1100.0, "d.b": 900.0})
+    assert st._state_line(now=1000.0) == (
+        "state: 2 table(s) with changes not compacted into `state` yet, 1 due (the longest for 100 s: d.b)"
+    )
+    assert st._state_line(now=800.0).endswith(", the next due in 100 s")
+    assert any(line.startswith("state: 2 table(s)") for line in st.lines())
+    assert not any(line.startswith("state:") for line in CaptureStatus("s", None).lines())

@@ -66,6 +66,8 @@ class CaptureStatus:
         stopped: the tables whose capture is stopped (the cursor's ``stopped``: since, error,
             attempts, next attempt; see :mod:`..engine.isolation`).
         signals_within: the seconds back in which skipped signals are reported.
+        state_due: the tables whose compacted ``state`` lacks changes, with when it is due for a
+            compaction by age (the cursor's ``state_due``, epoch seconds).
     """
 
     sensor: str
@@ -82,6 +84,7 @@ class CaptureStatus:
     cursor_error: str | None = None
     stopped: dict[str, dict] = field(default_factory=dict)
     signals_within: float = SKIPPED_SIGNALS_WITHIN
+    state_due: dict[str, float] = field(default_factory=dict)
 
     def lines(self) -> list[str]:
         """One short line per concern (offset and lag, the sensor's ticks, the last tick error,
@@ -112,6 +115,8 @@ class CaptureStatus:
         else:
             out.append("in flight: none")
         out.append(self._incremental_line())
+        if self.state_due:
+            out.append(self._state_line())
         if self.health is not None:
             out.append(self._skipped_signals_line())
         return [first_line(line, 400) for line in out]
@@ -212,6 +217,15 @@ class CaptureStatus:
             + (" [paused]" if inc["paused"] else "")
             + why
         )
+
+    def _state_line(self, now: float | None = None) -> str:
+        """How many tables' ``state`` lacks changes, and the longest overdue compaction."""
+        now = time.time() if now is None else now
+        due = sorted((t, n) for n, t in self.state_due.items() if t <= now)
+        line = f"state: {len(self.state_due)} table(s) with changes not compacted into `state` yet"
+        if not due:
+            return line + f", the next due in {min(self.state_due.values()) - now:.0f} s"
+        return line + f", {len(due)} due (the longest for {now - due[0][0]:.0f} s: {due[0][1]})"
 
     def line(self) -> str:
         """The :meth:`verdict`, then all :meth:`lines`, one per line."""
@@ -354,6 +368,7 @@ def read_status(
         committed=str(cur.committed) if cur.committed else None,
         last_error=cur.last_error,
         stopped=dict(cur.stopped or {}),
+        state_due=dict(cur.state_due or {}),
         cursor_error=cursor_error,
         signals_within=signals_within,
     )
