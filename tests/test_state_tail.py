@@ -541,3 +541,30 @@ def test_keyless_counts_never_go_below_zero_on_every_path(spark, storage):
     expect[(1, "a")] = 1
     assert multiset(read_current(storage, p)) == expect == spark_multiset()
     assert res.extra["live_rows"] == 3
+
+
+def test_a_current_read_that_a_compaction_interleaves_loses_no_change(spark, local_storage, monkeypatch):
+    """A current read opens the tail, then the state: a compaction that commits between the two
+    opens leaves its rows in both (applied again harmlessly). Opened the other way round, the
+    read got the state before the compaction and the tail after it, without the tail's changes."""
+    import dagster_mysql_cdc.sink.read as read_mod
+
+    w = LakeWriter(spark, local_storage, "srv", compaction=CompactionPolicy(max_tail_age_seconds=0))
+    p = w.paths("db", "t")
+    at = BinlogPosition("b.000001", 100)
+    write(w, window([("r", None, (i, f"v{i}")) for i in range(1, 4)], "b.000001", 100), at, snapshot=at)
+    compact_table(w, p, ["id"], force=True)
+    write(w, window([("u", (1, "v1"), (1, "new"))], "b.000002", 4), BinlogPosition("b.000002", 4))
+    expect = {1: "new", 2: "v2", 3: "v3"}
+    opened = []
+    real_open = read_mod.open_table
+
+    def open_then_compact(storage, uri):
+        if len(opened) == 1:  # between the read's two opens
+            assert compact_table(w, p, ["id"], force=True)["mode"] == "in_process"
+        opened.append(uri)
+        return real_open(storage, uri)
+
+    monkeypatch.setattr(read_mod, "open_table", open_then_compact)
+    assert live(read_current(local_storage, p)) == expect
+    assert len(opened) == 2

@@ -12,8 +12,9 @@ The cursor is small JSON kept by Dagster for the sensor::
      "incremental": {"snapshot_id", "tables": [{"table", "last_key", "max_key", "chunks", ...}],
                      "paused", "chunk_seq", "done"} | null,
      "retry_at": 1764150000.0,                    (only while a failed window waits for its retry)
-     "stopped": {"db.table": {"since": {...}, "error", "attempts", "retry_at", "stopped_at"}}}
+     "stopped": {"db.table": {"since": {...}, "error", "attempts", "retry_at", "stopped_at"}},
                                                   (only while a table's capture is stopped)
+     "state_due": {"db.table": 1764150900.0}}     (only while a table's state lacks changes)
 
 ``committed`` is the replication offset: everything before it is durably in the lake. It only
 moves when the run that wrote a window (or the snapshot) has succeeded (the design's exactly-once
@@ -34,6 +35,13 @@ failover (see :mod:`dagster_mysql_cdc.source.failover`).
 the others went on: :mod:`dagster_mysql_cdc.engine.isolation`): each with the position its capture
 stopped at, everything before which is in the lake. Windows leave them out; a run catches a table
 up from there when its backoff is due, or at once after the table is snapshotted again.
+
+``state_due`` holds, per table whose compacted ``state`` lacks changes its runs wrote (its
+``state_tail`` is not empty), when that ``state`` is due for a compaction by age (epoch seconds:
+the tail's oldest change plus ``state_compact_max_age_seconds``), as the runs report it (the binlog
+asset's ``state_due`` metadata). The tables that are due are compacted by the next window's run
+(:data:`.protocol.COMPACT_TAG`), or by an empty window when the capture is idle, so a quiet
+table's ``state`` is never left behind until its next write. No tick opens a Delta log for it.
 """
 
 from __future__ import annotations
@@ -108,6 +116,30 @@ class StreamCursor:
     retry_at: float | None = None  # epoch seconds: the failed run of `inflight` is retried then (backoff)
     #: tables whose capture stopped (``"db.table"``: :meth:`..engine.isolation.StoppedTable.to_dict`)
     stopped: dict[str, dict] | None = None
+    #: ``"db.table"`` -> epoch seconds its ``state`` is due for a compaction by age (module docs)
+    state_due: dict[str, float] | None = None
+
+    def due_states(self, now: float | None = None, limit: int | None = None) -> list[str]:
+        """The tables whose ``state`` is due for a compaction at ``now`` (default: the time),
+        the longest due first, at most ``limit``."""
+        import time
+
+        now = time.time() if now is None else now
+        due = sorted((t, n) for n, t in (self.state_due or {}).items() if t <= now)
+        return [n for _, n in due][:limit]
+
+    def with_state_due(self, reported: dict | None) -> StreamCursor:
+        """The cursor with a run's reported ``state_due`` (``{"db.table": seconds | None}``;
+        ``None``: that table's state holds every change) merged in."""
+        if not reported:
+            return self
+        due = dict(self.state_due or {})
+        for name, at in reported.items():
+            if at is None:
+                due.pop(name, None)
+            else:
+                due[name] = float(at)
+        return replace(self, state_due=due or None)
 
     def stopped_tables(self) -> dict[str, StoppedTable]:
         """The stopped tables (``"db.table"`` -> :class:`~..engine.isolation.StoppedTable`)."""
@@ -129,6 +161,7 @@ class StreamCursor:
                 "server": self.server,
                 **({"retry_at": self.retry_at} if self.retry_at is not None else {}),
                 **({"stopped": self.stopped} if self.stopped else {}),
+                **({"state_due": self.state_due} if self.state_due else {}),
             },
             sort_keys=True,
         )
@@ -162,6 +195,7 @@ class StreamCursor:
                 retry_at=float(d["retry_at"]) if d.get("retry_at") is not None else None,
                 stopped={n: StoppedTable.from_dict(v).to_dict() for n, v in (d.get("stopped") or {}).items()}
                 or None,
+                state_due={str(n): float(t) for n, t in (d.get("state_due") or {}).items()} or None,
             )
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptCursorError(
@@ -246,15 +280,18 @@ def plan_stream_window(
     *,
     snapshot_mode: str,
     retention_margin_files: int = 1,
+    now: float | None = None,
 ) -> Plan:
     """Decide the next step when no run is in flight.
 
     - no committed offset: request the initial snapshot (``never``: start at the oldest binlog);
     - ``initial_only`` after the snapshot: nothing to do;
     - committed file purged: request a snapshot for ``when_needed``, else raise;
-    - caught up: skip; otherwise request ``[committed, end)`` where ``end`` is the server's
-      current position, or the end of the committed file when the server has moved on to a newer
-      file (one window never spans files, which bounds its size by ``max_binlog_size``).
+    - caught up: skip (an empty window when a stopped table's retry or a table's ``state``
+      compaction is due at ``now``, default the time); otherwise request ``[committed, end)``
+      where ``end`` is the server's current position, or the end of the committed file when the
+      server has moved on to a newer file (one window never spans files, which bounds its size
+      by ``max_binlog_size``).
 
     Raises:
         ConfigurationError: the committed binlog file was purged and ``snapshot_mode`` is not
@@ -332,6 +369,14 @@ def plan_stream_window(
     ):
         # a stopped table's retry is due on an idle source: an empty window that only catches
         # it up (engine/isolation.py; without it, the catch-up would wait for the next change)
+        return Plan(
+            replace(cursor, committed=committed),
+            request=InFlight("stream", empty_window_key(committed), 1, committed, committed),
+            warnings=tuple(warnings),
+        )
+    if committed.sort_key() >= server.current.sort_key() and cursor.due_states(now):
+        # a quiet table's state is older than its bound on an idle source: an empty window that
+        # only compacts it (its run gets the due tables in its tags, see .sensor._request)
         return Plan(
             replace(cursor, committed=committed),
             request=InFlight("stream", empty_window_key(committed), 1, committed, committed),

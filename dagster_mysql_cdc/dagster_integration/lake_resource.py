@@ -98,7 +98,9 @@ class CdcLakeResource(dg.ConfigurableResource):
     state_compact_max_age_seconds: float = Field(
         default=900.0,
         description="Compact when the oldest change in the tail is older than this (how far behind "
-        "the change log a plain reader of `state` may be); 0 = only by size.",
+        "the change log a plain reader of `state` may be, plus a sensor tick and a run; a table no "
+        "window writes any more is compacted by the capture's next window, or by an empty window "
+        "when it is idle); 0 = only by size.",
     )
     state_compact_in_process_rows: int = Field(
         default=2_000_000,

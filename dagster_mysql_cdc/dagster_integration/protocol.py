@@ -54,6 +54,13 @@ TABLE_CHECKS_TAG = "dagster_mysql_cdc/table_checks"
 #: JSON ``{"db.table": {"since", "error", "catch_up"}}``: the stopped tables a window run leaves
 #: out, and those (``catch_up: true``) it tries to catch up first (engine/isolation.py).
 STOPPED_TAG = "dagster_mysql_cdc/stopped_tables"
+#: JSON ``["db.table", ...]``: tables whose compacted ``state`` is older than the bound
+#: (``state_compact_max_age_seconds``) and that no window wrote since: the stream run compacts them
+#: after its window (at most :data:`COMPACT_PER_RUN`; an empty window when the capture is idle).
+#: Runs report each table's next due time in the binlog asset's ``state_due`` metadata.
+COMPACT_TAG = "dagster_mysql_cdc/compact_state"
+#: The most tables one run compacts for :data:`COMPACT_TAG` (the others wait for the next run).
+COMPACT_PER_RUN = 64
 #: The capture a run belongs to (:func:`capture_id`: the sensor, its binlog asset and the
 #: resource's table selection). Several captures of one server in one Dagster instance request
 #: windows with the same bounds; the sensor counts a run as its own only with its capture's id

@@ -56,12 +56,22 @@ from .run_report import (
     range_resnapshot_result,
     snapshot_binlog_metadata,
     snapshot_metadata,
+    state_behind_metadata,
+    state_due_report,
     stream_metadata,
     table_results,
     window_lag_metadata,
 )
 from .run_report import state_tail_metadata as state_tail_metadata  # re-exported (was defined here)
-from .run_tags import identity_tag, incremental_tag, last_committed, record_progress, stopped_tag, window_tags
+from .run_tags import (
+    compact_tag,
+    identity_tag,
+    incremental_tag,
+    last_committed,
+    record_progress,
+    stopped_tag,
+    window_tags,
+)
 from .selection import follow_planner
 from .translator import table_asset_key, table_of_spec
 
@@ -924,6 +934,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             f"(snapshot_mode={mode}, {reader}) into {lake.base_uri}"
         )
         last = None
+        written: dict[tuple[str, str], dict] = {}
         for r in snapshot_tables(
             self.connection_settings(),
             tables,
@@ -938,6 +949,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
             log=context.log,
         ):
             last = r
+            written[(r.schema.database, r.schema.table)] = r.write.extra.get("compaction") or {}
             key = keys_by_table.get((r.schema.database, r.schema.table))
             if key is not None:
                 yield dg.MaterializeResult(asset_key=key, metadata=snapshot_metadata(r))
@@ -946,7 +958,12 @@ class MySqlCdcResource(dg.ConfigurableResource):
         if binlog_key is not None and last is not None:
             yield dg.MaterializeResult(
                 asset_key=binlog_key,
-                metadata=snapshot_binlog_metadata(last.position, tables, history.uri),
+                metadata={
+                    **snapshot_binlog_metadata(last.position, tables, history.uri),
+                    "state_due": dg.MetadataValue.json(
+                        state_due_report(written, lake.state_compact_max_age_seconds)
+                    ),
+                },
             )
         return last.position if last is not None else None
 
@@ -1019,6 +1036,12 @@ class MySqlCdcResource(dg.ConfigurableResource):
         report["snapshotted"] = [r.schema.qualified_name for r in outcome.snapshots]
         if on_committed is not None:
             on_committed(reached, report)
+        try:
+            stale = compact_tag(tags)
+        except ConfigurationError as e:  # the window is committed: a bad tag only skips this upkeep
+            context.log.warning(str(e))
+            stale = []
+        state_due = self._compact_stale(context, writer, stale, result.tables)
         for r in outcome.snapshots:  # a blocking snapshot: the tables the window did not change
             key = keys_by_table.get((r.schema.database, r.schema.table))
             if key is not None and (r.schema.database, r.schema.table) not in result.tables:
@@ -1043,9 +1066,58 @@ class MySqlCdcResource(dg.ConfigurableResource):
                         result, start, reached, lag, outcome.follow_windows, writer.spark_seconds
                     ),
                     "stopped_tables": dg.MetadataValue.json(outcome.stopped),
+                    "state_due": dg.MetadataValue.json(state_due),
                 },
             )
         return reached
+
+    def _compact_stale(
+        self,
+        context: dg.AssetExecutionContext,
+        writer: Any,
+        stale: list[tuple[str, str]],
+        written: dict[tuple[str, str], Any],
+    ) -> dict[str, float | None]:
+        """After a window: compact the ``state`` of the ``stale`` tables the sensor named
+        (:data:`.protocol.COMPACT_TAG`: their oldest uncompacted change is older than
+        ``state_compact_max_age_seconds``) that the window did not write, at most
+        :data:`.protocol.COMPACT_PER_RUN`; each gets an ``AssetObservation`` with how far
+        behind its ``state`` is (``state_behind_seconds``, 0 once compacted). A compaction that
+        fails is logged and reported, never raised (the window is committed).
+
+        Returns:
+            the binlog asset's ``state_due`` metadata (:func:`.run_report.state_due_report`) of
+            the tables the window wrote and those compacted here.
+        """
+        from .protocol import COMPACT_PER_RUN
+
+        bound = float(writer.compaction.max_tail_age_seconds)
+        todo = [t for t in dict.fromkeys(stale) if t not in written][:COMPACT_PER_RUN]
+        done: dict[tuple[str, str], dict] = {}
+        if todo and bound > 0:
+            keys = {
+                table_of_spec(spec): spec.key
+                for spec in context.assets_def.specs
+                if TABLE_METADATA_KEY in (spec.metadata or {})
+            }
+            context.log.info(
+                f"compacting the state of {len(todo)} table(s) no window wrote for "
+                f"{bound:g} s or more: {', '.join(f'{d}.{t}' for d, t in todo)}"
+            )
+            done = writer.compact_stale(todo)
+            for (db, table), comp in done.items():
+                key = keys.get((db, table))
+                if key is not None:
+                    context.log_event(
+                        dg.AssetObservation(
+                            asset_key=key,
+                            metadata=state_behind_metadata(comp, writer.paths(db, table).tail),
+                        )
+                    )
+        else:
+            done = {t: {} for t in todo}  # the bound is off: nothing to keep due
+        compactions = {k: w.extra.get("compaction") or {} for k, w in written.items()}
+        return state_due_report({**compactions, **done}, bound)
 
 
 __all__ = [

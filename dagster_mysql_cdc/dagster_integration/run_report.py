@@ -15,6 +15,7 @@ run.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
@@ -155,9 +156,20 @@ def state_tail_metadata(w: TableWriteResult) -> dict[str, Any]:
     pending rows, how far behind the change log the compacted ``state`` table is (``state_as_of``:
     the newest change it holds; ``state_behind_seconds``: age of the oldest change it lacks, 0 when
     the tail is empty), and what a compaction or vacuum in this run did."""
-    comp = dict(w.extra.get("compaction") or {})
+    md = state_behind_metadata(w.extra.get("compaction") or {}, w.paths.tail)
+    if w.extra.get("vacuum"):
+        md["vacuum"] = dg.MetadataValue.json(w.extra["vacuum"])
+    return md
+
+
+def state_behind_metadata(compaction: dict[str, Any], tail_uri: str) -> dict[str, Any]:
+    """How far behind the change log a table's compacted ``state`` is after a compaction (or
+    none) returned ``compaction`` (:meth:`~dagster_mysql_cdc.sink.lake.LakeWriter.compact_if_due`):
+    ``state_tail_uri``, ``state_tail_rows``, ``state_behind_seconds`` (0 when compacted),
+    ``state_as_of`` and ``compaction`` (see :func:`state_tail_metadata`)."""
+    comp = dict(compaction)
     pending = comp.pop("pending", None)
-    md: dict[str, Any] = {"state_tail_uri": dg.MetadataValue.path(w.paths.tail)}
+    md: dict[str, Any] = {"state_tail_uri": dg.MetadataValue.path(tail_uri)}
     if pending is not None:
         md["state_tail_rows"] = dg.MetadataValue.int(pending.tail_rows)
         if pending.tail_oldest_ms is not None:
@@ -170,9 +182,26 @@ def state_tail_metadata(w: TableWriteResult) -> dict[str, Any]:
         md["state_as_of"] = dg.MetadataValue.text(str(comp["state_as_of"]))
     if comp:
         md["compaction"] = dg.MetadataValue.json({k: v for k, v in comp.items() if k != "state_as_of"})
-    if w.extra.get("vacuum"):
-        md["vacuum"] = dg.MetadataValue.json(w.extra["vacuum"])
     return md
+
+
+def state_due_report(
+    compactions: dict[tuple[str, str], dict[str, Any]], bound_seconds: float
+) -> dict[str, float | None]:
+    """The binlog asset's ``state_due`` metadata of a run: per table it wrote or compacted
+    (``compactions``: ``(database, table)`` -> what :meth:`~dagster_mysql_cdc.sink.lake.LakeWriter.compact_if_due`
+    returned), when its ``state`` is next due for a compaction by age (epoch seconds,
+    :func:`~dagster_mysql_cdc.sink.compaction.state_due_at`; ``None``: nothing pending). The
+    binlog sensor keeps these in its cursor and has the due tables compacted by the next run
+    (:data:`.protocol.COMPACT_TAG`), so no tick opens a table's Delta log to find them."""
+    from ..sink.compaction import state_due_at
+
+    now = time.time()
+    out: dict[str, float | None] = {}
+    for (db, table), comp in compactions.items():
+        due = state_due_at(comp, bound_seconds, now)
+        out[f"{db}.{table}"] = None if due is None else float(math.ceil(due))  # whole seconds: a small cursor
+    return out
 
 
 def snapshot_metadata(r: SnapshotTableResult) -> dict[str, Any]:

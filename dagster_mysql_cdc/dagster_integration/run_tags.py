@@ -20,6 +20,7 @@ from ..errors import ConfigurationError
 from ..events import BinlogPosition
 from ..source.failover import ServerIdentity
 from .protocol import (
+    COMPACT_TAG,
     IDENTITY_TAG,
     INCREMENTAL_TAG,
     MODE_TAG,
@@ -77,6 +78,27 @@ def stopped_tag(tags: Any) -> dict[str, dict]:
         return out
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise ConfigurationError(f"Run tag {STOPPED_TAG} is not valid ({e}): {raw[:200]!r}") from None
+
+
+def compact_tag(tags: Any) -> list[tuple[str, str]]:
+    """The ``(database, table)`` s whose stale ``state`` a stream run compacts after its window
+    (:data:`COMPACT_TAG`; ``[]``: none).
+
+    Raises:
+        ConfigurationError: the tag is not valid.
+    """
+    raw = tags.get(COMPACT_TAG)
+    if not raw:
+        return []
+    try:
+        names = json.loads(raw)
+        out = []
+        for n in names:
+            db, table = str(n).split(".", 1)
+            out.append((db, table))
+        return out
+    except (ValueError, TypeError) as e:
+        raise ConfigurationError(f"Run tag {COMPACT_TAG} is not valid ({e}): {raw[:200]!r}") from None
 
 
 def incremental_tag(tags: Any) -> IncrementalState | None:

@@ -67,6 +67,8 @@ from .heartbeat import idle_heartbeat, table_heartbeats
 from .liveness import dead_worker_reason, mark_dead
 from .protocol import (
     CAPTURE_TAG,
+    COMPACT_PER_RUN,
+    COMPACT_TAG,
     EPOCH_TAG,
     IDENTITY_TAG,
     INCREMENTAL_TAG,
@@ -237,6 +239,7 @@ def _request(
     binlog_key: dg.AssetKey | None = None,
     logged_above: int | None = None,
     capture: str | None = None,
+    compact: Sequence[str] = (),
 ) -> dg.RunRequest:
     """The run request of a window or snapshot. Stream windows select, with ``select``
     (:func:`.selection.window_selection`), the tables the window changed with all their checks
@@ -253,7 +256,11 @@ def _request(
     (``planned_checks_max_tables``, :data:`.protocol.TABLE_CHECKS_TAG`).
 
     ``capture``: the capture's id (:data:`.protocol.CAPTURE_TAG`); the one of the run key wins
-    (a window requested before the capture's selection changed keeps its id)."""
+    (a window requested before the capture's selection changed keeps its id).
+
+    ``compact``: the tables whose ``state`` is due for a compaction by age
+    (:meth:`.cursor.StreamCursor.due_states`): a window's run compacts them after its window
+    (:data:`.protocol.COMPACT_TAG`)."""
     tags = {REQUEST_TAG: inflight.run_key}
     if server:
         tags[SERVER_TAG] = server
@@ -271,6 +278,8 @@ def _request(
         )
         if incremental:
             tags[INCREMENTAL_TAG] = json.dumps(incremental, separators=(",", ":"))
+        if compact:
+            tags[COMPACT_TAG] = json.dumps(list(compact), separators=(",", ":"))
         due: dict[str, bool] = {n: st.due(now) for n, st in (stopped or {}).items()}
         if stopped:
             tags[STOPPED_TAG] = json.dumps(
@@ -429,6 +438,7 @@ class _Tick:
             binlog_key=self.binlog_key,
             logged_above=self.planned_max,
             capture=self.capture,
+            compact=cursor.due_states(limit=COMPACT_PER_RUN),
         )
 
     def keyed(self, inflight: InFlight) -> InFlight:
@@ -682,7 +692,7 @@ def _commit_run(
         stopped = _stopped_after(cursor, _reported_json(mats, "stopped_tables"), tick, notes)
         cursor = replace(
             cursor, committed=end, inflight=None, last_error=None, incremental=inc or None, stopped=stopped
-        )
+        ).with_state_due(_reported_json(mats, "state_due"))
         notes.append(f"committed window {inf.start} -> {end} (run {run.run_id[:8]})")
         following = _window_run_starting_at(instance, end, tick)
         if following is not None:  # requested by a tick whose cursor was lost: continue it next tick
@@ -701,7 +711,7 @@ def _commit_run(
         )
     cursor = replace(
         cursor, committed=pos, inflight=None, snapshot_done=True, last_error=None, server=None, stopped=None
-    )
+    ).with_state_due(_reported_json(mats, "state_due"))
     notes.append(f"snapshot committed at {pos} (run {run.run_id[:8]})")
     return cursor, None
 

@@ -68,6 +68,8 @@ class CaptureStatus:
         signals_within: the seconds back in which skipped signals are reported.
         verification: the rotating verification's line (:func:`.rotation.status_line`: per table
             the time since its last full pass, a differing range), ``None`` without its sensor.
+        state_due: the tables whose compacted ``state`` lacks changes, with when it is due for a
+            compaction by age (the cursor's ``state_due``, epoch seconds).
     """
 
     sensor: str
@@ -85,6 +87,7 @@ class CaptureStatus:
     stopped: dict[str, dict] = field(default_factory=dict)
     signals_within: float = SKIPPED_SIGNALS_WITHIN
     verification: str | None = None
+    state_due: dict[str, float] = field(default_factory=dict)
 
     def lines(self) -> list[str]:
         """One short line per concern (offset and lag, the sensor's ticks, the last tick error,
@@ -115,6 +118,8 @@ class CaptureStatus:
         else:
             out.append("in flight: none")
         out.append(self._incremental_line())
+        if self.state_due:
+            out.append(self._state_line())
         if self.health is not None:
             out.append(self._skipped_signals_line())
         if self.verification is not None:
@@ -217,6 +222,15 @@ class CaptureStatus:
             + (" [paused]" if inc["paused"] else "")
             + why
         )
+
+    def _state_line(self, now: float | None = None) -> str:
+        """How many tables' ``state`` lacks changes, and the longest overdue compaction."""
+        now = time.time() if now is None else now
+        due = sorted((t, n) for n, t in self.state_due.items() if t <= now)
+        line = f"state: {len(self.state_due)} table(s) with changes not compacted into `state` yet"
+        if not due:
+            return line + f", the next due in {min(self.state_due.values()) - now:.0f} s"
+        return line + f", {len(due)} due (the longest for {now - due[0][0]:.0f} s: {due[0][1]})"
 
     def line(self) -> str:
         """The :meth:`verdict`, then all :meth:`lines`, one per line."""
@@ -359,6 +373,7 @@ def read_status(
         committed=str(cur.committed) if cur.committed else None,
         last_error=cur.last_error,
         stopped=dict(cur.stopped or {}),
+        state_due=dict(cur.state_due or {}),
         cursor_error=cursor_error,
         signals_within=signals_within,
     )

@@ -341,3 +341,24 @@ def compact_table(writer: Any, paths: TablePaths, key: list[str], *, force: bool
 
         return compact_with_spark(writer, paths, key, state_dt=state_dt, tail_dt=tail_dt, reason=reason)
     return compact_in_process(storage, paths, key, state_dt=state_dt, tail_dt=tail_dt, reason=reason)
+
+
+def state_due_at(result: dict[str, Any], bound_seconds: float, now: float | None = None) -> float | None:
+    """When a table's compacted ``state`` is due for a compaction by age, after a run's
+    :meth:`~.lake.LakeWriter.compact_if_due` of it returned ``result`` (epoch seconds; ``None``:
+    nothing is pending, its ``state`` holds every change, or ``bound_seconds`` is 0).
+
+    The tail's oldest change plus ``bound_seconds`` (``max_tail_age_seconds``); after a failed or
+    skipped compaction, not before ``now + bound_seconds`` (the next attempt waits one bound
+    instead of being retried at every tick)."""
+    if bound_seconds <= 0:
+        return None
+    now = time.time() if now is None else now
+    pending: TableSizes | None = result.get("pending")
+    failed = "error" in result or "skipped" in result
+    if pending is not None and pending.tail_files and pending.tail_oldest_ms is not None:
+        due = pending.tail_oldest_ms / 1000 + bound_seconds
+        return max(due, now + bound_seconds) if failed else due
+    if failed:
+        return now + bound_seconds
+    return None

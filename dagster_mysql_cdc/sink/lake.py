@@ -473,6 +473,36 @@ class LakeWriter:
                 pass
             return out
 
+    def compact_stale(self, tables: Iterable[tuple[str, str]]) -> dict[tuple[str, str], dict]:
+        """Compact the ``state`` of each ``(database, table)`` whose tail holds changes (tables
+        no window of this run wrote, whose oldest uncompacted change is older than
+        ``compaction.max_tail_age_seconds``: the binlog sensor names them, see
+        docs/output-layout.md), keyed or keyless as their Delta tables record. Never raises (as
+        :meth:`compact_if_due`).
+
+        Returns:
+            ``{(database, table): metrics}`` of :meth:`compact_if_due` (``{}``: no tail).
+        """
+        from .table_batch import recorded_key
+
+        out: dict[tuple[str, str], dict] = {}
+        for db, table in tables:
+            paths = self.paths(db, table)
+            try:
+                tail_dt = open_table(self.storage, paths.tail)
+                key = recorded_key(tail_dt) if tail_dt is not None else None
+                if key is None:
+                    key = recorded_key(open_table(self.storage, paths.state)) or []
+            except Exception as e:  # noqa: BLE001 - reported like a failed compaction
+                log.warning("the state of %s.%s could not be opened for compaction: %s", db, table, e)
+                out[(db, table)] = {"error": f"{type(e).__name__}: {e}"[:1000]}
+                continue
+            if tail_dt is None:
+                out[(db, table)] = {}
+                continue
+            out[(db, table)] = self.compact_if_due(paths, tuple(key), force=True)
+        return out
+
     def vacuum_if_due(self, paths: TablePaths) -> dict:
         """Vacuum the table's change log, state and tail when due under :attr:`retention`
         (:mod:`.retention`; never raises). Returns ``{dataset: metrics}`` of those vacuumed."""

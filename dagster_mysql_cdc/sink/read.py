@@ -131,9 +131,9 @@ def _load(
 
     if opened is not None:
         state_dt, tail_dt = opened[0], opened[1] if with_tail else None
-    else:
-        state_dt = open_table(storage, paths.state)
+    else:  # the tail first: a compaction in between leaves rows in both (applied again harmlessly)
         tail_dt = open_table(storage, paths.tail) if with_tail else None
+        state_dt = open_table(storage, paths.state)
     if state_dt is None and tail_dt is None:
         return None
     key = _key(state_dt, tail_dt)
@@ -435,8 +435,8 @@ def current_frame(writer: Any, paths: TablePaths) -> Any:
     from .compaction_spark import state_frame
 
     storage = writer.storage
+    tail_dt = open_table(storage, paths.tail)  # before the state (see _load)
     state_dt = open_table(storage, paths.state)
-    tail_dt = open_table(storage, paths.tail)
     if state_dt is None and tail_dt is None:
         raise ValueError(f"{paths.state} has no state yet")
     df, _schema, _as_of = state_frame(
