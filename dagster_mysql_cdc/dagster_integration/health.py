@@ -444,6 +444,7 @@ def health_observation(
     tick_notes: list[str],
     stopped: dict[str, dict] | None = None,
     now: float | None = None,
+    problems: tuple[str, ...] | list[str] = (),
 ) -> dg.AssetObservation | None:
     """The capture's health as an observation of the binlog asset (shown on its page in the UI),
     reported by the sensor when it changed since the last one (``None``: unchanged).
@@ -451,8 +452,10 @@ def health_observation(
     One line each: the earlier ticks' failures (a failing tick reports nothing itself; the next
     tick that succeeds does), the last run failure and its reason, the time of the retry, the
     repair or incremental snapshot in progress, the tables whose capture is stopped
-    (:func:`stopped_lines`), and this tick's own notes (a heartbeat that failed ...). Failing
-    checks are on their assets already.
+    (:func:`stopped_lines`), this tick's own notes (a heartbeat that failed ...), and the
+    problems of the capture's table selection (``problems``: a ``table_include_list`` entry that
+    matches no table; in full, they end with the fix; also in the ``selection_problems``
+    metadata). Failing checks are on their assets already.
     """
     from datetime import UTC, datetime
 
@@ -485,6 +488,7 @@ def health_observation(
         )
     lines += stopped_lines(stopped, now)
     lines += [first_line(n, 240) for n in tick_notes]
+    lines += [f"capture selection: {p}" for p in problems]
     text = "\n".join(f"- {line}" for line in lines)
     previous = instance.fetch_observations(binlog_key, limit=1).records
     observed = previous[0].asset_observation if previous else None
@@ -502,6 +506,7 @@ def health_observation(
                 datetime.fromtimestamp(retry_at, UTC).isoformat(timespec="seconds") if retry_at else "none"
             ),
             "stopped_tables": dg.MetadataValue.json(stopped or {}),
+            **({"selection_problems": dg.MetadataValue.json(list(problems))} if problems else {}),
         },
     )
 

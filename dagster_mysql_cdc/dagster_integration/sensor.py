@@ -64,6 +64,7 @@ from .health import first_line, health_observation, run_failure_reason
 from .heartbeat import idle_heartbeat, table_heartbeats
 from .liveness import dead_worker_reason, mark_dead
 from .protocol import (
+    BINLOG_METADATA_KEY,
     CAPTURE_TAG,
     EPOCH_TAG,
     IDENTITY_TAG,
@@ -75,6 +76,7 @@ from .protocol import (
     SNAPSHOT_MODE_TAG,
     STOPPED_TAG,
     TABLE_CHECKS_TAG,
+    TABLE_METADATA_KEY,
     WINDOW_END_TAG,
     WINDOW_START_TAG,
     binlog_asset_key,
@@ -372,6 +374,68 @@ def evaluate_tick(
         backoff=retry_backoff,
         table_backoff=table_retry_backoff,
     )
+    problems = selection_problems(mysql)
+    if not any(_is_table_spec(s) for s in assets_def.specs):
+        # nothing to snapshot or stream: a snapshot run of the binlog asset alone would succeed,
+        # report no position and be requested again, tick after tick
+        return nothing_captured(cursor, mysql, problems), []
+    plan, requests = _evaluate(
+        cursor, mysql, instance, assets_def, tick, run_wait_seconds, retention_margin_files
+    )
+    if problems:
+        plan = replace(plan, problems=problems)
+        if plan.skip_reason is not None:
+            plan = replace(plan, skip_reason="; ".join([plan.skip_reason, *problems]))
+    return plan, requests
+
+
+def _is_table_spec(spec: dg.AssetSpec) -> bool:
+    md = spec.metadata or {}
+    return TABLE_METADATA_KEY in md and BINLOG_METADATA_KEY not in md
+
+
+def selection_problems(mysql: MySqlCdcResource) -> tuple[str, ...]:
+    """One message per ``table_include_list`` entry that matches no table on the server, each
+    ending with its fix (:meth:`.resources.MySqlCdcResource.include_list_warnings`; ``()`` when
+    the server cannot be reached: the tick reports that itself)."""
+    if not mysql.table_include_list:
+        return ()
+    try:
+        return tuple(mysql.include_list_warnings())
+    except SourceConnectionError:
+        return ()
+
+
+def nothing_captured(cursor: StreamCursor, mysql: MySqlCdcResource, problems: Sequence[str]) -> Plan:
+    """The plan of a tick whose capture selects no table (a typo in ``table_include_list``, a
+    database that has no table): no run (a snapshot of no table reports no position and would be
+    requested again and again), the cursor kept, and the reason, ending with the fix, as the
+    tick's skip reason and the capture's problem (shown on the binlog asset's health)."""
+    lists = ", ".join(
+        f"{name}={value}" for name, value in capture_selection(mysql).items() if name != "server" and value
+    )
+    why = (
+        "; ".join(problems)
+        if problems
+        else (f"no table on {mysql.host}:{mysql.port} passes the capture's lists ({lists or 'none set'})")
+    )
+    reason = (
+        f"nothing to capture, no run requested: {why}. The table assets are read when the code "
+        "location loads: fix the lists (or create the tables), then reload the code location"
+    )
+    return Plan(cursor, skip_reason=reason, problems=(reason,))
+
+
+def _evaluate(
+    cursor: StreamCursor,
+    mysql: MySqlCdcResource,
+    instance,
+    assets_def: dg.AssetsDefinition,
+    tick: _Tick,
+    run_wait_seconds: float,
+    retention_margin_files: int,
+) -> tuple[Plan, list[dg.RunRequest]]:
+    """:func:`evaluate_tick` of a capture that selects tables."""
     bound: BinlogPosition | None = None
     notes: list[str] = []
     if cursor.stopped:
@@ -925,6 +989,9 @@ def build_mysql_cdc_sensor(
         )
         for w in plan.warnings:
             context.log.warning(w)
+        if requests:  # a skipped tick has them in its skip reason
+            for problem in plan.problems:
+                context.log.warning(problem)
         new_cursor = plan.cursor.to_json()
         every = max(60, 4 * minimum_interval_seconds)
         reason = plan.skip_reason or "nothing to do"
@@ -955,6 +1022,7 @@ def build_mysql_cdc_sensor(
                 incremental=plan.cursor.incremental,
                 tick_notes=beat_errors,
                 stopped=plan.cursor.stopped,
+                problems=plan.problems,
             )
         except Exception as e:  # noqa: BLE001 - reporting health never fails the tick
             context.log.error(f"reporting the capture's health failed: {type(e).__name__}: {e}")
