@@ -99,7 +99,8 @@ def shorten(text: str, limit: int) -> str:
 def first_line(text: str | None, limit: int = 200) -> str:
     """The first non-empty line of ``text`` (with the ``- item`` lines that follow a line ending
     in a colon: the problems a :class:`~..errors.PreflightError` lists), in at most ``limit``
-    characters (:func:`shorten`: whole words, the fix at the end kept)."""
+    characters (:func:`shorten`: whole words, the fix at the end kept). Items that do not fit are
+    shortened each to its share, so that every one keeps its end (its own fix)."""
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
     if not lines:
         return ""
@@ -110,7 +111,15 @@ def first_line(text: str | None, limit: int = 200) -> str:
             if not more.startswith(("- ", "* ")):
                 break
             items.append(more)
-        line = " ".join([line, *items])
+        joined = " ".join([line, *items])
+        if len(items) > 1 and len(joined) > limit:
+            # the header's words after its label go first ("PreflightError: MySQL/MariaDB source
+            # is not ready ...:" -> "PreflightError:"), then each item is shortened to its share
+            label = line.split(": ", 1)[0] + ":" if ": " in line else ""
+            share = (limit - len(label) - len(items)) // len(items)
+            if share >= 60:
+                return " ".join([label, *(shorten(i, share) for i in items)]).strip()
+        line = joined
     return shorten(line, limit)
 
 

@@ -44,9 +44,16 @@ from functools import partial
 import dagster as dg
 
 from ..engine.isolation import RETRY_BASE_SECONDS, RETRY_MAX_SECONDS, StoppedTable, stopped_after_run
-from ..errors import SourceConnectionError
+from ..errors import PreflightError, SourceConnectionError
 from ..events import BinlogPosition
-from ..source.connection import binlog_files, connect, current_position, server_info
+from ..source.connection import (
+    ServerInfo,
+    binlog_files,
+    binlog_setting_problems,
+    connect,
+    current_position,
+    server_info,
+)
 from ..source.failover import other_server_reason
 from .checks import GAPS, RETENTION, SCHEMA
 from .cursor import (
@@ -359,6 +366,9 @@ def evaluate_tick(
             :class:`~dagster_mysql_cdc.source.failover.OffsetError` when the offset cannot be used
             on the connected server (see docs/operations.md, "Failover").
         SourceConnectionError: the server is unreachable (the tick fails, the cursor is kept).
+        PreflightError: a snapshot (or the retry of a failed one) is due but the server's binlog
+            settings do not allow streaming after it (``binlog_format=MIXED`` ...,
+            :func:`refuse_snapshot`): no run is requested until they are fixed.
     """
     binlog_key = _binlog_key(assets_def)
     sensor_name = sensor_name or default_sensor_name(assets_def)
@@ -560,6 +570,8 @@ def _settle_inflight(
             None,
             (Plan(cursor, skip_reason=f"run {run.run_id[:8]} for {inf.run_key} is {run.status.value}"), []),
         )
+    if inf.kind == "snapshot":  # not retried while the server cannot be streamed from
+        _refuse_snapshot_retry(mysql, inf.snapshot_mode or mysql.snapshot_mode)
     died = _run_died(instance, run)
     progress = _run_progress(run, inf)
     error = (
@@ -629,6 +641,39 @@ def _settle_inflight(
             [tick.request(retry, cursor)],
         ),
     )
+
+
+def refuse_snapshot(info: ServerInfo, snapshot_mode: str) -> None:
+    """Fail the tick instead of requesting a snapshot (or its retry) that the run's preflight
+    would refuse: the server's binlog settings do not allow streaming after it
+    (:func:`..source.connection.binlog_setting_problems`; an ``initial_only`` snapshot reads no
+    binlog). The tick fails (red in the UI, its error in ``status``), no run is requested and the
+    cursor is kept; the snapshot is requested by the first tick after the fix.
+
+    Raises:
+        PreflightError: every setting to change, each with its fix.
+    """
+    if snapshot_mode == "initial_only":
+        return
+    problems, _ = binlog_setting_problems(info)
+    if problems:
+        raise PreflightError(problems)
+
+
+def _refuse_snapshot_retry(mysql: MySqlCdcResource, snapshot_mode: str) -> None:
+    """:func:`refuse_snapshot` before a failed snapshot run is retried (an unreachable server
+    is left to the retry, as before)."""
+    if snapshot_mode == "initial_only":
+        return
+    try:
+        conn = connect(mysql.connection_settings())
+    except SourceConnectionError:
+        return
+    try:
+        info = server_info(conn)
+    finally:
+        conn.close()
+    refuse_snapshot(info, snapshot_mode)
 
 
 def _run_died(instance, run: dg.DagsterRun) -> bool:
@@ -846,6 +891,7 @@ def _plan_next(
         conn.close()
     if resnapshot is not None:
         assert resnapshot.request is not None
+        refuse_snapshot(info, resnapshot.request.snapshot_mode or mysql.snapshot_mode)
         req = tick.keyed(resnapshot.request)
         return replace(resnapshot, cursor=replace(resnapshot.cursor, inflight=req), request=req), [
             tick.request(req, StreamCursor(), select=False)
@@ -861,6 +907,8 @@ def _plan_next(
         plan = replace(plan, skip_reason="; ".join(notes + ([plan.skip_reason] if plan.skip_reason else [])))
     if plan.request is None:
         return plan, []
+    if plan.request.kind == "snapshot":
+        refuse_snapshot(info, plan.request.snapshot_mode or mysql.snapshot_mode)
     req = tick.keyed(plan.request)
     return replace(plan, cursor=replace(plan.cursor, inflight=req), request=req), [
         tick.request(req, plan.cursor)
