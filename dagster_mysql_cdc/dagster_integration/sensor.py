@@ -10,7 +10,9 @@ writes data (Dagster guidance: sensors plan, runs do the work):
    when the run was killed (canceled, or its worker died), with backoff when it failed by itself;
    otherwise wait.
 2. With nothing in flight: request the initial snapshot, or the next window ``[committed, end)``
-   (see :func:`.cursor.plan_stream_window`), or skip with the reason (caught up, ...).
+   (see :func:`.cursor.plan_stream_window`), or skip with the reason (caught up, ...). A window
+   that changes none of the capture's tables (read ahead, :func:`.selection.changed_tables`) is
+   committed without a run (:func:`_commit_unchanged_windows`).
 
 Back-to-back windows: a tick that finds its run still going waits for it (up to
 ``run_wait_seconds``, polling the run's status) and, once it succeeded, commits it and requests the
@@ -95,7 +97,7 @@ from .protocol import (
 )
 from .resources import MySqlCdcResource
 from .run_tags import ReportedProgress, progress_tag
-from .selection import WindowSelection, window_selection
+from .selection import WindowSelection, changed_tables, window_selection
 
 log = logging.getLogger(__name__)
 
@@ -486,9 +488,17 @@ class _Tick:
     #: table_retry_backoff_seconds, table_retry_backoff_max_seconds (stopped tables)
     table_backoff: tuple[float, float] = (RETRY_BASE_SECONDS, RETRY_MAX_SECONDS)
 
-    def request(self, inflight: InFlight, cursor: StreamCursor, select: bool = True) -> dg.RunRequest:
+    def request(
+        self,
+        inflight: InFlight,
+        cursor: StreamCursor,
+        select: bool = True,
+        changed: tuple[set[tuple[str, str]] | None, str] | None = None,
+    ) -> dg.RunRequest:
         """:func:`_request` of ``inflight`` with ``cursor``'s incremental snapshot, server identity
-        and stopped tables (with the window selection unless ``select=False``)."""
+        and stopped tables (with the window selection unless ``select=False``; ``changed``: the
+        window's look-ahead when already read, :func:`.selection.changed_tables`)."""
+        selector = partial(self.select, changed=changed) if changed is not None else self.select
         return _request(
             inflight,
             self.keys,
@@ -496,7 +506,7 @@ class _Tick:
             self.cheap,
             self.server_name,
             cursor.server,
-            select=self.select if select else None,
+            select=selector if select else None,
             stopped=cursor.stopped_tables(),
             binlog_key=self.binlog_key,
             logged_above=self.planned_max,
@@ -901,18 +911,80 @@ def _plan_next(
     plan = plan_stream_window(
         cursor, state, snapshot_mode=mysql.snapshot_mode, retention_margin_files=retention_margin_files
     )
+    plan, changed, unchanged = _commit_unchanged_windows(plan, mysql, state, retention_margin_files)
     if warnings:
         plan = replace(plan, warnings=(*warnings, *plan.warnings))
-    if notes:
-        plan = replace(plan, skip_reason="; ".join(notes + ([plan.skip_reason] if plan.skip_reason else [])))
+    if notes or unchanged:
+        reason = notes + ([plan.skip_reason] if plan.skip_reason else []) + unchanged
+        plan = replace(plan, skip_reason="; ".join(reason))
     if plan.request is None:
         return plan, []
     if plan.request.kind == "snapshot":
         refuse_snapshot(info, plan.request.snapshot_mode or mysql.snapshot_mode)
     req = tick.keyed(plan.request)
     return replace(plan, cursor=replace(plan.cursor, inflight=req), request=req), [
-        tick.request(req, plan.cursor)
+        tick.request(req, plan.cursor, changed=changed)
     ]
+
+
+#: At most this many windows that change none of the capture's tables are committed in one tick
+#: without a run (each costs a look-ahead read of its binlog).
+_UNCHANGED_WINDOWS_PER_TICK = 8
+
+
+def _commit_unchanged_windows(
+    plan: Plan, mysql: MySqlCdcResource, state: ServerState, retention_margin_files: int
+) -> tuple[Plan, tuple[set[tuple[str, str]] | None, str] | None, list[str]]:
+    """``plan`` with the stream windows it requests committed without a run, while the window
+    holds nothing the capture needs a run for (:func:`_needs_no_run`): several captures of one
+    server each plan every window of the server, most of them holding only other databases'
+    changes. The offset then moves to the window's end (nothing before it is the capture's
+    data) and the next window is planned, as a tick does after a run succeeded; the binlog
+    asset's heartbeat and the tables' heartbeats go on as when the server is idle.
+
+    Returns:
+        ``(plan, the look-ahead of the window it requests, or None, one note per window
+        committed without a run)``.
+    """
+    notes: list[str] = []
+    for _ in range(_UNCHANGED_WINDOWS_PER_TICK):
+        req = plan.request
+        if req is None or not _may_need_no_run(plan.cursor, req, mysql):
+            return plan, None, notes
+        assert req.start is not None and req.end is not None
+        changed = changed_tables(mysql, req.start, req.end)
+        tables, _why = changed
+        if tables is None or tables:
+            return plan, changed, notes
+        notes.append(
+            f"window {req.start} -> {req.end} committed without a run: none of the captured tables changed in it"
+        )
+        nxt = plan_stream_window(
+            replace(plan.cursor, committed=req.end),
+            state,
+            snapshot_mode=mysql.snapshot_mode,
+            retention_margin_files=retention_margin_files,
+        )
+        plan = replace(nxt, warnings=tuple(dict.fromkeys((*plan.warnings, *nxt.warnings))))
+    return plan, None, notes
+
+
+def _may_need_no_run(cursor: StreamCursor, req: InFlight, mysql: MySqlCdcResource) -> bool:
+    """Whether window ``req`` may be committed without a run once its look-ahead
+    (:func:`.selection.changed_tables`) finds no row event of a captured table and none of what
+    makes it select every table (DDL, statement-based DML: a gap to repair, a row in the signal
+    table, a window too large to read ahead). Never when it is not a plain binlog window
+    (snapshots, empty windows), when an incremental snapshot or repair is in progress (its chunks
+    are read by window runs), when a stopped table's catch-up is due, with
+    ``stream_materialize_unchanged``, or when the window's end has no GTID set (a window that
+    ends at the end of a binlog file: the run reads the GTID set there, which the offset needs)."""
+    if req.kind != "stream" or req.start is None or req.end is None:
+        return False
+    if req.end.sort_key() <= req.start.sort_key() or req.end.gtid_set is None:
+        return False
+    if cursor.incremental or mysql.stream_materialize_unchanged:
+        return False
+    return not any(st.due() for st in cursor.stopped_tables().values())
 
 
 def default_sensor_name(assets_def: dg.AssetsDefinition) -> str:
