@@ -210,3 +210,73 @@ def test_signal_table_is_not_a_captured_asset():
         assert [t.table for t in mysql.discover_tables()] == ["orders"]
         with pytest.raises(ConfigurationError, match="is the signal table"):
             mysql.discover_tables([f"{db}.orders", f"{db}.debezium_signal"])
+
+
+def _health(cdc: SensorDriven) -> dict:
+    """The metadata of the binlog asset's latest health observation (reported by the sensor)."""
+    from dagster_mysql_cdc.dagster_integration.protocol import binlog_asset_key
+
+    key = binlog_asset_key(cdc.cdc.specs)
+    records = cdc.instance.fetch_observations(key, limit=1).records
+    assert records, "the sensor reported no health on the binlog asset"
+    return {k: v.value for k, v in records[0].asset_observation.metadata.items()}
+
+
+def test_include_list_that_matches_no_table_requests_no_run_and_says_why(local_storage):
+    """Issue 39: a typo in ``table_include_list`` (the only entry) left the code location with
+    the binlog asset alone, and the sensor requested a snapshot of no table again and again (6 green
+    runs in 5 minutes, each "succeeded but reported no position"); the warning went to the
+    terminal only. Now no run is requested, and the tick and the binlog asset's health name the
+    entry and the fix."""
+    with scratch_database("incltypo") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.customers (id INT PRIMARY KEY)")
+            cur.execute(f"INSERT INTO {db}.customers VALUES (1)")
+        mysql = capture_resource(db, table_include_list=[f"{db}.custmers"])
+        with pytest.warns(UserWarning, match="matches no table"):
+            cdc = SensorDriven(mysql, local_storage.base_uri)
+        assert [k.path[-1] for k in cdc.cdc.keys] == ["binlog"]  # the binlog asset alone
+        log = cdc.ticks(until_caught_up=False, max_ticks=4)
+        assert log.runs == [] and cdc.instance.get_runs() == []
+        assert len(log.skip_reasons) == 4
+        for reason in log.skip_reasons:
+            assert f"table_include_list entry '{db}.custmers' matches no table" in reason, reason
+            assert reason.endswith("then reload the code location"), reason
+        health = _health(cdc)
+        assert f"'{db}.custmers' matches no table" in health["health"]
+        assert "check the spelling or remove it" in health["health"]
+        assert health["selection_problems"] and "reload the code location" in health["selection_problems"][0]
+
+
+@pytest.mark.spark
+def test_include_list_entry_that_matches_no_table_among_others_is_named_and_the_others_captured(
+    local_storage,
+):
+    """Issue 39: one entry of several matches no table: the others are captured as usual and the
+    entry is named in the tick's message and the binlog asset's health."""
+    from lake_utils import live_state_rows, source_rows
+
+    with scratch_database("inclsome") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.customers (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"INSERT INTO {db}.customers VALUES (1, 1)")
+        mysql = capture_resource(db, table_include_list=[f"{db}.customers", f"{db}.ordrs"])
+        with pytest.warns(UserWarning, match="matches no table"):
+            cdc = SensorDriven(mysql, local_storage.base_uri)
+        log = cdc.ticks()
+        assert log.runs and all(r.success for r in log.runs)
+        with conn.cursor() as cur:
+            cur.execute(f"UPDATE {db}.customers SET v = 2")
+        log = cdc.ticks()
+        assert log.runs and all(r.success for r in log.runs)
+        expected, key = source_rows(db, "customers")
+        uri = local_storage.uri(db, db, "customers", "state")
+        assert live_state_rows(local_storage, uri, key) == expected == [{"id": 1, "v": 2}]
+        last = log.skip_reasons[-1]
+        assert "caught up at" in last, last
+        assert f"table_include_list entry '{db}.ordrs' matches no table" in last
+        assert last.endswith("check the spelling or remove it"), last
+        assert f"'{db}.customers'" not in last
+        health = _health(cdc)
+        assert f"'{db}.ordrs' matches no table" in health["health"]
+        assert len(health["selection_problems"]) == 1

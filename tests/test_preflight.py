@@ -135,3 +135,69 @@ def test_materialization_fails_with_the_preflight_message(inventory_db, local_st
         dg.materialize(
             [cdc], resources={"mysql": mysql, "lake": CdcLakeResource(base_uri=local_storage.base_uri)}
         )
+
+
+def test_sensor_tick_fails_with_the_fix_while_the_binlog_settings_refuse_the_snapshot(tmp_path):
+    """Issue 39: with ``binlog_format=MIXED`` (and ``binlog_row_metadata`` not FULL) the snapshot
+    run failed with the fix, but the sensor's ticks stayed green (it retried the run with
+    backoff) and the message shown was cut before the fix. Now the tick fails with the
+    ``PreflightError`` (red in the UI: Dagster's ``SensorExecutionError`` wraps it), no run is
+    requested (nor a failed snapshot retried) until the settings are fixed, and the line
+    ``status`` shows keeps every problem's fix."""
+    from dagster._core.errors import SensorExecutionError, user_code_error_boundary
+    from dagster._utils.error import serializable_error_info_from_exc_info
+    from sensor_harness import SensorDriven, capture_resource, scratch_database
+
+    from dagster_mysql_cdc.dagster_integration.health import error_line
+    from dagster_mysql_cdc.dagster_integration.protocol import MODE_TAG, REQUEST_TAG
+
+    def failing_tick(cdc) -> str:
+        """The line ``status`` shows for the tick's error, stored as the daemon stores it (the
+        code server's boundary wraps the sensor's error in a ``SensorExecutionError``)."""
+        with pytest.raises(SensorExecutionError) as e:
+            with user_code_error_boundary(SensorExecutionError, lambda: "Error in evaluation_fn"):
+                cdc.tick_once()
+        assert isinstance(e.value.__cause__, PreflightError), e.value
+        return error_line(serializable_error_info_from_exc_info((e.type, e.value, e.tb)), 300)
+
+    with scratch_database("pfsensor") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY)")
+            cur.execute(f"INSERT INTO {db}.t VALUES (1)")
+            cur.execute("SELECT @@GLOBAL.binlog_format, @@GLOBAL.binlog_row_metadata")
+            fmt, metadata = cur.fetchone()
+        cdc = SensorDriven(capture_resource(db), str(tmp_path / "lake"))
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SET GLOBAL binlog_format = 'MIXED'")
+                cur.execute("SET GLOBAL binlog_row_metadata = 'MINIMAL'")
+            for _ in range(2):
+                line = failing_tick(cdc)
+                assert line.startswith("PreflightError:"), line
+                assert "binlog_format is 'MIXED'" in line and "SET GLOBAL binlog_format = 'ROW'" in line, line
+                assert line.endswith("SET GLOBAL binlog_row_metadata = 'FULL'."), line
+            assert cdc.instance.get_runs() == [] and cdc.cursor is None
+            with conn.cursor() as cur:
+                cur.execute("SET GLOBAL binlog_row_metadata = %s", (metadata,))
+                cur.execute("SET GLOBAL binlog_format = %s", (fmt,))
+            (snapshot,) = cdc.tick_once().run_requests
+            assert snapshot.tags[MODE_TAG] == "snapshot"
+            # the setting changes under a requested snapshot: its run fails, and the tick after
+            # fails too instead of retrying it
+            with conn.cursor() as cur:
+                cur.execute("SET GLOBAL binlog_format = 'STATEMENT'")
+            assert not cdc.launch(snapshot).success
+            for _ in range(2):
+                line = failing_tick(cdc)
+                assert line.endswith("SET GLOBAL binlog_format = 'ROW' (and binlog_format=ROW in my.cnf)."), (
+                    line
+                )
+            assert len(cdc.instance.get_runs()) == 1
+            with conn.cursor() as cur:
+                cur.execute("SET GLOBAL binlog_format = %s", (fmt,))
+            (retry,) = cdc.tick_once().run_requests
+            assert retry.tags[MODE_TAG] == "snapshot" and retry.tags[REQUEST_TAG].endswith(":a2")
+        finally:
+            with conn.cursor() as cur:
+                cur.execute("SET GLOBAL binlog_row_metadata = %s", (metadata,))
+                cur.execute("SET GLOBAL binlog_format = %s", (fmt,))

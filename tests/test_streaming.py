@@ -957,12 +957,9 @@ def test_changes_only_in_uncaptured_tables_advance_the_offset(scratch_db, make_c
     sql(f"INSERT INTO `{db}`.other VALUES (1, 1), (2, 2)", f"UPDATE `{db}`.other SET v = 5")
     target = master_position()
     log = cdc.ticks()
-    runs = stream_runs(log)
-    assert runs
-    for run in runs:
-        assert materialized_keys(run) == {(cdc.server, "binlog")}
-        assert binlog_metadata(run)["rows"] == 0
-    assert sum(binlog_metadata(r)["transactions"] for r in runs) >= 2
+    # issue 39: a window that changes none of the captured tables is committed without a run
+    assert stream_runs(log) == [], log.skip_reasons
+    assert any("committed without a run" in r for r in log.skip_reasons), log.skip_reasons
     assert cdc.committed().sort_key() >= target.sort_key() > start.sort_key()
     assert {k: delta_versions(cdc.uri(db, "cap", k)) for k in ("changelog", "state")} == versions
     assert not (Path(cdc.storage.root) / cdc.server / db / "other").exists()

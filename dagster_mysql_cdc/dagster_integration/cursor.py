@@ -219,6 +219,9 @@ class Plan:
     request: InFlight | None = None
     skip_reason: str | None = None
     warnings: tuple[str, ...] = ()
+    #: what is wrong with the capture's table selection (a ``table_include_list`` entry that
+    #: matches no table, each message ending with its fix): named in the tick and its health
+    problems: tuple[str, ...] = ()
 
 
 def purged_binlog_message(committed: BinlogPosition, oldest: str) -> str:

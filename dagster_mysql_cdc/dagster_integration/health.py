@@ -99,7 +99,8 @@ def shorten(text: str, limit: int) -> str:
 def first_line(text: str | None, limit: int = 200) -> str:
     """The first non-empty line of ``text`` (with the ``- item`` lines that follow a line ending
     in a colon: the problems a :class:`~..errors.PreflightError` lists), in at most ``limit``
-    characters (:func:`shorten`: whole words, the fix at the end kept)."""
+    characters (:func:`shorten`: whole words, the fix at the end kept). Items that do not fit are
+    shortened each to its share, so that every one keeps its end (its own fix)."""
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
     if not lines:
         return ""
@@ -110,7 +111,15 @@ def first_line(text: str | None, limit: int = 200) -> str:
             if not more.startswith(("- ", "* ")):
                 break
             items.append(more)
-        line = " ".join([line, *items])
+        joined = " ".join([line, *items])
+        if len(items) > 1 and len(joined) > limit:
+            # the header's words after its label go first ("PreflightError: MySQL/MariaDB source
+            # is not ready ...:" -> "PreflightError:"), then each item is shortened to its share
+            label = line.split(": ", 1)[0] + ":" if ": " in line else ""
+            share = (limit - len(label) - len(items)) // len(items)
+            if share >= 60:
+                return " ".join([label, *(shorten(i, share) for i in items)]).strip()
+        line = joined
     return shorten(line, limit)
 
 
@@ -444,6 +453,7 @@ def health_observation(
     tick_notes: list[str],
     stopped: dict[str, dict] | None = None,
     now: float | None = None,
+    problems: tuple[str, ...] | list[str] = (),
 ) -> dg.AssetObservation | None:
     """The capture's health as an observation of the binlog asset (shown on its page in the UI),
     reported by the sensor when it changed since the last one (``None``: unchanged).
@@ -451,8 +461,10 @@ def health_observation(
     One line each: the earlier ticks' failures (a failing tick reports nothing itself; the next
     tick that succeeds does), the last run failure and its reason, the time of the retry, the
     repair or incremental snapshot in progress, the tables whose capture is stopped
-    (:func:`stopped_lines`), and this tick's own notes (a heartbeat that failed ...). Failing
-    checks are on their assets already.
+    (:func:`stopped_lines`), this tick's own notes (a heartbeat that failed ...), and the
+    problems of the capture's table selection (``problems``: a ``table_include_list`` entry that
+    matches no table; in full, they end with the fix; also in the ``selection_problems``
+    metadata). Failing checks are on their assets already.
     """
     from datetime import UTC, datetime
 
@@ -485,6 +497,7 @@ def health_observation(
         )
     lines += stopped_lines(stopped, now)
     lines += [first_line(n, 240) for n in tick_notes]
+    lines += [f"capture selection: {p}" for p in problems]
     text = "\n".join(f"- {line}" for line in lines)
     previous = instance.fetch_observations(binlog_key, limit=1).records
     observed = previous[0].asset_observation if previous else None
@@ -502,6 +515,7 @@ def health_observation(
                 datetime.fromtimestamp(retry_at, UTC).isoformat(timespec="seconds") if retry_at else "none"
             ),
             "stopped_tables": dg.MetadataValue.json(stopped or {}),
+            **({"selection_problems": dg.MetadataValue.json(list(problems))} if problems else {}),
         },
     )
 

@@ -125,6 +125,7 @@ def window_selection(
     end: BinlogPosition,
     incremental: dict | None,
     stopped: dict[str, bool] | None = None,
+    changed: tuple[set[tuple[str, str]] | None, str] | None = None,
 ) -> WindowSelection:
     """The assets and checks of the run for window ``[start, end)`` (see module docs).
 
@@ -140,6 +141,8 @@ def window_selection(
     ``stopped``: the tables whose capture is stopped (``"db.table"`` -> whether the run catches it
     up): one the run catches up is selected (it materializes once caught up), the others are not
     (the window leaves them out).
+
+    ``changed``: the window's :func:`changed_tables` when the sensor has read it already.
     """
     binlog_keys: list[dg.AssetKey] = []
     table_keys: dict[tuple[str, str], dg.AssetKey] = {}
@@ -151,6 +154,8 @@ def window_selection(
             table_keys[table_of_spec(spec)] = spec.key
     if mysql.stream_materialize_unchanged:
         tables, reason = None, "stream_materialize_unchanged: every table selected"
+    elif changed is not None:
+        tables, reason = set(changed[0]) if changed[0] is not None else None, changed[1]
     else:
         tables, reason = changed_tables(mysql, start, end)
     if tables is not None:

@@ -10,7 +10,9 @@ writes data (Dagster guidance: sensors plan, runs do the work):
    when the run was killed (canceled, or its worker died), with backoff when it failed by itself;
    otherwise wait.
 2. With nothing in flight: request the initial snapshot, or the next window ``[committed, end)``
-   (see :func:`.cursor.plan_stream_window`), or skip with the reason (caught up, ...).
+   (see :func:`.cursor.plan_stream_window`), or skip with the reason (caught up, ...). A window
+   that changes none of the capture's tables (read ahead, :func:`.selection.changed_tables`) is
+   committed without a run (:func:`_commit_unchanged_windows`).
 
 Back-to-back windows: a tick that finds its run still going waits for it (up to
 ``run_wait_seconds``, polling the run's status) and, once it succeeded, commits it and requests the
@@ -46,9 +48,16 @@ from typing import Any
 import dagster as dg
 
 from ..engine.isolation import RETRY_BASE_SECONDS, RETRY_MAX_SECONDS, StoppedTable, stopped_after_run
-from ..errors import SourceConnectionError
+from ..errors import PreflightError, SourceConnectionError
 from ..events import BinlogPosition
-from ..source.connection import binlog_files, connect, current_position, server_info
+from ..source.connection import (
+    ServerInfo,
+    binlog_files,
+    binlog_setting_problems,
+    connect,
+    current_position,
+    server_info,
+)
 from ..source.failover import other_server_reason
 from .checks import GAPS, RETENTION, SCHEMA
 from .cursor import (
@@ -66,6 +75,7 @@ from .health import first_line, health_observation, run_failure_reason
 from .heartbeat import idle_heartbeat, table_heartbeats
 from .liveness import dead_worker_reason, mark_dead
 from .protocol import (
+    BINLOG_METADATA_KEY,
     CAPTURE_TAG,
     COMPACT_PER_RUN,
     COMPACT_TAG,
@@ -79,6 +89,7 @@ from .protocol import (
     SNAPSHOT_MODE_TAG,
     STOPPED_TAG,
     TABLE_CHECKS_TAG,
+    TABLE_METADATA_KEY,
     WINDOW_END_TAG,
     WINDOW_START_TAG,
     binlog_asset_key,
@@ -90,7 +101,7 @@ from .protocol import (
 )
 from .resources import MySqlCdcResource
 from .run_tags import ReportedProgress, progress_tag
-from .selection import WindowSelection, window_selection
+from .selection import WindowSelection, changed_tables, window_selection
 
 log = logging.getLogger(__name__)
 
@@ -368,6 +379,9 @@ def evaluate_tick(
             :class:`~dagster_mysql_cdc.source.failover.OffsetError` when the offset cannot be used
             on the connected server (see docs/operations.md, "Failover").
         SourceConnectionError: the server is unreachable (the tick fails, the cursor is kept).
+        PreflightError: a snapshot (or the retry of a failed one) is due but the server's binlog
+            settings do not allow streaming after it (``binlog_format=MIXED`` ...,
+            :func:`refuse_snapshot`): no run is requested until they are fixed.
     """
     binlog_key = _binlog_key(assets_def)
     sensor_name = sensor_name or default_sensor_name(assets_def)
@@ -383,6 +397,68 @@ def evaluate_tick(
         backoff=retry_backoff,
         table_backoff=table_retry_backoff,
     )
+    problems = selection_problems(mysql)
+    if not any(_is_table_spec(s) for s in assets_def.specs):
+        # nothing to snapshot or stream: a snapshot run of the binlog asset alone would succeed,
+        # report no position and be requested again, tick after tick
+        return nothing_captured(cursor, mysql, problems), []
+    plan, requests = _evaluate(
+        cursor, mysql, instance, assets_def, tick, run_wait_seconds, retention_margin_files
+    )
+    if problems:
+        plan = replace(plan, problems=problems)
+        if plan.skip_reason is not None:
+            plan = replace(plan, skip_reason="; ".join([plan.skip_reason, *problems]))
+    return plan, requests
+
+
+def _is_table_spec(spec: dg.AssetSpec) -> bool:
+    md = spec.metadata or {}
+    return TABLE_METADATA_KEY in md and BINLOG_METADATA_KEY not in md
+
+
+def selection_problems(mysql: MySqlCdcResource) -> tuple[str, ...]:
+    """One message per ``table_include_list`` entry that matches no table on the server, each
+    ending with its fix (:meth:`.resources.MySqlCdcResource.include_list_warnings`; ``()`` when
+    the server cannot be reached: the tick reports that itself)."""
+    if not mysql.table_include_list:
+        return ()
+    try:
+        return tuple(mysql.include_list_warnings())
+    except SourceConnectionError:
+        return ()
+
+
+def nothing_captured(cursor: StreamCursor, mysql: MySqlCdcResource, problems: Sequence[str]) -> Plan:
+    """The plan of a tick whose capture selects no table (a typo in ``table_include_list``, a
+    database that has no table): no run (a snapshot of no table reports no position and would be
+    requested again and again), the cursor kept, and the reason, ending with the fix, as the
+    tick's skip reason and the capture's problem (shown on the binlog asset's health)."""
+    lists = ", ".join(
+        f"{name}={value}" for name, value in capture_selection(mysql).items() if name != "server" and value
+    )
+    why = (
+        "; ".join(problems)
+        if problems
+        else (f"no table on {mysql.host}:{mysql.port} passes the capture's lists ({lists or 'none set'})")
+    )
+    reason = (
+        f"nothing to capture, no run requested: {why}. The table assets are read when the code "
+        "location loads: fix the lists (or create the tables), then reload the code location"
+    )
+    return Plan(cursor, skip_reason=reason, problems=(reason,))
+
+
+def _evaluate(
+    cursor: StreamCursor,
+    mysql: MySqlCdcResource,
+    instance,
+    assets_def: dg.AssetsDefinition,
+    tick: _Tick,
+    run_wait_seconds: float,
+    retention_margin_files: int,
+) -> tuple[Plan, list[dg.RunRequest]]:
+    """:func:`evaluate_tick` of a capture that selects tables."""
     bound: BinlogPosition | None = None
     notes: list[str] = []
     if cursor.stopped:
@@ -423,9 +499,17 @@ class _Tick:
     #: table_retry_backoff_seconds, table_retry_backoff_max_seconds (stopped tables)
     table_backoff: tuple[float, float] = (RETRY_BASE_SECONDS, RETRY_MAX_SECONDS)
 
-    def request(self, inflight: InFlight, cursor: StreamCursor, select: bool = True) -> dg.RunRequest:
+    def request(
+        self,
+        inflight: InFlight,
+        cursor: StreamCursor,
+        select: bool = True,
+        changed: tuple[set[tuple[str, str]] | None, str] | None = None,
+    ) -> dg.RunRequest:
         """:func:`_request` of ``inflight`` with ``cursor``'s incremental snapshot, server identity
-        and stopped tables (with the window selection unless ``select=False``)."""
+        and stopped tables (with the window selection unless ``select=False``; ``changed``: the
+        window's look-ahead when already read, :func:`.selection.changed_tables`)."""
+        selector = partial(self.select, changed=changed) if changed is not None else self.select
         return _request(
             inflight,
             self.keys,
@@ -433,7 +517,7 @@ class _Tick:
             self.cheap,
             self.server_name,
             cursor.server,
-            select=self.select if select else None,
+            select=selector if select else None,
             stopped=cursor.stopped_tables(),
             binlog_key=self.binlog_key,
             logged_above=self.planned_max,
@@ -508,6 +592,8 @@ def _settle_inflight(
             None,
             (Plan(cursor, skip_reason=f"run {run.run_id[:8]} for {inf.run_key} is {run.status.value}"), []),
         )
+    if inf.kind == "snapshot":  # not retried while the server cannot be streamed from
+        _refuse_snapshot_retry(mysql, inf.snapshot_mode or mysql.snapshot_mode)
     died = _run_died(instance, run)
     progress = _run_progress(run, inf)
     error = (
@@ -593,6 +679,39 @@ def _killed_by_signal(error: Any) -> bool:
             return True
         error = getattr(error, "cause", None) or getattr(error, "context", None)
     return False
+
+
+def refuse_snapshot(info: ServerInfo, snapshot_mode: str) -> None:
+    """Fail the tick instead of requesting a snapshot (or its retry) that the run's preflight
+    would refuse: the server's binlog settings do not allow streaming after it
+    (:func:`..source.connection.binlog_setting_problems`; an ``initial_only`` snapshot reads no
+    binlog). The tick fails (red in the UI, its error in ``status``), no run is requested and the
+    cursor is kept; the snapshot is requested by the first tick after the fix.
+
+    Raises:
+        PreflightError: every setting to change, each with its fix.
+    """
+    if snapshot_mode == "initial_only":
+        return
+    problems, _ = binlog_setting_problems(info)
+    if problems:
+        raise PreflightError(problems)
+
+
+def _refuse_snapshot_retry(mysql: MySqlCdcResource, snapshot_mode: str) -> None:
+    """:func:`refuse_snapshot` before a failed snapshot run is retried (an unreachable server
+    is left to the retry, as before)."""
+    if snapshot_mode == "initial_only":
+        return
+    try:
+        conn = connect(mysql.connection_settings())
+    except SourceConnectionError:
+        return
+    try:
+        info = server_info(conn)
+    finally:
+        conn.close()
+    refuse_snapshot(info, snapshot_mode)
 
 
 def _run_died(instance, run: dg.DagsterRun) -> bool:
@@ -812,6 +931,7 @@ def _plan_next(
         conn.close()
     if resnapshot is not None:
         assert resnapshot.request is not None
+        refuse_snapshot(info, resnapshot.request.snapshot_mode or mysql.snapshot_mode)
         req = tick.keyed(resnapshot.request)
         return replace(resnapshot, cursor=replace(resnapshot.cursor, inflight=req), request=req), [
             tick.request(req, StreamCursor(), select=False)
@@ -821,16 +941,80 @@ def _plan_next(
     plan = plan_stream_window(
         cursor, state, snapshot_mode=mysql.snapshot_mode, retention_margin_files=retention_margin_files
     )
+    plan, changed, unchanged = _commit_unchanged_windows(plan, mysql, state, retention_margin_files)
     if warnings:
         plan = replace(plan, warnings=(*warnings, *plan.warnings))
-    if notes:
-        plan = replace(plan, skip_reason="; ".join(notes + ([plan.skip_reason] if plan.skip_reason else [])))
+    if notes or unchanged:
+        reason = notes + ([plan.skip_reason] if plan.skip_reason else []) + unchanged
+        plan = replace(plan, skip_reason="; ".join(reason))
     if plan.request is None:
         return plan, []
+    if plan.request.kind == "snapshot":
+        refuse_snapshot(info, plan.request.snapshot_mode or mysql.snapshot_mode)
     req = tick.keyed(plan.request)
     return replace(plan, cursor=replace(plan.cursor, inflight=req), request=req), [
-        tick.request(req, plan.cursor)
+        tick.request(req, plan.cursor, changed=changed)
     ]
+
+
+#: At most this many windows that change none of the capture's tables are committed in one tick
+#: without a run (each costs a look-ahead read of its binlog).
+_UNCHANGED_WINDOWS_PER_TICK = 8
+
+
+def _commit_unchanged_windows(
+    plan: Plan, mysql: MySqlCdcResource, state: ServerState, retention_margin_files: int
+) -> tuple[Plan, tuple[set[tuple[str, str]] | None, str] | None, list[str]]:
+    """``plan`` with the stream windows it requests committed without a run, while the window
+    holds nothing the capture needs a run for (:func:`_needs_no_run`): several captures of one
+    server each plan every window of the server, most of them holding only other databases'
+    changes. The offset then moves to the window's end (nothing before it is the capture's
+    data) and the next window is planned, as a tick does after a run succeeded; the binlog
+    asset's heartbeat and the tables' heartbeats go on as when the server is idle.
+
+    Returns:
+        ``(plan, the look-ahead of the window it requests, or None, one note per window
+        committed without a run)``.
+    """
+    notes: list[str] = []
+    for _ in range(_UNCHANGED_WINDOWS_PER_TICK):
+        req = plan.request
+        if req is None or not _may_need_no_run(plan.cursor, req, mysql):
+            return plan, None, notes
+        assert req.start is not None and req.end is not None
+        changed = changed_tables(mysql, req.start, req.end)
+        tables, _why = changed
+        if tables is None or tables:
+            return plan, changed, notes
+        notes.append(
+            f"window {req.start} -> {req.end} committed without a run: none of the captured tables changed in it"
+        )
+        nxt = plan_stream_window(
+            replace(plan.cursor, committed=req.end),
+            state,
+            snapshot_mode=mysql.snapshot_mode,
+            retention_margin_files=retention_margin_files,
+        )
+        plan = replace(nxt, warnings=tuple(dict.fromkeys((*plan.warnings, *nxt.warnings))))
+    return plan, None, notes
+
+
+def _may_need_no_run(cursor: StreamCursor, req: InFlight, mysql: MySqlCdcResource) -> bool:
+    """Whether window ``req`` may be committed without a run once its look-ahead
+    (:func:`.selection.changed_tables`) finds no row event of a captured table and none of what
+    makes it select every table (DDL, statement-based DML: a gap to repair, a row in the signal
+    table, a window too large to read ahead). Never when it is not a plain binlog window
+    (snapshots, empty windows), when an incremental snapshot or repair is in progress (its chunks
+    are read by window runs), when a stopped table's catch-up is due, with
+    ``stream_materialize_unchanged``, or when the window's end has no GTID set (a window that
+    ends at the end of a binlog file: the run reads the GTID set there, which the offset needs)."""
+    if req.kind != "stream" or req.start is None or req.end is None:
+        return False
+    if req.end.sort_key() <= req.start.sort_key() or req.end.gtid_set is None:
+        return False
+    if cursor.incremental or mysql.stream_materialize_unchanged:
+        return False
+    return not any(st.due() for st in cursor.stopped_tables().values())
 
 
 def default_sensor_name(assets_def: dg.AssetsDefinition) -> str:
@@ -955,6 +1139,9 @@ def build_mysql_cdc_sensor(
         )
         for w in plan.warnings:
             context.log.warning(w)
+        if requests:  # a skipped tick has them in its skip reason
+            for problem in plan.problems:
+                context.log.warning(problem)
         new_cursor = plan.cursor.to_json()
         every = max(60, 4 * minimum_interval_seconds)
         reason = plan.skip_reason or "nothing to do"
@@ -985,6 +1172,7 @@ def build_mysql_cdc_sensor(
                 incremental=plan.cursor.incremental,
                 tick_notes=beat_errors,
                 stopped=plan.cursor.stopped,
+                problems=plan.problems,
             )
         except Exception as e:  # noqa: BLE001 - reporting health never fails the tick
             context.log.error(f"reporting the capture's health failed: {type(e).__name__}: {e}")

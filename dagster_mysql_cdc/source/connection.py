@@ -375,6 +375,52 @@ def _granted_privileges(conn: Any) -> tuple[set[str], dict[str, set[str]]]:
     return glob, per_db
 
 
+def binlog_setting_problems(info: ServerInfo) -> tuple[list[str], list[str]]:
+    """The server's binlog settings that a capture cannot stream with (:func:`preflight`'s binlog
+    checks, over the variables :func:`server_info` read: no query).
+
+    Returns:
+        ``(problems, warnings)``: one line per setting to change, each naming the setting, its
+        value and the fix; warnings that do not block capture.
+    """
+    problems: list[str] = []
+    warnings: list[str] = []
+    v = info.variables
+    if v.get("log_bin", "OFF").upper() not in ("ON", "1"):
+        problems.append(
+            "log_bin is OFF: binary logging is disabled. Start the server with "
+            "`log_bin=<basename>` and a `server_id` (it cannot be changed at runtime)."
+        )
+    if v.get("binlog_format", "").upper() != "ROW":
+        problems.append(
+            f"binlog_format is {v.get('binlog_format', 'unknown')!r}, must be 'ROW': "
+            "SET GLOBAL binlog_format = 'ROW' (and binlog_format=ROW in my.cnf)."
+        )
+    if v.get("binlog_row_image", "").upper() != "FULL":
+        problems.append(
+            f"binlog_row_image is {v.get('binlog_row_image', 'unknown')!r}, must be 'FULL' "
+            "(before/after images need every column): SET GLOBAL binlog_row_image = 'FULL'."
+        )
+    if "binlog_row_metadata" in v:
+        if v["binlog_row_metadata"].upper() != "FULL":
+            problems.append(
+                f"binlog_row_metadata is {v['binlog_row_metadata']!r}, must be 'FULL' "
+                "(column names and types in the binlog): SET GLOBAL binlog_row_metadata = 'FULL'."
+            )
+    else:
+        warnings.append(
+            "The server has no binlog_row_metadata variable (MySQL < 8.0.1 / MariaDB < 10.5): "
+            "column names come from the schema history only."
+        )
+    if v.get("binlog_transaction_compression", "OFF").upper() in ("ON", "1"):
+        problems.append(
+            "binlog_transaction_compression is ON: compressed transaction payloads cannot be "
+            "decoded by python-mysql-replication and would be lost. "
+            "SET GLOBAL binlog_transaction_compression = OFF."
+        )
+    return problems, warnings
+
+
 def preflight(
     conn: Any,
     info: ServerInfo,
@@ -402,42 +448,7 @@ def preflight(
         PreflightError: listing every failed check, each with the setting to change and how.
         UnknownTableError: a requested table does not exist.
     """
-    problems: list[str] = []
-    warnings: list[str] = []
-    v = info.variables
-    if need_streaming:
-        if v.get("log_bin", "OFF").upper() not in ("ON", "1"):
-            problems.append(
-                "log_bin is OFF: binary logging is disabled. Start the server with "
-                "`log_bin=<basename>` and a `server_id` (it cannot be changed at runtime)."
-            )
-        if v.get("binlog_format", "").upper() != "ROW":
-            problems.append(
-                f"binlog_format is {v.get('binlog_format', 'unknown')!r}, must be 'ROW': "
-                "SET GLOBAL binlog_format = 'ROW' (and binlog_format=ROW in my.cnf)."
-            )
-        if v.get("binlog_row_image", "").upper() != "FULL":
-            problems.append(
-                f"binlog_row_image is {v.get('binlog_row_image', 'unknown')!r}, must be 'FULL' "
-                "(before/after images need every column): SET GLOBAL binlog_row_image = 'FULL'."
-            )
-        if "binlog_row_metadata" in v:
-            if v["binlog_row_metadata"].upper() != "FULL":
-                problems.append(
-                    f"binlog_row_metadata is {v['binlog_row_metadata']!r}, must be 'FULL' "
-                    "(column names and types in the binlog): SET GLOBAL binlog_row_metadata = 'FULL'."
-                )
-        else:
-            warnings.append(
-                "The server has no binlog_row_metadata variable (MySQL < 8.0.1 / MariaDB < 10.5): "
-                "column names come from the schema history only."
-            )
-        if v.get("binlog_transaction_compression", "OFF").upper() in ("ON", "1"):
-            problems.append(
-                "binlog_transaction_compression is ON: compressed transaction payloads cannot be "
-                "decoded by python-mysql-replication and would be lost. "
-                "SET GLOBAL binlog_transaction_compression = OFF."
-            )
+    problems, warnings = binlog_setting_problems(info) if need_streaming else ([], [])
     glob, per_db = _granted_privileges(conn)
     dbs = sorted({db for db, _ in tables})
 
