@@ -18,19 +18,24 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader
+from pyspark.sql.datasource import DataSource
 
 from ..private_files import SealedDataSource
-from ..sink.spark_files import _FileGroup, decode_schema, encode_schema, read_storage_ref
+from ..sink.spark_files import (
+    FileGroup,
+    LakeFilesReader,
+    decode_schema,
+    encode_schema,
+    file_groups,
+    read_storage_ref,
+)
 
 DELTA_TABLE_FORMAT = "mysql_cdc_delta_table"
 
-#: Parquet bytes per read task.
-SPLIT_BYTES = 128 * 1024 * 1024
 
-
-class DeltaTableReader(DataSourceReader):
-    """Reads the current version of one Delta table (see the module docs)."""
+class DeltaTableReader(LakeFilesReader):
+    """Reads the current version of one Delta table (see the module docs): its files are listed
+    when the query is planned; each task reads its files as the compaction's reader does."""
 
     def __init__(self, options: dict[str, str], key: bytes | None):
         self.key = key
@@ -46,36 +51,9 @@ class DeltaTableReader(DataSourceReader):
         try:
             dt = DeltaTable(self.table_uri, storage_options=storage.delta_storage_options())
         except TableNotFoundError:
-            return [_FileGroup([])]
+            return [FileGroup([])]
         actions = pa.table(dt.get_add_actions(flatten=True))
-        groups: list[list[str]] = []
-        cur: list[str] = []
-        size = 0
-        for p, s in zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist()):
-            cur.append(p)
-            size += int(s or 0)
-            if size >= SPLIT_BYTES:
-                groups.append(cur)
-                cur, size = [], 0
-        if cur:
-            groups.append(cur)
-        return [_FileGroup(g) for g in groups] or [_FileGroup([])]
-
-    def read(self, partition):
-        import pyarrow.parquet as pq
-
-        from ..sink.evolution import conform_table, relabel
-
-        storage = read_storage_ref(self.storage_ref, self.key)
-        fs = storage.pyarrow_filesystem()
-        base = storage.fs_path(self.table_uri)
-        for rel in partition.paths:
-            with fs.open_input_file(f"{base}/{rel}") as fh:
-                pf = pq.ParquetFile(fh)
-                cols = [n for n in pf.schema_arrow.names if n in self.schema.names]
-                for b in pf.iter_batches(batch_size=65_536, columns=cols):
-                    t = relabel(pa.Table.from_batches([b]), self.schema)
-                    yield from conform_table(t, self.schema).to_batches()
+        return [FileGroup(g) for g in file_groups(actions)] or [FileGroup([])]
 
 
 class DeltaTableDataSource(SealedDataSource, DataSource):

@@ -40,35 +40,15 @@ from .tail import CUT_COL
 
 log = logging.getLogger(__name__)
 
-#: Target bytes of Parquet read per Spark task of a compaction.
-SPLIT_BYTES = 128 * 1024 * 1024
-
-
-def _file_groups(actions: pa.Table, split_bytes: int = SPLIT_BYTES) -> list[list[str]]:
-    """Data files (add actions: ``path``, ``size_bytes``) grouped into tasks of about
-    ``split_bytes`` each."""
-    groups: list[list[str]] = []
-    cur: list[str] = []
-    size = 0
-    for p, s in zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist()):
-        cur.append(p)
-        size += int(s or 0)
-        if size >= split_bytes:
-            groups.append(cur)
-            cur, size = [], 0
-    if cur:
-        groups.append(cur)
-    return groups
-
 
 def _frame(F, writer: Any, table_uri: str, actions: pa.Table, schema: pa.Schema, extra: dict[str, Any]):
     """A DataFrame of the data files ``actions`` of ``table_uri`` in ``schema`` (read by the
     executors), with constant columns ``extra`` (``F``: the session's functions module)."""
-    from .spark_files import LakeFilesDataSource, encode_schema, lake_files_options
+    from .spark_files import LakeFilesDataSource, encode_schema, file_groups, lake_files_options
 
     spark = writer.active_spark()
     reader = spark.read.format(writer.register_data_source(LakeFilesDataSource))
-    for k, v in lake_files_options(writer, table_uri, _file_groups(actions), schema).items():
+    for k, v in lake_files_options(writer, table_uri, file_groups(actions), schema).items():
         reader = reader.option(k, v)
     df = reader.option("schema", encode_schema(schema)).load()
     for name, value in extra.items():

@@ -542,11 +542,32 @@ class DeltaFilesWriter(DataSourceArrowWriter):
 LAKE_FILES_FORMAT = "mysql_cdc_lake_files"
 
 
-class _FileGroup(InputPartition):
+#: Target Parquet bytes read per Spark task (a compaction's, a downstream read's).
+SPLIT_BYTES = 128 * 1024 * 1024
+
+
+class FileGroup(InputPartition):
     """Data files one read task reads (paths relative to the table)."""
 
     def __init__(self, paths: list[str]):
         self.paths = paths
+
+
+def file_groups(actions: pa.Table, split_bytes: int = SPLIT_BYTES) -> list[list[str]]:
+    """Data files (Delta add actions: columns ``path``, ``size_bytes``) grouped into read tasks
+    of about ``split_bytes`` bytes each, in the log's order."""
+    groups: list[list[str]] = []
+    cur: list[str] = []
+    size = 0
+    for p, s in zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist()):
+        cur.append(p)
+        size += int(s or 0)
+        if size >= split_bytes:
+            groups.append(cur)
+            cur, size = [], 0
+    if cur:
+        groups.append(cur)
+    return groups
 
 
 class LakeFilesReader(DataSourceReader):
@@ -562,7 +583,7 @@ class LakeFilesReader(DataSourceReader):
         self.storage_ref = options["storage_ref"]
 
     def partitions(self):
-        return [_FileGroup(g) for g in self.groups] or [_FileGroup([])]
+        return [FileGroup(g) for g in self.groups] or [FileGroup([])]
 
     def read(self, partition):
         from .evolution import conform_table, relabel
@@ -572,9 +593,10 @@ class LakeFilesReader(DataSourceReader):
         base = storage.fs_path(self.table_uri)
         for rel in partition.paths:
             with fs.open_input_file(f"{base}/{rel}") as fh:
-                for b in pq.ParquetFile(fh).iter_batches(batch_size=65_536):
+                pf = pq.ParquetFile(fh)
+                cols = [n for n in pf.schema_arrow.names if n in self.schema.names]  # only those read
+                for b in pf.iter_batches(batch_size=65_536, columns=cols):
                     t = relabel(pa.Table.from_batches([b]), self.schema)
-                    t = t.select([n for n in t.column_names if n in self.schema.names])
                     yield from conform_table(t, self.schema).to_batches()
 
 
