@@ -323,12 +323,18 @@ def recorded_address(cursor: StreamCursor) -> tuple[str, int] | None:
     return (host.strip("[]"), int(port)) if port.isdigit() else None
 
 
+#: ``status`` reads one binlog event (the lag in seconds) as replica ``server_id`` + this: an id
+#: of its own, so it never cuts off a capture's readers (windows +0, range re-snapshots +3, window
+#: checks +7, full verification +11, look-ahead +13, rotation +17, segments +101..116).
+STATUS_SERVER_ID_OFFSET = 19
+
+
 def read_status(
     instance: Any,
     sensor_name: str,
     *,
     settings: ConnectionSettings | None = None,
-    replica_server_id: int = 184054 + 11,
+    replica_server_id: int = 184054 + STATUS_SERVER_ID_OFFSET,
     cursor_text: str | None = None,
     use_recorded_address: bool = True,
     stale_seconds: float | None = None,
@@ -339,7 +345,8 @@ def read_status(
     Args:
         instance: the Dagster instance holding the sensor's cursor, ticks and runs.
         settings: the source server (for the lag); ``None``: lag not computed (``--no-server``).
-        replica_server_id: binlog client id used to read one event for the lag in seconds.
+        replica_server_id: binlog client id used to read one event for the lag in seconds
+            (default: the default ``server_id`` + :data:`STATUS_SERVER_ID_OFFSET`).
         cursor_text: use this cursor instead of the stored one.
         use_recorded_address: connect to the address recorded in the cursor (the server the
             offset belongs to) instead of ``settings``' host and port.
