@@ -73,19 +73,28 @@ def test_the_engine_does_not_import_dagster():
 
 
 @pytest.mark.integration
-def test_window_with_nothing_to_write_never_starts_spark(tmp_path):
+@pytest.mark.parametrize("materialize_unchanged", [False, True], ids=["sensor_commits", "run"])
+def test_window_with_nothing_to_write_never_starts_spark(tmp_path, materialize_unchanged):
+    """A window that changes no captured table: the sensor commits it without a run (default),
+    or, with ``stream_materialize_unchanged``, its run succeeds without a Spark session."""
     with scratch_database("nospark") as (db, conn):
         with conn.cursor() as cur:
             cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY)")
             cur.execute(f"CREATE TABLE {db}.other (id INT PRIMARY KEY)")
-        mysql = capture_resource(db, table_include_list=[f"{db}\\.t"])
+        mysql = capture_resource(
+            db, table_include_list=[f"{db}\\.t"], stream_materialize_unchanged=materialize_unchanged
+        )
         # nothing listens on port 9: any Spark session would fail the run
         cdc = SensorDriven(mysql, str(tmp_path / "lake"), spark_remote="sc://127.0.0.1:9")
         cdc.ticks()  # initial snapshot of an empty table: nothing to write
         with conn.cursor() as cur:
             cur.execute(f"INSERT INTO {db}.other VALUES (1)")  # not captured
         log = cdc.ticks()
-        assert log.runs and all(r.success for r in log.runs)
+        if materialize_unchanged:
+            assert log.runs and all(r.success for r in log.runs)
+        else:
+            assert not log.runs
+            assert any("committed without a run" in r for r in log.skip_reasons), log.skip_reasons
         assert "caught up" in log.skip_reasons[-1]
 
 
