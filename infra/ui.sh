@@ -18,7 +18,7 @@ mkdir -p "$DAGSTER_HOME"
   printf 'telemetry:\n  enabled: false\nrun_queue:\n  dequeue_interval_seconds: 1\n' >"$DAGSTER_HOME/dagster.yaml"
 HOST="${CDC_UI_HOST:-127.0.0.1}"
 PORT="${CDC_UI_PORT:-3000}"
-SENSORS=(dbserver1_cdc_binlog_sensor default_automation_condition_sensor)
+SENSORS=(dbserver1_cdc_binlog_sensor dbserver1_cdc_binlog_sensor_verification default_automation_condition_sensor)
 DAGSTER=("$CDC_ROOT/.venv/bin/dagster")
 [ -x "${DAGSTER[0]}" ] || DAGSTER=(dagster)
 
