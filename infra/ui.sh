@@ -5,8 +5,9 @@
 #
 # Serves http://$CDC_UI_HOST:$CDC_UI_PORT (default 127.0.0.1:3000) in the foreground; Ctrl-C stops it.
 # DAGSTER_HOME defaults to .infra/dagster-home (runs, sensor cursors and event logs persist there).
-# Once the webserver answers, the binlog sensor (dbserver1_cdc_binlog_sensor) and the automation
-# sensor of the downstream asset are switched on, as a user would in Automation.
+# Once the webserver answers, the binlog sensor (dbserver1_cdc_binlog_sensor), the rotating
+# verification (dbserver1_cdc_binlog_sensor_verification) and the automation sensor of the
+# downstream asset are switched on, as a user would in Automation.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$CDC_ROOT"
@@ -44,6 +45,9 @@ PY
   echo "[ui] the webserver did not answer on http://$HOST:$PORT within 180 s" >&2
 }
 
+# the signal table (inventory.debezium_signal): incremental snapshots, and the repairs the checks
+# and the rotating verification queue, are signals written to it (created if absent)
+"$CDC_PYTHON" -c 'from definitions import mysql; print("[ui] signal table", mysql.create_signal_table())'
 echo "[ui] dagster dev -f definitions.py on http://$HOST:$PORT (DAGSTER_HOME=$DAGSTER_HOME); Ctrl-C stops it"
 start_sensors &
 exec "${DAGSTER[@]}" dev -f definitions.py -h "$HOST" -p "$PORT"
