@@ -331,10 +331,10 @@ def _evaluations(runs) -> dict[tuple[str, str], dg.AssetCheckEvaluation]:
 def _latest(cdc, table: str, check: str):
     """The latest evaluated result of a table's check in the instance (what the UI and
     ``status`` show)."""
-    from dagster_mysql_cdc.dagster_integration.heartbeat import _latest_result
+    from dagster_mysql_cdc.dagster_integration.heartbeat import latest_check_result
 
     key = dg.AssetCheckKey(dg.AssetKey([cdc.resources["mysql"].server_name, cdc.db, table]), check)
-    rec = _latest_result(cdc.instance, key)
+    rec = latest_check_result(cdc.instance, key)
     assert rec is not None, key
     return rec.evaluation
 

@@ -314,7 +314,7 @@ def assert_no_check_cried_wolf(cdc: SensorDriven, log, existing: set[str], where
     source) failed no table check, except *pending* ones (WARN: a repair of what a DDL changed
     without row events was queued, the lake was compared once it completed), and the latest
     result of every check of the tables that exist (``existing``) passed."""
-    from dagster_mysql_cdc.dagster_integration.heartbeat import _latest_result
+    from dagster_mysql_cdc.dagster_integration.heartbeat import latest_check_result
 
     wolves = [
         (e.asset_key.path[-1], e.check_name, {k: getattr(v, "value", v) for k, v in e.metadata.items()})
@@ -327,7 +327,7 @@ def assert_no_check_cried_wolf(cdc: SensorDriven, log, existing: set[str], where
     assert not wolves, f"{where}: {wolves}"
     for ck in cdc.cdc.check_keys:
         if ck.asset_key.path[-1] in existing:
-            rec = _latest_result(cdc.instance, ck)
+            rec = latest_check_result(cdc.instance, ck)
             assert rec is not None and rec.evaluation.passed, (where, ck, rec and rec.evaluation.metadata)
 
 

@@ -380,10 +380,10 @@ class _Earlier:
     def latest(self, ck: dg.AssetCheckKey) -> tuple[Any, dg.AssetCheckEvaluation] | None:
         """``(record, evaluation)`` of ``ck``'s latest evaluated result before this run's."""
         if ck not in self._seen:
-            from .heartbeat import _latest_result
+            from .heartbeat import latest_check_result
 
             try:
-                rec = _latest_result(self._context.instance, ck)
+                rec = latest_check_result(self._context.instance, ck)
             except Exception as e:  # noqa: BLE001 - then this run's result stands as it is
                 self._context.log.warning(f"the last result of {ck.to_user_string()} could not be read: {e}")
                 rec = None

@@ -163,7 +163,7 @@ def _binlog_progress(
     return (pos, last.timestamp) if pos is not None else None  # type: ignore[union-attr]
 
 
-def _latest_result(instance: dg.DagsterInstance, ck: dg.AssetCheckKey):
+def latest_check_result(instance: dg.DagsterInstance, ck: dg.AssetCheckKey):
     """The latest *evaluated* record of check ``ck`` (status ``SUCCEEDED``/``FAILED``), or ``None``.
 
     ``get_latest_asset_check_evaluation_record`` returns the latest record whatever its status: a
@@ -193,7 +193,7 @@ def _carried_checks(
     for ck in sorted(assets_def.check_keys, key=lambda c: c.name):
         if ck.asset_key != key:
             continue
-        rec = _latest_result(instance, ck)
+        rec = latest_check_result(instance, ck)
         ev = rec.evaluation if rec is not None else None
         if rec is None or not isinstance(ev, dg.AssetCheckEvaluation):
             continue

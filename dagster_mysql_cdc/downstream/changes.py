@@ -163,9 +163,9 @@ class ChangeBatch:
         """The table's current state (:func:`.current.read_current`'s arguments and layout) and,
         in :attr:`end`, the position that matches it: applying the events after :attr:`end` to
         this state gives later states, each event once (see the module docs, ``pending``)."""
-        from .current import _open_tables, resolved_state, shape
+        from .current import open_tables, resolved_state, shape
 
-        state_dt, tail_dt = _open_tables(self.table)  # before the change log (see current_position)
+        state_dt, tail_dt = open_tables(self.table)  # before the change log (see current_position)
         out = resolved_state(
             self.table, columns=kwargs.get("columns"), filter=kwargs.get("filter"), opened=(state_dt, tail_dt)
         )

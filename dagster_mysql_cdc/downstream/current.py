@@ -76,7 +76,7 @@ def _dnf_columns(filter: Filter) -> set[str] | None:
     return {str(term[0]) for clause in clauses for term in clause}
 
 
-def _open_tables(table: CapturedTable) -> tuple[Any, Any]:
+def open_tables(table: CapturedTable) -> tuple[Any, Any]:
     """``(state, tail)`` Delta tables, the tail opened first: a compaction commits the new state
     before it removes the tail files it consumed, so a tail read before the state can only hold
     rows the state also has (applied again harmlessly), never miss rows a newer state lacks."""
@@ -100,9 +100,9 @@ def resolved_state(
     Raises:
         UnknownTableError: the table has neither a state nor a tail yet.
     """
-    from ..sink.read import _key, _load
+    from ..sink.read import key_columns_of, load_parts
 
-    state_dt, tail_dt = opened or _open_tables(table)
+    state_dt, tail_dt = opened or open_tables(table)
     if state_dt is None and tail_dt is None:
         raise UnknownTableError(
             f"{table} has no current state yet (no state or state_tail): snapshot it first"
@@ -112,9 +112,9 @@ def resolved_state(
     if expr is not None and columns is not None:
         named = _dnf_columns(filter)
         read_cols = None if named is None else [*columns, *(c for c in named if c not in columns)]
-    key = _key(state_dt, tail_dt)
+    key = key_columns_of(state_dt, tail_dt)
     if expr is None or not key:  # no filter, or keyless (read whole: every column is its key)
-        parts = _load(
+        parts = load_parts(
             table.storage,
             table.paths,
             columns=read_cols,

@@ -342,7 +342,7 @@ def table_shape(table: CapturedTable) -> TableShape | None:
     state or tail is described as :func:`ensure_tables` creates it."""
     from ..sink.compaction import state_schema_after
     from ..sink.delta import open_table
-    from ..sink.read import _key
+    from ..sink.read import key_columns_of
     from ..sink.tail import tail_schema
 
     tail_dt = open_table(table.storage, table.paths.tail)
@@ -351,7 +351,7 @@ def table_shape(table: CapturedTable) -> TableShape | None:
         return None
     st = pa.schema(state_dt.schema().to_arrow()) if state_dt is not None else None
     tl = pa.schema(tail_dt.schema().to_arrow()) if tail_dt is not None else None
-    key = _key(state_dt, tail_dt)
+    key = key_columns_of(state_dt, tail_dt)
     if key is None:
         key = [] if COUNT_FIELD.name in (tl or st).names else None  # type: ignore[union-attr]
     if key is None:

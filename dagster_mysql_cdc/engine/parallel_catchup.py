@@ -66,7 +66,7 @@ import pyarrow as pa
 from ..errors import SinkError, describe
 from ..events import BinlogPosition, change_log_schema
 from ..sink.delta import commit_files, delete_files
-from ..sink.lake import LakeWriter, TableBatch, TableWriteResult, _root_cause
+from ..sink.lake import LakeWriter, TableBatch, TableWriteResult, root_cause
 from ..sink.layout import LakeLayout
 from ..sink.schema_history import SchemaHistory
 from ..sink.spark_files import FileOutput, default_parallelism
@@ -214,7 +214,7 @@ def parallel_window(
     except Exception as e:  # nothing is committed yet: the run process reads the window itself
         prepared.source.close()
         return single(
-            f"the Spark tasks failed ({_root_cause(e)}); every task connects to the source itself: "
+            f"the Spark tasks failed ({root_cause(e)}); every task connects to the source itself: "
             "the executors need network access to it and the capture user's grants must cover "
             "their hosts (docs/operations.md, 'Parallel catch-up of a backlog')",
             logging.WARNING,

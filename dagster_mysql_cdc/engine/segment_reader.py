@@ -36,7 +36,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from ..errors import CdcError
 from ..private_files import PrivateFiles, SealedDataSource, read_private_file
 from ..sink.evolution import conform_table
-from ..sink.spark_files import FileOutput, _OutputFiles, read_storage_ref
+from ..sink.spark_files import FileOutput, OutputFiles, read_storage_ref
 from ..source.binlog import DdlStatement, RowsBatch, TransactionCommit
 from ..source.connection import ConnectionSettings, ServerInfo
 from ..source.ddl import SchemaCatalog
@@ -137,8 +137,8 @@ class _SegmentSink:
 
     def __init__(self, files: TableFiles, storage: Any, fs: Any, rows_per_file: int):
         self.files = files
-        self.log = _OutputFiles(files.changelog, storage, fs, rows_per_file)
-        self.tail = _OutputFiles(files.tail, storage, fs, rows_per_file)
+        self.log = OutputFiles(files.changelog, storage, fs, rows_per_file)
+        self.tail = OutputFiles(files.tail, storage, fs, rows_per_file)
         self.rows_by_op: dict[str, int] = {}
 
     def add(self, batch: pa.RecordBatch) -> None:
@@ -225,7 +225,7 @@ def decode_segment(job: SegmentJob, index: int, key: bytes | None) -> dict:
     )
     source.catalog = job.catalogs[index]
     tx = (
-        _OutputFiles(job.transactions, storage, writer.fs, job.rows_per_file)
+        OutputFiles(job.transactions, storage, writer.fs, job.rows_per_file)
         if job.transactions is not None
         else None
     )

@@ -117,7 +117,7 @@ def _tombstoned(t: pa.Table, mask, cut: Ordering, op: str, keyless: bool) -> pa.
     return t
 
 
-def _aligned(t: pa.Table, schema: pa.Schema) -> pa.Table:
+def aligned_to(t: pa.Table, schema: pa.Schema) -> pa.Table:
     """``t`` with ``schema``'s columns (missing ones null, others dropped), in its order."""
     cols = [
         t.column(f.name).cast(f.type) if f.name in t.column_names else pa.nulls(t.num_rows, f.type)
@@ -151,18 +151,18 @@ def resolve(
     cut = newest_cut(tail)
     if tail is not None and CUT_COL in tail.column_names:
         tail = tail.filter(pc.invert(pc.fill_null(tail.column(CUT_COL), False)))
-    rows = _aligned(epoch_filled(tail), schema) if tail is not None else schema.empty_table()
+    rows = aligned_to(epoch_filled(tail), schema) if tail is not None else schema.empty_table()
     if cut is not None:
         rows = rows.filter(pc.invert(older_than_cut(rows, cut[0])))
     parts: Iterable[pa.Table] = [] if state is None else [state] if isinstance(state, pa.Table) else state
     if not keyless:
-        out = _resolve_keyed((_aligned(epoch_filled(p), schema) for p in parts), rows, list(key), schema)
+        out = _resolve_keyed((aligned_to(epoch_filled(p), schema) for p in parts), rows, list(key), schema)
         if cut is not None:
             out = _tombstoned(out, older_than_cut(out, cut[0]), cut[0], cut[1], False)
         return out
     loaded = list(parts)
     base = (
-        _aligned(epoch_filled(pa.concat_tables(loaded) if len(loaded) > 1 else loaded[0]), schema)
+        aligned_to(epoch_filled(pa.concat_tables(loaded) if len(loaded) > 1 else loaded[0]), schema)
         if loaded
         else schema.empty_table()
     )
@@ -321,7 +321,7 @@ def _resolve_keyless(base: pa.Table, rows: pa.Table, schema: pa.Schema, fresh) -
     for tbl, idx, cnts in ((base, s_idx, s_cnt), (rows, t_idx, t_cnt)):
         if not idx:
             continue
-        part = _aligned(tbl.take(pa.array(idx, pa.int64())), base.schema)
+        part = aligned_to(tbl.take(pa.array(idx, pa.int64())), base.schema)
         part = _with_counts(part, cnts)
         parts.append(part)
     return pa.concat_tables(parts) if parts else base.slice(0, 0)

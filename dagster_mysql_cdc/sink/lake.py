@@ -408,7 +408,7 @@ class LakeWriter:
         except Exception as e:  # a Spark task's error arrives as a long PythonException/Py4JJavaError
             where = ", ".join(o.table_uri for o in outputs)
             raise SinkError(
-                f"Writing data files to {where} on {self.storage.location()} failed: {_root_cause(e)}"
+                f"Writing data files to {where} on {self.storage.location()} failed: {root_cause(e)}"
             ) from e
         with open(manifest) as fh:
             return json.load(fh)
@@ -749,7 +749,7 @@ def run_concurrently(tasks: list[Callable[[], Any]], workers: int) -> list[tuple
         release()
 
 
-def _root_cause(e: BaseException) -> str:
+def root_cause(e: BaseException) -> str:
     """The last ``Error:`` line of an exception's text (the executor's own error inside Spark's
     wrapping), or its first line."""
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]

@@ -28,7 +28,9 @@ from .storage import StorageSettings
 from .table_batch import recorded_key
 
 
-def _key(state_dt: Any, tail_dt: Any) -> list[str] | None:
+def key_columns_of(state_dt: Any, tail_dt: Any) -> list[str] | None:
+    """The primary-key column names recorded in the tail's (else the state's) Delta metadata, or
+    ``None`` for a keyless table or when neither table exists yet."""
     key = recorded_key(tail_dt) if tail_dt is not None else None
     if key is None and state_dt is not None:
         key = recorded_key(state_dt)
@@ -113,7 +115,7 @@ def _live(t: pa.Table) -> pa.Table:
     return t.filter(pc.invert(pc.fill_null(t.column("__deleted"), False)))
 
 
-def _load(
+def load_parts(
     storage: StorageSettings,
     paths: TablePaths,
     *,
@@ -136,7 +138,7 @@ def _load(
         state_dt = open_table(storage, paths.state)
     if state_dt is None and tail_dt is None:
         return None
-    key = _key(state_dt, tail_dt)
+    key = key_columns_of(state_dt, tail_dt)
     st_schema = pa.schema(state_dt.schema().to_arrow()) if state_dt is not None else None
     tail_schema = pa.schema(tail_dt.schema().to_arrow()) if tail_dt is not None else None
     keyless = (not key) if key is not None else "__count" in (tail_schema or st_schema).names  # type: ignore[union-attr]
@@ -252,7 +254,7 @@ def read_current(
     """
     if isinstance(paths, str):
         paths = TablePaths(changelog="", state=paths)
-    parts = _load(storage, paths, columns=columns, keys=keys, with_tail=with_tail, key_range=key_range)
+    parts = load_parts(storage, paths, columns=columns, keys=keys, with_tail=with_tail, key_range=key_range)
     out = parts.resolved() if parts is not None else None
     if out is None:
         return None
@@ -285,9 +287,9 @@ def read_window_rows(
     if not set(files) <= current:
         return None
     state_dt = open_table(storage, paths.state)
-    if not _key(state_dt, tail_dt):
+    if not key_columns_of(state_dt, tail_dt):
         return None
-    parts = _load(
+    parts = load_parts(
         storage,
         paths,
         columns=columns,
@@ -314,7 +316,7 @@ def current_schema(storage: StorageSettings, paths: TablePaths | str) -> pa.Sche
     if tail_dt is None:
         return st
     tail = pa.schema(tail_dt.schema().to_arrow())
-    key = _key(state_dt, tail_dt)
+    key = key_columns_of(state_dt, tail_dt)
     keyless = (not key) if key is not None else "__count" in tail.names
     return state_schema_after(st, tail, keyless)
 
@@ -336,7 +338,7 @@ def live_count(storage: StorageSettings, paths: TablePaths | str) -> int | None:
     tail_dt = open_table(storage, paths.tail)
     tail_files = pa.table(tail_dt.get_add_actions(flatten=True)).num_rows if tail_dt is not None else 0
     state_dt = open_table(storage, paths.state)
-    key = _key(state_dt, tail_dt)
+    key = key_columns_of(state_dt, tail_dt)
     if not tail_files:
         return state_live_count(storage, paths.state) if state_dt is not None else None
     if not key:  # keyless: the whole (small) table
@@ -355,7 +357,7 @@ def live_count(storage: StorageSettings, paths: TablePaths | str) -> int | None:
         cur = read_current(storage, paths, live=True, columns=key)
         return 0 if cur is None else cur.num_rows
     touched = set(zip(*(tail_keys.column(k).to_pylist() for k in key)))
-    parts = _load(
+    parts = load_parts(
         storage, paths, columns=key, keys=(key, touched), with_tail=True, opened=(state_dt, tail_dt)
     )
     assert parts is not None
@@ -382,7 +384,7 @@ def keyless_live_change(
     """
     import pyarrow.compute as pc
 
-    from .current import _aligned
+    from .current import aligned_to
     from .evolution import conform_table
     from .tail import CUT_COL
 
@@ -420,7 +422,7 @@ def keyless_live_change(
         return int(pc.sum(pc.fill_null(live.column("__count"), 1)).as_py() or 0) if live.num_rows else 0
 
     before = live_copies(resolve(state, tail, key=[], schema=schema))
-    both = pa.concat_tables([tail, _aligned(window, tail_schema)])
+    both = pa.concat_tables([tail, aligned_to(window, tail_schema)])
     return live_copies(resolve(state, both, key=[], schema=schema)) - before
 
 
@@ -435,11 +437,11 @@ def current_frame(writer: Any, paths: TablePaths) -> Any:
     from .compaction_spark import state_frame
 
     storage = writer.storage
-    tail_dt = open_table(storage, paths.tail)  # before the state (see _load)
+    tail_dt = open_table(storage, paths.tail)  # before the state (see load_parts)
     state_dt = open_table(storage, paths.state)
     if state_dt is None and tail_dt is None:
         raise ValueError(f"{paths.state} has no state yet")
     df, _schema, _as_of = state_frame(
-        writer, paths, _key(state_dt, tail_dt) or [], state_dt=state_dt, tail_dt=tail_dt
+        writer, paths, key_columns_of(state_dt, tail_dt) or [], state_dt=state_dt, tail_dt=tail_dt
     )
     return df

@@ -360,7 +360,7 @@ class DeltaFilesDataSource(SealedDataSource, DataSource):
         return DeltaFilesWriter(dict(self.options), type(self).file_key)
 
 
-class _OutputFiles:
+class OutputFiles:
     """Parquet files of one output in one task, rotated every ``rows_per_file`` rows."""
 
     def __init__(self, out: FileOutput, storage: StorageSettings, fs, rows_per_file: int):
@@ -463,8 +463,8 @@ class DeltaFilesWriter(DataSourceArrowWriter):
     def write(self, iterator) -> FilesWritten:
         storage = read_storage_ref(self.storage_ref, self.key)
         fs = storage.pyarrow_filesystem()
-        outs = [_OutputFiles(o, storage, fs, self.rows_per_file) for o in decode_outputs(self.outputs_b64)]
-        by_group: dict[int | None, list[_OutputFiles]] = {}
+        outs = [OutputFiles(o, storage, fs, self.rows_per_file) for o in decode_outputs(self.outputs_b64)]
+        by_group: dict[int | None, list[OutputFiles]] = {}
         for o in outs:
             by_group.setdefault(o.out.group, []).append(o)
         pool = None
