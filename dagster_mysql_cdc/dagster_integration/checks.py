@@ -213,13 +213,13 @@ def _hashable_row(values: Iterable[Any]) -> tuple:
     return tuple(hashable_value(v) for v in values)
 
 
-def _struct_positions(schema: pa.Schema, names: Sequence[str]) -> list[int]:
+def struct_positions(schema: pa.Schema, names: Sequence[str]) -> list[int]:
     """Positions in ``names`` of the struct columns of ``schema`` (their values need
     :func:`_hashable_row`)."""
     return [i for i, n in enumerate(names) if pa.types.is_struct(schema.field(n).type)]
 
 
-def _hashable_rows(rows: Iterable[tuple], structs: list[int]) -> Iterable[tuple]:
+def hashable_rows(rows: Iterable[tuple], structs: list[int]) -> Iterable[tuple]:
     """``rows`` with their struct values made hashable (unchanged when there are none)."""
     if not structs:
         return rows
@@ -235,8 +235,8 @@ def _lake_live_rows(storage: StorageSettings, state_uri: str, columns: list[str]
     t = read_current(storage, state_uri, live=True, columns=columns)
     if t is None:
         return
-    structs = _struct_positions(t.schema, columns)
-    rows = _hashable_rows(zip(*[t.column(c).to_pylist() for c in columns]), structs)
+    structs = struct_positions(t.schema, columns)
+    rows = hashable_rows(zip(*[t.column(c).to_pylist() for c in columns]), structs)
     if "__count" not in t.column_names:
         yield from rows
         return
@@ -277,7 +277,7 @@ class SharedSource:
     def source(self) -> tuple[Any, BinlogPosition]:
         """(the connection, its consistent-snapshot position), opened on first use."""
         if self._conn is None:
-            self._conn, self._pos = _consistent_source(self.settings, self.info, self.committed.epoch)
+            self._conn, self._pos = consistent_source(self.settings, self.info, self.committed.epoch)
             self.schemas = read_table_schemas(self._conn, self.tables)
         assert self._pos is not None
         return self._conn, self._pos
@@ -351,7 +351,7 @@ def _key_function(schema: TableSchema, type_options: TypeOptions) -> Callable[[d
     return key_of
 
 
-def _consistent_source(settings: ConnectionSettings, info: ServerInfo, epoch: int = 0):
+def consistent_source(settings: ConnectionSettings, info: ServerInfo, epoch: int = 0):
     """(connection in a consistent-snapshot transaction, its binlog position in offset epoch
     ``epoch``: the epoch of the committed position it is compared with)."""
     from ..source.connection import current_position
@@ -542,7 +542,7 @@ def run_table_checks(
     if shared is not None:
         conn, pos = shared.source()
     else:
-        conn, pos = _consistent_source(settings, info, committed.epoch)
+        conn, pos = consistent_source(settings, info, committed.epoch)
     try:
         schema = (
             shared.schemas.get((database, table))
@@ -740,7 +740,7 @@ class _NotConvertible:
         return f"<source row {self.n} not convertible>"
 
 
-def _converted_rows(
+def converted_rows(
     conv: TableConverter, rows: list, unconvertible: list[int], lake: pa.Schema
 ) -> Iterable[tuple]:
     """Converted source rows, as tuples of ``lake``'s columns in the lake's types (the lake keeps
@@ -757,7 +757,7 @@ def _converted_rows(
         bad = conv.unconvertible_rows(rows)
         if not bad:
             raise
-    good = iter(_converted_rows(conv, [r for i, r in enumerate(rows) if i not in bad], unconvertible, lake))
+    good = iter(converted_rows(conv, [r for i, r in enumerate(rows) if i not in bad], unconvertible, lake))
     out = []
     for i in range(len(rows)):
         if i in bad:
@@ -777,11 +777,11 @@ def _source_rows(
     unconvertible: list[int] | None = None,
 ) -> Iterable[tuple]:
     """The source table's rows as tuples of ``lake``'s columns, in the lake's types (see
-    :func:`_converted_rows`)."""
+    :func:`converted_rows`)."""
     unconvertible = [0] if unconvertible is None else unconvertible
     cols = ", ".join(select_expression(c) for c in schema.columns)
     tbl = f"{quote_identifier(schema.database)}.{quote_identifier(schema.table)}"
-    structs = _struct_positions(lake, lake.names)
+    structs = struct_positions(lake, lake.names)
     cur = conn.cursor(pymysql.cursors.SSCursor)
     try:
         cur.execute(f"SELECT {cols} FROM {tbl}")
@@ -789,7 +789,7 @@ def _source_rows(
             rows = cur.fetchmany(chunk_rows)
             if not rows:
                 break
-            yield from _hashable_rows(_converted_rows(conv, list(rows), unconvertible, lake), structs)
+            yield from hashable_rows(converted_rows(conv, list(rows), unconvertible, lake), structs)
     finally:
         cur.close()
 

@@ -59,10 +59,10 @@ from ..source.schema import TableSchema
 from ..source.types import TableConverter, TypeOptions, quote_identifier, select_expression
 from .checks import (
     SCHEMA_CHANGED,
-    _consistent_source,
-    _converted_rows,
-    _hashable_rows,
-    _struct_positions,
+    consistent_source,
+    converted_rows,
+    hashable_rows,
+    struct_positions,
     touched_keys,
 )
 
@@ -349,7 +349,7 @@ def compare_range(
     if _int_keys(lo_converted, bound_c) and _int_keys(lo, bound):
         key_range = (pk[0], lo_converted[0] if lo_converted else None, bound_c[0] if bound_c else None)
     lake_all = read_current(storage, state_uri, live=True, key_range=key_range)
-    conn, pos = _consistent_source(settings, info, committed.epoch)
+    conn, pos = consistent_source(settings, info, committed.epoch)
     try:
         if (
             pos.sort_key() > committed.sort_key()
@@ -389,8 +389,8 @@ def compare_range(
             cur.close()
         out.rows = len(raw)
         out.end = hi is None and bound is None and not timed_out
-        structs = _struct_positions(lake_types, names)
-        src = list(_hashable_rows(_converted_rows(conv, raw, [0], lake_types), structs)) if raw else []
+        structs = struct_positions(lake_types, names)
+        src = list(hashable_rows(converted_rows(conv, raw, [0], lake_types), structs)) if raw else []
         src_by_key = {tuple(r[i] for i in kidx): r for r in src}
         if hi is not None:
             out.hi, out.hi_converted = hi, hi_converted
@@ -431,7 +431,7 @@ def compare_range(
             sub = lake_all.filter(pc.is_in(first, value_set=pa.array(firsts, first.type))) if firsts else None
         if sub is not None and sub.num_rows:
             sub = sub.select(names)
-            rows_iter = _hashable_rows(zip(*[sub.column(c).to_pylist() for c in names]), structs)
+            rows_iter = hashable_rows(zip(*[sub.column(c).to_pylist() for c in names]), structs)
             for r in rows_iter:
                 k = tuple(r[i] for i in kidx)
                 if ranged:

@@ -44,7 +44,7 @@ from ..source.types import (
     quote_identifier,
     select_expression,
 )
-from .checks import CHECKSUM, ROW_COUNT, _consistent_source, gone_results, not_compared_results
+from .checks import CHECKSUM, ROW_COUNT, consistent_source, gone_results, not_compared_results
 
 log = logging.getLogger(__name__)
 
@@ -536,7 +536,7 @@ def verify_window(
     wanted = [t for t in tables if t.checks & {ROW_COUNT, CHECKSUM}]
     if not wanted:
         return results, []
-    conn, pos = _consistent_source(settings, info, start.epoch)
+    conn, pos = consistent_source(settings, info, start.epoch)
     try:
         schemas = read_table_schemas(conn, [(t.database, t.table) for t in wanted])
         keyed = {k: s for k, s in schemas.items() if s.primary_key}
