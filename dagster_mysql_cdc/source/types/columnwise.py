@@ -16,6 +16,7 @@ from .options import TypeOptions
 from .queries import SNAPSHOT_TEXT_DECODERS
 from .temporal import ADJUST_BELOW_DAYS, ADJUST_BELOW_US
 
+#: ``f(raw values of one column) -> pa.Array`` of the column's :func:`~.schema_mapping.arrow_field` type.
 ArrayConverter = Callable[[Sequence[Any]], pa.Array]
 
 # What a vectorised attempt may raise when the raw values are not of the expected shape (the

@@ -44,6 +44,7 @@ _ALIASES: dict[str, str] = {
     "geomcollection": "geometrycollection",
 }
 
+#: The canonical type names of each family the mapping and the converters dispatch on.
 INT_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint"})
 TEXT_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext"})
 BINARY_TYPES = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})

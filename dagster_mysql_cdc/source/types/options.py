@@ -20,6 +20,7 @@ TimePrecisionMode = Literal["adaptive_time_microseconds", "connect"]
 BigintUnsignedHandlingMode = Literal["long", "precise"]
 #: Debezium ``binary.handling.mode`` values.
 BinaryHandlingMode = Literal["bytes", "base64", "base64-url-safe", "hex"]
+#: The values of :data:`Source`.
 SOURCES = ("pymysql", "binlog")
 
 _ALLOWED: dict[str, tuple[str, ...]] = {

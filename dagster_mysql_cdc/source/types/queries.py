@@ -81,6 +81,7 @@ _TEXT_FIELD_TYPES = frozenset(
         FIELD_TYPE.TIMESTAMP,
     }
 )
+#: pymysql's decoder of the text the snapshot reads (:func:`snapshot_decoders`), per canonical type.
 SNAPSHOT_TEXT_DECODERS: dict[str, Callable[[str], Any]] = {
     **{t: int for t in INT_TYPES},
     "float": float,

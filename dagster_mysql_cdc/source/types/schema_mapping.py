@@ -24,6 +24,7 @@ from .families import (
 from .options import TypeOptions, UnsupportedTypeError
 from .spatial import GEOMETRY_ARROW_TYPE
 
+#: Kafka Connect's logical name of an arbitrary-precision decimal (``decimal.handling.mode=precise``).
 DEBEZIUM_DECIMAL = "org.apache.kafka.connect.data.Decimal"
 
 

@@ -50,6 +50,8 @@ _CHARSET_CODECS = {
 
 
 def codec_for(column: ColumnSchema) -> str:
+    """The Python codec of the column's MySQL character set (UTF-8 when it has none or Python
+    does not know it)."""
     name = (column.charset or "").lower()
     codec = _CHARSET_CODECS.get(name)
     if codec:

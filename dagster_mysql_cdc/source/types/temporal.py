@@ -11,8 +11,11 @@ from .families import Core, column_fsp, conversion_error
 from .options import TypeOptions
 
 _EPOCH_DATE = _dt.date(1970, 1, 1)
+#: ``date.toordinal()`` of 1970-01-01.
 EPOCH_ORDINAL = _EPOCH_DATE.toordinal()
+#: 1970-01-01 00:00:00 as a naive datetime (python-mysql-replication's zero TIMESTAMP).
 EPOCH_NAIVE = _dt.datetime(1970, 1, 1)
+#: Microseconds in a day.
 ONE_DAY_US = 86_400_000_000
 _UTC = _dt.UTC
 
