@@ -22,8 +22,8 @@ except ImportError:  # pragma: no cover
     _orjson = None  # type: ignore[assignment]
 
 from ..schema import ColumnSchema
-from .families import Core, FastPath, conversion_error
-from .strings import codec_for
+from .families import Core, FastPath
+from .strings import text_core
 
 
 def _json_key(k: Any) -> str:
@@ -117,16 +117,7 @@ def json_core(column: ColumnSchema, binlog: bool) -> tuple[Core, Any]:
     agree). A partial JSON update (JsonDiff) raises ValueError (``binlog_row_value_options`` must
     be empty, as Debezium requires)."""
     if json_is_text(column):
-        codec = codec_for(column)
-
-        def stored_text(v: Any) -> str:
-            if v.__class__ is str:
-                return v
-            if isinstance(v, (bytes, bytearray, memoryview)):
-                return bytes(v).decode(codec, "replace")
-            raise conversion_error(column, v, "JSON text")
-
-        return stored_text, None
+        return text_core(column, "JSON text")
 
     def to_json(v: Any) -> str:
         if isinstance(v, str):

@@ -69,8 +69,9 @@ def codec_for(column: ColumnSchema) -> str:
 # ---- strings and binary ---------------------------------------------------------------------
 
 
-def text_core(column: ColumnSchema) -> tuple[Core, Any]:
-    """CHAR..LONGTEXT: str (bytes decoded with the column's charset)."""
+def text_core(column: ColumnSchema, what: str = "string") -> tuple[Core, Any]:
+    """CHAR..LONGTEXT (and MariaDB's text JSON): str, bytes decoded with the column's charset;
+    ``what`` names the target in the error for a value of another Python type."""
     codec = codec_for(column)
 
     def to_str(v: Any) -> str:
@@ -78,7 +79,7 @@ def text_core(column: ColumnSchema) -> tuple[Core, Any]:
             return v
         if isinstance(v, (bytes, bytearray, memoryview)):
             return bytes(v).decode(codec, "replace")
-        raise conversion_error(column, v, "string")
+        raise conversion_error(column, v, what)
 
     return to_str, None
 
