@@ -16,7 +16,7 @@ Two value sources are supported, and both produce *identical* Debezium values fo
 ``"binlog"``
     Row images of python-mysql-replication 1.0.17 row events (``event.rows[i]["values"]`` etc.).
 
-Library facts this module relies on (read from the installed library sources, checked against
+Library facts this package relies on (read from the installed library sources, checked against
 MariaDB 10.11 by ``tests/test_types_mariadb.py``):
 
 * pymysql returns zero / invalid ``DATE``/``DATETIME``/``TIMESTAMP`` values as the raw *string*

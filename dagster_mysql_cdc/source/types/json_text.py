@@ -98,9 +98,6 @@ def _compact_json_text(text: str) -> str:
     return _compact_json_text_stdlib(text)
 
 
-# ---- JSON -----------------------------------------------------------------------------------
-
-
 def json_is_text(column: ColumnSchema) -> bool:
     """Whether a JSON column stores its documents as text: MariaDB's JSON is an alias of
     ``LONGTEXT`` (with a ``json_valid`` CHECK), so it has a character set; MySQL's binary JSON has

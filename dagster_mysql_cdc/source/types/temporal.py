@@ -48,9 +48,6 @@ def _fix_binlog_negative_time(us: int) -> int:
     return -(whole * 1_000_000 + (1_000_000 - frac))
 
 
-# ---- temporal -------------------------------------------------------------------------------
-
-
 def year_core(binlog: bool) -> tuple[Core, Any]:
     """YEAR: int (python-mysql-replication's 1900 for YEAR 0000 mapped back to 0)."""
 
