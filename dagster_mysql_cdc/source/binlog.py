@@ -126,8 +126,19 @@ class RowsBatch:
 
 
 @dataclass
-class DdlStatement:
-    """A statement QueryEvent that is not BEGIN/COMMIT (DDL; the catalog decides what it does)."""
+class QueryStatement:
+    """A statement QUERY event that is not BEGIN/COMMIT/XA: what :class:`DdlStatement` and
+    :class:`StatementDml` both carry.
+
+    Attributes:
+        sql: the statement text, stripped.
+        database: the event's default database (``None`` when the session had none).
+        file, pos: binlog file and start offset of the event (Debezium ``source.file``/``pos``).
+        ts_ms: event timestamp in epoch ms (second precision on the wire).
+        server_id: originating server id.
+        gtid: GTID of the enclosing transaction (``None`` without GTIDs).
+        thread: id of the session that ran the statement.
+    """
 
     sql: str
     database: str | None
@@ -137,22 +148,20 @@ class DdlStatement:
     server_id: int
     gtid: str | None
     thread: int | None
+
+
+@dataclass
+class DdlStatement(QueryStatement):
+    """A statement QueryEvent that is not BEGIN/COMMIT (DDL; the catalog decides what it does);
+    ``end`` is the position after it (a transaction boundary)."""
+
     end: BinlogPosition
 
 
 @dataclass
-class StatementDml:
+class StatementDml(QueryStatement):
     """A QUERY event carrying data-changing SQL (``binlog_format=STATEMENT``/``MIXED``): the
     change has no row images, so row-based capture misses it (see :mod:`.statements`)."""
-
-    sql: str
-    database: str | None
-    file: str
-    pos: int
-    ts_ms: int
-    server_id: int
-    gtid: str | None
-    thread: int | None
 
 
 @dataclass

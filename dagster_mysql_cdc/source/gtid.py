@@ -144,6 +144,18 @@ class MariaDbGtidSet:
         return ",".join(str(g) for g in self.entries)
 
 
+def _mysql_gtid(gtid: str) -> tuple[str, int]:
+    """``(uuid lower-cased, n)`` of a MySQL GTID ``uuid:n``.
+
+    Raises:
+        GtidSetError: ``gtid`` is not ``uuid:n``.
+    """
+    m = _MYSQL_GTID.match(gtid)
+    if not m:
+        raise GtidSetError(f"Not a MySQL GTID: {gtid!r} (expected uuid:n)")
+    return m.group(1).lower(), int(m.group(2))
+
+
 @dataclass(frozen=True)
 class MySqlGtidSet:
     """A MySQL GTID set: ``{server_uuid (lower case): sorted disjoint closed intervals}``."""
@@ -184,11 +196,8 @@ class MySqlGtidSet:
         Raises:
             GtidSetError: ``gtid`` is not ``uuid:n``.
         """
-        m = _MYSQL_GTID.match(gtid)
-        if not m:
-            raise GtidSetError(f"Not a MySQL GTID: {gtid!r} (expected uuid:n)")
-        n = int(m.group(2))
-        return any(lo <= n <= hi for lo, hi in self.intervals.get(m.group(1).lower(), ()))
+        uuid, n = _mysql_gtid(gtid)
+        return any(lo <= n <= hi for lo, hi in self.intervals.get(uuid, ()))
 
     def issubset(self, other: MySqlGtidSet) -> bool:
         """Every transaction of ``self`` is in ``other``."""
@@ -226,10 +235,7 @@ class MySqlGtidSet:
         Raises:
             GtidSetError: ``gtid`` is not ``uuid:n``.
         """
-        m = _MYSQL_GTID.match(gtid)
-        if not m:
-            raise GtidSetError(f"Not a MySQL GTID: {gtid!r} (expected uuid:n)")
-        uuid, n = m.group(1).lower(), int(m.group(2))
+        uuid, n = _mysql_gtid(gtid)
         merged = dict(self.intervals)
         merged[uuid] = _merge([*merged.get(uuid, ()), (n, n)])
         return MySqlGtidSet(merged)

@@ -10,12 +10,12 @@ from typing import Any
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
-from .charsets import _CHAR_TYPES, _MBMAXLEN, _TEXT_MAX, _charset_of_collation, _norm_charset, _smallest
-from .dialect import _DIALECT, _cls, _ident, _table_name, _try_parse
-from .elements import _TABLE_ELEMENT_WORDS, _TableElements
-from .outcome import DdlOutcome, TableChange, _Fail, _truncate
-from .state import _TableEdit
-from .tokens import _is_name, _Toks, _word
+from .charsets import CHAR_TYPES, MBMAXLEN, TEXT_MAX, charset_of_collation, normalize_charset, smallest_type
+from .dialect import DIALECT, node_kind, node_name, table_name_of, try_parse_statement
+from .elements import TABLE_ELEMENT_WORDS, TableElements
+from .outcome import DdlFailure, DdlOutcome, TableChange, truncate_statement
+from .state import TableEdit
+from .tokens import TokenCursor, is_name, word_of
 
 _NO_EFFECT_TABLE_OPTIONS = frozenset(
     {
@@ -92,7 +92,7 @@ _NO_EFFECT_SPEC_WORDS = _NO_EFFECT_TABLE_OPTIONS | frozenset(
 )
 
 
-class _AlterTable(_TableElements):
+class AlterTableApplier(TableElements):
     """``ALTER [ONLINE] [IGNORE] TABLE [IF EXISTS] t spec, spec, ...``."""
 
     def alter_table(self, idx: int) -> DdlOutcome:
@@ -106,7 +106,7 @@ class _AlterTable(_TableElements):
             if not if_exists:
                 self.warn(
                     "DDL %r alters table %s.%s, which is not in the schema catalog; ignored",
-                    _truncate(self.stmt),
+                    truncate_statement(self.stmt),
                     db,
                     name,
                 )
@@ -116,10 +116,10 @@ class _AlterTable(_TableElements):
         else:
             t.accept("NOWAIT")
         specs_start = t.i
-        edit = _TableEdit.of(self.state, key)
+        edit = TableEdit.of(self.state, key)
         before = self.state.tables[key].columns
 
-        ast = _try_parse(self.stmt)
+        ast = try_parse_statement(self.stmt)
         if isinstance(ast, exp.Alter) and str(ast.args.get("kind") or "TABLE").upper() == "TABLE":
             self.alter_from_ast(edit, ast)
         else:
@@ -143,30 +143,30 @@ class _AlterTable(_TableElements):
         )
         return self.outcome(edit.database, [change])
 
-    def alter_from_ast(self, edit: _TableEdit, ast: exp.Expression) -> None:
+    def alter_from_ast(self, edit: TableEdit, ast: exp.Expression) -> None:
         options = ast.args.get("options") or []
         for opt in options:  # table default charset first: it applies to columns added below
             self.alter_option(edit, opt)
         for action in ast.args.get("actions") or []:
             self.alter_action(edit, action)
 
-    def alter_option(self, edit: _TableEdit, opt: exp.Expression) -> None:
-        n = _cls(opt)
+    def alter_option(self, edit: TableEdit, opt: exp.Expression) -> None:
+        n = node_kind(opt)
         if n == "CharacterSetProperty":
-            edit.charset = _norm_charset(_ident(opt.this))
+            edit.charset = normalize_charset(node_name(opt.this))
         elif n == "CollateProperty":
-            edit.charset = _charset_of_collation(_ident(opt.this)) or edit.charset
+            edit.charset = charset_of_collation(node_name(opt.this)) or edit.charset
         elif n == "SchemaCommentProperty":
-            edit.comment = _ident(opt.this)
+            edit.comment = node_name(opt.this)
         # ENGINE, AUTO_INCREMENT, ALGORITHM, LOCK, ROW_FORMAT, ORDER BY, ...: no column effect
 
-    def alter_action(self, edit: _TableEdit, a: exp.Expression) -> None:
-        n = _cls(a)
+    def alter_action(self, edit: TableEdit, a: exp.Expression) -> None:
+        n = node_kind(a)
         if n == "ColumnDef":
             self.add_column(edit, a, if_not_exists=bool(a.args.get("exists")))
         elif n == "Drop":
             kind = str(a.args.get("kind") or "").upper()
-            names = [_ident(x) for x in a.args.get("tables") or []]
+            names = [node_name(x) for x in a.args.get("tables") or []]
             if kind == "COLUMN":
                 for col in names:
                     self.drop_column(edit, col, if_exists=bool(a.args.get("exists")))
@@ -178,37 +178,37 @@ class _AlterTable(_TableElements):
             elif kind in ("PRIMARY KEY",):
                 edit.primary_key = []
             else:
-                raise _Fail(f"unsupported ALTER TABLE DROP {kind}")
+                raise DdlFailure(f"unsupported ALTER TABLE DROP {kind}")
         elif n == "DropPrimaryKey":
             edit.primary_key = []
         elif n == "ModifyColumn":
             self.modify_column(edit, a.this, a.args.get("rename_from"))
         elif n == "RenameColumn":
             self.rename_column(
-                edit, _ident(a.this), _ident(a.args.get("to")), if_exists=bool(a.args.get("exists"))
+                edit, node_name(a.this), node_name(a.args.get("to")), if_exists=bool(a.args.get("exists"))
             )
         elif n == "AlterColumn":
             changed = [k for k in ("dtype", "collate", "using") if a.args.get(k) is not None]
             if changed:
-                raise _Fail(f"unsupported ALTER COLUMN form {a.sql(dialect=_DIALECT)!r}")
+                raise DdlFailure(f"unsupported ALTER COLUMN form {a.sql(dialect=DIALECT)!r}")
         elif n == "AddConstraint":
             for el in a.expressions:
                 self.table_element(edit, el)
         elif n == "AlterRename":
-            ndb, nname = _table_name(a.this)
+            ndb, nname = table_name_of(a.this)
             ndb = ndb or edit.database
             existing = self.state.find(ndb, nname)
             if existing is not None and existing != (edit.database, edit.table):
-                raise _Fail(f"schema catalog out of sync: table {ndb}.{nname} already exists")
+                raise DdlFailure(f"schema catalog out of sync: table {ndb}.{nname} already exists")
             edit.database, edit.table = ndb, nname
         elif n in ("RenameIndex", "AlterIndex", "ForceProperty", "AlterSortKey"):
             pass
         elif isinstance(a, exp.Property):
             self.alter_option(edit, a)
         else:
-            raise _Fail(f"unsupported ALTER TABLE action {n}: {a.sql(dialect=_DIALECT)!r}")
+            raise DdlFailure(f"unsupported ALTER TABLE action {n}: {a.sql(dialect=DIALECT)!r}")
 
-    def drop_column(self, edit: _TableEdit, name: str, *, if_exists: bool = False) -> None:
+    def drop_column(self, edit: TableEdit, name: str, *, if_exists: bool = False) -> None:
         i = edit.index(name)
         if i is None:
             if if_exists:
@@ -219,12 +219,14 @@ class _AlterTable(_TableElements):
         edit.primary_key = [k for k in edit.primary_key if k.lower() != col.name.lower()]
         edit.json_checks.discard(col.name.lower())
 
-    def modify_column(self, edit: _TableEdit, cd: exp.Expression, rename_from: Any) -> None:
-        old = _ident(rename_from) if rename_from is not None else _ident(cd.this)
+    def modify_column(self, edit: TableEdit, cd: exp.Expression, rename_from: Any) -> None:
+        old = node_name(rename_from) if rename_from is not None else node_name(cd.this)
         i = edit.require(old)
         col, pk, _ = self.column(cd, edit.charset)
         if col.name.lower() != old.lower() and edit.index(col.name) is not None:
-            raise _Fail(f"schema catalog out of sync: column {col.name!r} already exists in {edit.qualified}")
+            raise DdlFailure(
+                f"schema catalog out of sync: column {col.name!r} already exists in {edit.qualified}"
+            )
         old_name = edit.columns[i].name
         pos = self.position(cd)
         if pos is None:
@@ -238,45 +240,45 @@ class _AlterTable(_TableElements):
         if pk:
             edit.primary_key = [col.name]
 
-    def rename_column(self, edit: _TableEdit, old: str, new: str, *, if_exists: bool = False) -> None:
+    def rename_column(self, edit: TableEdit, old: str, new: str, *, if_exists: bool = False) -> None:
         i = edit.index(old)
         if i is None and if_exists:
             return
         i = edit.require(old)
         if new.lower() != old.lower() and edit.index(new) is not None:
-            raise _Fail(f"schema catalog out of sync: column {new!r} already exists in {edit.qualified}")
+            raise DdlFailure(f"schema catalog out of sync: column {new!r} already exists in {edit.qualified}")
         old_name = edit.columns[i].name
         edit.columns[i] = replace(edit.columns[i], name=new)
         edit.moved(old_name, new)
         edit.rename_in_keys(old_name, new)
 
-    def convert_to(self, edit: _TableEdit, charset: str | None) -> None:
+    def convert_to(self, edit: TableEdit, charset: str | None) -> None:
         """``CONVERT TO CHARACTER SET``: all character columns; TEXT types grow as the server does."""
         if charset == "default":
             known = self.state.find_db(edit.database)
             charset = self.state.db_charsets.get(known) if known else None
             if charset is None:
-                raise _Fail("CONVERT TO CHARACTER SET DEFAULT with an unknown database charset")
+                raise DdlFailure("CONVERT TO CHARACTER SET DEFAULT with an unknown database charset")
         if charset == "binary":
-            raise _Fail("CONVERT TO CHARACTER SET binary is not supported")
+            raise DdlFailure("CONVERT TO CHARACTER SET binary is not supported")
         cols = []
         for c in edit.columns:
-            if c.data_type in _CHAR_TYPES and c.charset != "binary":
+            if c.data_type in CHAR_TYPES and c.charset != "binary":
                 dt = c.data_type
-                if dt in _TEXT_MAX and c.charset in _MBMAXLEN and charset in _MBMAXLEN:
-                    chars = _TEXT_MAX[dt] // _MBMAXLEN[c.charset]
-                    grown = _smallest(_TEXT_MAX, chars * _MBMAXLEN[charset])
-                    if list(_TEXT_MAX).index(grown) > list(_TEXT_MAX).index(dt):
+                if dt in TEXT_MAX and c.charset in MBMAXLEN and charset in MBMAXLEN:
+                    chars = TEXT_MAX[dt] // MBMAXLEN[c.charset]
+                    grown = smallest_type(TEXT_MAX, chars * MBMAXLEN[charset])
+                    if list(TEXT_MAX).index(grown) > list(TEXT_MAX).index(dt):
                         dt = grown
                 c = replace(c, charset=charset, data_type=dt)
             cols.append(c)
         edit.columns = cols
         edit.charset = charset
 
-    def alter_spec_from_tokens(self, edit: _TableEdit, sub: _Toks) -> None:
+    def alter_spec_from_tokens(self, edit: TableEdit, sub: TokenCursor) -> None:
         """One ALTER TABLE spec, for statements sqlglot could not parse as a whole."""
         text = sub.slice(sub.i, sub.end)
-        ast = _try_parse(f"ALTER TABLE __cdc_t {text}")
+        ast = try_parse_statement(f"ALTER TABLE __cdc_t {text}")
         if isinstance(ast, exp.Alter) and (ast.args.get("actions") or ast.args.get("options")):
             self.alter_from_ast(edit, ast)
             return
@@ -301,15 +303,15 @@ class _AlterTable(_TableElements):
         elif w in ("MODIFY", "CHANGE"):
             self.spec_modify_change(edit, sub, w, text)
         else:
-            raise _Fail(f"cannot parse ALTER TABLE spec {text!r}")
+            raise DdlFailure(f"cannot parse ALTER TABLE spec {text!r}")
 
-    def spec_add(self, edit: _TableEdit, sub: _Toks, text: str) -> None:
+    def spec_add(self, edit: TableEdit, sub: TokenCursor, text: str) -> None:
         """``ADD [COLUMN] [IF NOT EXISTS] def | (def, ...)``, ``ADD <table element>``, ``ADD PARTITION``
         (no effect); ``ADD SYSTEM VERSIONING`` raises."""
         sub.i += 1
         if sub.word() in ("PARTITION", "PARTITIONS", "SYSTEM VERSIONING", "SYSTEM"):
             if sub.word() in ("SYSTEM VERSIONING", "SYSTEM"):
-                raise _Fail("ALTER TABLE ADD SYSTEM VERSIONING is not supported")
+                raise DdlFailure("ALTER TABLE ADD SYSTEM VERSIONING is not supported")
             return
         column_kw = sub.accept("COLUMN")
         if_not_exists = sub.accept("IF", "NOT", "EXISTS") or sub.accept("IF NOT EXISTS")
@@ -319,22 +321,22 @@ class _AlterTable(_TableElements):
             for a, b in sub.split(sub.i + 1, close):
                 node = self.parse_with_stripping(sub.sub(a, b), a + 1, "ALTER TABLE __cdc_t ADD COLUMN {}")
                 actions = (node.args.get("actions") or []) if isinstance(node, exp.Alter) else []
-                if len(actions) != 1 or _cls(actions[0]) != "ColumnDef":
-                    raise _Fail(f"cannot parse column definition {sub.slice(a, b)!r}")
+                if len(actions) != 1 or node_kind(actions[0]) != "ColumnDef":
+                    raise DdlFailure(f"cannot parse column definition {sub.slice(a, b)!r}")
                 self.add_column(edit, actions[0], if_not_exists=if_not_exists)
             return
-        if not column_kw and sub.word() in _TABLE_ELEMENT_WORDS:
+        if not column_kw and sub.word() in TABLE_ELEMENT_WORDS:
             self.table_element(edit, self.element_node(sub.sub(sub.i, sub.end)))
             return
         node = self.parse_with_stripping(
             sub.sub(sub.i, sub.end), sub.i + 1, "ALTER TABLE __cdc_t ADD COLUMN {}"
         )
         actions = (node.args.get("actions") or []) if isinstance(node, exp.Alter) else []
-        if len(actions) != 1 or _cls(actions[0]) != "ColumnDef":
-            raise _Fail(f"cannot parse ALTER TABLE spec {text!r}")
+        if len(actions) != 1 or node_kind(actions[0]) != "ColumnDef":
+            raise DdlFailure(f"cannot parse ALTER TABLE spec {text!r}")
         self.add_column(edit, actions[0], if_not_exists=if_not_exists)
 
-    def spec_drop(self, edit: _TableEdit, sub: _Toks) -> None:
+    def spec_drop(self, edit: TableEdit, sub: TokenCursor) -> None:
         """``DROP [COLUMN] [IF EXISTS] c``, ``DROP PRIMARY KEY``, ``DROP INDEX|KEY|CONSTRAINT `PRIMARY```;
         other DROPs (index, foreign key, check, partition) have no column effect."""
         sub.i += 1
@@ -360,16 +362,16 @@ class _AlterTable(_TableElements):
         col = sub.name("column name")
         self.drop_column(edit, col, if_exists=if_exists)
 
-    def spec_convert(self, edit: _TableEdit, sub: _Toks, text: str) -> None:
+    def spec_convert(self, edit: TableEdit, sub: TokenCursor, text: str) -> None:
         """``CONVERT TO CHARACTER SET cs [COLLATE co]``."""
         sub.i += 1
         if not sub.accept("TO"):
-            raise _Fail(f"cannot parse ALTER TABLE spec {text!r}")
+            raise DdlFailure(f"cannot parse ALTER TABLE spec {text!r}")
         if not (sub.accept_any("CHARACTER SET", "CHARSET") or sub.accept("CHARACTER", "SET")):
-            raise _Fail(f"cannot parse ALTER TABLE spec {text!r}")
-        self.convert_to(edit, _norm_charset(sub.value()))
+            raise DdlFailure(f"cannot parse ALTER TABLE spec {text!r}")
+        self.convert_to(edit, normalize_charset(sub.value()))
 
-    def spec_rename(self, edit: _TableEdit, sub: _Toks, text: str) -> None:
+    def spec_rename(self, edit: TableEdit, sub: TokenCursor, text: str) -> None:
         """``RENAME COLUMN a TO b``, ``RENAME [TO|AS] [db.]t2``; ``RENAME INDEX|KEY`` has no effect."""
         sub.i += 1
         if sub.word() in ("INDEX", "KEY"):
@@ -377,7 +379,7 @@ class _AlterTable(_TableElements):
         if sub.accept("COLUMN"):
             old = sub.name("column name")
             if not sub.accept("TO"):
-                raise _Fail(f"cannot parse ALTER TABLE spec {text!r}")
+                raise DdlFailure(f"cannot parse ALTER TABLE spec {text!r}")
             self.rename_column(edit, old, sub.name("column name"))
             return
         sub.accept_any("TO", "AS")
@@ -385,32 +387,32 @@ class _AlterTable(_TableElements):
         ndb = ndb or edit.database
         existing = self.state.find(ndb, nname)
         if existing is not None and existing != (edit.database, edit.table):
-            raise _Fail(f"schema catalog out of sync: table {ndb}.{nname} already exists")
+            raise DdlFailure(f"schema catalog out of sync: table {ndb}.{nname} already exists")
         edit.database, edit.table = ndb, nname
 
-    def spec_charset(self, edit: _TableEdit, sub: _Toks) -> None:
+    def spec_charset(self, edit: TableEdit, sub: TokenCursor) -> None:
         """``[DEFAULT] CHARACTER SET|CHARSET [=] cs [COLLATE [=] co]``: the table default charset for
         columns added later."""
         sub.accept("DEFAULT")
         if sub.accept_any("CHARACTER SET", "CHARSET") or sub.accept("CHARACTER", "SET"):
-            edit.charset = _norm_charset(sub.value())
+            edit.charset = normalize_charset(sub.value())
             sub.accept("DEFAULT")
         if sub.accept("COLLATE"):
-            edit.charset = _charset_of_collation(sub.value()) or edit.charset
+            edit.charset = charset_of_collation(sub.value()) or edit.charset
 
-    def spec_alter_column(self, sub: _Toks, text: str) -> None:
+    def spec_alter_column(self, sub: TokenCursor, text: str) -> None:
         """``ALTER [COLUMN] c SET/DROP DEFAULT | [IN]VISIBLE``, ``ALTER INDEX|KEY|CHECK|CONSTRAINT``: no
         column effect; any other ``ALTER`` spec raises."""
         nxt = sub.word(1)
         if nxt in ("INDEX", "KEY", "CHECK", "CONSTRAINT"):
             return
-        if nxt == "COLUMN" or _is_name(sub.peek(1)):
-            rest = [_word(x) for x in sub.toks[sub.i : sub.end]]
+        if nxt == "COLUMN" or is_name(sub.peek(1)):
+            rest = [word_of(x) for x in sub.toks[sub.i : sub.end]]
             if any(x in ("SET DEFAULT", "DEFAULT", "DROP", "VISIBLE", "INVISIBLE") for x in rest):
                 return
-        raise _Fail(f"cannot parse ALTER TABLE spec {text!r}")
+        raise DdlFailure(f"cannot parse ALTER TABLE spec {text!r}")
 
-    def spec_modify_change(self, edit: _TableEdit, sub: _Toks, w: str, text: str) -> None:
+    def spec_modify_change(self, edit: TableEdit, sub: TokenCursor, w: str, text: str) -> None:
         """``MODIFY [COLUMN] [IF EXISTS] def`` / ``CHANGE [COLUMN] [IF EXISTS] old def`` (``w``); MariaDB
         ``IF EXISTS`` of a missing column has no effect."""
         sub.i += 1
@@ -424,6 +426,6 @@ class _AlterTable(_TableElements):
             sub.sub(sub.i, sub.end), sub.i + names, f"ALTER TABLE __cdc_t {w} COLUMN {{}}"
         )
         actions = (node.args.get("actions") or []) if isinstance(node, exp.Alter) else []
-        if len(actions) != 1 or _cls(actions[0]) != "ModifyColumn":
-            raise _Fail(f"cannot parse ALTER TABLE spec {text!r}")
+        if len(actions) != 1 or node_kind(actions[0]) != "ModifyColumn":
+            raise DdlFailure(f"cannot parse ALTER TABLE spec {text!r}")
         self.alter_action(edit, actions[0])

@@ -3,38 +3,38 @@ per-kind appliers (Debezium: ``MySqlAntlrDdlParserListener`` delegating to its s
 
 from __future__ import annotations
 
-from .alter import _AlterTable
-from .create import _CreateTable
-from .databases import _Databases
-from .drop_rename import _DropRenameTable
+from .alter import AlterTableApplier
+from .create import CreateTableApplier
+from .databases import DatabaseApplier
+from .drop_rename import DropRenameApplier
 from .outcome import DdlOutcome
-from .tokens import _object_kind, _word
+from .tokens import object_kind, word_of
 
 
-class _Applier(_CreateTable, _AlterTable, _DropRenameTable, _Databases):
+class DdlApplier(CreateTableApplier, AlterTableApplier, DropRenameApplier, DatabaseApplier):
     """Applies one statement to a working copy of the catalog state."""
 
     def run(self) -> DdlOutcome:
         toks = self.toks.toks
         if not toks:
             return self.ignored()
-        first = _word(toks[0])
+        first = word_of(toks[0])
         if first == "CREATE":
-            kind, _, temporary = _object_kind(toks)
+            kind, _, temporary = object_kind(toks)
             if kind == "TABLE":
                 return self.ignored() if temporary else self.create_table()
             if kind in ("DATABASE", "SCHEMA"):
                 return self.create_database()
             return self.ignored()
         if first == "ALTER":
-            kind, idx, _ = _object_kind(toks)
+            kind, idx, _ = object_kind(toks)
             if kind == "TABLE":
                 return self.alter_table(idx)
             if kind in ("DATABASE", "SCHEMA"):
                 return self.alter_database(idx)
             return self.ignored()
         if first == "DROP":
-            kind, _, temporary = _object_kind(toks)
+            kind, _, temporary = object_kind(toks)
             if kind == "TABLE":
                 return self.ignored() if temporary else self.drop_table()
             if kind in ("DATABASE", "SCHEMA"):
@@ -43,7 +43,7 @@ class _Applier(_CreateTable, _AlterTable, _DropRenameTable, _Databases):
                 return self.drop_index()
             return self.ignored()
         if first == "RENAME":
-            kind, idx, _ = _object_kind(toks, limit=3)
+            kind, idx, _ = object_kind(toks, limit=3)
             return self.rename_table(idx) if kind == "TABLE" else self.ignored()
         if first == "TRUNCATE":
             return self.truncate()

@@ -4,27 +4,24 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .outcome import DdlOutcome, TableChange, _Fail
-from .state import _State
-from .tokens import _tokenize, _Toks
-
-if TYPE_CHECKING:
-    from .catalog import SchemaCatalog
+from .outcome import DdlFailure, DdlOutcome, TableChange
+from .state import CatalogState, ServerRules
+from .tokens import TokenCursor, tokenize
 
 
-class _ApplierBase:
+class StatementApplier:
     """Applies one statement to a working copy of the catalog state: what every statement kind's
     applier shares (the statement, its tokens, the working state, the default database)."""
 
-    def __init__(self, cat: SchemaCatalog, state: _State, stmt: str, default_db: str | None, log: Any):
-        self.cat = cat
+    def __init__(self, server: ServerRules, state: CatalogState, stmt: str, default_db: str | None, log: Any):
+        self.server = server
         self.state = state
         self.stmt = stmt
         self.default_db = default_db
         self.log = log
-        self.toks = _Toks(stmt, _tokenize(stmt))
+        self.toks = TokenCursor(stmt, tokenize(stmt))
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -42,7 +39,7 @@ class _ApplierBase:
         """``(db, table)`` as written, the event's default database for unqualified names."""
         if db is None:
             if not self.default_db:
-                raise _Fail(
+                raise DdlFailure(
                     f"table {table!r} is not qualified with a database and the event has no default database"
                 )
             db = self.default_db

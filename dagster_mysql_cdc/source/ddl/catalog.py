@@ -7,12 +7,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..schema import TableSchema
-from .applier import _Applier
-from .charsets import _norm_charset
-from .comments import _resolve_executable_comments, _version_number
-from .outcome import DdlOutcome, UnparseableDdlError, _Fail, _truncate
-from .state import _State
-from .tokens import _split_statements
+from .applier import DdlApplier
+from .charsets import normalize_charset
+from .comments import resolve_executable_comments, version_number
+from .outcome import DdlFailure, DdlOutcome, UnparseableDdlError, truncate_statement
+from .state import CatalogState, ServerRules
+from .tokens import split_statements
 
 # the logger of the former single module: warnings keep their logger name
 _log = logging.getLogger("dagster_mysql_cdc.source.ddl")
@@ -46,15 +46,17 @@ class SchemaCatalog:
         database_charsets: Mapping[str, str | None] | None = None,
         table_charsets: Mapping[tuple[str, str], str | None] | None = None,
     ):
-        self._state = _State(
+        self._state = CatalogState(
             dict(tables or {}),
-            {k: _norm_charset(v) for k, v in (table_charsets or {}).items()},
-            {k: _norm_charset(v) for k, v in (database_charsets or {}).items()},
+            {k: normalize_charset(v) for k, v in (table_charsets or {}).items()},
+            {k: normalize_charset(v) for k, v in (database_charsets or {}).items()},
             {},
         )
-        self._mariadb = server_version is None or "mariadb" in server_version.lower()
-        self._version = _version_number(server_version) if server_version else None
-        self._explicit_ts = explicit_defaults_for_timestamp
+        self._server = ServerRules(
+            mariadb=server_version is None or "mariadb" in server_version.lower(),
+            explicit_defaults_for_timestamp=explicit_defaults_for_timestamp,
+        )
+        self._version = version_number(server_version) if server_version else None
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -104,10 +106,10 @@ class SchemaCatalog:
         if isinstance(default_database, (bytes, bytearray)):
             default_database = bytes(default_database).decode("utf-8", "replace")
         default_db = default_database or None
-        text = _resolve_executable_comments(sql, self._version, self._mariadb)
+        text = resolve_executable_comments(sql, self._version, self._server.mariadb)
         try:
-            statements = _split_statements(text)
-        except _Fail as e:
+            statements = split_statements(text)
+        except DdlFailure as e:
             if not skip_unparseable:
                 raise UnparseableDdlError(sql, str(e)) from None
             self._warn_skip(log, sql, str(e))
@@ -118,9 +120,9 @@ class SchemaCatalog:
         for stmt in statements:
             work = state.copy()
             try:
-                applier = _Applier(self, work, stmt, default_db, log)
+                applier = DdlApplier(self._server, work, stmt, default_db, log)
                 outcome = applier.run()
-            except _Fail as e:
+            except DdlFailure as e:
                 if not skip_unparseable:
                     raise UnparseableDdlError(stmt, str(e)) from None
                 self._warn_skip(log, stmt, str(e))
@@ -137,6 +139,6 @@ class SchemaCatalog:
         log.warning(
             "Skipping unparseable DDL statement (skip_unparseable_ddl=True, Debezium "
             "schema.history.internal.skip.unparseable.ddl): %r: %s",
-            _truncate(statement, 2000),
+            truncate_statement(statement, 2000),
             reason,
         )

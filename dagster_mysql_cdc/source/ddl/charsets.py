@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 # maximum bytes per character (information_schema.CHARACTER_SETS.MAXLEN)
-_MBMAXLEN = {
+MBMAXLEN = {
     "big5": 2,
     "dec8": 1,
     "cp850": 1,
@@ -49,10 +49,14 @@ _MBMAXLEN = {
     "gb18030": 4,
 }
 
-_CHAR_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"})
-_TEXT_MAX = {"tinytext": 255, "text": 65535, "mediumtext": 16777215, "longtext": 4294967295}
-_BLOB_MAX = {"tinyblob": 255, "blob": 65535, "mediumblob": 16777215, "longblob": 4294967295}
-_TEXT_TO_BLOB = {
+#: Data types that have a character set (ENUM and SET included).
+CHAR_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"})
+#: The TEXT types, smallest first, and the most bytes each holds.
+TEXT_MAX = {"tinytext": 255, "text": 65535, "mediumtext": 16777215, "longtext": 4294967295}
+#: The BLOB types, smallest first, and the most bytes each holds.
+BLOB_MAX = {"tinyblob": 255, "blob": 65535, "mediumblob": 16777215, "longblob": 4294967295}
+#: The binary type a character type becomes with ``CHARACTER SET binary`` (MySQL's rule).
+TEXT_TO_BLOB = {
     "char": "binary",
     "varchar": "varbinary",
     "tinytext": "tinyblob",
@@ -62,7 +66,9 @@ _TEXT_TO_BLOB = {
 }
 
 
-def _norm_charset(name: str | None) -> str | None:
+def normalize_charset(name: str | None) -> str | None:
+    """A character set name as ``information_schema`` spells it: unquoted, lower-case, ``utf8``
+    as ``utf8mb3``; ``None`` for no name."""
     if name is None:
         return None
     cs = name.strip().strip("'\"`").lower()
@@ -71,7 +77,7 @@ def _norm_charset(name: str | None) -> str | None:
     return "utf8mb3" if cs == "utf8" else cs
 
 
-def _charset_of_collation(collation: str | None) -> str | None:
+def charset_of_collation(collation: str | None) -> str | None:
     """``utf8mb4_bin`` -> ``utf8mb4``; ``None`` for charset-independent names (``uca1400_ai_ci``)."""
     if not collation:
         return None
@@ -79,11 +85,14 @@ def _charset_of_collation(collation: str | None) -> str | None:
     if coll == "binary":
         return "binary"
     prefix = coll.split("_", 1)[0]
-    cs = _norm_charset(prefix)
-    return cs if cs in _MBMAXLEN else None
+    cs = normalize_charset(prefix)
+    return cs if cs in MBMAXLEN else None
 
 
-def _smallest(sizes: Mapping[str, int], needed: int) -> str:
+def smallest_type(sizes: Mapping[str, int], needed: int) -> str:
+    """The first type of ``sizes`` (``{type: most bytes}``, smallest first: :data:`TEXT_MAX`,
+    :data:`BLOB_MAX`) that holds ``needed`` bytes, else the largest (MySQL picks the smallest
+    TEXT/BLOB type for a ``TEXT(n)``/``BLOB(n)`` length)."""
     for name, size in sizes.items():  # ordered small -> large
         if needed <= size:
             return name

@@ -11,17 +11,17 @@ from sqlglot import exp
 
 from ..schema import ColumnSchema
 from .charsets import (
-    _BLOB_MAX,
-    _CHAR_TYPES,
-    _MBMAXLEN,
-    _TEXT_MAX,
-    _TEXT_TO_BLOB,
-    _charset_of_collation,
-    _norm_charset,
-    _smallest,
+    BLOB_MAX,
+    CHAR_TYPES,
+    MBMAXLEN,
+    TEXT_MAX,
+    TEXT_TO_BLOB,
+    charset_of_collation,
+    normalize_charset,
+    smallest_type,
 )
-from .dialect import _FLOAT_UNSIGNED, _cls, _ident, _json_valid_column
-from .outcome import _Fail
+from .dialect import FLOAT_UNSIGNED, json_valid_column, node_kind, node_name
+from .outcome import DdlFailure
 
 # sqlglot type names that map to one information_schema data type with no parameters used
 _SIMPLE_TYPES = {
@@ -96,14 +96,14 @@ def column_schema(
     ``mariadb`` selects the JSON charset (MariaDB: LONGTEXT utf8mb4); ``position`` is left 0.
 
     Raises:
-        _Fail: not a column definition, no data type, or type parameters the type does not take.
+        DdlFailure: not a column definition, no data type, or type parameters the type does not take.
     """
     if not isinstance(cd, exp.ColumnDef):
-        raise _Fail(f"expected a column definition, sqlglot produced {_cls(cd)}")
-    name = _ident(cd.this)
+        raise DdlFailure(f"expected a column definition, sqlglot produced {node_kind(cd)}")
+    name = node_name(cd.this)
     kind = cd.args.get("kind")
     if not isinstance(kind, exp.DataType):
-        raise _Fail(f"column {name!r} has no data type")
+        raise DdlFailure(f"column {name!r} has no data type")
     tname = kind.this.name if hasattr(kind.this, "name") else str(kind.this)
     if tname == "USERDEFINED":
         tname = str(kind.args.get("kind") or "").upper()
@@ -147,7 +147,7 @@ def _column_attributes(cd: exp.ColumnDef, name: str) -> _ColumnAttributes:
     a = _ColumnAttributes()
     for c in cd.constraints:
         k: Any = c.args.get("kind") if isinstance(c, exp.ColumnConstraint) else c
-        kn = _cls(k)
+        kn = node_kind(k)
         if kn == "NotNullColumnConstraint":
             a.explicit_null = bool(k.args.get("allow_null"))
         elif kn == "PrimaryKeyColumnConstraint":
@@ -157,13 +157,13 @@ def _column_attributes(cd: exp.ColumnDef, name: str) -> _ColumnAttributes:
         elif kn == "ZeroFillColumnConstraint":
             a.zerofill = True
         elif kn == "CharacterSetColumnConstraint":
-            a.charset = _norm_charset(_ident(k.this))
+            a.charset = normalize_charset(node_name(k.this))
         elif kn == "CollateColumnConstraint":
-            a.collation = _ident(k.this)
+            a.collation = node_name(k.this)
         elif kn == "CommentColumnConstraint":
-            a.comment = _ident(k.this)
+            a.comment = node_name(k.this)
         elif kn == "CheckColumnConstraint":
-            if (_json_valid_column(k) or "").lower() == name.lower():
+            if (json_valid_column(k) or "").lower() == name.lower():
                 a.json_check = True
     return a
 
@@ -174,7 +174,7 @@ def fills_existing_rows(cd: exp.Expression) -> bool:
     ``AUTO_INCREMENT``, a generated column (``AS (expr)``), or ``SERIAL``."""
     for c in cd.args.get("constraints") or []:
         k: Any = c.args.get("kind") if isinstance(c, exp.ColumnConstraint) else c
-        kn = _cls(k)
+        kn = node_kind(k)
         if kn == "NotNullColumnConstraint" and not k.args.get("allow_null"):
             return True
         if kn == "DefaultColumnConstraint" and not isinstance(k.this, exp.Null):
@@ -190,14 +190,14 @@ def fills_existing_rows(cd: exp.Expression) -> bool:
 
 
 def _int_params(name: str, raw_params: list[Any]) -> list[int]:
-    """Integer type parameters (``DECIMAL(10, 2)`` -> ``[10, 2]``); anything else raises ``_Fail``."""
+    """Integer type parameters (``DECIMAL(10, 2)`` -> ``[10, 2]``); anything else raises ``DdlFailure``."""
     out = []
     for p in raw_params:
         lit = p.this if isinstance(p, exp.DataTypeParam) else p
         try:
-            out.append(int(_ident(lit)))
+            out.append(int(node_name(lit)))
         except (TypeError, ValueError):
-            raise _Fail(f"column {name!r}: unexpected type parameter {p.sql()!r}") from None
+            raise DdlFailure(f"column {name!r}: unexpected type parameter {p.sql()!r}") from None
     return out
 
 
@@ -214,10 +214,10 @@ def _column_type(name: str, tname: str, raw_params: list[Any], zerofill: bool) -
             t.unsigned = True
         if tname in ("DOUBLE", "UDOUBLE") and len(raw_params) == 2:  # DOUBLE(M,D), as information_schema
             t.precision, t.scale = _int_params(name, raw_params)
-    elif tname in ("FLOAT", _FLOAT_UNSIGNED):
+    elif tname in ("FLOAT", FLOAT_UNSIGNED):
         p = _int_params(name, raw_params)
         t.data_type = "double" if len(p) == 1 and p[0] > 24 else "float"
-        t.unsigned = t.unsigned or tname == _FLOAT_UNSIGNED
+        t.unsigned = t.unsigned or tname == FLOAT_UNSIGNED
         if len(p) == 2:  # FLOAT(M,D): Debezium FLOAT64, precision and scale kept in the history
             t.precision, t.scale = p
     elif tname in ("DECIMAL", "UDECIMAL"):
@@ -231,13 +231,13 @@ def _column_type(name: str, tname: str, raw_params: list[Any], zerofill: bool) -
         t.data_type = "char" if tname in ("CHAR", "NCHAR") else "varchar"
         t.national = tname.startswith("N")
         if not p and t.data_type == "varchar":
-            raise _Fail(f"column {name!r}: VARCHAR needs a length")
+            raise DdlFailure(f"column {name!r}: VARCHAR needs a length")
         t.length = p[0] if p else 1
     elif tname in ("BINARY", "VARBINARY"):
         p = _int_params(name, raw_params)
         t.data_type = tname.lower()
         if not p and t.data_type == "varbinary":
-            raise _Fail(f"column {name!r}: VARBINARY needs a length")
+            raise DdlFailure(f"column {name!r}: VARBINARY needs a length")
         t.length = p[0] if p else 1
     elif tname == "BIT":
         p = _int_params(name, raw_params)
@@ -247,7 +247,7 @@ def _column_type(name: str, tname: str, raw_params: list[Any], zerofill: bool) -
         p = _int_params(name, raw_params)
         t.data_type = tname.lower()
         if p and tname == "BLOB":
-            t.data_type = _smallest(_BLOB_MAX, p[0])
+            t.data_type = smallest_type(BLOB_MAX, p[0])
         elif p:
             t.data_type = ("text", p[0])  # resolved with the charset
     elif tname in ("ENUM", "SET"):
@@ -271,12 +271,12 @@ def _column_type(name: str, tname: str, raw_params: list[Any], zerofill: bool) -
 
 
 def _enum_values(name: str, tname: str, raw_params: list[Any]) -> tuple[str, ...]:
-    """The string values of ``ENUM(...)``/``SET(...)``; a non-string value raises ``_Fail``."""
+    """The string values of ``ENUM(...)``/``SET(...)``; a non-string value raises ``DdlFailure``."""
     vals = []
     for v in raw_params:
         lit = v.this if isinstance(v, exp.DataTypeParam) else v
         if not (isinstance(lit, exp.Literal) and lit.is_string):
-            raise _Fail(f"column {name!r}: {tname} values must be strings")
+            raise DdlFailure(f"column {name!r}: {tname} values must be strings")
         vals.append(str(lit.this))
     return tuple(vals)
 
@@ -290,18 +290,18 @@ def _column_charset(
     into its binary type (no charset). JSON is utf8mb4 on MariaDB (LONGTEXT underneath)."""
     data_type = t.data_type
     charset = attrs.charset
-    if isinstance(data_type, tuple) or data_type in _CHAR_TYPES:
+    if isinstance(data_type, tuple) or data_type in CHAR_TYPES:
         if charset is None and attrs.collation:
-            charset = _charset_of_collation(attrs.collation)
+            charset = charset_of_collation(attrs.collation)
         if charset is None and t.national:
             charset = "utf8mb3"
         if charset is None:
             charset = table_charset
         if isinstance(data_type, tuple):  # TEXT(n): smallest type holding n characters
             chars = data_type[1]
-            data_type = _smallest(_TEXT_MAX, chars * _MBMAXLEN.get(charset or "", 1))
-        if charset == "binary" and data_type in _TEXT_TO_BLOB:
-            data_type = _TEXT_TO_BLOB[data_type]
+            data_type = smallest_type(TEXT_MAX, chars * MBMAXLEN.get(charset or "", 1))
+        if charset == "binary" and data_type in TEXT_TO_BLOB:
+            data_type = TEXT_TO_BLOB[data_type]
             charset = None
         return data_type, charset
     if data_type == "json":

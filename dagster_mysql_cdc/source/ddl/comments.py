@@ -4,7 +4,7 @@ parsing, with the server's version gating when a server version is known (see do
 from __future__ import annotations
 
 
-def _version_number(server_version: str) -> int:
+def version_number(server_version: str) -> int:
     """``"10.11.6-MariaDB-log"`` -> 101106, ``"8.0.36"`` -> 80036."""
     core = server_version.split("-", 1)[0]
     parts = [p for p in core.split(".")][:3]
@@ -40,7 +40,7 @@ def _skip_quoted(sql: str, i: int) -> int:
     return n
 
 
-def _resolve_executable_comments(sql: str, version: int | None, mariadb: bool) -> str:
+def resolve_executable_comments(sql: str, version: int | None, mariadb: bool) -> str:
     """Replace executable comments by their content (when executed) or by a space.
 
     A character scanner that honours quotes and ``--``/``#`` comments; see docs/ddl.md "Comments".

@@ -6,17 +6,17 @@ from __future__ import annotations
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
-from .charsets import _charset_of_collation, _norm_charset
-from .dialect import _cls, _ident, _table_name, _try_parse
-from .elements import _TableElements
-from .outcome import DdlOutcome, TableChange, _Fail
-from .state import _TableEdit
-from .tokens import _word
+from .charsets import charset_of_collation, normalize_charset
+from .dialect import node_kind, node_name, table_name_of, try_parse_statement
+from .elements import TableElements
+from .outcome import DdlFailure, DdlOutcome, TableChange
+from .state import TableEdit
+from .tokens import word_of
 
 _CTAS_WORDS = frozenset({"SELECT", "AS", "IGNORE", "REPLACE", "WITH", "TABLE", "VALUES"})
 
 
-class _CreateTable(_TableElements):
+class CreateTableApplier(TableElements):
     """``CREATE [OR REPLACE] TABLE [IF NOT EXISTS] t (...) | LIKE o``."""
 
     def create_table(self) -> DdlOutcome:
@@ -32,7 +32,7 @@ class _CreateTable(_TableElements):
         if key is not None and if_not_exists:
             return self.ignored(db)
 
-        ast = _try_parse(self.stmt)
+        ast = try_parse_statement(self.stmt)
         if isinstance(ast, exp.Create) and str(ast.args.get("kind") or "").upper() == "TABLE":
             edit = self.create_table_from_ast(ast, db, name)
         else:
@@ -44,7 +44,7 @@ class _CreateTable(_TableElements):
 
     def new_table_charset(self, db: str, charset: str | None, collation: str | None) -> str | None:
         if charset is None and collation:
-            charset = _charset_of_collation(collation)
+            charset = charset_of_collation(collation)
         if charset == "default":
             charset = None
         if charset is None:
@@ -52,53 +52,55 @@ class _CreateTable(_TableElements):
             charset = self.state.db_charsets.get(known) if known else None
         return charset
 
-    def like(self, db: str, name: str, src: exp.Expression | tuple[str | None, str]) -> _TableEdit:
-        sdb, sname = src if isinstance(src, tuple) else _table_name(src)
+    def like(self, db: str, name: str, src: exp.Expression | tuple[str | None, str]) -> TableEdit:
+        sdb, sname = src if isinstance(src, tuple) else table_name_of(src)
         sdb, sname = self.qualify(sdb, sname)
         skey = self.state.find(sdb, sname)
         if skey is None:
-            raise _Fail(f"CREATE TABLE ... LIKE {sdb}.{sname}: the source table is not in the schema catalog")
-        edit = _TableEdit.of(self.state, skey)
+            raise DdlFailure(
+                f"CREATE TABLE ... LIKE {sdb}.{sname}: the source table is not in the schema catalog"
+            )
+        edit = TableEdit.of(self.state, skey)
         edit.database, edit.table = db, name
         return edit
 
-    def create_table_from_ast(self, ast: exp.Create, db: str, name: str) -> _TableEdit:
+    def create_table_from_ast(self, ast: exp.Create, db: str, name: str) -> TableEdit:
         if ast.args.get("expression") is not None:
             raise self.ctas_error()
         props = ast.args.get("properties")
         prop_list = list(props.expressions) if props is not None else []
         target = ast.this
         for p in prop_list:
-            if _cls(p) == "LikeProperty":
+            if node_kind(p) == "LikeProperty":
                 return self.like(db, name, p.this)
         elements = list(target.expressions) if isinstance(target, exp.Schema) else []
-        if len(elements) == 1 and _cls(elements[0]) == "LikeProperty":
+        if len(elements) == 1 and node_kind(elements[0]) == "LikeProperty":
             return self.like(db, name, elements[0].this)
         if not isinstance(target, exp.Schema):
-            raise _Fail("CREATE TABLE without a column list")
+            raise DdlFailure("CREATE TABLE without a column list")
         charset = collation = None
         comment = ""
         for p in prop_list:
-            pn = _cls(p)
+            pn = node_kind(p)
             if pn == "CharacterSetProperty":
-                charset = _norm_charset(_ident(p.this))
+                charset = normalize_charset(node_name(p.this))
             elif pn == "CollateProperty":
-                collation = _ident(p.this)
+                collation = node_name(p.this)
             elif pn == "SchemaCommentProperty":
-                comment = _ident(p.this)
-        edit = _TableEdit(db, name, comment=comment, charset=self.new_table_charset(db, charset, collation))
+                comment = node_name(p.this)
+        edit = TableEdit(db, name, comment=comment, charset=self.new_table_charset(db, charset, collation))
         self.table_elements(edit, elements)
         return edit
 
-    def ctas_error(self) -> _Fail:
-        return _Fail(
+    def ctas_error(self) -> DdlFailure:
+        return DdlFailure(
             "CREATE TABLE ... SELECT is not supported: the columns come from the query result. "
             "With binlog_format=ROW the server logs an explicit CREATE TABLE instead (MySQL and "
             "MariaDB), so this form only appears with STATEMENT/MIXED binlog_format, which CDC "
             "does not support"
         )
 
-    def create_table_from_tokens(self, db: str, name: str) -> _TableEdit:
+    def create_table_from_tokens(self, db: str, name: str) -> TableEdit:
         t = self.toks  # positioned after the table name
         if t.accept("LIKE"):
             return self.like(db, name, t.qualified_name())
@@ -106,13 +108,13 @@ class _CreateTable(_TableElements):
         if tok is None or tok.token_type != TokenType.L_PAREN:
             if t.word() in _CTAS_WORDS:
                 raise self.ctas_error()
-            raise _Fail("CREATE TABLE without a column list")
+            raise DdlFailure("CREATE TABLE without a column list")
         close = t.matching_paren(t.i)
         body = t.split(t.i + 1, close)
-        if len(body) == 1 and _word(t.toks[body[0][0]]) == "LIKE":
+        if len(body) == 1 and word_of(t.toks[body[0][0]]) == "LIKE":
             sub = t.sub(body[0][0] + 1, body[0][1])
             return self.like(db, name, sub.qualified_name())
-        if body and _word(t.toks[body[0][0]]) in ("SELECT", "WITH"):
+        if body and word_of(t.toks[body[0][0]]) in ("SELECT", "WITH"):
             raise self.ctas_error()  # CREATE TABLE t (SELECT ...)
         # table options after the body
         opts = t.sub(close + 1, t.end)
@@ -133,7 +135,7 @@ class _CreateTable(_TableElements):
                 break
             opts.accept("DEFAULT")
             if opts.accept_any("CHARACTER SET", "CHARSET") or opts.accept("CHARACTER", "SET"):
-                charset = _norm_charset(opts.value())
+                charset = normalize_charset(opts.value())
             elif opts.accept("COLLATE"):
                 collation = opts.value()
             elif opts.accept("COMMENT"):
@@ -141,6 +143,6 @@ class _CreateTable(_TableElements):
             else:
                 opts.i += 1
             opts.accept_type(TokenType.COMMA)
-        edit = _TableEdit(db, name, comment=comment, charset=self.new_table_charset(db, charset, collation))
+        edit = TableEdit(db, name, comment=comment, charset=self.new_table_charset(db, charset, collation))
         self.table_elements(edit, [self.element_node(t.sub(a, b)) for a, b in body])
         return edit

@@ -4,21 +4,21 @@ simple grammar); dropping a database drops its catalogued tables."""
 
 from __future__ import annotations
 
-from .base import _ApplierBase
-from .charsets import _charset_of_collation, _norm_charset
-from .outcome import DdlOutcome, TableChange, _Fail
-from .tokens import _is_name, _Toks
+from .base import StatementApplier
+from .charsets import charset_of_collation, normalize_charset
+from .outcome import DdlFailure, DdlOutcome, TableChange
+from .tokens import TokenCursor, is_name
 
 
-class _Databases(_ApplierBase):
+class DatabaseApplier(StatementApplier):
     """``CREATE/ALTER/DROP DATABASE|SCHEMA``."""
 
-    def db_options(self, t: _Toks) -> tuple[str | None, str | None]:
+    def db_options(self, t: TokenCursor) -> tuple[str | None, str | None]:
         charset = collation = None
         while not t.at_end():
             t.accept("DEFAULT")
             if t.accept_any("CHARACTER SET", "CHARSET") or t.accept("CHARACTER", "SET"):
-                charset = _norm_charset(t.value())
+                charset = normalize_charset(t.value())
             elif t.accept("COLLATE"):
                 collation = t.value()
             else:
@@ -33,7 +33,7 @@ class _Databases(_ApplierBase):
         if_not_exists = t.accept("IF", "NOT", "EXISTS") or t.accept("IF NOT EXISTS")
         name = t.name("database name")
         charset, collation = self.db_options(t)
-        charset = charset or _charset_of_collation(collation)
+        charset = charset or charset_of_collation(collation)
         known = self.state.find_db(name)
         changes: list[TableChange] = []
         if known is not None and if_not_exists:
@@ -58,7 +58,7 @@ class _Databases(_ApplierBase):
         t.accept("IF", "EXISTS") or t.accept("IF EXISTS")
         name = t.name("database name")
         if not t.at_end():
-            raise _Fail(f"unexpected {t.peek().text!r} in DROP DATABASE")  # type: ignore[union-attr]
+            raise DdlFailure(f"unexpected {t.peek().text!r} in DROP DATABASE")  # type: ignore[union-attr]
         known = self.state.find_db(name)
         changes = self._drop_db_tables(known) if known else []
         return self.outcome(name, changes, dropped_databases=(name,))
@@ -67,7 +67,7 @@ class _Databases(_ApplierBase):
         t = self.toks
         t.i = idx + 1
         name = self.default_db
-        if _is_name(t.peek()) and t.word() not in (
+        if is_name(t.peek()) and t.word() not in (
             "DEFAULT",
             "CHARACTER SET",
             "CHARSET",
@@ -80,7 +80,7 @@ class _Databases(_ApplierBase):
         ):
             name = t.name("database name")
         charset, collation = self.db_options(t)
-        charset = charset or _charset_of_collation(collation)
+        charset = charset or charset_of_collation(collation)
         if name and charset:
             self.state.db_charsets[self.state.find_db(name) or name] = charset
         return self.ignored(name)

@@ -12,7 +12,7 @@ from sqlglot import exp
 from sqlglot.dialects.mysql import MySQL
 from sqlglot.tokens import TokenType
 
-from .outcome import _Fail
+from .outcome import DdlFailure
 
 
 class _CdcMySQL(MySQL):
@@ -70,7 +70,8 @@ class _CdcMySQL(MySQL):
         }
 
 
-_DIALECT = _CdcMySQL()
+#: The sqlglot MySQL dialect with the type names MySQL/MariaDB know and sqlglot does not.
+DIALECT = _CdcMySQL()
 
 
 class _RawTokenizer(_CdcMySQL.Tokenizer):
@@ -80,8 +81,10 @@ class _RawTokenizer(_CdcMySQL.Tokenizer):
     COMMANDS: set[TokenType] = set()  # type: ignore[misc]  # an instance-level override is what sqlglot reads
 
 
-_RAW_TOKENIZER = _RawTokenizer(_DIALECT)
-_FLOAT_UNSIGNED = "UINT128"  # DType name produced by "FLOAT UNSIGNED" in _CdcMySQL
+#: The tokenizer of the token fallback (:class:`_RawTokenizer`).
+RAW_TOKENIZER = _RawTokenizer(DIALECT)
+#: The sqlglot DType name :data:`DIALECT` produces for ``FLOAT UNSIGNED``.
+FLOAT_UNSIGNED = "UINT128"
 
 
 class _QuietCommandFallback(logging.Filter):
@@ -100,40 +103,49 @@ _QUIET = _QuietCommandFallback()
 logging.getLogger("sqlglot").addFilter(_QUIET)
 
 
-def _parse(text: str) -> exp.Expression:
+def parse_statement(text: str) -> exp.Expression:
+    """The sqlglot tree of one statement, sqlglot's own warnings silenced.
+
+    Raises:
+        DdlFailure: sqlglot cannot parse the text, finds more or less than one statement, or falls
+            back to ``exp.Command`` (syntax it does not support).
+    """
     _QUIET.active.on = True
     try:
-        trees = [t for t in _DIALECT.parse(text) if t is not None]
+        trees = [t for t in DIALECT.parse(text) if t is not None]
     except Exception as e:  # ParseError, TokenError, ...
-        raise _Fail(f"sqlglot: {' '.join(str(e).split())}") from None
+        raise DdlFailure(f"sqlglot: {' '.join(str(e).split())}") from None
     finally:
         _QUIET.active.on = False
     if len(trees) != 1:
-        raise _Fail(f"expected one statement, sqlglot found {len(trees)}")
+        raise DdlFailure(f"expected one statement, sqlglot found {len(trees)}")
     if isinstance(trees[0], exp.Command):
-        raise _Fail("sqlglot does not support this syntax (it fell back to exp.Command)")
+        raise DdlFailure("sqlglot does not support this syntax (it fell back to exp.Command)")
     return trees[0]  # type: ignore[return-value]  # sqlglot 30 types it as exp.Expr, the base of exp.Expression
 
 
-def _try_parse(text: str) -> exp.Expression | None:
+def try_parse_statement(text: str) -> exp.Expression | None:
+    """:func:`parse_statement`, or ``None`` where it raises (the caller has a token fallback)."""
     try:
-        return _parse(text)
-    except _Fail:
+        return parse_statement(text)
+    except DdlFailure:
         return None
 
 
-def _cls(node: Any) -> str:
+def node_kind(node: Any) -> str:
+    """The class name of a sqlglot node (``"ColumnDef"``, ``"Anonymous"``, ...); sqlglot versions
+    differ in which node classes exist, so the appliers compare names."""
     return type(node).__name__
 
 
-def _ident(node: Any) -> str:
+def node_name(node: Any) -> str:
     """Name of an Identifier/Column/Var/Literal/Table/Ordered/ColumnPrefix node."""
     if node is None:
         return ""
     if isinstance(node, str):
         return node
-    if isinstance(node, (exp.Ordered, exp.ColumnPrefix)) or _cls(node) in ("Ordered", "ColumnPrefix"):
-        return _ident(node.this)
+    if isinstance(node, (exp.Ordered, exp.ColumnPrefix)) or node_kind(node) in ("Ordered", "ColumnPrefix"):
+        return node_name(node.this)
     if isinstance(node, exp.Literal):
         return str(node.this)
     if isinstance(node, (exp.Identifier, exp.Var)):
@@ -143,19 +155,24 @@ def _ident(node: Any) -> str:
     return node.name if hasattr(node, "name") else str(node)
 
 
-def _table_name(node: exp.Expression) -> tuple[str | None, str]:
+def table_name_of(node: exp.Expression) -> tuple[str | None, str]:
+    """``(database or None, table)`` of a sqlglot Table (or the Schema wrapping one).
+
+    Raises:
+        DdlFailure: the node is not a table name, or has three parts.
+    """
     if isinstance(node, exp.Schema):
         node = node.this
     if not isinstance(node, exp.Table):
-        raise _Fail(f"expected a table name, sqlglot produced {_cls(node)}")
+        raise DdlFailure(f"expected a table name, sqlglot produced {node_kind(node)}")
     if node.text("catalog"):
-        raise _Fail("unsupported three-part table name")
+        raise DdlFailure("unsupported three-part table name")
     return (node.text("db") or None), node.name
 
 
-def _json_valid_column(check: exp.Expression | None) -> str | None:
+def json_valid_column(check: exp.Expression | None) -> str | None:
     """``col`` for ``CHECK (json_valid(col))`` (the clause ``catalog.py`` maps to JSON)."""
-    e = check.this if check is not None and _cls(check) == "CheckColumnConstraint" else check
+    e = check.this if check is not None and node_kind(check) == "CheckColumnConstraint" else check
     while isinstance(e, exp.Paren):
         e = e.this
     if not isinstance(e, exp.Func):

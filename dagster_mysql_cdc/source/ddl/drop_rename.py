@@ -6,13 +6,13 @@ from __future__ import annotations
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
-from .base import _ApplierBase
-from .dialect import _cls, _ident, _table_name, _try_parse
-from .outcome import DdlOutcome, TableChange, _Fail, _truncate
-from .state import _TableEdit
+from .base import StatementApplier
+from .dialect import node_kind, node_name, table_name_of, try_parse_statement
+from .outcome import DdlFailure, DdlOutcome, TableChange, truncate_statement
+from .state import TableEdit
 
 
-class _DropRenameTable(_ApplierBase):
+class DropRenameApplier(StatementApplier):
     """``RENAME TABLE``, ``DROP TABLE``, ``TRUNCATE [TABLE]``, ``DROP INDEX `PRIMARY` ON t``."""
 
     def rename_table(self, idx: int) -> DdlOutcome:
@@ -28,7 +28,7 @@ class _DropRenameTable(_ApplierBase):
             else:
                 t.accept("NOWAIT")
             if not t.accept("TO"):
-                raise _Fail("expected TO in RENAME TABLE")
+                raise DdlFailure("expected TO in RENAME TABLE")
             ndb, nname = t.qualified_name()
             ndb = ndb or self.default_db or odb
             first_db = first_db or ndb
@@ -36,14 +36,14 @@ class _DropRenameTable(_ApplierBase):
             if key is None:
                 self.warn(
                     "DDL %r renames table %s.%s, which is not in the schema catalog; ignored",
-                    _truncate(self.stmt),
+                    truncate_statement(self.stmt),
                     odb,
                     oname,
                 )
             else:
                 if self.state.find(ndb, nname) is not None:
-                    raise _Fail(f"schema catalog out of sync: table {ndb}.{nname} already exists")
-                edit = _TableEdit.of(self.state, key)
+                    raise DdlFailure(f"schema catalog out of sync: table {ndb}.{nname} already exists")
+                edit = TableEdit.of(self.state, key)
                 edit.database, edit.table = ndb, nname
                 self.state.remove(key)
                 schema = edit.store(self.state)
@@ -51,18 +51,18 @@ class _DropRenameTable(_ApplierBase):
             if not t.accept_type(TokenType.COMMA):
                 break
         if not t.at_end():
-            raise _Fail(f"unexpected {t.peek().text!r} in RENAME TABLE")  # type: ignore[union-attr]
+            raise DdlFailure(f"unexpected {t.peek().text!r} in RENAME TABLE")  # type: ignore[union-attr]
         if not changes:
             return self.ignored(first_db)
         return self.outcome(first_db, changes)
 
     def table_list(self, ast_kind: str) -> tuple[list[tuple[str | None, str]], bool]:
         """Tables of DROP TABLE / TRUNCATE: sqlglot first, tokens as fallback."""
-        ast = _try_parse(self.stmt)
+        ast = try_parse_statement(self.stmt)
         if ast_kind == "DROP" and isinstance(ast, exp.Drop) and str(ast.args.get("kind")).upper() == "TABLE":
-            return [_table_name(x) for x in ast.args.get("tables") or []], bool(ast.args.get("exists"))
-        if ast_kind == "TRUNCATE" and isinstance(ast, exp.Expression) and _cls(ast) == "TruncateTable":
-            return [_table_name(x) for x in ast.expressions], False
+            return [table_name_of(x) for x in ast.args.get("tables") or []], bool(ast.args.get("exists"))
+        if ast_kind == "TRUNCATE" and isinstance(ast, exp.Expression) and node_kind(ast) == "TruncateTable":
+            return [table_name_of(x) for x in ast.expressions], False
         t = self.toks
         t.i = 1
         t.accept("TEMPORARY")
@@ -77,7 +77,7 @@ class _DropRenameTable(_ApplierBase):
             t.i += 1
         t.accept_any("NOWAIT", "RESTRICT", "CASCADE")
         if not t.at_end() or not names:
-            raise _Fail(f"cannot parse table list of {ast_kind} statement")
+            raise DdlFailure(f"cannot parse table list of {ast_kind} statement")
         return names, exists
 
     def drop_table(self) -> DdlOutcome:
@@ -102,13 +102,13 @@ class _DropRenameTable(_ApplierBase):
         return self.outcome(out[0][0] if out else None, (), truncated=tuple(out))
 
     def drop_index(self) -> DdlOutcome:
-        ast = _try_parse(self.stmt)
+        ast = try_parse_statement(self.stmt)
         index = table = None
         if isinstance(ast, exp.Drop) and str(ast.args.get("kind")).upper() == "INDEX":
             names = ast.args.get("tables") or []
             on = ast.args.get("cluster")
             if names and on is not None and isinstance(on.this, exp.Table):
-                index, table = _ident(names[0]), _table_name(on.this)
+                index, table = node_name(names[0]), table_name_of(on.this)
         if index is None:
             t = self.toks
             t.i = 1
@@ -117,7 +117,7 @@ class _DropRenameTable(_ApplierBase):
             t.accept("IF", "EXISTS") or t.accept("IF EXISTS")
             index = t.name("index name")
             if not t.accept("ON"):
-                raise _Fail("expected ON in DROP INDEX")
+                raise DdlFailure("expected ON in DROP INDEX")
             table = t.qualified_name()
         db, name = self.qualify(*table)  # type: ignore[misc]
         if index.upper() != "PRIMARY":
@@ -125,7 +125,7 @@ class _DropRenameTable(_ApplierBase):
         key = self.state.find(db, name)
         if key is None:
             return self.ignored(db)
-        edit = _TableEdit.of(self.state, key)
+        edit = TableEdit.of(self.state, key)
         edit.primary_key = []
         schema = edit.store(self.state)
         return self.outcome(key[0], [TableChange("ALTER", key[0], key[1], schema)])

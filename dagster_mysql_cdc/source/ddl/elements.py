@@ -9,14 +9,15 @@ from sqlglot import exp
 from sqlglot.tokens import TokenType
 
 from ..schema import ColumnSchema
-from .base import _ApplierBase
+from .base import StatementApplier
 from .columns import column_schema, fills_existing_rows
-from .dialect import _cls, _ident, _json_valid_column, _parse, _try_parse
-from .outcome import _Fail
-from .state import _TableEdit
-from .tokens import _Toks, _word
+from .dialect import json_valid_column, node_kind, node_name, parse_statement, try_parse_statement
+from .outcome import DdlFailure
+from .state import TableEdit
+from .tokens import TokenCursor, word_of
 
-_TABLE_ELEMENT_WORDS = frozenset(
+#: First words of a table element that is not a column definition (keys, constraints, LIKE).
+TABLE_ELEMENT_WORDS = frozenset(
     {
         "PRIMARY",
         "PRIMARY KEY",
@@ -37,7 +38,7 @@ _TABLE_ELEMENT_WORDS = frozenset(
 )
 
 
-def _strip_noop_column_attributes(sub: _Toks, protect_until: int) -> str | None:
+def _strip_noop_column_attributes(sub: TokenCursor, protect_until: int) -> str | None:
     """Column definition text without attributes sqlglot cannot parse and the model ignores.
 
     Token-level, top-level only, from ``protect_until`` on (the column name is never touched):
@@ -62,7 +63,7 @@ def _strip_noop_column_attributes(sub: _Toks, protect_until: int) -> str | None:
 
     while k < sub.end:
         tt = toks[k].token_type
-        w = _word(toks[k])
+        w = word_of(toks[k])
         if depth == 0 and k >= protect_until:
             if w in ("PERSISTENT", "VISIBLE"):
                 changed, k = True, k + 1
@@ -81,13 +82,13 @@ def _strip_noop_column_attributes(sub: _Toks, protect_until: int) -> str | None:
                 continue
             if (
                 w == "SERIAL"
-                and _word(sub.toks[k + 1] if k + 1 < sub.end else None) == "DEFAULT"
-                and _word(sub.toks[k + 2] if k + 2 < sub.end else None) == "VALUE"
+                and word_of(sub.toks[k + 1] if k + 1 < sub.end else None) == "DEFAULT"
+                and word_of(sub.toks[k + 2] if k + 2 < sub.end else None) == "VALUE"
             ):
                 out.append("NOT NULL AUTO_INCREMENT UNIQUE")
                 changed, k = True, k + 3
                 continue
-            if w in ("WITH", "WITHOUT") and _word(toks[k + 1] if k + 1 < sub.end else None) == "SYSTEM":
+            if w in ("WITH", "WITHOUT") and word_of(toks[k + 1] if k + 1 < sub.end else None) == "SYSTEM":
                 changed, k = True, min(k + 3, sub.end)
                 continue
         if tt == TokenType.L_PAREN:
@@ -99,7 +100,7 @@ def _strip_noop_column_attributes(sub: _Toks, protect_until: int) -> str | None:
     return " ".join(out) if changed else None
 
 
-class _TableElements(_ApplierBase):
+class TableElements(StatementApplier):
     """Column definitions and table elements, used by the CREATE TABLE and ALTER TABLE appliers."""
 
     def column(self, cd: exp.Expression, table_charset: str | None) -> tuple[ColumnSchema, bool, bool]:
@@ -107,8 +108,8 @@ class _TableElements(_ApplierBase):
         return column_schema(
             cd,
             table_charset,
-            mariadb=self.cat._mariadb,
-            explicit_defaults_for_timestamp=self.cat._explicit_ts,
+            mariadb=self.server.mariadb,
+            explicit_defaults_for_timestamp=self.server.explicit_defaults_for_timestamp,
         )
 
     @staticmethod
@@ -120,32 +121,34 @@ class _TableElements(_ApplierBase):
         if where == "FIRST":
             return ("FIRST", None)
         if where == "AFTER":
-            return ("AFTER", _ident(pos.this))
-        raise _Fail(f"unsupported column position {pos.sql()!r}")
+            return ("AFTER", node_name(pos.this))
+        raise DdlFailure(f"unsupported column position {pos.sql()!r}")
 
     # -- table elements (CREATE TABLE body / ALTER TABLE ADD <element>) -------------------------
 
-    def table_element(self, edit: _TableEdit, node: exp.Expression) -> None:
-        n = _cls(node)
+    def table_element(self, edit: TableEdit, node: exp.Expression) -> None:
+        n = node_kind(node)
         if n == "ColumnDef":
             self.add_column(edit, node, if_not_exists=bool(node.args.get("exists")))
         elif n == "PrimaryKey":
-            edit.set_primary_key([_ident(e) for e in node.expressions])
+            edit.set_primary_key([node_name(e) for e in node.expressions])
         elif n == "Constraint":
             for sub in node.expressions:
                 self.table_element(edit, sub)
         elif n == "CheckColumnConstraint":
-            col = _json_valid_column(node)
+            col = json_valid_column(node)
             if col is not None:
                 edit.json_checks.add(col.lower())
         # KEY/INDEX/UNIQUE/FULLTEXT/SPATIAL/FOREIGN KEY/PERIOD: no column effect
 
-    def add_column(self, edit: _TableEdit, cd: exp.Expression, *, if_not_exists: bool = False) -> None:
+    def add_column(self, edit: TableEdit, cd: exp.Expression, *, if_not_exists: bool = False) -> None:
         col, pk, _ = self.column(cd, edit.charset)
         if edit.index(col.name) is not None:
             if if_not_exists:
                 return
-            raise _Fail(f"schema catalog out of sync: column {col.name!r} already exists in {edit.qualified}")
+            raise DdlFailure(
+                f"schema catalog out of sync: column {col.name!r} already exists in {edit.qualified}"
+            )
         edit.insert(col, self.position(cd))
         edit.origin[col.name.lower()] = None  # new values (even under a name dropped just before)
         if fills_existing_rows(cd):
@@ -153,17 +156,17 @@ class _TableElements(_ApplierBase):
         if pk:
             edit.primary_key = [col.name]
 
-    def element_node(self, sub: _Toks) -> exp.Expression:
+    def element_node(self, sub: TokenCursor) -> exp.Expression:
         """One CREATE TABLE body element parsed on its own by sqlglot.
 
         Index/constraint elements sqlglot cannot parse become an ``exp.PrimaryKey`` read from the
         tokens when they are a primary key, else an ``exp.Anonymous`` placeholder (no effect).
         """
         text = sub.slice(sub.i, sub.end)
-        if sub.word() in _TABLE_ELEMENT_WORDS:
+        if sub.word() in TABLE_ELEMENT_WORDS:
             if sub.word() == "LIKE":
-                raise _Fail("LIKE inside a column list is only supported as CREATE TABLE t (LIKE o)")
-            node = _try_parse(f"CREATE TABLE __cdc_t (__cdc_c INT, {text})")
+                raise DdlFailure("LIKE inside a column list is only supported as CREATE TABLE t (LIKE o)")
+            node = try_parse_statement(f"CREATE TABLE __cdc_t (__cdc_c INT, {text})")
             if (
                 isinstance(node, exp.Create)
                 and isinstance(node.this, exp.Schema)
@@ -180,40 +183,40 @@ class _TableElements(_ApplierBase):
             and isinstance(node.this, exp.Schema)
             and len(node.this.expressions) == 1
         ):
-            raise _Fail(f"cannot parse column definition {text!r}")
+            raise DdlFailure(f"cannot parse column definition {text!r}")
         return node.this.expressions[0]
 
     @staticmethod
-    def parse_with_stripping(sub: _Toks, protect_until: int, template: str) -> exp.Expression:
+    def parse_with_stripping(sub: TokenCursor, protect_until: int, template: str) -> exp.Expression:
         """sqlglot parse of ``template.format(element)``; on failure once more without the
         no-op column attributes (:func:`_strip_noop_column_attributes`), else sqlglot's error."""
         text = sub.slice(sub.i, sub.end)
         try:
-            return _parse(template.format(text))
-        except _Fail:
+            return parse_statement(template.format(text))
+        except DdlFailure:
             stripped = _strip_noop_column_attributes(sub, protect_until)
             if stripped is None:
                 raise
-            node = _try_parse(template.format(stripped))
+            node = try_parse_statement(template.format(stripped))
             if node is None:
                 raise
             return node
 
-    def table_elements(self, edit: _TableEdit, elements: list[exp.Expression]) -> None:
+    def table_elements(self, edit: TableEdit, elements: list[exp.Expression]) -> None:
         """Columns first, in order; then keys (a table-level key may precede its columns)."""
         for el in elements:
-            if _cls(el) == "ColumnDef":
+            if node_kind(el) == "ColumnDef":
                 self.table_element(edit, el)
         for el in elements:
-            if _cls(el) != "ColumnDef":
+            if node_kind(el) != "ColumnDef":
                 self.table_element(edit, el)
 
     @staticmethod
-    def pk_columns_from_tokens(sub: _Toks) -> list[str] | None:
+    def pk_columns_from_tokens(sub: TokenCursor) -> list[str] | None:
         """Columns of ``[CONSTRAINT [x]] PRIMARY KEY [USING t] (a(10), b DESC) ...``; else None."""
         k = sub.i
-        while k < sub.end and _word(sub.toks[k]) not in ("PRIMARY", "PRIMARY KEY"):
-            if _word(sub.toks[k]) in (
+        while k < sub.end and word_of(sub.toks[k]) not in ("PRIMARY", "PRIMARY KEY"):
+            if word_of(sub.toks[k]) in (
                 "UNIQUE",
                 "KEY",
                 "INDEX",
@@ -236,6 +239,6 @@ class _TableElements(_ApplierBase):
         for a, _b in sub.split(k + 1, close):
             t = sub.toks[a]
             if t.token_type == TokenType.L_PAREN:
-                raise _Fail("functional key parts in a PRIMARY KEY are not supported")
+                raise DdlFailure("functional key parts in a PRIMARY KEY are not supported")
             cols.append(t.text)
         return cols

@@ -1,5 +1,5 @@
 """What applying a DDL statement produces: :class:`DdlOutcome`, :class:`TableChange`, and the
-errors (:class:`UnparseableDdlError`, Debezium's ``ParsingException``; ``_Fail``, its internal form)."""
+errors (:class:`UnparseableDdlError`, Debezium's ``ParsingException``; ``DdlFailure``, its internal form)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ _MAX_STATEMENT_IN_MESSAGE = 300
 # ----------------------------------------------------------------------------------------------
 
 
-def _truncate(text: str, limit: int = _MAX_STATEMENT_IN_MESSAGE) -> str:
+def truncate_statement(text: str, limit: int = _MAX_STATEMENT_IN_MESSAGE) -> str:
+    """A statement for a message: whitespace runs collapsed, cut to ``limit`` characters with
+    ``...``."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -32,7 +34,7 @@ class UnparseableDdlError(ValueError):
         self.statement = statement
         self.reason = reason
         super().__init__(
-            f"Cannot parse/apply DDL statement {_truncate(statement)!r}: {reason}. "
+            f"Cannot parse/apply DDL statement {truncate_statement(statement)!r}: {reason}. "
             "The schema history cannot follow this statement. If it does not change a captured "
             "table, set the option skip_unparseable_ddl=True (Debezium "
             "`schema.history.internal.skip.unparseable.ddl`) to log a warning and skip it; "
@@ -91,5 +93,7 @@ class DdlOutcome:
     ignored: bool = False
 
 
-class _Fail(Exception):
-    """Internal: the statement cannot be parsed/applied (becomes UnparseableDdlError)."""
+class DdlFailure(Exception):
+    """A statement cannot be parsed or applied; the message says why. Raised by the parse helpers
+    and appliers, caught by :class:`~.catalog.SchemaCatalog`, which raises
+    :class:`UnparseableDdlError` or (``skip_unparseable``) logs and skips the statement."""

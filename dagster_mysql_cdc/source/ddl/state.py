@@ -1,5 +1,5 @@
 """Catalog state: the tables, their default charsets, the databases' default charsets, and the
-mutable :class:`_TableEdit` a CREATE/ALTER works on before it is stored."""
+mutable :class:`TableEdit` a CREATE/ALTER works on before it is stored."""
 
 from __future__ import annotations
 
@@ -7,20 +7,41 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from ..schema import ColumnSchema, TableSchema
-from .outcome import _Fail
+from .outcome import DdlFailure
 
+#: A catalogued table: ``(database, table)``.
 Key = tuple[str, str]
 
 
+@dataclass(frozen=True)
+class ServerRules:
+    """The source server's facts that change how a DDL statement reads.
+
+    Attributes:
+        mariadb: MariaDB rules (``/*M!`` comments execute, JSON is a LONGTEXT alias with a
+            character set) rather than MySQL's.
+        explicit_defaults_for_timestamp: the server variable (ON in MySQL 8 and MariaDB >= 10.10):
+            when OFF, a TIMESTAMP column without NULL/DEFAULT is NOT NULL (docs/ddl.md).
+    """
+
+    mariadb: bool
+    explicit_defaults_for_timestamp: bool
+
+
 @dataclass
-class _State:
+class CatalogState:
+    """What the catalog knows, copied per statement so a failed statement changes nothing:
+    the tables' schemas, their and their databases' default character sets, and each table's
+    ``CHECK (json_valid(c))`` columns (lower-case names; MariaDB's JSON columns).
+    Keys are ``(database, table)`` as written in the DDL that created them."""
+
     tables: dict[Key, TableSchema]
     table_charsets: dict[Key, str | None]
     db_charsets: dict[str, str | None]
     json_checks: dict[Key, frozenset[str]]  # table-level CHECK (json_valid(c)) columns, lower
 
-    def copy(self) -> _State:
-        return _State(
+    def copy(self) -> CatalogState:
+        return CatalogState(
             dict(self.tables),
             dict(self.table_charsets),
             dict(self.db_charsets),
@@ -47,7 +68,7 @@ class _State:
         self.json_checks.pop(key, None)
 
 
-class _TableEdit:
+class TableEdit:
     """A table being created/altered: mutable columns, PK, comment, default charset."""
 
     def __init__(
@@ -75,7 +96,7 @@ class _TableEdit:
         self.origin: dict[str, str | None] = {c.name.lower(): c.name for c in self.columns}
 
     @classmethod
-    def of(cls, state: _State, key: Key) -> _TableEdit:
+    def of(cls, state: CatalogState, key: Key) -> TableEdit:
         s = state.tables[key]
         return cls(
             s.database,
@@ -101,7 +122,7 @@ class _TableEdit:
     def require(self, name: str) -> int:
         i = self.index(name)
         if i is None:
-            raise _Fail(
+            raise DdlFailure(
                 f"schema catalog out of sync: column {name!r} does not exist in {self.qualified} "
                 f"(known columns: {[c.name for c in self.columns]})"
             )
@@ -159,7 +180,7 @@ class _TableEdit:
         base = TableSchema(self.database, self.table, (), tuple(self.primary_key), self.comment)
         return base.with_columns(cols)
 
-    def store(self, state: _State) -> TableSchema:
+    def store(self, state: CatalogState) -> TableSchema:
         key = (self.database, self.table)
         schema = self.to_schema()
         state.tables[key] = schema

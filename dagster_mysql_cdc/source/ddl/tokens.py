@@ -1,12 +1,12 @@
-"""Token helpers over sqlglot's tokenizer: a cursor (:class:`_Toks`), the statement kind of the first
+"""Token helpers over sqlglot's tokenizer: a cursor (:class:`TokenCursor`), the statement kind of the first
 tokens, and the split of an event's text into statements (stored-program bodies are never split)."""
 
 from __future__ import annotations
 
 from sqlglot.tokens import Token, TokenType
 
-from .dialect import _RAW_TOKENIZER
-from .outcome import _Fail
+from .dialect import RAW_TOKENIZER
+from .outcome import DdlFailure
 
 _NOT_NAME = frozenset(
     {
@@ -22,14 +22,19 @@ _NOT_NAME = frozenset(
 )
 
 
-def _tokenize(text: str) -> list[Token]:
+def tokenize(text: str) -> list[Token]:
+    """The tokens of ``text`` by :data:`~.dialect.RAW_TOKENIZER`.
+
+    Raises:
+        DdlFailure: sqlglot cannot tokenize the text (e.g. an unterminated quote).
+    """
     try:
-        return list(_RAW_TOKENIZER.tokenize(text))
+        return list(RAW_TOKENIZER.tokenize(text))
     except Exception as e:  # sqlglot TokenError and friends
-        raise _Fail(f"sqlglot tokenizer error: {e}") from None
+        raise DdlFailure(f"sqlglot tokenizer error: {e}") from None
 
 
-def _word(tok: Token | None) -> str | None:
+def word_of(tok: Token | None) -> str | None:
     """Upper-case keyword/bare word of a token; ``None`` for quoted identifiers, strings, numbers."""
     if tok is None or tok.token_type in (
         TokenType.IDENTIFIER,
@@ -41,11 +46,12 @@ def _word(tok: Token | None) -> str | None:
     return " ".join(tok.text.upper().split())
 
 
-def _is_name(tok: Token | None) -> bool:
+def is_name(tok: Token | None) -> bool:
+    """Whether a token can be a name (an identifier or a bare word, not punctuation/literal)."""
     return tok is not None and tok.token_type not in _NOT_NAME and bool(tok.text)
 
 
-class _Toks:
+class TokenCursor:
     """A cursor over a token list (half-open range) with the source text for slicing."""
 
     def __init__(self, text: str, toks: list[Token], start: int = 0, end: int | None = None):
@@ -59,7 +65,7 @@ class _Toks:
         return self.toks[j] if j < self.end else None
 
     def word(self, k: int = 0) -> str | None:
-        return _word(self.peek(k))
+        return word_of(self.peek(k))
 
     def at_end(self) -> bool:
         return self.i >= self.end
@@ -95,8 +101,8 @@ class _Toks:
 
     def name(self, what: str = "name") -> str:
         t = self.peek()
-        if not _is_name(t):
-            raise _Fail(f"expected {what} but found {t.text if t else 'end of statement'!r}")
+        if not is_name(t):
+            raise DdlFailure(f"expected {what} but found {t.text if t else 'end of statement'!r}")
         self.i += 1
         return t.text  # type: ignore[union-attr]
 
@@ -105,7 +111,7 @@ class _Toks:
         if self.accept_type(TokenType.DOT):
             second = self.name(what)
             if self.peek() is not None and self.peek().token_type == TokenType.DOT:  # type: ignore[union-attr]
-                raise _Fail(f"unsupported three-part {what}")
+                raise DdlFailure(f"unsupported three-part {what}")
             return first, second
         return None, first
 
@@ -114,7 +120,7 @@ class _Toks:
         self.accept_type(TokenType.EQ)
         t = self.peek()
         if t is None:
-            raise _Fail("missing option value")
+            raise DdlFailure("missing option value")
         self.i += 1
         return t.text
 
@@ -129,7 +135,7 @@ class _Toks:
                 depth -= 1
                 if depth == 0:
                     return k
-        raise _Fail("unbalanced parentheses")
+        raise DdlFailure("unbalanced parentheses")
 
     def split(self, start: int, end: int) -> list[tuple[int, int]]:
         """Ranges of ``[start, end)`` separated by top-level commas."""
@@ -153,8 +159,8 @@ class _Toks:
             return ""
         return self.text[self.toks[start].start : self.toks[end - 1].end + 1]
 
-    def sub(self, start: int, end: int) -> _Toks:
-        return _Toks(self.text, self.toks, start, end)
+    def sub(self, start: int, end: int) -> TokenCursor:
+        return TokenCursor(self.text, self.toks, start, end)
 
 
 _CREATE_KINDS = frozenset(
@@ -185,11 +191,11 @@ _CREATE_KINDS = frozenset(
 _COMPOUND_KINDS = frozenset({"PROCEDURE", "FUNCTION", "TRIGGER", "EVENT", "PACKAGE"})
 
 
-def _object_kind(toks: list[Token], start: int = 1, limit: int = 40) -> tuple[str | None, int, bool]:
+def object_kind(toks: list[Token], start: int = 1, limit: int = 40) -> tuple[str | None, int, bool]:
     """First object-kind word after CREATE/ALTER/DROP: (kind, index, temporary seen)."""
     temporary = False
     for k in range(start, min(len(toks), start + limit)):
-        w = _word(toks[k])
+        w = word_of(toks[k])
         if w == "TEMPORARY":
             temporary = True
         if w in _CREATE_KINDS or w == "TABLES":
@@ -201,15 +207,15 @@ def _object_kind(toks: list[Token], start: int = 1, limit: int = 40) -> tuple[st
 
 def _is_compound_head(toks: list[Token], i: int) -> bool:
     """Statements whose body contains ``;`` (stored programs, MariaDB compound statements)."""
-    w = _word(toks[i])
+    w = word_of(toks[i])
     if w == "CREATE":
-        kind, _, _ = _object_kind(toks, i + 1)
+        kind, _, _ = object_kind(toks, i + 1)
         return kind in _COMPOUND_KINDS
     if w == "ALTER":
-        kind, _, _ = _object_kind(toks, i + 1)
+        kind, _, _ = object_kind(toks, i + 1)
         return kind == "EVENT"
     if w == "BEGIN":
-        return _word(toks[i + 1]) == "NOT" if i + 1 < len(toks) else False
+        return word_of(toks[i + 1]) == "NOT" if i + 1 < len(toks) else False
     if w in ("IF", "WHILE", "REPEAT", "LOOP", "CASE", "DECLARE"):
         return True
     if i + 1 < len(toks) and toks[i + 1].token_type == TokenType.COLON:
@@ -217,8 +223,15 @@ def _is_compound_head(toks: list[Token], i: int) -> bool:
     return False
 
 
-def _split_statements(text: str) -> list[str]:
-    toks = _tokenize(text)
+def split_statements(text: str) -> list[str]:
+    """The statements of one QueryEvent's text, split at top-level ``;``; a stored program
+    (``CREATE PROCEDURE``/``FUNCTION``/``TRIGGER``/``EVENT``/``PACKAGE``) and what follows it are
+    one statement, as its body holds ``;``.
+
+    Raises:
+        DdlFailure: the text cannot be tokenized.
+    """
+    toks = tokenize(text)
     if not toks:
         return []
     if not any(t.token_type == TokenType.SEMICOLON for t in toks):
