@@ -189,8 +189,8 @@ def _max_ordering(*ords: Ordering | None) -> Ordering | None:
 
 def _tail_cut(table: CapturedTable, tail_dt: Any) -> Ordering | None:
     """The newest cut marker in the tail (a small read of its metadata columns)."""
-    from ..sink.compaction import read_files
     from ..sink.current import newest_cut
+    from ..sink.data_files import read_files
     from ..sink.state_rows import ORDER_COLS
 
     if tail_dt is None:
@@ -385,7 +385,7 @@ def read_changes(
         UnknownTableError / ConfigurationError: an unknown table, a malformed position or
             argument.
     """
-    from ..sink.compaction import read_files
+    from ..sink.data_files import read_files
 
     if format not in ("envelope", "flat"):
         raise ConfigurationError(f"format={format!r}: 'envelope' or 'flat'")

@@ -144,9 +144,10 @@ def _resolved_filtered(
     compacted row is read when it matches the filter or its key is in the tail (a tail row may
     replace it, or lose to it: the rows of those keys are resolved whole); the caller filters the
     result again (a tail row that replaced a matching row may not match)."""
-    from ..sink.compaction import read_files, state_schema_after
     from ..sink.current import resolve
+    from ..sink.data_files import read_files
     from ..sink.read import RESOLVE_COLUMNS
+    from ..sink.tail import state_schema_after
 
     storage, paths = table.storage, table.paths
     st_schema = pa.schema(state_dt.schema().to_arrow()) if state_dt is not None else None
@@ -194,7 +195,7 @@ def _read_state_filtered(
     the table's types; a file that predates a type change is read whole, converted, filtered."""
     import pyarrow.dataset as ds
 
-    from ..sink.compaction import read_files
+    from ..sink.data_files import read_files
     from ..sink.evolution import conform_table, relabel
 
     fs = storage.pyarrow_filesystem()

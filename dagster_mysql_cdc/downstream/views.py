@@ -114,7 +114,7 @@ class TableShape:
     @property
     def resolved(self) -> pa.Schema:
         """The current state's columns (the state's, the tail's merged in; ``__cut`` dropped)."""
-        from ..sink.compaction import state_schema_after
+        from ..sink.tail import state_schema_after
 
         return state_schema_after(self.state, self.tail, self.keyless)
 
@@ -340,10 +340,9 @@ def current_sql(
 def table_shape(table: CapturedTable) -> TableShape | None:
     """The shape of ``table``'s view (``None``: it has neither a state nor a tail yet). A missing
     state or tail is described as :func:`ensure_tables` creates it."""
-    from ..sink.compaction import state_schema_after
     from ..sink.delta import open_table
     from ..sink.read import key_columns_of
-    from ..sink.tail import tail_schema
+    from ..sink.tail import state_schema_after, tail_schema
 
     tail_dt = open_table(table.storage, table.paths.tail)
     state_dt = open_table(table.storage, table.paths.state)

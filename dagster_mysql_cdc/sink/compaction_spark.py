@@ -33,10 +33,11 @@ from typing import Any
 import pyarrow as pa
 
 from ..events import COUNT_FIELD, STATE_META_NAMES
-from .compaction import STATE_AS_OF, remove_files, state_schema_after
+from .compaction_commit import compaction_commit_info, remove_files
 from .current import newest_cut
-from .state_rows import ORDER_COLS
-from .tail import CUT_COL
+from .data_files import read_files
+from .state_rows import ORDER_COLS, newest_order_key
+from .tail import CUT_COL, state_schema_after
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,6 @@ def state_frame(
     Returns:
         ``(DataFrame, its Arrow schema, the newest tail row's ordering key as text)``.
     """
-    from .compaction import _newest, read_files
     from .spark_files import sql_functions
 
     # the functions of the session's flavour (Spark Connect or classic), see sql_functions
@@ -110,7 +110,7 @@ def state_frame(
         else None
     )
     cut = newest_cut(tail_meta)
-    as_of = _newest(tail_meta) if tail_meta is not None else None
+    as_of = newest_order_key(tail_meta) if tail_meta is not None else None
     order = _ordering(F)
     parts = []
     with_count = schema if keyless else pa.schema([f for f in schema if f.name != COUNT_FIELD.name])
@@ -210,7 +210,7 @@ def compact_with_spark(
     from deltalake import CommitProperties
     from deltalake.exceptions import CommitFailedError
 
-    from .delta import TABLE_PROPERTIES, _delta_schema, changed, delete_files, file_actions, wrote
+    from .delta import TABLE_PROPERTIES, changed, delete_files, delta_schema, file_actions, wrote
     from .spark_files import FileOutput
 
     t0 = time.monotonic()
@@ -224,7 +224,7 @@ def compact_with_spark(
     finally:
         shutil.rmtree(manifests, ignore_errors=True)
     props = CommitProperties(
-        custom_metadata={"dagster_mysql_cdc.compaction": reason, STATE_AS_OF: as_of or ""},
+        custom_metadata=compaction_commit_info(reason, as_of),
         max_commit_retries=0,
     )
     try:
@@ -233,7 +233,7 @@ def compact_with_spark(
 
             create_table_with_add_actions(
                 paths.state,
-                _delta_schema(schema),
+                delta_schema(schema),
                 file_actions(files),
                 mode="append",
                 configuration=TABLE_PROPERTIES,
@@ -243,7 +243,7 @@ def compact_with_spark(
             changed(paths.state)
         else:
             state_dt.create_write_transaction(
-                file_actions(files), mode="overwrite", schema=_delta_schema(schema), commit_properties=props
+                file_actions(files), mode="overwrite", schema=delta_schema(schema), commit_properties=props
             )
             state_dt.update_incremental()  # the handle reads its own commit (see .delta.handle_cache)
             wrote(state_dt)

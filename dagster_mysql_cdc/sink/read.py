@@ -20,12 +20,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from .compaction import read_file_parts, read_files, state_schema_after
 from .current import resolve
+from .data_files import read_file_parts, read_files
 from .delta import open_table
 from .layout import TablePaths
 from .storage import StorageSettings
 from .table_batch import recorded_key
+from .tail import state_schema_after
 
 
 def key_columns_of(state_dt: Any, tail_dt: Any) -> list[str] | None:

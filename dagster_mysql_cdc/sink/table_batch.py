@@ -573,7 +573,7 @@ class TableBatch:
         its tail rows (read back, in ``schema``) do to the values' current counts
         (:func:`.read.keyless_live_change`: a copy the lake never had is not removed). ``None``
         when the batch's ops do not say the change (snapshot reads) or counting failed (logged)."""
-        from .compaction import read_files
+        from .data_files import read_files
         from .read import keyless_live_change, live_count
 
         delta = window_delta(self.rows_by_op)
