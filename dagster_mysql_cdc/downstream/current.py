@@ -100,7 +100,8 @@ def resolved_state(
     Raises:
         UnknownTableError: the table has neither a state nor a tail yet.
     """
-    from ..sink.read import key_columns_of, load_parts
+    from ..sink.key_model import key_columns_of
+    from ..sink.read import load_parts
 
     state_dt, tail_dt = opened or open_tables(table)
     if state_dt is None and tail_dt is None:

@@ -341,7 +341,7 @@ def table_shape(table: CapturedTable) -> TableShape | None:
     """The shape of ``table``'s view (``None``: it has neither a state nor a tail yet). A missing
     state or tail is described as :func:`ensure_tables` creates it."""
     from ..sink.delta import open_table
-    from ..sink.read import key_columns_of
+    from ..sink.key_model import key_columns_of
     from ..sink.tail import state_schema_after, tail_schema
 
     tail_dt = open_table(table.storage, table.paths.tail)
@@ -381,7 +381,7 @@ def ensure_tables(table: CapturedTable) -> list[str]:
 
     from ..errors import SinkError
     from ..sink.delta import TABLE_PROPERTIES, changed, open_table
-    from ..sink.table_batch import KEY_PROPERTY
+    from ..sink.key_model import KEY_PROPERTY
 
     shape = table_shape(table)
     if shape is None:

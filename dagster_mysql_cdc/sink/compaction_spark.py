@@ -218,7 +218,7 @@ def compact_with_spark(
     df, schema, as_of = state_frame(writer, paths, key, state_dt=state_dt, tail_dt=tail_dt)
     manifests = tempfile.mkdtemp(prefix="cdc-manifests-")
     try:
-        files = writer._write_frame(
+        files = writer.write_frame(
             df, [FileOutput(paths.state, schema, kind="rows", stats=("__deleted",))], manifests, rows=True
         )[0]
     finally:
