@@ -24,7 +24,6 @@ Values are Debezium's (docs/output-layout.md, "Type mapping": dates are days sin
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -230,6 +229,25 @@ def _expand_copies(t: pa.Table) -> pa.Table:
     return t.take(pa.array(idx, pa.int64())).drop_columns([COUNT_FIELD.name])
 
 
+def output_columns(names: Sequence[str], columns: Sequence[str] | None, *, metadata: bool) -> list[str]:
+    """The columns a current read returns, in order, from the resolved state's ``names``: the
+    table columns ``columns`` asked for (default all), then the ``__`` metadata columns unless
+    ``metadata=False`` (the same for the Arrow and the Spark reads).
+
+    Raises:
+        ConfigurationError: a column of ``columns`` is not in the table.
+    """
+    meta = [c for c in names if c in STATE_META_NAMES]
+    if columns is None:
+        return list(names) if metadata else [c for c in names if c not in meta]
+    missing = [c for c in columns if c not in names]
+    if missing:
+        raise ConfigurationError(
+            f"column(s) {missing} are not in the table (it has {[c for c in names if c not in meta]})"
+        )
+    return list(columns) + [m for m in meta if m not in columns] if metadata else list(columns)
+
+
 def shape(t: pa.Table, *, tombstones: bool, metadata: bool, columns: Sequence[str] | None) -> pa.Table:
     """The resolved state ``t`` in :func:`read_current`'s layout (see the module docs)."""
     if "__epoch" in t.column_names and t.column("__epoch").null_count:  # rows from before epochs: 0
@@ -239,16 +257,7 @@ def shape(t: pa.Table, *, tombstones: bool, metadata: bool, columns: Sequence[st
         t = t.filter(pc.invert(pc.fill_null(t.column("__deleted"), False)))
         if COUNT_FIELD.name in t.column_names:
             t = _expand_copies(t)
-    meta = [c for c in t.column_names if c in STATE_META_NAMES]
-    if columns is not None:
-        missing = [c for c in columns if c not in t.column_names]
-        if missing:
-            raise ConfigurationError(
-                f"column(s) {missing} are not in the table (it has {[c for c in t.column_names if c not in meta]})"
-            )
-        keep = list(columns) + [m for m in meta if m not in columns] if metadata else list(columns)
-        return t.select(keep)
-    return t if metadata else t.drop_columns(meta)
+    return t.select(output_columns(t.column_names, columns, metadata=metadata))
 
 
 def read_current(
@@ -314,24 +323,6 @@ def read_current_duckdb(
 
 
 # -- Spark ----------------------------------------------------------------------------------------
-
-_READERS: dict[tuple[int, str, str], Any] = {}
-_READERS_LOCK = threading.Lock()
-
-
-def spark_reader(spark: Any, table: CapturedTable) -> Any:
-    """A :class:`~..sink.lake.LakeWriter` used for reading on ``spark`` (it registers the sealed
-    data sources the executors read the lake's files with; nothing is written). One per session,
-    lake and server, kept while the process lives (temporary views built on it need it)."""
-    from ..sink.lake import LakeWriter
-
-    key = (id(spark), table.storage.to_json(), table.server)
-    with _READERS_LOCK:
-        w = _READERS.get(key)
-        if w is None or w.spark is not spark:
-            w = LakeWriter(spark, table.storage, table.server)
-            _READERS[key] = w
-        return w
 
 
 def _spark_filter(filter: Filter) -> Any:
@@ -403,14 +394,4 @@ def read_current_spark(
     f = _spark_filter(filter)
     if f is not None:
         df = df.filter(f)
-    names = df.columns
-    meta = [c for c in names if c in STATE_META_NAMES]
-    if columns is not None:
-        missing = [c for c in columns if c not in names]
-        if missing:
-            raise ConfigurationError(
-                f"column(s) {missing} are not in the table (it has {[c for c in names if c not in meta]})"
-            )
-        keep = list(columns) + [m for m in meta if m not in columns] if metadata else list(columns)
-        return df.select(*keep)
-    return df if metadata else df.drop(*meta)
+    return df.select(*output_columns(df.columns, columns, metadata=metadata))

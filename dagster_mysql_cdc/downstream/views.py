@@ -698,8 +698,7 @@ def spark_frames(spark: Any, table: CapturedTable) -> tuple[Any, Any, TableShape
     source over each Delta table (files listed at each query; a table missing yet reads empty),
     every file converted by the executors into the current state's column types (so the query
     needs no casts), ``None`` when the table has neither a state nor a tail."""
-    from .current import spark_reader
-    from .spark import delta_table_frame
+    from .spark import delta_table_frame, spark_reader
 
     shape = table_shape(table)
     if shape is None:
