@@ -90,7 +90,7 @@ class IncrementalChanges:
             ConfigurationError: a rebuild was due and :meth:`read_current` was not called.
         """
         b = self.batch
-        if b.rebuild and not b._rebuilt:
+        if b.rebuild and not b.rebuilt:
             raise ConfigurationError(
                 f"the change feed of {b.table} says rebuild ({b.rebuild}): compute from "
                 "read_current() (which moves the position), then record this metadata"
