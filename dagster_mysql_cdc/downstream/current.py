@@ -25,7 +25,7 @@ Values are Debezium's (docs/output-layout.md, "Type mapping": dates are days sin
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,6 +38,17 @@ from .tables import CapturedTable, LakeLike, TableLike, captured_table
 #: disjunctive normal form: ``[("qty", ">", 5), ("status", "in", ["a", "b"])]`` (AND) or a list of
 #: such lists (OR of ANDs). :func:`read_current_spark` also takes a Spark SQL string or Column.
 Filter = Any
+
+
+class CurrentReadOptions(TypedDict, total=False):
+    """The keyword arguments of a current read (:func:`read_current`'s, which documents them),
+    taken as they are by :func:`read_current_spark`."""
+
+    server: str | None
+    columns: Sequence[str] | None
+    filter: Filter
+    tombstones: bool
+    metadata: bool
 
 
 def _expression(filter: Filter) -> pc.Expression | None:
@@ -365,15 +376,7 @@ def _sql_term(col: str, op: str, value: Any) -> str:
 
 
 def read_current_spark(
-    spark: Any,
-    table: TableLike,
-    lake: LakeLike = ".lake",
-    *,
-    server: str | None = None,
-    columns: Sequence[str] | None = None,
-    filter: Filter = None,
-    tombstones: bool = False,
-    metadata: bool = True,
+    spark: Any, table: TableLike, lake: LakeLike = ".lake", **options: Unpack[CurrentReadOptions]
 ) -> Any:
     """The current state of a captured table as a Spark DataFrame on ``spark`` (Spark Connect or
     a classic session), for tables too large for one process: the compacted state's and the
@@ -386,12 +389,18 @@ def read_current_spark(
 
     Raises:
         UnknownTableError / ConfigurationError: as :func:`read_current`.
+        TypeError: an argument :func:`read_current` does not take.
     """
     from .views import spark_current_frame
 
-    ref = captured_table(table, lake, server)
-    df = spark_current_frame(spark, ref, tombstones=tombstones)
-    f = _spark_filter(filter)
+    unknown = sorted(set(options) - set(CurrentReadOptions.__annotations__))
+    if unknown:
+        raise TypeError(f"read_current_spark() got unexpected keyword argument(s) {unknown}")
+    ref = captured_table(table, lake, options.get("server"))
+    df = spark_current_frame(spark, ref, tombstones=options.get("tombstones", False))
+    f = _spark_filter(options.get("filter"))
     if f is not None:
         df = df.filter(f)
-    return df.select(*output_columns(df.columns, columns, metadata=metadata))
+    return df.select(
+        *output_columns(df.columns, options.get("columns"), metadata=options.get("metadata", True))
+    )

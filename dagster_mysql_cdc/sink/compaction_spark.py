@@ -112,19 +112,7 @@ def state_frame(
     cut = newest_cut(tail_meta)
     as_of = newest_order_key(tail_meta) if tail_meta is not None else None
     order = _ordering(F)
-    parts = []
-    with_count = schema if keyless else pa.schema([f for f in schema if f.name != COUNT_FIELD.name])
-    if state_dt is not None:
-        s_actions = pa.table(state_dt.get_add_actions(flatten=True))
-        if s_actions.num_rows:
-            parts.append(_frame(F, writer, paths.state, s_actions, with_count, {"__src": 0, CUT_COL: False}))
-    if tail_actions is not None and tail_actions.num_rows:
-        tail_read = pa.schema([*with_count, pa.field(CUT_COL, pa.bool_())])
-        parts.append(_frame(F, writer, paths.tail, tail_actions, tail_read, {"__src": 1}))
-    df = parts[0]
-    for p in parts[1:]:
-        df = df.unionByName(p, allowMissingColumns=True)
-    df = df.filter(~F.coalesce(F.col(CUT_COL), F.lit(False)))
+    df = _state_and_tail(F, writer, paths, state_dt, tail_actions, schema, keyless)
     if cut is not None:
         cs = _cut_struct(F, cut)
         df = df.filter((F.col("__src") == 0) | (order >= cs))
@@ -141,7 +129,34 @@ def state_frame(
         if cut is not None:
             df = _tombstone(F, df, cut, keyless=False)
         return df.select(*out_cols), schema, as_of
-    # keyless
+    return _keyless_resolved(F, Window, df, values, out_cols, cut), schema, as_of
+
+
+def _state_and_tail(
+    F, writer: Any, paths: Any, state_dt: Any, tail_actions: pa.Table | None, schema: pa.Schema, keyless: bool
+):
+    """The compacted state's rows (``__src`` 0) and the tail's (``__src`` 1) in ``schema`` as one
+    DataFrame read by the executors, the cut markers left out (``__cut`` kept: false or null)."""
+    parts = []
+    with_count = schema if keyless else pa.schema([f for f in schema if f.name != COUNT_FIELD.name])
+    if state_dt is not None:
+        s_actions = pa.table(state_dt.get_add_actions(flatten=True))
+        if s_actions.num_rows:
+            parts.append(_frame(F, writer, paths.state, s_actions, with_count, {"__src": 0, CUT_COL: False}))
+    if tail_actions is not None and tail_actions.num_rows:
+        tail_read = pa.schema([*with_count, pa.field(CUT_COL, pa.bool_())])
+        parts.append(_frame(F, writer, paths.tail, tail_actions, tail_read, {"__src": 1}))
+    df = parts[0]
+    for p in parts[1:]:
+        df = df.unionByName(p, allowMissingColumns=True)
+    return df.filter(~F.coalesce(F.col(CUT_COL), F.lit(False)))
+
+
+def _keyless_resolved(F, Window, df, values: list[str], out_cols: list[str], cut):
+    """A keyless table's current rows from its state and tail rows ``df`` (see the module docs):
+    per distinct value the compacted count with the newer tail rows' changes applied in order,
+    never below zero, and the newest row's image."""
+    order = _ordering(F)
     live_copies = F.when(F.coalesce(F.col("__deleted"), F.lit(False)), F.lit(0)).otherwise(F.lit(1))
     weight = F.when(F.col("__src") == 0, F.coalesce(F.col(COUNT_FIELD.name), live_copies)).otherwise(
         F.coalesce(F.col(COUNT_FIELD.name), F.lit(0))
@@ -177,7 +192,7 @@ def state_frame(
     )
     if cut is not None:
         agg = _tombstone(F, agg, cut, keyless=True)
-    return agg.select(*out_cols), schema, as_of
+    return agg.select(*out_cols)
 
 
 def _tombstone(F, df, cut, *, keyless: bool):

@@ -113,28 +113,29 @@ def hold_switch_interval(seconds: float) -> Callable[[], None]:
     return release
 
 
-def union_struct(a: pa.DataType, b: pa.DataType) -> pa.DataType:
-    """Union of two struct types by child name (``a``'s order first); other types: ``b`` wins."""
-    if not (pa.types.is_struct(a) and pa.types.is_struct(b)):
-        return b
+def union_fields(a: Iterable[pa.Field], b: Iterable[pa.Field]) -> list[pa.Field]:
+    """The fields of ``a`` with those of ``b`` merged in by name (``a``'s order first, then ``b``'s
+    new ones): a field in both takes ``b``'s type, or the union of the two struct types."""
     fields = {f.name: f for f in a}
     for f in b:
         fields[f.name] = (
             fields[f.name].with_type(union_struct(fields[f.name].type, f.type)) if f.name in fields else f
         )
-    return pa.struct(list(fields.values()))
+    return list(fields.values())
+
+
+def union_struct(a: pa.DataType, b: pa.DataType) -> pa.DataType:
+    """Union of two struct types by child name (``a``'s order first); other types: ``b`` wins."""
+    if not (pa.types.is_struct(a) and pa.types.is_struct(b)):
+        return b
+    return pa.struct(union_fields(a, b))
 
 
 def union_schema(a: pa.Schema | None, b: pa.Schema) -> pa.Schema:
     """Union of two schemas, merging struct children (columns are only ever added)."""
     if a is None:
         return b
-    fields = {f.name: f for f in a}
-    for f in b:
-        fields[f.name] = (
-            fields[f.name].with_type(union_struct(fields[f.name].type, f.type)) if f.name in fields else f
-        )
-    return pa.schema(list(fields.values()))
+    return pa.schema(union_fields(a, b))
 
 
 class LakeWriter:
