@@ -24,7 +24,6 @@ DataFrame.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import tempfile
 import time
@@ -277,6 +276,3 @@ def compact_with_spark(
         "seconds": round(time.monotonic() - t0, 3),
         "state_as_of": as_of,
     }
-
-
-_ = (os,)
