@@ -313,9 +313,9 @@ class TimedLakeWriter:
 
     The sink writes record batches on its own thread while the caller reads the next ones, so the
     phases are busy times of that thread (they overlap the source's work), plus the commit step
-    that waits for the thread and publishes. Seams: ``spark.createDataFrame``, ``_write_files``
+    that waits for the thread and publishes. Seams: ``spark.createDataFrame``, ``write_files``
     (one Spark write job: the change log's files, and a first snapshot's state files), ``TableBatch._write``
-    (everything the sink thread does for one record batch), ``_write_frame`` (one Spark job whose
+    (everything the sink thread does for one record batch), ``write_frame`` (one Spark job whose
     executors produce the events, e.g. the split snapshot's), ``TableBatch.commit``, the state
     compaction after it (``compact_if_due``), ``maybe_compact``.
     """
@@ -346,14 +346,14 @@ class TimedLakeWriter:
 
                 return timed
 
-            def _write_files(self, *a, **kw):
-                return self._timed("spark_jobs", super()._write_files)(*a, **kw)
+            def write_files(self, *a, **kw):
+                return self._timed("spark_jobs", super().write_files)(*a, **kw)
 
-            def _write_frame(self, *a, **kw):  # a job whose executors produce the events
-                return self._timed("frame_jobs", super()._write_frame)(*a, **kw)
+            def write_frame(self, *a, **kw):  # a job whose executors produce the events
+                return self._timed("frame_jobs", super().write_frame)(*a, **kw)
 
-            def _evolve(self, *a, **kw):
-                return self._timed("evolve", super()._evolve)(*a, **kw)
+            def evolve_schema(self, *a, **kw):
+                return self._timed("evolve", super().evolve_schema)(*a, **kw)
 
             def maybe_compact(self, *a, **kw):
                 return self._timed("compact", super().maybe_compact)(*a, **kw)

@@ -409,13 +409,13 @@ def spark_steps(spark, events: pa.RecordBatch, key: tuple[str, ...], base_us: fl
             ),
             (
                 "change log, the library: Arrow IPC payload -> our Python data source -> Parquet",
-                lambda: w._write_files(
+                lambda: w.write_files(
                     table, [FileOutput(os.path.join(d, f"ds-{next(counter)}"), events.schema)], manifests
                 ),
             ),
             (
                 "first snapshot, the library: change log + state files in one payload job",
-                lambda: w._write_files(
+                lambda: w.write_files(
                     table,
                     [
                         FileOutput(os.path.join(d, f"ds-{next(counter)}"), events.schema),

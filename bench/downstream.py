@@ -43,8 +43,8 @@ def build_state(storage, rows: int, chunk: int = 2_000_000) -> None:
 
     from dagster_mysql_cdc.events import change_log_schema, state_schema
     from dagster_mysql_cdc.sink.delta import TABLE_PROPERTIES, open_table
+    from dagster_mysql_cdc.sink.key_model import KEY_PROPERTY
     from dagster_mysql_cdc.sink.layout import LakeLayout
-    from dagster_mysql_cdc.sink.table_batch import KEY_PROPERTY
 
     paths = LakeLayout(storage, SERVER).table(DB, TABLE)
     values = pa.schema([("id", pa.int64()), ("grp", pa.int32()), ("qty", pa.int32())])

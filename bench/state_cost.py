@@ -315,7 +315,7 @@ def read_child(args: argparse.Namespace) -> None:
     """Current read vs plain read of the compacted state (in its own process: memory)."""
     import pyarrow as pa
 
-    from dagster_mysql_cdc.sink.compaction import read_files
+    from dagster_mysql_cdc.sink.data_files import read_files
     from dagster_mysql_cdc.sink.delta import open_table
     from dagster_mysql_cdc.sink.layout import LakeLayout
     from dagster_mysql_cdc.sink.read import read_current

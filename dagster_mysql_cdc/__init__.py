@@ -24,8 +24,10 @@ from .events import BinlogPosition
 _DAGSTER_NAMES = (
     "DEFAULT_SPARK_CONFIG",
     "SNAPSHOT_MODES",
+    "CdcInputManager",
     "CdcLakeResource",
     "DagsterMySqlCdcTranslator",
+    "IncrementalChanges",
     "MySqlCdcComponent",
     "MySqlCdcResource",
     "MySqlCdcTableProps",
@@ -35,6 +37,7 @@ _DAGSTER_NAMES = (
     "build_pk_range_assets",
     "build_verification_sensor",
     "freshness_policy_for_interval",
+    "incremental_changes",
     "mysql_cdc_assets",
     "run_sensor_ticks",
 )
@@ -55,17 +58,16 @@ _DOWNSTREAM_NAMES = {
     "view_statements": "views",
     "captured_tables": "tables",
     "CapturedTable": "tables",
-    "incremental_changes": "assets",
-    "IncrementalChanges": "assets",
-    "CdcInputManager": "assets",
 }
 
 if TYPE_CHECKING:
     from .dagster_integration import (
         DEFAULT_SPARK_CONFIG,
         SNAPSHOT_MODES,
+        CdcInputManager,
         CdcLakeResource,
         DagsterMySqlCdcTranslator,
+        IncrementalChanges,
         MySqlCdcComponent,
         MySqlCdcResource,
         MySqlCdcTableProps,
@@ -75,10 +77,10 @@ if TYPE_CHECKING:
         build_pk_range_assets,
         build_verification_sensor,
         freshness_policy_for_interval,
+        incremental_changes,
         mysql_cdc_assets,
         run_sensor_ticks,
     )
-    from .downstream.assets import CdcInputManager, IncrementalChanges, incremental_changes
     from .downstream.changes import ChangeBatch, ChangePosition, read_changes
     from .downstream.current import read_current, read_current_duckdb, read_current_polars, read_current_spark
     from .downstream.tables import CapturedTable, captured_tables

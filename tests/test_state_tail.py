@@ -324,7 +324,7 @@ def test_the_live_count_is_carried_by_the_tail_commits_and_never_trusted_past_a_
     (:mod:`dagster_mysql_cdc.sink.live_rows`): no read of the state, through compactions; counted
     exactly again after what the ops do not say (snapshot reads, a cut) or a commit it does not
     know (a DELETE on the tail)."""
-    from dagster_mysql_cdc.sink import read as read_mod
+    from dagster_mysql_cdc.sink import row_counts as read_mod
     from dagster_mysql_cdc.sink.live_rows import LIVE_ROWS
 
     w = LakeWriter(spark, storage, "srv", compaction=CompactionPolicy(small_state_rows=0, tail_fraction=0.5))

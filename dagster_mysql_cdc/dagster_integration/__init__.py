@@ -1,8 +1,10 @@
 """Dagster integration: resources, translator, spec builder and the ``@mysql_cdc_assets`` decorator."""
 
+from .change_feed import IncrementalChanges, incremental_changes
 from .component import MySqlCdcComponent
 from .cursor import CorruptCursorError, StreamCursor
 from .decorator import mysql_cdc_assets
+from .input_manager import CdcInputManager
 from .local import run_sensor_ticks
 from .partitions import build_pk_range_assets
 from .resources import DEFAULT_SPARK_CONFIG, SNAPSHOT_MODES, CdcLakeResource, MySqlCdcResource
@@ -17,6 +19,9 @@ from .translator import (
 from .verify import build_full_checks_schedule
 
 __all__ = [
+    "CdcInputManager",
+    "IncrementalChanges",
+    "incremental_changes",
     "CorruptCursorError",
     "MySqlCdcComponent",
     "StreamCursor",

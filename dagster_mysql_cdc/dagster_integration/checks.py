@@ -550,7 +550,7 @@ def run_table_checks(
             else read_table_schemas(conn, [(database, table)]).get((database, table))
         )
         if schema is None:
-            from ..sink.read import live_count
+            from ..sink.row_counts import live_count
 
             rows = live_count(storage, state_uri) if selected & {ROW_COUNT, CHECKSUM} else 0
             return gone_results(key, database, table, selected & set(TABLE_CHECKS), rows)

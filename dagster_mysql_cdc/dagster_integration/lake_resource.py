@@ -21,9 +21,9 @@ from .resource_fields import SECRET, resolve
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from ..downstream.assets import IncrementalChanges
     from ..downstream.changes import ChangeBatch
     from ..sink.lake import LakeWriter
+    from .change_feed import IncrementalChanges
 
 DEFAULT_SPARK_CONFIG: dict[str, Any] = {
     "spark.master": "local[2]",
@@ -229,7 +229,7 @@ class CdcLakeResource(dg.ConfigurableResource):
         """The changes of a captured table the calling asset has not processed yet, from the
         position its last materialization recorded (:func:`dagster_mysql_cdc.incremental_changes`);
         record ``.metadata`` in the asset's ``MaterializeResult``."""
-        from ..downstream.assets import incremental_changes
+        from .change_feed import incremental_changes
 
         return incremental_changes(context, table, self, **kwargs)
 

@@ -8,15 +8,14 @@ groups, owners, automation conditions, ...
 
 from __future__ import annotations
 
-import hashlib
 import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
 import dagster as dg
 
+from ..sink.layout import dagster_name
 from ..source.schema import TableSchema
 from .protocol import (
     BINLOG_METADATA_KEY,
@@ -25,36 +24,6 @@ from .protocol import (
     TABLE_METADATA_KEY,
     TABLE_NAME_METADATA_KEY,
 )
-
-_DAGSTER_NAME = re.compile(r"[A-Za-z0-9_]+")
-
-
-def dagster_name(identifier: str) -> str:
-    """The Dagster name of a MySQL database or table name: an asset key part and a group name.
-
-    Dagster names must match ``^[A-Za-z0-9_]+$`` (the op outputs of a multi-asset are named after
-    the asset keys, groups are names); MySQL accepts any character but U+0000 in a quoted
-    identifier (``peer-dash``, ``tbl space``, ``Ünïcode``, ``special"[`]$'``). The mapping is
-    deterministic and collision-free:
-
-    * a name that already is a Dagster name is kept as it is (existing asset keys do not change);
-    * any other name becomes its readable ASCII part (accents dropped, every run of other
-      characters ``_``) followed by ``_`` and the first 8 hex digits of the SHA-256 of the real
-      name (UTF-8): ``tbl space`` -> ``tbl_space_<8 hex>``; so two names that differ only in the
-      characters Dagster does not allow (``a-b``, ``a.b``, ``a b``) get different Dagster names,
-      and none of them is ``a_b``. (:func:`build_mysql_cdc_asset_specs` still refuses any two
-      tables that end up with one key.)
-
-    The real name stays everywhere else: the asset's metadata (``dagster/table_name``,
-    ``dagster_mysql_cdc/database``, ``dagster_mysql_cdc/table_name``), the lake path (see
-    :func:`~..sink.layout.path_segment`) and the change events' ``source.db``/``source.table``.
-    """
-    if _DAGSTER_NAME.fullmatch(identifier):
-        return identifier
-    ascii_part = unicodedata.normalize("NFKD", identifier).encode("ascii", "ignore").decode("ascii")
-    readable = "_".join(p for p in re.split(r"[^A-Za-z0-9]+", ascii_part) if p)
-    digest = hashlib.sha256(identifier.encode("utf-8")).hexdigest()[:8]
-    return f"{readable}_{digest}" if readable else f"n_{digest}"
 
 
 def table_asset_key(server_name: str, database: str, table: str) -> dg.AssetKey:

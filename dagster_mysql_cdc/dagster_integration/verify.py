@@ -30,7 +30,6 @@ from typing import Any
 
 import dagster as dg
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..events import STATE_META_NAMES, BinlogPosition
 from ..sink.storage import StorageSettings
@@ -56,69 +55,10 @@ _IN_BATCH = 500
 # -- lake row counts --------------------------------------------------------------------------
 def live_row_count(storage: StorageSettings, state_uri: str) -> int | None:
     """Live rows of a table's current state (its compacted state table ``state_uri`` with the
-    tail applied: :func:`..sink.read.live_count`); ``None`` when it has no state yet."""
-    from ..sink.read import live_count
+    tail applied: :func:`..sink.row_counts.live_count`); ``None`` when it has no state yet."""
+    from ..sink.row_counts import live_count
 
     return live_count(storage, state_uri)
-
-
-def state_live_count(storage: StorageSettings, state_uri: str) -> int | None:
-    """Live rows of a state table (``__deleted = false``; a keyless row counts ``__count`` times).
-
-    Read from the Delta log's per-file statistics (``numRecords``, min/max of ``__deleted``): a file
-    whose rows are all live or all tombstones is not opened; only files mixing both are read (one
-    boolean column). Keyless tables (``__count``) read the two meta columns.
-
-    Returns:
-        the count, or ``None`` when ``state_uri`` is not a Delta table yet.
-    """
-    import pyarrow.dataset as pads
-
-    from ..sink.delta import open_table
-
-    dtable = open_table(storage, state_uri)
-    if dtable is None:
-        return None
-    ds: pads.Dataset = dtable.to_pyarrow_dataset(filesystem=storage.delta_filesystem(state_uri))
-    live = pads.field("__deleted") == False  # noqa: E712
-    if "__count" in ds.schema.names:
-        total = 0
-        for batch in ds.to_batches(columns=["__count"], filter=live):
-            s = pc.sum(pc.fill_null(batch.column("__count"), 1)).as_py()
-            total += int(s or 0)
-        return total
-    try:
-        actions = pa.table(dtable.get_add_actions(flatten=True))
-        names = set(actions.column_names)
-        lo_col, hi_col = "min.__deleted", "max.__deleted"
-        if not {"num_records", lo_col, hi_col} <= names:
-            raise KeyError("no __deleted statistics")
-        total = 0
-        mixed: list[str] = []
-        rows = zip(
-            actions.column("path").to_pylist(),
-            actions.column("num_records").to_pylist(),
-            actions.column(lo_col).to_pylist(),
-            actions.column(hi_col).to_pylist(),
-        )
-        for path, n, lo, hi in rows:
-            if n is None or lo is None or hi is None:
-                mixed.append(path)
-            elif hi is False:
-                total += int(n)
-            elif lo is True:
-                continue
-            else:
-                mixed.append(path)
-        if mixed:
-            wanted = set(mixed)
-            for frag in ds.get_fragments():
-                if any(frag.path.endswith(p) for p in wanted):
-                    total += frag.count_rows(filter=live)
-        return total
-    except (KeyError, ValueError, pa.ArrowException) as e:  # no statistics: count by scanning
-        log.debug("live_row_count(%s): %s; scanning __deleted", state_uri, e)
-        return ds.count_rows(filter=live)
 
 
 # -- backlog ----------------------------------------------------------------------------------

@@ -159,6 +159,12 @@ class ChangeBatch:
     _cut_at: Ordering | None = None
     _rebuilt: bool = False
 
+    @property
+    def rebuilt(self) -> bool:
+        """:meth:`read_current` was called: :attr:`end` is the position matching the state it
+        returned (what a consumer told to ``rebuild`` must record)."""
+        return self._rebuilt
+
     def read_current(self, **kwargs: Any) -> pa.Table:
         """The table's current state (:func:`.current.read_current`'s arguments and layout) and,
         in :attr:`end`, the position that matches it: applying the events after :attr:`end` to
@@ -189,8 +195,8 @@ def _max_ordering(*ords: Ordering | None) -> Ordering | None:
 
 def _tail_cut(table: CapturedTable, tail_dt: Any) -> Ordering | None:
     """The newest cut marker in the tail (a small read of its metadata columns)."""
-    from ..sink.compaction import read_files
     from ..sink.current import newest_cut
+    from ..sink.data_files import read_files
     from ..sink.state_rows import ORDER_COLS
 
     if tail_dt is None:
@@ -385,7 +391,7 @@ def read_changes(
         UnknownTableError / ConfigurationError: an unknown table, a malformed position or
             argument.
     """
-    from ..sink.compaction import read_files
+    from ..sink.data_files import read_files
 
     if format not in ("envelope", "flat"):
         raise ConfigurationError(f"format={format!r}: 'envelope' or 'flat'")
@@ -394,22 +400,76 @@ def read_changes(
     ref = captured_table(table, lake, server)
     start = ChangePosition.from_json(since) if isinstance(since, str | dict) else since
     log_dt = _latest(ref)
-
-    def rebuild(why: str, cut_at: Ordering | None = None) -> ChangeBatch:
+    try:
+        if start is None:
+            raise _Rebuild("no position recorded yet (first read)")
+        if log_dt is None:
+            if start.version < 0:
+                return ChangeBatch(ref, start, start, pa.table({}))
+            raise _Rebuild("the table's change log no longer exists")
+        commits = _commits_after(ref, start, log_dt)
+        plan = _plan(start, commits, log_dt.version(), max_rows, max_commits, until_version)
+        schema = pa.schema(log_dt.schema().to_arrow())
+        keyless = "key" not in schema.names
+        parts = []
+        read_rows = 0
+        for c, skip, take in plan.reads:
+            try:
+                t = read_files(ref.storage, ref.paths.changelog, [p for p, _ in c.files], schema)
+            except (FileNotFoundError, OSError) as e:
+                raise _Rebuild(
+                    f"a data file of the change log's commit {c.version} was removed (VACUUM after "
+                    f"vacuum_retention_hours): the recorded position is older than what the change log keeps ({e})"
+                ) from None
+            read_rows += t.num_rows
+            parts.append(_commit_events(c, t, skip, take, start.floor, format, keyless))
+    except _Rebuild as r:
         end = start or ChangePosition("", -1)
-        return ChangeBatch(ref, start, end, None, rebuild=why, _cut_at=cut_at)
+        return ChangeBatch(ref, start, end, None, rebuild=r.why, _cut_at=r.cut_at)
+    if plan.partial is not None:
+        pc_commit, skip, take = plan.partial
+        end = ChangePosition(log_dt.metadata().id, pc_commit.version - 1, skip + take, (), start.floor)
+    else:
+        end = ChangePosition(log_dt.metadata().id, plan.last, 0, (), start.floor)
+    events = pa.concat_tables(parts, promote_options="permissive") if parts else None
+    if events is None:
+        empty = _flat(schema.empty_table(), 0, keyless) if format == "flat" else schema.empty_table()
+        events = empty.append_column("_commit_version", pa.array([], pa.int64())).append_column(
+            "_commit_timestamp", pa.array([], pa.int64())
+        )
+    return ChangeBatch(
+        ref,
+        start,
+        end,
+        events,
+        commits=[c.version for c, _, _ in plan.reads],
+        rows_read=read_rows,
+        more=plan.more,
+    )
 
-    if start is None:
-        return rebuild("no position recorded yet (first read)")
-    if log_dt is None:
-        if start.version < 0:
-            return ChangeBatch(ref, start, start, pa.table({}))
-        return rebuild("the table's change log no longer exists")
+
+class _Rebuild(Exception):
+    """The consumer must start again from the current state: ``why`` (and the cut it starts
+    after, when a cut is the reason)."""
+
+    def __init__(self, why: str, cut_at: Ordering | None = None):
+        super().__init__(why)
+        self.why, self.cut_at = why, cut_at
+
+
+def _commits_after(ref: CapturedTable, start: ChangePosition, log_dt: Any) -> dict[int, _Commit | None]:
+    """The change log's commits ``start`` has not consumed (its pending ones, then every later
+    one), read from the Delta log.
+
+    Raises:
+        _Rebuild: the position does not belong to this change log any more, or a commit after it
+            is gone (log retention), broken, or a cut.
+    """
     if start.version >= 0 and start.table_id != log_dt.metadata().id:
-        return rebuild("the change log was created anew since the recorded position")
+        raise _Rebuild("the change log was created anew since the recorded position")
     w = log_dt.version()
     if start.version > w:
-        return rebuild(
+        raise _Rebuild(
             f"the recorded position (version {start.version}) is after the change log's last commit ({w})"
         )
     todo = sorted(set(start.pending)) + list(range(start.version + 1, w + 1))
@@ -417,15 +477,39 @@ def read_changes(
     for v in todo:
         c = commits[v]
         if c is None:
-            return rebuild(
+            raise _Rebuild(
                 f"the change log's commit {v} is no longer in its Delta log (log retention): the recorded "
                 "position is older than what the change log keeps"
             )
         if c.kind == "broken":
-            return rebuild(c.why)
+            raise _Rebuild(c.why)
         if c.kind == "cut":
-            return rebuild(c.why, c.cut_at)
-    # the commits of this read: every pending one, then by the budgets
+            raise _Rebuild(c.why, c.cut_at)
+    return commits
+
+
+@dataclass
+class _Plan:
+    """The commits one read takes: ``reads`` as ``(commit, rows to skip, rows to take or None)``,
+    the last whole commit, a commit split by the row budget (also the last of ``reads``), and
+    whether commits were left for the next read."""
+
+    reads: list[tuple[_Commit, int, int | None]]
+    last: int
+    partial: tuple[_Commit, int, int] | None
+    more: bool
+
+
+def _plan(
+    start: ChangePosition,
+    commits: dict[int, _Commit | None],
+    w: int,
+    max_rows: int | None,
+    max_commits: int | None,
+    until_version: int | None,
+) -> _Plan:
+    """The commits of this read: every pending one, then the later ones (up to version ``w``)
+    as the budgets allow (see :func:`read_changes`)."""
     chosen: list[_Commit] = [commits[v] for v in start.pending if commits[v] is not None]  # type: ignore[misc]
     rows = sum(c.rows for c in chosen)
     last = start.version
@@ -456,72 +540,52 @@ def read_changes(
             rows += avail
         last = v
         n_new += 1 if c.kind == "events" else 0
-    schema = pa.schema(log_dt.schema().to_arrow())
-    keyless = "key" not in schema.names
-    parts = []
-    read_rows = 0
-    cut: tuple[str, Ordering | None] | None = None
-    readlist: list[tuple[_Commit, int, int | None]] = [
+    reads: list[tuple[_Commit, int, int | None]] = [
         (c, first_offset if c.version == start.version + 1 and c.version not in start.pending else 0, None)
         for c in chosen
     ]
     if partial is not None:
-        readlist.append(partial)
-    for c, skip, take in readlist:
-        try:
-            t = read_files(ref.storage, ref.paths.changelog, [p for p, _ in c.files], schema)
-        except (FileNotFoundError, OSError) as e:
-            return rebuild(
-                f"a data file of the change log's commit {c.version} was removed (VACUUM after "
-                f"vacuum_retention_hours): the recorded position is older than what the change log keeps ({e})"
-            )
-        read_rows += t.num_rows
-        t = _sorted_events(t)
-        if skip or take is not None:
-            t = t.slice(skip, take)
-        ops = t.column("op")
-        if pc.any(pc.equal(ops, "t")).as_py():
-            i = pc.index(ops, "t").as_py()
-            src = t.column("source")[i].as_py()
-            cut = (
-                f"a TRUNCATE, or a dropped or replaced table (commit {c.version})",
-                (c.epoch, src["file"], int(src["pos"]), 0),
-            )
-            break
-        snap = pc.struct_field(t.column("source"), "snapshot")
-        full = pc.and_(pc.equal(ops, "r"), pc.invert(pc.is_in(snap, pa.array(["incremental", "false"]))))
-        if pc.any(pc.fill_null(full, False)).as_py():
-            cut = (f"a full snapshot of the table (commit {c.version})", None)
-            break
-        if start.floor is not None and t.num_rows:
-            t = t.filter(pc.invert(_older_than(t, c.epoch, start.floor)))
-        out = _flat(t, c.epoch, keyless) if format == "flat" else t
-        n = out.num_rows
-        out = out.append_column("_commit_version", pa.repeat(pa.scalar(c.version, pa.int64()), n))
-        out = out.append_column("_commit_timestamp", pa.repeat(pa.scalar(c.timestamp, pa.int64()), n))
-        parts.append(out)
-    if cut is not None:
-        return rebuild(cut[0], cut[1])
-    if partial is not None:
-        pc_commit, skip, take = partial
-        end = ChangePosition(log_dt.metadata().id, pc_commit.version - 1, skip + take, (), start.floor)
-    else:
-        end = ChangePosition(log_dt.metadata().id, last, 0, (), start.floor)
-    events = pa.concat_tables(parts, promote_options="permissive") if parts else None
-    if events is None:
-        empty = _flat(schema.empty_table(), 0, keyless) if format == "flat" else schema.empty_table()
-        events = empty.append_column("_commit_version", pa.array([], pa.int64())).append_column(
-            "_commit_timestamp", pa.array([], pa.int64())
+        reads.append(partial)
+    return _Plan(reads, last, partial, more)
+
+
+def _commit_events(
+    c: _Commit,
+    t: pa.Table,
+    skip: int,
+    take: int | None,
+    floor: Ordering | None,
+    format: str,
+    keyless: bool,
+) -> pa.Table:
+    """The events of commit ``c`` (its change-log rows ``t``) that the read returns: by ordering
+    key, ``skip``/``take`` applied, the rows older than ``floor`` dropped, in ``format``, with the
+    change-data-feed columns ``_commit_version`` and ``_commit_timestamp``.
+
+    Raises:
+        _Rebuild: the commit holds a cut (a TRUNCATE, a dropped or replaced table, a full snapshot).
+    """
+    t = _sorted_events(t)
+    if skip or take is not None:
+        t = t.slice(skip, take)
+    ops = t.column("op")
+    if pc.any(pc.equal(ops, "t")).as_py():
+        i = pc.index(ops, "t").as_py()
+        src = t.column("source")[i].as_py()
+        raise _Rebuild(
+            f"a TRUNCATE, or a dropped or replaced table (commit {c.version})",
+            (c.epoch, src["file"], int(src["pos"]), 0),
         )
-    return ChangeBatch(
-        ref,
-        start,
-        end,
-        events,
-        commits=[c.version for c, _, _ in readlist],
-        rows_read=read_rows,
-        more=more,
-    )
+    snap = pc.struct_field(t.column("source"), "snapshot")
+    full = pc.and_(pc.equal(ops, "r"), pc.invert(pc.is_in(snap, pa.array(["incremental", "false"]))))
+    if pc.any(pc.fill_null(full, False)).as_py():
+        raise _Rebuild(f"a full snapshot of the table (commit {c.version})")
+    if floor is not None and t.num_rows:
+        t = t.filter(pc.invert(_older_than(t, c.epoch, floor)))
+    out = _flat(t, c.epoch, keyless) if format == "flat" else t
+    n = out.num_rows
+    out = out.append_column("_commit_version", pa.repeat(pa.scalar(c.version, pa.int64()), n))
+    return out.append_column("_commit_timestamp", pa.repeat(pa.scalar(c.timestamp, pa.int64()), n))
 
 
 def with_floor(position: ChangePosition, floor: Ordering | None) -> ChangePosition:

@@ -24,9 +24,8 @@ Values are Debezium's (docs/output-layout.md, "Type mapping": dates are days sin
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,6 +38,17 @@ from .tables import CapturedTable, LakeLike, TableLike, captured_table
 #: disjunctive normal form: ``[("qty", ">", 5), ("status", "in", ["a", "b"])]`` (AND) or a list of
 #: such lists (OR of ANDs). :func:`read_current_spark` also takes a Spark SQL string or Column.
 Filter = Any
+
+
+class CurrentReadOptions(TypedDict, total=False):
+    """The keyword arguments of a current read (:func:`read_current`'s, which documents them),
+    taken as they are by :func:`read_current_spark`."""
+
+    server: str | None
+    columns: Sequence[str] | None
+    filter: Filter
+    tombstones: bool
+    metadata: bool
 
 
 def _expression(filter: Filter) -> pc.Expression | None:
@@ -100,7 +110,8 @@ def resolved_state(
     Raises:
         UnknownTableError: the table has neither a state nor a tail yet.
     """
-    from ..sink.read import key_columns_of, load_parts
+    from ..sink.key_model import key_columns_of
+    from ..sink.read import load_parts
 
     state_dt, tail_dt = opened or open_tables(table)
     if state_dt is None and tail_dt is None:
@@ -144,9 +155,10 @@ def _resolved_filtered(
     compacted row is read when it matches the filter or its key is in the tail (a tail row may
     replace it, or lose to it: the rows of those keys are resolved whole); the caller filters the
     result again (a tail row that replaced a matching row may not match)."""
-    from ..sink.compaction import read_files, state_schema_after
     from ..sink.current import resolve
+    from ..sink.data_files import read_files
     from ..sink.read import RESOLVE_COLUMNS
+    from ..sink.tail import state_schema_after
 
     storage, paths = table.storage, table.paths
     st_schema = pa.schema(state_dt.schema().to_arrow()) if state_dt is not None else None
@@ -194,7 +206,7 @@ def _read_state_filtered(
     the table's types; a file that predates a type change is read whole, converted, filtered."""
     import pyarrow.dataset as ds
 
-    from ..sink.compaction import read_files
+    from ..sink.data_files import read_files
     from ..sink.evolution import conform_table, relabel
 
     fs = storage.pyarrow_filesystem()
@@ -228,6 +240,25 @@ def _expand_copies(t: pa.Table) -> pa.Table:
     return t.take(pa.array(idx, pa.int64())).drop_columns([COUNT_FIELD.name])
 
 
+def output_columns(names: Sequence[str], columns: Sequence[str] | None, *, metadata: bool) -> list[str]:
+    """The columns a current read returns, in order, from the resolved state's ``names``: the
+    table columns ``columns`` asked for (default all), then the ``__`` metadata columns unless
+    ``metadata=False`` (the same for the Arrow and the Spark reads).
+
+    Raises:
+        ConfigurationError: a column of ``columns`` is not in the table.
+    """
+    meta = [c for c in names if c in STATE_META_NAMES]
+    if columns is None:
+        return list(names) if metadata else [c for c in names if c not in meta]
+    missing = [c for c in columns if c not in names]
+    if missing:
+        raise ConfigurationError(
+            f"column(s) {missing} are not in the table (it has {[c for c in names if c not in meta]})"
+        )
+    return list(columns) + [m for m in meta if m not in columns] if metadata else list(columns)
+
+
 def shape(t: pa.Table, *, tombstones: bool, metadata: bool, columns: Sequence[str] | None) -> pa.Table:
     """The resolved state ``t`` in :func:`read_current`'s layout (see the module docs)."""
     if "__epoch" in t.column_names and t.column("__epoch").null_count:  # rows from before epochs: 0
@@ -237,16 +268,7 @@ def shape(t: pa.Table, *, tombstones: bool, metadata: bool, columns: Sequence[st
         t = t.filter(pc.invert(pc.fill_null(t.column("__deleted"), False)))
         if COUNT_FIELD.name in t.column_names:
             t = _expand_copies(t)
-    meta = [c for c in t.column_names if c in STATE_META_NAMES]
-    if columns is not None:
-        missing = [c for c in columns if c not in t.column_names]
-        if missing:
-            raise ConfigurationError(
-                f"column(s) {missing} are not in the table (it has {[c for c in t.column_names if c not in meta]})"
-            )
-        keep = list(columns) + [m for m in meta if m not in columns] if metadata else list(columns)
-        return t.select(keep)
-    return t if metadata else t.drop_columns(meta)
+    return t.select(output_columns(t.column_names, columns, metadata=metadata))
 
 
 def read_current(
@@ -313,24 +335,6 @@ def read_current_duckdb(
 
 # -- Spark ----------------------------------------------------------------------------------------
 
-_READERS: dict[tuple[int, str, str], Any] = {}
-_READERS_LOCK = threading.Lock()
-
-
-def spark_reader(spark: Any, table: CapturedTable) -> Any:
-    """A :class:`~..sink.lake.LakeWriter` used for reading on ``spark`` (it registers the sealed
-    data sources the executors read the lake's files with; nothing is written). One per session,
-    lake and server, kept while the process lives (temporary views built on it need it)."""
-    from ..sink.lake import LakeWriter
-
-    key = (id(spark), table.storage.to_json(), table.server)
-    with _READERS_LOCK:
-        w = _READERS.get(key)
-        if w is None or w.spark is not spark:
-            w = LakeWriter(spark, table.storage, table.server)
-            _READERS[key] = w
-        return w
-
 
 def _spark_filter(filter: Filter) -> Any:
     """A Spark filter: a SQL string or Column as it is; DNF as SQL."""
@@ -372,15 +376,7 @@ def _sql_term(col: str, op: str, value: Any) -> str:
 
 
 def read_current_spark(
-    spark: Any,
-    table: TableLike,
-    lake: LakeLike = ".lake",
-    *,
-    server: str | None = None,
-    columns: Sequence[str] | None = None,
-    filter: Filter = None,
-    tombstones: bool = False,
-    metadata: bool = True,
+    spark: Any, table: TableLike, lake: LakeLike = ".lake", **options: Unpack[CurrentReadOptions]
 ) -> Any:
     """The current state of a captured table as a Spark DataFrame on ``spark`` (Spark Connect or
     a classic session), for tables too large for one process: the compacted state's and the
@@ -393,22 +389,18 @@ def read_current_spark(
 
     Raises:
         UnknownTableError / ConfigurationError: as :func:`read_current`.
+        TypeError: an argument :func:`read_current` does not take.
     """
     from .views import spark_current_frame
 
-    ref = captured_table(table, lake, server)
-    df = spark_current_frame(spark, ref, tombstones=tombstones)
-    f = _spark_filter(filter)
+    unknown = sorted(set(options) - set(CurrentReadOptions.__annotations__))
+    if unknown:
+        raise TypeError(f"read_current_spark() got unexpected keyword argument(s) {unknown}")
+    ref = captured_table(table, lake, options.get("server"))
+    df = spark_current_frame(spark, ref, tombstones=options.get("tombstones", False))
+    f = _spark_filter(options.get("filter"))
     if f is not None:
         df = df.filter(f)
-    names = df.columns
-    meta = [c for c in names if c in STATE_META_NAMES]
-    if columns is not None:
-        missing = [c for c in columns if c not in names]
-        if missing:
-            raise ConfigurationError(
-                f"column(s) {missing} are not in the table (it has {[c for c in names if c not in meta]})"
-            )
-        keep = list(columns) + [m for m in meta if m not in columns] if metadata else list(columns)
-        return df.select(*keep)
-    return df if metadata else df.drop(*meta)
+    return df.select(
+        *output_columns(df.columns, options.get("columns"), metadata=options.get("metadata", True))
+    )

@@ -15,7 +15,8 @@ never as options.
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource
@@ -29,6 +30,9 @@ from ..sink.spark_files import (
     file_groups,
     read_storage_ref,
 )
+
+if TYPE_CHECKING:
+    from .tables import CapturedTable
 
 DELTA_TABLE_FORMAT = "mysql_cdc_delta_table"
 
@@ -86,3 +90,22 @@ def delta_table_frame(writer: Any, table_uri: str, schema: pa.Schema) -> Any:
         .option("storage_ref", writer._storage_ref)
         .load()
     )
+
+
+_READERS: dict[tuple[int, str, str], Any] = {}
+_READERS_LOCK = threading.Lock()
+
+
+def spark_reader(spark: Any, table: CapturedTable) -> Any:
+    """A :class:`~..sink.lake.LakeWriter` used for reading on ``spark`` (it registers the sealed
+    data sources the executors read the lake's files with; nothing is written). One per session,
+    lake and server, kept while the process lives (temporary views built on it need it)."""
+    from ..sink.lake import LakeWriter
+
+    key = (id(spark), table.storage.to_json(), table.server)
+    with _READERS_LOCK:
+        w = _READERS.get(key)
+        if w is None or w.spark is not spark:
+            w = LakeWriter(spark, table.storage, table.server)
+            _READERS[key] = w
+        return w

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigurationError, UnknownTableError
-from ..sink.layout import LakeLayout, TablePaths, path_segment
+from ..sink.layout import LakeLayout, TablePaths, dagster_name, path_segment
 from ..sink.storage import StorageSettings
 
 #: What names a lake: a path or URI (``.lake``, ``s3://bucket/prefix``), :class:`StorageSettings`,
@@ -207,8 +207,6 @@ def captured_table(table: TableLike, lake: LakeLike, server: str | None = None) 
         return ref
     known = captured_tables(storage, srv)
     if is_key:
-        from ..dagster_integration.translator import dagster_name
-
         hits = [t for t in known if dagster_name(t.database) == db and dagster_name(t.table) == name]
         if len(hits) == 1:
             return hits[0]

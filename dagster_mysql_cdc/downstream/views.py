@@ -114,7 +114,7 @@ class TableShape:
     @property
     def resolved(self) -> pa.Schema:
         """The current state's columns (the state's, the tail's merged in; ``__cut`` dropped)."""
-        from ..sink.compaction import state_schema_after
+        from ..sink.tail import state_schema_after
 
         return state_schema_after(self.state, self.tail, self.keyless)
 
@@ -201,15 +201,23 @@ def current_sql(
     """
     if engine not in ENGINES:
         raise ConfigurationError(f"engine {engine!r}: one of {', '.join(ENGINES)}")
+    ctes = _union_ctes(shape, state_ref, tail_ref, engine)
+    if not shape.keyless:
+        return _keyed_sql(shape, ctes, engine, tombstones=tombstones)
+    return _keyless_sql(shape, ctes, engine, tombstones=tombstones)
+
+
+def _union_ctes(shape: TableShape, state_ref: str, tail_ref: str, engine: str) -> list[str]:
+    """The common table expressions both queries start with: ``s`` (the compacted state) and
+    ``t`` (the tail) in the current columns, ``u`` their union (``__src`` 0 / 1, ``__is_cut``),
+    ``c`` the newest cut marker (``c_e, c_f, c_p, c_r, c_op``; no row: no cut)."""
     q = lambda n: quote(n, engine)  # noqa: E731
     target = shape.resolved
-    cols = [f.name for f in target]
-    values = [n for n in cols if n not in STATE_META_NAMES]
     bool_t = "BOOLEAN"
     s_sel = ", ".join(_side(shape.state, target, engine))
     t_sel = ", ".join(_side(shape.tail, target, engine))
     tail_cut = f"COALESCE({q('__cut')}, false)" if "__cut" in shape.tail.names else f"CAST(false AS {bool_t})"
-    ctes = [
+    return [
         f"s AS (SELECT {s_sel}, 0 AS __src, CAST(false AS {bool_t}) AS __is_cut FROM {state_ref})",
         f"t AS (SELECT {t_sel}, 1 AS __src, {tail_cut} AS __is_cut FROM {tail_ref})",
         "u AS (SELECT * FROM s UNION ALL SELECT * FROM t)",
@@ -219,10 +227,11 @@ def current_sql(
             f"WHERE __is_cut ORDER BY c_e DESC, c_f DESC, c_p DESC, c_r DESC LIMIT 1)"
         ),
     ]
-    row = lambda n: f"u.{q(n)}"  # noqa: E731
-    cut = lambda n: f"c.{n}"  # noqa: E731
-    older_u = _older(row, cut)
-    order_desc = ", ".join(
+
+
+def _order_desc(q: Callable[[str], str]) -> str:
+    """SQL ``ORDER BY`` terms: newest ordering key first (a NULL ``__epoch`` is 0)."""
+    return ", ".join(
         [
             f"COALESCE({q('__epoch')}, 0) DESC",
             f"{q('__binlog_file')} DESC",
@@ -230,40 +239,63 @@ def current_sql(
             f"{q('__binlog_row')} DESC",
         ]
     )
+
+
+def _older_than_cut(q: Callable[[str], str]) -> str:
+    """SQL: the row ``u`` sorts below the cut ``c`` (:func:`_older`)."""
+    return _older(lambda n: f"u.{q(n)}", lambda n: f"c.{n}")
+
+
+def _keyed_sql(shape: TableShape, ctes: list[str], engine: str, *, tombstones: bool) -> str:
+    """:func:`current_sql` of a keyed table: per key the newest row (a live row before a
+    tombstone on a tie), tail rows older than the cut dropped, older live rows tombstones at it."""
+    q = lambda n: quote(n, engine)  # noqa: E731
+    older_u = _older_than_cut(q)
+    order_desc = _order_desc(q)
+    out_cols = [c for c in (f.name for f in shape.resolved) if c != COUNT_FIELD.name or tombstones]
+    ctes.append(
+        f"k AS (SELECT u.*, c.c_e, c.c_f, c.c_p, c.c_r, c.c_op FROM u LEFT JOIN c ON 1 = 1 "
+        f"WHERE NOT u.__is_cut AND (u.__src = 0 OR c.c_e IS NULL OR NOT {older_u}))"
+    )
+    part = ", ".join(q(k) for k in shape.key)
+    ctes.append(
+        f"r AS (SELECT k.*, row_number() OVER (PARTITION BY {part} ORDER BY {order_desc}, "
+        f"COALESCE({q('__deleted')}, false) ASC) AS __rn FROM k)"
+    )
+    live = f"NOT COALESCE({q('__deleted')}, false)"
+    hit = f"(c_e IS NOT NULL AND {live} AND {_older(lambda n: q(n), lambda n: n)})"
+    sets = {
+        "__deleted": "true",
+        "__op": "c_op",
+        "__epoch": "c_e",
+        "__binlog_file": "c_f",
+        "__binlog_pos": "c_p",
+        "__binlog_row": "c_r",
+    }
+    sel = []
+    for n in out_cols:
+        if n == "__epoch":
+            base = f"COALESCE({q(n)}, 0)"
+        else:
+            base = q(n)
+        if tombstones and n in sets:
+            sel.append(f"CASE WHEN {hit} THEN {sets[n]} ELSE {base} END AS {q(n)}")
+        else:
+            sel.append(f"{base} AS {q(n)}")
+    where = "__rn = 1" + ("" if tombstones else f" AND {live} AND NOT {hit}")
+    return "WITH " + ",\n".join(ctes) + f"\nSELECT {', '.join(sel)} FROM r WHERE {where}"
+
+
+def _keyless_sql(shape: TableShape, ctes: list[str], engine: str, *, tombstones: bool) -> str:
+    """:func:`current_sql` of a keyless table: per distinct value the count of copies (the
+    compacted count with the newer tail rows' ``__count`` changes applied in order, never below
+    zero), each live copy a row unless ``tombstones``."""
+    q = lambda n: quote(n, engine)  # noqa: E731
+    older_u = _older_than_cut(q)
+    order_desc = _order_desc(q)
+    cols = [f.name for f in shape.resolved]
+    values = [n for n in cols if n not in STATE_META_NAMES]
     out_cols = [c for c in cols if c != COUNT_FIELD.name or tombstones]
-    if not shape.keyless:
-        ctes.append(
-            f"k AS (SELECT u.*, c.c_e, c.c_f, c.c_p, c.c_r, c.c_op FROM u LEFT JOIN c ON 1 = 1 "
-            f"WHERE NOT u.__is_cut AND (u.__src = 0 OR c.c_e IS NULL OR NOT {older_u}))"
-        )
-        part = ", ".join(q(k) for k in shape.key)
-        ctes.append(
-            f"r AS (SELECT k.*, row_number() OVER (PARTITION BY {part} ORDER BY {order_desc}, "
-            f"COALESCE({q('__deleted')}, false) ASC) AS __rn FROM k)"
-        )
-        live = f"NOT COALESCE({q('__deleted')}, false)"
-        hit = f"(c_e IS NOT NULL AND {live} AND {_older(lambda n: q(n), lambda n: n)})"
-        sets = {
-            "__deleted": "true",
-            "__op": "c_op",
-            "__epoch": "c_e",
-            "__binlog_file": "c_f",
-            "__binlog_pos": "c_p",
-            "__binlog_row": "c_r",
-        }
-        sel = []
-        for n in out_cols:
-            if n == "__epoch":
-                base = f"COALESCE({q(n)}, 0)"
-            else:
-                base = q(n)
-            if tombstones and n in sets:
-                sel.append(f"CASE WHEN {hit} THEN {sets[n]} ELSE {base} END AS {q(n)}")
-            else:
-                sel.append(f"{base} AS {q(n)}")
-        where = "__rn = 1" + ("" if tombstones else f" AND {live} AND NOT {hit}")
-        return "WITH " + ",\n".join(ctes) + f"\nSELECT {', '.join(sel)} FROM r WHERE {where}"
-    # keyless
     live_copy = f"CASE WHEN COALESCE({q('__deleted')}, false) THEN 0 ELSE 1 END"
     fresh = f"(u.__src = 0 AND c.c_e IS NOT NULL AND {older_u})"
     count = q(COUNT_FIELD.name)
@@ -340,10 +372,9 @@ def current_sql(
 def table_shape(table: CapturedTable) -> TableShape | None:
     """The shape of ``table``'s view (``None``: it has neither a state nor a tail yet). A missing
     state or tail is described as :func:`ensure_tables` creates it."""
-    from ..sink.compaction import state_schema_after
     from ..sink.delta import open_table
-    from ..sink.read import key_columns_of
-    from ..sink.tail import tail_schema
+    from ..sink.key_model import key_columns_of
+    from ..sink.tail import state_schema_after, tail_schema
 
     tail_dt = open_table(table.storage, table.paths.tail)
     state_dt = open_table(table.storage, table.paths.state)
@@ -382,7 +413,7 @@ def ensure_tables(table: CapturedTable) -> list[str]:
 
     from ..errors import SinkError
     from ..sink.delta import TABLE_PROPERTIES, changed, open_table
-    from ..sink.table_batch import KEY_PROPERTY
+    from ..sink.key_model import KEY_PROPERTY
 
     shape = table_shape(table)
     if shape is None:
@@ -699,8 +730,7 @@ def spark_frames(spark: Any, table: CapturedTable) -> tuple[Any, Any, TableShape
     source over each Delta table (files listed at each query; a table missing yet reads empty),
     every file converted by the executors into the current state's column types (so the query
     needs no casts), ``None`` when the table has neither a state nor a tail."""
-    from .current import spark_reader
-    from .spark import delta_table_frame
+    from .spark import delta_table_frame, spark_reader
 
     shape = table_shape(table)
     if shape is None:

@@ -29,18 +29,20 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..events import COUNT_FIELD, BinlogPosition
+from ..events import BinlogPosition
+from .compaction_commit import compaction_commit_info, remove_files
 from .current import resolve
-from .evolution import conform_schema, conform_table, relabel
+from .data_files import read_files
+from .evolution import conform_table
+from .state_rows import newest_order_key
 from .storage import StorageSettings
-from .tail import CUT_COL
+from .tail import state_schema_after
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -48,9 +50,6 @@ if TYPE_CHECKING:
     from .layout import TablePaths
 
 log = logging.getLogger(__name__)
-
-#: Commit info key of a compaction: the ordering key of the newest change the compacted state holds.
-STATE_AS_OF = "dagster_mysql_cdc.state_as_of"
 
 
 @dataclass(frozen=True)
@@ -141,59 +140,6 @@ def older_than_sql(pos: BinlogPosition, row: int = 0) -> str:
     )
 
 
-def read_files(
-    storage: StorageSettings,
-    table_uri: str,
-    paths: list[str],
-    schema: pa.Schema,
-    *,
-    row_filter: Any = None,
-) -> pa.Table:
-    """The rows of data files ``paths`` (relative to ``table_uri``) in ``schema`` (each file's
-    columns relabelled with the table's fields and converted, missing ones null; only ``schema``'s
-    columns are read). ``row_filter(batch) -> mask`` keeps some rows (read batch by batch)."""
-    parts = [
-        t for part in read_file_parts(storage, table_uri, paths, schema, row_filter=row_filter) for t in part
-    ]
-    return pa.concat_tables(parts) if parts else schema.empty_table()
-
-
-def read_file_parts(
-    storage: StorageSettings,
-    table_uri: str,
-    paths: list[str],
-    schema: pa.Schema,
-    *,
-    row_filter: Any = None,
-) -> Iterator[list[pa.Table]]:
-    """:func:`read_files` one data file at a time: yields, per file of ``paths``, its rows as a
-    list of tables (record batches of up to 262,144 rows, in ``schema``), read when the consumer
-    asks for them (a consumer that keeps only part of each file never holds the whole table)."""
-    import pyarrow.parquet as pq
-
-    fs = storage.pyarrow_filesystem()
-    base = storage.fs_path(table_uri)
-    for rel in paths:
-        parts = []
-        with fs.open_input_file(f"{base}/{rel}") as fh:
-            pf = pq.ParquetFile(fh)
-            cols = [n for n in pf.schema_arrow.names if n in schema.names]
-            for b in pf.iter_batches(batch_size=262_144, columns=cols):
-                t = relabel(pa.Table.from_batches([b]), schema)
-                t = conform_table(t, schema)
-                if row_filter is not None:
-                    t = t.filter(row_filter(t))
-                parts.append(t)
-        yield parts
-
-
-def state_schema_after(state: pa.Schema | None, tail: pa.Schema, keyless: bool) -> pa.Schema:
-    """The compacted state's schema with the tail's columns and types merged in (``__cut``
-    dropped; ``__count`` kept only for a keyless table)."""
-    tail_state = pa.schema([f for f in tail if f.name != CUT_COL and (keyless or f.name != COUNT_FIELD.name)])
-    return conform_schema(state, tail_state, keep_metadata=True).schema
-
-
 def compact_in_process(
     storage: StorageSettings,
     paths: TablePaths,
@@ -228,7 +174,7 @@ def compact_in_process(
         state = read_files(storage, paths.state, state_paths, pa.schema(state_dt.schema().to_arrow()))
         state = conform_table(state, pa.schema([schema.field(n) for n in state.column_names]))
     out = resolve(state, tail, key=key, schema=schema)
-    as_of = _newest(tail)
+    as_of = newest_order_key(tail)
     from .delta import TABLE_PROPERTIES, changed, wrote
 
     try:
@@ -240,10 +186,7 @@ def compact_in_process(
             configuration=TABLE_PROPERTIES if state_dt is None else None,
             storage_options=storage.delta_storage_options() if state_dt is None else None,
             commit_properties=CommitProperties(
-                custom_metadata={
-                    "dagster_mysql_cdc.compaction": reason,
-                    STATE_AS_OF: as_of or "",
-                },
+                custom_metadata=compaction_commit_info(reason, as_of),
                 max_commit_retries=0,
             ),
         )
@@ -266,52 +209,6 @@ def compact_in_process(
         "seconds": round(time.monotonic() - t0, 3),
         "state_as_of": as_of,
     }
-
-
-def remove_files(dt: DeltaTable, actions: pa.Table) -> int:
-    """Remove the data files listed in ``actions`` (add actions of ``dt``) in one commit: the tail
-    files a compaction consumed. Best-effort (rows left in the tail are applied again harmlessly,
-    see the module docs)."""
-    from deltalake import CommitProperties
-    from deltalake.transaction import RemoveAction
-
-    from .delta import wrote
-    from .live_rows import COMPACTED
-
-    if actions.num_rows == 0:
-        return 0
-    now = int(time.time() * 1000)
-    removes: list[Any] = [
-        RemoveAction(path=p, data_change=True, deletion_timestamp=now, size=int(s), partition_values={})
-        for p, s in zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist())
-    ]
-    try:
-        dt.update_incremental()
-        dt.create_write_transaction(
-            removes,
-            mode="append",
-            schema=pa.schema(dt.schema().to_arrow()),
-            commit_properties=CommitProperties(custom_metadata={COMPACTED: "true"}),
-        )
-        dt.update_incremental()  # the handle reads its own commit (see .delta.handle_cache)
-        wrote(dt)
-        return len(removes)
-    except Exception as e:  # pragma: no cover - concurrent writers
-        log.warning(
-            "compacted tail files of %s were not removed (applied again harmlessly): %s", dt.table_uri, e
-        )
-        return 0
-
-
-def _newest(tail: pa.Table) -> str | None:
-    """``epoch:file:pos:row`` of the newest row of ``tail`` (``None``: empty)."""
-    from .state_rows import ORDER_COLS, epoch_filled
-
-    if tail.num_rows == 0:
-        return None
-    t = epoch_filled(tail)
-    top = t.take(pc.sort_indices(t, sort_keys=[(c, "descending") for c in ORDER_COLS])[:1]).to_pylist()[0]
-    return f"{top['__epoch']}:{top['__binlog_file']}:{top['__binlog_pos']}:{top['__binlog_row']}"
 
 
 def compact_table(writer: Any, paths: TablePaths, key: list[str], *, force: bool = False) -> dict[str, Any]:

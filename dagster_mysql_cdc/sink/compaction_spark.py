@@ -24,7 +24,6 @@ DataFrame.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import tempfile
 import time
@@ -33,10 +32,11 @@ from typing import Any
 import pyarrow as pa
 
 from ..events import COUNT_FIELD, STATE_META_NAMES
-from .compaction import STATE_AS_OF, remove_files, state_schema_after
+from .compaction_commit import compaction_commit_info, remove_files
 from .current import newest_cut
-from .state_rows import ORDER_COLS
-from .tail import CUT_COL
+from .data_files import read_files
+from .state_rows import ORDER_COLS, newest_order_key
+from .tail import CUT_COL, state_schema_after
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,6 @@ def state_frame(
     Returns:
         ``(DataFrame, its Arrow schema, the newest tail row's ordering key as text)``.
     """
-    from .compaction import _newest, read_files
     from .spark_files import sql_functions
 
     # the functions of the session's flavour (Spark Connect or classic), see sql_functions
@@ -110,21 +109,9 @@ def state_frame(
         else None
     )
     cut = newest_cut(tail_meta)
-    as_of = _newest(tail_meta) if tail_meta is not None else None
+    as_of = newest_order_key(tail_meta) if tail_meta is not None else None
     order = _ordering(F)
-    parts = []
-    with_count = schema if keyless else pa.schema([f for f in schema if f.name != COUNT_FIELD.name])
-    if state_dt is not None:
-        s_actions = pa.table(state_dt.get_add_actions(flatten=True))
-        if s_actions.num_rows:
-            parts.append(_frame(F, writer, paths.state, s_actions, with_count, {"__src": 0, CUT_COL: False}))
-    if tail_actions is not None and tail_actions.num_rows:
-        tail_read = pa.schema([*with_count, pa.field(CUT_COL, pa.bool_())])
-        parts.append(_frame(F, writer, paths.tail, tail_actions, tail_read, {"__src": 1}))
-    df = parts[0]
-    for p in parts[1:]:
-        df = df.unionByName(p, allowMissingColumns=True)
-    df = df.filter(~F.coalesce(F.col(CUT_COL), F.lit(False)))
+    df = _state_and_tail(F, writer, paths, state_dt, tail_actions, schema, keyless)
     if cut is not None:
         cs = _cut_struct(F, cut)
         df = df.filter((F.col("__src") == 0) | (order >= cs))
@@ -141,7 +128,34 @@ def state_frame(
         if cut is not None:
             df = _tombstone(F, df, cut, keyless=False)
         return df.select(*out_cols), schema, as_of
-    # keyless
+    return _keyless_resolved(F, Window, df, values, out_cols, cut), schema, as_of
+
+
+def _state_and_tail(
+    F, writer: Any, paths: Any, state_dt: Any, tail_actions: pa.Table | None, schema: pa.Schema, keyless: bool
+):
+    """The compacted state's rows (``__src`` 0) and the tail's (``__src`` 1) in ``schema`` as one
+    DataFrame read by the executors, the cut markers left out (``__cut`` kept: false or null)."""
+    parts = []
+    with_count = schema if keyless else pa.schema([f for f in schema if f.name != COUNT_FIELD.name])
+    if state_dt is not None:
+        s_actions = pa.table(state_dt.get_add_actions(flatten=True))
+        if s_actions.num_rows:
+            parts.append(_frame(F, writer, paths.state, s_actions, with_count, {"__src": 0, CUT_COL: False}))
+    if tail_actions is not None and tail_actions.num_rows:
+        tail_read = pa.schema([*with_count, pa.field(CUT_COL, pa.bool_())])
+        parts.append(_frame(F, writer, paths.tail, tail_actions, tail_read, {"__src": 1}))
+    df = parts[0]
+    for p in parts[1:]:
+        df = df.unionByName(p, allowMissingColumns=True)
+    return df.filter(~F.coalesce(F.col(CUT_COL), F.lit(False)))
+
+
+def _keyless_resolved(F, Window, df, values: list[str], out_cols: list[str], cut):
+    """A keyless table's current rows from its state and tail rows ``df`` (see the module docs):
+    per distinct value the compacted count with the newer tail rows' changes applied in order,
+    never below zero, and the newest row's image."""
+    order = _ordering(F)
     live_copies = F.when(F.coalesce(F.col("__deleted"), F.lit(False)), F.lit(0)).otherwise(F.lit(1))
     weight = F.when(F.col("__src") == 0, F.coalesce(F.col(COUNT_FIELD.name), live_copies)).otherwise(
         F.coalesce(F.col(COUNT_FIELD.name), F.lit(0))
@@ -177,7 +191,7 @@ def state_frame(
     )
     if cut is not None:
         agg = _tombstone(F, agg, cut, keyless=True)
-    return agg.select(*out_cols), schema, as_of
+    return agg.select(*out_cols)
 
 
 def _tombstone(F, df, cut, *, keyless: bool):
@@ -210,7 +224,7 @@ def compact_with_spark(
     from deltalake import CommitProperties
     from deltalake.exceptions import CommitFailedError
 
-    from .delta import TABLE_PROPERTIES, _delta_schema, changed, delete_files, file_actions, wrote
+    from .delta import TABLE_PROPERTIES, changed, delete_files, delta_schema, file_actions, wrote
     from .spark_files import FileOutput
 
     t0 = time.monotonic()
@@ -218,13 +232,13 @@ def compact_with_spark(
     df, schema, as_of = state_frame(writer, paths, key, state_dt=state_dt, tail_dt=tail_dt)
     manifests = tempfile.mkdtemp(prefix="cdc-manifests-")
     try:
-        files = writer._write_frame(
+        files = writer.write_frame(
             df, [FileOutput(paths.state, schema, kind="rows", stats=("__deleted",))], manifests, rows=True
         )[0]
     finally:
         shutil.rmtree(manifests, ignore_errors=True)
     props = CommitProperties(
-        custom_metadata={"dagster_mysql_cdc.compaction": reason, STATE_AS_OF: as_of or ""},
+        custom_metadata=compaction_commit_info(reason, as_of),
         max_commit_retries=0,
     )
     try:
@@ -233,7 +247,7 @@ def compact_with_spark(
 
             create_table_with_add_actions(
                 paths.state,
-                _delta_schema(schema),
+                delta_schema(schema),
                 file_actions(files),
                 mode="append",
                 configuration=TABLE_PROPERTIES,
@@ -243,7 +257,7 @@ def compact_with_spark(
             changed(paths.state)
         else:
             state_dt.create_write_transaction(
-                file_actions(files), mode="overwrite", schema=_delta_schema(schema), commit_properties=props
+                file_actions(files), mode="overwrite", schema=delta_schema(schema), commit_properties=props
             )
             state_dt.update_incremental()  # the handle reads its own commit (see .delta.handle_cache)
             wrote(state_dt)
@@ -262,6 +276,3 @@ def compact_with_spark(
         "seconds": round(time.monotonic() - t0, 3),
         "state_as_of": as_of,
     }
-
-
-_ = (os,)

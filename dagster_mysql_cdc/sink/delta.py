@@ -460,7 +460,7 @@ def commit_files(
         if dt is None:
             create_table_with_add_actions(
                 table_uri,
-                _delta_schema(schema),
+                delta_schema(schema),
                 actions,
                 mode="append",
                 configuration=TABLE_PROPERTIES,
@@ -482,7 +482,7 @@ def commit_files(
             return CommitOutcome(False, dt.version(), 0, 0)
         ensure_table_properties(dt)
         writes: list[AddAction | RemoveAction] = list(actions)  # deltalake types the list invariantly
-        dt.create_write_transaction(writes, mode=mode, schema=_delta_schema(schema), commit_properties=props)
+        dt.create_write_transaction(writes, mode=mode, schema=delta_schema(schema), commit_properties=props)
         dt.update_incremental()
         wrote(dt)
         return CommitOutcome(True, dt.version(), len(actions), rows)
@@ -529,7 +529,14 @@ def ensure_table_properties(dt: DeltaTable) -> None:
         log.warning("could not set %s on %s: %s", missing, dt.table_uri, e)
 
 
-def _delta_schema(schema: pa.Schema):
+def delta_schema(schema: pa.Schema):
+    """The delta-rs ``deltalake.Schema`` of an Arrow schema (``Schema.from_arrow``): what a
+    transaction built from add actions (``create_write_transaction``,
+    ``create_table_with_add_actions``) takes as the table's schema.
+
+    Raises:
+        deltalake errors: a type Delta cannot hold.
+    """
     from deltalake import Schema
 
     return Schema.from_arrow(schema)

@@ -113,28 +113,29 @@ def hold_switch_interval(seconds: float) -> Callable[[], None]:
     return release
 
 
-def union_struct(a: pa.DataType, b: pa.DataType) -> pa.DataType:
-    """Union of two struct types by child name (``a``'s order first); other types: ``b`` wins."""
-    if not (pa.types.is_struct(a) and pa.types.is_struct(b)):
-        return b
+def union_fields(a: Iterable[pa.Field], b: Iterable[pa.Field]) -> list[pa.Field]:
+    """The fields of ``a`` with those of ``b`` merged in by name (``a``'s order first, then ``b``'s
+    new ones): a field in both takes ``b``'s type, or the union of the two struct types."""
     fields = {f.name: f for f in a}
     for f in b:
         fields[f.name] = (
             fields[f.name].with_type(union_struct(fields[f.name].type, f.type)) if f.name in fields else f
         )
-    return pa.struct(list(fields.values()))
+    return list(fields.values())
+
+
+def union_struct(a: pa.DataType, b: pa.DataType) -> pa.DataType:
+    """Union of two struct types by child name (``a``'s order first); other types: ``b`` wins."""
+    if not (pa.types.is_struct(a) and pa.types.is_struct(b)):
+        return b
+    return pa.struct(union_fields(a, b))
 
 
 def union_schema(a: pa.Schema | None, b: pa.Schema) -> pa.Schema:
     """Union of two schemas, merging struct children (columns are only ever added)."""
     if a is None:
         return b
-    fields = {f.name: f for f in a}
-    for f in b:
-        fields[f.name] = (
-            fields[f.name].with_type(union_struct(fields[f.name].type, f.type)) if f.name in fields else f
-        )
-    return pa.schema(list(fields.values()))
+    return pa.schema(union_fields(a, b))
 
 
 class LakeWriter:
@@ -288,7 +289,7 @@ class LakeWriter:
         """
         manifests = tempfile.mkdtemp(prefix="cdc-manifests-")
         try:
-            files = self._write_frame(frame(self.active_spark()), [FileOutput(uri, schema)], manifests)[0]
+            files = self.write_frame(frame(self.active_spark()), [FileOutput(uri, schema)], manifests)[0]
         finally:
             shutil.rmtree(manifests, ignore_errors=True)
         return [(f"{uri.rstrip('/')}/{f['path']}", int(f["num_records"])) for f in files]
@@ -306,13 +307,13 @@ class LakeWriter:
         return LakeLayout(self.storage, self.server_name).table(database, table)
 
     # -- one Spark job ----------------------------------------------------------------------
-    def _write_files(self, events: pa.Table, outputs: list[FileOutput], manifests: str) -> list[list[dict]]:
+    def write_files(self, events: pa.Table, outputs: list[FileOutput], manifests: str) -> list[list[dict]]:
         """One Spark job: the executors write ``events`` (change-log rows) as Parquet data files of
         each output (see :mod:`.spark_files`); returns the files written, per output."""
         spark = self.active_spark()
         staged = tempfile.mkdtemp(prefix="job-", dir=self._stage_dir) if self._stage_dir else None
         try:
-            return self._write_frame(payload_frame(spark, events, stage_dir=staged), outputs, manifests)
+            return self.write_frame(payload_frame(spark, events, stage_dir=staged), outputs, manifests)
         finally:
             remove_staged(staged)
 
@@ -353,7 +354,7 @@ class LakeWriter:
                 return errors
         for i, tb, outputs, events in jobs:
             try:
-                tb._job_written(self._write_files(events, outputs, tb.manifests))
+                tb._job_written(self.write_files(events, outputs, tb.manifests))
             except Exception as e:  # noqa: BLE001 - this table fails alone
                 errors[i] = e
                 tb.mark_failed(e)
@@ -372,7 +373,7 @@ class LakeWriter:
         manifests = tempfile.mkdtemp(prefix="cdc-manifests-")
         try:
             frame = grouped_payload_frame(spark, [ev for _, ev in jobs], stage_dir=staged)
-            files = self._write_frame(frame, outputs, manifests)
+            files = self.write_frame(frame, outputs, manifests)
         finally:
             remove_staged(staged)
             shutil.rmtree(manifests, ignore_errors=True)
@@ -382,7 +383,7 @@ class LakeWriter:
             k += len(outs)
         return out
 
-    def _write_frame(
+    def write_frame(
         self, frame, outputs: list[FileOutput], manifests: str, *, rows: bool = False
     ) -> list[list[dict]]:
         """One Spark job writing ``frame`` (a DataFrame of Arrow IPC payloads: column ``payload``
@@ -483,7 +484,7 @@ class LakeWriter:
         Returns:
             ``{(database, table): metrics}`` of :meth:`compact_if_due` (``{}``: no tail).
         """
-        from .table_batch import recorded_key
+        from .key_model import recorded_key
 
         out: dict[tuple[str, str], dict] = {}
         for db, table in tables:
@@ -513,7 +514,7 @@ class LakeWriter:
                 out[name] = m
         return out
 
-    def _evolve(self, table_uri: str, schema: pa.Schema) -> pa.Schema:
+    def evolve_schema(self, table_uri: str, schema: pa.Schema) -> pa.Schema:
         """Add columns/struct children of ``schema`` missing from the Delta table; return the union."""
         dt = open_table(self.storage, table_uri)
         if dt is None:
@@ -695,7 +696,7 @@ class LakeWriter:
             epoch=epoch,
         )
 
-    def _submit(self, tb: TableBatch, batch: pa.RecordBatch) -> Future:
+    def submit(self, tb: TableBatch, batch: pa.RecordBatch) -> Future:
         """Run ``tb._write(batch)`` on the sink thread; blocks while ``pipeline_depth`` record
         batches are already waiting or being written (bounded memory, back-pressure on the reader)."""
         if self.pipeline_depth <= 0:

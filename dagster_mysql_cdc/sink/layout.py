@@ -16,11 +16,16 @@ Staging file names that depend on a binlog position use :meth:`BinlogPosition.ve
 (the offset epoch is part of it after a failover).
 
 ``<database>`` and ``<table>`` are the real names, except for the characters a path or an object
-store URL cannot carry as they are (:func:`path_segment`).
+store URL cannot carry as they are (:func:`path_segment`). The same names as Dagster names (asset
+key parts, group names: :func:`dagster_name`) are here too, beside the lake's: the translator
+names assets by them and the downstream reads find a table by its asset key with them.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
+import unicodedata
 import uuid
 from dataclasses import dataclass
 
@@ -54,6 +59,37 @@ def path_segment(name: str) -> str:
         units = c.encode("utf-16-be")
         out.extend(f"@{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2))
     return "".join(out)
+
+
+_DAGSTER_NAME = re.compile(r"[A-Za-z0-9_]+")
+
+
+def dagster_name(identifier: str) -> str:
+    """The Dagster name of a MySQL database or table name: an asset key part and a group name.
+
+    Dagster names must match ``^[A-Za-z0-9_]+$`` (the op outputs of a multi-asset are named after
+    the asset keys, groups are names); MySQL accepts any character but U+0000 in a quoted
+    identifier (``peer-dash``, ``tbl space``, ``Ünïcode``, ``special"[`]$'``). The mapping is
+    deterministic and collision-free:
+
+    * a name that already is a Dagster name is kept as it is (existing asset keys do not change);
+    * any other name becomes its readable ASCII part (accents dropped, every run of other
+      characters ``_``) followed by ``_`` and the first 8 hex digits of the SHA-256 of the real
+      name (UTF-8): ``tbl space`` -> ``tbl_space_<8 hex>``; so two names that differ only in the
+      characters Dagster does not allow (``a-b``, ``a.b``, ``a b``) get different Dagster names,
+      and none of them is ``a_b``. (:func:`~..dagster_integration.translator.build_mysql_cdc_asset_specs` still refuses any two
+      tables that end up with one key.)
+
+    The real name stays everywhere else: the asset's metadata (``dagster/table_name``,
+    ``dagster_mysql_cdc/database``, ``dagster_mysql_cdc/table_name``), the lake path (see
+    :func:`path_segment`) and the change events' ``source.db``/``source.table``.
+    """
+    if _DAGSTER_NAME.fullmatch(identifier):
+        return identifier
+    ascii_part = unicodedata.normalize("NFKD", identifier).encode("ascii", "ignore").decode("ascii")
+    readable = "_".join(p for p in re.split(r"[^A-Za-z0-9]+", ascii_part) if p)
+    digest = hashlib.sha256(identifier.encode("utf-8")).hexdigest()[:8]
+    return f"{readable}_{digest}" if readable else f"n_{digest}"
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ state's key column is seconds per window). A keyless table's window that deletes
 is the exception: a ``-1`` on a value the lake has no copy of (a row older than a
 ``snapshot_mode=no_data`` capture) changes nothing (:mod:`.current`: counts never go below zero),
 so its change is the current counts of the values it touches with and without its tail rows
-(:func:`.read.keyless_live_change`: a read of the state's rows of those values and of the tail).
+(:func:`.row_counts.keyless_live_change`: a read of the state's rows of those values and of the tail).
 
 The previous count is trusted only when it was read at the version just before the commit that
 recorded it (another writer's commit in between, e.g. a snapshot run beside the stream, would be
@@ -19,7 +19,7 @@ it must all keep the current state's rows (a compaction moves rows from the tail
 ``OPTIMIZE``, ``VACUUM``, table properties and type rewrites keep them). A snapshot's state files,
 a replacement, a cut (``TRUNCATE``, a full snapshot), snapshot reads (``r``: their keys may or may
 not be live) or any commit this module does not know make the writer count exactly once more
-(:func:`.read.live_count`, a read of the state's key column) and record that.
+(:func:`.row_counts.live_count`, a read of the state's key column) and record that.
 
 A count made this way equals the exact count as long as every ``c`` creates and every ``d``
 removes a live row, which is what the binlog says of the source. An event applied twice or lost

@@ -20,22 +20,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from .compaction import read_file_parts, read_files, state_schema_after
 from .current import resolve
+from .data_files import read_file_parts, read_files
 from .delta import open_table
+from .key_model import key_columns_of
 from .layout import TablePaths
 from .storage import StorageSettings
-from .table_batch import recorded_key
-
-
-def key_columns_of(state_dt: Any, tail_dt: Any) -> list[str] | None:
-    """The primary-key column names recorded in the tail's (else the state's) Delta metadata, or
-    ``None`` for a keyless table or when neither table exists yet."""
-    key = recorded_key(tail_dt) if tail_dt is not None else None
-    if key is None and state_dt is not None:
-        key = recorded_key(state_dt)
-    return key
-
+from .tail import state_schema_after
 
 #: Columns every current read keeps besides the ones asked for (what resolving the tail needs).
 RESOLVE_COLUMNS = (
@@ -109,7 +100,8 @@ class _Parts:
         return out.take(pa.array(hits, pa.int64()))
 
 
-def _live(t: pa.Table) -> pa.Table:
+def live_only(t: pa.Table) -> pa.Table:
+    """The live rows of state rows ``t`` (``__deleted`` false or null)."""
     import pyarrow.compute as pc
 
     return t.filter(pc.invert(pc.fill_null(t.column("__deleted"), False)))
@@ -258,7 +250,7 @@ def read_current(
     out = parts.resolved() if parts is not None else None
     if out is None:
         return None
-    return _live(out) if live else out
+    return live_only(out) if live else out
 
 
 def read_window_rows(
@@ -299,7 +291,7 @@ def read_window_rows(
         tail_only=files,
     )
     out = parts.resolved() if parts is not None else None
-    return None if out is None else _live(out)
+    return None if out is None else live_only(out)
 
 
 def current_schema(storage: StorageSettings, paths: TablePaths | str) -> pa.Schema | None:
@@ -319,111 +311,6 @@ def current_schema(storage: StorageSettings, paths: TablePaths | str) -> pa.Sche
     key = key_columns_of(state_dt, tail_dt)
     keyless = (not key) if key is not None else "__count" in tail.names
     return state_schema_after(st, tail, keyless)
-
-
-def live_count(storage: StorageSettings, paths: TablePaths | str) -> int | None:
-    """Live rows of a table's current state (a keyless table's row counts ``__count`` times), or
-    ``None`` when it has no state yet.
-
-    Without a tail, from the Delta log's per-file statistics of the state (``numRecords``,
-    min/max of ``__deleted``; only files mixing live rows and tombstones are read). With one, that
-    count corrected by the tail's keys: their live rows in the state against their current rows,
-    from one read of the tail and one filtered read of the state's key and metadata columns."""
-    import pyarrow.compute as pc
-
-    from ..dagster_integration.verify import state_live_count
-
-    if isinstance(paths, str):
-        paths = TablePaths(changelog="", state=paths)
-    tail_dt = open_table(storage, paths.tail)
-    tail_files = pa.table(tail_dt.get_add_actions(flatten=True)).num_rows if tail_dt is not None else 0
-    state_dt = open_table(storage, paths.state)
-    key = key_columns_of(state_dt, tail_dt)
-    if not tail_files:
-        return state_live_count(storage, paths.state) if state_dt is not None else None
-    if not key:  # keyless: the whole (small) table
-        cur = read_current(storage, paths, live=True)
-        return 0 if cur is None else int(pc.sum(pc.fill_null(cur.column("__count"), 1)).as_py() or 0)
-    assert tail_dt is not None
-    tail_keys = read_files(
-        storage,
-        paths.tail,
-        pa.table(tail_dt.get_add_actions(flatten=True)).column("path").to_pylist(),
-        pa.schema(
-            [pa.schema(tail_dt.schema().to_arrow()).field(k) for k in key] + [pa.field("__cut", pa.bool_())]
-        ),
-    )
-    if pc.any(pc.fill_null(tail_keys.column("__cut"), False)).as_py():  # a cut: count it all
-        cur = read_current(storage, paths, live=True, columns=key)
-        return 0 if cur is None else cur.num_rows
-    touched = set(zip(*(tail_keys.column(k).to_pylist() for k in key)))
-    parts = load_parts(
-        storage, paths, columns=key, keys=(key, touched), with_tail=True, opened=(state_dt, tail_dt)
-    )
-    assert parts is not None
-    old = parts.state_rows()
-    now = parts.resolved()
-    before = 0 if old is None else _live(old).num_rows
-    base = state_live_count(storage, paths.state) if state_dt is not None else 0
-    return (base or 0) - before + (0 if now is None else _live(now).num_rows)
-
-
-def keyless_live_change(
-    storage: StorageSettings, paths: TablePaths, window: pa.Table, *, opened: tuple[Any, Any]
-) -> int:
-    """The change of a keyless table's live copies that appending the tail rows ``window`` (a
-    batch's, not committed yet) makes: the current counts of the values it touches with and
-    without it (:func:`.current.resolve`: changes applied in order, never below zero, so a
-    ``-1`` on a value the lake has no copy of changes nothing, and an update of such a row adds
-    its new image). Reads the compacted state's rows whose first column has one of the window's
-    values, and the tail (bounded by compaction); ``opened``: the ``(state, tail)`` Delta tables
-    as they are now (the tail's schema holds the window's columns).
-
-    Raises:
-        whatever reading the lake raises.
-    """
-    import pyarrow.compute as pc
-
-    from .current import aligned_to
-    from .evolution import conform_table
-    from .tail import CUT_COL
-
-    state_dt, tail_dt = opened
-    st_schema = pa.schema(state_dt.schema().to_arrow()) if state_dt is not None else None
-    tail_schema = pa.schema(tail_dt.schema().to_arrow()) if tail_dt is not None else window.schema
-    schema = state_schema_after(st_schema, tail_schema, True)
-    first = schema.names[0]
-    like = schema.field(first).type  # (a supertype of the state's, the tail's and the window's)
-    touched = None
-    if first in window.column_names and not pa.types.is_nested(like):
-        touched = pc.unique(window.column(first).combine_chunks()).cast(like)
-
-    def of_window(t: pa.Table) -> Any:
-        """The rows whose first column has a value of the window's, and the cut markers."""
-        assert touched is not None
-        hit = pc.is_in(t.column(first).cast(like), value_set=touched)
-        if CUT_COL in t.column_names:
-            hit = pc.or_(hit, pc.fill_null(t.column(CUT_COL), False))
-        return hit
-
-    row_filter = None if touched is None else of_window
-    state = None
-    if state_dt is not None:
-        files = pa.table(state_dt.get_add_actions(flatten=True)).column("path").to_pylist()
-        state = read_files(storage, paths.state, files, st_schema, row_filter=row_filter)
-        state = conform_table(state, pa.schema([schema.field(n) for n in state.column_names]))
-    tail = tail_schema.empty_table()
-    if tail_dt is not None:
-        files = pa.table(tail_dt.get_add_actions(flatten=True)).column("path").to_pylist()
-        tail = read_files(storage, paths.tail, files, tail_schema, row_filter=row_filter)
-
-    def live_copies(t: pa.Table) -> int:
-        live = _live(t)
-        return int(pc.sum(pc.fill_null(live.column("__count"), 1)).as_py() or 0) if live.num_rows else 0
-
-    before = live_copies(resolve(state, tail, key=[], schema=schema))
-    both = pa.concat_tables([tail, aligned_to(window, tail_schema)])
-    return live_copies(resolve(state, both, key=[], schema=schema)) - before
 
 
 def current_frame(writer: Any, paths: TablePaths) -> Any:

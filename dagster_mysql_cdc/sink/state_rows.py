@@ -115,6 +115,17 @@ def epoch_filled(rows: pa.Table) -> pa.Table:
     return rows.set_column(i, EPOCH_COL, pc.fill_null(col.cast(pa.int64()), 0))
 
 
+def newest_order_key(rows: pa.Table) -> str | None:
+    """The ordering key of the newest of ``rows`` (state or tail rows: a NULL ``__epoch`` is 0)
+    as ``epoch:file:pos:row`` text, what a compaction records as its ``STATE_AS_OF``; ``None``:
+    no rows."""
+    if rows.num_rows == 0:
+        return None
+    t = epoch_filled(rows)
+    top = t.take(pc.sort_indices(t, sort_keys=[(c, "descending") for c in ORDER_COLS])[:1]).to_pylist()[0]
+    return f"{top['__epoch']}:{top['__binlog_file']}:{top['__binlog_pos']}:{top['__binlog_row']}"
+
+
 def older_than(rows: pa.Table, epoch: int, file: str, pos: int) -> pa.ChunkedArray:
     """Boolean mask: the state row's ``(__epoch, __binlog_file, __binlog_pos)`` sorts below
     ``(epoch, file, pos)`` (``__epoch`` NULL or absent: 0; NULL file/pos: false)."""

@@ -32,13 +32,15 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import SinkError, describe
 from ..events import BinlogPosition, change_log_schema, state_schema
+from . import row_counts
+from .data_files import read_files
 from .delta import (
     CommitOutcome,
     adopt,
@@ -51,22 +53,52 @@ from .delta import (
     wrote,
 )
 from .evolution import Conformed, conform_schema, conform_table, state_value_field
+from .key_model import KEY_PROPERTY, recorded_key
 from .layout import TablePaths
 from .live_rows import LIVE_ROWS, LIVE_STATE_VERSION, LIVE_TAIL_VERSION, window_delta
 from .live_rows import recorded as recorded_live_rows
 from .spark_files import FileOutput
+from .storage import StorageSettings
 from .tail import cut_markers, tail_schema
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
 
-    from .lake import LakeWriter
-
 log = logging.getLogger(__name__)
 
-#: Table property of a state (and tail) table: the JSON list of its key columns (``[]``: keyless,
-#: every column is the key). A batch keyed otherwise starts the state over.
-KEY_PROPERTY = "dagster_mysql_cdc.primary_key"
+
+class BatchWriter(Protocol):
+    """What a :class:`TableBatch` needs of the writer it belongs to: the lake, the Spark jobs that
+    write its files, and the schema and maintenance steps around its commit. Implemented by
+    :class:`.lake.LakeWriter` (which imports this module: the batch sees only this interface)."""
+
+    storage: StorageSettings
+    #: the lake schema each Delta table was last rewritten into by this writer (see LakeWriter)
+    rewritten_schemas: dict[str, pa.Schema]
+
+    def paths(self, database: str, table: str) -> TablePaths: ...
+
+    def active_spark(self) -> Any: ...
+
+    def submit(self, tb: TableBatch, batch: pa.RecordBatch) -> Future: ...
+
+    def write_files(
+        self, events: pa.Table, outputs: list[FileOutput], manifests: str
+    ) -> list[list[dict]]: ...
+
+    def write_frame(
+        self, frame: Any, outputs: list[FileOutput], manifests: str, *, rows: bool = False
+    ) -> list[list[dict]]: ...
+
+    def evolve_schema(self, table_uri: str, schema: pa.Schema) -> pa.Schema: ...
+
+    def compact_if_due(
+        self, paths: TablePaths, primary_key: tuple[str, ...], *, force: bool = False
+    ) -> dict: ...
+
+    def maybe_compact(self, table_uri: str) -> dict | None: ...
+
+    def vacuum_if_due(self, paths: TablePaths) -> dict: ...
 
 
 @dataclass
@@ -86,14 +118,6 @@ class TableWriteResult:
     seconds: float
     spark_jobs: int = 0
     extra: dict = field(default_factory=dict)
-
-
-def recorded_key(dt: DeltaTable | None) -> list[str] | None:
-    """The key columns a state or tail table records (:data:`KEY_PROPERTY`), ``None``: none."""
-    if dt is None:
-        return None
-    raw = dt.metadata().configuration.get(KEY_PROPERTY)
-    return None if raw is None else list(json.loads(raw))
 
 
 def set_properties(dt: DeltaTable, properties: dict[str, str]) -> None:
@@ -122,7 +146,7 @@ class TableBatch:
 
     def __init__(
         self,
-        writer: LakeWriter,
+        writer: BatchWriter,
         database: str,
         table: str,
         *,
@@ -233,7 +257,7 @@ class TableBatch:
         if batch.num_rows == 0:
             return
         self._raise_failed()
-        self.futures.append(self.w._submit(self, batch))
+        self.futures.append(self.w.submit(self, batch))
 
     def _raise_failed(self) -> None:
         for f in self.futures:
@@ -280,7 +304,7 @@ class TableBatch:
 
     def _write_one(self, batch: pa.RecordBatch) -> None:
         outputs, events = self.prepare(batch)
-        files = self.w._write_files(events, outputs, self.manifests)
+        files = self.w.write_files(events, outputs, self.manifests)
         self._job_written(files)
 
     def prepare(self, batch: pa.RecordBatch) -> tuple[list[FileOutput], pa.Table]:
@@ -314,7 +338,7 @@ class TableBatch:
         """
         self._wait()
         outputs = self._job_outputs(log_schema)
-        files = self.w._write_frame(frame(self.w.active_spark()), outputs, self.manifests)
+        files = self.w.write_frame(frame(self.w.active_spark()), outputs, self.manifests)
         self._job_written(files)
         self.rows_by_op["r"] = self.rows_by_op.get("r", 0) + sum(int(f["num_records"]) for f in files[0])
 
@@ -415,7 +439,7 @@ class TableBatch:
             self.lake.adopt_rewrites()
             if self.log_schema is None:
                 self.log_schema = self.lake.conform_log(_empty_log_schema(value_schema, self.primary_key))
-            self.w._evolve(self.paths.changelog, self.log_schema)
+            self.w.evolve_schema(self.paths.changelog, self.log_schema)
             log_commit = commit_files(
                 storage,
                 self.paths.changelog,
@@ -466,15 +490,13 @@ class TableBatch:
         )
 
     def _live_rows(self) -> int | None:
-        """The current state's live rows after the commit (:func:`.read.live_count`: what the
+        """The current state's live rows after the commit (:func:`.row_counts.live_count`: what the
         tail changed, not the whole table), counted here so that a window's tables are counted
         in parallel with their commits; ``None`` when it cannot be counted (logged)."""
-        from .read import live_count
-
         if self.live_after is not None:  # recorded with the tail commit
             return self.live_after
         try:
-            return live_count(self.w.storage, self.paths)
+            return row_counts.live_count(self.w.storage, self.paths)
         except Exception as e:  # noqa: BLE001 - metadata: the batch is committed
             log.warning("could not count the live rows of %s: %s", self.paths.state, e)
             return None
@@ -538,7 +560,7 @@ class TableBatch:
         if self.snapshot_position is not None:
             files.append(self._write_cut(schema, self.snapshot_position))
         if self.tail_dt is not None:
-            self.w._evolve(self.paths.tail, schema)
+            self.w.evolve_schema(self.paths.tail, schema)
         live = None if self.model_changed or self.snapshot_position is not None else self._live_after(schema)
         if live is not None:
             meta = {
@@ -571,11 +593,8 @@ class TableBatch:
         tail commit recorded plus the batch's ``c - d``; counted exactly first when no recorded
         count holds. A keyless batch that deletes or updates copies changes the count by what
         its tail rows (read back, in ``schema``) do to the values' current counts
-        (:func:`.read.keyless_live_change`: a copy the lake never had is not removed). ``None``
+        (:func:`.row_counts.keyless_live_change`: a copy the lake never had is not removed). ``None``
         when the batch's ops do not say the change (snapshot reads) or counting failed (logged)."""
-        from .compaction import read_files
-        from .read import keyless_live_change, live_count
-
         delta = window_delta(self.rows_by_op)
         if delta is None:
             return None
@@ -585,10 +604,10 @@ class TableBatch:
             state_dt = open_table(storage, self.paths.state)
             base = recorded_live_rows(tail_dt, state_dt)
             if base is None:
-                base = live_count(storage, self.paths) or 0
+                base = row_counts.live_count(storage, self.paths) or 0
             if self.keyless and (self.rows_by_op.get("d") or self.rows_by_op.get("u")):
                 mine = read_files(storage, self.paths.tail, [str(f["path"]) for f in self.tail_files], schema)
-                delta = keyless_live_change(storage, self.paths, mine, opened=(state_dt, tail_dt))
+                delta = row_counts.keyless_live_change(storage, self.paths, mine, opened=(state_dt, tail_dt))
             return (
                 base + delta,
                 state_dt.version() if state_dt is not None else -1,
@@ -636,7 +655,7 @@ class _LakeSchemas:
     (:func:`.delta.rewrite_table`), so the data files written next match the table's schema. The
     compacted state takes the tail's types at its next compaction (which rewrites it anyway)."""
 
-    def __init__(self, writer: LakeWriter, paths: TablePaths, batch: TableBatch):
+    def __init__(self, writer: BatchWriter, paths: TablePaths, batch: TableBatch):
         self.w = writer
         self.paths = paths
         self._batch = weakref.ref(batch)  # no cycle: a batch's writer is released with it

@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..events import COUNT_FIELD, STATE_META_FIELDS
+from .evolution import conform_schema
 from .state_rows import state_rows
 
 CUT_COL = "__cut"
@@ -119,3 +120,10 @@ def cut_markers(
 
 
 STATE_META = tuple(f.name for f in STATE_META_FIELDS)
+
+
+def state_schema_after(state: pa.Schema | None, tail: pa.Schema, keyless: bool) -> pa.Schema:
+    """The compacted state's schema with the tail's columns and types merged in (``__cut``
+    dropped; ``__count`` kept only for a keyless table)."""
+    tail_state = pa.schema([f for f in tail if f.name != CUT_COL and (keyless or f.name != COUNT_FIELD.name)])
+    return conform_schema(state, tail_state, keep_metadata=True).schema

@@ -1,10 +1,11 @@
-"""Dagster helpers for assets downstream of captured tables: incremental change feeds consumed
-exactly once, and an input manager that hands an asset a captured table's current state.
+"""Incremental change feeds consumed exactly once by Dagster assets downstream of captured tables
+(the Dagster side of :mod:`..downstream.changes`; :mod:`.input_manager` hands an asset a captured
+table's current state).
 
 **Incremental assets** (dbt's incremental models, dlt's incremental cursors, for a change feed):
 :func:`incremental_changes` reads the position the asset recorded in its last materialization's
 metadata (``dagster_mysql_cdc/changes/<server>.<db>.<table>``), reads the table's change events
-after it (:func:`.changes.read_changes`), and gives back the position to record with this
+after it (:func:`..downstream.changes.read_changes`), and gives back the position to record with this
 materialization (:attr:`IncrementalChanges.metadata`). The position advances only when a
 materialization is recorded, so a run that fails or is killed (SIGKILL) leaves it where it was and
 the next run reads the same changes again: the asset must write its output idempotently per
@@ -12,10 +13,6 @@ position (e.g. rewrite its table from the version the previous materialization r
 ``assets/downstream.py`` does, never on top of an unrecorded write). A cut (a re-snapshot, a
 TRUNCATE), an expired position or the first run say :attr:`IncrementalChanges.rebuild`: compute
 from :meth:`IncrementalChanges.read_current` instead, which also moves the position to match it.
-
-**Inputs** (Dagster's IO managers and ``AssetIn``): :class:`CdcInputManager` loads a captured
-table's current state for an input whose upstream asset is a captured table, as the input's type
-annotation asks: ``pyarrow.Table``, ``polars.DataFrame`` or a Spark ``DataFrame``.
 """
 
 from __future__ import annotations
@@ -24,12 +21,10 @@ from typing import Any
 
 import dagster as dg
 import pyarrow as pa
-from pydantic import Field
 
-from ..dagster_integration.lake_resource import CdcLakeResource
+from ..downstream.changes import ChangeBatch, ChangePosition, read_changes
+from ..downstream.tables import TableLike, captured_table
 from ..errors import ConfigurationError
-from .changes import ChangeBatch, ChangePosition, read_changes
-from .tables import TableLike, captured_table
 
 #: Metadata key prefix of the recorded change-feed positions (one key per table consumed).
 POSITION_KEY = "dagster_mysql_cdc/changes"
@@ -57,7 +52,7 @@ class IncrementalChanges:
     """The changes an incremental asset processes in this run (see :func:`incremental_changes`).
 
     Attributes:
-        batch: the :class:`.changes.ChangeBatch` read.
+        batch: the :class:`..downstream.changes.ChangeBatch` read.
         previous: the metadata of the asset's last recorded materialization (values unwrapped),
             e.g. the version of its own output it wrote then.
     """
@@ -73,7 +68,7 @@ class IncrementalChanges:
 
     @property
     def events(self) -> pa.Table | None:
-        """The change events (``None`` when :attr:`rebuild`); see :class:`.changes.ChangeBatch`."""
+        """The change events (``None`` when :attr:`rebuild`); see :class:`..downstream.changes.ChangeBatch`."""
         return self.batch.events
 
     @property
@@ -82,7 +77,7 @@ class IncrementalChanges:
         return self.batch.more
 
     def read_current(self, **kwargs: Any) -> pa.Table:
-        """The table's current state (:func:`.current.read_current`'s arguments and layout) and
+        """The table's current state (:func:`..downstream.current.read_current`'s arguments and layout) and
         the position that matches it (recorded by :attr:`metadata`)."""
         return self.batch.read_current(**kwargs)
 
@@ -95,7 +90,7 @@ class IncrementalChanges:
             ConfigurationError: a rebuild was due and :meth:`read_current` was not called.
         """
         b = self.batch
-        if b.rebuild and not b._rebuilt:
+        if b.rebuild and not b.rebuilt:
             raise ConfigurationError(
                 f"the change feed of {b.table} says rebuild ({b.rebuild}): compute from "
                 "read_current() (which moves the position), then record this metadata"
@@ -134,14 +129,14 @@ def incremental_changes(
         lake: the ``CdcLakeResource`` (or a lake URI / ``StorageSettings``).
         asset_key: the asset recording the position (default: ``context.asset_key``; pass it in a
             multi-asset).
-        max_rows / max_commits / format: see :func:`.changes.read_changes`.
+        max_rows / max_commits / format: see :func:`..downstream.changes.read_changes`.
 
     Returns:
         an :class:`IncrementalChanges`; return its :attr:`~IncrementalChanges.metadata` in the
         asset's ``MaterializeResult``.
 
     Raises:
-        UnknownTableError / ConfigurationError: as :func:`.changes.read_changes`.
+        UnknownTableError / ConfigurationError: as :func:`..downstream.changes.read_changes`.
     """
     key = asset_key or context.asset_key
     previous = recorded_metadata(context.instance, key)
@@ -161,45 +156,3 @@ def incremental_changes(
                 f"{len(batch.commits)} commit(s) after {since}"
             )
     return IncrementalChanges(batch, previous)
-
-
-# -- input manager ----------------------------------------------------------------------------
-
-
-class CdcInputManager(dg.ConfigurableIOManager):
-    """Loads a captured table's current state into a downstream asset's input
-    (``AssetIn(key=<the table's asset key>, input_manager_key="cdc_tables")``), as the input's
-    annotation asks: ``pyarrow.Table`` (default), ``polars.DataFrame``, or a Spark ``DataFrame``
-    (read by the executors on the lake resource's Spark session). ``AssetIn(metadata=...)`` may
-    name ``columns`` (list) and ``filter`` (DNF list) and ``tombstones`` (bool).
-
-    Input only: outputs go to the asset's own IO manager."""
-
-    lake: CdcLakeResource = Field(description="The CdcLakeResource of the captured tables.")
-
-    def load_input(self, context: dg.InputContext) -> Any:
-        from .current import read_current, read_current_spark
-
-        if not context.has_asset_key:
-            raise ConfigurationError(
-                "CdcInputManager loads captured tables: give the input an AssetIn(key=...)"
-            )
-        meta = dict(context.definition_metadata or {})
-        kwargs = {k: meta[k] for k in ("columns", "filter", "tombstones") if k in meta}
-        typ = context.dagster_type.typing_type if context.dagster_type is not None else None
-        mod = getattr(typ, "__module__", "") or ""
-        if mod.startswith("pyspark"):
-            return read_current_spark(self.lake.spark_session(), context.asset_key, self.lake, **kwargs)
-        table = read_current(context.asset_key, self.lake, **kwargs)
-        context.add_input_metadata({"rows": table.num_rows})
-        if mod.startswith("polars"):
-            import polars as pl
-
-            return pl.from_arrow(table)
-        return table
-
-    def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
-        raise ConfigurationError(
-            "CdcInputManager only loads captured tables (input_manager_key of an AssetIn); give the "
-            "asset's outputs another io_manager_key"
-        )
