@@ -371,17 +371,32 @@ def consistent_source(settings: ConnectionSettings, info: ServerInfo, epoch: int
     return conn, pos.with_epoch(epoch)
 
 
-def not_captured_results(key: dg.AssetKey, names: set[str]) -> list[dg.AssetCheckResult]:
-    """Failed results of the table checks ``names`` of a table the lake does not have yet."""
+def _alike_results(
+    key: dg.AssetKey,
+    names: set[str],
+    *,
+    passed: bool,
+    metadata: dict[str, Any],
+    severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR,
+) -> list[dg.AssetCheckResult]:
+    """One result per check of ``names`` (in name order), all with the same outcome: ``passed``,
+    ``severity`` (Dagster's default: ERROR) and ``metadata``."""
     return [
         dg.AssetCheckResult(
-            asset_key=key,
-            check_name=n,
-            passed=False,
-            metadata={"reason": "the table has not been captured yet: materialize it first"},
+            asset_key=key, check_name=n, passed=passed, severity=severity, metadata=dict(metadata)
         )
         for n in sorted(names)
     ]
+
+
+def not_captured_results(key: dg.AssetKey, names: set[str]) -> list[dg.AssetCheckResult]:
+    """Failed results of the table checks ``names`` of a table the lake does not have yet."""
+    return _alike_results(
+        key,
+        names,
+        passed=False,
+        metadata={"reason": "the table has not been captured yet: materialize it first"},
+    )
 
 
 def stopped_results(key: dg.AssetKey, names: set[str], stopped: dict) -> list[dg.AssetCheckResult]:
@@ -389,42 +404,35 @@ def stopped_results(key: dg.AssetKey, names: set[str], stopped: dict) -> list[dg
     (:mod:`..engine.isolation`; ``stopped``: ``{"since", "error"}``): the lake holds it as of
     ``since`` only, which is the divergence to report, with its cause and the way back."""
     since = stopped.get("since") or {}
-    return [
-        dg.AssetCheckResult(
-            asset_key=key,
-            check_name=n,
-            passed=False,
-            severity=dg.AssetCheckSeverity.ERROR,
-            metadata={
-                "explanation": (
-                    f"the capture of this table is stopped at {since.get('file')}:{since.get('pos')}: its "
-                    "changes from there on could not be written; the lake holds it as of that position. "
-                    "It is caught up automatically (backoff) or at once after the cause is fixed and the "
-                    "table is materialized (docs/operations.md, 'A table stopped')"
-                ),
-                "error": dg.MetadataValue.text(str(stopped.get("error") or "")[:2000]),
-            },
-        )
-        for n in sorted(names)
-    ]
+    return _alike_results(
+        key,
+        names,
+        passed=False,
+        metadata={
+            "explanation": (
+                f"the capture of this table is stopped at {since.get('file')}:{since.get('pos')}: its "
+                "changes from there on could not be written; the lake holds it as of that position. "
+                "It is caught up automatically (backoff) or at once after the cause is fixed and the "
+                "table is materialized (docs/operations.md, 'A table stopped')"
+            ),
+            "error": dg.MetadataValue.text(str(stopped.get("error") or "")[:2000]),
+        },
+    )
 
 
 def no_data_skipped_results(key: dg.AssetKey, names: set[str]) -> list[dg.AssetCheckResult]:
     """Passed, skipped results of the checks ``names`` whose rows are not comparable with the
     whole source (``snapshot_mode=no_data``: the lake holds only the rows changed since)."""
-    return [
-        dg.AssetCheckResult(
-            asset_key=key,
-            check_name=n,
-            passed=True,
-            metadata={
-                "skipped": "snapshot_mode=no_data: the lake holds only rows changed since the "
-                "snapshot (or read by incremental snapshots), so it is not compared with the "
-                "whole source here; run Execute checks after an incremental snapshot of the table"
-            },
-        )
-        for n in sorted(names)
-    ]
+    return _alike_results(
+        key,
+        names,
+        passed=True,
+        metadata={
+            "skipped": "snapshot_mode=no_data: the lake holds only rows changed since the "
+            "snapshot (or read by incremental snapshots), so it is not compared with the "
+            "whole source here; run Execute checks after an incremental snapshot of the table"
+        },
+    )
 
 
 #: Metadata key of a row count or checksum result that compared nothing (its text says why):
@@ -440,16 +448,13 @@ def not_compared_results(
     facts): failed with severity WARN and :data:`NOT_COMPARED` metadata (never a pass: nothing
     was verified). The run's checks replace each with the check's last comparison when there is
     one (:func:`.check_run.run_checks`)."""
-    return [
-        dg.AssetCheckResult(
-            asset_key=key,
-            check_name=n,
-            passed=False,
-            severity=dg.AssetCheckSeverity.WARN,
-            metadata={**(metadata or {}), NOT_COMPARED: why, "explanation": f"not compared: {why}"},
-        )
-        for n in sorted(names)
-    ]
+    return _alike_results(
+        key,
+        names,
+        passed=False,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={**(metadata or {}), NOT_COMPARED: why, "explanation": f"not compared: {why}"},
+    )
 
 
 def pending_results(key: dg.AssetKey, names: set[str], repair: str) -> list[dg.AssetCheckResult]:
@@ -459,22 +464,19 @@ def pending_results(key: dg.AssetKey, names: set[str], repair: str) -> list[dg.A
     doing (a DDL or a statement the binlog does not carry as rows), not a divergence. Failed with
     severity WARN (*pending*: never a pass, never an ERROR); the run that completes the repair
     runs the full checks of the table."""
-    return [
-        dg.AssetCheckResult(
-            asset_key=key,
-            check_name=n,
-            passed=False,
-            severity=dg.AssetCheckSeverity.WARN,
-            metadata={
-                "pending": dg.MetadataValue.text(repair[:2000]),
-                "explanation": (
-                    f"pending: {repair[:500]}. The lake is compared with the source when the "
-                    "repair completes (its run runs the full checks of the table)"
-                ),
-            },
-        )
-        for n in sorted(names)
-    ]
+    return _alike_results(
+        key,
+        names,
+        passed=False,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "pending": dg.MetadataValue.text(repair[:2000]),
+            "explanation": (
+                f"pending: {repair[:500]}. The lake is compared with the source when the "
+                "repair completes (its run runs the full checks of the table)"
+            ),
+        },
+    )
 
 
 def gone_results(
@@ -564,7 +566,8 @@ def run_table_checks(
         lake_cols = {f.name: f for f in lake_schema if f.name not in STATE_META_NAMES}
         if SCHEMA in selected:
             results.append(_schema_result(key, conv, lake_cols))
-        if not selected & {ROW_COUNT, CHECKSUM}:
+        compared = selected & {ROW_COUNT, CHECKSUM}
+        if not compared:
             return results
         if (
             pos.sort_key() > committed.sort_key()
@@ -572,7 +575,7 @@ def run_table_checks(
             and pos.pos - committed.pos > options.max_binlog_scan_bytes
         ):
             skipped = f"the lake is more than {options.max_binlog_scan_bytes} binlog bytes behind; reconcile after it catches up"
-            return results + not_compared_results(key, selected & {ROW_COUNT, CHECKSUM}, skipped)
+            return results + not_compared_results(key, compared, skipped)
         touched = (
             shared.touched(schema)
             if shared is not None
@@ -581,50 +584,98 @@ def run_table_checks(
         if SCHEMA_CHANGED in touched:
             return results + not_compared_results(
                 key,
-                selected & {ROW_COUNT, CHECKSUM},
+                compared,
                 "a DDL changed the table since the committed position; compared after the capture passes it",
             )
-        # compare the columns both sides have (schema drift is the schema check's business), in
-        # the lake's column types (a column whose type changed keeps a supertype in the lake)
-        all_names = conv.arrow_schema.names
-        names = [n for n in all_names if n in lake_cols]
-        lake_types = pa.schema([lake_cols[n] for n in names])
-        pk = list(schema.primary_key) or names
-        if any(k not in names for k in pk):
-            missing = [k for k in pk if k not in names]
-            return results + [
+        comparison = RowComparison(key, conv, lake_cols, touched, options)
+        base_md = {"committed_position": str(committed), "source_position": str(pos)}
+        return results + comparison.results(compared, conn, storage, state_uri, base_md, on_checksum_mismatch)
+    finally:
+        if shared is None:
+            try:
+                conn.rollback()
+            finally:
+                conn.close()
+
+
+class RowComparison:
+    """The row count and checksum of one table: its live lake rows against its source rows, both
+    as tuples of the columns both sides have, in the lake's column types (a column whose type
+    changed keeps a supertype in the lake; schema drift is the schema check's business), the keys
+    changed since the committed position (``touched``) left out.
+
+    Args:
+        key: the table's asset key.
+        conv: the source table's converter (its captured columns).
+        lake_cols: the lake state's data columns by name.
+        touched: the converted keys the binlog changed since the committed position.
+        options: the checks' options.
+    """
+
+    def __init__(
+        self,
+        key: dg.AssetKey,
+        conv: TableConverter,
+        lake_cols: dict[str, pa.Field],
+        touched: set[tuple],
+        options: CheckOptions,
+    ) -> None:
+        self.key, self.conv, self.touched, self.options = key, conv, touched, options
+        self.names = [n for n in conv.arrow_schema.names if n in lake_cols]
+        self.lake_types = pa.schema([lake_cols[n] for n in self.names])
+        self.pk = list(conv.table.primary_key) or self.names
+
+    def results(
+        self,
+        compared: set[str],
+        conn: Any,
+        storage: StorageSettings,
+        state_uri: str,
+        positions: dict[str, Any],
+        on_checksum_mismatch: Callable[[TableSchema, list[tuple], list[tuple]], str] | None,
+    ) -> list[dg.AssetCheckResult]:
+        """The results of the checks ``compared`` (row count, checksum): the source's rows are
+        read on ``conn`` (in its consistent snapshot), the lake's from ``state_uri``;
+        ``positions``: the positions compared at, the first metadata of each result."""
+        missing = [k for k in self.pk if k not in self.names]
+        if missing:
+            return [
                 dg.AssetCheckResult(
-                    asset_key=key,
+                    asset_key=self.key,
                     check_name=name,
                     passed=False,
                     metadata={"reason": f"the lake has no column {missing} of the table's primary key yet"},
                 )
-                for name in sorted(selected & {ROW_COUNT, CHECKSUM})
+                for name in sorted(compared)
             ]
-        kidx = [names.index(k) for k in pk]
+        kidx = [self.names.index(k) for k in self.pk]
         lake_rows = [
-            r for r in _lake_live_rows(storage, state_uri, names) if tuple(r[i] for i in kidx) not in touched
+            r
+            for r in _lake_live_rows(storage, state_uri, self.names)
+            if tuple(r[i] for i in kidx) not in self.touched
         ]
         unconvertible = [0]
         src_rows = [
             p
-            for p in _source_rows(conn, schema, conv, options.chunk_rows, lake_types, unconvertible)
-            if tuple(p[i] for i in kidx) not in touched
+            for p in _source_rows(
+                conn, self.conv.table, self.conv, self.options.chunk_rows, self.lake_types, unconvertible
+            )
+            if tuple(p[i] for i in kidx) not in self.touched
         ]
         base_md: dict[str, Any] = {
-            "committed_position": str(committed),
-            "source_position": str(pos),
-            "keys_changed_since_committed": len(touched),
-            "columns_compared": names,
+            **positions,
+            "keys_changed_since_committed": len(self.touched),
+            "columns_compared": self.names,
         }
         if unconvertible[0]:
             # rows the capture leaves out (event_processing_failure_handling_mode warn|skip): they
             # count, and can never match a lake row, so the checks show the lake misses them
             base_md["source_rows_not_convertible"] = unconvertible[0]
-        if ROW_COUNT in selected:
+        results: list[dg.AssetCheckResult] = []
+        if ROW_COUNT in compared:
             results.append(
                 dg.AssetCheckResult(
-                    asset_key=key,
+                    asset_key=self.key,
                     check_name=ROW_COUNT,
                     passed=len(lake_rows) == len(src_rows),
                     metadata={
@@ -635,19 +686,20 @@ def run_table_checks(
                     },
                 )
             )
-        if CHECKSUM in selected:
+        if CHECKSUM in compared:
             results.append(
                 _checksum_result(
-                    key, schema, lake_rows, src_rows, kidx, base_md, options, on_checksum_mismatch
+                    self.key,
+                    self.conv.table,
+                    lake_rows,
+                    src_rows,
+                    kidx,
+                    base_md,
+                    self.options,
+                    on_checksum_mismatch,
                 )
             )
         return results
-    finally:
-        if shared is None:
-            try:
-                conn.rollback()
-            finally:
-                conn.close()
 
 
 def _schema_result(
