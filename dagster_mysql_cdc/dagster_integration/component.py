@@ -313,6 +313,13 @@ class BinlogSensorArgs(Resolvable):
         int, _doc("Seconds between two verification ticks (a 1M-row table: 20 ticks).")
     ] = 30
 
+    def sensor_status(self) -> dg.DefaultSensorStatus:
+        """:attr:`default_status` as Dagster's ``DefaultSensorStatus`` (the binlog sensor's and the
+        verification sensor's)."""
+        if self.default_status == "running":
+            return dg.DefaultSensorStatus.RUNNING
+        return dg.DefaultSensorStatus.STOPPED
+
 
 @dataclass
 class CdcOpArgs(Resolvable):
@@ -639,11 +646,7 @@ class MySqlCdcComponent(Component, Resolvable):
             name=s.name,
             minimum_interval_seconds=s.minimum_interval_seconds,
             retention_margin_files=s.retention_margin_files,
-            default_status=(
-                dg.DefaultSensorStatus.RUNNING
-                if s.default_status == "running"
-                else dg.DefaultSensorStatus.STOPPED
-            ),
+            default_status=s.sensor_status(),
             mysql_resource_key=self.mysql_resource_key,
             table_heartbeat_seconds=s.table_heartbeat_seconds,
             retry_backoff_seconds=s.retry_backoff_seconds,
@@ -664,11 +667,7 @@ class MySqlCdcComponent(Component, Resolvable):
             name=verification_sensor_name(binlog_sensor),
             minimum_interval_seconds=s.verification_interval_seconds,
             rows=s.verification_rows,
-            default_status=(
-                dg.DefaultSensorStatus.RUNNING
-                if s.default_status == "running"
-                else dg.DefaultSensorStatus.STOPPED
-            ),
+            default_status=s.sensor_status(),
             mysql_resource_key=self.mysql_resource_key,
             lake_resource_key=self.lake_resource_key,
         )
