@@ -253,6 +253,14 @@ def _doc(description: str, examples: list[Any] | None = None) -> Resolver:
     return Resolver.default(description=description, examples=examples)
 
 
+def _resource_section(resolve: Any, section_model: type[BaseModel], description: str) -> Resolver:
+    """The resolver of a resource's YAML section: ``section_model`` (:func:`resource_attributes_model`)
+    is its schema, ``resolve(context, value)`` builds the resource from it."""
+    return Resolver(
+        resolve, model_field_type=section_model, inject_before_resolve=False, description=description
+    )
+
+
 # -- component-only sections ------------------------------------------------------------------------
 @dataclass
 class BinlogSensorArgs(Resolvable):
@@ -467,21 +475,19 @@ class MySqlCdcComponent(Component, Resolvable):
 
     mysql: Annotated[
         MySqlCdcResource,
-        Resolver(
+        _resource_section(
             _resolve_mysql,
-            model_field_type=MySqlCdcAttributes,
-            inject_before_resolve=False,
-            description="The captured server and how it is captured: the MySqlCdcResource fields "
+            MySqlCdcAttributes,
+            "The captured server and how it is captured: the MySqlCdcResource fields "
             "(host, port, user, password, server_name, server_id, include/exclude lists, snapshot_mode ...).",
         ),
     ] = field(default_factory=MySqlCdcResource)
     lake: Annotated[
         CdcLakeResource,
-        Resolver(
+        _resource_section(
             _resolve_lake,
-            model_field_type=CdcLakeAttributes,
-            inject_before_resolve=False,
-            description="The lake: the CdcLakeResource fields (storage location, S3 settings, Spark) "
+            CdcLakeAttributes,
+            "The lake: the CdcLakeResource fields (storage location, S3 settings, Spark) "
             "and spark_config (merged over the library's Spark defaults).",
         ),
     ] = field(default_factory=CdcLakeResource)
