@@ -18,7 +18,7 @@ checks a run selected (or logs, :func:`logged_check_keys`) at the position the r
   the run snapshotted again (a blocking snapshot after a DDL) or whose repair it completed, and
   one whose window row count differs get the full checks instead;
 - every other check is a full per-table check (:func:`.checks.run_table_checks`), the tables
-  sharing one consistent source snapshot (:class:`.checks.SharedSource`) when there are several;
+  sharing one consistent source snapshot (:class:`.check_source.SharedSource`) when there are several;
   a checksum mismatch, full or of a window, goes to :func:`checksum_repair` (a WARNING, and a
   targeted re-read with ``binlog_gap_handling="repair"``);
 - a failure stays until repaired (:class:`_Earlier`): Dagster shows the latest result of a
@@ -46,6 +46,7 @@ from ..sink.storage import StorageSettings
 from ..source.connection import ConnectionSettings, read_server_info
 from ..source.schema import TableSchema
 from ..source.types import TypeOptions
+from .check_source import SharedSource
 from .checks import (
     CHECKSUM,
     GAPS,
@@ -54,7 +55,6 @@ from .checks import (
     ROW_COUNT,
     TABLE_CHECKS,
     CheckOptions,
-    SharedSource,
     gaps_check,
     no_data_skipped_results,
     not_captured_results,

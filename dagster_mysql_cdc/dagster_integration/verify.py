@@ -44,7 +44,8 @@ from ..source.types import (
     quote_identifier,
     select_expression,
 )
-from .checks import CHECKSUM, ROW_COUNT, TABLE_CHECKS, consistent_source, gone_results, not_compared_results
+from .check_source import consistent_source
+from .checks import CHECKSUM, ROW_COUNT, TABLE_CHECKS, gone_results, not_compared_results
 
 log = logging.getLogger(__name__)
 
