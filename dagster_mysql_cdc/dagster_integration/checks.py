@@ -345,16 +345,30 @@ def gone_results(
     return out
 
 
+@dataclass(frozen=True)
+class CheckedTable:
+    """One table asset as its checks see it.
+
+    Attributes:
+        key: the table's asset key.
+        database: its source database.
+        table: its source table name.
+        state_uri: the URI of its lake state table (:class:`..sink.layout.LakeLayout`).
+    """
+
+    key: dg.AssetKey
+    database: str
+    table: str
+    state_uri: str
+
+
 def run_table_checks(
     *,
-    key: dg.AssetKey,
+    target: CheckedTable,
     selected: set[str],
     settings: ConnectionSettings,
     info: ServerInfo,
     storage: StorageSettings,
-    state_uri: str,
-    database: str,
-    table: str,
     committed: BinlogPosition,
     type_options: TypeOptions,
     options: CheckOptions,
@@ -371,6 +385,7 @@ def run_table_checks(
     checksum fails (keys as compared: Debezium-converted values); its return text goes to the
     check's ``repair`` metadata (see :mod:`dagster_mysql_cdc.engine.gaps`).
     """
+    key, database, table, state_uri = target.key, target.database, target.table, target.state_uri
     results: list[dg.AssetCheckResult] = []
     if not selected & set(TABLE_CHECKS):
         return results
