@@ -18,7 +18,7 @@ checks a run selected (or logs, :func:`logged_check_keys`) at the position the r
   the run snapshotted again (a blocking snapshot after a DDL) or whose repair it completed, and
   one whose window row count differs get the full checks instead;
 - every other check is a full per-table check (:func:`.checks.run_table_checks`), the tables
-  sharing one consistent source snapshot (:class:`.checks.SharedSource`) when there are several;
+  sharing one consistent source snapshot (:class:`.check_source.SharedSource`) when there are several;
   a checksum mismatch, full or of a window, goes to :func:`checksum_repair` (a WARNING, and a
   targeted re-read with ``binlog_gap_handling="repair"``);
 - a failure stays until repaired (:class:`_Earlier`): Dagster shows the latest result of a
@@ -33,16 +33,20 @@ results of planned checks and logs those of logged checks as ``AssetCheckEvaluat
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dagster as dg
 
 from ..engine.gaps import QueuedRepair, completed_repairs, queue_checksum_repair, queued_repairs
 from ..events import BinlogPosition
 from ..sink.layout import LakeLayout
-from ..source.connection import ConnectionSettings
+from ..sink.storage import StorageSettings
+from ..source.connection import ConnectionSettings, read_server_info
 from ..source.schema import TableSchema
+from ..source.types import TypeOptions
+from .check_source import SharedSource
 from .checks import (
     CHECKSUM,
     GAPS,
@@ -50,8 +54,8 @@ from .checks import (
     RETENTION,
     ROW_COUNT,
     TABLE_CHECKS,
+    CheckedTable,
     CheckOptions,
-    SharedSource,
     gaps_check,
     no_data_skipped_results,
     not_captured_results,
@@ -65,122 +69,359 @@ from .run_tags import last_committed, window_start_tag
 from .translator import table_of_spec
 from .verify import WindowVerification, verification_failed_results, verify_window
 
-if TYPE_CHECKING:
-    from .lake_resource import CdcLakeResource
-    from .resources import MySqlCdcResource
+#: The checks that compare the lake's rows with the source's (a window's keys or the whole table).
+ROW_CHECKS = frozenset({ROW_COUNT, CHECKSUM})
+
+
+@dataclass(frozen=True)
+class CheckSettings:
+    """What a run's checks read of the capture's configuration
+    (:meth:`.resources.MySqlCdcResource.check_settings` builds it from the resource's fields).
+
+    Attributes:
+        connection: the source server's connection settings.
+        server_name: the logical server name (``topic.prefix``): the lake's first path segment.
+        server_id: the capture's replication client id; the checks' binlog reads use ids above it.
+        type_options: how source values are converted (the checks compare converted rows).
+        options: the reconciliation checks' own options (sampling, chunk rows, retention margin).
+        snapshot_mode: Debezium ``snapshot.mode`` (``no_data`` skips whole-table comparisons).
+        gap_handling: ``binlog_gap_handling``: ``repair`` queues a checksum mismatch's re-read.
+        signal_table: the ``db.table`` a repair's ``execute-snapshot`` signal goes to (``None``: off).
+        read_only: read-only incremental snapshots (the repair writes no watermark rows).
+        stream_check_max_keys: a window's checksum compares at most this many keys per table.
+        commit_workers: how many tables' lake handles are loaded side by side.
+    """
+
+    connection: ConnectionSettings
+    server_name: str
+    server_id: int
+    type_options: TypeOptions
+    options: CheckOptions
+    snapshot_mode: str = "initial"
+    gap_handling: str = "repair"
+    signal_table: str | None = None
+    read_only: bool = False
+    stream_check_max_keys: int = 10_000
+    commit_workers: int = 8
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    """What a run asks of its checks (:func:`run_checks`).
+
+    Attributes:
+        committed: the position this run just committed; ``None``: the last committed position
+            the binlog asset reported (a checks-only run, UI "Execute checks").
+        check_keys: the checks to run (``None``: the run's selected checks; a window run whose
+            table checks are logged adds them, see :data:`.protocol.TABLE_CHECKS_TAG`).
+        gaps: the changes the binlog did not carry in this run's window (``changes_in_binlog``;
+            ``None``: no window was read).
+        stopped: the tables whose capture is stopped after this window (``"db.table"`` ->
+            ``{"since", "error"}``): their row count and checksum checks fail saying so (the lake
+            holds them as of ``since``), instead of comparing.
+        live_rows: the lake's live rows of the tables this run committed (state URI -> count),
+            not counted again.
+        tail_files: the tail files each of them committed (state URI -> relative paths): the
+            window's keys are read from them alone while they are current.
+        incremental_state: the incremental snapshot state after the run (``None`` on a
+            checks-only run: the committed one the binlog asset reported): a table whose repair
+            it still holds is *pending* (:func:`.checks.pending_results`) unless the repair
+            re-reads rows a check found differing.
+        chunks: the incremental-snapshot chunks the run read; a table whose repair they
+            completed gets the full checks.
+        snapshotted: the tables (``"db.table"``) the run snapshotted again (a blocking snapshot
+            after a DDL): they get the full checks.
+    """
+
+    committed: BinlogPosition | None
+    check_keys: Iterable[dg.AssetCheckKey] | None = None
+    gaps: list[dict] | None = None
+    stopped: Mapping[str, dict] | None = None
+    live_rows: Mapping[str, int] | None = None
+    tail_files: Mapping[str, list[str]] | None = None
+    incremental_state: dict | None = None
+    chunks: list[dict] | None = None
+    snapshotted: Iterable[str] | None = None
+
+    @classmethod
+    def after_window(
+        cls, committed: BinlogPosition, report: Mapping[str, Any], check_keys: Iterable[dg.AssetCheckKey]
+    ) -> CheckRequest:
+        """The checks of a committed window, from what the window reported
+        (:meth:`.resources.MySqlCdcResource.stream`'s ``report``)."""
+        return cls(
+            committed,
+            check_keys=check_keys,
+            gaps=report.get("gaps"),
+            stopped=report.get("stopped"),
+            live_rows=report.get("live_rows") or {},
+            tail_files=report.get("tail_files") or {},
+            incremental_state=report.get("incremental_state"),
+            chunks=report.get("chunks"),
+            snapshotted=report.get("snapshotted"),
+        )
 
 
 def run_checks(
-    mysql: MySqlCdcResource,
+    settings: CheckSettings,
     context: dg.AssetExecutionContext,
-    lake: CdcLakeResource,
-    committed: BinlogPosition | None,
-    gaps: list[dict] | None = None,
-    stopped: dict[str, dict] | None = None,
-    live_rows: dict[str, int] | None = None,
-    tail_files: dict[str, list[str]] | None = None,
-    check_keys: Iterable[dg.AssetCheckKey] | None = None,
-    incremental_state: dict | None = None,
-    chunks: list[dict] | None = None,
-    snapshotted: Iterable[str] | None = None,
+    storage: StorageSettings,
+    request: CheckRequest,
 ) -> Iterator[dg.AssetCheckResult]:
-    """Run the selected reconciliation checks (:mod:`.checks`) of ``mysql``'s capture at
-    ``committed``, one ``AssetCheckResult`` per check (see the module docstring for which check
-    runs how). A generator: nothing is read before the first result is asked for.
+    """Run the reconciliation checks (:mod:`.checks`) ``request`` asks for of the lake in
+    ``storage``, one ``AssetCheckResult`` per check (see the module docstring for which check
+    runs how, :class:`CheckRequest` for the inputs). A generator: nothing is read before the
+    first result is asked for.
 
-    ``check_keys``: the checks to run (default: the run's selected checks; a window run whose
-    table checks are logged adds them, see :data:`.protocol.TABLE_CHECKS_TAG`).
-
-    ``committed`` is the position this run just committed; for a checks-only run (UI "Execute
-    checks") it is the last committed position reported by the binlog asset. ``gaps``: the
-    changes the binlog did not carry in this run's window (``changes_in_binlog``).
-    ``live_rows``: the lake's live rows of the tables this run committed (state URI ->
-    count), not counted again. ``tail_files``: the tail files each of them committed (state
-    URI -> relative paths): the window's keys are read from them alone while they are current.
-    ``stopped``: the tables whose capture is stopped after this window (``"db.table"`` ->
-    ``{"since", "error"}``): their row count and checksum checks fail saying so (the lake
-    holds them as of ``since``), instead of comparing.
-
-    ``incremental_state``: the incremental snapshot state after the run (a checks-only run reads
-    the committed one from the binlog asset): a table whose repair it still holds is *pending*
-    (:func:`.checks.pending_results`) unless the repair re-reads rows a check found differing.
-    ``chunks``: the incremental-snapshot chunks the run read; a table whose repair they completed
-    gets the full checks, as does a table the run snapshotted again (``snapshotted``,
-    ``"db.table"``: a blocking snapshot after a DDL).
+    Raises:
+        SourceConnectionError: the source is unreachable (one table's check raising an error is a
+            failed result of that table instead).
     """
-    specs = {s.key: s for s in context.assets_def.specs}
-    if committed is None:
-        committed = last_committed(context)
-    settings = mysql.connection_settings()
-    info = mysql._server_info(settings)
-    by_asset: dict[dg.AssetKey, set[str]] = {}
-    for ck in context.selected_asset_check_keys if check_keys is None else check_keys:
-        by_asset.setdefault(ck.asset_key, set()).add(ck.name)
-    storage = lake.storage_settings()
-    opts = CheckOptions(
-        checksum_sample_chunks=mysql.checksum_sample_chunks,
-        chunk_rows=mysql.check_chunk_rows,
-        retention_margin_files=mysql.retention_margin_files,
-    )
-    window_start = window_start_tag(context.run.tags) if committed is not None else None
-    in_window: list[WindowVerification] = []
-    # tables the window may have changed without row events and that no repair re-reads
-    # (no signal table, binlog_gap_handling="warn", no primary key ...): the window's keys say
-    # nothing about them, so they get the full checks, and a divergence fails (and stays failed)
-    unrepaired = {
-        g.get("table") for g in gaps or [] if not str(g.get("repair", "")).startswith("Repair queued")
-    }
-    if window_start is None and not context.selected_asset_keys and incremental_state is None:
-        incremental_state = committed_incremental_state(context)  # a checks-only run
-    completed = completed_repairs(chunks, incremental_state)
-    pending = {t: r for t, r in queued_repairs(incremental_state).items() if t not in completed}
-    # tables this run re-read whole (a blocking snapshot, a completed repair) or that may differ
-    # without a repair: their window's keys say too little, the full checks compare them
-    full_again = {*(snapshotted or ()), *completed, *unrepaired}
-    earlier = _Earlier(context, pending)
+    yield from CheckRun(settings, context, storage, request).results()
 
-    table_assets = [
-        table_of_spec(specs[k]) for k in by_asset if BINLOG_METADATA_KEY not in (specs[k].metadata or {})
-    ]
-    from ..sink.delta import preload
 
-    layout = LakeLayout(storage, mysql.server_name)
-    preload(  # the checked tables' state and tail, side by side (see handle_cache)
-        storage,
-        [uri for db, t in table_assets for p in (layout.table(db, t),) for uri in (p.state, p.tail)],
-        max(1, mysql.stream_commit_workers),
-    )
-    shared: list[SharedSource] = []  # made on the first full check when several tables have them
+class CheckRun:
+    """The checks of one run (:func:`run_checks`): what the run committed, selected and left
+    pending is decided once, here; each kind of check is a method.
 
-    def shared_source() -> SharedSource | None:
-        if len(table_assets) < 2 or committed is None:
-            return None
-        if not shared:
-            shared.append(
-                SharedSource(settings, info, table_assets, committed, mysql.type_options(), mysql.server_id)
-            )
-        return shared[0]
+    Args:
+        settings: the capture's check settings.
+        context: the run's context (its selection, tags and instance).
+        storage: the lake's storage.
+        request: what the run asks of its checks.
+    """
 
-    def full_checks(key: dg.AssetKey, db: str, table: str, state_uri: str, names: set[str]):
-        assert committed is not None
-        return run_table_checks(
-            shared=shared_source(),
-            on_checksum_mismatch=checksum_repair(mysql, context, settings, committed),
-            key=key,
-            selected=names,
-            settings=settings,
-            info=info,
-            storage=storage,
-            state_uri=state_uri,
-            database=db,
-            table=table,
-            committed=committed,
-            type_options=mysql.type_options(),
-            options=opts,
-            server_id=mysql.server_id,
+    def __init__(
+        self,
+        settings: CheckSettings,
+        context: dg.AssetExecutionContext,
+        storage: StorageSettings,
+        request: CheckRequest,
+    ) -> None:
+        self.settings, self.context, self.storage, self.request = settings, context, storage, request
+        self.specs = {s.key: s for s in context.assets_def.specs}
+        self.committed = request.committed if request.committed is not None else last_committed(context)
+        self.info = read_server_info(settings.connection)
+        self.by_asset: dict[dg.AssetKey, set[str]] = {}
+        for ck in context.selected_asset_check_keys if request.check_keys is None else request.check_keys:
+            self.by_asset.setdefault(ck.asset_key, set()).add(ck.name)
+        self.window_start = window_start_tag(context.run.tags) if self.committed is not None else None
+        # tables the window may have changed without row events and that no repair re-reads
+        # (no signal table, binlog_gap_handling="warn", no primary key ...): the window's keys say
+        # nothing about them, so they get the full checks, and a divergence fails (and stays failed)
+        unrepaired = {
+            g.get("table")
+            for g in request.gaps or []
+            if not str(g.get("repair", "")).startswith("Repair queued")
+        }
+        incremental_state = request.incremental_state
+        if self.window_start is None and not context.selected_asset_keys and incremental_state is None:
+            incremental_state = committed_incremental_state(context)  # a checks-only run
+        completed = completed_repairs(request.chunks, incremental_state)
+        self.pending = {t: r for t, r in queued_repairs(incremental_state).items() if t not in completed}
+        # tables this run re-read whole (a blocking snapshot, a completed repair) or that may differ
+        # without a repair: their window's keys say too little, the full checks compare them
+        self.full_again = {*(request.snapshotted or ()), *completed, *unrepaired}
+        self.earlier = _Earlier(context, self.pending)
+        self.layout = LakeLayout(storage, settings.server_name)
+        self.table_assets = [
+            table_of_spec(self.specs[k])
+            for k in self.by_asset
+            if BINLOG_METADATA_KEY not in (self.specs[k].metadata or {})
+        ]
+        self.in_window: list[WindowVerification] = []
+        self._shared: SharedSource | None = None  # made on the first full check of several tables
+
+    def results(self) -> Iterator[dg.AssetCheckResult]:
+        """Every check's result: the binlog asset's, each table's, then the window's."""
+        from ..sink.delta import preload
+
+        preload(  # the checked tables' state and tail, side by side (see handle_cache)
+            self.storage,
+            [
+                uri
+                for db, t in self.table_assets
+                for p in (self.layout.table(db, t),)
+                for uri in (p.state, p.tail)
+            ],
+            max(1, self.settings.commit_workers),
         )
+        try:
+            for asset_key, names in self.by_asset.items():
+                spec = self.specs[asset_key]
+                if BINLOG_METADATA_KEY in (spec.metadata or {}):
+                    yield from self._binlog_checks(asset_key, names)
+                else:
+                    yield from self._table_checks(asset_key, *table_of_spec(spec), names)
+            if self.in_window and self.committed is not None and self.window_start is not None:
+                yield from self._window_checks(self.committed, self.window_start)
+        finally:
+            if self._shared is not None:
+                self._shared.close()
 
-    def isolated(key: dg.AssetKey, names: set[str], produce: Callable[[], Iterable[dg.AssetCheckResult]]):
+    def _binlog_checks(self, key: dg.AssetKey, names: set[str]) -> Iterator[dg.AssetCheckResult]:
+        """The binlog asset's checks: retention (isolated: it reads the source) and gaps."""
+        if RETENTION in names:
+            check = partial(
+                _one,
+                retention_check,
+                key,
+                self.settings.connection,
+                self.committed,
+                self.settings.options.retention_margin_files,
+            )
+            yield from self._isolated(key, {RETENTION}, check)
+        if GAPS in names:
+            yield gaps_check(key, self.request.gaps, self.settings.gap_handling)
+
+    def _table_checks(
+        self, key: dg.AssetKey, db: str, table: str, names: set[str]
+    ) -> Iterator[dg.AssetCheckResult]:
+        """One table's checks ``names``: not captured, stopped, skipped (``no_data``), pending;
+        on a stream run the row checks of a table the window changed wait for the window's
+        verification (:attr:`in_window`); the rest are full checks."""
+        from ..sink.read import current_schema
+
+        state_uri = self.layout.state(db, table)
+        if self.committed is None or current_schema(self.storage, state_uri) is None:
+            yield from not_captured_results(key, names)
+            return
+        stopped = (self.request.stopped or {}).get(f"{db}.{table}")
+        if stopped is not None:
+            yield from stopped_results(key, names & ROW_CHECKS, stopped)
+            names = names - ROW_CHECKS
+        not_comparable = rows_not_comparable(
+            self.context, self.settings.snapshot_mode, self.window_start is not None
+        )
+        yield from no_data_skipped_results(key, names & not_comparable)
+        names = names - not_comparable
+        repair = self.pending.get(f"{db}.{table}")
+        if repair is not None and not repair.divergence and names & ROW_CHECKS:
+            # the capture's own repair re-reads the rows (a DDL, statement DML): pending
+            yield from pending_results(key, names & ROW_CHECKS, repair.describe())
+            names = names - ROW_CHECKS
+        if self.window_start is not None and names & ROW_CHECKS and f"{db}.{table}" not in self.full_again:
+            # stream run: verify what the window changed (all tables at once, _window_checks)
+            self.in_window.append(
+                WindowVerification(
+                    key,
+                    db,
+                    table,
+                    state_uri,
+                    names & ROW_CHECKS,
+                    live_rows=(self.request.live_rows or {}).get(state_uri),
+                    tail_files=(self.request.tail_files or {}).get(state_uri),
+                )
+            )
+            names = names - ROW_CHECKS
+        if names:
+            yield from self._full(key, db, table, state_uri, names)
+
+    def _window_checks(
+        self, committed: BinlogPosition, start: BinlogPosition
+    ) -> Iterator[dg.AssetCheckResult]:
+        """The row checks of the tables the window changed, verified over the window's keys
+        (:func:`.verify.verify_window`); a table counted wrong, one whose window result compared
+        nothing, and a keyless table get the full checks instead."""
+        try:
+            results, keyless = verify_window(
+                tables=self.in_window,
+                settings=self.settings.connection,
+                info=self.info,
+                storage=self.storage,
+                start=start,
+                reached=committed,
+                type_options=self.settings.type_options,
+                server_id=self.settings.server_id,
+                max_keys=self.settings.stream_check_max_keys,
+                on_checksum_mismatch=self._checksum_repair(committed),
+            )
+        except Exception as e:  # noqa: BLE001 - the window is committed: a verification error must not fail (and re-run) it
+            self.context.log.warning(f"stream-run verification failed: {type(e).__name__}: {e}")
+            results, keyless = verification_failed_results(self.in_window, e), []
+        by_table: dict[dg.AssetKey, list[dg.AssetCheckResult]] = {}
+        for r in results:
+            by_table.setdefault(r.asset_key, []).append(r)  # type: ignore[arg-type]
+        for t in self.in_window:
+            yield from self._settle_window(t, by_table.get(t.key, []))
+        for t in keyless:  # no key to compare by: the full (multiset) checks
+            yield from self._full(t.key, t.database, t.table, t.state_uri, set(t.checks))
+
+    def _settle_window(
+        self, t: WindowVerification, mine: list[dg.AssetCheckResult]
+    ) -> Iterator[dg.AssetCheckResult]:
+        """One table's window results ``mine``, settled against the earlier comparisons
+        (:meth:`_Earlier.settle`); the full checks of those that cannot stand."""
+        count = next((r for r in mine if r.check_name == ROW_COUNT), None)
+        counted_wrong = (
+            count is not None
+            and not count.passed
+            and count.severity == dg.AssetCheckSeverity.ERROR
+            and f"{t.database}.{t.table}" not in self.pending
+        )
+        redo: set[str] = set(t.checks) if counted_wrong else set()
+        for r in mine:
+            if r.check_name in redo:
+                continue
+            settled = self.earlier.settle(r, window=True)
+            if settled is None:  # compared nothing, and no earlier comparison to stand
+                redo.add(r.check_name or "")
+            else:
+                yield settled
+        if counted_wrong:  # the full checks find the keys (and queue their repair)
+            self.context.log.warning(
+                f"{t.database}.{t.table}: the window's row count differs from the source "
+                f"({count.metadata.get('explanation').value}); running its full checks"  # type: ignore[union-attr]
+            )
+        if redo:
+            yield from self._full(t.key, t.database, t.table, t.state_uri, redo)
+
+    def _full(
+        self, key: dg.AssetKey, db: str, table: str, state_uri: str, names: set[str]
+    ) -> Iterator[dg.AssetCheckResult]:
+        """The whole-table checks ``names`` of one table (:func:`.checks.run_table_checks`),
+        isolated and settled against the earlier comparisons."""
+        assert self.committed is not None
+        check = partial(
+            run_table_checks,
+            shared=self._shared_source(),
+            on_checksum_mismatch=self._checksum_repair(self.committed),
+            target=CheckedTable(key, db, table, state_uri),
+            selected=names,
+            settings=self.settings.connection,
+            info=self.info,
+            storage=self.storage,
+            committed=self.committed,
+            type_options=self.settings.type_options,
+            options=self.settings.options,
+            server_id=self.settings.server_id,
+        )
+        for r in self._isolated(key, names, check):
+            yield self.earlier.full(r)
+
+    def _shared_source(self) -> SharedSource | None:
+        """The run's one source snapshot for the full checks of several tables (``None``: one)."""
+        if len(self.table_assets) < 2 or self.committed is None:
+            return None
+        if self._shared is None:
+            self._shared = SharedSource(
+                self.settings.connection,
+                self.info,
+                self.table_assets,
+                self.committed,
+                self.settings.type_options,
+                self.settings.server_id,
+            )
+        return self._shared
+
+    def _checksum_repair(
+        self, committed: BinlogPosition
+    ) -> Callable[[TableSchema, list[tuple], list[tuple]], str]:
+        return checksum_repair(self.settings, self.context, committed)
+
+    def _isolated(
+        self, key: dg.AssetKey, names: set[str], produce: Callable[[], Iterable[dg.AssetCheckResult]]
+    ) -> Iterator[dg.AssetCheckResult]:
         """The results of ``produce``; if it raises, a failed result with the error for each
         check of ``names`` it did not report: one table's check error never stops the other
         tables' checks (or fails a committed window's run)."""
@@ -190,7 +431,7 @@ def run_checks(
                 done.add(r.check_name or "")
                 yield r
         except Exception as e:  # noqa: BLE001 - a failed evaluation, not a failed run
-            context.log.error(f"checks of {key.to_user_string()} raised {type(e).__name__}: {e}")
+            self.context.log.error(f"checks of {key.to_user_string()} raised {type(e).__name__}: {e}")
             for n in sorted(names - done):
                 yield dg.AssetCheckResult(
                     asset_key=key,
@@ -202,128 +443,6 @@ def run_checks(
                         "explanation": "the check raised an error (above); the other tables' checks ran",
                     },
                 )
-
-    try:
-        for asset_key, names in by_asset.items():
-            spec = specs[asset_key]
-            if BINLOG_METADATA_KEY in (spec.metadata or {}):
-                if RETENTION in names:
-                    yield from isolated(
-                        asset_key,
-                        {RETENTION},
-                        partial(
-                            _one,
-                            retention_check,
-                            asset_key,
-                            settings,
-                            committed,
-                            opts.retention_margin_files,
-                        ),
-                    )
-                if GAPS in names:
-                    yield gaps_check(asset_key, gaps, mysql.binlog_gap_handling)
-                continue
-            db, table = table_of_spec(spec)
-            state_uri = LakeLayout(storage, mysql.server_name).state(db, table)
-            from ..sink.read import current_schema
-
-            if committed is None or current_schema(storage, state_uri) is None:
-                yield from not_captured_results(asset_key, names)
-                continue
-            if stopped and f"{db}.{table}" in stopped:
-                yield from stopped_results(asset_key, names & {ROW_COUNT, CHECKSUM}, stopped[f"{db}.{table}"])
-                names = names - {ROW_COUNT, CHECKSUM}
-                if not names:
-                    continue
-            not_comparable = rows_not_comparable(context, mysql.snapshot_mode, window_start is not None)
-            yield from no_data_skipped_results(asset_key, names & not_comparable)
-            names = names - not_comparable
-            repair = pending.get(f"{db}.{table}")
-            if repair is not None and not repair.divergence and names & {ROW_COUNT, CHECKSUM}:
-                # the capture's own repair re-reads the rows (a DDL, statement DML): pending
-                yield from pending_results(asset_key, names & {ROW_COUNT, CHECKSUM}, repair.describe())
-                names = names - {ROW_COUNT, CHECKSUM}
-            if (
-                window_start is not None
-                and names & {ROW_COUNT, CHECKSUM}
-                and f"{db}.{table}" not in full_again
-            ):
-                # stream run: verify what the window changed (all tables at once, below)
-                in_window.append(
-                    WindowVerification(
-                        asset_key,
-                        db,
-                        table,
-                        state_uri,
-                        names & {ROW_COUNT, CHECKSUM},
-                        live_rows=(live_rows or {}).get(state_uri),
-                        tail_files=(tail_files or {}).get(state_uri),
-                    )
-                )
-                names = names - {ROW_COUNT, CHECKSUM}
-            if names:
-                for r in isolated(
-                    asset_key, names, partial(full_checks, asset_key, db, table, state_uri, names)
-                ):
-                    yield earlier.full(r)
-        if in_window and committed is not None and window_start is not None:
-            try:
-                results, keyless = verify_window(
-                    tables=in_window,
-                    settings=settings,
-                    info=info,
-                    storage=storage,
-                    start=window_start,
-                    reached=committed,
-                    type_options=mysql.type_options(),
-                    server_id=mysql.server_id,
-                    max_keys=mysql.stream_check_max_keys,
-                    on_checksum_mismatch=checksum_repair(mysql, context, settings, committed),
-                )
-            except Exception as e:  # noqa: BLE001 - the window is committed: a verification error must not fail (and re-run) it
-                context.log.warning(f"stream-run verification failed: {type(e).__name__}: {e}")
-                results, keyless = verification_failed_results(in_window, e), []
-            by_table: dict[dg.AssetKey, list[dg.AssetCheckResult]] = {}
-            for r in results:
-                by_table.setdefault(r.asset_key, []).append(r)  # type: ignore[arg-type]
-            for t in in_window:
-                mine = by_table.get(t.key, [])
-                count = next((r for r in mine if r.check_name == ROW_COUNT), None)
-                counted_wrong = (
-                    count is not None
-                    and not count.passed
-                    and count.severity == dg.AssetCheckSeverity.ERROR
-                    and f"{t.database}.{t.table}" not in pending
-                )
-                redo: set[str] = set(t.checks) if counted_wrong else set()
-                for r in mine:
-                    if r.check_name in redo:
-                        continue
-                    settled = earlier.settle(r, window=True)
-                    if settled is None:  # compared nothing, and no earlier comparison to stand
-                        redo.add(r.check_name or "")
-                    else:
-                        yield settled
-                if counted_wrong:  # the full checks find the keys (and queue their repair)
-                    context.log.warning(
-                        f"{t.database}.{t.table}: the window's row count differs from the source "
-                        f"({count.metadata.get('explanation').value}); running its full checks"  # type: ignore[union-attr]
-                    )
-                if redo:
-                    for r in isolated(
-                        t.key, redo, partial(full_checks, t.key, t.database, t.table, t.state_uri, redo)
-                    ):
-                        yield earlier.full(r)
-            for t in keyless:  # no key to compare by: the full (multiset) checks
-                for r in isolated(
-                    t.key,
-                    set(t.checks),
-                    partial(full_checks, t.key, t.database, t.table, t.state_uri, t.checks),
-                ):
-                    yield earlier.full(r)
-    finally:
-        for src in shared:
-            src.close()
 
 
 def committed_incremental_state(context: dg.AssetExecutionContext) -> dict | None:
@@ -457,21 +576,18 @@ class _Earlier:
 
 
 def checksum_repair(
-    mysql: MySqlCdcResource,
-    context: dg.AssetExecutionContext,
-    settings: ConnectionSettings,
-    committed: BinlogPosition,
+    settings: CheckSettings, context: dg.AssetExecutionContext, committed: BinlogPosition
 ) -> Callable[[TableSchema, list[tuple], list[tuple]], str]:
     """The ``checksum_matches_source`` failure handler: logs a WARNING naming the table and
     position and, with ``binlog_gap_handling="repair"``, writes an ``execute-snapshot`` signal
     that re-reads the differing keys' ranges (:func:`..engine.gaps.queue_checksum_repair`)."""
     return partial(
         queue_checksum_repair,
-        settings,
+        settings.connection,
         committed=committed,
-        gap_handling=mysql.binlog_gap_handling,
-        signal_table=mysql.signal_table(),
-        read_only=mysql.incremental_snapshot_read_only,
+        gap_handling=settings.gap_handling,
+        signal_table=settings.signal_table,
+        read_only=settings.read_only,
         log=context.log,
     )
 
@@ -598,8 +714,9 @@ class BackgroundChecks:
     Nothing of the window depends on them: it is committed before they start.
 
     Args:
-        evaluate: ``evaluate(context) -> results`` (e.g. ``partial(run_checks, mysql, ...)``,
-            called with a stand-in for ``context`` whose ``log`` is deferred).
+        evaluate: ``evaluate(context) -> results`` (e.g. a ``partial`` of
+            :meth:`.resources.MySqlCdcResource.run_checks`, called with a stand-in for
+            ``context`` whose ``log`` is deferred).
         context: the run's context.
     """
 

@@ -4,7 +4,8 @@ A check compares the lake (which is complete up to the committed binlog position
 source read in a consistent-snapshot transaction at position ``P ≥ C``. Rows whose key changed in
 the binlog between ``C`` and ``P`` are legitimately different, so the binlog ``(C, P]`` is read
 first and those keys are left out of the comparison: the checks are exact, lock-free, and safe
-while the sensor streams.
+while the sensor streams. That source side (the consistent snapshot, the keys changed since ``C``,
+source rows converted as the lake holds them) is :mod:`.check_source`.
 
 Checks per table asset:
 
@@ -37,14 +38,22 @@ from typing import Any
 
 import dagster as dg
 import pyarrow as pa
-import pymysql
 
 from ..events import STATE_META_NAMES, BinlogPosition
 from ..sink.storage import StorageSettings
 from ..source.catalog import read_table_schemas
 from ..source.connection import ConnectionSettings, ServerInfo, binlog_files, connect
 from ..source.schema import TableSchema
-from ..source.types import TableConverter, TypeOptions, hashable_value, quote_identifier, select_expression
+from ..source.types import TableConverter, TypeOptions
+from .check_source import (
+    SCHEMA_CHANGED,
+    SharedSource,
+    consistent_source,
+    hashable_rows,
+    source_rows,
+    struct_positions,
+    touched_keys,
+)
 
 log = logging.getLogger(__name__)
 
@@ -177,55 +186,6 @@ def _checksum(rows: Iterable[Sequence]) -> tuple[int, int]:
     return total, n
 
 
-def touched_keys(
-    settings: ConnectionSettings,
-    info: ServerInfo,
-    schema: TableSchema,
-    start: BinlogPosition,
-    end: BinlogPosition,
-    type_options: TypeOptions,
-    server_id: int,
-) -> set[tuple]:
-    """Converted primary keys of ``schema``'s rows changed by the binlog in ``[start, end)``."""
-    if start.sort_key() >= end.sort_key():
-        return set()
-    from ..engine.watermark import keys_touched
-    from ..source.binlog import BinlogReader  # imported when a check runs (load time stays low)
-
-    key_of = _key_function(schema, type_options)  # an image of other columns: a DDL since ``start``
-    keys, _ = keys_touched(
-        BinlogReader(settings, server_id, start, end, is_mariadb=info.is_mariadb, deadline_s=300),
-        (schema.database, schema.table),
-        key_of,
-    )
-    return keys
-
-
-#: In :func:`touched_keys`: the binlog changed the table's rows with another schema since the
-#: committed position (a DDL): rows changed then cannot be told apart, the comparison waits.
-SCHEMA_CHANGED = ("<schema changed>",)
-
-
-def _hashable_row(values: Iterable[Any]) -> tuple:
-    """A converted row (or key) as a tuple that can be hashed: struct values (geometries, dicts in
-    Python) as tuples (:func:`~..source.types.hashable_value`), the same on the lake's and the
-    source's side, so a keyless table with a spatial column (every column is its key) compares."""
-    return tuple(hashable_value(v) for v in values)
-
-
-def struct_positions(schema: pa.Schema, names: Sequence[str]) -> list[int]:
-    """Positions in ``names`` of the struct columns of ``schema`` (their values need
-    :func:`_hashable_row`)."""
-    return [i for i, n in enumerate(names) if pa.types.is_struct(schema.field(n).type)]
-
-
-def hashable_rows(rows: Iterable[tuple], structs: list[int]) -> Iterable[tuple]:
-    """``rows`` with their struct values made hashable (unchanged when there are none)."""
-    if not structs:
-        return rows
-    return (_hashable_row(r) for r in rows)
-
-
 def _lake_live_rows(storage: StorageSettings, state_uri: str, columns: list[str]) -> Iterable[tuple]:
     """The live rows of a table's current state (its state table with the tail applied,
     :func:`..sink.read.read_current`) as tuples of ``columns``; a keyless table's row value once
@@ -244,144 +204,32 @@ def _lake_live_rows(storage: StorageSettings, state_uri: str, columns: list[str]
         yield from [row] * (1 if n is None else n)
 
 
-class SharedSource:
-    """The source side of the full checks of many tables in one run (a snapshot of hundreds of
-    tables checks each): one connection in one consistent-snapshot transaction (its position),
-    the tables' schemas in one query, and the keys each table changed since the committed
-    position in one binlog read, instead of one of each per table. Close it after the checks.
-
-    Args:
-        tables: ``(database, table)`` of every table to check.
-        committed: the lake's committed position (rows changed since are not compared).
-    """
-
-    def __init__(
-        self,
-        settings: ConnectionSettings,
-        info: ServerInfo,
-        tables: Sequence[tuple[str, str]],
-        committed: BinlogPosition,
-        type_options: TypeOptions,
-        server_id: int,
-    ):
-        self.settings, self.info = settings, info
-        self.tables = list(tables)
-        self.committed = committed
-        self.type_options = type_options
-        self.server_id = server_id
-        self._conn: Any = None
-        self._pos: BinlogPosition | None = None
-        self.schemas: dict[tuple[str, str], TableSchema] = {}
-        self._touched: dict[tuple[str, str], set[tuple]] | None = None
-
-    def source(self) -> tuple[Any, BinlogPosition]:
-        """(the connection, its consistent-snapshot position), opened on first use."""
-        if self._conn is None:
-            self._conn, self._pos = consistent_source(self.settings, self.info, self.committed.epoch)
-            self.schemas = read_table_schemas(self._conn, self.tables)
-        assert self._pos is not None
-        return self._conn, self._pos
-
-    def touched(self, schema: TableSchema) -> set[tuple]:
-        """:func:`touched_keys` of ``schema``'s table (the captured columns), from the one binlog
-        read of every table's changes in ``[committed, position)``."""
-        if self._touched is None:
-            self._touched = self._read_touched()
-        return self._touched.get((schema.database, schema.table), set())
-
-    def _read_touched(self) -> dict[tuple[str, str], set[tuple]]:
-        from ..source.binlog import BinlogReader, RowsBatch
-
-        _, pos = self.source()
-        out: dict[tuple[str, str], set[tuple]] = {k: set() for k in self.schemas}
-        if self.committed.sort_key() >= pos.sort_key() or not self.schemas:
-            return out
-        key_of = {}
-        for k, full in self.schemas.items():
-            conv = TableConverter(full, self.type_options, "pymysql")
-            key_of[k] = _key_function(conv.table, self.type_options)
-        reader = BinlogReader(
-            self.settings,
-            self.server_id + 7,
-            self.committed,
-            pos,
-            is_mariadb=self.info.is_mariadb,
-            deadline_s=300,
-            rows_filter=lambda d, t: (d, t) in out,
+def _alike_results(
+    key: dg.AssetKey,
+    names: set[str],
+    *,
+    passed: bool,
+    metadata: dict[str, Any],
+    severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR,
+) -> list[dg.AssetCheckResult]:
+    """One result per check of ``names`` (in name order), all with the same outcome: ``passed``,
+    ``severity`` (Dagster's default: ERROR) and ``metadata``."""
+    return [
+        dg.AssetCheckResult(
+            asset_key=key, check_name=n, passed=passed, severity=severity, metadata=dict(metadata)
         )
-        for item in reader:
-            if not isinstance(item, RowsBatch):
-                continue
-            k = (item.database, item.table)
-            if k not in out:
-                continue
-            for row in item.rows:
-                for image in ("values", "before_values", "after_values"):
-                    if image in row:
-                        out[k].add(key_of[k](row[image]))
-        return out
-
-    def close(self) -> None:
-        if self._conn is not None:
-            try:
-                self._conn.rollback()
-            finally:
-                self._conn.close()
-                self._conn = None
-
-
-def _key_function(schema: TableSchema, type_options: TypeOptions) -> Callable[[dict], tuple]:
-    """The key of one binlog row image of ``schema``'s table as :func:`touched_keys` computes it
-    (``SCHEMA_CHANGED`` for an image of other columns)."""
-    conv = TableConverter(schema, type_options, "binlog")
-    names = list(conv.names)
-    idx = [names.index(k) for k in schema.primary_key] or list(range(len(names)))
-    pk = list(schema.primary_key)
-    keyf = conv.primary_key_function() if pk else None
-
-    def key_of(image: dict) -> tuple:
-        if keyf is not None:
-            if any(k not in image for k in pk):
-                return SCHEMA_CHANGED
-            return keyf(image, None)
-        if any(n not in image for n in names):
-            return SCHEMA_CHANGED
-        return _hashable_row(conv.convert_row_dict(image)[i] for i in idx)
-
-    return key_of
-
-
-def consistent_source(settings: ConnectionSettings, info: ServerInfo, epoch: int = 0):
-    """(connection in a consistent-snapshot transaction, its binlog position in offset epoch
-    ``epoch``: the epoch of the committed position it is compared with)."""
-    from ..source.connection import current_position
-
-    conn = connect(settings, autocommit=True)
-    with conn.cursor() as cur:
-        cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-        pos = None
-        if info.is_mariadb:
-            cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
-            st = {k.lower(): v for k, v in cur.fetchall()}
-            if st.get("binlog_snapshot_file"):
-                pos = BinlogPosition(st["binlog_snapshot_file"], int(st["binlog_snapshot_position"]))
-        if pos is None:  # MySQL: position read right after the snapshot started (no DDL assumed)
-            pos = current_position(conn, info)
-    return conn, pos.with_epoch(epoch)
+        for n in sorted(names)
+    ]
 
 
 def not_captured_results(key: dg.AssetKey, names: set[str]) -> list[dg.AssetCheckResult]:
     """Failed results of the table checks ``names`` of a table the lake does not have yet."""
-    return [
-        dg.AssetCheckResult(
-            asset_key=key,
-            check_name=n,
-            passed=False,
-            metadata={"reason": "the table has not been captured yet: materialize it first"},
-        )
-        for n in sorted(names)
-    ]
+    return _alike_results(
+        key,
+        names,
+        passed=False,
+        metadata={"reason": "the table has not been captured yet: materialize it first"},
+    )
 
 
 def stopped_results(key: dg.AssetKey, names: set[str], stopped: dict) -> list[dg.AssetCheckResult]:
@@ -389,42 +237,35 @@ def stopped_results(key: dg.AssetKey, names: set[str], stopped: dict) -> list[dg
     (:mod:`..engine.isolation`; ``stopped``: ``{"since", "error"}``): the lake holds it as of
     ``since`` only, which is the divergence to report, with its cause and the way back."""
     since = stopped.get("since") or {}
-    return [
-        dg.AssetCheckResult(
-            asset_key=key,
-            check_name=n,
-            passed=False,
-            severity=dg.AssetCheckSeverity.ERROR,
-            metadata={
-                "explanation": (
-                    f"the capture of this table is stopped at {since.get('file')}:{since.get('pos')}: its "
-                    "changes from there on could not be written; the lake holds it as of that position. "
-                    "It is caught up automatically (backoff) or at once after the cause is fixed and the "
-                    "table is materialized (docs/operations.md, 'A table stopped')"
-                ),
-                "error": dg.MetadataValue.text(str(stopped.get("error") or "")[:2000]),
-            },
-        )
-        for n in sorted(names)
-    ]
+    return _alike_results(
+        key,
+        names,
+        passed=False,
+        metadata={
+            "explanation": (
+                f"the capture of this table is stopped at {since.get('file')}:{since.get('pos')}: its "
+                "changes from there on could not be written; the lake holds it as of that position. "
+                "It is caught up automatically (backoff) or at once after the cause is fixed and the "
+                "table is materialized (docs/operations.md, 'A table stopped')"
+            ),
+            "error": dg.MetadataValue.text(str(stopped.get("error") or "")[:2000]),
+        },
+    )
 
 
 def no_data_skipped_results(key: dg.AssetKey, names: set[str]) -> list[dg.AssetCheckResult]:
     """Passed, skipped results of the checks ``names`` whose rows are not comparable with the
     whole source (``snapshot_mode=no_data``: the lake holds only the rows changed since)."""
-    return [
-        dg.AssetCheckResult(
-            asset_key=key,
-            check_name=n,
-            passed=True,
-            metadata={
-                "skipped": "snapshot_mode=no_data: the lake holds only rows changed since the "
-                "snapshot (or read by incremental snapshots), so it is not compared with the "
-                "whole source here; run Execute checks after an incremental snapshot of the table"
-            },
-        )
-        for n in sorted(names)
-    ]
+    return _alike_results(
+        key,
+        names,
+        passed=True,
+        metadata={
+            "skipped": "snapshot_mode=no_data: the lake holds only rows changed since the "
+            "snapshot (or read by incremental snapshots), so it is not compared with the "
+            "whole source here; run Execute checks after an incremental snapshot of the table"
+        },
+    )
 
 
 #: Metadata key of a row count or checksum result that compared nothing (its text says why):
@@ -440,16 +281,13 @@ def not_compared_results(
     facts): failed with severity WARN and :data:`NOT_COMPARED` metadata (never a pass: nothing
     was verified). The run's checks replace each with the check's last comparison when there is
     one (:func:`.check_run.run_checks`)."""
-    return [
-        dg.AssetCheckResult(
-            asset_key=key,
-            check_name=n,
-            passed=False,
-            severity=dg.AssetCheckSeverity.WARN,
-            metadata={**(metadata or {}), NOT_COMPARED: why, "explanation": f"not compared: {why}"},
-        )
-        for n in sorted(names)
-    ]
+    return _alike_results(
+        key,
+        names,
+        passed=False,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={**(metadata or {}), NOT_COMPARED: why, "explanation": f"not compared: {why}"},
+    )
 
 
 def pending_results(key: dg.AssetKey, names: set[str], repair: str) -> list[dg.AssetCheckResult]:
@@ -459,22 +297,19 @@ def pending_results(key: dg.AssetKey, names: set[str], repair: str) -> list[dg.A
     doing (a DDL or a statement the binlog does not carry as rows), not a divergence. Failed with
     severity WARN (*pending*: never a pass, never an ERROR); the run that completes the repair
     runs the full checks of the table."""
-    return [
-        dg.AssetCheckResult(
-            asset_key=key,
-            check_name=n,
-            passed=False,
-            severity=dg.AssetCheckSeverity.WARN,
-            metadata={
-                "pending": dg.MetadataValue.text(repair[:2000]),
-                "explanation": (
-                    f"pending: {repair[:500]}. The lake is compared with the source when the "
-                    "repair completes (its run runs the full checks of the table)"
-                ),
-            },
-        )
-        for n in sorted(names)
-    ]
+    return _alike_results(
+        key,
+        names,
+        passed=False,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "pending": dg.MetadataValue.text(repair[:2000]),
+            "explanation": (
+                f"pending: {repair[:500]}. The lake is compared with the source when the "
+                "repair completes (its run runs the full checks of the table)"
+            ),
+        },
+    )
 
 
 def gone_results(
@@ -510,16 +345,30 @@ def gone_results(
     return out
 
 
+@dataclass(frozen=True)
+class CheckedTable:
+    """One table asset as its checks see it.
+
+    Attributes:
+        key: the table's asset key.
+        database: its source database.
+        table: its source table name.
+        state_uri: the URI of its lake state table (:class:`..sink.layout.LakeLayout`).
+    """
+
+    key: dg.AssetKey
+    database: str
+    table: str
+    state_uri: str
+
+
 def run_table_checks(
     *,
-    key: dg.AssetKey,
+    target: CheckedTable,
     selected: set[str],
     settings: ConnectionSettings,
     info: ServerInfo,
     storage: StorageSettings,
-    state_uri: str,
-    database: str,
-    table: str,
     committed: BinlogPosition,
     type_options: TypeOptions,
     options: CheckOptions,
@@ -536,6 +385,7 @@ def run_table_checks(
     checksum fails (keys as compared: Debezium-converted values); its return text goes to the
     check's ``repair`` metadata (see :mod:`dagster_mysql_cdc.engine.gaps`).
     """
+    key, database, table, state_uri = target.key, target.database, target.table, target.state_uri
     results: list[dg.AssetCheckResult] = []
     if not selected & set(TABLE_CHECKS):
         return results
@@ -564,7 +414,8 @@ def run_table_checks(
         lake_cols = {f.name: f for f in lake_schema if f.name not in STATE_META_NAMES}
         if SCHEMA in selected:
             results.append(_schema_result(key, conv, lake_cols))
-        if not selected & {ROW_COUNT, CHECKSUM}:
+        compared = selected & {ROW_COUNT, CHECKSUM}
+        if not compared:
             return results
         if (
             pos.sort_key() > committed.sort_key()
@@ -572,7 +423,7 @@ def run_table_checks(
             and pos.pos - committed.pos > options.max_binlog_scan_bytes
         ):
             skipped = f"the lake is more than {options.max_binlog_scan_bytes} binlog bytes behind; reconcile after it catches up"
-            return results + not_compared_results(key, selected & {ROW_COUNT, CHECKSUM}, skipped)
+            return results + not_compared_results(key, compared, skipped)
         touched = (
             shared.touched(schema)
             if shared is not None
@@ -581,50 +432,98 @@ def run_table_checks(
         if SCHEMA_CHANGED in touched:
             return results + not_compared_results(
                 key,
-                selected & {ROW_COUNT, CHECKSUM},
+                compared,
                 "a DDL changed the table since the committed position; compared after the capture passes it",
             )
-        # compare the columns both sides have (schema drift is the schema check's business), in
-        # the lake's column types (a column whose type changed keeps a supertype in the lake)
-        all_names = conv.arrow_schema.names
-        names = [n for n in all_names if n in lake_cols]
-        lake_types = pa.schema([lake_cols[n] for n in names])
-        pk = list(schema.primary_key) or names
-        if any(k not in names for k in pk):
-            missing = [k for k in pk if k not in names]
-            return results + [
+        comparison = RowComparison(key, conv, lake_cols, touched, options)
+        base_md = {"committed_position": str(committed), "source_position": str(pos)}
+        return results + comparison.results(compared, conn, storage, state_uri, base_md, on_checksum_mismatch)
+    finally:
+        if shared is None:
+            try:
+                conn.rollback()
+            finally:
+                conn.close()
+
+
+class RowComparison:
+    """The row count and checksum of one table: its live lake rows against its source rows, both
+    as tuples of the columns both sides have, in the lake's column types (a column whose type
+    changed keeps a supertype in the lake; schema drift is the schema check's business), the keys
+    changed since the committed position (``touched``) left out.
+
+    Args:
+        key: the table's asset key.
+        conv: the source table's converter (its captured columns).
+        lake_cols: the lake state's data columns by name.
+        touched: the converted keys the binlog changed since the committed position.
+        options: the checks' options.
+    """
+
+    def __init__(
+        self,
+        key: dg.AssetKey,
+        conv: TableConverter,
+        lake_cols: dict[str, pa.Field],
+        touched: set[tuple],
+        options: CheckOptions,
+    ) -> None:
+        self.key, self.conv, self.touched, self.options = key, conv, touched, options
+        self.names = [n for n in conv.arrow_schema.names if n in lake_cols]
+        self.lake_types = pa.schema([lake_cols[n] for n in self.names])
+        self.pk = list(conv.table.primary_key) or self.names
+
+    def results(
+        self,
+        compared: set[str],
+        conn: Any,
+        storage: StorageSettings,
+        state_uri: str,
+        positions: dict[str, Any],
+        on_checksum_mismatch: Callable[[TableSchema, list[tuple], list[tuple]], str] | None,
+    ) -> list[dg.AssetCheckResult]:
+        """The results of the checks ``compared`` (row count, checksum): the source's rows are
+        read on ``conn`` (in its consistent snapshot), the lake's from ``state_uri``;
+        ``positions``: the positions compared at, the first metadata of each result."""
+        missing = [k for k in self.pk if k not in self.names]
+        if missing:
+            return [
                 dg.AssetCheckResult(
-                    asset_key=key,
+                    asset_key=self.key,
                     check_name=name,
                     passed=False,
                     metadata={"reason": f"the lake has no column {missing} of the table's primary key yet"},
                 )
-                for name in sorted(selected & {ROW_COUNT, CHECKSUM})
+                for name in sorted(compared)
             ]
-        kidx = [names.index(k) for k in pk]
+        kidx = [self.names.index(k) for k in self.pk]
         lake_rows = [
-            r for r in _lake_live_rows(storage, state_uri, names) if tuple(r[i] for i in kidx) not in touched
+            r
+            for r in _lake_live_rows(storage, state_uri, self.names)
+            if tuple(r[i] for i in kidx) not in self.touched
         ]
         unconvertible = [0]
         src_rows = [
             p
-            for p in _source_rows(conn, schema, conv, options.chunk_rows, lake_types, unconvertible)
-            if tuple(p[i] for i in kidx) not in touched
+            for p in source_rows(
+                conn, self.conv.table, self.conv, self.options.chunk_rows, self.lake_types, unconvertible
+            )
+            if tuple(p[i] for i in kidx) not in self.touched
         ]
         base_md: dict[str, Any] = {
-            "committed_position": str(committed),
-            "source_position": str(pos),
-            "keys_changed_since_committed": len(touched),
-            "columns_compared": names,
+            **positions,
+            "keys_changed_since_committed": len(self.touched),
+            "columns_compared": self.names,
         }
         if unconvertible[0]:
             # rows the capture leaves out (event_processing_failure_handling_mode warn|skip): they
             # count, and can never match a lake row, so the checks show the lake misses them
             base_md["source_rows_not_convertible"] = unconvertible[0]
-        if ROW_COUNT in selected:
+        results: list[dg.AssetCheckResult] = []
+        if ROW_COUNT in compared:
             results.append(
                 dg.AssetCheckResult(
-                    asset_key=key,
+                    asset_key=self.key,
                     check_name=ROW_COUNT,
                     passed=len(lake_rows) == len(src_rows),
                     metadata={
@@ -635,19 +534,20 @@ def run_table_checks(
                     },
                 )
             )
-        if CHECKSUM in selected:
+        if CHECKSUM in compared:
             results.append(
                 _checksum_result(
-                    key, schema, lake_rows, src_rows, kidx, base_md, options, on_checksum_mismatch
+                    self.key,
+                    self.conv.table,
+                    lake_rows,
+                    src_rows,
+                    kidx,
+                    base_md,
+                    self.options,
+                    on_checksum_mismatch,
                 )
             )
         return results
-    finally:
-        if shared is None:
-            try:
-                conn.rollback()
-            finally:
-                conn.close()
 
 
 def _schema_result(
@@ -726,72 +626,6 @@ def _checksum_result(
     return dg.AssetCheckResult(
         asset_key=key, check_name=CHECKSUM, passed=lsum == ssum and ln == sn, metadata=md
     )
-
-
-class _NotConvertible:
-    """Stands for every value of a source row the type mapping rejects: equal to nothing else."""
-
-    __slots__ = ("n",)
-
-    def __init__(self, n: int):
-        self.n = n
-
-    def __repr__(self) -> str:
-        return f"<source row {self.n} not convertible>"
-
-
-def converted_rows(
-    conv: TableConverter, rows: list, unconvertible: list[int], lake: pa.Schema
-) -> Iterable[tuple]:
-    """Converted source rows, as tuples of ``lake``'s columns in the lake's types (the lake keeps
-    a supertype of a column whose type changed: ``sink/evolution.py``); a row holding a value that
-    cannot be converted (left out of the lake by event_processing_failure_handling_mode
-    warn|skip, or failing the capture) becomes a row of :class:`_NotConvertible` values, counted
-    in ``unconvertible[0]``."""
-    from ..sink.evolution import conform_table
-
-    try:
-        batch = conform_table(conv.to_record_batch(rows).select(lake.names), lake)
-        return zip(*[c.to_pylist() for c in batch.columns])
-    except (ValueError, TypeError, OverflowError, ArithmeticError, pa.ArrowException):
-        bad = conv.unconvertible_rows(rows)
-        if not bad:
-            raise
-    good = iter(converted_rows(conv, [r for i, r in enumerate(rows) if i not in bad], unconvertible, lake))
-    out = []
-    for i in range(len(rows)):
-        if i in bad:
-            unconvertible[0] += 1
-            out.append(tuple(_NotConvertible(unconvertible[0]) for _ in lake.names))
-        else:
-            out.append(next(good))
-    return out
-
-
-def _source_rows(
-    conn,
-    schema: TableSchema,
-    conv: TableConverter,
-    chunk_rows: int,
-    lake: pa.Schema,
-    unconvertible: list[int] | None = None,
-) -> Iterable[tuple]:
-    """The source table's rows as tuples of ``lake``'s columns, in the lake's types (see
-    :func:`converted_rows`)."""
-    unconvertible = [0] if unconvertible is None else unconvertible
-    cols = ", ".join(select_expression(c) for c in schema.columns)
-    tbl = f"{quote_identifier(schema.database)}.{quote_identifier(schema.table)}"
-    structs = struct_positions(lake, lake.names)
-    cur = conn.cursor(pymysql.cursors.SSCursor)
-    try:
-        cur.execute(f"SELECT {cols} FROM {tbl}")
-        while True:
-            rows = cur.fetchmany(chunk_rows)
-            if not rows:
-                break
-            yield from hashable_rows(converted_rows(conv, list(rows), unconvertible, lake), structs)
-    finally:
-        cur.close()
 
 
 def _sample_keys(rows: list[tuple], kidx: list[int], chunks: int, chunk_rows: int) -> set[tuple]:

@@ -253,6 +253,14 @@ def _doc(description: str, examples: list[Any] | None = None) -> Resolver:
     return Resolver.default(description=description, examples=examples)
 
 
+def _resource_section(resolve: Any, section_model: type[BaseModel], description: str) -> Resolver:
+    """The resolver of a resource's YAML section: ``section_model`` (:func:`resource_attributes_model`)
+    is its schema, ``resolve(context, value)`` builds the resource from it."""
+    return Resolver(
+        resolve, model_field_type=section_model, inject_before_resolve=False, description=description
+    )
+
+
 # -- component-only sections ------------------------------------------------------------------------
 @dataclass
 class BinlogSensorArgs(Resolvable):
@@ -312,6 +320,13 @@ class BinlogSensorArgs(Resolvable):
     verification_interval_seconds: Annotated[
         int, _doc("Seconds between two verification ticks (a 1M-row table: 20 ticks).")
     ] = 30
+
+    def sensor_status(self) -> dg.DefaultSensorStatus:
+        """:attr:`default_status` as Dagster's ``DefaultSensorStatus`` (the binlog sensor's and the
+        verification sensor's)."""
+        if self.default_status == "running":
+            return dg.DefaultSensorStatus.RUNNING
+        return dg.DefaultSensorStatus.STOPPED
 
 
 @dataclass
@@ -460,21 +475,19 @@ class MySqlCdcComponent(Component, Resolvable):
 
     mysql: Annotated[
         MySqlCdcResource,
-        Resolver(
+        _resource_section(
             _resolve_mysql,
-            model_field_type=MySqlCdcAttributes,
-            inject_before_resolve=False,
-            description="The captured server and how it is captured: the MySqlCdcResource fields "
+            MySqlCdcAttributes,
+            "The captured server and how it is captured: the MySqlCdcResource fields "
             "(host, port, user, password, server_name, server_id, include/exclude lists, snapshot_mode ...).",
         ),
     ] = field(default_factory=MySqlCdcResource)
     lake: Annotated[
         CdcLakeResource,
-        Resolver(
+        _resource_section(
             _resolve_lake,
-            model_field_type=CdcLakeAttributes,
-            inject_before_resolve=False,
-            description="The lake: the CdcLakeResource fields (storage location, S3 settings, Spark) "
+            CdcLakeAttributes,
+            "The lake: the CdcLakeResource fields (storage location, S3 settings, Spark) "
             "and spark_config (merged over the library's Spark defaults).",
         ),
     ] = field(default_factory=CdcLakeResource)
@@ -639,11 +652,7 @@ class MySqlCdcComponent(Component, Resolvable):
             name=s.name,
             minimum_interval_seconds=s.minimum_interval_seconds,
             retention_margin_files=s.retention_margin_files,
-            default_status=(
-                dg.DefaultSensorStatus.RUNNING
-                if s.default_status == "running"
-                else dg.DefaultSensorStatus.STOPPED
-            ),
+            default_status=s.sensor_status(),
             mysql_resource_key=self.mysql_resource_key,
             table_heartbeat_seconds=s.table_heartbeat_seconds,
             retry_backoff_seconds=s.retry_backoff_seconds,
@@ -664,11 +673,7 @@ class MySqlCdcComponent(Component, Resolvable):
             name=verification_sensor_name(binlog_sensor),
             minimum_interval_seconds=s.verification_interval_seconds,
             rows=s.verification_rows,
-            default_status=(
-                dg.DefaultSensorStatus.RUNNING
-                if s.default_status == "running"
-                else dg.DefaultSensorStatus.STOPPED
-            ),
+            default_status=s.sensor_status(),
             mysql_resource_key=self.mysql_resource_key,
             lake_resource_key=self.lake_resource_key,
         )

@@ -23,15 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 import pymysql
-from pydantic import Field
 
-from ..engine.gaps import GAP_HANDLING_MODES, check_gap_handling
+from ..engine.gaps import check_gap_handling
 from ..errors import ConfigurationError, SourceConnectionError, UnknownTableError
 from ..events import BinlogPosition
 from ..sink.storage import StorageSettings
 from ..source.catalog import list_tables, read_table_schemas
 from ..source.columns import ColumnPolicy
-from ..source.connection import ConnectionSettings, ServerInfo, connect, server_info
+from ..source.connection import ConnectionSettings, ServerInfo, connect, read_server_info
 from ..source.filters import TableFilter
 from ..source.schema import TableSchema
 from ..source.select_overrides import parse_overrides
@@ -39,7 +38,19 @@ from ..source.signals import create_signal_table, signal_table_sql
 from ..source.snapshot import SnapshotOptions
 from ..source.types import TypeOptions
 from . import check_run
+from .checks import CheckOptions
 from .lake_resource import DEFAULT_SPARK_CONFIG, CdcLakeResource
+from .mysql_fields import (
+    SNAPSHOT_MODES,
+    CapturedTablesFields,
+    CheckFields,
+    ColumnFields,
+    ConnectionFields,
+    SignalFields,
+    SnapshotFields,
+    StreamingFields,
+    ValueFields,
+)
 from .partitions import refresh_pk_range_partitions
 from .protocol import (
     BINLOG_METADATA_KEY,
@@ -78,7 +89,7 @@ from .translator import table_asset_key, table_of_spec
 if TYPE_CHECKING:
     from ..engine.snapshot_run import SnapshotReads
     from ..engine.stream import IncrementalOptions, StreamOptions
-    from ..engine.stream_run import StreamRunOptions
+    from ..engine.stream_run import StreamRunOptions, StreamRunOutcome
 
 # The data path (stream, pipeline, sink: sqlglot, python-mysql-replication, deltalake, pyspark) is
 # imported by the methods that run it, so loading a code location (webserver, daemon, sensor ticks)
@@ -86,298 +97,27 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Debezium ``snapshot.mode`` values understood here.
-SNAPSHOT_MODES = ("initial", "initial_only", "no_data", "when_needed", "always", "never")
 
-
-class MySqlCdcResource(dg.ConfigurableResource):
+# The config fields come from one class per concept (:mod:`.mysql_fields`), listed last first:
+# pydantic collects the fields of the last base first, so the schema reads connection first.
+class MySqlCdcResource(
+    CheckFields,
+    SignalFields,
+    StreamingFields,
+    ValueFields,
+    SnapshotFields,
+    ColumnFields,
+    CapturedTablesFields,
+    ConnectionFields,
+    dg.ConfigurableResource,
+):
     """The captured MySQL/MariaDB server and how it is captured.
 
     Field names follow the Debezium MySQL connector property they correspond to
     (``database.hostname`` → ``host``, ``topic.prefix`` → ``server_name``, ``snapshot.mode`` →
-    ``snapshot_mode`` ...). Pass the password with ``dg.EnvVar("CDC_MYSQL_PASSWORD")`` so it never
-    appears in run config or the UI.
+    ``snapshot_mode`` ...), grouped by concept in :mod:`.mysql_fields`. Pass the password with
+    ``dg.EnvVar("CDC_MYSQL_PASSWORD")`` so it never appears in run config or the UI.
     """
-
-    host: str = Field(default="127.0.0.1", description="Server host (database.hostname).")
-    port: int = Field(default=3306, description="Server port (database.port).")
-    user: str = Field(default="root", description="Capture user (database.user).")
-    password: str = Field(
-        default="",
-        description="Capture user's password (database.password); use EnvVar.",
-        json_schema_extra=SECRET,
-    )
-    server_name: str = Field(
-        default="mysql",
-        description="Logical server name (topic.prefix): first segment of asset keys and lake paths.",
-    )
-    server_id: int = Field(
-        default=184054,
-        description="Replication client id for the binlog dump (database.server.id); unique per server.",
-    )
-    database_include_list: list[str] = Field(
-        default_factory=list, description="Regexes of captured databases."
-    )
-    database_exclude_list: list[str] = Field(
-        default_factory=list, description="Regexes of excluded databases."
-    )
-    table_include_list: list[str] = Field(
-        default_factory=list, description="Regexes of captured 'db.table' names."
-    )
-    table_exclude_list: list[str] = Field(
-        default_factory=list, description="Regexes of excluded 'db.table' names."
-    )
-    column_include_list: list[str] = Field(
-        default_factory=list,
-        description="Regexes of captured 'db.table.column' names (column.include.list); other columns are "
-        "not read, streamed, written or checked. Primary-key columns must stay captured.",
-    )
-    column_exclude_list: list[str] = Field(
-        default_factory=list,
-        description="Regexes of 'db.table.column' names left out of the capture (column.exclude.list).",
-    )
-    column_truncate_to_chars: dict[str, int] = Field(
-        default_factory=dict,
-        description="{regex over 'db.table.column': n}: character values cut to n characters "
-        "(column.truncate.to.<n>.chars).",
-    )
-    column_mask_with_chars: dict[str, int] = Field(
-        default_factory=dict,
-        description="{regex over 'db.table.column': n}: character values replaced by n '*' "
-        "(column.mask.with.<n>.chars).",
-    )
-    column_mask_hash: dict[str, str] = Field(
-        default_factory=dict,
-        description="{regex over 'db.table.column': algorithm}: character values replaced by the hex "
-        "digest (e.g. SHA-256) of salt + value (column.mask.hash.<algorithm>.with.salt.<salt>).",
-    )
-    column_mask_hash_salt: str | None = Field(
-        default=None,
-        description="Salt of column_mask_hash (the <salt> of Debezium's property); a secret: use EnvVar.",
-        json_schema_extra=SECRET,
-    )
-    message_key_columns: dict[str, list[str]] = Field(
-        default_factory=dict,
-        description="{regex over 'db.table': [columns]}: the key of matching tables, for a keyless table or "
-        "to override its primary key (message.key.columns); the columns must identify a row.",
-    )
-    column_mask_hash_version: str = Field(
-        default="v1",
-        description="v1: hash as Debezium's column.mask.hash. does (Java-serialized value); "
-        "v2: as column.mask.hash.v2. (UTF-8 bytes of the value).",
-    )
-    snapshot_mode: str = Field(default="initial", description=f"snapshot.mode: one of {SNAPSHOT_MODES}.")
-    snapshot_locking_mode: str = Field(
-        default="minimal", description="snapshot.locking.mode: minimal, extended or none."
-    )
-    snapshot_split_reads: bool = Field(
-        default=False,
-        description="Snapshots read by the Spark executors in parallel primary-key splits, each on its own "
-        "connection: initial and blocking snapshots without any lock, each split in its own consistent "
-        "snapshot (Flink CDC's lock-free snapshot); incremental snapshots read a run's chunks of a table as "
-        "splits inside one watermark window. False: the run's process reads (initial snapshots: one locked "
-        "consistent scan, snapshot_locking_mode; incremental: chunk by chunk).",
-    )
-    snapshot_split_rows: int = Field(
-        default=100_000,
-        description="Rows per split of a split snapshot (scan.incremental.snapshot.chunk.size).",
-    )
-    snapshot_max_connections: int = Field(
-        default=0,
-        description="At most this many Spark tasks read the source at once in a split snapshot "
-        "(0: one per Spark core).",
-    )
-    snapshot_fetch_size: int = Field(
-        default=10_000, description="Rows per round trip while scanning (snapshot.fetch.size)."
-    )
-    snapshot_batch_rows: int = Field(
-        default=100_000, description="Rows per Arrow batch / Spark job (bounds memory)."
-    )
-    snapshot_select_statement_overrides: dict[str, str] = Field(
-        default_factory=dict,
-        description="{'db.table': 'SELECT * FROM db.table WHERE <condition>'}: the rows an initial snapshot "
-        "reads (snapshot.select.statement.overrides); the condition is validated like a signal filter.",
-    )
-    decimal_handling_mode: str = Field(
-        default="precise", description="precise, double or string (decimal.handling.mode)."
-    )
-    time_precision_mode: str = Field(
-        default="adaptive_time_microseconds",
-        description="adaptive_time_microseconds or connect (time.precision.mode).",
-    )
-    bigint_unsigned_handling_mode: str = Field(
-        default="precise", description="precise or long (bigint.unsigned.handling.mode)."
-    )
-    binary_handling_mode: str = Field(
-        default="bytes", description="bytes, base64, base64-url-safe or hex (binary.handling.mode)."
-    )
-    enable_time_adjuster: bool = Field(
-        default=True,
-        description="DATE/DATETIME years below 100 read as two-digit years: 00-69 -> 2000-2069, "
-        "70-99 -> 1970-1999 (enable.time.adjuster; Debezium's default). False keeps the stored year.",
-    )
-    connect_timeout: int = Field(
-        default=10, description="Seconds to wait for a connection (connect.timeout.ms / 1000)."
-    )
-    ssl_mode: str = Field(
-        default="preferred",
-        description="TLS to the server (database.ssl.mode): disabled, preferred (TLS when offered), "
-        "required, verify_ca, verify_identity. Applies to every connection the capture opens.",
-    )
-    ssl_ca: str | None = Field(
-        default=None,
-        description="CA certificate to verify the server with (database.ssl.truststore, as PEM): a path or "
-        "the PEM text (e.g. EnvVar); default: the system CAs.",
-        json_schema_extra=SECRET,
-    )
-    ssl_cert: str | None = Field(
-        default=None,
-        description="Client certificate (database.ssl.keystore, as PEM): a path or the PEM text; use EnvVar.",
-        json_schema_extra=SECRET,
-    )
-    ssl_key: str | None = Field(
-        default=None,
-        description="Client private key (unencrypted PEM): a path or the PEM text; use EnvVar.",
-        json_schema_extra=SECRET,
-    )
-    skip_unparseable_ddl: bool = Field(
-        default=False,
-        description="Log and skip DDL sqlglot cannot parse (schema.history.internal.skip.unparseable.ddl).",
-    )
-    provide_transaction_metadata: bool = Field(
-        default=False,
-        description="Fill the `transaction` struct of change events (provide.transaction.metadata).",
-    )
-    event_processing_failure_handling_mode: str = Field(
-        default="fail",
-        description="A row event that cannot be decoded (event.processing.failure.handling.mode): fail the "
-        "run, warn (skip it, WARNING with its position) or skip (skip it, one WARNING per window); skipped "
-        "events are listed in the binlog asset's events_skipped metadata.",
-    )
-    include_query: bool = Field(
-        default=False,
-        description="Fill source.query with the statement of each row change (include.query); needs "
-        "MySQL binlog_rows_query_log_events=ON. Refused with column masks (the text holds the values).",
-    )
-    stream_batch_rows: int = Field(
-        default=50_000,
-        description="Events per Arrow batch / Spark job while streaming (bounds the run's memory).",
-    )
-    stream_commit_workers: int = Field(
-        default=8,
-        description="Tables of a window committed at the same time at its end (Delta commits of many "
-        "tables overlap; each table keeps its own transaction identity and commit order). 1 = one "
-        "table after another.",
-    )
-    signal_data_collection: str | None = Field(
-        default=None,
-        description=(
-            "Signal table 'db.table' (signal.data.collection); default '<db>.debezium_signal' when "
-            "database_include_list names exactly one database, else signals are off."
-        ),
-    )
-    incremental_snapshot_chunk_size: int = Field(
-        default=1024, description="Rows per chunk (incremental.snapshot.chunk.size)."
-    )
-    incremental_snapshot_max_chunks_per_run: int = Field(
-        default=64, description="Chunks one window run reads."
-    )
-    incremental_snapshot_run_seconds: float = Field(
-        default=0.0,
-        description="Time budget of one window run's chunk reads: no chunk starts after this many seconds "
-        "(0: only incremental_snapshot_max_chunks_per_run bounds a run). With snapshot_split_reads, raise "
-        "max_chunks_per_run and let this bound the run.",
-    )
-    incremental_snapshot_watermarking_strategy: str = Field(
-        default="insert_insert",
-        description="insert_insert or insert_delete (incremental.snapshot.watermarking.strategy).",
-    )
-    pk_range_rows: int = Field(
-        default=100_000,
-        description="Rows per primary-key-range partition of the pk_ranges assets (recomputed after each snapshot; 0 = off).",
-    )
-    checksum_sample_chunks: int = Field(
-        default=0, description="Checksum check: 0 = whole table, N = N evenly spread primary-key chunks."
-    )
-    check_chunk_rows: int = Field(
-        default=10_000, description="Rows per source read of the reconciliation checks."
-    )
-    stream_check_max_keys: int = Field(
-        default=10_000,
-        description="Stream runs: checksum_matches_source compares at most this many keys the window changed, per table.",
-    )
-    stream_materialize_unchanged: bool = Field(
-        default=False,
-        description="Stream runs select every table (all shown as materializing, checks on all) instead of "
-        "only the tables the window changed (the sensor reads the window's table ids ahead).",
-    )
-    planned_checks_max_tables: int = Field(
-        default=20,
-        description="A run the binlog sensor requests (a window, a snapshot) that selects more tables than "
-        "this does not plan their checks: the run evaluates the same checks of every table it "
-        "materializes and logs each result as an AssetCheckEvaluation event (1 Dagster event per "
-        "check instead of 3: planned, output, evaluation). 0: always logged; a number above the "
-        "table count: always planned. Runs started from the UI plan what they select.",
-    )
-    stream_lookahead_max_bytes: int = Field(
-        default=16 * 1024 * 1024,
-        description="Largest window (binlog bytes) the sensor reads ahead to select the changed tables; "
-        "larger windows select every table.",
-    )
-    create_missing_signal_table: bool = Field(
-        default=False,
-        description="Create the signal table (signal_data_collection) when a range backfill or repair "
-        "needs it and it is missing (needs CREATE on its database); otherwise the error shows the SQL.",
-    )
-    retention_margin_files: int = Field(
-        default=1,
-        description="binlog_retention check warns when the committed file is among this many oldest files.",
-    )
-    incremental_snapshot_read_only: bool = Field(
-        default=False,
-        description="Read-only incremental snapshots (read.only): binlog positions/GTID sets around each chunk SELECT are the watermarks; nothing is written to the source.",
-    )
-    binlog_read_timeout: int = Field(
-        default=3600,
-        description="Seconds a streaming run may spend reading its binlog window before it fails (and is retried).",
-    )
-    stream_follow_seconds: float = Field(
-        default=300.0,
-        description="After its requested window, a stream run keeps reading follow-on windows this long "
-        "while changes keep coming (warm Spark, no new run per window: seconds from COMMIT to the lake "
-        "under a daemon); 0 = one window per run. Exactly-once is kept (follow-on windows are saved "
-        "create-if-absent in the lake's staging area before they are read).",
-    )
-    stream_follow_idle_seconds: float = Field(
-        default=5.0,
-        description="A following run ends once the binlog has had nothing new for this long.",
-    )
-    stream_parallel_min_bytes: int | None = Field(
-        default=64 * 1024 * 1024,
-        description="A binlog window with at least this many bytes of captured tables' changes (a backlog: "
-        "an outage, a bulk load, an old offset) is decoded by parallel Spark tasks, one segment each, every "
-        "task on its own replication connection; smaller windows (steady streaming) are read by the run "
-        "process. None = never.",
-    )
-    stream_parallel_server_ids: str | None = Field(
-        default=None,
-        description="Replication server ids of the parallel segment readers, 'first-last' (Flink CDC's "
-        "server-id range); at most this many segments are read at once, each id must be unique among the "
-        "server's replicas. Default: server_id+101 to server_id+116.",
-    )
-    stream_parallel_max_tasks: int = Field(
-        default=0,
-        description="Segments (Spark tasks) a parallel window is cut into: 0 = one per Spark core, at most "
-        "one per server id of stream_parallel_server_ids.",
-    )
-    binlog_gap_handling: str = Field(
-        default="repair",
-        description=(
-            f"Changes the binlog does not carry (statement-based DML, foreign-key cascades, a failed "
-            f"checksum): one of {GAP_HANDLING_MODES}. repair: re-read what may have diverged with a "
-            "targeted incremental snapshot (needs the signal table); warn: report only; fail: stop the run."
-        ),
-    )
 
     # -- derived settings ---------------------------------------------------------------------
     def connection_settings(self) -> ConnectionSettings:
@@ -395,11 +135,7 @@ class MySqlCdcResource(dg.ConfigurableResource):
 
     def _server_info(self, settings: ConnectionSettings) -> ServerInfo:
         """Version, flavour and replication settings of the source (one short connection)."""
-        conn = connect(settings)
-        try:
-            return server_info(conn)
-        finally:
-            conn.close()
+        return read_server_info(settings)
 
     def type_options(self) -> TypeOptions:
         """Raises ConfigurationError/ValueError naming a bad mode value."""
@@ -770,20 +506,9 @@ class MySqlCdcResource(dg.ConfigurableResource):
     ) -> Iterator[dg.AssetCheckResult]:
         """The checks of a committed window (:meth:`run_checks` with what the window reported:
         the changes the binlog did not carry, the tables stopped after it, the live rows and tail
-        files of the tables it committed)."""
-        return self.run_checks(
-            context,
-            lake,
-            committed,
-            gaps=report.get("gaps"),
-            stopped=report.get("stopped"),
-            live_rows=report.get("live_rows") or {},
-            tail_files=report.get("tail_files") or {},
-            check_keys=keys,
-            incremental_state=report.get("incremental_state"),
-            chunks=report.get("chunks"),
-            snapshotted=report.get("snapshotted"),
-        )
+        files of the tables it committed, :meth:`.check_run.CheckRequest.after_window`)."""
+        request = check_run.CheckRequest.after_window(committed, report, keys)
+        yield from check_run.run_checks(self.check_settings(), context, lake.storage_settings(), request)
 
     def run_checks(
         self,
@@ -800,25 +525,48 @@ class MySqlCdcResource(dg.ConfigurableResource):
         snapshotted: Iterable[str] | None = None,
     ) -> Iterator[dg.AssetCheckResult]:
         """Run the selected reconciliation checks (:mod:`.checks`) at ``committed``
-        (:func:`.check_run.run_checks`, which documents the arguments and which check runs how).
+        (:func:`.check_run.run_checks`; :class:`.check_run.CheckRequest` documents the
+        arguments). A generator: nothing is read before the first result is asked for.
 
         ``committed`` is the position this run just committed (``None``: the last committed
         position reported by the binlog asset, as for a checks-only run); ``check_keys``: the
         checks to run (default: the run's selected checks).
         """
-        return check_run.run_checks(
-            self,
-            context,
-            lake,
+        request = check_run.CheckRequest(
             committed,
+            check_keys=check_keys,
             gaps=gaps,
             stopped=stopped,
             live_rows=live_rows,
             tail_files=tail_files,
-            check_keys=check_keys,
             incremental_state=incremental_state,
             chunks=chunks,
             snapshotted=snapshotted,
+        )
+        yield from check_run.run_checks(self.check_settings(), context, lake.storage_settings(), request)
+
+    def check_settings(self) -> check_run.CheckSettings:
+        """What the run's checks read of this configuration (:class:`.check_run.CheckSettings`).
+
+        Raises:
+            ConfigurationError: as :meth:`type_options`.
+        """
+        return check_run.CheckSettings(
+            connection=self.connection_settings(),
+            server_name=self.server_name,
+            server_id=self.server_id,
+            type_options=self.type_options(),
+            options=CheckOptions(
+                checksum_sample_chunks=self.checksum_sample_chunks,
+                chunk_rows=self.check_chunk_rows,
+                retention_margin_files=self.retention_margin_files,
+            ),
+            snapshot_mode=self.snapshot_mode,
+            gap_handling=self.binlog_gap_handling,
+            signal_table=self.signal_table(),
+            read_only=self.incremental_snapshot_read_only,
+            stream_check_max_keys=self.stream_check_max_keys,
+            commit_workers=self.stream_commit_workers,
         )
 
     def _snapshot_epoch(self, context: dg.AssetExecutionContext) -> int:
@@ -1024,24 +772,10 @@ class MySqlCdcResource(dg.ConfigurableResource):
             on_progress=partial(record_progress, context),
         ).run(request)
         result, reached = outcome.result, outcome.reached
-        if report is None:
-            report = {}
-        report["stopped"] = outcome.stopped
-        report["gaps"] = outcome.gaps
-        report["live_rows"] = outcome.live_rows
-        report["tail_files"] = outcome.tail_files
-        # what the checks need to tell a pending repair from a divergence (check_run.run_checks)
-        report["incremental_state"] = result.incremental_state
-        report["chunks"] = result.chunks
-        report["snapshotted"] = [r.schema.qualified_name for r in outcome.snapshots]
+        report = window_report(outcome, report)
         if on_committed is not None:
             on_committed(reached, report)
-        try:
-            stale = compact_tag(tags)
-        except ConfigurationError as e:  # the window is committed: a bad tag only skips this upkeep
-            context.log.warning(str(e))
-            stale = []
-        state_due = self._compact_stale(context, writer, stale, result.tables)
+        state_due = self._compact_stale(context, writer, result.tables)
         for r in outcome.snapshots:  # a blocking snapshot: the tables the window did not change
             key = keys_by_table.get((r.schema.database, r.schema.table))
             if key is not None and (r.schema.database, r.schema.table) not in result.tables:
@@ -1072,14 +806,10 @@ class MySqlCdcResource(dg.ConfigurableResource):
         return reached
 
     def _compact_stale(
-        self,
-        context: dg.AssetExecutionContext,
-        writer: Any,
-        stale: list[tuple[str, str]],
-        written: dict[tuple[str, str], Any],
+        self, context: dg.AssetExecutionContext, writer: Any, written: dict[tuple[str, str], Any]
     ) -> dict[str, float | None]:
-        """After a window: compact the ``state`` of the ``stale`` tables the sensor named
-        (:data:`.protocol.COMPACT_TAG`: their oldest uncompacted change is older than
+        """After a window: compact the ``state`` of the stale tables the sensor named in the run's
+        tags (:data:`.protocol.COMPACT_TAG`: their oldest uncompacted change is older than
         ``state_compact_max_age_seconds``) that the window did not write, at most
         :data:`.protocol.COMPACT_PER_RUN`; each gets an ``AssetObservation`` with how far
         behind its ``state`` is (``state_behind_seconds``, 0 once compacted). A compaction that
@@ -1091,6 +821,11 @@ class MySqlCdcResource(dg.ConfigurableResource):
         """
         from .protocol import COMPACT_PER_RUN
 
+        try:
+            stale = compact_tag(context.run.tags)
+        except ConfigurationError as e:  # the window is committed: a bad tag only skips this upkeep
+            context.log.warning(str(e))
+            stale = []
         bound = float(writer.compaction.max_tail_age_seconds)
         todo = [t for t in dict.fromkeys(stale) if t not in written][:COMPACT_PER_RUN]
         done: dict[tuple[str, str], dict] = {}
@@ -1118,6 +853,25 @@ class MySqlCdcResource(dg.ConfigurableResource):
             done = {t: {} for t in todo}  # the bound is off: nothing to keep due
         compactions = {k: w.extra.get("compaction") or {} for k, w in written.items()}
         return state_due_report({**compactions, **done}, bound)
+
+
+def window_report(outcome: StreamRunOutcome, report: dict | None = None) -> dict[str, Any]:
+    """What a committed window tells its checks (:meth:`.check_run.CheckRequest.after_window`),
+    added to ``report`` (a new dict when ``None``): the tables stopped after it (``"stopped"``),
+    the changes the binlog did not carry (``"gaps"``), the live rows (``"live_rows"``) and tail
+    files (``"tail_files"``) of the tables it committed, by state URI, and what tells a pending
+    repair from a divergence: the incremental snapshot state after it
+    (``"incremental_state"``), the chunks it read (``"chunks"``) and the tables it snapshotted
+    again (``"snapshotted"``, ``"db.table"``)."""
+    report = {} if report is None else report
+    report["stopped"] = outcome.stopped
+    report["gaps"] = outcome.gaps
+    report["live_rows"] = outcome.live_rows
+    report["tail_files"] = outcome.tail_files
+    report["incremental_state"] = outcome.result.incremental_state
+    report["chunks"] = outcome.result.chunks
+    report["snapshotted"] = [r.schema.qualified_name for r in outcome.snapshots]
+    return report
 
 
 __all__ = [

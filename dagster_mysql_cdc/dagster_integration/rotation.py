@@ -12,7 +12,7 @@ turn:
    applied, by ``deltalake``/Arrow, no Spark: the same with Spark Connect and classic Spark);
 2. the source's next at most ``rows`` rows after the slice's start key (``ORDER BY`` the primary
    key, stopping after ``seconds``), in a consistent-snapshot transaction at ``P ≥ C``; the keys
-   the binlog changed in ``[C, P)`` are left out on both sides (:func:`.checks.touched_keys`, as
+   the binlog changed in ``[C, P)`` are left out on both sides (:func:`.check_source.touched_keys`, as
    the full checks do), so rows changed while the capture streams never differ;
 3. rows compared as the full checks compare them (Debezium-converted values, in the lake's types);
    lake rows between the slice's first and last key count too when the key is integer (a row
@@ -57,7 +57,7 @@ from ..source.catalog import read_table_schemas
 from ..source.connection import ConnectionSettings, ServerInfo, connect, current_position
 from ..source.schema import TableSchema
 from ..source.types import TableConverter, TypeOptions, quote_identifier, select_expression
-from .checks import (
+from .check_source import (
     SCHEMA_CHANGED,
     consistent_source,
     converted_rows,

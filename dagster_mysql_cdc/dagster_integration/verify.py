@@ -43,7 +43,8 @@ from ..source.types import (
     quote_identifier,
     select_expression,
 )
-from .checks import CHECKSUM, ROW_COUNT, consistent_source, gone_results, not_compared_results
+from .check_source import consistent_source
+from .checks import CHECKSUM, ROW_COUNT, TABLE_CHECKS, gone_results, not_compared_results
 
 log = logging.getLogger(__name__)
 
@@ -691,8 +692,6 @@ def build_full_checks_schedule(
     ``checksum_sample_chunks`` key chunks) at the committed position, e.g. nightly
     (``cron_schedule="0 3 * * *"``). No table is materialized: it is a checks-only run.
     """
-    from .checks import TABLE_CHECKS
-
     keys = [ck for ck in assets_def.check_keys if ck.name in TABLE_CHECKS]
     job = dg.define_asset_job(
         name=name or f"{assets_def.node_def.name}_full_checks",

@@ -494,3 +494,16 @@ def check_tables_exist(conn: Any, tables: Iterable[tuple[str, str]]) -> None:
             f"Table(s) not found on the source server: {', '.join(missing)}. Check the spelling "
             "(names are case-sensitive on Linux) or remove them from `tables`."
         )
+
+
+def read_server_info(settings: ConnectionSettings) -> ServerInfo:
+    """:func:`server_info` of the server ``settings`` name, over one short connection of its own.
+
+    Raises:
+        SourceConnectionError: the server is unreachable or refuses the credentials (:func:`connect`).
+    """
+    conn = connect(settings)
+    try:
+        return server_info(conn)
+    finally:
+        conn.close()
