@@ -787,7 +787,7 @@ def build_verification_sensor(
     The sensor requests no run: it reads a slice of the source and the lake, queues a repair
     through the signal table when a difference is confirmed, and reports observations.
     """
-    from .sensor import default_sensor_name
+    from .protocol import default_sensor_name
 
     sensor_name = name or verification_sensor_name(default_sensor_name(assets_def))
     options = RotationOptions(rows=rows, seconds=seconds)

@@ -94,6 +94,7 @@ from .protocol import (
     WINDOW_START_TAG,
     binlog_asset_key,
     capture_id,
+    default_sensor_name,
     key_capture,
     position_from_metadata,
     position_from_tag,
@@ -1015,11 +1016,6 @@ def _may_need_no_run(cursor: StreamCursor, req: InFlight, mysql: MySqlCdcResourc
     if cursor.incremental or mysql.stream_materialize_unchanged:
         return False
     return not any(st.due() for st in cursor.stopped_tables().values())
-
-
-def default_sensor_name(assets_def: dg.AssetsDefinition) -> str:
-    """The binlog sensor's name unless given: ``<op name>_binlog_sensor``."""
-    return f"{assets_def.node_def.name}_binlog_sensor"
 
 
 def capture_selection(mysql: MySqlCdcResource) -> dict[str, object]:

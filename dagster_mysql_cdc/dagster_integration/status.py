@@ -28,6 +28,7 @@ from .health import (
     SKIPPED_SIGNALS_WITHIN,
     CaptureHealth,
     capture_health,
+    find_sensor_state,
     first_line,
     health_lines,
     shorten,
@@ -283,26 +284,6 @@ def _lag(
             seconds = max(0.0, time.time() - ts / 1000)
             break
     return str(now), lag_bytes, seconds
-
-
-def find_sensor_state(instance: Any, sensor_name: str) -> Any:
-    """The instigator state of the sensor named ``sensor_name`` in ``instance``.
-
-    Raises:
-        LookupError: no sensor of that name has state in the instance (the message lists those that do).
-    """
-    from dagster._core.definitions.run_request import InstigatorType
-
-    states = list(instance.all_instigator_state(instigator_type=InstigatorType.SENSOR))
-    for s in states:
-        if s.name == sensor_name:
-            return s
-    known = sorted({s.name for s in states})
-    raise LookupError(
-        f"No sensor named {sensor_name!r} has state in the Dagster instance at "
-        f"{getattr(instance, 'root_directory', '?')} (sensors with state: {known or 'none'}). Check "
-        "DAGSTER_HOME (the instance the daemon uses) and the sensor name (`dagster sensor list`)."
-    )
 
 
 def find_sensor_cursor(instance: Any, sensor_name: str) -> str | None:
