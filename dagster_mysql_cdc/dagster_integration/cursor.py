@@ -379,7 +379,7 @@ def plan_stream_window(
         )
     if committed.sort_key() >= server.current.sort_key() and cursor.due_states(now):
         # a quiet table's state is older than its bound on an idle source: an empty window that
-        # only compacts it (its run gets the due tables in its tags, see .sensor._request)
+        # only compacts it (its run gets the due tables in its tags, see .run_requests.run_request)
         return Plan(
             replace(cursor, committed=committed),
             request=InFlight("stream", empty_window_key(committed), 1, committed, committed),
