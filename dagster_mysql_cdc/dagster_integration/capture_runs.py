@@ -38,6 +38,11 @@ if TYPE_CHECKING:
 
 
 def binlog_key_of(assets_def: dg.AssetsDefinition) -> dg.AssetKey:
+    """The key of the ``binlog`` asset of ``assets_def`` (:func:`.protocol.binlog_asset_key`).
+
+    Raises:
+        ValueError: ``assets_def`` has no binlog asset (built without ``include_binlog``).
+    """
     key = binlog_asset_key(assets_def.specs)
     if key is not None:
         return key

@@ -202,6 +202,7 @@ class RotationState:
         )
 
     def note(self, table: str, what: str, now: float) -> None:
+        """Add a finding or repair of ``table`` to ``events`` (the newest :data:`_KEEP_EVENTS` kept)."""
         self.events = [*self.events, {"at": now, "table": table, "what": what}][-_KEEP_EVENTS:]
 
     def track(self, tables: Collection[str]) -> list[str]:

@@ -38,13 +38,11 @@ from .capture_runs import (
 from .cursor import InFlight, Plan, StreamCursor, empty_window_key, retry_delay, window_key
 from .health import first_line, run_failure_reason
 from .liveness import dead_worker_reason, mark_dead
-from .protocol import (
-    REQUEST_TAG,
-    key_capture,
-)
+from .protocol import REQUEST_TAG, TABLE_METADATA_KEY, key_capture
 from .resources import MySqlCdcResource
 from .run_requests import SensorTick, TickOutcome, refuse_snapshot
 from .run_tags import ReportedProgress
+from .translator import table_of_spec
 
 _FAILED = {dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
 
@@ -308,13 +306,12 @@ def _stopped_after(
     return {n: st.to_dict() for n, st in after.items()} or None
 
 
-def snapshotted_again(cursor: StreamCursor, instance, assets_def: dg.AssetsDefinition, notes: list[str]):
+def snapshotted_again(
+    cursor: StreamCursor, instance, assets_def: dg.AssetsDefinition, notes: list[str]
+) -> StreamCursor:
     """``cursor`` with each stopped table that was snapshotted since it stopped (a UI
     "Materialize" of the table after its cause was fixed) set to catch up from that snapshot's
     position at the next window (it has the table's rows up to there), at once."""
-    from .protocol import TABLE_METADATA_KEY
-    from .translator import table_of_spec
-
     stopped = cursor.stopped_tables()
     keys = {
         f"{db}.{t}": spec.key
