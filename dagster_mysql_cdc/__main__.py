@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,6 +37,16 @@ def main(argv: list[str] | None = None) -> int:
     state cannot be read (:data:`.dagster_integration.status.EXIT_HEALTHY` and the others)."""
     parser = argparse.ArgumentParser(prog="python -m dagster_mysql_cdc")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_status_parser(sub)
+    _add_sql_views_parser(sub)
+    args = parser.parse_args(argv)
+    if args.command == "sql-views":
+        return _sql_views(args)
+    return _status(args)
+
+
+def _add_status_parser(sub: Any) -> None:
+    """The ``status`` command's arguments (module docs)."""
     st = sub.add_parser("status", help="the capture's state and health, read from the Dagster instance")
     st.add_argument("--sensor", required=True, help="binlog sensor name, e.g. dbserver1_cdc_binlog_sensor")
     st.add_argument(
@@ -69,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         help="report signals the capture skipped in the last this many seconds; they make the "
         "status unhealthy (default: 3600)",
     )
+
+
+def _add_sql_views_parser(sub: Any) -> None:
+    """The ``sql-views`` command's arguments (module docs)."""
     sv = sub.add_parser("sql-views", help="SQL views of the captured tables' exact current state")
     sv.add_argument("--engine", required=True, help="duckdb, spark or trino")
     sv.add_argument("--lake", default=".lake", help="the lake's base URI (.lake, s3://bucket/prefix)")
@@ -85,10 +100,11 @@ def main(argv: list[str] | None = None) -> int:
         "--s3-endpoint", default=os.environ.get("CDC_S3_ENDPOINT") or os.environ.get("AWS_ENDPOINT_URL")
     )
     sv.add_argument("--s3-region", default=os.environ.get("AWS_REGION", "us-east-1"))
-    args = parser.parse_args(argv)
-    if args.command == "sql-views":
-        return _sql_views(args)
 
+
+def _status(args: argparse.Namespace) -> int:
+    """The ``status`` command: prints the capture's status (:func:`.dagster_integration.status.read_status`)
+    and returns its exit status."""
     import dagster as dg
 
     from .dagster_integration.status import EXIT_UNKNOWN, read_status

@@ -108,13 +108,13 @@ def test_the_heartbeat_beats_until_the_block_ends():
 def test_a_launch_that_died_of_a_signal_is_a_killed_run_not_a_failing_window():
     from dagster._utils.error import SerializableErrorInfo
 
-    from dagster_mysql_cdc.dagster_integration.sensor import _killed_by_signal
+    from dagster_mysql_cdc.dagster_integration.capture_runs import killed_by_signal
 
     def err(message, cause=None):
         return SerializableErrorInfo(message, [], "DagsterLaunchFailedError", cause)
 
     sigkill = "GRPC server: Subprocess for 6b21e896 terminated unexpectedly with exit code -9"
-    assert _killed_by_signal(err(sigkill))
-    assert _killed_by_signal(err("Caught an error dequeuing run", cause=err(sigkill)))
-    assert not _killed_by_signal(err("Subprocess terminated unexpectedly with exit code 1"))
-    assert not _killed_by_signal(err("DagsterImportError: cannot import definitions.py"))
+    assert killed_by_signal(err(sigkill))
+    assert killed_by_signal(err("Caught an error dequeuing run", cause=err(sigkill)))
+    assert not killed_by_signal(err("Subprocess terminated unexpectedly with exit code 1"))
+    assert not killed_by_signal(err("DagsterImportError: cannot import definitions.py"))

@@ -1,10 +1,10 @@
 """What a window run reported on the binlog asset, as the sensor reads it back
-(``sensor._binlog_materializations``): among the asset's newest materializations when the run is
+(``capture_runs.binlog_materializations``): among the asset's newest materializations when the run is
 recent, from the run's own events otherwise; oldest first either way."""
 
 import dagster as dg
 
-from dagster_mysql_cdc.dagster_integration import sensor
+from dagster_mysql_cdc.dagster_integration import capture_runs
 
 BINLOG = dg.AssetKey(["srv", "binlog"])
 TABLE = dg.AssetKey(["srv", "db", "t"])
@@ -29,11 +29,11 @@ def _run(instance: dg.DagsterInstance, marks: list[str], table: bool = True) -> 
 
 
 def _marks(instance, run_id: str) -> list[str]:
-    return [m.metadata["mark"].value for m in sensor._binlog_materializations(instance, run_id, BINLOG)]
+    return [m.metadata["mark"].value for m in capture_runs.binlog_materializations(instance, run_id, BINLOG)]
 
 
 def test_a_recent_run_is_read_among_the_newest_and_an_old_one_from_its_events(monkeypatch):
-    monkeypatch.setattr(sensor, "_RECENT_BINLOG_MATERIALIZATIONS", 3)
+    monkeypatch.setattr(capture_runs, "RECENT_BINLOG_MATERIALIZATIONS", 3)
     instance = dg.DagsterInstance.ephemeral()
     old = _run(instance, ["o1", "o2"])
     for i in range(4):  # newer binlog materializations of other runs
@@ -53,6 +53,6 @@ def test_a_recent_run_is_read_among_the_newest_and_an_old_one_from_its_events(mo
     assert calls == []  # both read among the newest
     assert _marks(instance, old) == ["o1", "o2"]
     assert calls == [old]  # not among the newest 3: read from its own events
-    mats = sensor._binlog_materializations(instance, new, BINLOG)
-    assert sensor._reported_json(mats, "mark") == "n1"
-    assert sensor._reported_json(mats, "missing") is None
+    mats = capture_runs.binlog_materializations(instance, new, BINLOG)
+    assert capture_runs.reported_json(mats, "mark") == "n1"
+    assert capture_runs.reported_json(mats, "missing") is None

@@ -6,12 +6,12 @@ from decimal import Decimal
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
+from dagster_mysql_cdc.dagster_integration.range_comparison import _key_where
 from dagster_mysql_cdc.dagster_integration.rotation import (
     RotationState,
     TableRotation,
     _decode_key,
     _encode_key,
-    _key_where,
     status_line,
 )
 from dagster_mysql_cdc.dagster_integration.status import CaptureStatus
@@ -105,7 +105,8 @@ def test_tick_state_machine_confirms_before_repairing_and_waits_for_the_repair()
     """The order of a tick's decisions, the comparisons given: a difference is compared again
     before its repair is queued; the repair is awaited (the capture past its signal) before the
     range is compared a third time; stopped tables are passed over."""
-    from dagster_mysql_cdc.dagster_integration.rotation import RangeResult, RotationOptions, verify_tick
+    from dagster_mysql_cdc.dagster_integration.range_comparison import RangeResult
+    from dagster_mysql_cdc.dagster_integration.rotation import RotationOptions, verify_tick
     from dagster_mysql_cdc.events import BinlogPosition
     from dagster_mysql_cdc.source.schema import ColumnSchema, TableSchema
 

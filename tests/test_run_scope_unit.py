@@ -8,6 +8,7 @@ import json
 
 import dagster as dg
 
+from dagster_mysql_cdc.dagster_integration.capture_runs import is_capture_run
 from dagster_mysql_cdc.dagster_integration.cursor import InFlight, retry_delay
 from dagster_mysql_cdc.dagster_integration.protocol import (
     CAPTURE_TAG,
@@ -17,8 +18,8 @@ from dagster_mysql_cdc.dagster_integration.protocol import (
     capture_id,
     key_capture,
 )
+from dagster_mysql_cdc.dagster_integration.run_requests import SensorTick
 from dagster_mysql_cdc.dagster_integration.run_tags import progress_tag
-from dagster_mysql_cdc.dagster_integration.sensor import _is_capture_run, _Tick
 from dagster_mysql_cdc.engine.follow import FollowWindow
 from dagster_mysql_cdc.engine.stream import WindowResult, merge_window_results
 from dagster_mysql_cdc.engine.stream_run import RunProgress
@@ -28,8 +29,8 @@ BINLOG = dg.AssetKey(["srv", "binlog"])
 SELECTION = {"server": "srv", "database_include_list": ["a"]}
 
 
-def tick(capture: str = "cap-000000000001", sensor: str = "srv_cdc_binlog_sensor") -> _Tick:
-    return _Tick(
+def tick(capture: str = "cap-000000000001", sensor: str = "srv_cdc_binlog_sensor") -> SensorTick:
+    return SensorTick(
         binlog_key=BINLOG,
         keys=[BINLOG],
         cheap=[],
@@ -58,22 +59,22 @@ def test_capture_id_is_stable_and_tells_captures_apart():
 def test_a_run_counts_only_for_its_own_capture():
     t = tick()
     own = {SERVER_TAG: "srv", CAPTURE_TAG: t.capture, REQUEST_TAG: "k"}
-    assert _is_capture_run(run(own), t, t.capture)
-    assert not _is_capture_run(run({**own, CAPTURE_TAG: "cap-000000000002"}), t, t.capture)
-    assert not _is_capture_run(run({**own, SERVER_TAG: "other"}), t, t.capture)
+    assert is_capture_run(run(own), t, t.capture)
+    assert not is_capture_run(run({**own, CAPTURE_TAG: "cap-000000000002"}), t, t.capture)
+    assert not is_capture_run(run({**own, SERVER_TAG: "other"}), t, t.capture)
     # a key requested under an earlier id of this capture (its selection changed since)
-    assert _is_capture_run(run({**own, CAPTURE_TAG: "cap-00000000000e"}), t, "cap-00000000000e")
+    assert is_capture_run(run({**own, CAPTURE_TAG: "cap-00000000000e"}), t, "cap-00000000000e")
 
 
 def test_a_run_requested_before_capture_tags_is_told_apart_by_its_assets_and_sensor():
     t = tick()
     legacy = {SERVER_TAG: "srv", REQUEST_TAG: "stream:f:4:f:9:a1"}
-    assert _is_capture_run(run(legacy), t, None)
-    assert _is_capture_run(run({**legacy, "dagster/sensor_name": t.sensor_name}), t, None)
-    assert not _is_capture_run(run({**legacy, "dagster/sensor_name": "b_cdc_binlog_sensor"}), t, None)
+    assert is_capture_run(run(legacy), t, None)
+    assert is_capture_run(run({**legacy, "dagster/sensor_name": t.sensor_name}), t, None)
+    assert not is_capture_run(run({**legacy, "dagster/sensor_name": "b_cdc_binlog_sensor"}), t, None)
     other_binlog = frozenset({dg.AssetKey(["b", "binlog"])})
-    assert not _is_capture_run(run(legacy, other_binlog), t, None)
-    assert _is_capture_run(run(legacy, None), t, None)  # no selection recorded: every asset
+    assert not is_capture_run(run(legacy, other_binlog), t, None)
+    assert is_capture_run(run(legacy, None), t, None)  # no selection recorded: every asset
 
 
 def test_progress_tag_round_trip():
@@ -110,7 +111,7 @@ def test_a_table_keeps_its_first_failure_across_merged_windows():
 def test_a_run_that_died_is_told_from_one_that_failed_by_itself():
     import uuid
 
-    from dagster_mysql_cdc.dagster_integration.sensor import _run_died
+    from dagster_mysql_cdc.dagster_integration.capture_runs import run_died
 
     @dg.asset
     def boom() -> None:
@@ -118,14 +119,14 @@ def test_a_run_that_died_is_told_from_one_that_failed_by_itself():
 
     instance = dg.DagsterInstance.ephemeral()
     failed = dg.materialize([boom], instance=instance, raise_on_error=False)
-    assert not _run_died(instance, instance.get_run_by_id(failed.run_id))  # an op raised
+    assert not run_died(instance, instance.get_run_by_id(failed.run_id))  # an op raised
     job = dg.Definitions(assets=[boom]).resolve_implicit_global_asset_job_def()
     dead = instance.create_run_for_job(job, run_id=str(uuid.uuid4()))
     instance.report_run_failed(dead)  # run monitoring: its worker is gone
-    assert _run_died(instance, instance.get_run_by_id(dead.run_id))
+    assert run_died(instance, instance.get_run_by_id(dead.run_id))
     canceled = instance.create_run_for_job(job, run_id=str(uuid.uuid4()))
     instance.report_run_canceled(canceled)
-    assert _run_died(instance, instance.get_run_by_id(canceled.run_id))
+    assert run_died(instance, instance.get_run_by_id(canceled.run_id))
     unloadable = instance.create_run_for_job(job, run_id=str(uuid.uuid4()))
     try:
         raise ImportError("no module named definitions")
@@ -138,4 +139,4 @@ def test_a_run_that_died_is_told_from_one_that_failed_by_itself():
         error = EngineEventData.engine_error(serializable_error_info_from_exc_info(sys.exc_info()))
     instance.report_engine_event("Could not load job definition.", unloadable, error)
     instance.report_run_failed(unloadable)  # the code server's report: a failure of its own
-    assert not _run_died(instance, instance.get_run_by_id(unloadable.run_id))
+    assert not run_died(instance, instance.get_run_by_id(unloadable.run_id))

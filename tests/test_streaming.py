@@ -40,6 +40,11 @@ from killable_run import build, mysql_resource, request_selection
 from lake_utils import live_state_rows, read_delta, source_rows
 
 from dagster_mysql_cdc import build_mysql_cdc_sensor
+from dagster_mysql_cdc.dagster_integration.capture_runs import (
+    binlog_key_of,
+    binlog_materializations,
+    reported_end,
+)
 from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
 from dagster_mysql_cdc.dagster_integration.liveness import WorkerBeat
 from dagster_mysql_cdc.dagster_integration.local import TickLog, run_sensor_ticks
@@ -49,7 +54,6 @@ from dagster_mysql_cdc.dagster_integration.protocol import (
     WINDOW_END_TAG,
     WINDOW_START_TAG,
 )
-from dagster_mysql_cdc.dagster_integration.sensor import _binlog_key, _binlog_materializations, _reported_end
 from dagster_mysql_cdc.events import BinlogPosition
 from dagster_mysql_cdc.sink.storage import StorageSettings
 from dagster_mysql_cdc.source.binlog import BinlogReader, RowsBatch
@@ -269,8 +273,8 @@ class Cdc:
             return c.committed
         (run,) = self.instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: c.inflight.run_key}))
         assert run.status == dg.DagsterRunStatus.SUCCESS and c.inflight.kind == "stream"
-        end = _reported_end(
-            _binlog_materializations(self.instance, run.run_id, _binlog_key(self.assets)), "window_end"
+        end = reported_end(
+            binlog_materializations(self.instance, run.run_id, binlog_key_of(self.assets)), "window_end"
         )
         assert end is not None
         return end

@@ -304,101 +304,83 @@ def plan_stream_window(
     files = server.binlog_files
     names = [f for f, _ in files]
     if cursor.committed is None:
-        if snapshot_mode == "never":
-            if not files:
-                return Plan(cursor, skip_reason="the server has no binlog files")
-            start = BinlogPosition(names[0], 4, "")
-            return Plan(
-                replace(cursor, committed=start, snapshot_done=True),
-                skip_reason=f"snapshot_mode=never: streaming from {start}",
-            )
-        return Plan(
-            cursor,
-            request=InFlight(
-                "snapshot",
-                window_key("snapshot", None, server.current, 1),
-                1,
-                None,
-                server.current,
-                snapshot_mode,
-            ),
-        )
+        return _plan_first(cursor, server, snapshot_mode)
     if snapshot_mode == "initial_only":
         return Plan(cursor, skip_reason="snapshot_mode=initial_only: the snapshot is done, streaming is off")
     committed = cursor.committed
     # the server's positions are in the committed offset's epoch (the same server since reconcile)
     server = replace(server, current=server.current.with_epoch(committed.epoch))
-    warnings: list[str] = []
     if names and committed.file not in names:
         if snapshot_mode == "when_needed":
             return Plan(
                 cursor,
-                request=InFlight(
-                    "snapshot",
-                    window_key("resnapshot", committed, server.current, 1),
-                    1,
-                    committed,
-                    server.current,
-                    snapshot_mode,
-                ),
+                request=_snapshot_request("resnapshot", committed, server, snapshot_mode),
                 warnings=(
                     f"Binlog file {committed.file} of the committed offset was purged; re-snapshotting (snapshot_mode=when_needed).",
                 ),
             )
         raise ConfigurationError(purged_binlog_message(committed, names[0]))
+    warnings: tuple[str, ...] = ()
     if names and committed.file in names[:retention_margin_files] and len(names) > 1:
-        warnings.append(
+        warnings = (
             f"The committed offset is in {committed.file}, among the {retention_margin_files} oldest "
-            "binlog file(s): it will be lost if the server purges them before streaming catches up."
+            "binlog file(s): it will be lost if the server purges them before streaming catches up.",
         )
     committed = normalize(committed, files)
-    inc = cursor.incremental
-    if (
-        committed.sort_key() >= server.current.sort_key()
-        and inc
-        and inc.get("tables")
-        and not inc.get("paused")
-    ):
-        # an incremental snapshot has chunks left: an empty window that only reads chunks
-        return Plan(
-            replace(cursor, committed=committed),
-            request=InFlight(
-                "stream", window_key("stream", committed, committed, 1), 1, committed, committed
-            ),
-            warnings=tuple(warnings),
-        )
-    if committed.sort_key() >= server.current.sort_key() and any(
-        st.due() for st in cursor.stopped_tables().values()
-    ):
-        # a stopped table's retry is due on an idle source: an empty window that only catches
-        # it up (engine/isolation.py; without it, the catch-up would wait for the next change)
-        return Plan(
-            replace(cursor, committed=committed),
-            request=InFlight("stream", empty_window_key(committed), 1, committed, committed),
-            warnings=tuple(warnings),
-        )
-    if committed.sort_key() >= server.current.sort_key() and cursor.due_states(now):
-        # a quiet table's state is older than its bound on an idle source: an empty window that
-        # only compacts it (its run gets the due tables in its tags, see .sensor._request)
-        return Plan(
-            replace(cursor, committed=committed),
-            request=InFlight("stream", empty_window_key(committed), 1, committed, committed),
-            warnings=tuple(warnings),
-        )
     if committed.sort_key() >= server.current.sort_key():
-        return Plan(
-            replace(cursor, committed=committed),
-            skip_reason=f"caught up at {committed}",
-            warnings=tuple(warnings),
-        )
+        return _plan_caught_up(replace(cursor, committed=committed), warnings, now)
     end = server.current
     if committed.file != end.file and committed.file in names:
         end = committed.at(committed.file, files[names.index(committed.file)][1], None)
     return Plan(
         replace(cursor, committed=committed),
         request=InFlight("stream", window_key("stream", committed, end, 1), 1, committed, end),
-        warnings=tuple(warnings),
+        warnings=warnings,
     )
+
+
+def _snapshot_request(
+    kind: str, start: BinlogPosition | None, server: ServerState, snapshot_mode: str
+) -> InFlight:
+    """The first attempt of a snapshot up to the server's current position: the initial one
+    (``kind="snapshot"``, no ``start``) or a re-snapshot from a purged offset (``"resnapshot"``)."""
+    return InFlight(
+        "snapshot", window_key(kind, start, server.current, 1), 1, start, server.current, snapshot_mode
+    )
+
+
+def _plan_first(cursor: StreamCursor, server: ServerState, snapshot_mode: str) -> Plan:
+    """The plan of a capture with no committed offset: the initial snapshot, or with
+    ``snapshot_mode=never`` streaming from the oldest binlog file."""
+    if snapshot_mode != "never":
+        return Plan(cursor, request=_snapshot_request("snapshot", None, server, snapshot_mode))
+    if not server.binlog_files:
+        return Plan(cursor, skip_reason="the server has no binlog files")
+    start = BinlogPosition(server.binlog_files[0][0], 4, "")
+    return Plan(
+        replace(cursor, committed=start, snapshot_done=True),
+        skip_reason=f"snapshot_mode=never: streaming from {start}",
+    )
+
+
+def _plan_caught_up(cursor: StreamCursor, warnings: tuple[str, ...], now: float | None) -> Plan:
+    """The plan of a capture whose committed offset is the server's position: skip, or an empty
+    window ``[committed, committed)`` when it has work besides the binlog."""
+    committed = cursor.committed
+    assert committed is not None
+    inc = cursor.incremental
+    if inc and inc.get("tables") and not inc.get("paused"):
+        # an incremental snapshot has chunks left: an empty window that only reads chunks
+        request = InFlight("stream", window_key("stream", committed, committed, 1), 1, committed, committed)
+        return Plan(cursor, request=request, warnings=warnings)
+    # a stopped table's retry is due on an idle source: an empty window that only catches it up
+    # (engine/isolation.py; without it, the catch-up would wait for the next change); or a quiet
+    # table's state is older than its bound on an idle source: an empty window that only
+    # compacts it (its run gets the due tables in its tags, see .run_requests.run_request)
+    if any(st.due() for st in cursor.stopped_tables().values()) or cursor.due_states(now):
+        request = InFlight("stream", empty_window_key(committed), 1, committed, committed)
+        return Plan(cursor, request=request, warnings=warnings)
+    return Plan(cursor, skip_reason=f"caught up at {committed}", warnings=warnings)
 
 
 def reconcile_cursor(

@@ -520,11 +520,29 @@ def health_observation(
     )
 
 
+def find_sensor_state(instance: Any, sensor_name: str) -> Any:
+    """The instigator state of the sensor named ``sensor_name`` in ``instance``.
+
+    Raises:
+        LookupError: no sensor of that name has state in the instance (the message lists those that do).
+    """
+    from dagster._core.definitions.run_request import InstigatorType
+
+    states = list(instance.all_instigator_state(instigator_type=InstigatorType.SENSOR))
+    for s in states:
+        if s.name == sensor_name:
+            return s
+    known = sorted({s.name for s in states})
+    raise LookupError(
+        f"No sensor named {sensor_name!r} has state in the Dagster instance at "
+        f"{getattr(instance, 'root_directory', '?')} (sensors with state: {known or 'none'}). Check "
+        "DAGSTER_HOME (the instance the daemon uses) and the sensor name (`dagster sensor list`)."
+    )
+
+
 def _origin(instance: Any, sensor_name: str) -> tuple[str, str] | None:
     """``(origin id, selector id)`` of the sensor's ticks, ``None`` when the instance has no state
     for it (evaluated outside a daemon, e.g. :func:`.local.run_sensor_ticks`)."""
-    from .status import find_sensor_state
-
     try:
         state = find_sensor_state(instance, sensor_name)
     except Exception:  # noqa: BLE001 - no state for it, or an instance without schedule storage

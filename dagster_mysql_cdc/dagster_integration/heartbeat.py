@@ -214,6 +214,52 @@ def _carried_checks(
     return out
 
 
+def _fresh_tables(assets_def: dg.AssetsDefinition, stopped: Collection[str]) -> list[dg.AssetSpec]:
+    """The table assets of ``assets_def`` that have a freshness policy, but those of the
+    ``stopped`` tables (``"db.table"``)."""
+    return [
+        s
+        for s in assets_def.specs
+        if TABLE_METADATA_KEY in (s.metadata or {})
+        and BINLOG_METADATA_KEY not in (s.metadata or {})
+        and s.freshness_policy is not None
+        and (not stopped or "{}.{}".format(*table_of_spec(s)) not in stopped)
+    ]
+
+
+def _table_heartbeat(
+    instance: dg.DagsterInstance,
+    assets_def: dg.AssetsDefinition,
+    key: dg.AssetKey,
+    last: dg.EventLogEntry,
+    mat: dg.AssetMaterialization,
+    at: BinlogPosition,
+    as_of: float,
+    reason: str,
+) -> list[dg.AssetMaterialization | dg.AssetCheckEvaluation]:
+    """One table's heartbeat: a materialization of ``key`` saying the lake is current to ``at``
+    (as of ``as_of``, epoch seconds) with the metadata carried from its last materialization
+    ``mat`` (event ``last``), then its check results carried forward (:func:`_carried_checks`)."""
+    since = datetime.fromtimestamp(last.timestamp, UTC).isoformat(timespec="seconds")
+    note = f"no change to this table in the binlog since {since} (run {last.run_id[:8] or 'none'})"
+    md = {k: mat.metadata[k] for k in CARRIED_METADATA if k in mat.metadata}
+    beat: list[dg.AssetMaterialization | dg.AssetCheckEvaluation] = [
+        dg.AssetMaterialization(
+            asset_key=key,
+            description=f"Heartbeat: {note}; the lake is current to {at.file}:{at.pos} ({reason})",
+            metadata={
+                **md,
+                "kind": "heartbeat",
+                **position_metadata("window_end", at),
+                "current_as_of": dg.MetadataValue.timestamp(as_of),
+                "unchanged_since": dg.MetadataValue.timestamp(last.timestamp),
+            },
+            tags=unchanged_data_version(last),
+        )
+    ]
+    return beat + _carried_checks(instance, assets_def, key, last, note)
+
+
 def table_heartbeats(
     instance: dg.DagsterInstance,
     assets_def: dg.AssetsDefinition,
@@ -253,14 +299,7 @@ def table_heartbeats(
     binlog_key = binlog_asset_key(assets_def.specs)
     if binlog_key is None:
         return []
-    tables = [
-        s
-        for s in assets_def.specs
-        if TABLE_METADATA_KEY in (s.metadata or {})
-        and BINLOG_METADATA_KEY not in (s.metadata or {})
-        and s.freshness_policy is not None
-        and (not stopped or "{}.{}".format(*table_of_spec(s)) not in stopped)
-    ]
+    tables = _fresh_tables(assets_def, stopped)
     if not tables:
         return []
     memo = _not_before
@@ -289,24 +328,7 @@ def table_heartbeats(
             next_due = now  # due, but the lake is not current: look again next tick
             continue
         try:
-            since = datetime.fromtimestamp(last.timestamp, UTC).isoformat(timespec="seconds")
-            note = f"no change to this table in the binlog since {since} (run {last.run_id[:8] or 'none'})"
-            md = {k: mat.metadata[k] for k in CARRIED_METADATA if k in mat.metadata}
-            beat: list[dg.AssetMaterialization | dg.AssetCheckEvaluation] = [
-                dg.AssetMaterialization(
-                    asset_key=spec.key,
-                    description=f"Heartbeat: {note}; the lake is current to {at.file}:{at.pos} ({reason})",
-                    metadata={
-                        **md,
-                        "kind": "heartbeat",
-                        **position_metadata("window_end", at),
-                        "current_as_of": dg.MetadataValue.timestamp(as_of),
-                        "unchanged_since": dg.MetadataValue.timestamp(last.timestamp),
-                    },
-                    tags=unchanged_data_version(last),
-                )
-            ]
-            beat += _carried_checks(instance, assets_def, spec.key, last, note)
+            beat = _table_heartbeat(instance, assets_def, spec.key, last, mat, at, as_of, reason)
         except Exception as e:  # noqa: BLE001 - one table's heartbeat never stops the others or the tick
             message = f"heartbeat of {spec.key.to_user_string()} failed: {type(e).__name__}: {e}"
             log.warning(message)

@@ -16,7 +16,7 @@ heartbeat in its run tags, and the binlog sensor judges the run it waits for:
   or, before any beat, when the code server that launched it is gone from this host (nobody listens
   on its socket) or no beat came for :data:`START_TIMEOUT_SECONDS`;
 - a dead run is reported failed (``UNEXPECTED_TERMINATION``, like run monitoring) and the sensor
-  retries its window at once (a killed run is not a failing window, see ``sensor._run_died``).
+  retries its window at once (a killed run is not a failing window, see ``capture_runs.run_died``).
 
 Nothing is lost or duplicated if the verdict is wrong (a live worker taken for dead): the retry
 writes with the same Delta transaction identities, so whichever commits second skips.

@@ -151,6 +151,12 @@ def capture_id(sensor_name: str, binlog_key: dg.AssetKey, selection: Mapping[str
     return "cap-" + hashlib.sha256(ident.encode()).hexdigest()[:12]
 
 
+def default_sensor_name(assets_def: dg.AssetsDefinition) -> str:
+    """The binlog sensor's name unless given: ``<op name>_binlog_sensor`` (the name
+    :func:`.sensor.build_mysql_cdc_sensor` and the verification sensor derive theirs from)."""
+    return f"{assets_def.node_def.name}_binlog_sensor"
+
+
 def key_capture(run_key: str) -> str | None:
     """The capture id a run key starts with (:func:`capture_id`), ``None`` for a key requested
     before run keys carried it (``stream:...``, ``snapshot:...``)."""

@@ -41,30 +41,18 @@ import datetime as _dt
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from typing import Any
 
 import dagster as dg
-import pyarrow as pa
-import pyarrow.compute as pc
-import pymysql
 
-from ..events import STATE_META_NAMES, BinlogPosition
+from ..events import BinlogPosition
 from ..sink.storage import StorageSettings
-from ..source.catalog import read_table_schemas
-from ..source.connection import ConnectionSettings, ServerInfo, connect, current_position
+from ..source.connection import connect, current_position, read_server_info
 from ..source.schema import TableSchema
-from ..source.types import TableConverter, TypeOptions, quote_identifier, select_expression
-from .check_source import (
-    SCHEMA_CHANGED,
-    consistent_source,
-    converted_rows,
-    hashable_rows,
-    struct_positions,
-    touched_keys,
-)
+from .range_comparison import RangeComparison, RangeResult
 
 log = logging.getLogger(__name__)
 
@@ -214,241 +202,30 @@ class RotationState:
         )
 
     def note(self, table: str, what: str, now: float) -> None:
+        """Add a finding or repair of ``table`` to ``events`` (the newest :data:`_KEEP_EVENTS` kept)."""
         self.events = [*self.events, {"at": now, "table": table, "what": what}][-_KEEP_EVENTS:]
 
+    def track(self, tables: Collection[str]) -> list[str]:
+        """The captured ``tables``, sorted (the round's order), with the progress of the tables no
+        longer captured dropped and a new one started for the tables not seen yet."""
+        names = sorted(tables)
+        for gone in set(self.tables) - set(names):
+            del self.tables[gone]
+        for t in names:
+            self.tables.setdefault(t, TableRotation())
+        return names
 
-# -- one range compared ---------------------------------------------------------------------------
-@dataclass
-class RangeResult:
-    """What :func:`compare_range` found.
-
-    Attributes:
-        rows: source rows read; ``end``: the range reached the table's end.
-        hi, hi_converted: the last source key read (the range's end when it was open).
-        differing: converted keys whose rows differ or exist on one side only (sorted);
-            ``lake_only``: those only the lake has.
-        compared: keys compared (touched keys left out); ``touched``: keys left out.
-        not_compared: why nothing was compared (a DDL since the committed position ...).
-    """
-
-    rows: int = 0
-    end: bool = False
-    hi: tuple | None = None
-    hi_converted: tuple | None = None
-    differing: list[tuple] = field(default_factory=list)
-    lake_only: list[tuple] = field(default_factory=list)
-    compared: int = 0
-    touched: int = 0
-    not_compared: str | None = None
-    schema: TableSchema | None = None
-
-
-def _key_where(pk: Sequence[str], lo: tuple | None, hi: tuple | None) -> tuple[str, list]:
-    """``WHERE`` text (with ``%s``) of the keys ``> lo`` and ``<= hi`` (either ``None``: open),
-    as OR-ed column comparisons (an index range on any server)."""
-
-    def cmp(key: tuple, op: str, last: str) -> tuple[str, list]:
-        parts, params = [], []
-        for i in range(len(pk)):
-            eq = [f"{quote_identifier(pk[j])} = %s" for j in range(i)]
-            parts.append("(" + " AND ".join([*eq, f"{quote_identifier(pk[i])} {op} %s"]) + ")")
-            params += [*key[:i], key[i]]
-        last_eq = " AND ".join(f"{quote_identifier(c)} = %s" for c in pk)
-        if last:
-            parts.append(f"({last_eq})")
-            params += list(key)
-        return "(" + " OR ".join(parts) + ")", params
-
-    clauses, params = [], []
-    if lo is not None:
-        c, p = cmp(lo, ">", "")
-        clauses.append(c)
-        params += p
-    if hi is not None:
-        c, p = cmp(hi, "<", "eq")
-        clauses.append(c)
-        params += p
-    return (" AND ".join(clauses) or "1=1"), params
-
-
-def _int_keys(*keys: tuple | None) -> bool:
-    return all(k is None or all(isinstance(v, int) and not isinstance(v, bool) for v in k) for k in keys)
-
-
-def compare_range(
-    *,
-    settings: ConnectionSettings,
-    info: ServerInfo,
-    storage: StorageSettings,
-    state_uri: str,
-    database: str,
-    table: str,
-    committed: BinlogPosition,
-    type_options: TypeOptions,
-    server_id: int,
-    lo: tuple | None,
-    lo_converted: tuple | None,
-    hi: tuple | None = None,
-    hi_converted: tuple | None = None,
-    rows: int = 50_000,
-    seconds: float = 10.0,
-    max_binlog_scan_bytes: int = 64 * 1024 * 1024,
-) -> RangeResult:
-    """Compare the rows of ``database.table`` with keys ``> lo`` (and ``<= hi`` when given; else
-    the next at most ``rows`` rows, read for at most ``seconds``) in the lake (state URI
-    ``state_uri``, committed up to ``committed``) and in the source (see the module docs).
-
-    ``lo``/``hi`` are source key values (as ``pymysql`` returns them); ``lo_converted``/
-    ``hi_converted`` the same keys as the lake holds them (``None`` with ``lo``/``hi``).
-
-    Returns:
-        a :class:`RangeResult`; ``not_compared`` says why nothing was compared (table gone, not
-        captured, keyless, a DDL since ``committed``, the lake too far behind).
-
-    Raises:
-        pymysql.err.MySQLError, OSError: the source or the lake cannot be read.
-    """
-    from ..sink.read import current_schema, read_current
-
-    out = RangeResult()
-    lake_schema = current_schema(storage, state_uri)  # the lake is read after ``committed``
-    if lake_schema is None:
-        out.not_compared = "not captured yet"
-        return out
-    plain = connect(settings, autocommit=True)
-    try:
-        full = read_table_schemas(plain, [(database, table)]).get((database, table))
-        if full is None:
-            out.not_compared = "the table no longer exists on the source"
-            return out
-        conv = TableConverter(full, type_options, "pymysql")
-        schema = conv.table
-        out.schema = schema
-        pk = list(schema.primary_key)
-        if not pk:
-            out.not_compared = "no primary key (keyless tables are compared by the full checks)"
-            return out
-        tbl = f"{quote_identifier(database)}.{quote_identifier(table)}"
-        order = ", ".join(quote_identifier(k) for k in pk)
-        bound = hi
-        if hi is None:  # the slice's last key: the rows-th key after ``lo`` (None: the table's end)
-            where, params = _key_where(pk, lo, None)
-            with plain.cursor() as cur:
-                cur.execute(
-                    f"SELECT {order} FROM {tbl} WHERE {where} ORDER BY {order} LIMIT 1 OFFSET {max(0, int(rows) - 1)}",
-                    params,
-                )
-                found = cur.fetchone()
-            bound = tuple(found) if found else None
-    finally:
-        plain.close()
-    # the lake's rows, read after ``committed`` and before the source's snapshot; with an integer
-    # key only the state files whose statistics overlap the range
-    bound_c = hi_converted if hi is not None else bound
-    key_range = None
-    if _int_keys(lo_converted, bound_c) and _int_keys(lo, bound):
-        key_range = (pk[0], lo_converted[0] if lo_converted else None, bound_c[0] if bound_c else None)
-    lake_all = read_current(storage, state_uri, live=True, key_range=key_range)
-    conn, pos = consistent_source(settings, info, committed.epoch)
-    try:
-        if (
-            pos.sort_key() > committed.sort_key()
-            and pos.file == committed.file
-            and pos.pos - committed.pos > max_binlog_scan_bytes
-        ):
-            out.not_compared = f"the lake is more than {max_binlog_scan_bytes} binlog bytes behind"
-            return out
-        lake_cols = {f.name: f for f in lake_schema if f.name not in STATE_META_NAMES}
-        names = [n for n in conv.arrow_schema.names if n in lake_cols]
-        if any(k not in names for k in pk):
-            out.not_compared = "the lake has no column of the primary key yet"
-            return out
-        lake_types = pa.schema([lake_cols[n] for n in names])
-        kidx = [names.index(k) for k in pk]
-        src_kidx = [[c.name for c in schema.columns].index(k) for k in pk]
-
-        # the source's rows of the range, in the consistent snapshot
-        where, params = _key_where(pk, lo, bound)
-        cols = ", ".join(select_expression(c) for c in schema.columns)
-        sql = f"SELECT {cols} FROM {tbl} WHERE {where} ORDER BY {order}"
-        raw: list = []
-        deadline = time.monotonic() + seconds
-        timed_out = False
-        cur = conn.cursor(pymysql.cursors.SSCursor)
-        try:
-            cur.execute(sql, params)
-            while True:
-                batch = cur.fetchmany(5000)
-                if not batch:
-                    break
-                raw.extend(batch)
-                if hi is None and time.monotonic() > deadline:
-                    timed_out = True
-                    break
-        finally:
-            cur.close()
-        out.rows = len(raw)
-        out.end = hi is None and bound is None and not timed_out
-        structs = struct_positions(lake_types, names)
-        src = list(hashable_rows(converted_rows(conv, raw, [0], lake_types), structs)) if raw else []
-        src_by_key = {tuple(r[i] for i in kidx): r for r in src}
-        if hi is not None:
-            out.hi, out.hi_converted = hi, hi_converted
-        elif raw:  # the range ends at the last row read (the bound, unless the read timed out)
-            out.hi = tuple(raw[-1][i] for i in src_kidx)
-            out.hi_converted = tuple(src[-1][i] for i in kidx)
-        elif bound is not None and _int_keys(bound):
-            out.hi = out.hi_converted = bound
-        else:
-            out.end = True
-        upper = None if (out.end or (hi is None and bound is None and not timed_out)) else out.hi_converted
-
-        touched = touched_keys(settings, info, schema, committed, pos, type_options, server_id)
-        if SCHEMA_CHANGED in touched:
-            out.not_compared = "a DDL changed the table since the committed position"
-            return out
-    finally:
-        try:
-            conn.rollback()
-        finally:
-            conn.close()
-
-    # the lake's rows of the range: the source's keys, and (integer keys) any key inside it
-    lake_by_key: dict[tuple, tuple] = {}
-    if lake_all is not None and lake_all.num_rows:
-        first = lake_all.column(pk[0])
-        ranged = _int_keys(lo_converted, upper, *list(src_by_key)[:1]) and pa.types.is_integer(first.type)
-        if ranged:
-            mask = None
-            if lo_converted is not None:
-                mask = pc.greater_equal(first, pa.scalar(lo_converted[0], first.type))
-            if upper is not None:
-                m2 = pc.less_equal(first, pa.scalar(upper[0], first.type))
-                mask = m2 if mask is None else pc.and_(mask, m2)
-            sub = lake_all.filter(mask) if mask is not None else lake_all
-        else:
-            firsts = sorted({k[0] for k in src_by_key}, key=repr)
-            sub = lake_all.filter(pc.is_in(first, value_set=pa.array(firsts, first.type))) if firsts else None
-        if sub is not None and sub.num_rows:
-            sub = sub.select(names)
-            rows_iter = hashable_rows(zip(*[sub.column(c).to_pylist() for c in names]), structs)
-            for r in rows_iter:
-                k = tuple(r[i] for i in kidx)
-                if ranged:
-                    if (lo_converted is not None and k <= tuple(lo_converted)) or (
-                        upper is not None and k > tuple(upper)
-                    ):
-                        continue
-                elif k not in src_by_key:
-                    continue
-                lake_by_key[k] = r
-    keys = (set(src_by_key) | set(lake_by_key)) - touched
-    out.touched = len((set(src_by_key) | set(lake_by_key)) & touched)
-    out.compared = len(keys)
-    diff = [k for k in keys if src_by_key.get(k) != lake_by_key.get(k)]
-    out.differing = sorted(diff, key=repr)
-    out.lake_only = sorted((k for k in diff if k not in src_by_key), key=repr)
-    return out
+    def record_slice(self, table: str, outcome: str, now: float, rows: int = 0, seconds: float = 0.0) -> str:
+        """Record what this tick did (``last_slice``: when, which table, the source rows read,
+        the seconds it took, the outcome line); returns ``outcome``."""
+        self.last_slice = {
+            "at": now,
+            "table": table,
+            "rows": rows,
+            "seconds": round(seconds, 3),
+            "outcome": outcome,
+        }
+        return outcome
 
 
 # -- one tick ------------------------------------------------------------------------------------
@@ -471,6 +248,10 @@ def _pending(incremental_state: dict | None, table: str) -> bool:
     return table in queued_repairs(incremental_state)
 
 
+#: What a tick returns: the new state, ``[(asset key, observation metadata)]``, its outcome line.
+TickReport = tuple[RotationState, list[tuple[dg.AssetKey, dict[str, Any]]], str]
+
+
 def verify_tick(
     state: RotationState,
     capture: CaptureTables,
@@ -480,14 +261,14 @@ def verify_tick(
     server_position: Callable[[], BinlogPosition],
     options: RotationOptions,
     now: float | None = None,
-) -> tuple[RotationState, list[tuple[dg.AssetKey, dict[str, Any]]], str]:
+) -> TickReport:
     """One tick of the rotation: confirm (or repair, or re-check) the suspect range when there is
     one, else compare the current table's next slice.
 
     Args:
-        compare: :func:`compare_range` with the connection, lake and key options bound (called
-            with ``database``, ``table``, ``state_uri``, ``committed``, ``lo``, ``lo_converted``,
-            ``hi``, ``hi_converted``, ``rows``, ``seconds``).
+        compare: :meth:`.range_comparison.RangeComparison.compare` with the connection, lake and
+            key options bound (called with ``database``, ``table``, ``state_uri``, ``committed``,
+            ``lo``, ``lo_converted``, ``hi``, ``hi_converted``, ``rows``, ``seconds``).
         queue_repair: queues the targeted re-read of ``(schema, differing, lake_only, committed)``
             and returns the outcome text (:func:`..engine.gaps.queue_checksum_repair`).
         server_position: the server's current binlog position (after a repair's signal).
@@ -500,176 +281,182 @@ def verify_tick(
         return state, [], "rotating verification is off (verification_rows=0)"
     if capture.committed is None:
         return state, [], "nothing committed yet: the verification starts after the snapshot"
-    names = sorted(capture.tables)
-    for gone in set(state.tables) - set(names):
-        del state.tables[gone]
-    for t in names:
-        state.tables.setdefault(t, TableRotation())
+    names = state.track(capture.tables)
     if not names:
         return state, [], "no table captured"
-    t0 = time.monotonic()
+    tick = _RotationTick(state, capture, compare, queue_repair, server_position, options, now)
     if state.suspect is not None and state.suspect.get("table") in capture.tables:
-        return _suspect_tick(state, capture, compare, queue_repair, server_position, options, now, t0)
+        return tick.recheck_suspect()
     state.suspect = None
-
-    table = state.current if state.current in capture.tables else names[0]
-    tr = state.tables[table]
-    key, uri = capture.tables[table]
-    busy = (
-        "its capture is stopped"
-        if table in capture.stopped
-        else "a repair or incremental snapshot of it is in progress"
-        if _pending(capture.incremental_state, table)
-        else None
-    )
-    if busy is not None:  # the lake lags the source there on purpose: compared on a later round
-        tr.skipped = busy
-        state.current = names[(names.index(table) + 1) % len(names)]
-        outcome = f"{table}: not compared now: {busy}"
-        state.last_slice = {"at": now, "table": table, "rows": 0, "seconds": 0.0, "outcome": outcome}
-        return state, [(key, observation_metadata(table, tr, state, now))], outcome
-    if tr.pass_started is None:
-        tr.pass_started, tr.rows_done = now, 0
-    db, _, tname = table.partition(".")
-    res = compare(
-        database=db,
-        table=tname,
-        state_uri=uri,
-        committed=capture.committed,
-        lo=_decode_key(tr.after),
-        lo_converted=_decode_key(tr.after_converted),
-        hi=None,
-        hi_converted=None,
-        rows=options.rows,
-        seconds=options.seconds,
-    )
-    took = time.monotonic() - t0
-    if res.not_compared is not None:
-        tr.skipped = res.not_compared
-        outcome = f"{table}: not compared: {res.not_compared}"
-        nxt = names[(names.index(table) + 1) % len(names)]
-        # a table that cannot be compared is passed over (the next tick tries the next table)
-        state.current = nxt
-    else:
-        tr.skipped = None
-        lo, lo_c = tr.after, tr.after_converted
-        tr.rows_done += res.rows
-        if res.differing:
-            state.suspect = {
-                "table": table,
-                "lo": lo,
-                "lo_c": lo_c,
-                "hi": None if res.end else _encode_key(res.hi),
-                "hi_c": None if res.end else _encode_key(res.hi_converted),
-                "found_at": now,
-                "attempts": 0,
-                "queued_at": None,
-                "keys": [str(k) for k in res.differing[:10]],
-                "differing": len(res.differing),
-            }
-            state.note(table, f"{len(res.differing)} key(s) differ (to be confirmed)", now)
-            outcome = f"{table}: {len(res.differing)} key(s) differ from the source; compared again next tick"
-        else:
-            outcome = (
-                f"{table}: {res.compared} key(s) equal ({res.touched} changed since the committed position)"
-            )
-        if res.end:
-            tr.after = tr.after_converted = None
-            tr.rows_total = tr.rows_done
-            tr.last_full_pass, tr.last_full_pass_started = now, tr.pass_started
-            tr.pass_started = None
-            tr.passes += 1
-            state.current = names[(names.index(table) + 1) % len(names)]
-            outcome += "; full pass done"
-        else:
-            tr.after, tr.after_converted = _encode_key(res.hi), _encode_key(res.hi_converted)
-            state.current = table
-    state.last_slice = {
-        "at": now,
-        "table": table,
-        "rows": res.rows,
-        "seconds": round(took, 3),
-        "outcome": outcome,
-    }
-    return state, [(key, observation_metadata(table, tr, state, now))], outcome
+    return tick.next_slice(names)
 
 
-def _suspect_tick(
-    state: RotationState,
-    capture: CaptureTables,
-    compare: Callable[..., RangeResult],
-    queue_repair: Callable[[TableSchema, list[tuple], list[tuple], BinlogPosition], str],
-    server_position: Callable[[], BinlogPosition],
-    options: RotationOptions,
-    now: float,
-    t0: float,
-) -> tuple[RotationState, list[tuple[dg.AssetKey, dict[str, Any]]], str]:
-    s = state.suspect
-    assert s is not None and capture.committed is not None
-    table = s["table"]
-    key, uri = capture.tables[table]
-    tr = state.tables[table]
-    queued = s.get("queued_at")
-    if queued is not None:
-        signal = BinlogPosition.from_dict(queued)
-        if capture.committed.sort_key() < signal.sort_key() or _pending(capture.incremental_state, table):
-            outcome = f"{table}: waiting for the repair queued at {signal} to complete"
-            state.last_slice = {"at": now, "table": table, "rows": 0, "seconds": 0.0, "outcome": outcome}
-            return state, [], outcome
-    elif _pending(capture.incremental_state, table):
-        outcome = f"{table}: waiting for the repair in progress before comparing the differing range again"
-        state.last_slice = {"at": now, "table": table, "rows": 0, "seconds": 0.0, "outcome": outcome}
-        return state, [], outcome
-    db, _, tname = table.partition(".")
-    res = compare(
-        database=db,
-        table=tname,
-        state_uri=uri,
-        committed=capture.committed,
-        lo=_decode_key(s.get("lo")),
-        lo_converted=_decode_key(s.get("lo_c")),
-        hi=_decode_key(s.get("hi")),
-        hi_converted=_decode_key(s.get("hi_c")),
-        rows=options.rows,
-        seconds=options.seconds,
-    )
-    took = time.monotonic() - t0
-    if res.not_compared is not None:
-        outcome = f"{table}: the differing range could not be compared again: {res.not_compared}"
-    elif not res.differing:
-        what = "repaired" if queued is not None else "equal again (it had been changed meanwhile)"
-        state.note(table, f"the differing range is {what}", now)
-        outcome = f"{table}: the differing range is {what} ({res.compared} key(s) compared)"
-        state.suspect = None
-    elif s.get("attempts", 0) >= MAX_REPAIR_ATTEMPTS:
-        outcome = (
-            f"{table}: {len(res.differing)} key(s) still differ after {s['attempts']} repairs "
-            f"(e.g. {res.differing[:3]}): run Execute checks and re-snapshot the table"
+@dataclass
+class _RotationTick:
+    """One tick of :func:`verify_tick` (its arguments): the state it updates, the capture it
+    verifies, how it compares a range, queues a repair and reads the server's position."""
+
+    state: RotationState
+    capture: CaptureTables
+    compare: Callable[..., RangeResult]
+    queue_repair: Callable[[TableSchema, list[tuple], list[tuple], BinlogPosition], str]
+    server_position: Callable[[], BinlogPosition]
+    options: RotationOptions
+    now: float
+    t0: float = field(default_factory=time.monotonic)
+
+    def compared(
+        self, table: str, lo: list | None, lo_c: list | None, hi: list | None, hi_c: list | None
+    ) -> RangeResult:
+        """The comparison of ``table``'s range ``(lo, hi]`` (cursor-encoded keys; ``hi=None``:
+        the next slice of at most ``options.rows`` rows)."""
+        db, _, tname = table.partition(".")
+        return self.compare(
+            database=db,
+            table=tname,
+            state_uri=self.capture.tables[table][1],
+            committed=self.capture.committed,
+            lo=_decode_key(lo),
+            lo_converted=_decode_key(lo_c),
+            hi=_decode_key(hi),
+            hi_converted=_decode_key(hi_c),
+            rows=self.options.rows,
+            seconds=self.options.seconds,
         )
-        log.warning(outcome)
-        state.note(table, outcome, now)
-        state.suspect = None
-    else:
-        assert res.schema is not None
-        repair = queue_repair(res.schema, res.differing, res.lake_only, capture.committed)
+
+    def report(self, table: str, outcome: str, rows: int = 0, timed: bool = True) -> TickReport:
+        """The tick's report on ``table``: its slice recorded, its observation."""
+        seconds = time.monotonic() - self.t0 if timed else 0.0
+        self.state.record_slice(table, outcome, self.now, rows=rows, seconds=seconds)
+        metadata = observation_metadata(table, self.state.tables[table], self.state, self.now)
+        return self.state, [(self.capture.tables[table][0], metadata)], outcome
+
+    def next_slice(self, names: list[str]) -> TickReport:
+        """Compare the current table's next slice (a table whose lake lags the source on
+        purpose, stopped or being repaired, is passed over)."""
+        state, capture, now = self.state, self.capture, self.now
+        table = state.current if state.current in capture.tables else names[0]
+        tr = state.tables[table]
+        busy = (
+            "its capture is stopped"
+            if table in capture.stopped
+            else "a repair or incremental snapshot of it is in progress"
+            if _pending(capture.incremental_state, table)
+            else None
+        )
+        if busy is not None:  # the lake lags the source there on purpose: compared on a later round
+            tr.skipped = busy
+            state.current = _next_table(names, table)
+            return self.report(table, f"{table}: not compared now: {busy}", timed=False)
+        if tr.pass_started is None:
+            tr.pass_started, tr.rows_done = now, 0
+        res = self.compared(table, tr.after, tr.after_converted, None, None)
+        if res.not_compared is not None:
+            tr.skipped = res.not_compared
+            outcome = f"{table}: not compared: {res.not_compared}"
+            # a table that cannot be compared is passed over (the next tick tries the next table)
+            state.current = _next_table(names, table)
+        else:
+            outcome = _slice_compared(state, table, res, names, now)
+        return self.report(table, outcome, rows=res.rows)
+
+    def recheck_suspect(self) -> TickReport:
+        """Compare the suspect range again, once no repair of its table is pending: equal is
+        resolved (repaired), a confirmed difference queues a repair, one that survives
+        :data:`MAX_REPAIR_ATTEMPTS` repairs is reported and left to the operator."""
+        state, capture, now = self.state, self.capture, self.now
+        s = state.suspect
+        assert s is not None and capture.committed is not None
+        table = s["table"]
+        queued = s.get("queued_at")
+        if queued is not None:
+            signal = BinlogPosition.from_dict(queued)
+            if capture.committed.sort_key() < signal.sort_key() or _pending(capture.incremental_state, table):
+                outcome = f"{table}: waiting for the repair queued at {signal} to complete"
+                return state, [], state.record_slice(table, outcome, now)
+        elif _pending(capture.incremental_state, table):
+            outcome = (
+                f"{table}: waiting for the repair in progress before comparing the differing range again"
+            )
+            return state, [], state.record_slice(table, outcome, now)
+        res = self.compared(table, s.get("lo"), s.get("lo_c"), s.get("hi"), s.get("hi_c"))
+        if res.not_compared is not None:
+            outcome = f"{table}: the differing range could not be compared again: {res.not_compared}"
+        elif not res.differing:
+            what = "repaired" if queued is not None else "equal again (it had been changed meanwhile)"
+            state.note(table, f"the differing range is {what}", now)
+            outcome = f"{table}: the differing range is {what} ({res.compared} key(s) compared)"
+            state.suspect = None
+        elif s.get("attempts", 0) >= MAX_REPAIR_ATTEMPTS:
+            outcome = (
+                f"{table}: {len(res.differing)} key(s) still differ after {s['attempts']} repairs "
+                f"(e.g. {res.differing[:3]}): run Execute checks and re-snapshot the table"
+            )
+            log.warning(outcome)
+            state.note(table, outcome, now)
+            state.suspect = None
+        else:
+            outcome = self._repair(s, table, res)
+        return self.report(table, outcome, rows=res.rows)
+
+    def _repair(self, s: dict, table: str, res: RangeResult) -> str:
+        """Queue the repair of the confirmed difference ``res`` of suspect range ``s``; returns
+        the outcome (a difference that cannot be repaired here is reported, the rotation goes on)."""
+        assert res.schema is not None and self.capture.committed is not None
+        repair = self.queue_repair(res.schema, res.differing, res.lake_only, self.capture.committed)
         s["attempts"] = int(s.get("attempts", 0)) + 1
         s["keys"] = [str(k) for k in res.differing[:10]]
         s["differing"] = len(res.differing)
         s["repair"] = repair[:500]
         if repair.startswith("Repair queued"):
-            s["queued_at"] = server_position().to_dict()
+            s["queued_at"] = self.server_position().to_dict()
         else:
-            state.suspect = None  # not repairable here: reported, the rotation goes on
-        state.note(table, f"{len(res.differing)} key(s) confirmed differing: {repair[:300]}", now)
-        outcome = f"{table}: {len(res.differing)} key(s) confirmed differing: {repair[:300]}"
-    state.last_slice = {
-        "at": now,
-        "table": table,
-        "rows": res.rows,
-        "seconds": round(took, 3),
-        "outcome": outcome,
-    }
-    return state, [(key, observation_metadata(table, tr, state, now))], outcome
+            self.state.suspect = None  # not repairable here: reported, the rotation goes on
+        self.state.note(table, f"{len(res.differing)} key(s) confirmed differing: {repair[:300]}", self.now)
+        return f"{table}: {len(res.differing)} key(s) confirmed differing: {repair[:300]}"
+
+
+def _next_table(names: list[str], table: str) -> str:
+    """The table after ``table`` in the round of ``names`` (sorted)."""
+    return names[(names.index(table) + 1) % len(names)]
+
+
+def _slice_compared(state: RotationState, table: str, res: RangeResult, names: list[str], now: float) -> str:
+    """``state`` after a slice of ``table`` was compared (``res``): a difference becomes the
+    suspect range (compared again next tick), the pass moves on past the slice (or ends at the
+    table's end, and the round goes to the next table). Returns the tick's outcome."""
+    tr = state.tables[table]
+    tr.skipped = None
+    lo, lo_c = tr.after, tr.after_converted
+    tr.rows_done += res.rows
+    if res.differing:
+        state.suspect = {
+            "table": table,
+            "lo": lo,
+            "lo_c": lo_c,
+            "hi": None if res.end else _encode_key(res.hi),
+            "hi_c": None if res.end else _encode_key(res.hi_converted),
+            "found_at": now,
+            "attempts": 0,
+            "queued_at": None,
+            "keys": [str(k) for k in res.differing[:10]],
+            "differing": len(res.differing),
+        }
+        state.note(table, f"{len(res.differing)} key(s) differ (to be confirmed)", now)
+        outcome = f"{table}: {len(res.differing)} key(s) differ from the source; compared again next tick"
+    else:
+        outcome = f"{table}: {res.compared} key(s) equal ({res.touched} changed since the committed position)"
+    if not res.end:
+        tr.after, tr.after_converted = _encode_key(res.hi), _encode_key(res.hi_converted)
+        state.current = table
+        return outcome
+    tr.after = tr.after_converted = None
+    tr.rows_total = tr.rows_done
+    tr.last_full_pass, tr.last_full_pass_started = now, tr.pass_started
+    tr.pass_started = None
+    tr.passes += 1
+    state.current = _next_table(names, table)
+    return outcome + "; full pass done"
 
 
 def observation_metadata(table: str, tr: TableRotation, state: RotationState, now: float) -> dict[str, Any]:
@@ -787,7 +574,7 @@ def build_verification_sensor(
     The sensor requests no run: it reads a slice of the source and the lake, queues a repair
     through the signal table when a difference is confirmed, and reports observations.
     """
-    from .sensor import default_sensor_name
+    from .protocol import default_sensor_name
 
     sensor_name = name or verification_sensor_name(default_sensor_name(assets_def))
     options = RotationOptions(rows=rows, seconds=seconds)
@@ -812,18 +599,14 @@ def build_verification_sensor(
         storage = lake.storage_settings()
         capture = capture_tables(context.instance, assets_def, storage, mysql.server_name)
         settings = mysql.connection_settings()
-        info = mysql._server_info(settings)
-        type_options = mysql.type_options()
-
-        def compare(**kw: Any) -> RangeResult:
-            return compare_range(
-                settings=settings,
-                info=info,
-                storage=storage,
-                type_options=type_options,
-                server_id=mysql.server_id + ROTATION_SERVER_ID_OFFSET,
-                **kw,
-            )
+        info = read_server_info(settings)
+        comparison = RangeComparison(
+            settings=settings,
+            info=info,
+            storage=storage,
+            type_options=mysql.type_options(),
+            server_id=mysql.server_id + ROTATION_SERVER_ID_OFFSET,
+        )
 
         def repair(schema: TableSchema, differing: list, lake_only: list, committed: BinlogPosition) -> str:
             return queue_checksum_repair(
@@ -846,7 +629,12 @@ def build_verification_sensor(
                 conn.close()
 
         state, observations, outcome = verify_tick(
-            state, capture, compare=compare, queue_repair=repair, server_position=position, options=options
+            state,
+            capture,
+            compare=comparison.compare,
+            queue_repair=repair,
+            server_position=position,
+            options=options,
         )
         context.log.info(outcome)
         events = [dg.AssetObservation(asset_key=k, metadata=md) for k, md in observations]
@@ -859,7 +647,6 @@ __all__ = [
     "RotationOptions",
     "RotationState",
     "build_verification_sensor",
-    "compare_range",
     "status_line",
     "verification_sensor_name",
     "verify_tick",

@@ -23,11 +23,12 @@ from ..errors import CdcError, ConfigurationError
 from ..events import BinlogPosition
 from ..source.binlog import BinlogReader
 from ..source.connection import ConnectionSettings, binlog_files, connect, current_position, server_info
-from .cursor import CorruptCursorError, StreamCursor, purged_binlog_message
+from .cursor import CorruptCursorError, InFlight, StreamCursor, purged_binlog_message
 from .health import (
     SKIPPED_SIGNALS_WITHIN,
     CaptureHealth,
     capture_health,
+    find_sensor_state,
     first_line,
     health_lines,
     shorten,
@@ -285,26 +286,6 @@ def _lag(
     return str(now), lag_bytes, seconds
 
 
-def find_sensor_state(instance: Any, sensor_name: str) -> Any:
-    """The instigator state of the sensor named ``sensor_name`` in ``instance``.
-
-    Raises:
-        LookupError: no sensor of that name has state in the instance (the message lists those that do).
-    """
-    from dagster._core.definitions.run_request import InstigatorType
-
-    states = list(instance.all_instigator_state(instigator_type=InstigatorType.SENSOR))
-    for s in states:
-        if s.name == sensor_name:
-            return s
-    known = sorted({s.name for s in states})
-    raise LookupError(
-        f"No sensor named {sensor_name!r} has state in the Dagster instance at "
-        f"{getattr(instance, 'root_directory', '?')} (sensors with state: {known or 'none'}). Check "
-        "DAGSTER_HOME (the instance the daemon uses) and the sensor name (`dagster sensor list`)."
-    )
-
-
 def find_sensor_cursor(instance: Any, sensor_name: str) -> str | None:
     """The stored cursor of the sensor named ``sensor_name`` in ``instance``.
 
@@ -360,10 +341,6 @@ def read_status(
 
     A cursor that cannot be read is reported in ``cursor_error`` (with the health), not raised.
     """
-    import dagster as dg
-
-    from .protocol import REQUEST_TAG
-
     state = find_sensor_state(instance, sensor_name) if cursor_text is None else None
     text = (
         cursor_text
@@ -407,33 +384,57 @@ def read_status(
             signals_within=signals_within,
         )
     if cur.inflight is not None:
-        inf = cur.inflight
-        runs = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: inf.run_key}), limit=1)
-        status.inflight = {
-            "kind": inf.kind,
-            "window": f"{inf.start or '-'} -> {inf.end or '-'}",
-            "attempt": inf.attempt,
-            "run_id": runs[0].run_id if runs else None,
-            "run_status": runs[0].status.value if runs else "not created yet",
-        }
+        status.inflight = _inflight_status(instance, cur.inflight)
     if cur.incremental:
-        from ..engine.incremental import IncrementalState
-
-        inc_state = IncrementalState.from_dict(cur.incremental)
-        if inc_state is not None:
-            prog = inc_state.progress()
-            prog["repairs"] = [t.reason for t in inc_state.tables if t.reason]
-            last, top = prog.get("last_key"), prog.get("max_key")
-            if last and top and len(last) == 1 and all(isinstance(v[0], int) for v in (last, top)) and top[0]:
-                prog["key_progress"] = f"{last[0]} of {top[0]} ({100 * last[0] / top[0]:.0f} %)"
-            status.incremental = prog
+        status.incremental = _incremental_status(cur.incremental)
     if cursor_text is None:
-        from .rotation import status_line, verification_sensor_name
-
-        try:
-            rotation = find_sensor_cursor(instance, verification_sensor_name(sensor_name))
-        except LookupError:
-            rotation = None
-        else:
-            status.verification = status_line(rotation)
+        status.verification = _verification_line(instance, sensor_name)
     return status
+
+
+def _inflight_status(instance: Any, inf: InFlight) -> dict[str, Any]:
+    """The run the sensor waits for (``inf``, the cursor's ``inflight``): its kind, window
+    (``start -> end``), attempt, and its run's id and status (``not created yet`` when no run
+    carries its run key)."""
+    import dagster as dg
+
+    from .protocol import REQUEST_TAG
+
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: inf.run_key}), limit=1)
+    return {
+        "kind": inf.kind,
+        "window": f"{inf.start or '-'} -> {inf.end or '-'}",
+        "attempt": inf.attempt,
+        "run_id": runs[0].run_id if runs else None,
+        "run_status": runs[0].status.value if runs else "not created yet",
+    }
+
+
+def _incremental_status(incremental: dict) -> dict[str, Any] | None:
+    """The progress of the cursor's incremental snapshot (:meth:`..engine.incremental.IncrementalState.progress`),
+    with the reasons of its repairs (``repairs``) and, for a single integer key, how far the current
+    table is read (``key_progress``); ``None`` when the state cannot be read."""
+    from ..engine.incremental import IncrementalState
+
+    inc_state = IncrementalState.from_dict(incremental)
+    if inc_state is None:
+        return None
+    prog = inc_state.progress()
+    prog["repairs"] = [t.reason for t in inc_state.tables if t.reason]
+    last, top = prog.get("last_key"), prog.get("max_key")
+    if last and top and len(last) == 1 and all(isinstance(v[0], int) for v in (last, top)) and top[0]:
+        prog["key_progress"] = f"{last[0]} of {top[0]} ({100 * last[0] / top[0]:.0f} %)"
+    return prog
+
+
+def _verification_line(instance: Any, sensor_name: str) -> str | None:
+    """The line of the rotating verification of binlog sensor ``sensor_name``
+    (:func:`.rotation.status_line` of its verification sensor's cursor), ``None`` when that
+    sensor has no state in the instance."""
+    from .rotation import status_line, verification_sensor_name
+
+    try:
+        rotation = find_sensor_cursor(instance, verification_sensor_name(sensor_name))
+    except LookupError:
+        return None
+    return status_line(rotation)
