@@ -28,12 +28,13 @@ from ..source.connection import ConnectionSettings, ServerInfo, connect, current
 from ..source.schema import TableSchema
 from ..source.snapshot import convert_snapshot_rows
 from ..source.types import TableConverter, TypeOptions, quote_identifier, select_expression
+from .absent_rows import LakeLiveRows, converted_key, delete_events, key_tuples, unsupported_key_reason
 from .incremental import decode_key, encode_key
+from .split_snapshot import stage_split_rows
 from .watermark import close_window, keys_touched, log_rows, open_window, without_keys
 
 if TYPE_CHECKING:
     from ..sink.lake import LakeWriter
-    from .absent_rows import LakeLiveRows
 
 log = logging.getLogger(__name__)
 
@@ -247,7 +248,6 @@ def _read_range_in_window(
         the lake's live rows committed before the window: ``None`` without ``storage`` or when the
         key is not supported by :mod:`.absent_rows`).
     """
-    from .absent_rows import LakeLiveRows, unsupported_key_reason
 
     pk = list(schema.primary_key)
     cols_pk = ", ".join(quote_identifier(c) for c in pk)
@@ -322,7 +322,6 @@ class _RangeSplitRead:
         """One Spark job reading the range's parts (called inside the watermark window); the rows
         staged by the executors, read back as one record batch of the value schema."""
         from ..source.splits import step_splits
-        from .split_snapshot import stage_split_rows
 
         key = list(self.source_schema.primary_key)
         lo = tuple(decode_key(rng.lo)) if rng.lo is not None else None
@@ -369,7 +368,6 @@ def _range_deletes(
     """``op=d`` events at the high watermark ``hw`` (file, pos, ts_ms, server_id) for the lake's
     live rows of the range whose key the source's rows (``batch``) no longer have (keys the binlog
     touched inside the window left out)."""
-    from .absent_rows import converted_key, delete_events, key_tuples
 
     absent = lake.absent(
         converted_key(schema, type_options, rng.lo),
