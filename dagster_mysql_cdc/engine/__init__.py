@@ -10,7 +10,8 @@ in :mod:`.transactions`, the result in :mod:`.window_result`), the window's incr
 source in :mod:`.incremental_source` and its signal processor in :mod:`.signals`; a backlog's
 window is read by :mod:`.parallel_catchup` instead, a second driver of the same reader; the gaps
 are settled by :mod:`.window_gaps`; follow-on windows are saved by :mod:`.follow`), an incremental
-snapshot's progress and signals (:mod:`.incremental`) and chunks (:mod:`.incremental_chunks`), a primary-key range re-snapshot (:mod:`.ranges`), deletes of rows gone
+snapshot's progress and signals (:mod:`.incremental`) and chunks (:mod:`.incremental_chunks`),
+a primary-key range re-snapshot (:mod:`.ranges`), deletes of rows gone
 from the source (:mod:`.absent_rows`) and the repairs of changes the binlog does not carry
 (:mod:`.gaps`). :mod:`.watermark` is the DBLog watermark window they share with the asset checks.
 

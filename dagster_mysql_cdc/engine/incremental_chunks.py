@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
@@ -133,88 +133,161 @@ def plan_chunks(
             f"watermark strategy {strategy!r} is not one of {WATERMARK_STRATEGIES}"
         )
     state = state.copy()
-    chunks: list[PlannedChunk] = []
     sdb, _, stable = signal_table.partition(".")
     sig = f"{quote_identifier(sdb)}.{quote_identifier(stable)}"
     conn = connect(settings, autocommit=True)
-    lake_rows: dict[str, LakeLiveRows | None] = {}
     try:
         if not read_only:
             log_rows(conn)  # watermarks as row events when the server logs statements and we may
         # lake rows older than this: committed before
         plan_start = current_position(conn, info).with_epoch(epoch)
-        budget = max_chunks
+        tasks = _spark_tasks(writer, max_connections)
+        reads = _ChunkReads(
+            conn=conn,
+            info=info,
+            settings=settings,
+            writer=writer,
+            storage=storage,
+            server_name=server_name,
+            sig=sig,
+            chunk_size=chunk_size,
+            type_options=type_options,
+            strategy=strategy,
+            read_only=read_only,
+            epoch=epoch,
+            group_chunks=max(1, tasks * split_rows // chunk_size),
+            tasks=tasks,
+        )
         deadline = time.monotonic() + seconds if seconds > 0 else None
-        tasks = 0
-        if writer is not None:
-            from ..sink.spark_files import default_parallelism
-
-            tasks = max_connections or default_parallelism(writer.spark)
-        while state.tables and not state.paused and budget > 0:
-            if deadline is not None and chunks and time.monotonic() >= deadline:
-                break
-            t = _next_chunk_table(state, schemas, type_options, lake_rows, storage, server_name, plan_start)
-            if t is None:
-                continue
-            if writer is not None and _group_ok(t):
-                group = _read_chunk_group(
-                    conn,
-                    info,
-                    state,
-                    t,
-                    settings=settings,
-                    writer=writer,
-                    storage=storage,
-                    server_name=server_name,
-                    sig=sig,
-                    chunk_size=chunk_size,
-                    n_chunks=min(budget, max(1, tasks * split_rows // chunk_size)),
-                    tasks=tasks,
-                    type_options=type_options,
-                    strategy=strategy,
-                    read_only=read_only,
-                    epoch=epoch,
-                )
-                chunks.append(group.chunk)
-                budget -= group.splits
-                t.prog.chunks += group.splits
-                t.prog.rows += group.chunk.rows
-                t.prog.last_key = group.chunk.key_hi
-                group.chunk.table_chunks, group.chunk.table_rows = t.prog.chunks, t.prog.rows
-                if group.last:
-                    state.done.append(t.prog.table)
-                    state.tables.pop(0)
-                continue
-            budget -= 1
-            read = _read_next_chunk(
-                conn,
-                info,
-                state,
-                t,
-                sig=sig,
-                chunk_size=chunk_size,
-                type_options=type_options,
-                strategy=strategy,
-                read_only=read_only,
-                epoch=epoch,
-            )
-            if read is None:
-                continue
-            chunk = _stash_chunk(storage, server_name, t, read)
-            chunks.append(chunk)
-            prog = t.prog
-            prog.chunks += 1
-            prog.rows += len(read.rows)
-            chunk.table_chunks, chunk.table_rows = prog.chunks, prog.rows
-            if read.rows:
-                prog.last_key = read.last_row_key
-            if read.last:
-                state.done.append(prog.table)
-                state.tables.pop(0)
+        chunks = _plan_budget(reads, state, schemas, plan_start, max_chunks, deadline)
         end = current_position(conn, info).with_epoch(epoch)
     finally:
         conn.close()
     return chunks, state, end
+
+
+@dataclass
+class _ChunkReads:
+    """How one window's chunks are read (:func:`plan_chunks`'s arguments, shared by its steps)."""
+
+    conn: Any
+    info: ServerInfo
+    settings: ConnectionSettings
+    writer: LakeWriter | None
+    storage: StorageSettings
+    server_name: str
+    sig: str  # quoted signal table
+    chunk_size: int
+    type_options: TypeOptions
+    strategy: str
+    read_only: bool
+    epoch: int
+    group_chunks: int  # chunks of one group read by Spark tasks (tasks x split_rows rows)
+    tasks: int
+
+
+def _spark_tasks(writer: LakeWriter | None, max_connections: int) -> int:
+    """Spark tasks of a group of splits: ``max_connections``, else one per core (0: no writer,
+    chunks are read one by one here)."""
+    if writer is None:
+        return 0
+    from ..sink.spark_files import default_parallelism
+
+    return max_connections or default_parallelism(writer.spark)
+
+
+def _plan_budget(
+    r: _ChunkReads,
+    state: IncrementalState,
+    schemas: dict[tuple[str, str], TableSchema],
+    plan_start: BinlogPosition,
+    budget: int,
+    deadline: float | None,
+) -> list[PlannedChunk]:
+    """Up to ``budget`` chunks, table after table of ``state``'s queue (advanced in place), in
+    groups of splits where Spark reads them; none is started after ``deadline`` (monotonic
+    seconds) once one was read. Lake rows older than ``plan_start`` are committed before."""
+    chunks: list[PlannedChunk] = []
+    lake_rows: dict[str, LakeLiveRows | None] = {}
+    while state.tables and not state.paused and budget > 0:
+        if deadline is not None and chunks and time.monotonic() >= deadline:
+            break
+        t = _next_chunk_table(state, schemas, r.type_options, lake_rows, r.storage, r.server_name, plan_start)
+        if t is None:
+            continue
+        if r.writer is not None and _group_ok(t):
+            chunk, used = _plan_group(r, state, t, budget)
+            chunks.append(chunk)
+            budget -= used
+            continue
+        budget -= 1
+        planned = _plan_next(r, state, t)
+        if planned is not None:
+            chunks.append(planned)
+    return chunks
+
+
+def _plan_group(
+    r: _ChunkReads, state: IncrementalState, t: _ChunkTable, budget: int
+) -> tuple[PlannedChunk, int]:
+    """The next chunks of ``t`` read as one group of splits by Spark tasks (:func:`_read_chunk_group`),
+    its progress advanced; returns the group's chunk and how many chunks of the budget it used."""
+    group = _read_chunk_group(
+        r.conn,
+        r.info,
+        state,
+        t,
+        settings=r.settings,
+        writer=cast(Any, r.writer),
+        storage=r.storage,
+        server_name=r.server_name,
+        sig=r.sig,
+        chunk_size=r.chunk_size,
+        n_chunks=min(budget, r.group_chunks),
+        tasks=r.tasks,
+        type_options=r.type_options,
+        strategy=r.strategy,
+        read_only=r.read_only,
+        epoch=r.epoch,
+    )
+    t.prog.chunks += group.splits
+    t.prog.rows += group.chunk.rows
+    t.prog.last_key = group.chunk.key_hi
+    group.chunk.table_chunks, group.chunk.table_rows = t.prog.chunks, t.prog.rows
+    if group.last:
+        state.done.append(t.prog.table)
+        state.tables.pop(0)
+    return group.chunk, group.splits
+
+
+def _plan_next(r: _ChunkReads, state: IncrementalState, t: _ChunkTable) -> PlannedChunk | None:
+    """The next chunk of ``t`` read here (:func:`_read_next_chunk`) and stashed, its progress
+    advanced; ``None``: the table had nothing to read (it is done)."""
+    read = _read_next_chunk(
+        r.conn,
+        r.info,
+        state,
+        t,
+        sig=r.sig,
+        chunk_size=r.chunk_size,
+        type_options=r.type_options,
+        strategy=r.strategy,
+        read_only=r.read_only,
+        epoch=r.epoch,
+    )
+    if read is None:
+        return None
+    chunk = _stash_chunk(r.storage, r.server_name, t, read)
+    prog = t.prog
+    prog.chunks += 1
+    prog.rows += len(read.rows)
+    chunk.table_chunks, chunk.table_rows = prog.chunks, prog.rows
+    if read.rows:
+        prog.last_key = read.last_row_key
+    if read.last:
+        state.done.append(prog.table)
+        state.tables.pop(0)
+    return chunk
 
 
 def _next_chunk_table(

@@ -75,7 +75,6 @@ from ..source.catalog import read_table_schemas
 from ..source.connection import ConnectionSettings, ServerInfo, binlog_files, connect
 from ..source.schema import TableSchema
 from ..source.types import TableConverter, TypeOptions
-from .incremental_source import IncrementalOptions
 from .row_events import PartialImages
 from .segment_reader import SegmentJob, SegmentsDataSource, TableFiles, write_job_ref
 from .segments import ParallelOptions, Segment, WindowPlan, cut_segments, file_offsets, read_window_plan
@@ -116,8 +115,7 @@ def parallel_window(
     Raises:
         TypeError: a keyword is not a field of :class:`~.stream.StreamWindow`.
     """
-    inc = window.pop("incremental_options", None) or IncrementalOptions()
-    return decode_in_parallel(StreamWindow(settings, info, incremental_options=inc, **window))
+    return decode_in_parallel(StreamWindow(settings, info, **window))
 
 
 def decode_in_parallel(window: StreamWindow) -> tuple[WindowResult | None, list[dict]]:
@@ -221,7 +219,10 @@ class ParallelCatchUp:
         if plan.reasons:
             return plan.reasons[0]
         if plan.captured < par.min_bytes:
-            return f"{plan.captured} of its bytes change captured tables (stream_parallel_min_bytes={par.min_bytes})"
+            return (
+                f"{plan.captured} of its bytes change captured tables "
+                f"(stream_parallel_min_bytes={par.min_bytes})"
+            )
         tasks = min(par.max_tasks or default_parallelism(w.writer.spark), len(par.server_ids))
         segments = cut_segments(plan, max(1, tasks), par.server_ids)
         if len(segments) < 2 <= tasks:
@@ -245,7 +246,8 @@ class ParallelCatchUp:
         result.decode = [decision]
         result.seconds = time.monotonic() - self.t0
         log.info(
-            "Window %s -> %s (%d bytes) decoded in %d parallel segments: plan %.1fs, decode %.1fs, commit %.1fs",
+            "Window %s -> %s (%d bytes) decoded in %d parallel segments: "
+            "plan %.1fs, decode %.1fs, commit %.1fs",
             w.start,
             result.end,
             self.size,
@@ -410,7 +412,10 @@ def _conform_tables(
         )
         try:
             if tb.model_changed:
-                return f"{key[0]}.{key[1]} is keyed otherwise in the lake: its state starts over, in binlog order"
+                return (
+                    f"{key[0]}.{key[1]} is keyed otherwise in the lake: its state starts over, "
+                    "in binlog order"
+                )
             outs = tb.conform_to(logs)
         finally:
             tb.abort()
@@ -515,24 +520,10 @@ class _DeferredMaintenance:
 def _merge_gaps(source: BinlogStreamingSource, summaries: list[dict]) -> None:
     """The segments' foreign-key cascades and partial row images, in binlog order, into the run
     process's trackers (the first position of each wins, keys and counts add up)."""
-    seen = source.cascades._seen
     partial = PartialImages()
     for s in summaries:
-        for k, e in s["cascades"].items():
-            if k not in seen:
-                seen[k] = {**e, "pairs": list(e["pairs"])}
-            else:
-                seen[k]["events"] += e["events"]
-                seen[k]["pairs"] += e["pairs"]
-        for name, e in s["partial"].items():
-            cur = partial.tables.get(name)
-            if cur is None:
-                partial.tables[name] = {**e, "keys": dict(e["keys"]), "images": set(e["images"])}
-            else:
-                cur["keys"].update(e["keys"])
-                cur["rows"] += e["rows"]
-                cur["images"] |= e["images"]
-                cur["whole"] = cur["whole"] or e["whole"]
+        source.cascades.merge(s["cascades"])
+        partial.merge(s["partial"])
     source.partial = partial
 
 

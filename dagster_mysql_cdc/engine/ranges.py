@@ -182,20 +182,9 @@ def snapshot_range(
         epoch=epoch,
         split=split,
     )
-    # keys the binlog touched between the watermarks
-    bconv = TableConverter(schema, type_options, "binlog")
-    kidx = [schema.column_names.index(k) for k in pk]
-    touched, mark = keys_touched(
-        BinlogReader(settings, replica_server_id, low, high, is_mariadb=info.is_mariadb, deadline_s=600),
-        (schema.database, schema.table),
-        lambda image: tuple(bconv.convert_row_dict(image)[i] for i in kidx),
-        signal=(sdb, st),
-        open_id=wid + "-o",
-        close_id=wid + "-c",
+    touched, hw = _touched_in_window(
+        settings, info, replica_server_id, schema, type_options, (sdb, st), wid, low, high
     )
-    if mark is None:
-        raise ConfigurationError(f"high watermark {wid} not found in the binlog between {low} and {high}")
-    hw = (mark.file, mark.pos, mark.ts_ms, mark.server_id)
     high = low.at(hw[0], hw[1])
     kept = without_keys(batch, pk, touched) if touched else batch
     events = snapshot_events(
@@ -223,6 +212,38 @@ def snapshot_range(
         deletes=deletes,
         rows_deleted=deletes.num_rows if deletes is not None else 0,
     )
+
+
+def _touched_in_window(
+    settings: ConnectionSettings,
+    info: ServerInfo,
+    replica_server_id: int,
+    schema: TableSchema,
+    type_options: TypeOptions,
+    signal: tuple[str, str],
+    wid: str,
+    low: BinlogPosition,
+    high: BinlogPosition,
+) -> tuple[set, tuple[str, int, int, int]]:
+    """The keys of ``schema``'s table the binlog touched between the watermarks of window ``wid``
+    (read from ``low`` to ``high``), and the high watermark's ``(file, pos, ts_ms, server_id)``.
+
+    Raises:
+        ConfigurationError: the high watermark is not in the binlog between ``low`` and ``high``.
+    """
+    bconv = TableConverter(schema, type_options, "binlog")
+    kidx = [schema.column_names.index(k) for k in schema.primary_key]
+    touched, mark = keys_touched(
+        BinlogReader(settings, replica_server_id, low, high, is_mariadb=info.is_mariadb, deadline_s=600),
+        (schema.database, schema.table),
+        lambda image: tuple(bconv.convert_row_dict(image)[i] for i in kidx),
+        signal=signal,
+        open_id=wid + "-o",
+        close_id=wid + "-c",
+    )
+    if mark is None:
+        raise ConfigurationError(f"high watermark {wid} not found in the binlog between {low} and {high}")
+    return touched, (mark.file, mark.pos, mark.ts_ms, mark.server_id)
 
 
 def _read_range_in_window(

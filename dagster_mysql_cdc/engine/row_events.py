@@ -99,6 +99,19 @@ class PartialImages:
                 entry["keys"][k] = None
         return True
 
+    def merge(self, tables: dict[str, dict[str, Any]]) -> None:
+        """Add a later stretch's :attr:`tables` (a segment of a parallel window, in binlog order):
+        the first position of each table wins, its keys, rows and image kinds add up."""
+        for name, e in tables.items():
+            cur = self.tables.get(name)
+            if cur is None:
+                self.tables[name] = {**e, "keys": dict(e["keys"]), "images": set(e["images"])}
+            else:
+                cur["keys"].update(e["keys"])
+                cur["rows"] += e["rows"]
+                cur["images"] |= e["images"]
+                cur["whole"] = cur["whole"] or e["whole"]
+
     def gaps(self) -> list[BinlogGap]:
         """One gap per table, repairing its recorded keys (or the whole table)."""
         from ..source.foreign_keys import key_in_condition

@@ -277,7 +277,7 @@ def decode_segment(job: SegmentJob, index: int, key: bytes | None) -> dict:
         "segment": index,
         "tables": tables,
         "transactions": tx_files,
-        "cascades": source.cascades._seen,
+        "cascades": source.cascades.seen,
         "partial": source.partial.tables,
         "skipped": result.events_skipped,
         "skipped_count": result.events_skipped_count,

@@ -29,8 +29,6 @@ import pyarrow as pa
 from pymysql.constants import CLIENT
 
 from ..errors import (
-    FAILURE_HANDLING_MODES,
-    ConfigurationError,
     SinkError,
     describe,
 )
@@ -45,6 +43,7 @@ from ..source.ddl import SchemaCatalog
 from ..source.filters import TableFilter
 from ..source.foreign_keys import CascadingForeignKey, read_cascading_foreign_keys
 from ..source.schema import TableSchema
+from ..source.snapshot import check_failure_handling_mode
 from ..source.statements import (
     UnreadableSignalStatement,
     signal_statement_rows,
@@ -119,12 +118,7 @@ class StreamOptions:
     parallel: ParallelOptions | None = None
 
     def __post_init__(self) -> None:
-        if self.event_processing_failure_handling_mode not in FAILURE_HANDLING_MODES:
-            raise ConfigurationError(
-                f"event_processing_failure_handling_mode={self.event_processing_failure_handling_mode!r} "
-                f"is not valid; use one of {', '.join(FAILURE_HANDLING_MODES)} "
-                "(Debezium event.processing.failure.handling.mode)"
-            )
+        check_failure_handling_mode(self.event_processing_failure_handling_mode)
 
 
 @dataclass(frozen=True)
@@ -161,6 +155,10 @@ class StreamWindow:
     incremental_options: IncrementalOptions = field(default_factory=IncrementalOptions)
     catch_up: bool = False
     resume_at: dict[tuple[str, str], BinlogPosition] | None = None
+
+    def __post_init__(self) -> None:
+        if self.incremental_options is None:  # given as None: no signal table
+            object.__setattr__(self, "incremental_options", IncrementalOptions())
 
 
 #: Cascading foreign keys read by this process: ``(host, port, captured tables)`` -> by parent

@@ -12,43 +12,27 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from ..events import BinlogPosition
-from ..sink.lake import LakeWriter
-from ..sink.schema_history import SchemaHistory
 from ..source.connection import ConnectionSettings, ServerInfo
-from ..source.filters import TableFilter
-from ..source.types import TypeOptions
-from .incremental import IncrementalState
-from .incremental_source import IncrementalOptions, IncrementalSnapshotSource
+from .incremental_source import IncrementalSnapshotSource
 from .parallel_catchup import decode_in_parallel
 from .signals import SignalProcessor
-from .stream import BinlogStreamingSource, StreamOptions, StreamWindow
+from .stream import BinlogStreamingSource, StreamWindow
 from .window_gaps import settle_window
 from .window_result import WindowResult
 
 log = logging.getLogger(__name__)
 
 
-def run_window(
-    settings: ConnectionSettings,
-    info: ServerInfo,
-    *,
-    replica_server_id: int,
-    start: BinlogPosition,
-    end: BinlogPosition,
-    writer: LakeWriter,
-    history: SchemaHistory,
-    table_filter: TableFilter,
-    type_options: TypeOptions,
-    options: StreamOptions,
-    server_name: str,
-    incremental: IncrementalState | None = None,
-    incremental_options: IncrementalOptions | None = None,
-    catch_up: bool = False,
-    resume_at: dict[tuple[str, str], BinlogPosition] | None = None,
-) -> WindowResult:
+def run_window(settings: ConnectionSettings, info: ServerInfo, **window: Any) -> WindowResult:
     """Read ``[start, end)`` of the binlog and commit its changes to the lake.
+
+    ``window``: the other fields of :class:`~.stream.StreamWindow`, as keywords:
+    ``replica_server_id``, ``start``, ``end``, ``writer``, ``history``, ``table_filter``,
+    ``type_options``, ``options``, ``server_name``, and optionally ``incremental``,
+    ``incremental_options``, ``catch_up`` and ``resume_at``.
 
     ``catch_up``: the window re-reads positions whose schema history (and transaction metadata)
     an earlier window committed, for tables that were stopped (:mod:`.isolation`): only their
@@ -64,8 +48,8 @@ def run_window(
     ``blocking`` execute-snapshot ends the window after its transaction and is reported in
     ``result.blocking_tables`` for the caller to snapshot.
 
-    :class:`WindowCoordinator` coordinates the window's three parts (Debezium's ``ChangeEventSourceCoordinator``):
-    the :class:`BinlogStreamingSource`, the :class:`~.incremental_source.IncrementalSnapshotSource`
+    :class:`WindowCoordinator` coordinates the window's three parts (Debezium's
+    ``ChangeEventSourceCoordinator``): the :class:`~.stream.BinlogStreamingSource`, the :class:`~.incremental_source.IncrementalSnapshotSource`
     and the :class:`~.signals.SignalProcessor`.
 
     Raises:
@@ -73,31 +57,23 @@ def run_window(
         UnparseableDdlError: a DDL could not be parsed (unless ``skip_unparseable_ddl``).
         SchemaMismatchError: an event's columns differ from the schema history.
         SinkError: a commit failed.
+        TypeError: a keyword is not a field of :class:`~.stream.StreamWindow`, or one is missing.
     """
-    window = StreamWindow(
-        settings=settings,
-        info=info,
-        replica_server_id=replica_server_id,
-        start=start,
-        end=end,
-        writer=writer,
-        history=history,
-        table_filter=table_filter,
-        type_options=type_options,
-        options=options,
-        server_name=server_name,
-        incremental=incremental,
-        incremental_options=incremental_options or IncrementalOptions(),
-        catch_up=catch_up,
-        resume_at=resume_at,
-    )
+    return read_window(StreamWindow(settings, info, **window))
+
+
+def read_window(window: StreamWindow) -> WindowResult:
+    """:func:`run_window` of ``window``: a backlog's window decoded by parallel Spark tasks when it
+    can be (:func:`~.parallel_catchup.decode_in_parallel`), else read by :class:`WindowCoordinator`."""
     t0 = time.monotonic()
     decode: list[dict] = []
-    if options.parallel is not None:  # a backlog is decoded by parallel Spark tasks (.parallel_catchup)
+    if (
+        window.options.parallel is not None
+    ):  # a backlog is decoded by parallel Spark tasks (.parallel_catchup)
         done, decode = decode_in_parallel(window)
         if done is not None:
             return done
-    result = WindowCoordinator(window, WindowResult(start=start, end=end, decode=decode)).run()
+    result = WindowCoordinator(window, WindowResult(start=window.start, end=window.end, decode=decode)).run()
     for line in result.signal_log:
         log.log(logging.WARNING if line in result.signals_rejected else logging.INFO, line)
     result.seconds = time.monotonic() - t0
