@@ -27,6 +27,7 @@ from ..source.binlog import BinlogReader
 from ..source.connection import ConnectionSettings, ServerInfo, connect, current_position
 from ..source.schema import TableSchema
 from ..source.snapshot import convert_snapshot_rows
+from ..source.splits import KeySplit, step_splits
 from ..source.types import TableConverter, TypeOptions, quote_identifier, select_expression
 from .absent_rows import LakeLiveRows, converted_key, delete_events, key_tuples, unsupported_key_reason
 from .incremental import decode_key, encode_key
@@ -274,15 +275,13 @@ def _read_range_in_window(
     cols_pk = ", ".join(quote_identifier(c) for c in pk)
     tbl = f"{quote_identifier(schema.database)}.{quote_identifier(schema.table)}"
     sig = f"{quote_identifier(signal[0])}.{quote_identifier(signal[1])}"
-    conds, params = [], []
-    ph = ", ".join(["%s"] * len(pk))
-    if rng.lo is not None:
-        conds.append(f"({cols_pk}) > ({ph})")
-        params += decode_key(rng.lo)
-    if rng.hi is not None:
-        conds.append(f"({cols_pk}) <= ({ph})")
-        params += decode_key(rng.hi)
-    where = ("WHERE " + " AND ".join(conds)) if conds else ""
+    bounds = KeySplit(
+        0,
+        tuple(decode_key(rng.lo)) if rng.lo is not None else None,
+        tuple(decode_key(rng.hi)) if rng.hi is not None else None,
+    )
+    cond, params = bounds.where(pk)  # the range (lo, hi] as a row-value comparison
+    where = f"WHERE {cond}" if cond else ""
     lake = None
     if storage is not None:
         why = unsupported_key_reason(schema)
@@ -342,8 +341,6 @@ class _RangeSplitRead:
     ) -> pa.RecordBatch:
         """One Spark job reading the range's parts (called inside the watermark window); the rows
         staged by the executors, read back as one record batch of the value schema."""
-        from ..source.splits import step_splits
-
         key = list(self.source_schema.primary_key)
         lo = tuple(decode_key(rng.lo)) if rng.lo is not None else None
         hi = tuple(decode_key(rng.hi)) if rng.hi is not None else None
