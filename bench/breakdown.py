@@ -47,7 +47,8 @@ def streaming(
     spark=None,
 ) -> None:
     """Time conversion / event building of captured binlog rows of ``db.table``."""
-    from dagster_mysql_cdc.engine import stream as S
+    from dagster_mysql_cdc.engine.row_events import add_rows as add_row_events
+    from dagster_mysql_cdc.engine.table_events import TableEvents
     from dagster_mysql_cdc.sink.schema_history import SchemaHistory
     from dagster_mysql_cdc.sink.storage import StorageSettings
     from dagster_mysql_cdc.source.binlog import BinlogReader, RowsBatch
@@ -87,14 +88,14 @@ def streaming(
     import tempfile
 
     spill = tempfile.mkdtemp(prefix="bench-spill-")
-    params = inspect.signature(S._TableEvents).parameters
-    # the library's _TableEvents: (schema, options, server_name, batch_rows, spill_dir | open_sink)
+    params = inspect.signature(TableEvents).parameters
+    # the library's TableEvents: (schema, options, server_name, batch_rows, spill_dir | open_sink)
     extra = {"spill_dir": spill} if "spill_dir" in params else {"open_sink": lambda schema: None}
 
     def add_rows():
-        te = S._TableEvents(schema, opts, server_name, 10**9, **extra)  # never flushes here
+        te = TableEvents(schema, opts, server_name, 10**9, **extra)  # never flushes here
         for item in items:
-            S._add_rows(te, item, None)
+            add_row_events(te, item, None)
         return te
 
     te = add_rows()

@@ -43,7 +43,8 @@ from dagster_mysql_cdc.source.connection import ConnectionSettings, connect, ser
 from dagster_mysql_cdc.source.filters import TableFilter
 from dagster_mysql_cdc.sink.schema_history import SchemaHistory
 from dagster_mysql_cdc.source.types import TypeOptions
-from dagster_mysql_cdc.engine.stream import StreamOptions, run_window
+from dagster_mysql_cdc.engine.stream import StreamOptions
+from dagster_mysql_cdc.engine.window_run import run_window
 a = json.loads(sys.argv[1])
 settings = ConnectionSettings(host=a["host"], port=a["port"], user=a["user"], password=a["password"])
 spark = LazyPySparkResource(spark_config=DEFAULT_SPARK_CONFIG).spark_session

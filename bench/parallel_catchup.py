@@ -130,7 +130,8 @@ def child_variant(key: str, master: str, parallel: bool, rng: dict, db: str, lak
 def _child(arg: str) -> int:
     """Body of a variant's process: Spark started and warmed (not timed), then the window, timed."""
     from dagster_mysql_cdc.engine.segments import ParallelOptions
-    from dagster_mysql_cdc.engine.stream import StreamOptions, run_window
+    from dagster_mysql_cdc.engine.stream import StreamOptions
+    from dagster_mysql_cdc.engine.window_run import run_window
     from dagster_mysql_cdc.events import BinlogPosition
     from dagster_mysql_cdc.sink.lake import LakeWriter
     from dagster_mysql_cdc.sink.schema_history import SchemaHistory

@@ -291,7 +291,8 @@ def run(args: argparse.Namespace) -> dict:
     from deltalake import DeltaTable
 
     from dagster_mysql_cdc.engine.initial_snapshot import run_snapshot
-    from dagster_mysql_cdc.engine.stream import StreamOptions, run_window
+    from dagster_mysql_cdc.engine.stream import StreamOptions
+    from dagster_mysql_cdc.engine.window_run import run_window
     from dagster_mysql_cdc.sink.lake import LakeWriter
     from dagster_mysql_cdc.sink.schema_history import SchemaHistory
     from dagster_mysql_cdc.sink.storage import StorageSettings

@@ -139,7 +139,8 @@ class Workload:
 
 
 def _window(settings, info, writer, history, db: str, start):
-    from dagster_mysql_cdc.engine.stream import StreamOptions, run_window
+    from dagster_mysql_cdc.engine.stream import StreamOptions
+    from dagster_mysql_cdc.engine.window_run import run_window
     from dagster_mysql_cdc.source.connection import connect, current_position
     from dagster_mysql_cdc.source.filters import TableFilter
     from dagster_mysql_cdc.source.types import TypeOptions

@@ -250,7 +250,8 @@ class _NullTableBatch:
 
 def window(settings, info, start, end, db: str, server_id: int, writer, lake_dir: str) -> tuple[int, dict]:
     """(b)/(c) the library's ``run_window`` with ``writer``; history read from ``lake_dir``."""
-    from dagster_mysql_cdc.engine.stream import StreamOptions, run_window
+    from dagster_mysql_cdc.engine.stream import StreamOptions
+    from dagster_mysql_cdc.engine.window_run import run_window
     from dagster_mysql_cdc.sink.schema_history import SchemaHistory
     from dagster_mysql_cdc.sink.storage import StorageSettings
     from dagster_mysql_cdc.source.filters import TableFilter

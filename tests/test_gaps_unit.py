@@ -337,7 +337,9 @@ def test_status_lines():
 
 def test_gap_handling_fail_warn_and_no_signal_table():
     from dagster_mysql_cdc.engine.gaps import BinlogGapError
-    from dagster_mysql_cdc.engine.stream import IncrementalOptions, StreamOptions, _handle_gaps
+    from dagster_mysql_cdc.engine.incremental_source import IncrementalOptions
+    from dagster_mysql_cdc.engine.stream import StreamOptions
+    from dagster_mysql_cdc.engine.window_gaps import handle_gaps
     from dagster_mysql_cdc.events import BinlogPosition
 
     schemas = {("d", "t"): _schema("t", ["id"], ["id"])}
@@ -347,21 +349,21 @@ def test_gap_handling_fail_warn_and_no_signal_table():
         return [BinlogGap("statement_dml", "d.t", "mysql-bin.000001:99", "INSERT ...")]
 
     with pytest.raises(BinlogGapError, match=r"statement_dml on d\.t at mysql-bin\.000001:99") as e:
-        _handle_gaps(
+        handle_gaps(
             gaps(), None, StreamOptions(gap_handling="fail"), IncrementalOptions("d.sig"), schemas, start
         )
     assert "binlog_gap_handling='repair'" in str(e.value)
     g = gaps()
     assert (
-        _handle_gaps(g, None, StreamOptions(gap_handling="warn"), IncrementalOptions("d.sig"), schemas, start)
+        handle_gaps(g, None, StreamOptions(gap_handling="warn"), IncrementalOptions("d.sig"), schemas, start)
         is None
     )
     assert g[0].repair.startswith("Not repaired (binlog_gap_handling='warn')")
     g = gaps()
-    assert _handle_gaps(g, None, StreamOptions(), IncrementalOptions(None), schemas, start) is None
+    assert handle_gaps(g, None, StreamOptions(), IncrementalOptions(None), schemas, start) is None
     assert "need the signal table" in g[0].repair
     g = gaps()
-    st = _handle_gaps(g, None, StreamOptions(), IncrementalOptions("d.sig"), schemas, start)
+    st = handle_gaps(g, None, StreamOptions(), IncrementalOptions("d.sig"), schemas, start)
     assert st is not None and [(p.table, p.filter) for p in st.tables] == [("d.t", None)]
     assert st.snapshot_id == f"repair-{start.as_version()}"
 

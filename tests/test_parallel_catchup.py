@@ -22,7 +22,9 @@ from sensor_harness import scratch_database
 from dagster_mysql_cdc.engine.initial_snapshot import run_snapshot
 from dagster_mysql_cdc.engine.parallel_catchup import SEGMENT_APP_ID
 from dagster_mysql_cdc.engine.segments import ParallelOptions
-from dagster_mysql_cdc.engine.stream import StreamOptions, WindowResult, run_window
+from dagster_mysql_cdc.engine.stream import StreamOptions
+from dagster_mysql_cdc.engine.window_result import WindowResult
+from dagster_mysql_cdc.engine.window_run import run_window
 from dagster_mysql_cdc.sink.lake import LakeWriter
 from dagster_mysql_cdc.sink.schema_history import SchemaHistory
 from dagster_mysql_cdc.sink.storage import StorageSettings

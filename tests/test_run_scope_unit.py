@@ -21,8 +21,8 @@ from dagster_mysql_cdc.dagster_integration.protocol import (
 from dagster_mysql_cdc.dagster_integration.run_requests import SensorTick
 from dagster_mysql_cdc.dagster_integration.run_tags import progress_tag
 from dagster_mysql_cdc.engine.follow import FollowWindow
-from dagster_mysql_cdc.engine.stream import WindowResult, merge_window_results
 from dagster_mysql_cdc.engine.stream_run import RunProgress
+from dagster_mysql_cdc.engine.window_result import WindowResult, merge_window_results
 from dagster_mysql_cdc.events import BinlogPosition
 
 BINLOG = dg.AssetKey(["srv", "binlog"])

@@ -177,7 +177,7 @@ def test_a_following_run_keeps_the_tail_files_of_every_window():
     last window's files only, so keys changed earlier read as missing ("68 changed key(s)
     differ"). Files of both are kept; when one commit's are unknown, none (the current state is
     read instead)."""
-    from dagster_mysql_cdc.engine.stream import WindowResult, merge_window_results
+    from dagster_mysql_cdc.engine.window_result import WindowResult, merge_window_results
     from dagster_mysql_cdc.sink.delta import CommitOutcome
     from dagster_mysql_cdc.sink.layout import TablePaths
     from dagster_mysql_cdc.sink.table_batch import TableWriteResult

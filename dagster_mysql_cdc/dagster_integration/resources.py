@@ -87,8 +87,9 @@ from .selection import follow_planner
 from .translator import table_asset_key, table_of_spec
 
 if TYPE_CHECKING:
+    from ..engine.incremental_source import IncrementalOptions
     from ..engine.snapshot_run import SnapshotReads
-    from ..engine.stream import IncrementalOptions, StreamOptions
+    from ..engine.stream import StreamOptions
     from ..engine.stream_run import StreamRunOptions, StreamRunOutcome
 
 # The data path (stream, pipeline, sink: sqlglot, python-mysql-replication, deltalake, pyspark) is
@@ -314,7 +315,7 @@ class MySqlCdcResource(
         return f"{dbs[0]}.debezium_signal" if dbs and len(dbs) == 1 else None
 
     def incremental_options(self) -> IncrementalOptions:
-        from ..engine.stream import IncrementalOptions
+        from ..engine.incremental_source import IncrementalOptions
 
         return IncrementalOptions(
             signal_table=self.signal_table(),

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ..engine.initial_snapshot import SnapshotTableResult
     from ..engine.ranges import KeyRange
     from ..engine.snapshot_run import RangeResnapshot
-    from ..engine.stream import WindowResult
+    from ..engine.window_result import WindowResult
     from ..sink.table_batch import TableWriteResult
 
 log = logging.getLogger(__name__)

@@ -120,7 +120,9 @@ class CascadeTracker:
 
     def __init__(self, foreign_keys: dict[tuple[str, str], list[CascadingForeignKey]]):
         self.by_parent = foreign_keys
-        self._seen: dict[tuple[str, str], dict[str, Any]] = {}  # (constraint, op) -> what cascaded
+        #: (constraint, op) -> what cascaded: ``{"fk", "action", "position", "pairs", "events"}``
+        #: (``pairs``: old and new parent key values; a segment task returns these to be merged)
+        self.seen: dict[tuple[str, str], dict[str, Any]] = {}
 
     def parents(self) -> set[tuple[str, str]]:
         return set(self.by_parent)
@@ -143,16 +145,26 @@ class CascadeTracker:
                     continue  # the referenced key did not change: nothing cascades
                 if not all(c in before for c in fk.parent_columns):
                     old = ()  # no column names (binlog_row_metadata=MINIMAL): whole child table
-                entry = self._seen.setdefault(
+                entry = self.seen.setdefault(
                     (fk.name, op),
                     {"fk": fk, "action": action, "position": position, "pairs": [], "events": 0},
                 )
                 entry["events"] += 1
                 entry["pairs"].append((old, new))
 
+    def merge(self, seen: dict[tuple[str, str], dict[str, Any]]) -> None:
+        """Add a later stretch's :attr:`seen` (a segment of a parallel window, in binlog order):
+        the first position of each cascade wins, its events and key pairs add up."""
+        for k, e in seen.items():
+            if k not in self.seen:
+                self.seen[k] = {**e, "pairs": list(e["pairs"])}
+            else:
+                self.seen[k]["events"] += e["events"]
+                self.seen[k]["pairs"] += e["pairs"]
+
     def gaps(self) -> list[BinlogGap]:
         out = []
-        for e in self._seen.values():
+        for e in self.seen.values():
             action = e["action"]
             fk: CascadingForeignKey = e["fk"]
             pairs = e["pairs"]

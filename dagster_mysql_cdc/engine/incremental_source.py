@@ -26,13 +26,13 @@ from ..source.connection import ConnectionSettings, ServerInfo, connect
 from ..source.schema import TableSchema
 from ..source.signals import matches_collection
 from ..source.types import TypeOptions
+from .absent_rows import delete_events, key_tuples
 from .gaps import REPAIR_HEADER
 from .incremental import (
     ChunkPlan,
     IncrementalState,
     PlannedChunk,
     load_plan,
-    plan_chunks,
     read_absent,
     read_chunk,
     save_plan,
@@ -40,11 +40,13 @@ from .incremental import (
     stop_snapshot,
     with_paused,
 )
+from .incremental_chunks import plan_chunks
 from .watermark import without_keys
 
 if TYPE_CHECKING:
     from ..sink.lake import LakeWriter
-    from .stream import WindowResult, _TableEvents
+    from .table_events import TableEvents
+    from .window_result import WindowResult
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ class IncrementalOptions:
         read_only: read-only incremental snapshot (``read.only``): no watermark rows; the binlog
             positions (and GTID sets) before and after each chunk SELECT are its watermarks.
         split_reads: read a run's chunks of a table as parallel splits on the Spark executors,
-            inside one watermark window (:func:`~.incremental.plan_chunks`); ``max_connections``
+            inside one watermark window (:func:`~.incremental_chunks.plan_chunks`); ``max_connections``
             caps the tasks reading the source at once (0: one per Spark core), ``split_rows``
             the rows of one task's read.
         run_seconds: time budget of a run's chunk reads (0: only ``max_chunks_per_run`` bounds it).
@@ -113,7 +115,7 @@ class IncrementalSnapshotSource:
         options: IncrementalOptions,
         type_options: TypeOptions,
         result: WindowResult,
-        table_events: Callable[[str, str], _TableEvents | None],
+        table_events: Callable[[str, str], TableEvents | None],
         state: IncrementalState | None,
         writer: LakeWriter | None = None,
     ):
@@ -147,7 +149,7 @@ class IncrementalSnapshotSource:
     # -- before the binlog is read ------------------------------------------------------------
     def plan(self, start: BinlogPosition, end: BinlogPosition) -> BinlogPosition:
         """Load the chunk plan of the window starting at ``start`` (an earlier attempt's) or make
-        and save one (:func:`~.incremental.plan_chunks`), when a snapshot is active and not paused.
+        and save one (:func:`~.incremental_chunks.plan_chunks`), when a snapshot is active and not paused.
 
         Returns:
             The window end: ``end``, or just after the last chunk's high watermark if later (also
@@ -426,7 +428,7 @@ class IncrementalSnapshotSource:
         self.result.chunks.append(info_row)
 
     def _chunk_events(
-        self, c: PlannedChunk, te: _TableEvents, ev: RowsBatch, rows: pa.RecordBatch, op: str
+        self, c: PlannedChunk, te: TableEvents, ev: RowsBatch, rows: pa.RecordBatch, op: str
     ) -> pa.RecordBatch:
         """``op`` events of the chunk's rows at the high watermark (``source.snapshot=incremental``)."""
         return snapshot_events(
@@ -444,11 +446,10 @@ class IncrementalSnapshotSource:
         )
 
     def _emit_repair_deletes(
-        self, c: PlannedChunk, te: _TableEvents, ev: RowsBatch, touched: set, info_row: dict[str, Any]
+        self, c: PlannedChunk, te: TableEvents, ev: RowsBatch, touched: set, info_row: dict[str, Any]
     ) -> set[tuple]:
         """Keys a repair found gone from the source (between the watermarks): deleted at the high
         watermark unless the binlog changed them inside the window. Returns the keys deleted."""
-        from .absent_rows import key_tuples
 
         assert c.deletes_path is not None
         gone = _in_layout(read_chunk(self.storage, c, c.deletes_path), te.conv.arrow_schema)
@@ -458,10 +459,9 @@ class IncrementalSnapshotSource:
         info_row["deleted"] = gone.num_rows
         return key_tuples(gone, te.conv.table.primary_key)
 
-    def _emit_absent_deletes(self, c: PlannedChunk, te: _TableEvents, ev: RowsBatch, skip_keys: set) -> int:
+    def _emit_absent_deletes(self, c: PlannedChunk, te: TableEvents, ev: RowsBatch, skip_keys: set) -> int:
         """Deletes of the lake rows of the chunk's key range the source no longer had (except
         ``skip_keys``). Returns how many were emitted."""
-        from .absent_rows import delete_events, key_tuples
 
         absent = read_absent(self.storage, c)
         if absent is None:

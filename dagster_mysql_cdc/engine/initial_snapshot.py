@@ -7,6 +7,7 @@ current-state Delta tables, one :class:`SnapshotTableResult` per table.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import logging
 import time
@@ -24,7 +25,6 @@ from ..source.connection import ConnectionSettings
 from ..source.schema import TableSchema
 from ..source.snapshot import ConsistentSnapshot, SnapshotOptions
 from ..source.types import TableConverter, TypeOptions
-from .stream import snapshot_history_app_id
 
 log = logging.getLogger(__name__)
 
@@ -217,3 +217,9 @@ def record_snapshot_schemas(
         app_id=position.txn_app(snapshot_history_app_id(tables)),
         version=position.as_version(),
     )
+
+
+def snapshot_history_app_id(tables: Sequence[tuple[str, str]]) -> str:
+    """History batch identity of a snapshot of ``tables`` (distinct per table set)."""
+    digest = hashlib.sha1(",".join(f"{d}.{t}" for d, t in sorted(tables)).encode()).hexdigest()[:12]
+    return f"dagster-mysql-cdc/snapshot/{digest}"

@@ -5,7 +5,7 @@ bulk load, a deployment starting from an old offset) is caught up no faster than
 however many Spark executors there are (Debezium has the same single-reader limit). The decoding of
 different parts of a binlog is independent work, so a window of at least
 :attr:`~.segments.ParallelOptions.min_bytes` is decoded in parallel (:func:`parallel_window`, called
-by :func:`.stream.run_window` before it reads a window itself):
+by :func:`.window_run.run_window` before it reads a window itself):
 
 1. **Plan** (run process, :func:`.segments.read_window_plan`): the window read once without
    decoding rows: transaction boundaries, the captured tables of each stretch, the DDL and
@@ -73,25 +73,15 @@ from ..sink.spark_files import FileOutput, default_parallelism
 from ..source.binlog import DdlStatement, StatementDml
 from ..source.catalog import read_table_schemas
 from ..source.connection import ConnectionSettings, ServerInfo, binlog_files, connect
-from ..source.filters import TableFilter
 from ..source.schema import TableSchema
 from ..source.types import TableConverter, TypeOptions
-from .incremental import IncrementalState
-from .incremental_source import IncrementalOptions
-from .isolation import lake_unreachable
+from .row_events import PartialImages
 from .segment_reader import SegmentJob, SegmentsDataSource, TableFiles, write_job_ref
-from .segments import Segment, WindowPlan, cut_segments, file_offsets, read_window_plan
-from .stream import (
-    STREAM_APP_ID,
-    TRANSACTIONS_SCHEMA,
-    BinlogStreamingSource,
-    PartialImages,
-    StreamOptions,
-    WindowResult,
-    _combined,
-    _table_key,
-    _window_gaps,
-)
+from .segments import ParallelOptions, Segment, WindowPlan, cut_segments, file_offsets, read_window_plan
+from .stream import STREAM_APP_ID, BinlogStreamingSource, StreamOptions, StreamWindow
+from .transactions import TRANSACTIONS_SCHEMA
+from .window_gaps import settle_window
+from .window_result import WindowResult, combined_write_results
 
 log = logging.getLogger(__name__)
 
@@ -117,130 +107,156 @@ def window_size(
 
 
 def parallel_window(
-    settings: ConnectionSettings,
-    info: ServerInfo,
-    *,
-    replica_server_id: int,
-    start: BinlogPosition,
-    end: BinlogPosition,
-    writer: LakeWriter,
-    history: SchemaHistory,
-    table_filter: TableFilter,
-    type_options: TypeOptions,
-    options: StreamOptions,
-    server_name: str,
-    incremental: IncrementalState | None = None,
-    incremental_options: IncrementalOptions | None = None,
-    catch_up: bool = False,
-    resume_at: dict | None = None,
+    settings: ConnectionSettings, info: ServerInfo, **window: Any
 ) -> tuple[WindowResult | None, list[dict]]:
-    """Decode and commit ``[start, end)`` in parallel Spark tasks when it is large enough and can
-    be (see the module docs).
+    """:func:`decode_in_parallel` of the window given as :func:`.window_run.run_window`'s keyword
+    arguments (``window``: the other fields of :class:`~.stream.StreamWindow`).
+
+    Raises:
+        TypeError: a keyword is not a field of :class:`~.stream.StreamWindow`.
+    """
+    return decode_in_parallel(StreamWindow(settings, info, **window))
+
+
+def decode_in_parallel(window: StreamWindow) -> tuple[WindowResult | None, list[dict]]:
+    """Decode and commit ``window`` in parallel Spark tasks when it is large enough and can be
+    (see the module docs).
 
     Returns:
-        ``(result, decisions)``: the window's :class:`~.stream.WindowResult` when it was decoded in
-        parallel (``result.decode`` holds the decision), else ``None`` and the decision to report
-        with the single reader's result (``[]`` for a window below the threshold: nothing to say).
+        ``(result, decisions)``: the window's :class:`~.window_result.WindowResult` when it was
+        decoded in parallel (``result.decode`` holds the decision), else ``None`` and the decision
+        to report with the single reader's result (``[]`` for a window below the threshold:
+        nothing to say).
     Raises:
         BinlogReadError (and subclasses): the window's plan could not be read.
-        UnparseableDdlError, BinlogGapError, SinkError: as :func:`.stream.run_window` raises them.
+        UnparseableDdlError, BinlogGapError, SinkError: as :func:`.window_run.run_window` raises them.
     """
-    par = options.parallel
+    par = window.options.parallel
     if par is None:
         return None, []
-    t0 = time.monotonic()
-    size, files = window_size(settings, start, end)
+    size, files = window_size(window.settings, window.start, window.end)
     if size < par.min_bytes:
         return None, []
-    decision: dict[str, Any] = {"window_start": str(start), "window_end": str(end), "bytes": size}
+    return ParallelCatchUp(window, size).run(files)
 
-    def single(reason: str, level: int = logging.INFO) -> tuple[None, list[dict]]:
-        decision.update(mode="single", reason=reason, seconds=round(time.monotonic() - t0, 3))
-        log.log(level, "Window %s -> %s (%d bytes) read by the run process: %s", start, end, size, reason)
-        return None, [decision]
 
-    if catch_up or resume_at:
-        return single("stopped tables are caught up in binlog order by the run process")
-    if incremental is not None and incremental.active and not incremental.paused:
-        return single("an incremental snapshot is running: its watermark windows are read in binlog order")
-    inc = incremental_options or IncrementalOptions()
-    plan = read_window_plan(
-        settings,
-        info,
-        start=start,
-        end=end,
-        server_id=replica_server_id,
-        files=files,
-        table_filter=table_filter,
-        signal_table=inc.signal_table,
-        deadline_s=options.deadline_s,
-    )
-    decision.update(captured_bytes=plan.captured, plan_seconds=round(plan.seconds, 3))
-    if plan.reasons:
-        return single(plan.reasons[0])
-    if plan.captured < par.min_bytes:
-        return single(
-            f"{plan.captured} of its bytes change captured tables (stream_parallel_min_bytes={par.min_bytes})"
+class ParallelCatchUp:
+    """The parallel read of one window of ``size`` bytes, and the decision it reports
+    (``WindowResult.decode``): steps 1 to 4 of the module docs, or why the run process reads
+    the window instead."""
+
+    def __init__(self, window: StreamWindow, size: int):
+        self.window = window
+        self.size = size
+        self.t0 = time.monotonic()
+        self.decision: dict[str, Any] = {
+            "window_start": str(window.start),
+            "window_end": str(window.end),
+            "bytes": size,
+        }
+
+    def single(self, reason: str, level: int = logging.INFO) -> tuple[None, list[dict]]:
+        """The run process reads the window (``reason``: why, logged and reported)."""
+        w = self.window
+        self.decision.update(mode="single", reason=reason, seconds=round(time.monotonic() - self.t0, 3))
+        log.log(
+            level, "Window %s -> %s (%d bytes) read by the run process: %s", w.start, w.end, self.size, reason
         )
-    tasks = min(par.max_tasks or default_parallelism(writer.spark), len(par.server_ids))
-    segments = cut_segments(plan, max(1, tasks), par.server_ids)
-    if len(segments) < 2 <= tasks:
-        return single("the window is one transaction: nothing to decode in parallel")
-    prepared = _prepare(
-        settings,
-        info,
-        plan,
-        segments,
-        writer=writer,
-        history=history,
-        table_filter=table_filter,
-        type_options=type_options,
-        options=options,
-        server_name=server_name,
-        signal_table=inc.signal_table,
-    )
-    if isinstance(prepared, str):
-        return single(prepared)
-    decision.update(
-        mode="parallel",
-        segments=[
-            {"start": str(s.start), "end": str(s.end), "bytes": s.weight, "server_id": s.server_id}
-            for s in segments
-        ],
-    )
-    t1 = time.monotonic()
-    try:
-        summaries = _decode(writer, prepared.job)
-    except Exception as e:  # nothing is committed yet: the run process reads the window itself
-        prepared.source.close()
-        return single(
-            f"the Spark tasks failed ({root_cause(e)}); every task connects to the source itself: "
-            "the executors need network access to it and the capture user's grants must cover "
-            "their hosts (docs/operations.md, 'Parallel catch-up of a backlog')",
-            logging.WARNING,
+        return None, [self.decision]
+
+    def run(self, files: list[tuple[str, int]]) -> tuple[WindowResult | None, list[dict]]:
+        """Plan, prepare, decode and commit the window (see :func:`decode_in_parallel`)."""
+        w = self.window
+        if w.catch_up or w.resume_at:
+            return self.single("stopped tables are caught up in binlog order by the run process")
+        if w.incremental is not None and w.incremental.active and not w.incremental.paused:
+            return self.single(
+                "an incremental snapshot is running: its watermark windows are read in binlog order"
+            )
+        planned = self._plan(files)
+        if isinstance(planned, str):
+            return self.single(planned)
+        plan, segments = planned
+        prepared = _prepare(w, plan, segments)
+        if isinstance(prepared, str):
+            return self.single(prepared)
+        self.decision.update(
+            mode="parallel",
+            segments=[
+                {"start": str(s.start), "end": str(s.end), "bytes": s.weight, "server_id": s.server_id}
+                for s in segments
+            ],
         )
-    decision["decode_seconds"] = round(time.monotonic() - t1, 3)
-    for d, s in zip(decision["segments"], summaries):
-        d.update(seconds=round(s["seconds"], 3), cpu_seconds=round(s["cpu_seconds"], 3))
-    t2 = time.monotonic()
-    try:
-        result = _finish(prepared, summaries, writer, history, options, inc, type_options, incremental)
-    finally:
-        prepared.source.close()
-    decision.update(commit_seconds=round(time.monotonic() - t2, 3), seconds=round(time.monotonic() - t0, 3))
-    result.decode = [decision]
-    result.seconds = time.monotonic() - t0
-    log.info(
-        "Window %s -> %s (%d bytes) decoded in %d parallel segments: plan %.1fs, decode %.1fs, commit %.1fs",
-        start,
-        result.end,
-        size,
-        len(segments),
-        plan.seconds,
-        decision["decode_seconds"],
-        decision["commit_seconds"],
-    )
-    return result, [decision]
+        t1 = time.monotonic()
+        try:
+            summaries = _decode(w.writer, prepared.job)
+        except Exception as e:  # nothing is committed yet: the run process reads the window itself
+            prepared.source.close()
+            return self.single(
+                f"the Spark tasks failed ({root_cause(e)}); every task connects to the source itself: "
+                "the executors need network access to it and the capture user's grants must cover "
+                "their hosts (docs/operations.md, 'Parallel catch-up of a backlog')",
+                logging.WARNING,
+            )
+        return self._commit(prepared, summaries, t1), [self.decision]
+
+    def _plan(self, files: list[tuple[str, int]]) -> tuple[WindowPlan, list[Segment]] | str:
+        """Step 1: the window's plan and segments, or why it is read by the run process."""
+        w = self.window
+        par = cast(ParallelOptions, w.options.parallel)
+        plan = read_window_plan(
+            w.settings,
+            w.info,
+            start=w.start,
+            end=w.end,
+            server_id=w.replica_server_id,
+            files=files,
+            table_filter=w.table_filter,
+            signal_table=w.incremental_options.signal_table,
+            deadline_s=w.options.deadline_s,
+        )
+        self.decision.update(captured_bytes=plan.captured, plan_seconds=round(plan.seconds, 3))
+        if plan.reasons:
+            return plan.reasons[0]
+        if plan.captured < par.min_bytes:
+            return (
+                f"{plan.captured} of its bytes change captured tables "
+                f"(stream_parallel_min_bytes={par.min_bytes})"
+            )
+        tasks = min(par.max_tasks or default_parallelism(w.writer.spark), len(par.server_ids))
+        segments = cut_segments(plan, max(1, tasks), par.server_ids)
+        if len(segments) < 2 <= tasks:
+            return "the window is one transaction: nothing to decode in parallel"
+        return plan, segments
+
+    def _commit(self, prepared: _Prepared, summaries: list[dict], t1: float) -> WindowResult:
+        """Step 4, timed into the decision."""
+        decision, w = self.decision, self.window
+        decision["decode_seconds"] = round(time.monotonic() - t1, 3)
+        for d, s in zip(decision["segments"], summaries):
+            d.update(seconds=round(s["seconds"], 3), cpu_seconds=round(s["cpu_seconds"], 3))
+        t2 = time.monotonic()
+        try:
+            result = _finish(prepared, summaries, w)
+        finally:
+            prepared.source.close()
+        decision.update(
+            commit_seconds=round(time.monotonic() - t2, 3), seconds=round(time.monotonic() - self.t0, 3)
+        )
+        result.decode = [decision]
+        result.seconds = time.monotonic() - self.t0
+        log.info(
+            "Window %s -> %s (%d bytes) decoded in %d parallel segments: "
+            "plan %.1fs, decode %.1fs, commit %.1fs",
+            w.start,
+            result.end,
+            self.size,
+            len(prepared.segments),
+            prepared.plan.seconds,
+            decision["decode_seconds"],
+            decision["commit_seconds"],
+        )
+        return result
 
 
 def _rekeyed(
@@ -297,143 +313,147 @@ class _Prepared:
         self.job: SegmentJob = cast(SegmentJob, None)
 
 
-def _prepare(
-    settings: ConnectionSettings,
-    info: ServerInfo,
-    plan: WindowPlan,
-    segments: list[Segment],
-    *,
-    writer: LakeWriter,
-    history: SchemaHistory,
-    table_filter: TableFilter,
-    type_options: TypeOptions,
-    options: StreamOptions,
-    server_name: str,
-    signal_table: str | None,
-) -> _Prepared | str:
+def _prepare(window: StreamWindow, plan: WindowPlan, segments: list[Segment]) -> _Prepared | str:
     """Steps 2 of the module docs: the statements in order, the catalogs, the lake's schemas, the
     job. Returns why the window must be read by the run process instead (a ``str``)."""
-    start = plan.start
-    result = WindowResult(start=start, end=plan.end)
-    source = BinlogStreamingSource(
-        settings,
-        info,
-        start=start,
-        writer=cast(Any, _PlanningWriter(writer.storage)),
-        history=history,
-        table_filter=table_filter,
-        type_options=type_options,
-        options=options,
-        server_name=server_name,
-        signal_table=signal_table,
-        result=result,
-    )
+    result = WindowResult(start=plan.start, end=plan.end)
+    planning = cast(Any, _PlanningWriter(window.writer.storage))
+    source = BinlogStreamingSource.of_window(window, result, planning)
     try:
-        versions: dict[tuple[str, str], list[TableSchema]] = {}
-        rekeyed: set[str] = set()
-
-        def note_versions() -> None:
-            for key in set(plan.tables) | set(source.tables):
-                s = source.catalog.get(*key)
-                seen = versions.setdefault(key, [])
-                if s is not None and (not seen or seen[-1] != s):
-                    seen.append(s)
-
-        note_versions()
-        catalogs = []
-        snapshot = None
-        pending = list(plan.statements)
-        for seg in segments:
-            if snapshot is None:
-                snapshot = copy.deepcopy(source.catalog)
-            catalogs.append(snapshot)
-            while pending and start.at(pending[0].file, pending[0].pos).sort_key() < seg.end.sort_key():
-                item = pending.pop(0)
-                if isinstance(item, DdlStatement):
-                    before = source.catalog.tables()
-                    source._on_ddl(item)
-                    rekeyed.update(_rekeyed(before, source.catalog.tables(), plan.tables, type_options))
-                    snapshot = None  # the next segment starts from the catalog after it
-                    note_versions()
-                elif isinstance(item, StatementDml):
-                    source._on_statement_dml(item)
-        rekeyed.update(f"{d}.{t}" for (d, t), te in source.tables.items() if te.sink_from is not None)
+        catalogs, versions, rekeyed = _statements_in_order(source, plan, segments, window.type_options)
         if rekeyed:
             source.close()
             return (
                 f"a DDL changes the key of {', '.join(sorted(rekeyed))}: its events before and after "
                 "are committed in two parts, in order"
             )
-        unknown = [k for k in plan.tables if not versions.get(k)]
-        if unknown:  # no schema history (never snapshotted): the tasks read information_schema as the
-            conn = connect(settings)  # single reader does, at their first event
-            try:
-                for k, s in read_table_schemas(conn, unknown).items():
-                    versions[k] = [s]
-            finally:
-                conn.close()
         prepared = _Prepared(plan, segments, source)
-        outputs: dict[tuple[str, str], TableFiles] = {}
-        for key in sorted(versions):
-            schemas = versions[key]
-            if not schemas:
-                continue  # unknown to the server: the tasks skip its events as the single reader does
-            convs = [TableConverter(s, type_options, "binlog") for s in schemas]
-            pk = tuple(convs[-1].table.primary_key)
-            logs = [change_log_schema(c.arrow_schema, tuple(c.table.primary_key)) for c in convs]
-            tb = _SegmentBatch(
-                writer,
-                key[0],
-                key[1],
-                primary_key=pk,
-                app_id=start.txn_app(SEGMENT_APP_ID),
-                version=segments[0].start.as_version(),
-                snapshot_position=None,
-                epoch=start.epoch,
-            )
-            try:
-                if tb.model_changed:
-                    source.close()
-                    return (
-                        f"{key[0]}.{key[1]} is keyed otherwise in the lake: its state starts over, "
-                        "in binlog order"
-                    )
-                outs = tb.conform_to(
-                    logs
-                )  # the lake takes every schema of the window (rewrites, if any, now)
-            finally:
-                tb.abort()
-            outputs[key] = TableFiles(outs[0], outs[1])
-            prepared.logs[key] = logs
-            prepared.value_schema[key] = convs[-1].arrow_schema
-            prepared.keys[key] = pk
-        tx = (
-            FileOutput(
-                LakeLayout(writer.storage, server_name).transactions(), TRANSACTIONS_SCHEMA, kind="rows"
-            )
-            if options.provide_transaction_metadata
-            else None
-        )
-        prepared.job = SegmentJob(
-            settings=settings,
-            info=info,
-            segments=tuple(segments),
-            catalogs=tuple(catalogs),
-            table_filter=table_filter,
-            type_options=type_options,
-            options=replace(options, parallel=None),
-            server_name=server_name,
-            signal_table=signal_table,
-            tables=outputs,
-            transactions=tx,
-            storage_ref=writer._storage_ref,
-            rows_per_file=writer.rows_per_file,
-            foreign_keys=source.fks,
-        )
+        outputs = _conform_tables(window, prepared, versions)
+        if isinstance(outputs, str):
+            source.close()
+            return outputs
+        prepared.job = _segment_job(window, prepared, catalogs, outputs)
         return prepared
     except BaseException:
         source.close()
         raise
+
+
+def _statements_in_order(
+    source: BinlogStreamingSource, plan: WindowPlan, segments: list[Segment], type_options: TypeOptions
+) -> tuple[list[Any], dict[tuple[str, str], list[TableSchema]], set[str]]:
+    """The window's DDL and statement-based DML applied in binlog order, as the single reader
+    applies them. Returns the catalog in force at each segment's start, every schema each
+    captured table has in the window (in order) and the tables whose message key a DDL changed."""
+    start = plan.start
+    versions: dict[tuple[str, str], list[TableSchema]] = {}
+    rekeyed: set[str] = set()
+
+    def note_versions() -> None:
+        for key in set(plan.tables) | set(source.tables):
+            s = source.catalog.get(*key)
+            seen = versions.setdefault(key, [])
+            if s is not None and (not seen or seen[-1] != s):
+                seen.append(s)
+
+    note_versions()
+    catalogs = []
+    snapshot = None
+    pending = list(plan.statements)
+    for seg in segments:
+        if snapshot is None:
+            snapshot = copy.deepcopy(source.catalog)
+        catalogs.append(snapshot)
+        while pending and start.at(pending[0].file, pending[0].pos).sort_key() < seg.end.sort_key():
+            item = pending.pop(0)
+            if isinstance(item, DdlStatement):
+                before = source.catalog.tables()
+                source.on_ddl(item)
+                rekeyed.update(_rekeyed(before, source.catalog.tables(), plan.tables, type_options))
+                snapshot = None  # the next segment starts from the catalog after it
+                note_versions()
+            elif isinstance(item, StatementDml):
+                source.on_statement_dml(item)
+    rekeyed.update(f"{d}.{t}" for (d, t), te in source.tables.items() if te.sink_from is not None)
+    unknown = [k for k in plan.tables if not versions.get(k)]
+    if unknown and not rekeyed:  # no schema history (never snapshotted): the tasks read
+        conn = connect(source.settings)  # information_schema as the single reader does, at their first event
+        try:
+            for k, s in read_table_schemas(conn, unknown).items():
+                versions[k] = [s]
+        finally:
+            conn.close()
+    return catalogs, versions, rekeyed
+
+
+def _conform_tables(
+    window: StreamWindow, prepared: _Prepared, versions: dict[tuple[str, str], list[TableSchema]]
+) -> dict[tuple[str, str], TableFiles] | str:
+    """The lake takes every schema each table has in the window (rewrites, if any, now); returns
+    each table's outputs, or why the window is read by the run process (a ``str``)."""
+    start, writer = prepared.plan.start, window.writer
+    outputs: dict[tuple[str, str], TableFiles] = {}
+    for key in sorted(versions):
+        schemas = versions[key]
+        if not schemas:
+            continue  # unknown to the server: the tasks skip its events as the single reader does
+        convs = [TableConverter(s, window.type_options, "binlog") for s in schemas]
+        pk = tuple(convs[-1].table.primary_key)
+        logs = [change_log_schema(c.arrow_schema, tuple(c.table.primary_key)) for c in convs]
+        tb = _SegmentBatch(
+            writer,
+            key[0],
+            key[1],
+            primary_key=pk,
+            app_id=start.txn_app(SEGMENT_APP_ID),
+            version=prepared.segments[0].start.as_version(),
+            snapshot_position=None,
+            epoch=start.epoch,
+        )
+        try:
+            if tb.model_changed:
+                return (
+                    f"{key[0]}.{key[1]} is keyed otherwise in the lake: its state starts over, "
+                    "in binlog order"
+                )
+            outs = tb.conform_to(logs)
+        finally:
+            tb.abort()
+        outputs[key] = TableFiles(outs[0], outs[1])
+        prepared.logs[key] = logs
+        prepared.value_schema[key] = convs[-1].arrow_schema
+        prepared.keys[key] = pk
+    return outputs
+
+
+def _segment_job(
+    window: StreamWindow, prepared: _Prepared, catalogs: list[Any], outputs: dict[tuple[str, str], TableFiles]
+) -> SegmentJob:
+    """Step 3's job: what every segment task is given."""
+    writer, options = window.writer, window.options
+    tx = (
+        FileOutput(
+            LakeLayout(writer.storage, window.server_name).transactions(), TRANSACTIONS_SCHEMA, kind="rows"
+        )
+        if options.provide_transaction_metadata
+        else None
+    )
+    return SegmentJob(
+        settings=window.settings,
+        info=window.info,
+        segments=tuple(prepared.segments),
+        catalogs=tuple(catalogs),
+        table_filter=window.table_filter,
+        type_options=window.type_options,
+        options=replace(options, parallel=None),
+        server_name=window.server_name,
+        signal_table=window.incremental_options.signal_table,
+        tables=outputs,
+        transactions=tx,
+        storage_ref=writer._storage_ref,
+        rows_per_file=writer.rows_per_file,
+        foreign_keys=prepared.source.fks,
+    )
 
 
 def _decode(writer: LakeWriter, job: SegmentJob) -> list[dict]:
@@ -500,50 +520,41 @@ class _DeferredMaintenance:
 def _merge_gaps(source: BinlogStreamingSource, summaries: list[dict]) -> None:
     """The segments' foreign-key cascades and partial row images, in binlog order, into the run
     process's trackers (the first position of each wins, keys and counts add up)."""
-    seen = source.cascades._seen
     partial = PartialImages()
     for s in summaries:
-        for k, e in s["cascades"].items():
-            if k not in seen:
-                seen[k] = {**e, "pairs": list(e["pairs"])}
-            else:
-                seen[k]["events"] += e["events"]
-                seen[k]["pairs"] += e["pairs"]
-        for name, e in s["partial"].items():
-            cur = partial.tables.get(name)
-            if cur is None:
-                partial.tables[name] = {**e, "keys": dict(e["keys"]), "images": set(e["images"])}
-            else:
-                cur["keys"].update(e["keys"])
-                cur["rows"] += e["rows"]
-                cur["images"] |= e["images"]
-                cur["whole"] = cur["whole"] or e["whole"]
+        source.cascades.merge(s["cascades"])
+        partial.merge(s["partial"])
     source.partial = partial
 
 
-def _finish(
-    prepared: _Prepared,
-    summaries: list[dict],
-    writer: LakeWriter,
-    history: SchemaHistory,
-    options: StreamOptions,
-    inc: IncrementalOptions,
-    type_options: TypeOptions,
-    incremental: IncrementalState | None,
-) -> WindowResult:
+def _finish(prepared: _Prepared, summaries: list[dict], window: StreamWindow) -> WindowResult:
     """Step 4: gaps, then the commits in binlog order (see the module docs).
 
     Raises:
         BinlogGapError: ``binlog_gap_handling="fail"`` and the window has gaps (nothing committed).
         SinkError: tables failed to commit and the lake itself fails (the window is retried).
     """
-    plan, segments, source = prepared.plan, prepared.segments, prepared.source
-    start = plan.start
+    plan, source = prepared.plan, prepared.source
     result = source.result
     result.end = plan.end
     result.events_read = plan.events_read
     result.transactions = plan.transactions
     result.last_event_ts_ms = plan.last_event_ts_ms
+    failed = _collect_summaries(result, summaries, window.options)
+    _merge_gaps(source, summaries)
+    state = window.incremental.copy() if window.incremental is not None else None
+    state = settle_window(source, state, window.incremental_options)  # BinlogGapError: before any commit
+    result.incremental_state = state.to_dict() if state is not None and state.active else None
+    for key in prepared.logs:
+        _commit_table(prepared, summaries, window.writer, key, failed.get(key))
+    if result.failed_tables:
+        source.raise_if_lake_down()
+    _commit_history_and_transactions(prepared, summaries, window.history)
+    return result
+
+
+def _collect_summaries(result: WindowResult, summaries: list[dict], options: StreamOptions) -> dict:
+    """The segments' skipped events into ``result``; returns each table's first failure."""
     failed: dict[tuple[str, str], str] = {}
     for s in summaries:
         for k, t in s["tables"].items():
@@ -559,68 +570,60 @@ def _finish(
                 ev["position"],
                 ev["reason"],
             )
-    _merge_gaps(source, summaries)
-    result.ddl_effects = list(source.ddl_log)
-    if source.resnapshots:
-        again = [k for k in map(_table_key, source.resnapshots) if source.catalog.get(*k) is not None]
-        result.blocking_tables = list(dict.fromkeys(again))
-    state = incremental.copy() if incremental is not None else None
-    result.gaps = source.gaps()
-    if result.gaps:
-        state = _window_gaps(
-            result.gaps, state, options, inc, source.captured_tables(), type_options, start
-        )  # raises BinlogGapError with binlog_gap_handling="fail": before any commit
-    result.incremental_state = state.to_dict() if state is not None and state.active else None
-    storage = writer.storage
-    app = start.txn_app(SEGMENT_APP_ID)
-    for key in prepared.logs:
-        name = f"{key[0]}.{key[1]}"
-        parts = [(seg, s["tables"][key]) for seg, s in zip(segments, summaries) if key in s["tables"]]
-        if key in failed:
-            _delete_unused(writer, key, [f for _, f in parts])
-            result.failed_tables[name] = {"error": failed[key], "since": start.to_dict()}
-            log.warning("%s stops: %s", name, failed[key])
-            continue
-        for n, (seg, files) in enumerate(parts):
-            last = n == len(parts) - 1
-            tb = _SegmentBatch(
-                writer if last else cast(Any, _DeferredMaintenance(writer)),
-                key[0],
-                key[1],
-                primary_key=prepared.keys[key],
-                app_id=app,
-                version=seg.start.as_version(),
-                snapshot_position=None,
-                epoch=start.epoch,
+    return failed
+
+
+def _commit_table(
+    prepared: _Prepared, summaries: list[dict], writer: LakeWriter, key: tuple[str, str], failed: str | None
+) -> None:
+    """One table's segments committed in binlog order; a table that fails stops alone (``since``:
+    the window start when a segment could not write it, else the first segment it lacks)."""
+    start, result = prepared.plan.start, prepared.source.result
+    name = f"{key[0]}.{key[1]}"
+    parts = [(seg, s["tables"][key]) for seg, s in zip(prepared.segments, summaries) if key in s["tables"]]
+    if failed is not None:
+        _delete_unused(writer, key, [f for _, f in parts])
+        result.failed_tables[name] = {"error": failed, "since": start.to_dict()}
+        log.warning("%s stops: %s", name, failed)
+        return
+    for n, (seg, files) in enumerate(parts):
+        last = n == len(parts) - 1
+        tb = _SegmentBatch(
+            writer if last else cast(Any, _DeferredMaintenance(writer)),
+            key[0],
+            key[1],
+            primary_key=prepared.keys[key],
+            app_id=start.txn_app(SEGMENT_APP_ID),
+            version=seg.start.as_version(),
+            snapshot_position=None,
+            epoch=start.epoch,
+        )
+        try:
+            tb.conform_to(prepared.logs[key])
+            tb.written(files)
+            written: TableWriteResult = tb.commit(
+                value_schema=prepared.value_schema[key], position=prepared.plan.end
             )
-            try:
-                tb.conform_to(prepared.logs[key])
-                tb.written(files)
-                written: TableWriteResult = tb.commit(
-                    value_schema=prepared.value_schema[key], position=plan.end
-                )
-            except Exception as e:  # this table stops alone, at the first segment it lacks
-                log.warning("%s stops at %s: %s", name, seg.start, e, exc_info=True)
-                _delete_unused(writer, key, [f for _, f in parts[n + 1 :]])
-                result.failed_tables[name] = {
-                    "error": describe(e, 2000),
-                    "since": seg.start.to_dict(),
-                }
-                result.tables.pop(key, None)
-                break
-            prev = result.tables.get(key)
-            result.tables[key] = written if prev is None else _combined(prev, written)
-    if result.failed_tables:
-        lake_down = lake_unreachable(storage, source.server_name)
-        if lake_down is not None:
-            raise SinkError(
-                f"{len(result.failed_tables)} table(s) could not be committed and the lake itself fails "
-                f"({lake_down}); the window is retried. First error: "
-                f"{next(iter(result.failed_tables.values()))['error']}"
-            )
+        except Exception as e:  # this table stops alone, at the first segment it lacks
+            log.warning("%s stops at %s: %s", name, seg.start, e, exc_info=True)
+            _delete_unused(writer, key, [f for _, f in parts[n + 1 :]])
+            result.failed_tables[name] = {"error": describe(e, 2000), "since": seg.start.to_dict()}
+            result.tables.pop(key, None)
+            return
+        prev = result.tables.get(key)
+        result.tables[key] = written if prev is None else combined_write_results(prev, written)
+
+
+def _commit_history_and_transactions(
+    prepared: _Prepared, summaries: list[dict], history: SchemaHistory
+) -> None:
+    """The window's schema history (the window's identity, as the single reader commits it), then
+    each segment's transaction metadata records (the segment's identity)."""
+    start, source = prepared.plan.start, prepared.source
+    storage = source.writer.storage
     history.append(source.records, app_id=start.txn_app(STREAM_APP_ID), version=start.as_version())
     tx_uri = LakeLayout(storage, source.server_name).transactions()
-    for seg, s in zip(segments, summaries):
+    for seg, s in zip(prepared.segments, summaries):
         if s["transactions"]:
             commit_files(
                 storage,
@@ -628,10 +631,9 @@ def _finish(
                 TRANSACTIONS_SCHEMA,
                 s["transactions"],
                 mode="append",
-                app_id=app,
+                app_id=start.txn_app(SEGMENT_APP_ID),
                 version=seg.start.as_version(),
             )
-    return result
 
 
 def _delete_unused(writer: LakeWriter, key: tuple[str, str], parts: list[dict]) -> None:

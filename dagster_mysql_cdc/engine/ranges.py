@@ -27,13 +27,15 @@ from ..source.binlog import BinlogReader
 from ..source.connection import ConnectionSettings, ServerInfo, connect, current_position
 from ..source.schema import TableSchema
 from ..source.snapshot import convert_snapshot_rows
+from ..source.splits import KeySplit, step_splits
 from ..source.types import TableConverter, TypeOptions, quote_identifier, select_expression
+from .absent_rows import LakeLiveRows, converted_key, delete_events, key_tuples, unsupported_key_reason
 from .incremental import decode_key, encode_key
+from .split_snapshot import stage_split_rows
 from .watermark import close_window, keys_touched, log_rows, open_window, without_keys
 
 if TYPE_CHECKING:
     from ..sink.lake import LakeWriter
-    from .absent_rows import LakeLiveRows
 
 log = logging.getLogger(__name__)
 
@@ -181,20 +183,9 @@ def snapshot_range(
         epoch=epoch,
         split=split,
     )
-    # keys the binlog touched between the watermarks
-    bconv = TableConverter(schema, type_options, "binlog")
-    kidx = [schema.column_names.index(k) for k in pk]
-    touched, mark = keys_touched(
-        BinlogReader(settings, replica_server_id, low, high, is_mariadb=info.is_mariadb, deadline_s=600),
-        (schema.database, schema.table),
-        lambda image: tuple(bconv.convert_row_dict(image)[i] for i in kidx),
-        signal=(sdb, st),
-        open_id=wid + "-o",
-        close_id=wid + "-c",
+    touched, hw = _touched_in_window(
+        settings, info, replica_server_id, schema, type_options, (sdb, st), wid, low, high
     )
-    if mark is None:
-        raise ConfigurationError(f"high watermark {wid} not found in the binlog between {low} and {high}")
-    hw = (mark.file, mark.pos, mark.ts_ms, mark.server_id)
     high = low.at(hw[0], hw[1])
     kept = without_keys(batch, pk, touched) if touched else batch
     events = snapshot_events(
@@ -224,6 +215,38 @@ def snapshot_range(
     )
 
 
+def _touched_in_window(
+    settings: ConnectionSettings,
+    info: ServerInfo,
+    replica_server_id: int,
+    schema: TableSchema,
+    type_options: TypeOptions,
+    signal: tuple[str, str],
+    wid: str,
+    low: BinlogPosition,
+    high: BinlogPosition,
+) -> tuple[set, tuple[str, int, int, int]]:
+    """The keys of ``schema``'s table the binlog touched between the watermarks of window ``wid``
+    (read from ``low`` to ``high``), and the high watermark's ``(file, pos, ts_ms, server_id)``.
+
+    Raises:
+        ConfigurationError: the high watermark is not in the binlog between ``low`` and ``high``.
+    """
+    bconv = TableConverter(schema, type_options, "binlog")
+    kidx = [schema.column_names.index(k) for k in schema.primary_key]
+    touched, mark = keys_touched(
+        BinlogReader(settings, replica_server_id, low, high, is_mariadb=info.is_mariadb, deadline_s=600),
+        (schema.database, schema.table),
+        lambda image: tuple(bconv.convert_row_dict(image)[i] for i in kidx),
+        signal=signal,
+        open_id=wid + "-o",
+        close_id=wid + "-c",
+    )
+    if mark is None:
+        raise ConfigurationError(f"high watermark {wid} not found in the binlog between {low} and {high}")
+    return touched, (mark.file, mark.pos, mark.ts_ms, mark.server_id)
+
+
 def _read_range_in_window(
     settings: ConnectionSettings,
     info: ServerInfo,
@@ -247,21 +270,18 @@ def _read_range_in_window(
         the lake's live rows committed before the window: ``None`` without ``storage`` or when the
         key is not supported by :mod:`.absent_rows`).
     """
-    from .absent_rows import LakeLiveRows, unsupported_key_reason
 
     pk = list(schema.primary_key)
     cols_pk = ", ".join(quote_identifier(c) for c in pk)
     tbl = f"{quote_identifier(schema.database)}.{quote_identifier(schema.table)}"
     sig = f"{quote_identifier(signal[0])}.{quote_identifier(signal[1])}"
-    conds, params = [], []
-    ph = ", ".join(["%s"] * len(pk))
-    if rng.lo is not None:
-        conds.append(f"({cols_pk}) > ({ph})")
-        params += decode_key(rng.lo)
-    if rng.hi is not None:
-        conds.append(f"({cols_pk}) <= ({ph})")
-        params += decode_key(rng.hi)
-    where = ("WHERE " + " AND ".join(conds)) if conds else ""
+    bounds = KeySplit(
+        0,
+        tuple(decode_key(rng.lo)) if rng.lo is not None else None,
+        tuple(decode_key(rng.hi)) if rng.hi is not None else None,
+    )
+    cond, params = bounds.where(pk)  # the range (lo, hi] as a row-value comparison
+    where = f"WHERE {cond}" if cond else ""
     lake = None
     if storage is not None:
         why = unsupported_key_reason(schema)
@@ -321,9 +341,6 @@ class _RangeSplitRead:
     ) -> pa.RecordBatch:
         """One Spark job reading the range's parts (called inside the watermark window); the rows
         staged by the executors, read back as one record batch of the value schema."""
-        from ..source.splits import step_splits
-        from .split_snapshot import stage_split_rows
-
         key = list(self.source_schema.primary_key)
         lo = tuple(decode_key(rng.lo)) if rng.lo is not None else None
         hi = tuple(decode_key(rng.hi)) if rng.hi is not None else None
@@ -369,7 +386,6 @@ def _range_deletes(
     """``op=d`` events at the high watermark ``hw`` (file, pos, ts_ms, server_id) for the lake's
     live rows of the range whose key the source's rows (``batch``) no longer have (keys the binlog
     touched inside the window left out)."""
-    from .absent_rows import converted_key, delete_events, key_tuples
 
     absent = lake.absent(
         converted_key(schema, type_options, rng.lo),

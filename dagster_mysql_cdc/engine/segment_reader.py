@@ -44,7 +44,9 @@ from ..source.filters import TableFilter
 from ..source.foreign_keys import CascadingForeignKey
 from ..source.types import TypeOptions
 from .segments import Segment
-from .stream import TRANSACTIONS_SCHEMA, BinlogStreamingSource, StreamOptions, WindowResult
+from .stream import BinlogStreamingSource, StreamOptions
+from .transactions import TRANSACTIONS_SCHEMA
+from .window_result import WindowResult
 
 FORMAT_NAME = "mysql_cdc_segments"
 
@@ -243,7 +245,7 @@ def decode_segment(job: SegmentJob, index: int, key: bytes | None) -> dict:
                     tx.write(pa.Table.from_pylist(source.tx_records, schema=TRANSACTIONS_SCHEMA))
                     source.tx_records = []
             elif isinstance(item, DdlStatement):
-                source._on_ddl(item)
+                source.on_ddl(item)
             # StatementDml: its gaps are recorded by the run process, from the window's plan
         tables: dict[tuple[str, str], dict] = {}
         for k, te in source.tables.items():
@@ -275,7 +277,7 @@ def decode_segment(job: SegmentJob, index: int, key: bytes | None) -> dict:
         "segment": index,
         "tables": tables,
         "transactions": tx_files,
-        "cascades": source.cascades._seen,
+        "cascades": source.cascades.seen,
         "partial": source.partial.tables,
         "skipped": result.events_skipped,
         "skipped_count": result.events_skipped_count,

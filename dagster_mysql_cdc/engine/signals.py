@@ -21,7 +21,7 @@ from .incremental import IncrementalSnapshotError
 from .incremental_source import IncrementalSnapshotSource
 
 if TYPE_CHECKING:
-    from .stream import WindowResult
+    from .window_result import WindowResult
 
 
 class SignalProcessor:

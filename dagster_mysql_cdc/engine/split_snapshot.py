@@ -155,10 +155,11 @@ def run_split_snapshot(
                 failure_handling=failure_handling,
             )
             job = SplitJob(settings, scan, group_splits(splits, split.max_connections))
+            table_write = _TableWrite(writer, key, job, conv, position, epoch)
             if conv.table.primary_key and len(splits) > 1:
-                result = _write_table(writer, key, job, conv, position, epoch)
+                result = table_write.by_spark()
             else:  # one split (a small or keyless table): no Spark job to read it
-                result = _write_one_split(writer, key, job, conv, position, epoch, exact=info.is_mariadb)
+                result = table_write.one_split(exact=info.is_mariadb)
             _check_no_ddl(conn, key, creates[key])
             log.info(
                 "Split snapshot of %s.%s: %d rows in %d split(s), %d task(s), %.2fs",
@@ -246,80 +247,76 @@ def stage_split_rows(
         return writer.write_frame_files(frame, stage_uri, value_schema)
 
 
-def _write_table(
-    writer: LakeWriter,
-    key: tuple[str, str],
-    job: SplitJob,
-    conv: TableConverter,
-    position: BinlogPosition,
-    epoch: int,
-):
-    """One Spark job: the executors read ``job``'s splits and write the table's data files."""
-    with split_frame(writer, job) as frame:
-        result = writer.write_frame_batch(
-            key[0],
-            key[1],
-            frame,
-            log_schema=change_log_schema(conv.arrow_schema, conv.table.primary_key),
-            value_schema=conv.arrow_schema,
-            primary_key=conv.table.primary_key,
-            app_id=position.txn_app(SNAPSHOT_APP_ID),
-            version=position.as_version(),
-            position=position,
-            snapshot_position=position,
-            epoch=epoch,
-        )
-    result.extra.update(splits=sum(len(g) for g in job.groups), tasks=len(job.groups))
-    return result
+@dataclass(frozen=True)
+class _TableWrite:
+    """One table of the split snapshot written at ``position``: its splits (``job``), converter,
+    and the writer's batch identity (the snapshot app of ``position``, ``epoch``)."""
 
+    writer: LakeWriter
+    key: tuple[str, str]
+    job: SplitJob
+    conv: TableConverter
+    position: BinlogPosition
+    epoch: int
 
-def _write_one_split(
-    writer: LakeWriter,
-    key: tuple[str, str],
-    job: SplitJob,
-    conv: TableConverter,
-    position: BinlogPosition,
-    epoch: int,
-    *,
-    exact: bool,
-):
-    """A table of one split (smaller than ``split_rows``, or keyless: no key to split on): read on
-    the driver in its own consistent snapshot at position ``S`` (no Spark job to read a few rows),
-    written like a locked snapshot's table.
+    def by_spark(self):
+        """One Spark job: the executors read ``job``'s splits and write the table's data files."""
+        with split_frame(self.writer, self.job) as frame:
+            result = self.writer.write_frame_batch(
+                self.key[0],
+                self.key[1],
+                frame,
+                log_schema=change_log_schema(self.conv.arrow_schema, self.conv.table.primary_key),
+                value_schema=self.conv.arrow_schema,
+                primary_key=self.conv.table.primary_key,
+                app_id=self.position.txn_app(SNAPSHOT_APP_ID),
+                version=self.position.as_version(),
+                position=self.position,
+                snapshot_position=self.position,
+                epoch=self.epoch,
+            )
+        result.extra.update(splits=sum(len(g) for g in self.job.groups), tasks=len(self.job.groups))
+        return result
 
-    A keyless table has no "latest wins" per key: its value counts are set at ``S`` (its cut
-    marker there, ``sink/tail.py``), so the binlog events between the snapshot's offset and ``S``
-    (already in the counts, older than ``S``) are not counted again.
+    def one_split(self, *, exact: bool):
+        """A table of one split (smaller than ``split_rows``, or keyless: no key to split on): read on
+        the driver in its own consistent snapshot at position ``S`` (no Spark job to read a few rows),
+        written like a locked snapshot's table.
 
-    Raises:
-        ConfigurationError: a keyless table on a server that gives no exact snapshot position
-            (MySQL): the counts would be off by the changes made meanwhile.
-    """
-    keyless = not conv.table.primary_key
-    if keyless and not exact:
-        raise ConfigurationError(
-            f"{key[0]}.{key[1]} has no primary key and this server (MySQL) gives no exact position of a "
-            "consistent snapshot, so a lock-free split snapshot cannot count its duplicate rows exactly. "
-            "Set message_key_columns for it, or use snapshot_split_reads=False."
-        )
-    from ..source.splits import KeySplit, read_split, split_position
+        A keyless table has no "latest wins" per key: its value counts are set at ``S`` (its cut
+        marker there, ``sink/tail.py``), so the binlog events between the snapshot's offset and ``S``
+        (already in the counts, older than ``S``) are not counted again.
 
-    conn = connect(job.settings)
-    try:
-        at = split_position(conn, job.scan)
-        result = writer.write_table_batch(
-            key[0],
-            key[1],
-            read_split(conn, job.scan, KeySplit(0, None, None), position=at),
-            value_schema=conv.arrow_schema,
-            primary_key=conv.table.primary_key,
-            app_id=position.txn_app(SNAPSHOT_APP_ID),
-            version=position.as_version(),
-            position=position,
-            snapshot_position=at if keyless else position,
-            epoch=epoch,
-        )
-    finally:
-        conn.close()
-    result.extra.update(splits=1, tasks=0, read_at=str(at))
-    return result
+        Raises:
+            ConfigurationError: a keyless table on a server that gives no exact snapshot position
+                (MySQL): the counts would be off by the changes made meanwhile.
+        """
+        keyless = not self.conv.table.primary_key
+        if keyless and not exact:
+            raise ConfigurationError(
+                f"{self.key[0]}.{self.key[1]} has no primary key and this server (MySQL) gives no exact "
+                "position of a "
+                "consistent snapshot, so a lock-free split snapshot cannot count its duplicate rows exactly. "
+                "Set message_key_columns for it, or use snapshot_split_reads=False."
+            )
+        from ..source.splits import KeySplit, read_split, split_position
+
+        conn = connect(self.job.settings)
+        try:
+            at = split_position(conn, self.job.scan)
+            result = self.writer.write_table_batch(
+                self.key[0],
+                self.key[1],
+                read_split(conn, self.job.scan, KeySplit(0, None, None), position=at),
+                value_schema=self.conv.arrow_schema,
+                primary_key=self.conv.table.primary_key,
+                app_id=self.position.txn_app(SNAPSHOT_APP_ID),
+                version=self.position.as_version(),
+                position=self.position,
+                snapshot_position=at if keyless else self.position,
+                epoch=self.epoch,
+            )
+        finally:
+            conn.close()
+        result.extra.update(splits=1, tasks=0, read_at=str(at))
+        return result

@@ -7,7 +7,7 @@ into a :class:`StreamRunRequest`). :meth:`StreamRun.run` then, in order:
    connects to (:func:`check_window_server`; failover, see ``docs/operations.md``);
 2. catches up the stopped tables whose retry is due, each from its stop position to ``start``
    (:meth:`StreamRun.catch_up_stopped`, :mod:`.isolation`);
-3. reads and commits the window (:func:`.stream.run_window`: the run process, or parallel Spark
+3. reads and commits the window (:func:`.window_run.run_window`: the run process, or parallel Spark
    segments for a backlog, :mod:`.parallel_catchup`), without the still-stopped tables;
 4. reads follow-on windows while changes keep coming (:meth:`StreamRun.follow`, :mod:`.follow`),
    reporting its progress (:class:`RunProgress`) each time a follow-on window is committed, so
@@ -49,7 +49,9 @@ from .incremental_source import IncrementalOptions
 from .isolation import catch_up
 from .run_log import RunLog
 from .snapshot_run import SnapshotReads, snapshot_tables
-from .stream import StreamOptions, WindowResult, merge_window_results, run_window
+from .stream import StreamOptions
+from .window_result import WindowResult, merge_window_results
+from .window_run import run_window
 
 if TYPE_CHECKING:
     from ..sink.lake import LakeWriter
@@ -277,7 +279,7 @@ class StreamRun:
             check_window_server(self.settings, self.info, request.identity, start)
         self.log.info(f"Binlog window {start} -> {end}")
         stopped, again, resume = self.catch_up_stopped(request.stopped, start)
-        table_filter = self.options.table_filter.without([_table_key(n) for n in stopped])
+        table_filter = self.options.table_filter.without([table_key(n) for n in stopped])
         result = self.read_window(start, end, request.incremental, table_filter, resume_at=resume)
         result.blocking_tables = list(dict.fromkeys([*result.blocking_tables, *again]))
         follow_windows = 0
@@ -332,7 +334,7 @@ class StreamRun:
         *,
         catch_up: bool = False,
     ) -> WindowResult:
-        """One binlog window ``[start, end)`` into the lake (:func:`.stream.run_window`); the
+        """One binlog window ``[start, end)`` into the lake (:func:`.window_run.run_window`); the
         requested window, every follow-on window and every catch-up window of a run go through it.
 
         Args:
@@ -385,7 +387,7 @@ class StreamRun:
             if not s.get("catch_up"):
                 still[name] = {"since": s["since"], "error": s.get("error") or "", "attempted": False}
                 continue
-            key = _table_key(name)
+            key = table_key(name)
             conn = connect(self.settings)
             try:
                 files = binlog_files(conn)
@@ -498,7 +500,7 @@ class StreamRun:
                 progress(result, windows, w)
             # a table that failed in an earlier window stays out: its stop position is that window's start
             base = table_filter or opts.table_filter
-            window_filter = base.without([_table_key(n) for n in result.failed_tables])
+            window_filter = base.without([table_key(n) for n in result.failed_tables])
             r = self.read_window(w.start, w.end, None, window_filter, resume_at=resume_at)
             windows += 1
             exact = (r.end.file, r.end.pos) == (w.end.file, w.end.pos)
@@ -611,6 +613,6 @@ def _stopped_now(stopped: dict[str, dict], result: WindowResult) -> dict[str, di
     return out
 
 
-def _table_key(name: str) -> tuple[str, str]:
+def table_key(name: str) -> tuple[str, str]:
     db, _, t = name.partition(".")
     return (db, t)

@@ -51,6 +51,21 @@ LockingMode = Literal["minimal", "extended", "none"]
 LOCKING_MODES = ("minimal", "extended", "none")
 
 
+def check_failure_handling_mode(mode: str) -> None:
+    """Check an ``event_processing_failure_handling_mode`` (Debezium
+    ``event.processing.failure.handling.mode``: one of :data:`~..errors.FAILURE_HANDLING_MODES`).
+
+    Raises:
+        ConfigurationError: ``mode`` is not one of them.
+    """
+    if mode not in FAILURE_HANDLING_MODES:
+        raise ConfigurationError(
+            f"event_processing_failure_handling_mode={mode!r} "
+            f"is not valid; use one of {', '.join(FAILURE_HANDLING_MODES)} "
+            "(Debezium event.processing.failure.handling.mode)"
+        )
+
+
 @dataclass(frozen=True)
 class SnapshotOptions:
     """How the initial snapshot reads the source.
@@ -82,12 +97,7 @@ class SnapshotOptions:
     event_processing_failure_handling_mode: str = "fail"
 
     def __post_init__(self) -> None:
-        if self.event_processing_failure_handling_mode not in FAILURE_HANDLING_MODES:
-            raise ConfigurationError(
-                f"event_processing_failure_handling_mode={self.event_processing_failure_handling_mode!r} "
-                f"is not valid; use one of {', '.join(FAILURE_HANDLING_MODES)} "
-                "(Debezium event.processing.failure.handling.mode)"
-            )
+        check_failure_handling_mode(self.event_processing_failure_handling_mode)
         if self.locking_mode not in LOCKING_MODES:
             raise ConfigurationError(
                 f"snapshot_locking_mode={self.locking_mode!r} is not valid; use one of {LOCKING_MODES}"

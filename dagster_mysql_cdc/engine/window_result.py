@@ -1,0 +1,112 @@
+"""What one binlog window read and committed (:class:`WindowResult`), and how the results of
+consecutive windows or of a table's parts add up."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ..events import BinlogPosition, now_ms
+from ..sink.lake import TableWriteResult
+from .gaps import (
+    BinlogGap,
+)
+
+
+@dataclass
+class WindowResult:
+    """What one window read and committed."""
+
+    start: BinlogPosition
+    end: BinlogPosition
+    tables: dict[tuple[str, str], TableWriteResult] = field(default_factory=dict)
+    ddl_statements: int = 0
+    events_read: int = 0
+    transactions: int = 0
+    last_event_ts_ms: int | None = None
+    seconds: float = 0.0
+    signal_log: list[str] = field(default_factory=list)
+    signals_rejected: list[str] = field(default_factory=list)  # lines of signal_log that are WARNINGs
+    chunks: list[dict] = field(default_factory=list)
+    incremental_state: dict | None = None
+    blocking_tables: list[tuple[str, str]] = field(default_factory=list)
+    gaps: list[BinlogGap] = field(default_factory=list)
+    #: events skipped by event.processing.failure.handling.mode=warn|skip (the first 100) and
+    #: how many there were: {"table", "position", "reason"} each
+    events_skipped: list[dict] = field(default_factory=list)
+    events_skipped_count: int = 0
+    #: what DDL did to captured tables' rows (lines for people, see .ddl_effects)
+    ddl_effects: list[str] = field(default_factory=list)
+    #: ``db.table`` -> ``{"error", "since"}`` (``since``: the window start, a position's dict) of
+    #: the tables whose events of the window could not be written: they stop alone (nothing of
+    #: theirs committed by this window), the others are committed (see .isolation)
+    failed_tables: dict[str, dict] = field(default_factory=dict)
+    #: how windows of at least ``StreamOptions.parallel.min_bytes`` were decoded: ``{"mode":
+    #: "parallel" | "single", "reason", "segments", ...}`` each (see .parallel_catchup)
+    decode: list[dict] = field(default_factory=list)
+
+    @property
+    def rows(self) -> int:
+        return sum(t.rows for t in self.tables.values())
+
+    @property
+    def lag_ms(self) -> int | None:
+        """Milliseconds between the newest event's commit on the source and now (Debezium's
+        ``MilliSecondsBehindSource``)."""
+        return None if self.last_event_ts_ms is None else max(0, now_ms() - self.last_event_ts_ms)
+
+
+def combined_write_results(a: TableWriteResult, b: TableWriteResult) -> TableWriteResult:
+    """One table's two results in one window (parts, see :class:`TableEvents`) or in two windows
+    of a following run: counts added up, ``b``'s commit outcomes (the newer), and the tail files
+    of both commits (``extra["tail_files"]``: the run's checks read the rows of every key the
+    run changed from them, not only the last commit's keys; dropped when one commit's files are
+    unknown, so the checks read the current state instead)."""
+    by_op = dict(a.rows_by_op)
+    for op, n in b.rows_by_op.items():
+        by_op[op] = by_op.get(op, 0) + n
+    extra = dict(b.extra)
+    files_a, files_b = a.extra.get("tail_files"), b.extra.get("tail_files")
+    if files_a and files_b:
+        extra["tail_files"] = list(dict.fromkeys([*files_a, *files_b]))
+    else:
+        extra.pop("tail_files", None)
+    return replace(
+        b,
+        rows=a.rows + b.rows,
+        rows_by_op=by_op,
+        seconds=a.seconds + b.seconds,
+        spark_jobs=a.spark_jobs + b.spark_jobs,
+        extra=extra,
+    )
+
+
+def merge_window_results(a: WindowResult, b: WindowResult) -> WindowResult:
+    """One result for window ``a`` followed by window ``b`` (``b.start`` is where ``a`` ended):
+    counts added up, per-table results combined (rows summed, the newer commit outcomes kept), the
+    newest event time, ``b``'s end and incremental state; a table that failed in both keeps
+    ``a``'s failure (its stop position is the earlier window's start)."""
+    tables = dict(a.tables)
+    for k, tb in b.tables.items():
+        ta = tables.get(k)
+        tables[k] = tb if ta is None else combined_write_results(ta, tb)
+    return WindowResult(
+        start=a.start,
+        end=b.end,
+        tables=tables,
+        ddl_statements=a.ddl_statements + b.ddl_statements,
+        events_read=a.events_read + b.events_read,
+        transactions=a.transactions + b.transactions,
+        last_event_ts_ms=b.last_event_ts_ms if b.last_event_ts_ms is not None else a.last_event_ts_ms,
+        seconds=a.seconds + b.seconds,
+        signal_log=a.signal_log + b.signal_log,
+        signals_rejected=a.signals_rejected + b.signals_rejected,
+        chunks=a.chunks + b.chunks,
+        incremental_state=b.incremental_state,
+        blocking_tables=b.blocking_tables,
+        gaps=a.gaps + b.gaps,
+        events_skipped=(a.events_skipped + b.events_skipped)[:100],
+        events_skipped_count=a.events_skipped_count + b.events_skipped_count,
+        ddl_effects=a.ddl_effects + b.ddl_effects,
+        failed_tables={**b.failed_tables, **a.failed_tables},  # a table stops at its first failure
+        decode=a.decode + b.decode,
+    )
