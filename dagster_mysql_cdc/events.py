@@ -31,7 +31,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NotRequired, TypedDict, Unpack
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -321,6 +321,47 @@ def snapshot_events(
     return pa.RecordBatch.from_arrays(arrays, names=names).cast(change_log_schema(after.schema, primary_key))
 
 
+class SourceFields(TypedDict):
+    """The ``source`` block fields one call of :meth:`ChangeEventBuilder.add` /
+    :meth:`~ChangeEventBuilder.add_raw` gives all its events (Debezium MySQL connector,
+    ``io.debezium.connector.mysql.Source``).
+
+    Keys:
+        file, pos: binlog file and offset of the event (``source.file``/``pos``).
+        ts_ms: the envelope's ``ts_ms`` (when the connector processed the event), epoch ms.
+        source_ts_ms: ``source.ts_ms`` (when the change was made in the database), epoch ms.
+        server_id: ``source.server_id``.
+        gtid, thread, query: ``source.gtid``/``thread``/``query`` (default ``None``).
+        snapshot: ``source.snapshot``: ``"false"`` (default), ``"true"``, ``"last"``,
+            ``"incremental"`` ...
+    """
+
+    file: str
+    pos: int
+    ts_ms: int
+    source_ts_ms: int
+    server_id: int
+    gtid: NotRequired[str | None]
+    thread: NotRequired[int | None]
+    query: NotRequired[str | None]
+    snapshot: NotRequired[str]
+
+
+def _source_key(source: SourceFields) -> tuple:
+    """The builder's grouping key of a ``source`` block (events sharing it share one group)."""
+    return (
+        source["ts_ms"],
+        source["source_ts_ms"],
+        source.get("snapshot", "false"),
+        source["server_id"],
+        source.get("gtid"),
+        source["file"],
+        source["pos"],
+        source.get("thread"),
+        source.get("query"),
+    )
+
+
 class ChangeEventBuilder:
     """Accumulates streamed change events of one table (one schema version) column-wise.
 
@@ -416,20 +457,13 @@ class ChangeEventBuilder:
         before: tuple | None,
         after: tuple | None,
         *,
-        file: str,
-        pos: int,
         row: int,
-        ts_ms: int,
-        source_ts_ms: int,
-        server_id: int,
-        gtid: str | None = None,
-        thread: int | None = None,
-        query: str | None = None,
-        snapshot: str = "false",
         tx: tuple[str, int, int] | None = None,
         headers: dict[str, str] | None = None,
+        **source: Unpack[SourceFields],
     ) -> None:
-        """Append one event (Debezium op ``c|u|d|r|t``) with converted images (or ``None``).
+        """Append one event (Debezium op ``c|u|d|r|t``) with converted images (or ``None``);
+        ``source``: its ``source`` block (:class:`SourceFields`), ``row``: ``source.row``.
 
         Raises:
             ValueError: the builder already holds raw images (:meth:`add_raw`).
@@ -448,9 +482,7 @@ class ChangeEventBuilder:
             self._headers[len(self.op)] = list(headers.items())
         self.op.append(op)
         self._row.append(row)
-        self._group.append(
-            self._group_of((ts_ms, source_ts_ms, snapshot, server_id, gtid, file, pos, thread, query))
-        )
+        self._group.append(self._group_of(_source_key(source)))
         self._add_tx(1, None if tx is None else [tx])
 
     def add_raw(
@@ -463,17 +495,9 @@ class ChangeEventBuilder:
         before_none_sources: list[dict | None] | None = None,
         after_none_sources: list[dict | None] | None = None,
         rows: list[int] | None = None,
-        file: str,
-        pos: int,
-        ts_ms: int,
-        source_ts_ms: int,
-        server_id: int,
-        gtid: str | None = None,
-        thread: int | None = None,
-        query: str | None = None,
-        snapshot: str = "false",
         tx: list[tuple[str, int, int]] | None = None,
         headers: dict[int, dict[str, str]] | None = None,
+        **source: Unpack[SourceFields],
     ) -> None:
         """Append the events of one binlog rows event, with raw images.
 
@@ -491,8 +515,7 @@ class ChangeEventBuilder:
             rows: ``source.row`` per event (default ``0..n-1``).
             tx: ``(id, total_order, data_collection_order)`` per event, or ``None``.
             headers: event offset (0-based, within this call) -> headers of that event.
-            file, pos, ts_ms, source_ts_ms, server_id, gtid, thread, query, snapshot: the
-                ``source`` fields shared by all events of the call.
+            source: the ``source`` block shared by all events of the call (:class:`SourceFields`).
 
         Raises:
             ValueError: the builder already holds converted images (:meth:`add`), or a converter
@@ -526,7 +549,7 @@ class ChangeEventBuilder:
                 self._headers[start + k] = list(h.items())
         self.op.extend([ops] * n if isinstance(ops, str) else ops)
         self._row.extend(range(n) if rows is None else rows)
-        g = self._group_of((ts_ms, source_ts_ms, snapshot, server_id, gtid, file, pos, thread, query))
+        g = self._group_of(_source_key(source))
         self._group.extend([g] * n)
         self._add_tx(n, tx)
 

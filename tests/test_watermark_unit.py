@@ -15,7 +15,20 @@ def rows(table, op, *ids, pos=0, key="id"):
         images = [{"before_values": {key: i}, "after_values": {key: i}} for i in ids]
     else:
         images = [{"values": {key: i}} for i in ids]
-    return RowsBatch(*table, op, images, "mysql-bin.000001", pos, 1000 + pos, 7, None, None, None, [key])
+    return RowsBatch(
+        file="mysql-bin.000001",
+        pos=pos,
+        ts_ms=1000 + pos,
+        server_id=7,
+        gtid=None,
+        thread=None,
+        database=table[0],
+        table=table[1],
+        op=op,
+        rows=images,
+        query=None,
+        column_names=[key],
+    )
 
 
 def key_of(image):

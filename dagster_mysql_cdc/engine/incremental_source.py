@@ -248,7 +248,18 @@ class IncrementalSnapshotSource:
                 self._emit_chunk(
                     c,
                     RowsBatch(
-                        "", "", "r", [], high.file, high.pos, now_ms(), server_id, None, None, None, []
+                        file=high.file,
+                        pos=high.pos,
+                        ts_ms=now_ms(),
+                        server_id=server_id,
+                        gtid=None,
+                        thread=None,
+                        database="",
+                        table="",
+                        op="r",
+                        rows=[],
+                        query=None,
+                        column_names=[],
                     ),
                 )
             elif here >= low.sort_key() and c.table not in self.open_windows:

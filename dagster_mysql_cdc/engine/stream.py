@@ -475,18 +475,13 @@ class BinlogStreamingSource:
         db, t = self.sig_key
         signals.process_rows(
             RowsBatch(
-                db,
-                t,
-                op,
-                rows,
-                item.file,
-                item.pos,
-                item.ts_ms,
-                item.server_id,
-                item.gtid,
-                item.thread,
-                None,
-                list(rows[0]["values"]) if rows else [],
+                **item.origin(),
+                database=db,
+                table=t,
+                op=op,
+                rows=rows,
+                query=None,
+                column_names=list(rows[0]["values"]) if rows else [],
             )
         )
 

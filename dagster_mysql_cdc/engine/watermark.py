@@ -140,9 +140,14 @@ def keys_touched(
                 parsed = None
             if parsed is not None:
                 item = RowsBatch(
-                    signal[0], signal[1], parsed[0], parsed[1], item.file, item.pos, item.ts_ms,
-                    item.server_id, item.gtid, item.thread, None, [],
-                )  # fmt: skip
+                    **item.origin(),
+                    database=signal[0],
+                    table=signal[1],
+                    op=parsed[0],
+                    rows=parsed[1],
+                    query=None,
+                    column_names=[],
+                )
         if not isinstance(item, RowsBatch):
             continue
         here = (item.database, item.table)

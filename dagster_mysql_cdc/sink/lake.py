@@ -38,7 +38,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, Unpack
 
 import pyarrow as pa
 
@@ -136,6 +136,27 @@ def union_schema(a: pa.Schema | None, b: pa.Schema) -> pa.Schema:
     if a is None:
         return b
     return pa.schema(union_fields(a, b))
+
+
+class BatchCommit(TypedDict):
+    """Where one table batch commits: its identity and the positions it records (the keyword
+    arguments :meth:`LakeWriter.write_table_batch` and :meth:`LakeWriter.write_frame_batch` share).
+
+    Keys:
+        primary_key: key columns; empty = keyless (every column is the key).
+        app_id / version: batch identity (idempotent commits, see :mod:`.delta`).
+        position: position recorded in the commit metadata (default ``None``).
+        snapshot_position: set for an initial/full snapshot at that position: keys absent from
+            the snapshot and older than it become tombstones (default ``None``).
+        epoch: offset epoch of the events' positions (their state rows' ``__epoch``; default 0).
+    """
+
+    primary_key: tuple[str, ...]
+    app_id: str
+    version: int
+    position: NotRequired[BinlogPosition | None]
+    snapshot_position: NotRequired[BinlogPosition | None]
+    epoch: NotRequired[int]
 
 
 class LakeWriter:
@@ -551,13 +572,8 @@ class LakeWriter:
         batches: Iterable[pa.RecordBatch],
         *,
         value_schema: pa.Schema,
-        primary_key: tuple[str, ...],
-        app_id: str,
-        version: int,
-        position: BinlogPosition | None = None,
-        snapshot_position: BinlogPosition | None = None,
         truncated_at: BinlogPosition | None = None,
-        epoch: int = 0,
+        **commit: Unpack[BatchCommit],
     ) -> TableWriteResult:
         """Append a batch of change events to the change log and apply it to the current state.
 
@@ -569,13 +585,9 @@ class LakeWriter:
             batches: change-log record batches (consumed lazily; they may have different column
                 sets after DDL: the lake schema is the union).
             value_schema: the newest column schema of the table (state table columns).
-            primary_key: key columns; empty = keyless (every column is the key).
-            app_id / version: batch identity (idempotent commits, see :mod:`.delta`).
-            position: position recorded in the commit metadata.
-            snapshot_position: set for an initial/full snapshot at that position: keys absent from
-                the snapshot and older than it become tombstones.
             truncated_at: unused (a TRUNCATE's ``t`` event is a cut marker in the tail).
-            epoch: offset epoch of the events' positions (their state rows' ``__epoch``).
+            commit: where the batch commits (:class:`BatchCommit`: primary_key, app_id, version,
+                position, snapshot_position, epoch).
 
         Raises:
             SinkError: a commit failed or the schema cannot evolve (nothing of that dataset
@@ -586,51 +598,35 @@ class LakeWriter:
             for batch in batches:
                 tb.add(batch)
 
-        return self._write_batch(
-            database,
-            table,
-            fill,
-            value_schema=value_schema,
-            primary_key=primary_key,
-            app_id=app_id,
-            version=version,
-            position=position,
-            snapshot_position=snapshot_position,
-            truncated_at=truncated_at,
-            epoch=epoch,
-        )
+        return self._write_batch(database, table, fill, value_schema, truncated_at, commit)
 
     def _write_batch(
         self,
         database: str,
         table: str,
         fill: Callable[[TableBatch], None],
-        *,
         value_schema: pa.Schema,
-        primary_key: tuple[str, ...],
-        app_id: str,
-        version: int,
-        position: BinlogPosition | None,
-        snapshot_position: BinlogPosition | None,
         truncated_at: BinlogPosition | None,
-        epoch: int,
+        commit: BatchCommit,
     ) -> TableWriteResult:
         """Open a table batch, ``fill`` it, commit it (abort on any error)."""
         tb = self.open_table_batch(
             database,
             table,
-            primary_key=primary_key,
-            app_id=app_id,
-            version=version,
-            snapshot_position=snapshot_position,
-            epoch=epoch,
+            primary_key=commit["primary_key"],
+            app_id=commit["app_id"],
+            version=commit["version"],
+            snapshot_position=commit.get("snapshot_position"),
+            epoch=commit.get("epoch", 0),
         )
         try:
             fill(tb)
         except BaseException:
             tb.abort()
             raise
-        return tb.commit(value_schema=value_schema, position=position, truncated_at=truncated_at)
+        return tb.commit(
+            value_schema=value_schema, position=commit.get("position"), truncated_at=truncated_at
+        )
 
     def write_frame_batch(
         self,
@@ -640,12 +636,7 @@ class LakeWriter:
         *,
         log_schema: pa.Schema,
         value_schema: pa.Schema,
-        primary_key: tuple[str, ...],
-        app_id: str,
-        version: int,
-        position: BinlogPosition | None = None,
-        snapshot_position: BinlogPosition | None = None,
-        epoch: int = 0,
+        **commit: Unpack[BatchCommit],
     ) -> TableWriteResult:
         """Like :meth:`write_table_batch`, for events a Spark DataFrame produces on the executors
         (:meth:`TableBatch.add_frame`): one job writes the change log (and a first snapshot's state).
@@ -654,17 +645,7 @@ class LakeWriter:
             SinkError: the job, a merge or a commit failed (nothing of that dataset was published).
         """
         return self._write_batch(
-            database,
-            table,
-            lambda tb: tb.add_frame(frame, log_schema),
-            value_schema=value_schema,
-            primary_key=primary_key,
-            app_id=app_id,
-            version=version,
-            position=position,
-            snapshot_position=snapshot_position,
-            truncated_at=None,
-            epoch=epoch,
+            database, table, lambda tb: tb.add_frame(frame, log_schema), value_schema, None, commit
         )
 
     def open_table_batch(

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import pymysql
@@ -90,19 +90,41 @@ class CompressedTransactionError(BinlogReadError):
 
 
 @dataclass
-class RowsBatch:
-    """The rows of one binlog rows event.
+class EventOrigin:
+    """Where a binlog event comes from: what Debezium's ``source`` block records of it, shared by
+    :class:`RowsBatch` and :class:`QueryStatement`.
+
+    Attributes:
+        file, pos: binlog file and start offset of the event (Debezium ``source.file``/``pos``).
+        ts_ms: event timestamp in epoch ms (second precision on the wire).
+        server_id: originating server id.
+        gtid: GTID of the enclosing transaction (``None`` without GTIDs).
+        thread: id of the session that made the change (from the transaction's BEGIN, or the
+            statement's own session).
+    """
+
+    file: str
+    pos: int
+    ts_ms: int
+    server_id: int
+    gtid: str | None
+    thread: int | None
+
+    def origin(self) -> dict[str, Any]:
+        """The origin fields alone, as keyword arguments (another event at the same place)."""
+        return {f.name: getattr(self, f.name) for f in fields(EventOrigin)}
+
+
+@dataclass
+class RowsBatch(EventOrigin):
+    """The rows of one binlog rows event (built by keyword; the origin fields of
+    :class:`EventOrigin` first).
 
     Attributes:
         database, table: the changed table.
         op: ``c`` (WriteRows), ``u`` (UpdateRows) or ``d`` (DeleteRows).
         rows: library row dicts: ``{"values": {...}}`` for c/d, ``{"before_values", "after_values"}``
             for u, keyed by column name (``UNKNOWN_COL<i>`` without ``binlog_row_metadata=FULL``).
-        file, pos: binlog file and start offset of the event (Debezium ``source.file``/``pos``).
-        ts_ms: event timestamp in epoch ms (second precision on the wire).
-        server_id: originating server id.
-        gtid: GTID of the enclosing transaction (``None`` without GTIDs).
-        thread: id of the session that made the change (from the transaction's BEGIN).
         query: the statement text when the server annotates row events, else ``None``.
         column_names: column names the library used for this event.
         partial: the row images that do not carry every column (``"before"``, ``"after"`` of an
@@ -114,40 +136,23 @@ class RowsBatch:
     table: str
     op: str
     rows: list[dict]
-    file: str
-    pos: int
-    ts_ms: int
-    server_id: int
-    gtid: str | None
-    thread: int | None
     query: str | None
     column_names: list[str]
     partial: tuple[str, ...] = ()
 
 
 @dataclass
-class QueryStatement:
+class QueryStatement(EventOrigin):
     """A statement QUERY event that is not BEGIN/COMMIT/XA: what :class:`DdlStatement` and
-    :class:`StatementDml` both carry.
+    :class:`StatementDml` both carry (built by keyword).
 
     Attributes:
         sql: the statement text, stripped.
         database: the event's default database (``None`` when the session had none).
-        file, pos: binlog file and start offset of the event (Debezium ``source.file``/``pos``).
-        ts_ms: event timestamp in epoch ms (second precision on the wire).
-        server_id: originating server id.
-        gtid: GTID of the enclosing transaction (``None`` without GTIDs).
-        thread: id of the session that ran the statement.
     """
 
     sql: str
     database: str | None
-    file: str
-    pos: int
-    ts_ms: int
-    server_id: int
-    gtid: str | None
-    thread: int | None
 
 
 @dataclass
