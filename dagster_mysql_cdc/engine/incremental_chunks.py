@@ -263,18 +263,7 @@ def _plan_group(
 def _plan_next(r: _ChunkReads, state: IncrementalState, t: _ChunkTable) -> PlannedChunk | None:
     """The next chunk of ``t`` read here (:func:`_read_next_chunk`) and stashed, its progress
     advanced; ``None``: the table had nothing to read (it is done)."""
-    read = _read_next_chunk(
-        r.conn,
-        r.info,
-        state,
-        t,
-        sig=r.sig,
-        chunk_size=r.chunk_size,
-        type_options=r.type_options,
-        strategy=r.strategy,
-        read_only=r.read_only,
-        epoch=r.epoch,
-    )
+    read = _read_next_chunk(r, state, t)
     if read is None:
         return None
     chunk = _stash_chunk(r.storage, r.server_name, t, read)
@@ -339,22 +328,12 @@ def _next_chunk_table(
     )
 
 
-def _read_next_chunk(
-    conn: Any,
-    info: ServerInfo,
-    state: IncrementalState,
-    t: _ChunkTable,
-    *,
-    sig: str,
-    chunk_size: int,
-    type_options: TypeOptions,
-    strategy: str,
-    read_only: bool,
-    epoch: int = 0,
-) -> _ChunkRead | None:
+def _read_next_chunk(r: _ChunkReads, state: IncrementalState, t: _ChunkTable) -> _ChunkRead | None:
     """Open a watermark window, read the next chunk of ``t`` (and, without the filter, the keys
     the source has in its range), close the window. ``None``: the table has nothing to read (empty,
     or nothing matches the filter, and no lake rows or repair keys to check): it is done."""
+    conn, info, sig, chunk_size = r.conn, r.info, r.sig, r.chunk_size
+    type_options, strategy, read_only, epoch = r.type_options, r.strategy, r.read_only, r.epoch
 
     prog, schema, pk, tbl, where_filter = t.prog, t.schema, t.pk, t.tbl, t.where_filter
     empty = False

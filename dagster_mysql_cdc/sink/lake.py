@@ -38,7 +38,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, Unpack
+from typing import Any, NotRequired, TypedDict, Unpack
 
 import pyarrow as pa
 
@@ -63,9 +63,6 @@ from .spark_files import (
 )
 from .storage import StorageSettings
 from .table_batch import TableBatch, TableWriteResult
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger(__name__)
 
