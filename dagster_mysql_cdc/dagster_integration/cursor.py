@@ -262,6 +262,19 @@ def empty_window_key(at: BinlogPosition, attempt: int = 1) -> str:
     return f"{window_key('stream', at, at, attempt)}:nonce-{time.time_ns()}"
 
 
+def standby_window_key(at: BinlogPosition, attempt: int = 1) -> str:
+    """Run key of a standby run at ``at`` (:func:`is_standby_key`): an empty window with a nonce
+    (:func:`empty_window_key`) marked ``standby``."""
+    return empty_window_key(at, attempt).replace(":nonce-", ":standby-nonce-")
+
+
+def is_standby_key(run_key: str) -> bool:
+    """Whether ``run_key`` is a standby run's (:func:`standby_window_key`): an empty window the
+    run waits in for the next change, selecting every captured table (see
+    :mod:`..engine.follow`)."""
+    return ":standby-nonce-" in run_key
+
+
 def _epoch_suffix(pos: BinlogPosition) -> str:
     return f"@e{pos.epoch}" if pos.epoch else ""
 
@@ -284,6 +297,7 @@ def plan_stream_window(
     snapshot_mode: str,
     retention_margin_files: int = 1,
     now: float | None = None,
+    standby: bool = False,
 ) -> Plan:
     """Decide the next step when no run is in flight.
 
@@ -291,7 +305,8 @@ def plan_stream_window(
     - ``initial_only`` after the snapshot: nothing to do;
     - committed file purged: request a snapshot for ``when_needed``, else raise;
     - caught up: skip (an empty window when a stopped table's retry or a table's ``state``
-      compaction is due at ``now``, default the time); otherwise request ``[committed, end)``
+      compaction is due at ``now``, default the time; with ``standby``, a standby run:
+      :func:`standby_window_key`); otherwise request ``[committed, end)``
       where ``end`` is the server's current position, or the end of the committed file when the
       server has moved on to a newer file (one window never spans files, which bounds its size
       by ``max_binlog_size``).
@@ -328,7 +343,7 @@ def plan_stream_window(
         )
     committed = normalize(committed, files)
     if committed.sort_key() >= server.current.sort_key():
-        return _plan_caught_up(replace(cursor, committed=committed), warnings, now)
+        return _plan_caught_up(replace(cursor, committed=committed), warnings, now, standby)
     end = server.current
     if committed.file != end.file and committed.file in names:
         end = committed.at(committed.file, files[names.index(committed.file)][1], None)
@@ -363,9 +378,12 @@ def _plan_first(cursor: StreamCursor, server: ServerState, snapshot_mode: str) -
     )
 
 
-def _plan_caught_up(cursor: StreamCursor, warnings: tuple[str, ...], now: float | None) -> Plan:
+def _plan_caught_up(
+    cursor: StreamCursor, warnings: tuple[str, ...], now: float | None, standby: bool = False
+) -> Plan:
     """The plan of a capture whose committed offset is the server's position: skip, or an empty
-    window ``[committed, committed)`` when it has work besides the binlog."""
+    window ``[committed, committed)`` when it has work besides the binlog, or (``standby``) a
+    standby run that waits in it for the next change."""
     committed = cursor.committed
     assert committed is not None
     inc = cursor.incremental
@@ -379,6 +397,9 @@ def _plan_caught_up(cursor: StreamCursor, warnings: tuple[str, ...], now: float 
     # compacts it (its run gets the due tables in its tags, see .run_requests.run_request)
     if any(st.due() for st in cursor.stopped_tables().values()) or cursor.due_states(now):
         request = InFlight("stream", empty_window_key(committed), 1, committed, committed)
+        return Plan(cursor, request=request, warnings=warnings)
+    if standby:
+        request = InFlight("stream", standby_window_key(committed), 1, committed, committed)
         return Plan(cursor, request=request, warnings=warnings)
     return Plan(cursor, skip_reason=f"caught up at {committed}", warnings=warnings)
 

@@ -2,7 +2,11 @@
 
 :func:`run_sensor_ticks` evaluates the sensor, executes each run it requests with ``materialize``
 on the same instance (with the request's tags and asset selection, exactly what the daemon would
-launch), and repeats until the sensor reports it is caught up.
+launch), and repeats until the sensor reports it is caught up. A tick that requests a standby
+run (the sensor's way of being caught up under a daemon: a run that waits for the next change,
+see :func:`.sensor.build_mysql_cdc_sensor`) counts as caught up here: its run is not executed (it
+would block this process for ``stream_follow_seconds``) and its cursor is not kept, so the next
+call plans from the same committed offset.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import dagster as dg
+
+from .protocol import STANDBY_TAG
 
 
 @dataclass
@@ -57,6 +63,17 @@ def run_sensor_ticks(
         with dg.build_sensor_context(instance=instance, cursor=out.cursor, resources=resources) as ctx:
             result = sensor.evaluate_tick(ctx)
         out.ticks += 1
+        reqs = result.run_requests or []
+        if reqs and all((r.tags or {}).get(STANDBY_TAG) == "true" for r in reqs):
+            committed = json.loads(out.cursor or "{}").get("committed") or {}
+            out.skip_reasons.append(
+                f"caught up at {committed.get('file')}:{committed.get('pos')} (standby run not started)"
+            )
+            for event in getattr(result, "asset_events", None) or []:
+                instance.report_runless_asset_event(event)
+            if until_caught_up:
+                break
+            continue
         for event in getattr(result, "asset_events", None) or []:  # runless events (heartbeat)
             instance.report_runless_asset_event(event)
         out.cursor = result.cursor if result.cursor is not None else out.cursor

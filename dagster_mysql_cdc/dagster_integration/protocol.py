@@ -51,6 +51,10 @@ SELECTION_TAG = "dagster_mysql_cdc/selection"
 #: every table it materializes and logs them as ``AssetCheckEvaluation`` events, instead of
 #: planning them (it selects more tables than ``planned_checks_max_tables``; see ``.selection``).
 TABLE_CHECKS_TAG = "dagster_mysql_cdc/table_checks"
+#: ``true``: a standby run (run key :func:`.cursor.standby_window_key`), requested when the capture
+#: is caught up: it selects the binlog asset, waits for the next change and reports the tables
+#: each window changes as it commits them (``AssetMaterialization`` events, their checks logged).
+STANDBY_TAG = "dagster_mysql_cdc/standby"
 #: JSON ``{"db.table": {"since", "error", "catch_up"}}``: the stopped tables a window run leaves
 #: out, and those (``catch_up: true``) it tries to catch up first (engine/isolation.py).
 STOPPED_TAG = "dagster_mysql_cdc/stopped_tables"

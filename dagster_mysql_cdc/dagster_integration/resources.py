@@ -58,6 +58,7 @@ from .protocol import (
     MODE_TAG,
     REQUEST_TAG,
     SNAPSHOT_MODE_TAG,
+    STANDBY_TAG,
     TABLE_CHECKS_TAG,
     TABLE_METADATA_KEY,
 )
@@ -85,12 +86,13 @@ from .run_tags import (
 )
 from .selection import follow_planner
 from .translator import table_asset_key, table_of_spec
+from .window_report import WindowReporter, standby_checks, table_keys, window_report
 
 if TYPE_CHECKING:
     from ..engine.incremental_source import IncrementalOptions
     from ..engine.snapshot_run import SnapshotReads
     from ..engine.stream import StreamOptions
-    from ..engine.stream_run import StreamRunOptions, StreamRunOutcome
+    from ..engine.stream_run import StreamRunOptions
 
 # The data path (stream, pipeline, sink: sqlglot, python-mysql-replication, deltalake, pyspark) is
 # imported by the methods that run it, so loading a code location (webserver, daemon, sensor ticks)
@@ -468,6 +470,11 @@ class MySqlCdcResource(
                 def committed_window(reached: BinlogPosition, report: dict[str, Any]) -> None:
                     # the window is committed: its checks run while its materializations are
                     # reported (see check_run.BackgroundChecks)
+                    if tags.get(STANDBY_TAG) == "true":
+                        # a standby run selected no table: the checks of those it changed, logged
+                        more = standby_checks(context, report.get("changed") or [], check_keys)
+                        logged.extend(more)
+                        check_keys.extend(more)
                     if check_keys:
                         background.append(
                             check_run.BackgroundChecks(
@@ -750,6 +757,8 @@ class MySqlCdcResource(
         tags = context.run.tags
         start, end = window_tags(tags)
         keys_by_table, binlog_key = self._selection(context)
+        every_table = table_keys(context)
+        standby = tags.get(STANDBY_TAG) == "true"
         settings = self.connection_settings()
         info = self._server_info(settings)
         request = StreamRunRequest(
@@ -758,10 +767,14 @@ class MySqlCdcResource(
             identity=identity_tag(tags),
             incremental=incremental_tag(tags),
             stopped=stopped_tag(tags),
-            selected=frozenset(keys_by_table),
+            selected=frozenset(every_table if standby else keys_by_table),
+            standby=standby,
         )
         storage = lake.storage_settings()
         writer = lake.get_writer(self.server_name)
+        report_window = WindowReporter(
+            context, settings, info, storage, every_table, self.incremental_snapshot_chunk_size
+        )
         outcome = StreamRun(
             settings,
             info,
@@ -771,6 +784,7 @@ class MySqlCdcResource(
             log=context.log,
             planner=follow_planner(self, settings, info),
             on_progress=partial(record_progress, context),
+            on_window=report_window,
         ).run(request)
         result, reached = outcome.result, outcome.reached
         report = window_report(outcome, report)
@@ -782,16 +796,19 @@ class MySqlCdcResource(
             if key is not None and (r.schema.database, r.schema.table) not in result.tables:
                 yield dg.MaterializeResult(asset_key=key, metadata=snapshot_metadata(r))
         lag = window_lag_metadata(context, settings, info, reached, result.last_event_ts_ms)
+        # what the windows did not report: the tables a blocking snapshot replaced after them
+        again = {(r.schema.database, r.schema.table) for r in outcome.snapshots}
         yield from table_results(
             context,
             result,
             settings,
             storage,
-            keys_by_table,
+            every_table,
             start=start,
             reached=reached,
             lag=lag,
             chunk_size=self.incremental_snapshot_chunk_size,
+            only={t for t in result.tables if t not in report_window.reported or t in again},
         )
         if binlog_key is not None:
             yield dg.MaterializeResult(
@@ -854,25 +871,6 @@ class MySqlCdcResource(
             done = {t: {} for t in todo}  # the bound is off: nothing to keep due
         compactions = {k: w.extra.get("compaction") or {} for k, w in written.items()}
         return state_due_report({**compactions, **done}, bound)
-
-
-def window_report(outcome: StreamRunOutcome, report: dict | None = None) -> dict[str, Any]:
-    """What a committed window tells its checks (:meth:`.check_run.CheckRequest.after_window`),
-    added to ``report`` (a new dict when ``None``): the tables stopped after it (``"stopped"``),
-    the changes the binlog did not carry (``"gaps"``), the live rows (``"live_rows"``) and tail
-    files (``"tail_files"``) of the tables it committed, by state URI, and what tells a pending
-    repair from a divergence: the incremental snapshot state after it
-    (``"incremental_state"``), the chunks it read (``"chunks"``) and the tables it snapshotted
-    again (``"snapshotted"``, ``"db.table"``)."""
-    report = {} if report is None else report
-    report["stopped"] = outcome.stopped
-    report["gaps"] = outcome.gaps
-    report["live_rows"] = outcome.live_rows
-    report["tail_files"] = outcome.tail_files
-    report["incremental_state"] = outcome.result.incremental_state
-    report["chunks"] = outcome.result.chunks
-    report["snapshotted"] = [r.schema.qualified_name for r in outcome.snapshots]
-    return report
 
 
 __all__ = [

@@ -51,16 +51,20 @@ def table_results(
     reached: BinlogPosition,
     lag: dict[str, Any],
     chunk_size: int,
+    only: set[tuple[str, str]] | None = None,
 ) -> Iterator[dg.MaterializeResult]:
-    """The materialization of every changed table the run selected (row count, lag, window,
-    incremental snapshot progress against ``chunk_size``, commit facts); changed tables not
-    selected are logged (WARNING)."""
+    """The materialization of every changed table of ``keys_by_table`` (row count, lag, window,
+    incremental snapshot progress against ``chunk_size``, commit facts); changed tables not in
+    it are logged (WARNING). ``only``: just these ``(db, table)`` (the others are left out
+    silently: reported already)."""
     progress_tables = {c["table"] for c in result.chunks} | {
         t.get("table") for t in (result.incremental_state or {}).get("tables", [])[:1]
     }
     estimates = _estimated_rows(settings, [x for x in progress_tables if x])
     unselected = []
     for (db, t), w in result.tables.items():
+        if only is not None and (db, t) not in only:
+            continue
         key = keys_by_table.get((db, t))
         if key is None:
             unselected.append(f"{db}.{t}")

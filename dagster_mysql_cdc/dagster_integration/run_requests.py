@@ -17,7 +17,7 @@ import dagster as dg
 from ..engine.isolation import RETRY_BASE_SECONDS, RETRY_MAX_SECONDS, StoppedTable
 from ..errors import PreflightError
 from ..source.connection import ServerInfo, binlog_setting_problems
-from .cursor import InFlight, Plan, StreamCursor
+from .cursor import InFlight, Plan, StreamCursor, is_standby_key
 from .protocol import (
     CAPTURE_TAG,
     COMPACT_PER_RUN,
@@ -30,6 +30,7 @@ from .protocol import (
     SELECTION_TAG,
     SERVER_TAG,
     SNAPSHOT_MODE_TAG,
+    STANDBY_TAG,
     STOPPED_TAG,
     TABLE_CHECKS_TAG,
     WINDOW_END_TAG,
@@ -60,6 +61,8 @@ class SensorTick:
     planned_max: int | None = None
     #: table_retry_backoff_seconds, table_retry_backoff_max_seconds (stopped tables)
     table_backoff: tuple[float, float] = (RETRY_BASE_SECONDS, RETRY_MAX_SECONDS)
+    #: request a standby run when the capture is caught up (:func:`.cursor.standby_window_key`)
+    standby: bool = False
 
     def request(
         self,
@@ -110,8 +113,9 @@ def run_request(
     """The run request of a window or snapshot. Stream windows select, with ``select``
     (:func:`.selection.window_selection`), the tables the window changed with all their checks
     (the stream-run variants) and the binlog asset; without it, every table with the cheap checks
-    (schema drift, binlog retention, changes the binlog does not carry). Snapshots run every check
-    of the selected assets.
+    (schema drift, binlog retention, changes the binlog does not carry). A standby run
+    (:func:`.cursor.is_standby_key`) selects the binlog asset with its cheap checks and is tagged
+    :data:`.protocol.STANDBY_TAG`. Snapshots run every check of the selected assets.
 
     ``stopped``: the tables whose capture is stopped (:mod:`..engine.isolation`); a window's run
     gets them in the :data:`.protocol.STOPPED_TAG` tag, each marked ``catch_up`` when its next
@@ -156,7 +160,15 @@ def run_request(
                 separators=(",", ":"),
                 sort_keys=True,
             )
-        if select is not None:
+        if is_standby_key(inflight.run_key):
+            # a standby run: the binlog asset (and its cheap checks); the tables each window
+            # changes are reported as the windows commit, their checks logged
+            tags[STANDBY_TAG] = "true"
+            tags[TABLE_CHECKS_TAG] = "logged"
+            tags[SELECTION_TAG] = "standby: waits for the next change, reports the tables it changes"
+            keys = [k for k in keys if k == binlog_key] or list(keys)
+            checks = [ck for ck in (checks or []) if ck.asset_key == binlog_key]
+        elif select is not None:
             sel = select(inflight.start, inflight.end, incremental, due)
             keys, checks = sel.asset_keys, sel.check_keys
             tags[SELECTION_TAG] = sel.reason

@@ -23,7 +23,7 @@ import dagster as dg
 from ..engine.isolation import StoppedTable, stopped_after_run
 from ..errors import SourceConnectionError
 from ..events import BinlogPosition
-from ..source.connection import connect, server_info
+from ..source.connection import connect, current_position, server_info
 from ..source.failover import other_server_reason
 from .capture_runs import (
     binlog_materializations,
@@ -35,13 +35,22 @@ from .capture_runs import (
     wait_for_run,
     window_run_starting_at,
 )
-from .cursor import InFlight, Plan, StreamCursor, empty_window_key, retry_delay, window_key
+from .cursor import (
+    InFlight,
+    Plan,
+    StreamCursor,
+    empty_window_key,
+    is_standby_key,
+    retry_delay,
+    standby_window_key,
+    window_key,
+)
 from .health import first_line, run_failure_reason
 from .liveness import dead_worker_reason, mark_dead
 from .protocol import REQUEST_TAG, TABLE_METADATA_KEY, key_capture
 from .resources import MySqlCdcResource
 from .run_requests import SensorTick, TickOutcome, refuse_snapshot
-from .run_tags import ReportedProgress
+from .run_tags import ReportedProgress, progress_tag
 from .translator import table_of_spec
 
 _FAILED = {dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
@@ -79,9 +88,38 @@ def settle_inflight(
         cursor, done = _commit_run(cursor, inf, run, instance, tick, notes)
         return cursor, None, done
     if run.status not in _FAILED:
+        if is_standby_key(inf.run_key) and inf.start is not None:
+            return cursor, None, (Plan(cursor, skip_reason=standby_reason(mysql, inf, run)), [])
         plan = Plan(cursor, skip_reason=f"run {run.run_id[:8]} for {inf.run_key} is {run.status.value}")
         return cursor, None, (plan, [])
     return _settle_failed(cursor, inf, run, mysql, instance, tick, notes)
+
+
+def standby_reason(mysql: MySqlCdcResource, inf: InFlight, run: dg.DagsterRun) -> str:
+    """The skip reason of a tick whose standby run is going: ``caught up at <position>: ...``
+    (the tables' and the binlog asset's heartbeats go on, as on an idle capture) when the run
+    has read up to the server's position (its progress tag, else the window's start), else that
+    it is reading, with both positions; an unreachable server counts as not caught up."""
+    assert inf.start is not None
+    progress = progress_tag(run.tags or {})
+    at = (
+        progress.reached
+        if progress is not None and progress.reached.sort_key() > inf.start.sort_key()
+        else inf.start
+    )
+    head: BinlogPosition | None = None
+    try:
+        conn = connect(mysql.connection_settings())
+        try:
+            head = current_position(conn, server_info(conn))
+        finally:
+            conn.close()
+    except Exception:  # noqa: BLE001 - the tick only reports here: a server error is "not caught up"
+        head = None
+    what = f"standby run {run.run_id[:8]} ({run.status.value}) reads each change as it commits"
+    if head is not None and (head.file, head.pos) <= (at.file, at.pos):
+        return f"caught up at {at}: {what}"
+    return f"{what}; it is at {at}, the server at {head if head is not None else 'unknown'}"
 
 
 def _inflight_run(instance, inf: InFlight, tick: SensorTick) -> dg.DagsterRun | None:
@@ -182,7 +220,9 @@ def _retry_window(
             inf,
             attempt=inf.attempt + 1,
             failures=failures,
-            run_key=empty_window_key(inf.start, inf.attempt + 1)
+            run_key=standby_window_key(inf.start, inf.attempt + 1)
+            if is_standby_key(inf.run_key) and inf.start is not None
+            else empty_window_key(inf.start, inf.attempt + 1)
             if ":nonce-" in inf.run_key and inf.start is not None
             else window_key(inf.kind, inf.start, inf.end, inf.attempt + 1),
         )

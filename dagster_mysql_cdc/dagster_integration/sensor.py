@@ -79,8 +79,14 @@ def evaluate_tick(
     retry_backoff: tuple[float, float] = (0.0, 0.0),
     table_retry_backoff: tuple[float, float] = (RETRY_BASE_SECONDS, RETRY_MAX_SECONDS),
     sensor_name: str | None = None,
+    standby: bool = False,
 ) -> tuple[Plan, list[dg.RunRequest]]:
     """One sensor evaluation (see module docs). Returns the plan and the run requests.
+
+    ``standby``: when the capture is caught up, request a standby run (an empty window whose run
+    waits for the next change up to ``stream_follow_seconds`` and reads each window as it
+    commits: the first change after a quiet period does not wait for a tick and a run's start,
+    see :mod:`..engine.follow`) instead of skipping.
 
     ``sensor_name``: the sensor's name (default: :func:`build_mysql_cdc_sensor`'s); with the
     binlog asset and the resource's table selection it makes the capture's id
@@ -126,6 +132,7 @@ def evaluate_tick(
         planned_max=mysql.planned_checks_max_tables,
         backoff=retry_backoff,
         table_backoff=table_retry_backoff,
+        standby=standby,
     )
     problems = selection_problems(mysql)
     if not any(_is_table_spec(s) for s in assets_def.specs):
@@ -238,6 +245,7 @@ def build_mysql_cdc_sensor(
     retry_backoff_max_seconds: float = 600.0,
     table_retry_backoff_seconds: float = RETRY_BASE_SECONDS,
     table_retry_backoff_max_seconds: float = RETRY_MAX_SECONDS,
+    standby: bool | None = None,
 ) -> dg.SensorDefinition:
     """The binlog sensor for a ``@mysql_cdc_assets`` definition.
 
@@ -273,6 +281,13 @@ def build_mysql_cdc_sensor(
             first window after ``table_retry_backoff_seconds``, then after twice as long after each
             failed attempt, up to ``table_retry_backoff_max_seconds``; at once after the table is
             snapshotted again (materialized from the UI). ``0`` tries at every window.
+        standby: keep a standby run resident while the capture is caught up (a stream run of the
+            empty window at the committed offset that waits for the next change, up to the
+            resource's ``stream_follow_seconds``, and reports each window's tables as it commits
+            them): a change after a quiet period reaches the lake and the UI in about a second
+            instead of waiting for the next tick and a run's start. ``None`` (default): on when
+            the resource's ``stream_follow_seconds`` > 0. The standby run shows as a run of the
+            binlog asset in progress; ``False``: ticks skip while caught up.
     """
     sensor_name = name or default_sensor_name(assets_def)
     target: dg.AssetsDefinition | dg.UnresolvedAssetJobDefinition = assets_def
@@ -293,6 +308,7 @@ def build_mysql_cdc_sensor(
         table_heartbeat_seconds=table_heartbeat_seconds,
         retry_backoff=(retry_backoff_seconds, retry_backoff_max_seconds),
         table_retry_backoff=(table_retry_backoff_seconds, table_retry_backoff_max_seconds),
+        standby=standby,
     )
 
     @dg.sensor(
@@ -330,6 +346,8 @@ class BinlogSensorEvaluation:
     table_heartbeat_seconds: float | None = None
     retry_backoff: tuple[float, float] = (10.0, 600.0)
     table_retry_backoff: tuple[float, float] = (RETRY_BASE_SECONDS, RETRY_MAX_SECONDS)
+    #: standby runs while caught up (``None``: when the resource follows, ``stream_follow_seconds`` > 0)
+    standby: bool | None = None
 
     def __call__(self, context: dg.SensorEvaluationContext) -> dg.SensorResult:
         """The tick's :class:`dagster.SensorResult`: its run requests or skip reason, the new
@@ -346,6 +364,7 @@ class BinlogSensorEvaluation:
             retry_backoff=self.retry_backoff,
             table_retry_backoff=self.table_retry_backoff,
             sensor_name=self.sensor_name,
+            standby=self.standby if self.standby is not None else float(mysql.stream_follow_seconds) > 0,
         )
         for w in plan.warnings:
             context.log.warning(w)

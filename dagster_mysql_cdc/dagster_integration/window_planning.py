@@ -54,9 +54,15 @@ def plan_next(
     warnings = [m for m in messages if m.startswith("Server changed")]
     notes.extend(m for m in messages if m not in warnings)
     plan = plan_stream_window(
-        cursor, state, snapshot_mode=mysql.snapshot_mode, retention_margin_files=retention_margin_files
+        cursor,
+        state,
+        snapshot_mode=mysql.snapshot_mode,
+        retention_margin_files=retention_margin_files,
+        standby=tick.standby,
     )
-    plan, changed, unchanged = _commit_unchanged_windows(plan, mysql, state, retention_margin_files)
+    plan, changed, unchanged = _commit_unchanged_windows(
+        plan, mysql, state, retention_margin_files, standby=tick.standby
+    )
     if warnings:
         plan = replace(plan, warnings=(*warnings, *plan.warnings))
     if notes or unchanged:
@@ -78,7 +84,11 @@ _UNCHANGED_WINDOWS_PER_TICK = 8
 
 
 def _commit_unchanged_windows(
-    plan: Plan, mysql: MySqlCdcResource, state: ServerState, retention_margin_files: int
+    plan: Plan,
+    mysql: MySqlCdcResource,
+    state: ServerState,
+    retention_margin_files: int,
+    standby: bool = False,
 ) -> tuple[Plan, tuple[set[tuple[str, str]] | None, str] | None, list[str]]:
     """``plan`` with the stream windows it requests committed without a run, while the window
     holds nothing the capture needs a run for (:func:`_may_need_no_run`): several captures of one
@@ -109,6 +119,7 @@ def _commit_unchanged_windows(
             state,
             snapshot_mode=mysql.snapshot_mode,
             retention_margin_files=retention_margin_files,
+            standby=standby,
         )
         plan = replace(nxt, warnings=tuple(dict.fromkeys((*plan.warnings, *nxt.warnings))))
     return plan, None, notes

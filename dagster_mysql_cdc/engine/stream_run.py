@@ -90,6 +90,11 @@ class StreamRunOptions:
     follow_idle_seconds: float = 5.0
 
 
+#: A standby run asks the server for its position this often while the binlog is idle (seconds):
+#: half of it is the mean wait between a COMMIT and the read of its window.
+STANDBY_POLL_SECONDS = 0.25
+
+
 @dataclass(frozen=True)
 class StreamRunRequest:
     """What the binlog sensor asked a stream run to do (its run tags, decoded).
@@ -102,6 +107,11 @@ class StreamRunRequest:
             "catch_up": due now}`` (:class:`.isolation.StoppedTable` as the sensor tags it).
         selected: the ``(database, table)`` of the table assets the run selected: a follow-on
             window that changes another table ends the run.
+        standby: a standby run (the sensor requests one when the capture is caught up, see
+            :mod:`.follow`): its requested window is empty and it waits for the next change up
+            to ``follow_seconds``, however long the binlog stays idle, reading every window
+            whose changes stay inside ``selected`` (every captured table); its progress is
+            recorded from the first follow-on window on.
     """
 
     start: BinlogPosition
@@ -110,6 +120,7 @@ class StreamRunRequest:
     incremental: IncrementalState | None = None
     stopped: dict[str, dict] = field(default_factory=dict)
     selected: frozenset[tuple[str, str]] = frozenset()
+    standby: bool = False
 
 
 @dataclass(frozen=True)
@@ -240,6 +251,11 @@ class StreamRun:
             the next one; an
             error it raises fails the run (so a window is never read after a progress that
             could not be recorded).
+        on_window: called as ``on_window(result, start, end)`` once each window of the run (the
+            requested one, then each follow-on window) is committed, with that window's own
+            :class:`.window_result.WindowResult` and bounds, before the next window is planned:
+            the Dagster side reports the window's materializations there, seconds after the
+            COMMIT instead of at the run's end. An error it raises fails the run.
     """
 
     def __init__(
@@ -253,6 +269,7 @@ class StreamRun:
         log: RunLog,
         planner: FollowPlanner | None = None,
         on_progress: Callable[[RunProgress], None] | None = None,
+        on_window: Callable[[WindowResult, BinlogPosition, BinlogPosition], None] | None = None,
     ) -> None:
         self.settings = settings
         self.info = info
@@ -262,6 +279,7 @@ class StreamRun:
         self.log = log
         self.planner = planner
         self.on_progress = on_progress
+        self.on_window = on_window
 
     def run(self, request: StreamRunRequest) -> StreamRunOutcome:
         """Read the requested window and what follows it (steps 1-7 of the module docs).
@@ -285,19 +303,29 @@ class StreamRun:
         follow_windows = 0
         if (result.end.file, result.end.pos) == (end.file, end.pos):
             result.end = end  # the requested end carries the server's GTID set
+        if self.on_window is not None and result.tables:
+            self.on_window(result, start, result.end)
+        if (result.end.file, result.end.pos) == (end.file, end.pos):
             if request.incremental is None and not (
                 result.incremental_state or result.chunks or result.blocking_tables
             ):
 
                 def progress(res: WindowResult, windows: int, nxt: FollowWindow | None = None) -> None:
-                    # from the first follow-on window on (a run that dies before is retried whole)
-                    if self.on_progress is None or windows < 1 or res.gaps or res.events_skipped_count:
+                    # from the first follow-on window on (a run that dies before is retried
+                    # whole); a standby run's requested window is empty: from its first one
+                    first = 0 if request.standby else 1
+                    if self.on_progress is None or windows < first or res.gaps or res.events_skipped_count:
                         return
                     reached = reached_offset(start, end, res)
                     self.on_progress(RunProgress(reached, windows, _stopped_now(stopped, res), nxt))
 
                 result, follow_windows = self.follow(
-                    result, set(request.selected), table_filter, resume_at=resume, progress=progress
+                    result,
+                    set(request.selected),
+                    table_filter,
+                    resume_at=resume,
+                    progress=progress,
+                    standby=request.standby,
                 )
         for name, failed in result.failed_tables.items():
             stopped[name] = {**failed, "attempted": name in stopped}
@@ -437,6 +465,7 @@ class StreamRun:
         table_filter: TableFilter | None = None,
         resume_at: dict[tuple[str, str], BinlogPosition] | None = None,
         progress: Callable[..., None] | None = None,
+        standby: bool = False,
     ) -> tuple[WindowResult, int]:
         """Follow-on windows after the requested one (see :mod:`.follow`).
 
@@ -455,6 +484,10 @@ class StreamRun:
 
         ``progress(result, windows, next)``: called before a follow-on window is read (``next``:
         it) and after it was committed.
+
+        ``standby``: the run waits for changes until ``options.follow_seconds`` have passed,
+        however long the binlog is idle (a standby run, :attr:`StreamRunRequest.standby`), and
+        polls the server's position every :data:`STANDBY_POLL_SECONDS`.
 
         Returns:
             ``(merged result, number of follow-on windows read)``.
@@ -484,9 +517,12 @@ class StreamRun:
                     # a run that has written nothing does not wait for changes (a quiet source
                     # does not keep runs alive); one that has waits up to the idle time
                     idle_limit = opts.follow_idle_seconds if result.rows > 0 else 0.0
+                    if standby:
+                        idle_limit = max(0.0, deadline - idle_since)
                     if now - idle_since >= idle_limit or nxt.requested:
                         break
-                    time.sleep(min(0.5, max(0.0, deadline - now)))
+                    poll = STANDBY_POLL_SECONDS if standby else 0.5
+                    time.sleep(min(poll, max(0.0, deadline - now)))
                     continue
                 idle_since = None
                 changed, why = self.planner.changed_tables(nxt.start, nxt.end)
@@ -506,6 +542,8 @@ class StreamRun:
             exact = (r.end.file, r.end.pos) == (w.end.file, w.end.pos)
             if exact:
                 r.end = w.end
+            if self.on_window is not None and r.tables:
+                self.on_window(r, w.start, r.end)
             self.log.info(
                 f"Follow-on window {w.start} -> {r.end}: {r.rows} rows, {r.events_read} events in {r.seconds:.1f}s"
             )

@@ -1,0 +1,132 @@
+"""What a stream run reports of each window as it commits it (issue 42, "Seconds, always").
+
+A following run reads windows for minutes and a standby run waits for the next change as long
+(:mod:`..engine.follow`); reported once at the run's end, a change would reach the UI a minute
+after the lake. :class:`WindowReporter` is the run's ``on_window`` callback
+(:class:`..engine.stream_run.StreamRun`): once a window is committed it logs one
+``AssetMaterialization`` per table asset the window changed (the metadata of
+:func:`.run_report.table_results`: row count, rows by op, window bounds, lag, Delta versions),
+whether or not the run selected the table (a standby run selects only the binlog asset; a table
+the sensor's look-ahead missed is materialized too). The run's end yields only what no window
+reported (the tables a blocking snapshot replaced). :func:`standby_checks` names the table
+checks a standby run logs for the tables it changed, and :func:`window_report` what a committed
+run tells its checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import dagster as dg
+
+from ..events import BinlogPosition
+from ..sink.storage import StorageSettings
+from ..source.connection import ConnectionSettings, ServerInfo
+from .checks import TABLE_CHECKS
+from .protocol import BINLOG_METADATA_KEY, TABLE_METADATA_KEY
+from .run_report import table_results, window_lag_metadata
+from .translator import table_of_spec
+
+if TYPE_CHECKING:
+    from ..engine.stream_run import StreamRunOutcome
+    from ..engine.window_result import WindowResult
+
+
+def table_keys(context: dg.AssetExecutionContext) -> dict[tuple[str, str], dg.AssetKey]:
+    """``(db, table)`` -> asset key of every table asset of the run's op, selected or not."""
+    return {
+        table_of_spec(s): s.key
+        for s in context.assets_def.specs
+        if BINLOG_METADATA_KEY not in (s.metadata or {}) and TABLE_METADATA_KEY in (s.metadata or {})
+    }
+
+
+class WindowReporter:
+    """The ``on_window(result, start, end)`` callback of a stream run (see the module docs).
+
+    Args:
+        context: the run's asset context (``log_event``, the instance for the lag metadata).
+        settings, info: the source (the lag behind the server's head).
+        storage: the lake (row counts the commit did not count).
+        tables: ``(db, table)`` -> asset key of the tables to report (:func:`table_keys`).
+        chunk_size: ``incremental_snapshot_chunk_size`` (incremental snapshot progress).
+
+    Attributes:
+        reported: the ``(db, table)`` reported so far.
+    """
+
+    def __init__(
+        self,
+        context: dg.AssetExecutionContext,
+        settings: ConnectionSettings,
+        info: ServerInfo,
+        storage: StorageSettings,
+        tables: dict[tuple[str, str], dg.AssetKey],
+        chunk_size: int,
+    ) -> None:
+        self.context = context
+        self.settings = settings
+        self.info = info
+        self.storage = storage
+        self.tables = tables
+        self.chunk_size = chunk_size
+        self.reported: set[tuple[str, str]] = set()
+
+    def __call__(self, result: WindowResult, start: BinlogPosition, end: BinlogPosition) -> None:
+        """Log the materializations of the tables window ``[start, end)`` (committed) changed.
+
+        Raises:
+            whatever the Dagster instance's event storage raises (the run then fails: a window
+            is never read after one whose report was lost).
+        """
+        lag = window_lag_metadata(self.context, self.settings, self.info, end, result.last_event_ts_ms)
+        for r in table_results(
+            self.context,
+            result,
+            self.settings,
+            self.storage,
+            self.tables,
+            start=start,
+            reached=end,
+            lag=lag,
+            chunk_size=self.chunk_size,
+        ):
+            assert r.asset_key is not None  # table_results names every asset
+            self.context.log_event(dg.AssetMaterialization(asset_key=r.asset_key, metadata=r.metadata))
+        self.reported.update(t for t in result.tables if t in self.tables)
+
+
+def standby_checks(
+    context: dg.AssetExecutionContext, changed: Iterable[Any], planned: Iterable[dg.AssetCheckKey]
+) -> list[dg.AssetCheckKey]:
+    """The table checks (:data:`.checks.TABLE_CHECKS`) of the tables a standby run changed
+    (``changed``: ``(db, table)`` pairs, :func:`window_report`'s ``"changed"``), except those
+    already ``planned``: the run evaluates and logs them."""
+    keys = table_keys(context)
+    assets = {keys[(str(t[0]), str(t[1]))] for t in changed if (str(t[0]), str(t[1])) in keys}
+    have = set(planned)
+    # every check the op defines (the run's subset ``check_keys`` holds only the selected ones)
+    specs = getattr(context.assets_def, "node_check_specs_by_output_name", None)
+    defined = [s.key for s in specs.values()] if specs else list(context.assets_def.check_keys)
+    return [ck for ck in defined if ck.asset_key in assets and ck.name in TABLE_CHECKS and ck not in have]
+
+
+def window_report(outcome: StreamRunOutcome, report: dict | None = None) -> dict[str, Any]:
+    """What a committed window tells its checks (:meth:`.check_run.CheckRequest.after_window`),
+    added to ``report`` (a new dict when ``None``): the tables stopped after it (``"stopped"``),
+    the changes the binlog did not carry (``"gaps"``), the live rows (``"live_rows"``) and tail
+    files (``"tail_files"``) of the tables it committed, by state URI, and what tells a pending
+    repair from a divergence: the incremental snapshot state after it
+    (``"incremental_state"``), the chunks it read (``"chunks"``) and the tables it snapshotted
+    again (``"snapshotted"``, ``"db.table"``); the ``(db, table)`` it changed (``"changed"``)."""
+    report = {} if report is None else report
+    report["stopped"] = outcome.stopped
+    report["gaps"] = outcome.gaps
+    report["live_rows"] = outcome.live_rows
+    report["tail_files"] = outcome.tail_files
+    report["incremental_state"] = outcome.result.incremental_state
+    report["chunks"] = outcome.result.chunks
+    report["snapshotted"] = [r.schema.qualified_name for r in outcome.snapshots]
+    report["changed"] = list(outcome.result.tables)
+    return report

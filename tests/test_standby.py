@@ -1,0 +1,224 @@
+"""Standby runs and per-window materializations (issue 42, "Seconds, always").
+
+- A caught-up capture whose resource follows (``stream_follow_seconds`` > 0) gets a standby run
+  from the sensor: it selects the binlog asset, waits for the next change and reports each table
+  a window changes as the window commits, with the table's checks logged; the sensor commits
+  where it reached.
+- A following run reports each window's materializations as the window commits, not once at
+  its end, and never twice for one window.
+
+Against the real MariaDB and a local Spark (the harness's lake resource), with the Dagster
+instance in memory; the runs execute in a thread of this process (``materialize``), as the
+daemon's run worker would in its own process.
+"""
+
+import json
+import threading
+import time
+
+import dagster as dg
+import pytest
+from sensor_harness import SensorDriven, capture_resource, scratch_database
+
+from dagster_mysql_cdc import read_current
+from dagster_mysql_cdc.dagster_integration.cursor import (
+    InFlight,
+    ServerState,
+    StreamCursor,
+    is_standby_key,
+    plan_stream_window,
+    standby_window_key,
+)
+from dagster_mysql_cdc.dagster_integration.protocol import (
+    REQUEST_TAG,
+    SELECTION_TAG,
+    STANDBY_TAG,
+    TABLE_CHECKS_TAG,
+    WINDOW_END_TAG,
+    WINDOW_START_TAG,
+)
+from dagster_mysql_cdc.dagster_integration.run_requests import run_request
+from dagster_mysql_cdc.events import BinlogPosition
+
+
+def _pos(file: str, pos: int) -> BinlogPosition:
+    return BinlogPosition(file, pos, "0-1-5")
+
+
+def test_a_caught_up_capture_plans_a_standby_run_only_when_asked():
+    at = _pos("mysql-bin.000003", 400)
+    cursor = StreamCursor(committed=at, snapshot_done=True)
+    server = ServerState(current=at, binlog_files=[("mysql-bin.000003", 400)])
+    plain = plan_stream_window(cursor, server, snapshot_mode="initial")
+    assert plain.request is None and plain.skip_reason.startswith("caught up")
+    plan = plan_stream_window(cursor, server, snapshot_mode="initial", standby=True)
+    req = plan.request
+    assert req is not None and req.kind == "stream" and is_standby_key(req.run_key)
+    assert (req.start, req.end) == (at, at)
+    again = standby_window_key(at)
+    assert again != req.run_key and is_standby_key(again)  # a nonce: each standby launches
+    assert not is_standby_key(InFlight("stream", "stream:a:1:a:1:a1:nonce-5", 1, at, at).run_key)
+    # not caught up: a window, whatever the flag
+    ahead = ServerState(current=_pos("mysql-bin.000003", 900), binlog_files=[("mysql-bin.000003", 900)])
+    window = plan_stream_window(cursor, ahead, snapshot_mode="initial", standby=True).request
+    assert window is not None and not is_standby_key(window.run_key) and window.end.pos == 900
+
+
+def test_a_standby_request_selects_the_binlog_asset_and_logs_table_checks():
+    at = _pos("mysql-bin.000003", 400)
+    binlog = dg.AssetKey(["srv", "binlog"])
+    tables = [dg.AssetKey(["srv", "db", "a"]), dg.AssetKey(["srv", "db", "b"])]
+    cheap = [
+        dg.AssetCheckKey(binlog, "binlog_retention"),
+        dg.AssetCheckKey(tables[0], "schema_matches_source"),
+    ]
+
+    def select(*_a, **_k):  # a standby run never asks for the window's look-ahead
+        raise AssertionError("standby runs select without a look-ahead")
+
+    req = run_request(
+        InFlight("stream", standby_window_key(at), 1, at, at),
+        [*tables, binlog],
+        None,
+        cheap,
+        "srv",
+        select=select,
+        binlog_key=binlog,
+    )
+    assert list(req.asset_selection) == [binlog]
+    assert list(req.asset_check_keys) == [cheap[0]]
+    assert req.tags[STANDBY_TAG] == "true" and req.tags[TABLE_CHECKS_TAG] == "logged"
+    assert "standby" in req.tags[SELECTION_TAG]
+    assert json.loads(req.tags[WINDOW_START_TAG]) == json.loads(req.tags[WINDOW_END_TAG])
+
+
+def _table_materializations(instance: dg.DagsterInstance, key: dg.AssetKey, run_id: str | None = None):
+    records = instance.fetch_materializations(key, limit=100).records
+    return [r for r in records if run_id is None or r.run_id == run_id]
+
+
+def _launch_in_thread(cdc: SensorDriven, req: dg.RunRequest) -> tuple[threading.Thread, dict]:
+    out: dict = {}
+
+    def go():
+        out["result"] = cdc.launch(req)
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    return t, out
+
+
+def _wait(pred, timeout: float, poll: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(poll)
+    return pred()
+
+
+@pytest.mark.integration
+def test_a_standby_run_reports_a_change_while_it_waits_and_the_sensor_commits_it(local_storage):
+    with scratch_database("stby") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"CREATE TABLE {db}.quiet (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"INSERT INTO {db}.t VALUES (1, 10)")
+            cur.execute(f"INSERT INTO {db}.quiet VALUES (1, 10)")
+        cdc = SensorDriven(
+            capture_resource(db, stream_follow_seconds=10.0, stream_follow_idle_seconds=1.0),
+            local_storage.base_uri,
+            sensor_options={"run_wait_seconds": 0},
+        )
+        log = cdc.ticks()  # the snapshot; then caught up: the in-process driver starts no standby
+        assert all(r.success for r in log.runs) and len(log.runs) == 1
+        assert "standby run not started" in log.skip_reasons[-1], log.skip_reasons
+        (req,) = cdc.tick_once().run_requests
+        assert req.tags[STANDBY_TAG] == "true"
+        t_key = dg.AssetKey([db, db, "t"])
+        quiet_key = dg.AssetKey([db, db, "quiet"])
+        assert t_key not in set(req.asset_selection)  # only the binlog asset shows as materializing
+        before = len(_table_materializations(cdc.instance, t_key))
+        thread, out = _launch_in_thread(cdc, req)
+        time.sleep(2.0)  # the run is up and idle (its empty window read, following)
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.t VALUES (2, 20)")
+        committed_at = time.monotonic()
+        seen = _wait(lambda: len(_table_materializations(cdc.instance, t_key)) > before, timeout=8.0)
+        seen_after = time.monotonic() - committed_at
+        assert seen, "the standby run did not report the change while it ran"
+        assert thread.is_alive(), "the standby run ended before its deadline"  # reported during the run
+        ids = sorted(read_current((db, "t"), local_storage.base_uri, server=db)["id"].to_pylist())
+        assert ids == [1, 2]
+        print(f"standby: COMMIT -> table materialization {seen_after:.2f}s")
+        thread.join(timeout=60)
+        result = out["result"]
+        assert result.success
+        run_id = result.run_id
+        mats = _table_materializations(cdc.instance, t_key, run_id)
+        assert len(mats) == 1, "one materialization per window, none repeated at the run's end"
+        md = mats[0].asset_materialization.metadata
+        assert md["rows"].value == 1 and md["dagster/row_count"].value == 2
+        assert not _table_materializations(cdc.instance, quiet_key, run_id)  # it did not change
+        checks = {e.check_name for e in result.get_asset_check_evaluations() if e.asset_key == t_key}
+        logged = {
+            e.dagster_event.asset_check_evaluation_data.check_name
+            for e in cdc.instance.all_logs(run_id)
+            if e.dagster_event is not None
+            and e.dagster_event.event_type_value == "ASSET_CHECK_EVALUATION"
+            and e.dagster_event.asset_check_evaluation_data.asset_key == t_key
+        }
+        assert "row_count_matches_source" in checks | logged, (checks, logged)
+        # the sensor commits where the standby run reached, then keeps one waiting again
+        res = cdc.tick_once()
+        cursor = StreamCursor.parse(cdc.cursor)
+        with conn.cursor() as cur:
+            cur.execute("SHOW MASTER STATUS")
+            file, pos = cur.fetchone()[:2]
+        assert (cursor.committed.file, cursor.committed.pos) == (file, pos), res.skip_message
+        (nxt,) = res.run_requests
+        assert nxt.tags[STANDBY_TAG] == "true" and nxt.run_key != req.run_key
+
+
+@pytest.mark.integration
+def test_a_following_run_reports_each_window_as_it_commits(local_storage):
+    with scratch_database("perwin") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"INSERT INTO {db}.t VALUES (1, 10)")
+        cdc = SensorDriven(
+            capture_resource(db, stream_follow_seconds=30.0, stream_follow_idle_seconds=2.0),
+            local_storage.base_uri,
+            sensor_options={"run_wait_seconds": 0, "standby": False},
+        )
+        assert all(r.success for r in cdc.ticks().runs)
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.t VALUES (2, 20)")
+        (req,) = cdc.tick_once().run_requests
+        assert STANDBY_TAG not in req.tags
+        key = dg.AssetKey([db, db, "t"])
+        thread, out = _launch_in_thread(cdc, req)
+        mine = dg.RunsFilter(tags={REQUEST_TAG: req.run_key})
+        run_id = _wait(lambda: [r.run_id for r in cdc.instance.get_runs(filters=mine)][:1], timeout=30.0)[0]
+        # the requested window's materialization comes while the run goes on (it follows)
+        assert _wait(lambda: _table_materializations(cdc.instance, key, run_id), timeout=20.0)
+        assert thread.is_alive(), "the run ended before following: nothing proves per-window reports"
+        for i in (3, 4):  # two more windows, apart: each is read and reported on its own
+            time.sleep(0.8)
+            with conn.cursor() as cur:
+                cur.execute(f"INSERT INTO {db}.t VALUES ({i}, {i * 10})")
+        thread.join(timeout=120)
+        result = out["result"]
+        assert result.success and result.run_id == run_id
+        mats = _table_materializations(cdc.instance, key, run_id)
+        (binlog,) = [
+            m
+            for m in result.get_asset_materialization_events()
+            if m.materialization.asset_key.path[-1] == "binlog"
+        ]
+        follow_windows = binlog.materialization.metadata["follow_windows"].value
+        assert follow_windows >= 1
+        rows = sum(m.asset_materialization.metadata["rows"].value for m in mats)
+        assert rows == 3, "each change in exactly one window's materialization"
+        assert 2 <= len(mats) <= 1 + follow_windows, (len(mats), follow_windows)
