@@ -5,8 +5,8 @@ on the same instance (with the request's tags and asset selection, exactly what 
 launch), and repeats until the sensor reports it is caught up. A tick that requests a standby
 run (the sensor's way of being caught up under a daemon: a run that waits for the next change,
 see :func:`.sensor.build_mysql_cdc_sensor`) counts as caught up here: its run is not executed (it
-would block this process for ``stream_follow_seconds``) and its cursor is not kept, so the next
-call plans from the same committed offset.
+would block this process for ``stream_follow_seconds``) and the cursor keeps what the tick
+committed but not the standby run, so the next call plans from the committed offset.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import dagster as dg
 
+from .cursor import StreamCursor
 from .protocol import STANDBY_TAG
 
 
@@ -65,6 +66,9 @@ def run_sensor_ticks(
         out.ticks += 1
         reqs = result.run_requests or []
         if reqs and all((r.tags or {}).get(STANDBY_TAG) == "true" for r in reqs):
+            # what the tick committed stays; the standby run it would wait for is not in flight
+            if result.cursor is not None:
+                out.cursor = replace(StreamCursor.parse(result.cursor), inflight=None).to_json()
             committed = json.loads(out.cursor or "{}").get("committed") or {}
             out.skip_reasons.append(
                 f"caught up at {committed.get('file')}:{committed.get('pos')} (standby run not started)"

@@ -55,6 +55,7 @@ from .health import health_observation
 from .heartbeat import idle_heartbeat, table_heartbeats
 from .protocol import (
     BINLOG_METADATA_KEY,
+    STANDBY_TAG,
     TABLE_METADATA_KEY,
     capture_id,
     default_sensor_name,
@@ -373,12 +374,22 @@ class BinlogSensorEvaluation:
                 context.log.warning(problem)
         new_cursor = plan.cursor.to_json()
         every = max(60, 4 * self.minimum_interval_seconds)
-        reason = plan.skip_reason or "nothing to do"
-        caught_up = plan.cursor.committed if not requests and reason.startswith("caught up") else None
+        # a tick whose only request is a standby run is caught up: the heartbeats go on
+        standby = bool(requests) and all(r.tags.get(STANDBY_TAG) == "true" for r in requests)
+        reason = plan.skip_reason or (
+            f"caught up at {plan.cursor.committed}: a standby run waits for the next change"
+            if standby
+            else "nothing to do"
+        )
+        caught_up = (
+            plan.cursor.committed if (standby or not requests) and reason.startswith("caught up") else None
+        )
         events = self._capture_events(context, plan, caught_up, reason, every)
         if requests:
             if plan.skip_reason:  # what the tick committed before requesting (a dead run's windows ...)
                 context.log.info(plan.skip_reason)
+            if standby:
+                events = [*self._binlog_heartbeat(context, plan, mysql, reason, every), *events]
             return dg.SensorResult(run_requests=requests, cursor=new_cursor, asset_events=events or None)
         context.log.info(f"Skipped: {reason}")  # the tick's log shows it (the tick list, on hover)
         heartbeat = self._binlog_heartbeat(context, plan, mysql, reason, every)
