@@ -15,6 +15,7 @@ daemon's run worker would in its own process.
 import json
 import threading
 import time
+from dataclasses import replace
 
 import dagster as dg
 import pytest
@@ -58,6 +59,9 @@ def test_a_caught_up_capture_plans_a_standby_run_only_when_asked():
     again = standby_window_key(at)
     assert again != req.run_key and is_standby_key(again)  # a nonce: each standby launches
     assert not is_standby_key(InFlight("stream", "stream:a:1:a:1:a1:nonce-5", 1, at, at).run_key)
+    # a paused incremental snapshot: no standby (its run would read no follow-on window)
+    paused = replace(cursor, incremental={"tables": [{"table": "db.t"}], "paused": True})
+    assert plan_stream_window(paused, server, snapshot_mode="initial", standby=True).request is None
     # not caught up: a window, whatever the flag
     ahead = ServerState(current=_pos("mysql-bin.000003", 900), binlog_files=[("mysql-bin.000003", 900)])
     window = plan_stream_window(cursor, ahead, snapshot_mode="initial", standby=True).request
@@ -127,7 +131,7 @@ def test_a_standby_run_reports_a_change_while_it_waits_and_the_sensor_commits_it
             cur.execute(f"INSERT INTO {db}.t VALUES (1, 10)")
             cur.execute(f"INSERT INTO {db}.quiet VALUES (1, 10)")
         cdc = SensorDriven(
-            capture_resource(db, stream_follow_seconds=10.0, stream_follow_idle_seconds=1.0),
+            capture_resource(db, stream_follow_seconds=120.0, stream_follow_idle_seconds=3.0),
             local_storage.base_uri,
             sensor_options={"run_wait_seconds": 0},
         )
@@ -141,7 +145,8 @@ def test_a_standby_run_reports_a_change_while_it_waits_and_the_sensor_commits_it
         assert t_key not in set(req.asset_selection)  # only the binlog asset shows as materializing
         before = len(_table_materializations(cdc.instance, t_key))
         thread, out = _launch_in_thread(cdc, req)
-        time.sleep(2.0)  # the run is up and idle (its empty window read, following)
+        time.sleep(8.0)  # the run is up and waits (longer than its idle time: it does not end)
+        assert thread.is_alive(), "a standby run must wait for its first change"
         with conn.cursor() as cur:
             cur.execute(f"INSERT INTO {db}.t VALUES (2, 20)")
         committed_at = time.monotonic()
@@ -152,7 +157,8 @@ def test_a_standby_run_reports_a_change_while_it_waits_and_the_sensor_commits_it
         ids = sorted(read_current((db, "t"), local_storage.base_uri, server=db)["id"].to_pylist())
         assert ids == [1, 2]
         print(f"standby: COMMIT -> table materialization {seen_after:.2f}s")
-        thread.join(timeout=60)
+        thread.join(timeout=60)  # after its change it follows as any run: idle 3 s ends it
+        assert not thread.is_alive(), "the standby run did not end after its change (idle)"
         result = out["result"]
         assert result.success
         run_id = result.run_id

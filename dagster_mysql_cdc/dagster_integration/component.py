@@ -308,6 +308,14 @@ class BinlogSensorArgs(Resolvable):
     table_retry_backoff_max_seconds: Annotated[
         float, _doc("The longest wait between two catch-up attempts of a stopped table.")
     ] = 3600.0
+    standby: Annotated[
+        bool | None,
+        _doc(
+            "Keep a standby run waiting for the next change while the capture is caught up (the "
+            "first change after a quiet period reaches the lake and the UI in about a second). "
+            "null: on when the resource follows (stream_follow_seconds > 0)."
+        ),
+    ] = None
     verification_rows: Annotated[
         int,
         _doc(
@@ -659,6 +667,7 @@ class MySqlCdcComponent(Component, Resolvable):
             retry_backoff_max_seconds=s.retry_backoff_max_seconds,
             table_retry_backoff_seconds=s.table_retry_backoff_seconds,
             table_retry_backoff_max_seconds=s.table_retry_backoff_max_seconds,
+            standby=s.standby,
         )
 
     def build_verification_sensor(

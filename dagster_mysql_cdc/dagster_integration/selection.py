@@ -24,7 +24,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
@@ -202,25 +202,70 @@ def follow_planner(mysql, settings: ConnectionSettings, info: ServerInfo) -> Fol
     from ..engine.stream_run import FollowPlanner
 
     return FollowPlanner(
-        next_window=partial(next_window, settings, info, mysql.snapshot_mode),
+        next_window=partial(
+            next_window, settings, info, mysql.snapshot_mode, conn=PlannerConnection(settings)
+        ),
         changed_tables=partial(changed_tables, mysql),
     )
 
 
+class PlannerConnection:
+    """One MySQL connection a following (or standby) run plans its windows on, opened on first
+    use and again after an error: a standby run asks for the server's position every 0.25 s for
+    minutes, which would otherwise be four new connections a second."""
+
+    def __init__(self, settings: ConnectionSettings) -> None:
+        self.settings = settings
+        self.conn: Any = None
+
+    def __call__(self):
+        """The open connection (a new one when there is none).
+
+        Raises:
+            SourceConnectionError: the server cannot be reached.
+        """
+        if self.conn is None:
+            self.conn = connect(self.settings)
+        return self.conn
+
+    def drop(self) -> None:
+        """Close and forget the connection (after an error: the next call reconnects)."""
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - closing a broken connection
+                pass
+
+
 def next_window(
-    settings: ConnectionSettings, info: ServerInfo, snapshot_mode: str, after: BinlogPosition
+    settings: ConnectionSettings,
+    info: ServerInfo,
+    snapshot_mode: str,
+    after: BinlogPosition,
+    conn: PlannerConnection | None = None,
 ) -> NextWindow:
     """The run the binlog sensor would request once ``after`` is committed
-    (:func:`.cursor.plan_stream_window` over the server's current position and binlog files)."""
+    (:func:`.cursor.plan_stream_window` over the server's current position and binlog files);
+    on ``conn`` when given (kept open between calls), else on a connection of its own.
+
+    Raises:
+        SourceConnectionError, pymysql errors: the server cannot be read (``conn`` is dropped).
+    """
     from ..engine.stream_run import NextWindow
     from ..source.connection import current_position
     from .cursor import ServerState, StreamCursor, plan_stream_window
 
-    conn = connect(settings)
+    source = conn if conn is not None else PlannerConnection(settings)
     try:
-        state = ServerState(current=current_position(conn, info), binlog_files=binlog_files(conn))
+        c = source()
+        state = ServerState(current=current_position(c, info), binlog_files=binlog_files(c))
+    except Exception:
+        source.drop()
+        raise
     finally:
-        conn.close()
+        if conn is None:
+            source.drop()
     plan = plan_stream_window(
         StreamCursor(committed=after, snapshot_done=True), state, snapshot_mode=snapshot_mode
     )

@@ -109,9 +109,9 @@ class StreamRunRequest:
             window that changes another table ends the run.
         standby: a standby run (the sensor requests one when the capture is caught up, see
             :mod:`.follow`): its requested window is empty and it waits for the next change up
-            to ``follow_seconds``, however long the binlog stays idle, reading every window
-            whose changes stay inside ``selected`` (every captured table); its progress is
-            recorded from the first follow-on window on.
+            to ``follow_seconds``, however long the binlog stays idle, then follows as any run,
+            reading every window whose changes stay inside ``selected`` (every captured table);
+            its progress is recorded from the first follow-on window on.
     """
 
     start: BinlogPosition
@@ -485,9 +485,11 @@ class StreamRun:
         ``progress(result, windows, next)``: called before a follow-on window is read (``next``:
         it) and after it was committed.
 
-        ``standby``: the run waits for changes until ``options.follow_seconds`` have passed,
-        however long the binlog is idle (a standby run, :attr:`StreamRunRequest.standby`), and
-        polls the server's position every :data:`STANDBY_POLL_SECONDS`.
+        ``standby``: until it has written a change the run waits for one as long as
+        ``options.follow_seconds`` allow, however long the binlog is idle (a standby run,
+        :attr:`StreamRunRequest.standby`), polling the server's position every
+        :data:`STANDBY_POLL_SECONDS`; then it follows as any run (it ends once the binlog was
+        idle for ``options.follow_idle_seconds``, so its checks run and the sensor commits it).
 
         Returns:
             ``(merged result, number of follow-on windows read)``.
@@ -517,7 +519,7 @@ class StreamRun:
                     # a run that has written nothing does not wait for changes (a quiet source
                     # does not keep runs alive); one that has waits up to the idle time
                     idle_limit = opts.follow_idle_seconds if result.rows > 0 else 0.0
-                    if standby:
+                    if standby and result.rows == 0:  # waits for its first change only
                         idle_limit = max(0.0, deadline - idle_since)
                     if now - idle_since >= idle_limit or nxt.requested:
                         break
