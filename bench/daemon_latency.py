@@ -520,7 +520,8 @@ def main(argv: list[str] | None = None) -> int:
         if latencies:
             first_seen = min(writer.markers[m] + latencies[m] for m in latencies)
             steady = [v for m, v in latencies.items() if writer.markers[m] >= first_seen]
-            results["latency_steady"] = (percentile(steady, 50), percentile(steady, 95), len(steady))
+            if steady:
+                results["latency_steady"] = (percentile(steady, 50), percentile(steady, 95), len(steady))
         ui_lat: dict[int, float] = {}
         logged: dict[int, float] = {}  # COMMIT -> the covering materialization's event timestamp
         if watch is not None:
