@@ -1,20 +1,33 @@
 """Hundreds of tables under a real Dagster daemon (issue 28, the path a deployment runs).
 
 ``bench/many_tables.py`` drives the sensor in this process with an in-memory Dagster instance.
-This benchmark runs what a user runs instead: ``dagster-daemon run`` on a fresh ``DAGSTER_HOME``
-(SQLite storage, the default run launcher: each run is a new process that loads the code location,
-imports the library and connects to Spark), the code location of ``bench/daemon_location.py``
-capturing ``--tables`` tables, with the resources as the README's example writes them (following
-runs, ``spark_remote`` auto: the Spark Connect server of ``infra/spark_connect.sh``). Printed, in
-one run:
+This benchmark runs what a user runs instead: ``dagster dev`` (the daemon and a webserver on
+``127.0.0.1:--ui-port``, a free port by default, sharing one code server; ``--no-ui``:
+``dagster-daemon run`` alone) on a fresh ``DAGSTER_HOME`` (SQLite storage, the default run
+launcher: each run is a new process that loads the code location, imports the library and
+connects to Spark), the code location of ``bench/daemon_location.py`` capturing ``--tables``
+tables, with the resources as the README's example writes them (following runs, ``spark_remote``
+auto: the Spark Connect server of ``infra/spark_connect.sh``; the sensor at ``--interval``, 5 s).
+Printed, in one run:
 
 - the initial snapshot: daemon start -> the snapshot run's success;
 - windows whose one transaction updates a row of 3 tables, of ``--touch`` tables (default: all),
-  the same again, and 3 tables again: COMMIT -> every touched row visible in the lake's current
-  state (``read_current``, polled), and COMMIT -> the success of every run that was going or
-  started since (the tables are then materialized in Dagster and the sensor can move its cursor),
-  with each run's launch (created -> RUN_START: the planned events, process start, code location
-  load) and run (RUN_START -> RUN_SUCCESS);
+  the same again, and 3 tables again:
+
+  - COMMIT -> every touched row visible in the lake's current state (``read_current``, polled);
+  - COMMIT -> every touched table's materialization visible in the UI (and the first one): the
+    webserver's GraphQL API polled every ``--ui-poll`` s until each table's latest
+    materialization covers the COMMIT's binlog position (its ``window_end_file`` /
+    ``window_end_pos`` metadata at or after the position the server reported right after the
+    COMMIT: bench/dagster_ui.py), with when the last of them was logged by its run;
+  - COMMIT -> the success of every run that was going or started since (the sensor can then move
+    its cursor), with each run's launch (created -> RUN_START: the planned events, process start,
+    code location load) and run (RUN_START -> RUN_SUCCESS); a run still going ``--run-wait``
+    seconds after the lake and the UI showed the window (a following or resident run) is printed
+    as "run still going (following)";
+  - the Dagster events the window stored, by event type and per touched table: the events of its
+    runs (those going at the COMMIT, from there on, and those started since) and the sensor's
+    runless ones, stored from the COMMIT until the next window;
 - the sensor's tick durations from the daemon's tick records (idle ticks: no run requested).
 
     python -m bench.daemon_many_tables --tables 300
@@ -26,7 +39,8 @@ this benchmark starts for itself (Debian's ``postgresql`` package, ``initdb`` in
 directory, loopback only, default durability settings), as a production deployment configures it
 (``dagster-postgres``), instead of SQLite files under ``DAGSTER_HOME``.
 
-Prints the machine load (1-minute average) beside the figures: the machine is shared.
+Prints the machine load (1-minute average) beside the figures: the machine is shared. Timings are
+printed, never asserted; every wait is bounded (``--timeout``, ``--run-wait``).
 """
 
 from __future__ import annotations
@@ -39,6 +53,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -48,6 +63,7 @@ import dagster as dg
 from dagster_mysql_cdc.dagster_integration.protocol import MODE_TAG
 
 from .daemon_latency import Daemon, load, percentile, run_timing, wait_for
+from .dagster_ui import UiWatch, wait_location
 from .many_tables import _create, _drop, _touch, window_rounds
 
 
@@ -114,6 +130,30 @@ def _ticks(instance: dg.DagsterInstance) -> list:
     return out
 
 
+def _last_storage_id(instance: dg.DagsterInstance, run_id: str) -> int | None:
+    """The storage id of run ``run_id``'s newest event (``None``: no event yet)."""
+    recs = instance.get_records_for_run(run_id, limit=1, ascending=False).records
+    return recs[0].storage_id if recs else None
+
+
+def event_counts(instance: dg.DagsterInstance, since: dict[str, int | None], run_ids: list[str]) -> Counter:
+    """Events stored for runs ``run_ids`` (and runless ones, run id ``""``: the sensor's
+    heartbeats) after the storage ids of ``since`` (run id -> its newest event's storage id
+    before; a run absent from it counts all its events), by Dagster event type (``log message``:
+    a plain ``context.log`` line)."""
+    from dagster._core.event_api import EventLogCursor
+
+    counts: Counter = Counter()
+    for run_id in [*run_ids, ""]:
+        after = since.get(run_id)
+        cursor = EventLogCursor.from_storage_id(after).to_string() if after is not None else None
+        for rec in instance.get_records_for_run(run_id, cursor=cursor).records:
+            ev = rec.event_log_entry.dagster_event
+            kind = ev.event_type.name if ev is not None else "log message"
+            counts[("runless " if run_id == "" else "") + kind] += 1
+    return counts
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tables", type=int, default=300)
@@ -121,6 +161,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--touch", type=int, default=None, help="tables of the large window (default: all)")
     ap.add_argument("--interval", type=int, default=5, help="sensor minimum_interval_seconds")
     ap.add_argument("--timeout", type=float, default=900, help="seconds to wait for each step")
+    ap.add_argument(
+        "--run-wait",
+        type=float,
+        default=60,
+        help="longest wait, once every touched table is in the lake and the UI, for the window's "
+        "runs to succeed (a following or resident run may stay going)",
+    )
+    ap.add_argument(
+        "--no-ui",
+        action="store_true",
+        help="dagster-daemon run alone (no webserver: no COMMIT -> visible in the UI figures)",
+    )
+    ap.add_argument("--ui-poll", type=float, default=0.25, help="seconds between GraphQL polls")
+    ap.add_argument("--ui-port", type=int, default=0, help="webserver port on 127.0.0.1 (0: a free one)")
     ap.add_argument("--log", default=None, help="daemon log file (default: a temporary file)")
     ap.add_argument("--postgres", action="store_true", help="the Dagster storage on PostgreSQL (see above)")
     ap.add_argument("--postgres-port", type=int, default=5439)
@@ -136,16 +190,20 @@ def _run(args: argparse.Namespace, storage_yaml: str) -> int:
 
     db = f"bench_dmt_{uuid.uuid4().hex[:6]}"
     names = [f"t{i:04d}" for i in range(args.tables)]
+    ui = not args.no_ui
     print(f"creating {args.tables} tables of {args.rows} rows in {db} ...", flush=True)
     _create(db, args.tables, args.rows)
     lake = tempfile.mkdtemp(prefix="bench-dmt-lake-")
     log_path = Path(args.log) if args.log else Path(tempfile.mkstemp(prefix="bench-dmt-", suffix=".log")[1])
     print(
-        f"daemon log {log_path}, CDC_SPARK_REMOTE={os.environ.get('CDC_SPARK_REMOTE', '')!r} ({load()})",
+        f"{'dagster dev (daemon + webserver)' if ui else 'dagster-daemon run'}, log {log_path}, "
+        f"CDC_SPARK_REMOTE={os.environ.get('CDC_SPARK_REMOTE', '')!r}, sensor every {args.interval}s ({load()})",
         flush=True,
     )
-    figures: dict[str, float] = {}
+    figures: dict[str, float | str] = {}
+    events: dict[str, tuple[int, Counter]] = {}
     daemon = None
+    watch: UiWatch | None = None
     try:
         t0 = time.monotonic()
         remote = os.environ.get("CDC_SPARK_REMOTE", "")  # as the README's example reads it
@@ -159,6 +217,8 @@ def _run(args: argparse.Namespace, storage_yaml: str) -> int:
             readme=True,
             tables=",".join(names),
             storage_yaml=storage_yaml,
+            ui=ui,
+            ui_port=args.ui_port,
         )
         instance = daemon.instance
 
@@ -176,14 +236,29 @@ def _run(args: argparse.Namespace, storage_yaml: str) -> int:
         print(
             f"initial snapshot: {figures['initial snapshot, daemon start -> run success (s)']:.1f} s ({load()})"
         )
+        if ui:
+            location = wait_location(daemon.url, args.timeout)
+            print(f"webserver {daemon.url}: code location {location} loaded", flush=True)
+            watch = UiWatch(daemon.url, args.ui_poll)
+            watch.start()
         time.sleep(2 * args.interval)  # the sensor's first window after the snapshot (nothing to read)
 
         for round_, (label, which) in enumerate(window_rounds(args.touch or args.tables), 1):
             finished_before = {
                 r.dagster_run.run_id for r in instance.get_run_records() if r.dagster_run.is_finished
             }
-            _touch(db, which, round_)
+            # the runs going now (a following or resident run): their events from here on count
+            since = {
+                r.dagster_run.run_id: _last_storage_id(instance, r.dagster_run.run_id)
+                for r in instance.get_run_records()
+                if r.dagster_run.run_id not in finished_before
+            }
+            since[""] = _last_storage_id(instance, "")
+            file, pos = _touch(db, which, round_)
             committed, committed_at = time.monotonic(), time.time()
+            if watch is not None:
+                for i in which:
+                    watch.expect((round_, i), (db, db, names[i]), file, pos)
             value = f"round {round_}"
             for i in which:  # every touched row, one table after another
                 if not wait_for(
@@ -192,24 +267,59 @@ def _run(args: argparse.Namespace, storage_yaml: str) -> int:
                     raise SystemExit(f"{names[i]} did not show round {round_} within {args.timeout:.0f} s")
             secs = time.monotonic() - committed
             figures[f"window touching {label}: COMMIT -> visible in the lake (s)"] = secs
+            ui_line = ""
+            if watch is not None:
+                idents = [(round_, i) for i in which]
+                left = max(0.0, args.timeout - (time.monotonic() - committed))
+                if not watch.wait(idents, left):
+                    missing = len([x for x in idents if x not in watch.seen])
+                    raise SystemExit(
+                        f"{missing} of the {len(which)} tables of round {round_} did not show their "
+                        f"materialization in the UI within {args.timeout:.0f} s"
+                        + (f" (GraphQL errors: {watch.errors[-1]})" if watch.errors else "")
+                    )
+                seen = [watch.seen[x] for x in idents]
+                first_ui = min(x.at for x in seen) - committed_at
+                every_ui = max(x.at for x in seen) - committed_at
+                logged = max(x.mat.timestamp for x in seen) - committed_at
+                kinds = Counter(x.mat.kind for x in seen)
+                nruns = len({x.mat.run_id for x in seen})
+                figures[
+                    f"window touching {label}: COMMIT -> every touched table's materialization in the UI (s)"
+                ] = every_ui
+                figures[f"window touching {label}: COMMIT -> the first one in the UI (s)"] = first_ui
+                ui_line = (
+                    f", -> in the UI: first table {first_ui:.1f} s, every table {every_ui:.1f} s (the last "
+                    f"one logged by its run {logged:.1f} s after the COMMIT; {dict(kinds)}, {nruns} run(s))"
+                )
 
             def others(finished_before=finished_before):
                 return [r for r in instance.get_run_records() if r.dagster_run.run_id not in finished_before]
 
             # the runs that were going or started since: finished = materialized in Dagster and
-            # the sensor free to move its cursor
-            if not wait_for(lambda: all(r.dagster_run.is_finished for r in others()), args.timeout, 0.25):
-                raise SystemExit(f"a run of round {round_} did not finish within {args.timeout:.0f} s")
-            timed = [t for t in (run_timing(instance, r) for r in others()) if t]
-            done = max((t["end"] for t in timed), default=time.time()) - committed_at
-            figures[f"window touching {label}: COMMIT -> run success (s)"] = done
-            runs = ", ".join(f"launch {t['launch']:.1f} s + run {t['run']:.1f} s" for t in timed)
+            # the sensor free to move its cursor; a following (or resident) run may stay going
+            if wait_for(lambda: all(r.dagster_run.is_finished for r in others()), args.run_wait, 0.25):
+                timed = [t for t in (run_timing(instance, r) for r in others()) if t]
+                done = max((t["end"] for t in timed), default=time.time()) - committed_at
+                figures[f"window touching {label}: COMMIT -> run success (s)"] = done
+                runs = ", ".join(f"launch {t['launch']:.1f} s + run {t['run']:.1f} s" for t in timed)
+                run_line = f"-> run success {done:.1f} s (runs: {runs})"
+            else:
+                going = [r for r in others() if not r.dagster_run.is_finished]
+                figures[f"window touching {label}: COMMIT -> run success (s)"] = "run still going (following)"
+                run_line = (
+                    f"-> run still going (following): {len(going)} run(s) not finished "
+                    f"{time.monotonic() - committed:.0f} s after the COMMIT"
+                )
             print(
-                f"window touching {label}: COMMIT -> visible {secs:.1f} s, -> run success {done:.1f} s "
-                f"(runs: {runs}) ({load()})",
+                f"window touching {label}: COMMIT -> visible in the lake {secs:.1f} s{ui_line}, {run_line} "
+                f"({load()})",
                 flush=True,
             )
             time.sleep(2 * args.interval)
+            # the window's events: those its runs (and the sensor, runless) stored since the COMMIT
+            run_ids = [r.dagster_run.run_id for r in others()]
+            events[label] = (len(which), event_counts(instance, since, run_ids))
 
         ticks = _ticks(instance)
         # idle: caught up, nothing to settle (a tick settling a window or waiting for a run is not)
@@ -226,6 +336,8 @@ def _run(args: argparse.Namespace, storage_yaml: str) -> int:
             figures["tick requesting a run p50 (s)"] = percentile(busy, 50)
         print(f"sensor ticks: {len(ticks)}, of which {len(idle)} idle and {len(busy)} requesting runs")
     finally:
+        if watch is not None:
+            watch.stop_event.set()
         if daemon is not None:
             daemon.stop()
             shutil.rmtree(daemon.home, ignore_errors=True)
@@ -233,10 +345,33 @@ def _run(args: argparse.Namespace, storage_yaml: str) -> int:
         shutil.rmtree(lake, ignore_errors=True)
     print()
     kind = "PostgreSQL" if storage_yaml else "SQLite"
-    print(f"| figure ({args.tables} tables, dagster-daemon, {kind} instance, local lake) | value |")
+    print(
+        f"| figure ({args.tables} tables, {'dagster dev' if ui else 'dagster-daemon'}, {kind} instance, "
+        f"local lake, sensor {args.interval} s) | value |"
+    )
     print("|---|---|")
     for k, v in figures.items():
-        print(f"| {k} | {v:.2f} |")
+        print(f"| {k} | {v:.2f} |" if isinstance(v, float) else f"| {k} | {v} |")
+    if events:
+        print()
+        print(
+            "Dagster events stored per window (its runs' events since the COMMIT, until the next "
+            "window; runless: the sensor's), per touched table"
+            + ("; in SQLite asset and check events are also copied to index.db" if not storage_yaml else "")
+        )
+        labels = list(events)
+        types = sorted(
+            {t for _, c in events.values() for t in c}, key=lambda t: -max(c[t] for _, c in events.values())
+        )
+        print("| event type | " + " | ".join(f"{lb} ({events[lb][0]} tables)" for lb in labels) + " |")
+        print("|---|" + "---|" * len(labels))
+        for t in ["total", *types]:
+            cells = []
+            for lb in labels:
+                n, c = events[lb]
+                v = sum(c.values()) if t == "total" else c.get(t, 0)
+                cells.append(f"{v} ({v / n:.2f}/table)")
+            print(f"| {t} | " + " | ".join(cells) + " |")
     return 0
 
 

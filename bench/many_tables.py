@@ -75,8 +75,11 @@ def window_rounds(n_big: int) -> list[tuple[str, list[int]]]:
     ]
 
 
-def _touch(db: str, tables: list[int], round_: int) -> None:
-    """One transaction updating row 1 of each table of ``tables``."""
+def _touch(db: str, tables: list[int], round_: int) -> tuple[str, int]:
+    """One transaction updating row 1 of each table of ``tables``; returns the server's binlog
+    position right after its COMMIT (``(file, pos)``, bench/dagster_ui.py)."""
+    from .dagster_ui import server_position
+
     conn = root_connect()
     try:
         with conn.cursor() as cur:
@@ -84,6 +87,7 @@ def _touch(db: str, tables: list[int], round_: int) -> None:
             for i in tables:
                 cur.execute(f"UPDATE {db}.t{i:04d} SET n = n + 1, v = 'round {round_}' WHERE id = 1")
             cur.execute("COMMIT")
+            return server_position(cur)
     finally:
         conn.close()
 
