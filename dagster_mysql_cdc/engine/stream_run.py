@@ -497,6 +497,8 @@ class StreamRun:
         opts = self.options
         storage = self.writer.storage
         deadline = time.monotonic() + max(0.0, float(opts.follow_seconds))
+        if standby and self.planner is not None:
+            self.warm_up()
         idle_since: float | None = None
         windows = 0
         while True:
@@ -555,6 +557,18 @@ class StreamRun:
             if progress is not None:
                 progress(result, windows)
         return result, windows
+
+    def warm_up(self) -> None:
+        """A standby run's Spark session, data source and first job, before the first change
+        (:meth:`..sink.lake.LakeWriter.warm_up`); a failure is logged, the first write retries."""
+        try:
+            import pymysqlreplication  # noqa: F401 - the binlog reader's imports, before the first change
+
+            seconds = self.writer.warm_up()
+        except Exception as e:  # noqa: BLE001 - warming is an optimisation: the first write starts Spark
+            self.log.warning(f"Warming Spark up failed ({type(e).__name__}: {e}); the first write starts it")
+            return
+        self.log.info(f"Standby: Spark warm in {seconds:.1f}s, waiting for the next change")
 
     def log_window(self, result: WindowResult) -> None:
         """Log the run's signals (rejected ones as WARNING), gaps (WARNING) and skipped events

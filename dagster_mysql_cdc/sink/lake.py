@@ -252,6 +252,23 @@ class LakeWriter:
             spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
         return spark
 
+    def warm_up(self) -> float:
+        """Start (or connect to) Spark, register the data source and run one trivial job now,
+        before there is data to write: a standby run (``engine/follow.py``) does it while it
+        waits, so the first change after a quiet period does not pay the session's start and
+        first job (seconds) on its way to the lake.
+
+        Returns:
+            the seconds it took.
+
+        Raises:
+            whatever starting the session raises (the caller logs it and goes on: the first write
+            starts it again).
+        """
+        t0 = time.monotonic()
+        self.active_spark().range(1).count()
+        return time.monotonic() - t0
+
     def _prepare(self, spark) -> None:
         """Register the data source on ``spark``; decide how payloads reach its executors."""
         self._registered = {}
