@@ -22,6 +22,7 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -147,12 +148,19 @@ class SchemaHistory:
     def __init__(self, storage: StorageSettings, server_name: str):
         self.storage = storage
         self.uri = LakeLayout(storage, server_name).schema_history()
+        #: (Delta version, records as dicts) of the last read; (version, records replayed,
+        #: position limit, catalog) of the last :meth:`catalog_at`: a following run's next window
+        #: replays only the records after the last one's (none, without DDL)
+        self._rows: tuple[int, list[dict]] | None = None
+        self._replayed: tuple[int, int, tuple | None, dict] | None = None
 
     def read(self) -> pa.Table:
         """All records, ordered by position (empty table if there is no history yet)."""
         from .delta import open_table
 
-        dt = open_table(self.storage, self.uri)
+        return self._read(open_table(self.storage, self.uri))
+
+    def _read(self, dt: Any) -> pa.Table:
         if dt is None:
             return HISTORY_SCHEMA.empty_table()
         t = dt.to_pyarrow_table(filesystem=self.storage.delta_filesystem(self.uri))
@@ -170,13 +178,40 @@ class SchemaHistory:
         )
 
     def catalog_at(self, position: BinlogPosition | None) -> dict[tuple[str, str], TableSchema]:
-        """Table schemas in force at ``position`` (every record at or before it replayed)."""
-        catalog: dict[tuple[str, str], TableSchema] = {}
+        """Table schemas in force at ``position`` (every record at or before it replayed).
+
+        The records are read once per Delta version of the history and the replay goes on from
+        the previous call's when ``position`` is not before it: the windows of a following run
+        each cost what their DDL costs, not the whole history (which grows with every DDL
+        the server ever ran)."""
+        from .delta import open_table
+
+        dt = open_table(self.storage, self.uri)
+        version = int(dt.version()) if dt is not None else -1
+        if self._rows is None or self._rows[0] != version:
+            self._rows = (version, self._read(dt).to_pylist())
+        rows = self._rows[1]
         limit = position.sort_key() if position is not None else None
-        for r in self.read().to_pylist():
+        catalog: dict[tuple[str, str], TableSchema] = {}
+        start = 0
+        last = self._replayed
+        if (
+            last is not None
+            and last[0] == version
+            and last[2] is not None
+            and limit is not None
+            and last[2] <= limit
+        ):
+            start, catalog = last[1], dict(last[3])
+        i = start
+        for i in range(start, len(rows) + 1):
+            if i == len(rows):
+                break
+            r = rows[i]
             if limit is not None and (r["epoch"], r["file_seq"], r["pos"]) > limit:
                 break
             apply_table_changes(catalog, json.loads(r["tableChanges"]))
+        self._replayed = (version, i, limit, dict(catalog))
         return catalog
 
     def append(self, records: Sequence[HistoryRecord], *, app_id: str, version: int) -> bool:
