@@ -319,3 +319,28 @@ def test_schema_history_orders_by_epoch_and_reads_legacy_records(tmp_path):
     assert cols(NEW) == ["id", "c"]  # epoch 1 at mysql-bin.000001 is after the epoch-0 record at 000007
     assert cols(BinlogPosition("mysql-bin.000009", 4)) == ["id"]  # an epoch-0 position: before the ALTER
     assert cols(None) == ["id", "c"]
+
+
+def test_catalog_at_replays_on_from_the_previous_position_and_sees_new_records(tmp_path):
+    """Issue 42: ``catalog_at`` of a following run's windows replays only the records after the
+    previous call's position (the whole history once per Delta version); a position before it,
+    or a record appended since, gives what a fresh history object gives."""
+    storage = StorageSettings(base_uri=str(tmp_path / "lake"))
+    h = SchemaHistory(storage, "srv")
+    at = lambda n: BinlogPosition("mysql-bin.000003", n)  # noqa: E731
+    for i, cols in enumerate((["id"], ["id", "a"], ["id", "a", "b"])):
+        rec = HistoryRecord(at(100 * (i + 1)), 0, "db", f"DDL {i}", _create(cols), i)
+        assert h.append([rec], app_id=at(100 * (i + 1)).txn_app("stream"), version=i)
+
+    def cols(history, pos):
+        cat = history.catalog_at(pos)
+        return [c.name for c in cat[("db", "t")].columns] if ("db", "t") in cat else None
+
+    fresh = lambda pos: cols(SchemaHistory(storage, "srv"), pos)  # noqa: E731
+    for pos in (at(50), at(100), at(150), at(250), at(300), at(1000), at(120), at(50), None, at(200)):
+        assert cols(h, pos) == fresh(pos), pos
+    h.catalog_at(at(1000))  # replayed to the end: a new record must still be seen
+    rec = HistoryRecord(at(1100), 0, "db", "DDL 3", _create(["id", "z"]), 3)
+    assert h.append([rec], app_id=at(1100).txn_app("stream"), version=3)
+    assert cols(h, at(1200)) == ["id", "z"] == fresh(at(1200))
+    assert cols(h, at(1050)) == ["id", "a", "b"] == fresh(at(1050))
