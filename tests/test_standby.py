@@ -166,6 +166,8 @@ def test_a_standby_run_reports_a_change_while_it_waits_and_the_sensor_commits_it
         assert len(mats) == 1, "one materialization per window, none repeated at the run's end"
         md = mats[0].asset_materialization.metadata
         assert md["rows"].value == 1 and md["dagster/row_count"].value == 2
+        # its lag counts from the window's planning, not from the run's creation (8 s before)
+        assert md["lag_seconds"].value < 8.0, md["lag_seconds"]
         assert not _table_materializations(cdc.instance, quiet_key, run_id)  # it did not change
         checks = {e.check_name for e in result.get_asset_check_evaluations() if e.asset_key == t_key}
         logged = {

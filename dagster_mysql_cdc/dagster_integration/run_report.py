@@ -369,12 +369,17 @@ def window_lag_metadata(
     info: ServerInfo,
     reached: BinlogPosition,
     last_event_ts_ms: int | None,
+    planned_at: float | None = None,
 ) -> dict[str, Any]:
-    """Lag and backlog metadata of a committed window (see :func:`.verify.lag_metadata`)."""
-    record = optional(lambda: context.instance.get_run_record_by_id(context.run.run_id), "run record")
-    created = getattr(record, "create_timestamp", None)
+    """Lag and backlog metadata of a committed window (see :func:`.verify.lag_metadata`).
+    ``planned_at``: when the window's end was read from the server (epoch seconds), for a
+    follow-on window; default the run's creation (the tick that planned the requested window)."""
+    if planned_at is None:
+        record = optional(lambda: context.instance.get_run_record_by_id(context.run.run_id), "run record")
+        created = getattr(record, "create_timestamp", None)
+        planned_at = created.timestamp() if created is not None else None
     return lag_metadata(
-        run_created_at=created.timestamp() if created is not None else None,
+        run_created_at=planned_at,
         last_event_ts_ms=last_event_ts_ms,
         behind=optional(lambda: backlog(settings, info, reached), "backlog behind the server's head"),
     )

@@ -15,6 +15,7 @@ run tells its checks.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,8 @@ class WindowReporter:
         storage: the lake (row counts the commit did not count).
         tables: ``(db, table)`` -> asset key of the tables to report (:func:`table_keys`).
         chunk_size: ``incremental_snapshot_chunk_size`` (incremental snapshot progress).
+        requested: the start of the run's requested window: the lag of a window that starts
+            elsewhere (a follow-on window) counts from its planning, not the run's creation.
 
     Attributes:
         reported: the ``(db, table)`` reported so far.
@@ -64,7 +67,9 @@ class WindowReporter:
         storage: StorageSettings,
         tables: dict[tuple[str, str], dg.AssetKey],
         chunk_size: int,
+        requested: BinlogPosition | None = None,
     ) -> None:
+        self.requested = requested
         self.context = context
         self.settings = settings
         self.info = info
@@ -80,7 +85,13 @@ class WindowReporter:
             whatever the Dagster instance's event storage raises (the run then fails: a window
             is never read after one whose report was lost).
         """
-        lag = window_lag_metadata(self.context, self.settings, self.info, end, result.last_event_ts_ms)
+        # a follow-on window's end was the server's head when it was planned, just before its
+        # read (a standby run was created minutes before its first change)
+        follow_on = self.requested is not None and start.sort_key() != self.requested.sort_key()
+        planned = time.time() - float(result.seconds) if follow_on else None
+        lag = window_lag_metadata(
+            self.context, self.settings, self.info, end, result.last_event_ts_ms, planned_at=planned
+        )
         for r in table_results(
             self.context,
             result,
