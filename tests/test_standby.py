@@ -136,7 +136,7 @@ def test_a_standby_run_reports_a_change_while_it_waits_and_the_sensor_commits_it
             sensor_options={"run_wait_seconds": 0},
         )
         log = cdc.ticks()  # the snapshot; then caught up: the in-process driver starts no standby
-        assert all(r.success for r in log.runs) and len(log.runs) == 1
+        assert log.runs and all(r.success for r in log.runs)
         assert "standby run not started" in log.skip_reasons[-1], log.skip_reasons
         (req,) = cdc.tick_once().run_requests
         assert req.tags[STANDBY_TAG] == "true"

@@ -773,7 +773,7 @@ class MySqlCdcResource(
         storage = lake.storage_settings()
         writer = lake.get_writer(self.server_name)
         report_window = WindowReporter(
-            context, settings, info, storage, every_table, self.incremental_snapshot_chunk_size, start
+            context, settings, info, storage, every_table, self.incremental_snapshot_chunk_size, (start, end)
         )
         outcome = StreamRun(
             settings,

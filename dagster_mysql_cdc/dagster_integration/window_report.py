@@ -52,8 +52,8 @@ class WindowReporter:
         storage: the lake (row counts the commit did not count).
         tables: ``(db, table)`` -> asset key of the tables to report (:func:`table_keys`).
         chunk_size: ``incremental_snapshot_chunk_size`` (incremental snapshot progress).
-        requested: the start of the run's requested window: the lag of a window that starts
-            elsewhere (a follow-on window) counts from its planning, not the run's creation.
+        requested: the run's requested window ``(start, end)``: the lag of another window (a
+            follow-on window) counts from its planning, not from the run's creation.
 
     Attributes:
         reported: the ``(db, table)`` reported so far.
@@ -67,7 +67,7 @@ class WindowReporter:
         storage: StorageSettings,
         tables: dict[tuple[str, str], dg.AssetKey],
         chunk_size: int,
-        requested: BinlogPosition | None = None,
+        requested: tuple[BinlogPosition, BinlogPosition] | None = None,
     ) -> None:
         self.requested = requested
         self.context = context
@@ -87,7 +87,10 @@ class WindowReporter:
         """
         # a follow-on window's end was the server's head when it was planned, just before its
         # read (a standby run was created minutes before its first change)
-        follow_on = self.requested is not None and start.sort_key() != self.requested.sort_key()
+        follow_on = self.requested is not None and (start.sort_key(), end.sort_key()) != (
+            self.requested[0].sort_key(),
+            self.requested[1].sort_key(),
+        )
         planned = time.time() - float(result.seconds) if follow_on else None
         lag = window_lag_metadata(
             self.context, self.settings, self.info, end, result.last_event_ts_ms, planned_at=planned
