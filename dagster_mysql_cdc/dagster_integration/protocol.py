@@ -48,8 +48,9 @@ SERVER_TAG = "dagster_mysql_cdc/server"
 #: Why a window run selected what it did (the sensor's look-ahead of the tables a window changes).
 SELECTION_TAG = "dagster_mysql_cdc/selection"
 #: ``logged``: the run (a window or snapshot the sensor requested) evaluates the table checks of
-#: every table it materializes and logs them as ``AssetCheckEvaluation`` events, instead of
-#: planning them (it selects more tables than ``planned_checks_max_tables``; see ``.selection``).
+#: every table it materializes and the binlog asset's checks and logs them as
+#: ``AssetCheckEvaluation`` events, instead of planning them (it selects more tables than
+#: ``planned_checks_max_tables``; see ``.selection``).
 TABLE_CHECKS_TAG = "dagster_mysql_cdc/table_checks"
 #: JSON ``{"db.table": {"since", "error", "catch_up"}}``: the stopped tables a window run leaves
 #: out, and those (``catch_up: true``) it tries to catch up first (engine/isolation.py).
