@@ -83,10 +83,11 @@ def _row_visible(lake: str, db: str, table: str, value: str) -> bool:
 
 
 @contextmanager
-def postgres_storage(port: int) -> Iterator[str]:
+def postgres_storage(port: int, tcp: bool = True) -> Iterator[str]:
     """A throwaway PostgreSQL server on ``127.0.0.1:port`` (Debian's ``postgresql`` binaries, run
     as the ``postgres`` user, trust authentication on loopback); yields the ``dagster.yaml``
     ``storage:`` section of a database ``dagster`` on it. Stopped and removed on exit.
+    ``tcp=False``: on its Unix socket only (in its data directory; ``port`` names the socket).
 
     Raises:
         SystemExit: the PostgreSQL binaries are missing (``apt-get install postgresql``).
@@ -102,10 +103,17 @@ def postgres_storage(port: int) -> Iterator[str]:
         subprocess.run(["runuser", "-u", "postgres", "--", *cmd], check=True, capture_output=True)
 
     as_postgres(f"{bindir}/initdb", "-D", data, "-A", "trust", "-U", "postgres")
-    opts = f"-p {port} -k {data} -c listen_addresses=127.0.0.1"
+    host = "127.0.0.1" if tcp else data
+    opts = f"-p {port} -k {data} -c listen_addresses=" + ("127.0.0.1" if tcp else "''")
     as_postgres(f"{bindir}/pg_ctl", "-D", data, "-l", f"{data}/server.log", "-o", opts, "-w", "start")
     try:
-        as_postgres(f"{bindir}/createdb", "-h", "127.0.0.1", "-p", str(port), "dagster")
+        as_postgres(f"{bindir}/createdb", "-h", host, "-p", str(port), "dagster")
+        if not tcp:
+            yield (
+                "storage:\n  postgres:\n    postgres_url: "
+                f"postgresql+psycopg2://postgres@/dagster?host={data}&port={port}\n"
+            )
+            return
         yield (
             "storage:\n  postgres:\n    postgres_db:\n      username: postgres\n      password: unused\n"
             f"      hostname: 127.0.0.1\n      db_name: dagster\n      port: {port}\n"

@@ -196,9 +196,10 @@ def test_stream_run_selects_changed_tables_and_evaluates_every_check(local_stora
     heartbeat), and each of its checks has a passing result computed from the window; the row
     count, URI and lag metadata are on the materialization.
 
-    ``logged``: the window selects more tables than ``planned_checks_max_tables`` (0 here):
-    the run plans no table check and logs the same results as evaluations, each pointing at the
-    table's materialization of this run; a failing one is reported failing the same way."""
+    ``logged``: the window selects more tables than ``planned_checks_max_tables`` (0, the
+    default): the run plans no check and logs the same results as evaluations (the binlog
+    asset's too), each pointing at the asset's materialization of this run; a failing one is
+    reported failing the same way."""
     from sensor_harness import SensorDriven, capture_resource, scratch_database
 
     with scratch_database("stk") as (db, conn):
@@ -244,10 +245,15 @@ def test_stream_run_selects_changed_tables_and_evaluates_every_check(local_stora
         assert run.dagster_run.tags.get("dagster_mysql_cdc/table_checks") == (
             "logged" if checks == "logged" else None
         )
+        binlog_checks = {name: e for (asset, name), e in evals.items() if asset == ("binlog",)}
+        assert set(binlog_checks) == {"binlog_retention", "changes_in_binlog"}
+        assert all(e.passed for e in binlog_checks.values()), binlog_checks
         if checks == "logged":
-            assert planned_tables == {("binlog",)}  # the table checks were logged, not planned
-            for table in ("a", "nokey"):
-                key = dg.AssetCheckKey(dg.AssetKey([db, db, table]), "checksum_matches_source")
+            assert planned_tables == set()  # the tables' and the binlog asset's checks were logged
+            for table in ("a", "nokey", "binlog"):
+                path = [db, "binlog"] if table == "binlog" else [db, db, table]
+                name = "changes_in_binlog" if table == "binlog" else "checksum_matches_source"
+                key = dg.AssetCheckKey(dg.AssetKey(path), name)
                 rec = cdc.instance.get_latest_asset_check_evaluation_record(key)
                 assert rec is not None and rec.run_id == run.run_id
                 target = rec.evaluation.target_materialization_data

@@ -111,8 +111,8 @@ def test_windows_that_change_every_table_of_a_large_capture(local_storage, monke
         evaluations = run.get_asset_check_evaluations()
         failed = [(e.asset_key.path[-1], e.check_name) for e in evaluations if not e.passed]
         assert failed == [], failed[:5]
-        # more tables than planned_checks_max_tables: every table's 3 checks logged by the
-        # run (with the binlog asset's 2 planned ones), none left out
+        # more tables than planned_checks_max_tables: every table's 3 checks and the binlog
+        # asset's 2 logged by the run, none left out
         assert run.dagster_run.tags.get("dagster_mysql_cdc/table_checks") == "logged"
         assert len({(tuple(e.asset_key.path), e.check_name) for e in evaluations}) == 3 * TABLES + 2
         _assert_lake_equals_source(local_storage, db)

@@ -290,8 +290,9 @@ def test_ui_shows_checks_row_count_and_lag_after_a_stream_run(tmp_path, monkeypa
     every table has a passing result for its latest materialization, only the changed table was
     materialized by the stream run, and its page carries row count, URI, lag and backlog.
 
-    ``logged``: ``planned_checks_max_tables=0``, so the snapshot and the window log their tables'
-    checks instead of planning them; the UI shows each result as its table's latest one the same."""
+    ``logged``: ``planned_checks_max_tables=0`` (the default), so the snapshot and the window log
+    their checks instead of planning them; the UI shows each result as its table's latest one the
+    same. ``planned``: ``planned_checks_max_tables=20``, above the example's table count."""
     import runpy
 
     import dagster as dg
@@ -308,10 +309,9 @@ def test_ui_shows_checks_row_count_and_lag_after_a_stream_run(tmp_path, monkeypa
     cdc = ns["inventory_cdc"]
     sensor = defs.get_sensor_def(SENSOR)
     mysql = ns["mysql"]
-    if checks == "logged":
-        # every field as configured (the password stays a dg.EnvVar), one changed
-        fields = {k: getattr(mysql, k) for k in type(mysql).model_fields}
-        mysql = type(mysql)(**{**fields, "planned_checks_max_tables": 0})
+    # every field as configured (the password stays a dg.EnvVar), one changed
+    fields = {k: getattr(mysql, k) for k in type(mysql).model_fields}
+    mysql = type(mysql)(**{**fields, "planned_checks_max_tables": 0 if checks == "logged" else 20})
     resources = {"mysql": mysql, "lake": defs.resources["lake"]}
     with dg.DagsterInstance.get() as instance:
         log = run_sensor_ticks(sensor, cdc, resources, instance, run_log_level="WARNING")

@@ -112,8 +112,8 @@ class CheckRequest:
     Attributes:
         committed: the position this run just committed; ``None``: the last committed position
             the binlog asset reported (a checks-only run, UI "Execute checks").
-        check_keys: the checks to run (``None``: the run's selected checks; a window run whose
-            table checks are logged adds them, see :data:`.protocol.TABLE_CHECKS_TAG`).
+        check_keys: the checks to run (``None``: the run's selected checks; a run whose checks
+            are logged adds them, see :data:`.protocol.TABLE_CHECKS_TAG`).
         gaps: the changes the binlog did not carry in this run's window (``changes_in_binlog``;
             ``None``: no window was read).
         stopped: the tables whose capture is stopped after this window (``"db.table"`` ->
@@ -604,15 +604,19 @@ def rows_not_comparable(context: dg.AssetExecutionContext, snapshot_mode: str, s
 
 
 def logged_check_keys(context: dg.AssetExecutionContext) -> list[dg.AssetCheckKey]:
-    """The table checks a window run with ``TABLE_CHECKS_TAG=logged`` evaluates and logs: those
-    of every table asset it materializes (selected), that the run does not plan itself."""
+    """The checks a run with ``TABLE_CHECKS_TAG=logged`` evaluates and logs: the table checks of
+    every table asset it materializes (selected) and the binlog asset's (``binlog_retention``,
+    ``changes_in_binlog``) when it materializes that, except those the run plans itself (a
+    request from before the binlog asset's checks were logged too planned them)."""
     selected = set(context.selected_asset_keys)
     planned = set(context.selected_asset_check_keys)
     # every check the op defines (the run's subset ``check_keys`` holds only the selected ones)
     specs = getattr(context.assets_def, "node_check_specs_by_output_name", None)
     defined = [s.key for s in specs.values()] if specs else list(context.assets_def.check_keys)
     return [
-        ck for ck in defined if ck.asset_key in selected and ck.name in TABLE_CHECKS and ck not in planned
+        ck
+        for ck in defined
+        if ck.asset_key in selected and ck.name in (*TABLE_CHECKS, RETENTION, GAPS) and ck not in planned
     ]
 
 

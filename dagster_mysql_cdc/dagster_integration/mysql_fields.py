@@ -269,12 +269,13 @@ class StreamingFields(dg.Config):
         "only the tables the window changed (the sensor reads the window's table ids ahead).",
     )
     planned_checks_max_tables: int = Field(
-        default=20,
+        default=0,
         description="A run the binlog sensor requests (a window, a snapshot) that selects more tables than "
-        "this does not plan their checks: the run evaluates the same checks of every table it "
-        "materializes and logs each result as an AssetCheckEvaluation event (1 Dagster event per "
-        "check instead of 3: planned, output, evaluation). 0: always logged; a number above the "
-        "table count: always planned. Runs started from the UI plan what they select.",
+        "this does not plan its checks: the run evaluates the same checks of every table it "
+        "materializes (and of the binlog asset) and logs each result as an AssetCheckEvaluation event "
+        "(1 Dagster event per check instead of 3: planned, output, evaluation). 0 (the default): "
+        "always logged; a number above the table count: always planned (the run's page then lists "
+        "the checks as planned while it runs). Runs started from the UI plan what they select.",
     )
     stream_lookahead_max_bytes: int = Field(
         default=16 * 1024 * 1024,

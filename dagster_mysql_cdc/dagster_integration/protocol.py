@@ -48,8 +48,9 @@ SERVER_TAG = "dagster_mysql_cdc/server"
 #: Why a window run selected what it did (the sensor's look-ahead of the tables a window changes).
 SELECTION_TAG = "dagster_mysql_cdc/selection"
 #: ``logged``: the run (a window or snapshot the sensor requested) evaluates the table checks of
-#: every table it materializes and logs them as ``AssetCheckEvaluation`` events, instead of
-#: planning them (it selects more tables than ``planned_checks_max_tables``; see ``.selection``).
+#: every table it materializes and the binlog asset's checks and logs them as
+#: ``AssetCheckEvaluation`` events, instead of planning them (it selects more tables than
+#: ``planned_checks_max_tables``; see ``.selection``).
 TABLE_CHECKS_TAG = "dagster_mysql_cdc/table_checks"
 #: ``true``: a standby run (run key :func:`.cursor.standby_window_key`), requested when the capture
 #: is caught up: it selects the binlog asset, waits for the next change and reports the tables

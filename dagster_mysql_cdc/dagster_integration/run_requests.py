@@ -122,7 +122,7 @@ def run_request(
     attempt is due (the run then catches it up first and it is selected), else left out.
 
     ``logged_above``: a snapshot of more tables than this (besides ``binlog_key``'s asset) selects
-    only the binlog asset's checks and tags the run to log its tables' checks
+    no check and tags the run to log the checks of its tables and of the binlog asset
     (``planned_checks_max_tables``, :data:`.protocol.TABLE_CHECKS_TAG`).
 
     ``capture``: the capture's id (:data:`.protocol.CAPTURE_TAG`); the one of the run key wins
@@ -177,12 +177,12 @@ def run_request(
         if identity:  # the run checks it reads the server the window's positions belong to
             tags[IDENTITY_TAG] = json.dumps(identity, separators=(",", ":"), sort_keys=True)
     else:
-        cheap, checks = checks or [], None
+        checks = None  # every check of the selected assets
         tags[MODE_TAG] = "snapshot"
         tables = sum(k != binlog_key for k in keys)
         if logged_above is not None and binlog_key is not None and tables > logged_above:
-            # every check of a snapshot's tables, logged by the run (see .selection)
-            checks = [ck for ck in cheap if ck.asset_key == binlog_key]
+            # every check of a snapshot's tables and binlog asset, logged by the run (see .selection)
+            checks = []
             tags[TABLE_CHECKS_TAG] = "logged"
         if inflight.end is not None and inflight.end.epoch:  # a re-snapshot in a new offset epoch
             tags[EPOCH_TAG] = str(inflight.end.epoch)

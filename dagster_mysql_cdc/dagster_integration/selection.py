@@ -3,8 +3,9 @@
 The sensor plans a window ``[committed, head)``; before requesting its run it reads the window's
 events ahead, without decoding any row (python-mysql-replication decodes row images lazily), to
 learn which captured tables it changes. The run then selects only those tables (the UI shows only
-them as *Materializing*) and every check of each of them, plus the binlog asset, which carries the
-heartbeat (it materializes every window) and its own checks.
+them as *Materializing*), plus the binlog asset, which carries the heartbeat (it materializes every
+window); it evaluates every check of each of them and the binlog asset's own, and logs their
+results (or, up to ``planned_checks_max_tables`` tables, plans them: see :func:`window_selection`).
 
 Every table is selected instead (the previous behaviour) when the window cannot be judged cheaply or
 safely: larger than ``stream_lookahead_max_bytes``; statements the binlog carries as SQL (DDL,
@@ -50,7 +51,7 @@ class WindowSelection:
     asset_keys: list[dg.AssetKey]
     check_keys: list[dg.AssetCheckKey]
     reason: str
-    #: the run logs its tables' checks instead of planning them (:data:`.protocol.TABLE_CHECKS_TAG`)
+    #: the run logs its checks instead of planning them (:data:`.protocol.TABLE_CHECKS_TAG`)
     logged_checks: bool = False
 
 
@@ -131,12 +132,14 @@ def window_selection(
 
     Selected tables get every table check (the stream-run variant of the row count and checksum
     checks verifies what the window changed); unselected tables get none, so their last results stay
-    current. The binlog asset and its checks are always selected.
+    current. The binlog asset is always selected, and its checks always run.
 
-    More selected tables than ``mysql.planned_checks_max_tables``: the table checks are not
-    selected and ``logged_checks`` is set; the run evaluates the same checks of each table it
-    materializes and logs the results (Dagster stores 1 event per check instead of 3: the planned
-    event, the step output and the evaluation; what a window of hundreds of tables costs in Dagster).
+    More selected tables than ``mysql.planned_checks_max_tables`` (default 0: any window): no
+    check is selected and ``logged_checks`` is set; the run evaluates the same checks of each table
+    it materializes and of the binlog asset and logs the results (Dagster stores 1 event per check
+    instead of 3: the planned event, the step output and the evaluation; what a window of hundreds
+    of tables costs in Dagster, issue 28, and a third of a small window's events, issue 42).
+    Otherwise the run plans them all: the selected tables' checks and the binlog asset's.
 
     ``stopped``: the tables whose capture is stopped (``"db.table"`` -> whether the run catches it
     up): one the run catches up is selected (it materializes once caught up), the others are not
@@ -179,14 +182,17 @@ def window_selection(
     logged = len(selected) > mysql.planned_checks_max_tables
     if logged:
         reason += (
-            f"; table checks logged by the run ({len(selected)} tables > "
+            f"; checks logged by the run ({len(selected)} tables > "
             f"planned_checks_max_tables={mysql.planned_checks_max_tables})"
         )
     checks = [
         ck
         for ck in assets_def.check_keys
-        if (ck.asset_key in binlog_keys and ck.name in (RETENTION, GAPS))
-        or (not logged and ck.asset_key in selected and ck.name in (*TABLE_CHECKS, SCHEMA))
+        if not logged
+        and (
+            (ck.asset_key in binlog_keys and ck.name in (RETENTION, GAPS))
+            or (ck.asset_key in selected and ck.name in (*TABLE_CHECKS, SCHEMA))
+        )
     ]
     return WindowSelection(keys, checks, reason, logged)
 
