@@ -114,8 +114,8 @@ def run_request(
     (:func:`.selection.window_selection`), the tables the window changed with all their checks
     (the stream-run variants) and the binlog asset; without it, every table with the cheap checks
     (schema drift, binlog retention, changes the binlog does not carry). A standby run
-    (:func:`.cursor.is_standby_key`) selects the binlog asset with its cheap checks and is tagged
-    :data:`.protocol.STANDBY_TAG`. Snapshots run every check of the selected assets.
+    (:func:`.cursor.is_standby_key`) selects the binlog asset and no check (it logs them)
+    and is tagged :data:`.protocol.STANDBY_TAG`. Snapshots run every check of the selected assets.
 
     ``stopped``: the tables whose capture is stopped (:mod:`..engine.isolation`); a window's run
     gets them in the :data:`.protocol.STOPPED_TAG` tag, each marked ``catch_up`` when its next
@@ -161,13 +161,13 @@ def run_request(
                 sort_keys=True,
             )
         if is_standby_key(inflight.run_key):
-            # a standby run: the binlog asset (and its cheap checks); the tables each window
+            # a standby run: the binlog asset (no check: it logs them); the tables each window
             # changes are reported as the windows commit, their checks logged
             tags[STANDBY_TAG] = "true"
             tags[TABLE_CHECKS_TAG] = "logged"
             tags[SELECTION_TAG] = "standby: waits for the next change, reports the tables it changes"
             keys = [k for k in keys if k == binlog_key] or list(keys)
-            checks = [ck for ck in (checks or []) if ck.asset_key == binlog_key]
+            checks = []  # every check of the run is logged (the binlog asset's too)
         elif select is not None:
             sel = select(inflight.start, inflight.end, incremental, due)
             keys, checks = sel.asset_keys, sel.check_keys

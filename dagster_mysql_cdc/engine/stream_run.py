@@ -485,11 +485,7 @@ class StreamRun:
         ``progress(result, windows, next)``: called before a follow-on window is read (``next``:
         it) and after it was committed.
 
-        ``standby``: until it has written a change the run waits for one as long as
-        ``options.follow_seconds`` allow, however long the binlog is idle (a standby run,
-        :attr:`StreamRunRequest.standby`), polling the server's position every
-        :data:`STANDBY_POLL_SECONDS`; then it follows as any run (it ends once the binlog was
-        idle for ``options.follow_idle_seconds``, so its checks run and the sensor commits it).
+        ``standby``: a standby run (:attr:`StreamRunRequest.standby`, :meth:`_standby_budget`).
 
         Returns:
             ``(merged result, number of follow-on windows read)``.
@@ -529,6 +525,8 @@ class StreamRun:
                     time.sleep(min(poll, max(0.0, deadline - now)))
                     continue
                 idle_since = None
+                if standby and result.rows == 0:
+                    deadline = self._standby_budget(deadline)
                 changed, why = self.planner.changed_tables(nxt.start, nxt.end)
                 if changed is None or not changed <= selected:
                     self.log.info(
@@ -557,6 +555,17 @@ class StreamRun:
             if progress is not None:
                 progress(result, windows)
         return result, windows
+
+    def _standby_budget(self, deadline: float) -> float:
+        """The following deadline of a standby run at its first change (``time.monotonic()``).
+
+        Until it has written a change a standby run waits for one as long as
+        ``options.follow_seconds`` allow, however long the binlog is idle, polling the server's
+        position every :data:`STANDBY_POLL_SECONDS`; from its first change it follows as a run
+        started then would: for ``options.follow_seconds`` more (its wait did not use up the
+        budget), ending once the binlog was idle for ``options.follow_idle_seconds`` (so its
+        checks run and the sensor commits it)."""
+        return max(deadline, time.monotonic() + max(0.0, float(self.options.follow_seconds)))
 
     def warm_up(self) -> None:
         """A standby run's Spark session, data source and first job, before the first change
