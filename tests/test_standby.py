@@ -21,7 +21,7 @@ import dagster as dg
 import pytest
 from sensor_harness import SensorDriven, capture_resource, scratch_database
 
-from dagster_mysql_cdc import read_current
+from dagster_mysql_cdc import build_mysql_cdc_sensor, read_current
 from dagster_mysql_cdc.dagster_integration.cursor import (
     InFlight,
     ServerState,
@@ -147,6 +147,16 @@ def test_a_standby_run_reports_a_change_while_it_waits_and_the_sensor_commits_it
         thread, out = _launch_in_thread(cdc, req)
         time.sleep(8.0)  # the run is up and waits (longer than its idle time: it does not end)
         assert thread.is_alive(), "a standby run must wait for its first change"
+        # a tick does not hold the daemon's sensor loop run_wait_seconds for an idle standby run,
+        # and reports the capture caught up (heartbeats go on)
+        waiting_sensor = build_mysql_cdc_sensor(cdc.cdc, run_wait_seconds=20)
+        t0 = time.monotonic()
+        with dg.build_sensor_context(
+            instance=cdc.instance, cursor=cdc.cursor, resources=cdc.resources
+        ) as ctx:
+            tick = waiting_sensor.evaluate_tick(ctx)
+        assert time.monotonic() - t0 < 10.0 and not tick.run_requests
+        assert tick.skip_message.startswith("caught up at") and "standby run" in tick.skip_message
         with conn.cursor() as cur:
             cur.execute(f"INSERT INTO {db}.t VALUES (2, 20)")
         committed_at = time.monotonic()

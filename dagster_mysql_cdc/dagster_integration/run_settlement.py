@@ -81,7 +81,11 @@ def settle_inflight(
         # Requested but not created yet (or the request was lost): same key, launched at most once.
         plan = Plan(cursor, skip_reason=f"waiting for run {inf.run_key} to be created")
         return cursor, None, (plan, [tick.request(inf, cursor)])
-    if run_wait_seconds > 0 and not run.is_finished:
+    if (
+        run_wait_seconds > 0
+        and not run.is_finished
+        and not _standby_waiting(instance, inf, run, mysql, run_wait_seconds)
+    ):
         run = wait_for_run(instance, run, run_wait_seconds)
     run = _dead_marked_failed(instance, run, notes)
     if run.status == dg.DagsterRunStatus.SUCCESS:
@@ -93,6 +97,23 @@ def settle_inflight(
         plan = Plan(cursor, skip_reason=f"run {run.run_id[:8]} for {inf.run_key} is {run.status.value}")
         return cursor, None, (plan, [])
     return _settle_failed(cursor, inf, run, mysql, instance, tick, notes)
+
+
+def _standby_waiting(
+    instance, inf: InFlight, run: dg.DagsterRun, mysql: MySqlCdcResource, wait: float
+) -> bool:
+    """Whether ``run`` is a standby run still waiting for its first change that will not reach
+    its budget (``stream_follow_seconds`` from its start) within ``wait`` seconds: a tick does
+    not wait for it (it would hold the daemon's sensor loop ``run_wait_seconds`` on every tick
+    of an idle capture); otherwise, as for any run, the tick waits, so the next run is
+    requested the moment it ends."""
+    if not is_standby_key(inf.run_key) or progress_tag(run.tags or {}) is not None:
+        return False
+    record = instance.get_run_record_by_id(run.run_id)
+    started = getattr(record, "start_time", None) if record is not None else None
+    if started is None:
+        return True  # not started yet: it waits longer than this tick could
+    return time.time() - float(started) < float(mysql.stream_follow_seconds) - wait
 
 
 def standby_reason(mysql: MySqlCdcResource, inf: InFlight, run: dg.DagsterRun) -> str:
