@@ -137,7 +137,7 @@ def union_schema(a: pa.Schema | None, b: pa.Schema) -> pa.Schema:
 
 class BatchCommit(TypedDict):
     """Where one table batch commits: its identity and the positions it records (the keyword
-    arguments :meth:`LakeWriter.write_table_batch` and :meth:`LakeWriter.write_frame_batch` share).
+    arguments :meth:`LakeWriter.write_table_batch` and :meth:`LakeWriter.write_files_batch` share).
 
     Keys:
         primary_key: key columns; empty = keyless (every column is the key).
@@ -625,24 +625,27 @@ class LakeWriter:
             value_schema=value_schema, position=commit.get("position"), truncated_at=truncated_at
         )
 
-    def write_frame_batch(
+    def write_files_batch(
         self,
         database: str,
         table: str,
-        frame: Callable[[Any], Any],
+        write: Callable[[list[FileOutput]], list[list[dict]]],
         *,
         log_schema: pa.Schema,
         value_schema: pa.Schema,
         **commit: Unpack[BatchCommit],
     ) -> TableWriteResult:
-        """Like :meth:`write_table_batch`, for events a Spark DataFrame produces on the executors
-        (:meth:`TableBatch.add_frame`): one job writes the change log (and a first snapshot's state).
+        """Like :meth:`write_table_batch`, for snapshot events whose data files ``write(outputs)``
+        has written for the batch's outputs (:meth:`TableBatch.add_files`: e.g. Spark tasks that
+        read the source and write the files themselves, :mod:`..engine.split_files`); then the
+        batch commits them.
 
         Raises:
-            SinkError: the job, a merge or a commit failed (nothing of that dataset was published).
+            whatever ``write`` raises; SinkError: a commit failed (nothing of that dataset was
+            published).
         """
         return self._write_batch(
-            database, table, lambda tb: tb.add_frame(frame, log_schema), value_schema, None, commit
+            database, table, lambda tb: tb.add_files(write, log_schema), value_schema, None, commit
         )
 
     def open_table_batch(
