@@ -242,6 +242,24 @@ class LakeWriter:
     def spark(self, value) -> None:
         self._spark = value
 
+    def start_spark(self) -> None:
+        """Start (or connect to) Spark on a background thread, when the writer was given a factory
+        and has no session yet: a caller that will need the session after work of its own (a
+        parallel window's planning pass, :mod:`..engine.parallel_catchup`) overlaps the session's
+        start with it (on Spark Connect: the client's import, the gRPC session, the data source's
+        registration). The next use of :attr:`spark` waits for it; a failure there is left for
+        that use to raise (it tries again)."""
+        if self._spark is not None or self._spark_factory is None:
+            return
+
+        def start() -> None:
+            try:
+                self.spark  # noqa: B018 - the property starts the session
+            except Exception as e:  # noqa: BLE001 - raised again by the caller's own use
+                log.debug("starting Spark in the background failed (the next use retries): %s", e)
+
+        threading.Thread(target=start, name="cdc-spark-start", daemon=True).start()
+
     def active_spark(self):
         """:attr:`spark`, made the JVM's active session of the calling thread first (classic
         sessions). Spark resolves a Python data source's name in the *active* session; a thread
