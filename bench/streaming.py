@@ -248,8 +248,11 @@ class _NullTableBatch:
         )
 
 
-def window(settings, info, start, end, db: str, server_id: int, writer, lake_dir: str) -> tuple[int, dict]:
-    """(b)/(c) the library's ``run_window`` with ``writer``; history read from ``lake_dir``."""
+def window(
+    settings, info, start, end, db: str, server_id: int, writer, lake_dir: str, options=None
+) -> tuple[int, dict]:
+    """(b)/(c) the library's ``run_window`` with ``writer``; history read from ``lake_dir``;
+    ``options``: the ``StreamOptions`` (default: the engine's, the run process reads the window)."""
     from dagster_mysql_cdc.engine.stream import StreamOptions
     from dagster_mysql_cdc.engine.window_run import run_window
     from dagster_mysql_cdc.sink.schema_history import SchemaHistory
@@ -268,7 +271,7 @@ def window(settings, info, start, end, db: str, server_id: int, writer, lake_dir
         history=SchemaHistory(storage, SERVER),
         table_filter=TableFilter(database_include_list=(db,)),
         type_options=TypeOptions(),
-        options=StreamOptions(),
+        options=options or StreamOptions(),
         server_name=SERVER,
     )
     tw = res.tables.get((db, TABLE))
@@ -281,13 +284,42 @@ def window(settings, info, start, end, db: str, server_id: int, writer, lake_dir
         "rows_by_op": tw.rows_by_op if tw else {},
         "window_s": round(res.seconds, 2),
     }
+    if res.decode:  # a window the README's defaults decode in parallel Spark tasks (c_cl, c_cc)
+        d = res.decode[0]
+        notes["decode"] = {
+            k: d[k] for k in ("mode", "reason", "plan_seconds", "decode_seconds", "commit_seconds") if k in d
+        }
     return rows, notes
+
+
+def readme_stream_options(server_id: int):
+    """The ``StreamOptions`` a run gets from ``MySqlCdcResource``'s defaults (the README's code
+    location), which the engine's own ``StreamOptions()`` leaves out: ``stream_parallel_min_bytes``
+    (a window at least that large is decoded by parallel Spark tasks) with its default server ids."""
+    from dagster_mysql_cdc.dagster_integration.resources import MySqlCdcResource
+    from dagster_mysql_cdc.engine.segments import ParallelOptions
+    from dagster_mysql_cdc.engine.stream import StreamOptions
+
+    fields = MySqlCdcResource.model_fields
+    min_bytes = fields["stream_parallel_min_bytes"].default
+    if min_bytes is None:
+        return StreamOptions()
+    return StreamOptions(
+        parallel=ParallelOptions.build(
+            min_bytes,
+            fields["stream_parallel_server_ids"].default,
+            server_id,
+            fields["stream_parallel_max_tasks"].default,
+        )
+    )
 
 
 def cold_window(start, end, db: str, server_id: int, lake_dir: str, remote: str) -> tuple[int, dict]:
     """(c_cold) the same window in a **fresh Python process** that pays every start-up cost a
     deployment's run worker pays: imports, the server facts, the Spark session (a local JVM, or
-    a session on the Spark Connect server ``remote``), then ``run_window`` end to end."""
+    a session on the Spark Connect server ``remote``), then ``run_window`` end to end with the
+    options a daemon-launched run of the README's resources gets (:func:`readme_stream_options`:
+    a window of at least ``stream_parallel_min_bytes`` is decoded by parallel Spark tasks)."""
     payload = {
         "start": start.to_dict(),
         "end": end.to_dict(),
@@ -326,6 +358,7 @@ def _cold_child(arg: str) -> int:
         a["server_id"],
         writer,
         a["lake"],
+        readme_stream_options(a["server_id"]),
     )
     return C.cold_child_result(rows, notes, t0, t_imports)
 

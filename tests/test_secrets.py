@@ -227,8 +227,9 @@ def test_secrets_rest_on_no_disk_of_a_spark_connect_server(monkeypatch, connect_
     # while the session lives: the private files were shipped as session artifacts (the server's
     # artifacts-*/ and, for its executors, spark-*/userFiles-*/ under java.io.tmpdir), sealed
     shipped = [p.name for p in files() if "java-tmp" in p.parts]
+    # (the split tasks' job: engine/split_files.py)
     assert any(n.startswith("cdc-storage-") for n in shipped) and any(
-        n.startswith("cdc-splits-") for n in shipped
+        n.startswith("cdc-split-files-") for n in shipped
     )
     assert leaks() == {name: [] for name in secrets}
     # after the server stopped (Spark deletes its temporary directories; the event log is complete);
@@ -248,5 +249,5 @@ def test_secrets_rest_on_no_disk_of_a_spark_connect_server(monkeypatch, connect_
         capture_output=True,
     )
     log = b"".join(p.read_bytes() for p in files() if "events" in p.parts)
-    assert b"SparkListenerConnectOperationStarted" in log and b"mysql_cdc_splits_" in log  # statements
+    assert b"SparkListenerConnectOperationStarted" in log and b"mysql_cdc_split_files_" in log  # statements
     assert leaks() == {name: [] for name in secrets}

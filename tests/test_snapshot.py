@@ -247,3 +247,53 @@ def test_lockless_mariadb_snapshot_uses_consistent_snapshot_position(inventory_d
         now = cur.fetchone()
     conn.close()
     assert (meta["binlog_file"].value, meta["binlog_pos"].value) <= (now["File"], now["Position"])
+
+
+def test_a_large_tables_first_batch_is_written_while_the_next_is_read(spark, local_storage, monkeypatch):
+    """The locked snapshot hands a large table's first record batch to the sink thread before it
+    reads the second: the Spark jobs overlap the scan from its first batch on. It used to read two
+    batches first (to tell a small table, one batch of at most ``SMALL_TABLE_ROWS``, from a large
+    one), so the writing started a batch late and the snapshot ended that much later. A small
+    table (its batch at most that size) is still written with the other small ones."""
+    from conftest import cdc_settings
+    from sensor_harness import scratch_database
+
+    from dagster_mysql_cdc.engine.initial_snapshot import SMALL_TABLE_ROWS, run_snapshot
+    from dagster_mysql_cdc.sink.lake import LakeWriter
+    from dagster_mysql_cdc.source import snapshot as source_snapshot
+    from dagster_mysql_cdc.source.snapshot import SnapshotOptions
+    from dagster_mysql_cdc.source.types import TypeOptions
+
+    batch = SMALL_TABLE_ROWS + 5_000
+    read = {"batches": 0}
+    scan = source_snapshot.ConsistentSnapshot.scan
+
+    def counted(self, key):
+        for b in scan(self, key):
+            read["batches"] += 1
+            yield b
+
+    monkeypatch.setattr(source_snapshot.ConsistentSnapshot, "scan", counted)
+    submitted: list[int] = []  # batches read when each record batch was handed to the sink
+
+    class Recording(LakeWriter):
+        def submit(self, tb, b):
+            submitted.append(read["batches"])
+            return super().submit(tb, b)
+
+    with scratch_database("firstbatch") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.big (id INT PRIMARY KEY, v VARCHAR(20))")
+            cur.execute(f"INSERT INTO {db}.big SELECT seq, CONCAT('v', seq) FROM {db}.seq_1_to_{3 * batch}")
+        [result] = run_snapshot(
+            cdc_settings(),
+            [(db, "big")],
+            Recording(spark, local_storage, "s"),
+            type_options=TypeOptions(),
+            options=SnapshotOptions(batch_rows=batch),
+            server_name="s",
+        )
+        assert submitted == [1, 2, 3]  # each batch written as soon as it is read (was [2, 2, 3])
+        expected, key = source_rows(db, "big")
+        assert live_state_rows(local_storage, result.write.paths.state, key) == expected
+        assert len(read_delta(local_storage, result.write.paths.changelog)) == 3 * batch

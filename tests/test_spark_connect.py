@@ -246,3 +246,46 @@ def test_threads_of_one_writer_register_its_data_sources_once(any_spark, tmp_pat
         for t in threads:
             t.join()
         assert errors == [] and len(names) == 4 and len(set(names)) == 1, (trial, errors)
+
+
+def test_a_writer_starts_its_session_in_the_background_once(any_spark, tmp_path):
+    """A parallel window starts the session (a cold run: the Spark Connect client's import, the
+    session, the data source's registration) while its planning pass reads the binlog
+    (``LakeWriter.start_spark``): the session is made once and is the one the writer then uses;
+    a factory that fails there fails again, with its own error, when the writer uses it."""
+    import threading
+
+    from dagster_mysql_cdc.errors import SinkError
+    from dagster_mysql_cdc.sink.lake import LakeWriter
+
+    calls: list[str] = []
+    made = threading.Event()
+
+    def factory():
+        calls.append(threading.current_thread().name)
+        made.set()
+        return any_spark
+
+    w = LakeWriter(factory, StorageSettings(base_uri=str(tmp_path / "lake")), "srv")
+    w.start_spark()
+    assert made.wait(60)
+    assert w.spark is any_spark and w.spark is any_spark
+    assert calls == ["cdc-spark-start"]  # made once, by the background thread
+    w.start_spark()  # a session already there: nothing more
+    assert len(calls) == 1
+
+    tried: list[str] = []
+    first_try = threading.Event()
+
+    def broken():
+        tried.append(threading.current_thread().name)
+        first_try.set()
+        raise SinkError("no Spark here")
+
+    b = LakeWriter(broken, StorageSettings(base_uri=str(tmp_path / "lake2")), "srv")
+    b.start_spark()
+    assert first_try.wait(60)
+    with pytest.raises(SinkError, match="no Spark here"):
+        b.spark  # noqa: B018 - the property starts the session
+    # the background attempt, then the writer's own
+    assert tried == ["cdc-spark-start", threading.current_thread().name]

@@ -30,6 +30,30 @@ pytestmark = [pytest.mark.integration]
 # -- pure logic ----------------------------------------------------------------------------------
 
 
+def test_the_split_tasks_files_are_committed_per_output_in_key_order():
+    """Each task of a split snapshot writes its own files (``engine/split_files.py``): the run
+    process commits them per output (change log, state) in the tasks' key order, and refuses a
+    job whose tasks did not each report once."""
+    from dagster_mysql_cdc.engine.split_files import merged_files
+
+    def task(g: int) -> dict:
+        return {
+            "group": g,
+            "rows": 1,
+            "files": [[{"path": f"log{g}"}], [{"path": f"st{g}a"}, {"path": f"st{g}b"}]],
+        }
+
+    merged = merged_files([task(2), task(0), task(1)], outputs=2, tasks=3)
+    assert [[f["path"] for f in out] for out in merged] == [
+        ["log0", "log1", "log2"],
+        ["st0a", "st0b", "st1a", "st1b", "st2a", "st2b"],
+    ]
+    with pytest.raises(RuntimeError, match="2 summaries for 3 tasks"):
+        merged_files([task(0), task(2)], outputs=2, tasks=3)
+    with pytest.raises(RuntimeError, match="3 summaries for 2 tasks"):
+        merged_files([task(0), task(1), task(1)], outputs=2, tasks=2)
+
+
 def test_group_splits_caps_the_tasks_and_keeps_key_order():
     splits = [KeySplit(i, (i,), (i + 1,)) for i in range(7)]
     assert group_splits(splits, 0) == tuple((s,) for s in splits)
@@ -252,3 +276,36 @@ def test_executors_that_cannot_reach_the_source_get_a_clear_error(any_spark, tmp
             writer.write_frame_files(frame, str(tmp_path / "stage"), pa.schema([("id", pa.int32())]))
     assert "127.0.0.1:1" in str(err.value) and unreachable.password not in str(err.value)
     assert not list((tmp_path / "stage").glob("*.parquet"))
+
+
+@pytest.mark.spark
+def test_split_tasks_that_cannot_reach_the_source_write_nothing_and_say_why(any_spark, tmp_path):
+    """The tasks of a split snapshot read the source and write the table's files themselves: a
+    task that cannot connect fails the job with the error that names the executors' needs, and
+    the table gets no commit (on a local Spark and on Spark Connect)."""
+    from dagster_mysql_cdc.engine.split_snapshot import _TableWrite
+    from dagster_mysql_cdc.errors import SourceConnectionError
+    from dagster_mysql_cdc.sink.delta import open_table
+    from dagster_mysql_cdc.sink.lake import LakeWriter
+    from dagster_mysql_cdc.sink.storage import StorageSettings
+    from dagster_mysql_cdc.source.schema import ColumnSchema, TableSchema
+    from dagster_mysql_cdc.source.split_reader import SplitJob
+    from dagster_mysql_cdc.source.types import TableConverter
+
+    schema = TableSchema("nowhere", "t", (ColumnSchema("id", "int", 1, nullable=False),), ("id",))
+    pos = BinlogPosition("mysql-bin.000001", 4)
+    scan = SplitScan(schema, TypeOptions(), "srv", 1, True, pos, 2)
+    unreachable = replace(cdc_settings(), port=1, connect_timeout=2)
+    storage = StorageSettings(base_uri=str(tmp_path / "lake"))
+    writer = LakeWriter(any_spark, storage, "srv")
+    job = SplitJob(unreachable, scan, ((KeySplit(0, None, 10),), (KeySplit(1, 10, None),)))
+    table = _TableWrite(
+        writer, ("nowhere", "t"), job, TableConverter(schema, TypeOptions(), "pymysql"), pos, 0
+    )
+    with pytest.raises(SourceConnectionError, match="executor hosts need network access") as err:
+        table.by_spark()
+    assert "127.0.0.1:1" in str(err.value) and unreachable.password not in str(err.value)
+    paths = writer.paths("nowhere", "t")
+    for uri in (paths.changelog, paths.state):
+        dt = open_table(storage, uri)
+        assert dt is None or dt.version() <= 0 and not dt.file_uris(), uri

@@ -238,7 +238,7 @@ class StreamingFields(dg.Config):
         "table after another.",
     )
     stream_parallel_min_bytes: int | None = Field(
-        default=64 * 1024 * 1024,
+        default=32 * 1024 * 1024,
         description="A binlog window with at least this many bytes of captured tables' changes (a backlog: "
         "an outage, a bulk load, an old offset) is decoded by parallel Spark tasks, one segment each, every "
         "task on its own replication connection; smaller windows (steady streaming) are read by the run "

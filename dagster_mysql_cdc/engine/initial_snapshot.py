@@ -168,7 +168,9 @@ def run_snapshot(
             conv = TableConverter(schema, type_options, "pymysql")
             batches = snap.scan(key)
             first = next(batches, None)
-            second = next(batches, None) if first is not None else None
+            # a second batch only to tell a small table (one batch of at most SMALL_TABLE_ROWS) from a
+            # large one: a large first batch is written while the next ones are read
+            second = next(batches, None) if first is not None and first.num_rows <= SMALL_TABLE_ROWS else None
             identity: dict[str, Any] = dict(
                 primary_key=conv.table.primary_key,  # the message key (message.key.columns)
                 app_id=position.txn_app(SNAPSHOT_APP_ID),

@@ -137,6 +137,9 @@ def decode_in_parallel(window: StreamWindow) -> tuple[WindowResult | None, list[
     size, files = window_size(window.settings, window.start, window.end)
     if size < par.min_bytes:
         return None, []
+    # the session starts (a cold run: Spark Connect's client import, its session, the data
+    # source's registration) while the planning pass reads the window; either path writes with it
+    window.writer.start_spark()
     return ParallelCatchUp(window, size).run(files)
 
 

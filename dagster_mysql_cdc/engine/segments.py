@@ -36,7 +36,7 @@ from ..source.statements import UnreadableSignalStatement, signal_statement_rows
 log = logging.getLogger(__name__)
 
 #: Default window size from which a window is decoded in parallel (bytes of binlog).
-DEFAULT_MIN_BYTES = 64 * 1024 * 1024
+DEFAULT_MIN_BYTES = 32 * 1024 * 1024
 #: Default replication ids of the segment readers: ``server_id`` + this .. + this + 15.
 DEFAULT_SERVER_ID_OFFSET = 101
 DEFAULT_SERVER_ID_COUNT = 16

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -29,9 +30,9 @@ from typing import Any
 
 from ..errors import ConfigurationError, SinkError, SourceConnectionError, UnknownTableError
 from ..events import BinlogPosition, change_log_schema, now_ms
-from ..sink.lake import LakeWriter
+from ..sink.lake import LakeWriter, root_cause
 from ..sink.schema_history import SchemaHistory
-from ..sink.spark_files import default_parallelism
+from ..sink.spark_files import FileOutput, default_parallelism
 from ..source.catalog import read_table_schemas
 from ..source.connection import (
     ConnectionSettings,
@@ -47,6 +48,8 @@ from ..source.split_reader import SplitJob, SplitsDataSource, group_splits, writ
 from ..source.splits import KeySplit, SplitScan, plan_splits
 from ..source.types import TableConverter, TypeOptions
 from .initial_snapshot import SNAPSHOT_APP_ID, SnapshotTableResult, record_snapshot_schemas
+from .split_files import SplitFilesDataSource, SplitFilesJob, merged_files
+from .split_files import write_job_ref as write_files_job_ref
 
 log = logging.getLogger(__name__)
 
@@ -197,18 +200,55 @@ def split_frame(writer: LakeWriter, job: SplitJob) -> Iterator[Callable[[Any], A
     try:
         yield lambda spark: spark.read.format(name).option("job_ref", ref).load()
     except SinkError as e:
-        if "pymysql" not in str(e) and "MySQL" not in str(e):
+        if not _source_error(e):
             raise
-        st = job.settings
-        raise SourceConnectionError(
-            f"The Spark executors could not read {job.scan.schema.qualified_name} from "
-            f"{st.host}:{st.port} as {st.user!r}: {e}. With snapshot_split_reads every Spark task "
-            "connects to the source itself: the executor hosts need network access to it and the "
-            "capture user's grants must cover them ('cdc'@'<executor host>'); or set "
-            "snapshot_split_reads=False to read on the run process. Nothing was committed."
+        raise _unreachable(job, e) from e
+    finally:
+        os.remove(ref)
+
+
+def _source_error(e: BaseException) -> bool:
+    """Whether a Spark job's error is the source's (a task could not connect or read)."""
+    return "pymysql" in str(e) or "MySQL" in str(e)
+
+
+def _unreachable(job: SplitJob, e: BaseException) -> SourceConnectionError:
+    st = job.settings
+    return SourceConnectionError(
+        f"The Spark executors could not read {job.scan.schema.qualified_name} from "
+        f"{st.host}:{st.port} as {st.user!r}: {e}. With snapshot_split_reads every Spark task "
+        "connects to the source itself: the executor hosts need network access to it and the "
+        "capture user's grants must cover them ('cdc'@'<executor host>'); or set "
+        "snapshot_split_reads=False to read on the run process. Nothing was committed."
+    )
+
+
+def write_split_files(writer: LakeWriter, job: SplitJob, outputs: list[FileOutput]) -> list[list[dict]]:
+    """One Spark job: each task reads its group of ``job``'s splits and writes the events'
+    ``outputs`` itself (:mod:`.split_files`); returns the files written, per output, in key order
+    (uncommitted: the caller's table batch commits them).
+
+    Raises:
+        SourceConnectionError: the executors could not read the source; SinkError: a task failed
+            otherwise (the files of the tasks that finished stay uncommitted, invisible, until
+            VACUUM removes them).
+    """
+    name = writer.register_data_source(SplitFilesDataSource)
+    task_job = SplitFilesJob(job, tuple(outputs), writer._storage_ref, writer.rows_per_file)
+    ref = writer.private_file(lambda files: write_files_job_ref(task_job, files))
+    try:
+        rows = writer.active_spark().read.format(name).option("job_ref", ref).load().collect()
+    except Exception as e:  # a task's error arrives wrapped by Spark (py4j / gRPC)
+        if _source_error(e):
+            raise _unreachable(job, SinkError(root_cause(e))) from e
+        raise SinkError(
+            f"Reading the splits of {job.scan.schema.qualified_name} into {outputs[0].table_uri} on "
+            f"{writer.storage.location()} failed: {root_cause(e)}"
         ) from e
     finally:
         os.remove(ref)
+    summaries = [pickle.loads(bytes(r["summary"])) for r in rows]
+    return merged_files(summaries, len(outputs), len(job.groups))
 
 
 def stage_split_rows(
@@ -260,21 +300,21 @@ class _TableWrite:
     epoch: int
 
     def by_spark(self):
-        """One Spark job: the executors read ``job``'s splits and write the table's data files."""
-        with split_frame(self.writer, self.job) as frame:
-            result = self.writer.write_frame_batch(
-                self.key[0],
-                self.key[1],
-                frame,
-                log_schema=change_log_schema(self.conv.arrow_schema, self.conv.table.primary_key),
-                value_schema=self.conv.arrow_schema,
-                primary_key=self.conv.table.primary_key,
-                app_id=self.position.txn_app(SNAPSHOT_APP_ID),
-                version=self.position.as_version(),
-                position=self.position,
-                snapshot_position=self.position,
-                epoch=self.epoch,
-            )
+        """One Spark job: the executors read ``job``'s splits and write the table's data files
+        (:func:`write_split_files`); the run process commits them."""
+        result = self.writer.write_files_batch(
+            self.key[0],
+            self.key[1],
+            lambda outputs: write_split_files(self.writer, self.job, outputs),
+            log_schema=change_log_schema(self.conv.arrow_schema, self.conv.table.primary_key),
+            value_schema=self.conv.arrow_schema,
+            primary_key=self.conv.table.primary_key,
+            app_id=self.position.txn_app(SNAPSHOT_APP_ID),
+            version=self.position.as_version(),
+            position=self.position,
+            snapshot_position=self.position,
+            epoch=self.epoch,
+        )
         result.extra.update(splits=sum(len(g) for g in self.job.groups), tasks=len(self.job.groups))
         return result
 

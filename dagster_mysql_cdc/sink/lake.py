@@ -137,7 +137,7 @@ def union_schema(a: pa.Schema | None, b: pa.Schema) -> pa.Schema:
 
 class BatchCommit(TypedDict):
     """Where one table batch commits: its identity and the positions it records (the keyword
-    arguments :meth:`LakeWriter.write_table_batch` and :meth:`LakeWriter.write_frame_batch` share).
+    arguments :meth:`LakeWriter.write_table_batch` and :meth:`LakeWriter.write_files_batch` share).
 
     Keys:
         primary_key: key columns; empty = keyless (every column is the key).
@@ -241,6 +241,24 @@ class LakeWriter:
     @spark.setter
     def spark(self, value) -> None:
         self._spark = value
+
+    def start_spark(self) -> None:
+        """Start (or connect to) Spark on a background thread, when the writer was given a factory
+        and has no session yet: a caller that will need the session after work of its own (a
+        parallel window's planning pass, :mod:`..engine.parallel_catchup`) overlaps the session's
+        start with it (on Spark Connect: the client's import, the gRPC session, the data source's
+        registration). The next use of :attr:`spark` waits for it; a failure there is left for
+        that use to raise (it tries again)."""
+        if self._spark is not None or self._spark_factory is None:
+            return
+
+        def start() -> None:
+            try:
+                self.spark  # noqa: B018 - the property starts the session
+            except Exception as e:  # noqa: BLE001 - raised again by the caller's own use
+                log.debug("starting Spark in the background failed (the next use retries): %s", e)
+
+        threading.Thread(target=start, name="cdc-spark-start", daemon=True).start()
 
     def active_spark(self):
         """:attr:`spark`, made the JVM's active session of the calling thread first (classic
@@ -642,24 +660,27 @@ class LakeWriter:
             value_schema=value_schema, position=commit.get("position"), truncated_at=truncated_at
         )
 
-    def write_frame_batch(
+    def write_files_batch(
         self,
         database: str,
         table: str,
-        frame: Callable[[Any], Any],
+        write: Callable[[list[FileOutput]], list[list[dict]]],
         *,
         log_schema: pa.Schema,
         value_schema: pa.Schema,
         **commit: Unpack[BatchCommit],
     ) -> TableWriteResult:
-        """Like :meth:`write_table_batch`, for events a Spark DataFrame produces on the executors
-        (:meth:`TableBatch.add_frame`): one job writes the change log (and a first snapshot's state).
+        """Like :meth:`write_table_batch`, for snapshot events whose data files ``write(outputs)``
+        has written for the batch's outputs (:meth:`TableBatch.add_files`: e.g. Spark tasks that
+        read the source and write the files themselves, :mod:`..engine.split_files`); then the
+        batch commits them.
 
         Raises:
-            SinkError: the job, a merge or a commit failed (nothing of that dataset was published).
+            whatever ``write`` raises; SinkError: a commit failed (nothing of that dataset was
+            published).
         """
         return self._write_batch(
-            database, table, lambda tb: tb.add_frame(frame, log_schema), value_schema, None, commit
+            database, table, lambda tb: tb.add_files(write, log_schema), value_schema, None, commit
         )
 
     def open_table_batch(

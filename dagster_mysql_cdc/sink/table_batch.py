@@ -32,7 +32,7 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -78,16 +78,10 @@ class BatchWriter(Protocol):
 
     def paths(self, database: str, table: str) -> TablePaths: ...
 
-    def active_spark(self) -> Any: ...
-
     def submit(self, tb: TableBatch, batch: pa.RecordBatch) -> Future: ...
 
     def write_files(
         self, events: pa.Table, outputs: list[FileOutput], manifests: str
-    ) -> list[list[dict]]: ...
-
-    def write_frame(
-        self, frame: Any, outputs: list[FileOutput], manifests: str, *, rows: bool = False
     ) -> list[list[dict]]: ...
 
     def evolve_schema(self, table_uri: str, schema: pa.Schema) -> pa.Schema: ...
@@ -325,20 +319,20 @@ class TableBatch:
         f.set_exception(error)
         self.futures.append(f)
 
-    def add_frame(self, frame: Callable[[Any], Any], log_schema: pa.Schema) -> None:
-        """Write change events that a Spark DataFrame produces on the executors (one job):
-        ``frame(spark)`` returns a DataFrame of Arrow IPC payloads (column ``payload``, e.g. the
-        ``mysql_cdc_splits`` reader: the executors read the source themselves) whose events have
-        the change-log schema ``log_schema``; the same job writes their change log and their tail
-        rows (or a first snapshot's state rows). Called on the producer thread, after the record
-        batches :meth:`add` queued are written.
+    def add_files(self, write: Callable[[list[FileOutput]], list[list[dict]]], log_schema: pa.Schema) -> None:
+        """Add the data files of snapshot events (``op=r``, change-log schema ``log_schema``) that
+        ``write(outputs)`` has something else write for this batch's outputs (the change log, and
+        the tail or a first snapshot's state: see :meth:`_job_outputs`) and returns, per output, as
+        a Spark job's manifest lists them (e.g. the split snapshot's tasks, which read the source
+        and write the files themselves: :mod:`..engine.split_files`). Called on the producer
+        thread, after the record batches :meth:`add` queued are written.
 
         Raises:
-            SinkError: the job failed (call :meth:`abort`).
+            whatever ``write`` raises (call :meth:`abort`).
         """
         self._wait()
         outputs = self._job_outputs(log_schema)
-        files = self.w.write_frame(frame(self.w.active_spark()), outputs, self.manifests)
+        files = write(outputs)
         self._job_written(files)
         self.rows_by_op["r"] = self.rows_by_op.get("r", 0) + sum(int(f["num_records"]) for f in files[0])
 
