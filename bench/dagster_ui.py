@@ -131,7 +131,7 @@ class Materialization:
 class Seen:
     """When a poll first found an expected change covered, and by which materialization."""
 
-    at: float  # epoch seconds of that poll's request
+    at: float  # epoch seconds at which that poll's answer arrived
     mat: Materialization
 
 
@@ -194,7 +194,7 @@ class UiWatch(threading.Thread):
         keys = sorted({e.key for e in todo.values()})
         if not keys:
             return
-        at, t0 = time.time(), time.monotonic()
+        t0 = time.monotonic()
         nodes = graphql(self.url, LATEST, {"keys": [{"path": list(k)} for k in keys]})["assetNodes"]
         changed = []
         for n in nodes:
@@ -214,6 +214,9 @@ class UiWatch(threading.Thread):
                     self._light[k] = (mats[0]["timestamp"], mats[0]["runId"])
         self.polls += 1
         self.poll_seconds += time.monotonic() - t0
+        # seen once the answer arrived: a query the webserver held (e.g. while a run wrote its
+        # events to SQLite) can return a materialization logged after the query was sent
+        at = time.time()
         with self._lock:
             for ident, e in todo.items():
                 m = self.latest.get(e.key)
