@@ -68,17 +68,27 @@ from .lake_watch import LakeWatch
 from .many_tables import _create, _drop, _touch, window_rounds
 
 
-def _row_visible(lake: str, db: str, table: str, value: str) -> bool:
-    """Whether row ``id = 1`` of ``table`` has ``v == value`` in the lake's current state."""
-    from dagster_mysql_cdc.sink.read import read_current
+def _row_visible_at(lake: str, db: str, table: str, versions: tuple[int | None, ...], value: str) -> bool:
+    """Whether row ``id = 1`` of ``table`` has ``v == value`` in the lake's current state as of
+    its ``state`` and ``state_tail`` Delta ``versions`` (``None``: no such table yet)."""
+    from deltalake import DeltaTable
+
+    from dagster_mysql_cdc.sink.layout import TablePaths
+    from dagster_mysql_cdc.sink.read import live_only, load_parts
     from dagster_mysql_cdc.sink.storage import StorageSettings
 
-    try:
-        t = read_current(StorageSettings(base_uri=lake), f"{lake}/{db}/{db}/{table}/state", live=True)
-    except Exception:  # noqa: BLE001 - not created yet
-        return False
+    paths = TablePaths(changelog="", state=f"{lake}/{db}/{db}/{table}/state")
+    state, tail = (
+        DeltaTable(uri, version=v) if v is not None else None
+        for uri, v in zip((paths.state, paths.tail), versions, strict=True)
+    )
+    parts = load_parts(
+        StorageSettings(base_uri=lake), paths, columns=None, keys=None, with_tail=True, opened=(state, tail)
+    )
+    t = parts.resolved() if parts is not None else None
     if t is None:
         return False
+    t = live_only(t)
     rows = dict(zip(t.column("id").to_pylist(), t.column("v").to_pylist(), strict=True))
     return rows.get(1) == value
 
@@ -263,20 +273,21 @@ def _run(args: argparse.Namespace, storage_yaml: str) -> int:
                 if r.dagster_run.run_id not in finished_before
             }
             since[""] = _last_storage_id(instance, "")
-            file, pos = _touch(db, which, round_)
-            committed, committed_at = time.monotonic(), time.time()
-            if watch is not None:
-                for i in which:
-                    watch.expect((round_, i), (db, db, names[i]), file, pos)
             value = f"round {round_}"
-            # every touched row: each table read when its Delta logs move (bench/lake_watch.py)
+            # every touched row, timed from the poll of its Delta logs that first showed it and
+            # read after the window (bench/lake_watch.py); the logs' versions now are the baseline
             lake_watch = LakeWatch(
                 {
                     i: (f"{lake}/{db}/{db}/{names[i]}/state", f"{lake}/{db}/{db}/{names[i]}/state_tail")
                     for i in which
                 },
-                lambda i, value=value: _row_visible(lake, db, names[i], value),
+                lambda i, versions, value=value: _row_visible_at(lake, db, names[i], versions, value),
             )
+            file, pos = _touch(db, which, round_)
+            committed, committed_at = time.monotonic(), time.time()
+            if watch is not None:
+                for i in which:
+                    watch.expect((round_, i), (db, db, names[i]), file, pos)
             visible_at = lake_watch.wait(args.timeout)
             if len(visible_at) < len(which):
                 raise SystemExit(

@@ -1,4 +1,4 @@
-"""When each of many tables' changes became visible in a local lake, without re-reading every table.
+"""When each of many tables' changes became visible in a local lake, without loading the run.
 
 ``bench/daemon_many_tables.py`` used to wait for a window's tables one after another, each with a
 ``read_current`` every 0.25 s: once the run had committed the 300 tables, the benchmark still read
@@ -6,11 +6,13 @@ them one by one (state + tail, 10-30 ms each on 2 cores), so the figure of the l
 the benchmark's own reads of the 299 before it, and the reads competed with the run for the CPU.
 
 :class:`LakeWatch` polls each table's Delta logs instead (the newest ``NNNN.json`` entry of its
-``state`` and ``state_tail``: a directory scan, microseconds) and reads a table only when one of
-its logs has a new entry. A Delta commit is visible to every reader once its log entry exists, so a
-table's change is visible from the poll that first saw the versions of a read that shows it. The
-time is exact to the poll interval when the read saw the versions the poll saw (the logs did not
-move during the read); otherwise the end of the read is taken (an upper bound).
+``state`` and ``state_tail``: a directory scan, microseconds) and notes when each new set of
+versions appeared. A Delta commit is visible to every reader once its log entry exists. Only once
+every table has moved (or at the timeout) does it read them, each **at the versions noted**
+(``visible(key, versions)``, a time-travel read): a table's change was visible from the first poll
+that saw versions whose read shows it. The reads happen after the run's commits, not between
+them; a table whose new versions do not show the change yet (e.g. a commit that only created its
+tail) is watched on.
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ class LakeWatch:
 
     Args:
         tables: per key, the local directories of the Delta tables whose commits can make the
-            change visible (e.g. a lake table's ``state`` and ``state_tail``).
-        visible: ``visible(key)``: whether a read of the lake shows the key's change now.
+            change visible (e.g. a lake table's ``state`` and ``state_tail``). Their versions when
+            the watch is made are the baseline: make it before the change is committed.
+        visible: ``visible(key, versions)``: whether a read of the key's tables at ``versions``
+            (one per directory, ``None``: no table yet) shows its change.
         poll: seconds between two scans of the logs.
         clock: the time source of the returned times (``time.monotonic``).
     """
@@ -47,7 +51,7 @@ class LakeWatch:
     def __init__(
         self,
         tables: dict[Hashable, Iterable[str]],
-        visible: Callable[[Hashable], bool],
+        visible: Callable[[Hashable, Versions], bool],
         poll: float = 0.05,
         clock: Callable[[], float] = time.monotonic,
     ):
@@ -57,8 +61,7 @@ class LakeWatch:
         self.clock = clock
         self.read_seconds = 0.0
         self.reads = 0
-        #: the versions each key's logs had when the watch started (a read is due at the first poll)
-        self._last: dict[Hashable, Versions | None] = dict.fromkeys(self.tables)
+        self._last = {k: self.versions(k) for k in self.tables}
 
     def versions(self, key: Hashable) -> Versions:
         """The newest version of each of ``key``'s tables."""
@@ -66,26 +69,30 @@ class LakeWatch:
 
     def wait(self, timeout: float) -> dict[Hashable, float]:
         """Poll until every key is visible or ``timeout`` seconds passed; returns, per key seen,
-        the :attr:`clock` time from which it was visible (keys missing: not visible in time)."""
+        the :attr:`clock` time of the poll from which it was visible (keys missing: not visible
+        in time)."""
         seen: dict[Hashable, float] = {}
+        noted: dict[Hashable, list[tuple[float, Versions]]] = {k: [] for k in self.tables}
         deadline = self.clock() + timeout
-        while len(seen) < len(self.tables):
-            for key in self.tables:
-                if key in seen:
-                    continue
-                at = self.clock()
-                now = self.versions(key)
-                if now == self._last[key]:
-                    continue
-                t0 = time.monotonic()
-                shown = self.visible(key)
-                self.read_seconds += time.monotonic() - t0
-                self.reads += 1
-                if not shown:
+        while True:
+            pending = [k for k in self.tables if k not in seen]
+            for key in pending:
+                at, now = self.clock(), self.versions(key)
+                if now != self._last[key]:
+                    noted[key].append((at, now))
                     self._last[key] = now
-                    continue
-                seen[key] = at if self.versions(key) == now else self.clock()
-            if len(seen) == len(self.tables) or self.clock() >= deadline:
-                break
+            timed_out = self.clock() >= deadline
+            if timed_out or all(noted[k] for k in pending):
+                for key in pending:
+                    for at, versions in noted[key]:
+                        t0 = time.monotonic()
+                        shown = self.visible(key, versions)
+                        self.read_seconds += time.monotonic() - t0
+                        self.reads += 1
+                        if shown:
+                            seen[key] = at
+                            break
+                    noted[key] = []
+                if timed_out or len(seen) == len(self.tables):
+                    return seen
             time.sleep(self.poll)
-        return seen

@@ -1,6 +1,6 @@
-"""bench/lake_watch.py: a table is read only when its Delta log moves, and a change counts as
-visible from the poll that saw the versions of the read that showed it (real local Delta tables
-written with deltalake; the "visible" read is a plain Delta read of the table)."""
+"""bench/lake_watch.py: a table is read only after its Delta log moved, at the versions a poll
+saw, and a change counts as visible from the first poll whose versions show it (real local Delta
+tables written with deltalake; the "visible" read is a Delta time-travel read)."""
 
 from __future__ import annotations
 
@@ -17,12 +17,10 @@ def _write(path: str, v: str) -> None:
     write_deltalake(path, pa.table({"id": [1], "v": [v]}), mode="overwrite")
 
 
-def _shows(path: str, v: str) -> bool:
-    try:
-        t = DeltaTable(path).to_pyarrow_table()
-    except Exception:  # noqa: BLE001 - no table yet
+def _shows(path: str, version: int | None, v: str) -> bool:
+    if version is None:
         return False
-    return t.column("v").to_pylist() == [v]
+    return DeltaTable(path, version=version).to_pyarrow_table().column("v").to_pylist() == [v]
 
 
 def test_newest_version_reads_the_log_names(tmp_path):
@@ -37,7 +35,9 @@ def test_each_table_is_read_once_per_commit_and_timed_at_its_poll(tmp_path):
     paths = {k: str(tmp_path / k) for k in ("x", "y")}
     for p in paths.values():
         _write(p, "old")
-    watch = LakeWatch({k: (p,) for k, p in paths.items()}, lambda k: _shows(paths[k], "new"), poll=0.02)
+    watch = LakeWatch(
+        {k: (p,) for k, p in paths.items()}, lambda k, vs: _shows(paths[k], vs[0], "new"), poll=0.02
+    )
     writes: dict[str, float] = {}
 
     def writer() -> None:
@@ -55,15 +55,36 @@ def test_each_table_is_read_once_per_commit_and_timed_at_its_poll(tmp_path):
     assert set(seen) == {"x", "y"}
     for k in ("x", "y"):  # at most a poll (and a scan) after the commit, never before it
         assert writes[k] - 0.05 <= seen[k] <= writes[k] + 0.5, (k, seen[k] - writes[k])
-    # the first poll reads both (nothing known yet), then each table once more after its commit
-    assert watch.reads == 4
+    # each table read once, after its commit, at the version the poll saw
+    assert watch.reads == 2
 
 
 def test_a_table_that_never_shows_the_change_times_out(tmp_path):
     path = str(tmp_path / "t")
     _write(path, "old")
-    watch = LakeWatch({"t": (path,)}, lambda k: _shows(path, "new"), poll=0.02)
+    watch = LakeWatch({"t": (path,)}, lambda k, vs: _shows(path, vs[0], "new"), poll=0.02)
     t0 = time.monotonic()
     assert watch.wait(0.3) == {}
     assert 0.3 <= time.monotonic() - t0 < 2
-    assert watch.reads == 1  # the log did not move: read once
+    assert watch.reads == 0  # the log did not move: nothing to read
+
+
+def test_a_commit_that_does_not_show_the_change_is_watched_on(tmp_path):
+    path = str(tmp_path / "t")
+    _write(path, "old")
+    watch = LakeWatch({"t": (path,)}, lambda k, vs: _shows(path, vs[0], "new"), poll=0.02)
+    done: dict[str, float] = {}
+
+    def writer() -> None:
+        time.sleep(0.1)
+        _write(path, "other")  # a commit of something else first
+        time.sleep(0.3)
+        _write(path, "new")
+        done["new"] = time.monotonic()
+
+    th = threading.Thread(target=writer)
+    th.start()
+    seen = watch.wait(10)
+    th.join()
+    assert done["new"] - 0.05 <= seen["t"] <= done["new"] + 0.5
+    assert watch.reads == 2  # the first new version (no), then the second (yes)
