@@ -33,11 +33,12 @@ searches a standalone cluster's worker directory, event log and UI for the secre
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 import tempfile
 import uuid
 import weakref
-from typing import Any
+from typing import Any, TypeVar
 
 from cryptography.fernet import Fernet, InvalidToken
 
@@ -143,3 +144,26 @@ def read_private_file(path: str, key: bytes | None) -> bytes:
             f"{os.path.basename(path)} was not sealed with this data source's key (a file of another "
             "writer, or altered); each LakeWriter reads only the files it wrote"
         ) from None
+
+
+_Job = TypeVar("_Job")
+
+
+def write_pickled(obj: object, files: PrivateFiles, prefix: str) -> str:
+    """Seal the pickled ``obj`` (a Spark job's description: connection settings with the password,
+    schemas, ranges) into a new private file ``<prefix><random>.pkl`` of ``files``; returns its path."""
+    return files.write(pickle.dumps(obj), prefix=prefix, suffix=".pkl")
+
+
+def read_pickled(path: str, key: bytes | None, cls: type[_Job]) -> _Job:
+    """The ``cls`` object a :func:`write_pickled` file holds, decrypted with ``key`` (see
+    :func:`read_private_file`: on a cluster executor, its ``SparkFiles`` copy).
+
+    Raises:
+        ValueError: ``key`` is not the file's (or none); FileNotFoundError: no such file here;
+        TypeError: the file holds no ``cls``.
+    """
+    obj = pickle.loads(read_private_file(path, key))
+    if not isinstance(obj, cls):
+        raise TypeError(f"{path} does not hold a {cls.__name__}")
+    return obj

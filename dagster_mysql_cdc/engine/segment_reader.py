@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ..errors import CdcError
-from ..private_files import PrivateFiles, SealedDataSource, read_private_file
+from ..private_files import PrivateFiles, SealedDataSource, read_pickled, write_pickled
 from ..sink.evolution import conform_table
 from ..sink.spark_files import FileOutput, OutputFiles, read_storage_ref
 from ..source.binlog import DdlStatement, RowsBatch, TransactionCommit
@@ -100,7 +100,7 @@ class SegmentJob:
 def write_job_ref(job: SegmentJob, files: PrivateFiles) -> str:
     """Seal the pickled ``job`` into a new private file of ``files``; return its path
     (``cdc-segments-<random>.pkl``)."""
-    return files.write(pickle.dumps(job), prefix="cdc-segments-", suffix=".pkl")
+    return write_pickled(job, files, "cdc-segments-")
 
 
 def read_job_ref(path: str, key: bytes | None) -> SegmentJob:
@@ -109,10 +109,7 @@ def read_job_ref(path: str, key: bytes | None) -> SegmentJob:
     Raises:
         ValueError: ``key`` is not the file's; TypeError: the file holds no :class:`SegmentJob`.
     """
-    job = pickle.loads(read_private_file(path, key))
-    if not isinstance(job, SegmentJob):
-        raise TypeError(f"{path} does not hold a SegmentJob")
-    return job
+    return read_pickled(path, key, SegmentJob)
 
 
 class _NoChunks:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from ..private_files import PrivateFiles, SealedDataSource, read_private_file
+from ..private_files import PrivateFiles, SealedDataSource, read_pickled, write_pickled
 from ..sink.spark_files import FileOutput, OutputFiles, read_storage_ref
 from ..source.connection import connect
 from ..source.split_reader import SplitJob
@@ -60,7 +60,7 @@ class SplitFilesJob:
 
 def write_job_ref(job: SplitFilesJob, files: PrivateFiles) -> str:
     """Seal the pickled ``job`` into a new private file of ``files``; return its path."""
-    return files.write(pickle.dumps(job), prefix="cdc-split-files-", suffix=".pkl")
+    return write_pickled(job, files, "cdc-split-files-")
 
 
 def read_job_ref(path: str, key: bytes | None) -> SplitFilesJob:
@@ -69,10 +69,7 @@ def read_job_ref(path: str, key: bytes | None) -> SplitFilesJob:
     Raises:
         ValueError: ``key`` is not the file's; TypeError: the file holds no :class:`SplitFilesJob`.
     """
-    job = pickle.loads(read_private_file(path, key))
-    if not isinstance(job, SplitFilesJob):
-        raise TypeError(f"{path} does not hold a SplitFilesJob")
-    return job
+    return read_pickled(path, key, SplitFilesJob)
 
 
 def write_group(job: SplitFilesJob, group: int, key: bytes | None) -> dict:

@@ -25,14 +25,13 @@ the file where the driver wrote it; on a cluster the lake writer ships it with t
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from ..private_files import PrivateFiles, SealedDataSource, read_private_file
+from ..private_files import PrivateFiles, SealedDataSource, read_pickled, write_pickled
 from .connection import ConnectionSettings, connect
 from .splits import KeySplit, SplitScan, read_split
 
@@ -77,7 +76,7 @@ def merge_splits(splits: Sequence[KeySplit], n: int) -> tuple[tuple[KeySplit, ..
 def write_job_ref(job: SplitJob, files: PrivateFiles) -> str:
     """Seal the pickled ``job`` into a new private file of ``files``; return its path
     (``cdc-splits-<random>.pkl``)."""
-    return files.write(pickle.dumps(job), prefix="cdc-splits-", suffix=".pkl")
+    return write_pickled(job, files, "cdc-splits-")
 
 
 def read_job_ref(path: str, key: bytes | None) -> SplitJob:
@@ -87,10 +86,7 @@ def read_job_ref(path: str, key: bytes | None) -> SplitJob:
     Raises:
         ValueError: ``key`` is not the file's; TypeError: the file holds no :class:`SplitJob`.
     """
-    job = pickle.loads(read_private_file(path, key))
-    if not isinstance(job, SplitJob):
-        raise TypeError(f"{path} does not hold a SplitJob")
-    return job
+    return read_pickled(path, key, SplitJob)
 
 
 class SplitGroup(InputPartition):
