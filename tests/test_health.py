@@ -191,11 +191,16 @@ def test_status_shows_tick_errors_and_a_daemon_that_stopped_ticking(tmp_path):
 
             good = next(s for s in instance.all_instigator_state() if s.name == sensor).instigator_data.cursor
             cli_cursor("--set", "not json")  # every tick fails now, no run is requested
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
                 bad = _status(home, "--sensor", sensor, "--no-server")
                 if "failed tick(s) in a row" in bad.stdout:
                     break
+                # A tick that was in flight when the cursor was set ends by storing its own cursor
+                # over ours (Dagster's `sensor cursor --set` does not wait for it): set it again.
+                current = next(s for s in instance.all_instigator_state() if s.name == sensor)
+                if current.instigator_data.cursor != "not json":
+                    cli_cursor("--set", "not json")
                 time.sleep(2)
             assert "CorruptCursorError" in bad.stdout or "is corrupt" in bad.stdout, (bad.stdout, bad.stderr)
             cli_cursor("--set", good)
