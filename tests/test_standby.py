@@ -240,3 +240,50 @@ def test_a_following_run_reports_each_window_as_it_commits(local_storage):
         rows = sum(m.asset_materialization.metadata["rows"].value for m in mats)
         assert rows == 3, "each change in exactly one window's materialization"
         assert 2 <= len(mats) <= 1 + follow_windows, (len(mats), follow_windows)
+
+
+@pytest.mark.integration
+def test_a_window_of_several_tables_logs_each_table_once_as_its_commit_is_done(local_storage, monkeypatch):
+    """Each table of a multi-table window is materialized by its own commit's callback
+    (``WindowReporter.table_committed``, while the other tables commit) with the window's full
+    metadata, exactly once: the window's ``on_window`` and the run's end log it no second time."""
+    from dagster_mysql_cdc.dagster_integration.protocol import position_from_metadata
+    from dagster_mysql_cdc.dagster_integration.window_report import WindowReporter
+
+    early: list[tuple[str, str]] = []
+    original = WindowReporter.table_committed
+
+    def spy(self, committed):
+        early.append(committed.table)
+        return original(self, committed)
+
+    monkeypatch.setattr(WindowReporter, "table_committed", spy)  # the run executes in this process
+
+    with scratch_database("multiwin") as (db, conn):
+        names = ["a", "b", "c", "quiet"]
+        with conn.cursor() as cur:
+            for n in names:
+                cur.execute(f"CREATE TABLE {db}.{n} (id INT PRIMARY KEY, v INT)")
+                cur.execute(f"INSERT INTO {db}.{n} VALUES (1, 10)")
+        cdc = SensorDriven(capture_resource(db, stream_follow_seconds=0.0), local_storage.base_uri)
+        assert all(r.success for r in cdc.ticks().runs)
+        conn.begin()
+        with conn.cursor() as cur:
+            for n in names[:3]:
+                cur.execute(f"INSERT INTO {db}.{n} VALUES (2, 20)")
+        conn.commit()
+        (req,) = cdc.tick_once().run_requests
+        result = cdc.launch(req)
+        assert result.success
+        start = BinlogPosition.from_dict(json.loads(req.tags[WINDOW_START_TAG]))
+        end = BinlogPosition.from_dict(json.loads(req.tags[WINDOW_END_TAG]))
+        for n in names[:3]:
+            mats = _table_materializations(cdc.instance, dg.AssetKey([db, db, n]), result.run_id)
+            assert len(mats) == 1, (n, len(mats))
+            md = mats[0].asset_materialization.metadata
+            assert md["rows"].value == 1 and md["dagster/row_count"].value == 2, n
+            assert position_from_metadata(md, "window_start") == start
+            assert position_from_metadata(md, "window_end") == end  # the planned end's GTID set too
+            assert "lag_seconds" in md and "behind_head_bytes" in md, sorted(md)
+        assert not _table_materializations(cdc.instance, dg.AssetKey([db, db, "quiet"]), result.run_id)
+        assert sorted(early) == [(db, n) for n in names[:3]]  # each logged by its own commit

@@ -785,6 +785,7 @@ class MySqlCdcResource(
             planner=follow_planner(self, settings, info),
             on_progress=partial(record_progress, context),
             on_window=report_window,
+            on_table=report_window.table_committed,
         ).run(request)
         result, reached = outcome.result, outcome.reached
         report = window_report(outcome, report)

@@ -52,15 +52,15 @@ def table_results(
     lag: dict[str, Any],
     chunk_size: int,
     only: set[tuple[str, str]] | None = None,
+    estimates: dict[str, int] | None = None,
 ) -> Iterator[dg.MaterializeResult]:
     """The materialization of every changed table of ``keys_by_table`` (row count, lag, window,
     incremental snapshot progress against ``chunk_size``, commit facts); changed tables not in
     it are logged (WARNING). ``only``: just these ``(db, table)`` (the others are left out
-    silently: reported already)."""
-    progress_tables = {c["table"] for c in result.chunks} | {
-        t.get("table") for t in (result.incremental_state or {}).get("tables", [])[:1]
-    }
-    estimates = _estimated_rows(settings, [x for x in progress_tables if x])
+    silently: reported already). ``estimates``: :func:`estimated_rows_of` the window, when the
+    caller read it already."""
+    if estimates is None:
+        estimates = estimated_rows_of(settings, result)
     unselected = []
     for (db, t), w in result.tables.items():
         if only is not None and (db, t) not in only:
@@ -383,6 +383,16 @@ def window_lag_metadata(
         last_event_ts_ms=last_event_ts_ms,
         behind=optional(lambda: backlog(settings, info, reached), "backlog behind the server's head"),
     )
+
+
+def estimated_rows_of(settings: ConnectionSettings, result: WindowResult) -> dict[str, int]:
+    """``{"db.table": estimated rows}`` of the tables whose incremental snapshot a window read
+    chunks of or is at (``{}`` when there are none or the estimate fails; one query)."""
+    progress_tables = {c["table"] for c in result.chunks} | {
+        t.get("table") for t in (result.incremental_state or {}).get("tables", [])[:1]
+    }
+    tables = [x for x in progress_tables if x]
+    return _estimated_rows(settings, tables) if tables else {}
 
 
 def _estimated_rows(settings: ConnectionSettings, tables: list[str]) -> dict[str, int]:

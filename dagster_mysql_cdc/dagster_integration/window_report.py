@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
@@ -26,11 +27,11 @@ from ..sink.storage import StorageSettings
 from ..source.connection import ConnectionSettings, ServerInfo
 from .checks import TABLE_CHECKS
 from .protocol import BINLOG_METADATA_KEY, TABLE_METADATA_KEY
-from .run_report import table_results, window_lag_metadata
+from .run_report import estimated_rows_of, table_results, window_lag_metadata
 from .translator import table_of_spec
 
 if TYPE_CHECKING:
-    from ..engine.stream_run import StreamRunOutcome
+    from ..engine.stream_run import StreamRunOutcome, TableCommitted
     from ..engine.window_result import WindowResult
 
 
@@ -77,24 +78,89 @@ class WindowReporter:
         self.tables = tables
         self.chunk_size = chunk_size
         self.reported: set[tuple[str, str]] = set()
+        # the window whose tables table_committed is logging (its start's sort key), those
+        # tables, and the window's lag and estimates
+        self._early_window: tuple | None = None
+        self._early_tables: set[tuple[str, str]] = set()
+        self._facts: dict[str, Any] | None = None
 
     def __call__(self, result: WindowResult, start: BinlogPosition, end: BinlogPosition) -> None:
-        """Log the materializations of the tables window ``[start, end)`` (committed) changed.
+        """Log the materializations of the tables window ``[start, end)`` (committed) changed
+        that :meth:`table_committed` did not log already.
 
         Raises:
             whatever the Dagster instance's event storage raises (the run then fails: a window
             is never read after one whose report was lost).
         """
+        early = self._early_tables if self._early_window == start.sort_key() else set()
+        todo = {t for t in result.tables if t not in early}
+        if todo:
+            self._log(
+                result,
+                start,
+                end,
+                self._window_facts(result, start, end, time.time() - float(result.seconds)),
+                todo,
+            )
+        self.reported.update(t for t in result.tables if t in self.tables)
+        self._early_window, self._early_tables, self._facts = None, set(), None
+
+    def table_committed(self, committed: TableCommitted) -> None:
+        """Log one table's materialization as soon as its commit of a window is durable (the
+        ``on_table`` callback of :class:`..engine.stream_run.StreamRun`), while the window's
+        other tables are still committing: a 300-table window's first tables reach the UI
+        seconds before its last one is committed (issue 42). The window's lag and row estimates
+        are read once, at its first table.
+
+        Raises:
+            whatever the Dagster instance's event storage raises (the window then fails; its
+            retry skips the tables that committed).
+        """
+        start, end, table = committed.start, committed.end, committed.table
+        if table not in self.tables:
+            return  # logged (WARNING) with the window's other unselected tables by __call__
+        if self._early_window != start.sort_key():
+            self._early_window, self._early_tables, self._facts = start.sort_key(), set(), None
+        facts = self._window_facts(committed.result, start, end, committed.read_started_at)
+        one = replace(committed.result, tables={table: committed.written})
+        self._log(one, start, end, facts, {table})
+        self._early_tables.add(table)
+        self.reported.add(table)
+
+    def _window_facts(
+        self, result: WindowResult, start: BinlogPosition, end: BinlogPosition, read_started_at: float
+    ) -> dict[str, Any]:
+        """The window's lag metadata and the row estimates of its incremental snapshot tables,
+        read once per window (cached until :meth:`__call__` closes the window)."""
+        if self._facts is not None and self._early_window == start.sort_key():
+            return self._facts
         # a follow-on window's end was the server's head when it was planned, just before its
         # read (a standby run was created minutes before its first change)
         follow_on = self.requested is not None and (start.sort_key(), end.sort_key()) != (
             self.requested[0].sort_key(),
             self.requested[1].sort_key(),
         )
-        planned = time.time() - float(result.seconds) if follow_on else None
         lag = window_lag_metadata(
-            self.context, self.settings, self.info, end, result.last_event_ts_ms, planned_at=planned
+            self.context,
+            self.settings,
+            self.info,
+            end,
+            result.last_event_ts_ms,
+            planned_at=read_started_at if follow_on else None,
         )
+        facts = {"lag": lag, "estimates": estimated_rows_of(self.settings, result)}
+        if self._early_window == start.sort_key():
+            self._facts = facts
+        return facts
+
+    def _log(
+        self,
+        result: WindowResult,
+        start: BinlogPosition,
+        end: BinlogPosition,
+        facts: dict[str, Any],
+        only: set[tuple[str, str]],
+    ) -> None:
         for r in table_results(
             self.context,
             result,
@@ -103,12 +169,13 @@ class WindowReporter:
             self.tables,
             start=start,
             reached=end,
-            lag=lag,
+            lag=facts["lag"],
             chunk_size=self.chunk_size,
+            only=only,
+            estimates=facts["estimates"],
         ):
             assert r.asset_key is not None  # table_results names every asset
             self.context.log_event(dg.AssetMaterialization(asset_key=r.asset_key, metadata=r.metadata))
-        self.reported.update(t for t in result.tables if t in self.tables)
 
 
 def standby_checks(

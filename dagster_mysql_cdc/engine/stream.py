@@ -138,6 +138,12 @@ class StreamWindow:
             ``topic.prefix``).
         incremental, incremental_options: the incremental snapshot's progress and options.
         catch_up, resume_at: see :func:`.window_run.run_window`.
+        on_table: called as ``on_table(result, db, table, written)`` in the committing thread as soon as
+            one table's commit of the window is durable (:class:`~.sink.lake.TableWriteResult`),
+            while the other tables' commits go on, before the window's schema history: the
+            Dagster side logs that table's materialization then (issue 42). An error it raises
+            fails the window once its commits are done (a retry skips what committed). Not
+            called by the parallel catch-up or a stopped table's catch-up window.
     """
 
     settings: ConnectionSettings
@@ -155,6 +161,7 @@ class StreamWindow:
     incremental_options: IncrementalOptions = field(default_factory=IncrementalOptions)
     catch_up: bool = False
     resume_at: dict[tuple[str, str], BinlogPosition] | None = None
+    on_table: Callable[[WindowResult, str, str, TableWriteResult], None] | None = None
 
     def __post_init__(self) -> None:
         if self.incremental_options is None:  # given as None: no signal table
@@ -204,7 +211,9 @@ class BinlogStreamingSource:
         catch_up: bool = False,
         resume_at: dict[tuple[str, str], BinlogPosition] | None = None,
         foreign_keys: dict[tuple[str, str], list[CascadingForeignKey]] | None = None,
+        on_table: Callable[[WindowResult, str, str, TableWriteResult], None] | None = None,
     ):
+        self.on_table = on_table
         self.catch_up = catch_up
         self.resume_at = {k: p.sort_key() for k, p in (resume_at or {}).items()}
         self.settings = settings
@@ -266,6 +275,7 @@ class BinlogStreamingSource:
             result=result,
             catch_up=window.catch_up,
             resume_at=window.resume_at,
+            on_table=None if writer is not None or window.catch_up else window.on_table,
         )
 
     def read_foreign_keys(self, fresh: bool = False) -> dict[tuple[str, str], list[CascadingForeignKey]]:
@@ -648,8 +658,17 @@ class BinlogStreamingSource:
         app = self.start.txn_app(STREAM_APP_ID)  # versions restart in every offset epoch
         self._write_last_batches()
         items = list(self.tables.items())
+        on_table = self.on_table
+
+        def committed(i: int, outcome: tuple[Any, BaseException | None]) -> None:
+            result, raised = outcome
+            if on_table is not None and raised is None and result[1] is None and result[0] is not None:
+                on_table(self.result, items[i][0][0], items[i][0][1], result[0])
+
         outcomes = run_concurrently(
-            [partial(self._commit_parts, te, position) for _, te in items], self.options.commit_workers
+            [partial(self._commit_parts, te, position) for _, te in items],
+            self.options.commit_workers,
+            on_done=committed,
         )
         for ((db, t), te), (result, raised) in zip(items, outcomes):
             written, error = result if raised is None else (None, raised)

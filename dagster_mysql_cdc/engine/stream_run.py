@@ -54,7 +54,7 @@ from .window_result import WindowResult, merge_window_results
 from .window_run import run_window
 
 if TYPE_CHECKING:
-    from ..sink.lake import LakeWriter
+    from ..sink.lake import LakeWriter, TableWriteResult
     from ..sink.schema_history import SchemaHistory
     from .initial_snapshot import SnapshotTableResult
 
@@ -152,6 +152,29 @@ class FollowPlanner:
 
     next_window: Callable[[BinlogPosition], NextWindow]
     changed_tables: Callable[[BinlogPosition, BinlogPosition], tuple[set[tuple[str, str]] | None, str]]
+
+
+@dataclass(frozen=True)
+class TableCommitted:
+    """One table's commit of a window is durable (the argument of ``StreamRun``'s ``on_table``),
+    while the window's other tables may still be committing.
+
+    Attributes:
+        result: the window's :class:`.window_result.WindowResult` so far (its read is done:
+            chunks and incremental snapshot state are final; ``tables`` is filled only after
+            every table committed).
+        start, end: the window's bounds as ``on_window`` gets them (``end`` carries the planned
+            end's GTID set when the window reached it).
+        table: ``(database, table)``; written: what its commit wrote.
+        read_started_at: when the run began reading the window (epoch seconds).
+    """
+
+    result: WindowResult
+    start: BinlogPosition
+    end: BinlogPosition
+    table: tuple[str, str]
+    written: TableWriteResult
+    read_started_at: float
 
 
 @dataclass(frozen=True)
@@ -256,6 +279,12 @@ class StreamRun:
             :class:`.window_result.WindowResult` and bounds, before the next window is planned:
             the Dagster side reports the window's materializations there, seconds after the
             COMMIT instead of at the run's end. An error it raises fails the run.
+        on_table: called with a :class:`TableCommitted` as soon as one table's commit of a
+            window (the requested or a follow-on one; not a stopped table's catch-up) is
+            durable, in the run's thread while the other tables commit: the Dagster side logs
+            that table's materialization there, before the window's last table is committed;
+            ``on_window`` then reports only what was not reported so. An error it raises fails
+            the window once its commits are done (a retry skips what committed).
     """
 
     def __init__(
@@ -270,7 +299,9 @@ class StreamRun:
         planner: FollowPlanner | None = None,
         on_progress: Callable[[RunProgress], None] | None = None,
         on_window: Callable[[WindowResult, BinlogPosition, BinlogPosition], None] | None = None,
+        on_table: Callable[[TableCommitted], None] | None = None,
     ) -> None:
+        self.on_table = on_table
         self.settings = settings
         self.info = info
         self.writer = writer
@@ -375,6 +406,16 @@ class StreamRun:
                 executes no signals.
         """
         opts = self.options
+        on_table = None
+        if self.on_table is not None and not catch_up:
+            callback, started = self.on_table, time.time()
+
+            def on_table(result: WindowResult, db: str, t: str, written: TableWriteResult) -> None:
+                exact = (result.end.file, result.end.pos) == (end.file, end.pos)
+                callback(
+                    TableCommitted(result, start, end if exact else result.end, (db, t), written, started)
+                )
+
         return run_window(
             self.settings,
             self.info,
@@ -391,6 +432,7 @@ class StreamRun:
             incremental_options=IncrementalOptions() if catch_up else opts.incremental,
             catch_up=catch_up,
             resume_at=resume_at,
+            on_table=on_table,
         )
 
     def catch_up_stopped(

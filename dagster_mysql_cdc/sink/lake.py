@@ -37,7 +37,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import Any, NotRequired, TypedDict, Unpack
 
 import pyarrow as pa
@@ -740,9 +740,17 @@ class LakeWriter:
         return f
 
 
-def run_concurrently(tasks: list[Callable[[], Any]], workers: int) -> list[tuple[Any, BaseException | None]]:
+def run_concurrently(
+    tasks: list[Callable[[], Any]],
+    workers: int,
+    on_done: Callable[[int, tuple[Any, BaseException | None]], None] | None = None,
+) -> list[tuple[Any, BaseException | None]]:
     """Run ``tasks`` (e.g. one table's commit each) on up to ``workers`` threads; returns
-    ``(result, None)`` or ``(None, error)`` per task, in order. Each task must be the only writer
+    ``(result, None)`` or ``(None, error)`` per task, in order. ``on_done(index, outcome)`` is
+    called in the calling thread as each task finishes (in the order they finish), while the
+    others go on: e.g. a table's materialization reported as soon as its own commit is durable
+    (issue 42). An error ``on_done`` raises is raised once every task has finished (the tasks
+    are never left half-done). Each task must be the only writer
     of the tables it commits to (one table each): it opens them once and refreshes them once
     (:func:`.delta.handle_cache` with ``sole_writer``); delta-rs and the object store serve
     the commits in parallel while they wait (the GIL switch interval is shortened meanwhile, see
@@ -756,14 +764,35 @@ def run_concurrently(tasks: list[Callable[[], Any]], workers: int) -> list[tuple
             except Exception as e:  # noqa: BLE001 - reported per task
                 return None, e
 
+    callback_error: list[BaseException] = []
+
+    def done(i: int, outcome: tuple[Any, BaseException | None]) -> None:
+        if on_done is not None and not callback_error:
+            try:
+                on_done(i, outcome)
+            except BaseException as e:  # noqa: BLE001 - raised once the tasks are done
+                callback_error.append(e)
+
     if workers <= 1 or len(tasks) <= 1:
-        return [run(t) for t in tasks]
-    release = hold_switch_interval(SINK_SWITCH_INTERVAL_S)
-    try:
-        with ThreadPoolExecutor(min(workers, len(tasks)), thread_name_prefix="cdc-commit") as pool:
-            return list(pool.map(run, tasks))
-    finally:
-        release()
+        outcomes = []
+        for i, t in enumerate(tasks):
+            outcomes.append(run(t))
+            done(i, outcomes[-1])
+    else:
+        release = hold_switch_interval(SINK_SWITCH_INTERVAL_S)
+        try:
+            with ThreadPoolExecutor(min(workers, len(tasks)), thread_name_prefix="cdc-commit") as pool:
+                futures = {pool.submit(run, t): i for i, t in enumerate(tasks)}
+                by_index: dict[int, tuple[Any, BaseException | None]] = {}
+                for f in as_completed(futures):
+                    by_index[futures[f]] = f.result()  # run() returns errors, it never raises
+                    done(futures[f], by_index[futures[f]])
+                outcomes = [by_index[i] for i in range(len(tasks))]
+        finally:
+            release()
+    if callback_error:
+        raise callback_error[0]
+    return outcomes
 
 
 def root_cause(e: BaseException) -> str:
