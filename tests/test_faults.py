@@ -507,7 +507,14 @@ def test_a_dead_worker_is_found_by_the_sensor_without_run_monitoring(scratch_db,
         (run,) = runs_of(cdc, req.run_key)
         beat = WorkerBeat.from_tags(run.tags)
         assert beat is not None and beat.pid > 0, run.tags  # it beat before its first commit
+        # the daemon's default: a tick waits up to run_wait_seconds for a run in flight; a dead
+        # worker's run is judged before that wait (it would never finish)
+        from dagster_mysql_cdc import build_mysql_cdc_sensor
+
+        cdc.sensor = build_mysql_cdc_sensor(cdc.assets, run_wait_seconds=60, retry_backoff_seconds=600)
+        t0 = time.monotonic()
         res = cdc.tick_once()
+        assert time.monotonic() - t0 < 30, "the tick waited for a run whose worker is gone"
         (retry,) = res.run_requests  # no one reported the run failed: the sensor found it dead
         assert retry.run_key.endswith(":a2") and window_of(retry) == window_of(req)
         (run,) = runs_of(cdc, req.run_key)

@@ -118,3 +118,44 @@ def test_a_launch_that_died_of_a_signal_is_a_killed_run_not_a_failing_window():
     assert killed_by_signal(err("Caught an error dequeuing run", cause=err(sigkill)))
     assert not killed_by_signal(err("Subprocess terminated unexpectedly with exit code 1"))
     assert not killed_by_signal(err("DagsterImportError: cannot import definitions.py"))
+
+
+def test_a_tick_waiting_for_a_run_whose_worker_is_gone_does_not_wait_its_whole_budget():
+    """``wait_for_run`` with the settlement's dead-worker check (``run_settlement``): a run left
+    ``STARTED`` by a worker that was SIGKILLed is marked failed within a few seconds of the
+    wait, not after ``run_wait_seconds`` (a crash campaign's tick took 16 s to find such a run)."""
+    import dagster as dg
+
+    from dagster_mysql_cdc.dagster_integration.capture_runs import wait_for_run
+    from dagster_mysql_cdc.dagster_integration.run_settlement import _dead_marked_failed
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    gone = WorkerBeat(socket.gethostname(), child.pid, "1", time.time())
+    with dg.instance_for_test() as instance:
+        run = instance.add_run(
+            dg.DagsterRun(
+                job_name="cdc", status=dg.DagsterRunStatus.STARTED, tags={WORKER_TAG: gone.to_json()}
+            )
+        )
+        notes: list[str] = []
+        t0 = time.monotonic()
+        out = wait_for_run(
+            instance, run, 60.0, poll=0.05, check=lambda r: _dead_marked_failed(instance, r, notes)
+        )
+        waited = time.monotonic() - t0
+        assert out.status == dg.DagsterRunStatus.FAILURE, out.status
+        assert waited < 30.0, waited  # judged within check_every, not after the 60 s budget
+        assert len(notes) == 1 and "is gone" in notes[0] and "marked failed" in notes[0]
+        # a live worker's run is waited for as before
+        live = instance.add_run(
+            dg.DagsterRun(
+                job_name="cdc",
+                status=dg.DagsterRunStatus.STARTED,
+                tags={WORKER_TAG: WorkerBeat.now().to_json()},
+            )
+        )
+        out = wait_for_run(
+            instance, live, 2.5, poll=0.05, check=lambda r: _dead_marked_failed(instance, r, notes)
+        )
+        assert out.status == dg.DagsterRunStatus.STARTED and len(notes) == 1

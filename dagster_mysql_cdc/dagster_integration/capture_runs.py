@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -172,12 +173,28 @@ def window_run_starting_at(instance, start: BinlogPosition, tick: SensorTick) ->
     return best
 
 
-def wait_for_run(instance, run: dg.DagsterRun, seconds: float, poll: float = 0.2) -> dg.DagsterRun:
-    """``run`` once it is finished, or as it is after ``seconds`` (status polled every ``poll`` s)."""
+def wait_for_run(
+    instance,
+    run: dg.DagsterRun,
+    seconds: float,
+    poll: float = 0.2,
+    check: Callable[[dg.DagsterRun], dg.DagsterRun] | None = None,
+    check_every: float = 2.0,
+) -> dg.DagsterRun:
+    """``run`` once it is finished, or as it is after ``seconds`` (status polled every ``poll`` s).
+
+    ``check``: called with the run every ``check_every`` seconds while it is not finished; what
+    it returns replaces the run (e.g. :func:`.run_settlement`'s dead-worker verdict marks a run
+    whose worker is gone failed, so a tick does not wait ``seconds`` for a run that can never
+    finish: Dagster's default run launcher leaves such a run ``STARTED``, see :mod:`.liveness`)."""
     deadline = time.monotonic() + seconds
+    next_check = time.monotonic() + check_every
     while not run.is_finished and time.monotonic() < deadline:
         time.sleep(poll)
         run = instance.get_run_by_id(run.run_id) or run
+        if check is not None and not run.is_finished and time.monotonic() >= next_check:
+            run = check(run)
+            next_check = time.monotonic() + check_every
     return run
 
 
