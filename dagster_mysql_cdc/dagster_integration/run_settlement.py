@@ -81,7 +81,7 @@ def settle_inflight(
         # Requested but not created yet (or the request was lost): same key, launched at most once.
         plan = Plan(cursor, skip_reason=f"waiting for run {inf.run_key} to be created")
         return cursor, None, (plan, [tick.request(inf, cursor)])
-    # a run whose worker is gone is judged before and while the tick waits for it: it would
+    # a run whose worker is gone is judged before, while and after the tick waits for it: it would
     # never finish, and the tick would hold its window run_wait_seconds for nothing
     run = _dead_marked_failed(instance, run, notes)
     if (
@@ -92,7 +92,7 @@ def settle_inflight(
         run = wait_for_run(
             instance, run, run_wait_seconds, check=lambda r: _dead_marked_failed(instance, r, notes)
         )
-    run = _dead_marked_failed(instance, run, notes)
+        run = _dead_marked_failed(instance, run, notes)
     if run.status == dg.DagsterRunStatus.SUCCESS:
         cursor, done = _commit_run(cursor, inf, run, instance, tick, notes)
         return cursor, None, done
