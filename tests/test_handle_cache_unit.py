@@ -12,8 +12,10 @@ from deltalake import DeltaTable, write_deltalake
 from dagster_mysql_cdc.sink.delta import (
     adopt,
     append_rows,
+    cached_handle_count,
     changed,
     handle_cache,
+    in_handle_cache,
     open_table,
     preload,
     release_handles,
@@ -313,3 +315,84 @@ def test_a_commit_this_process_made_through_another_handle_is_read_before_a_hand
             preload(storage, [third, fourth])
         _foreign_append(third)
         assert open_table(storage, third).version() == 1
+
+
+def test_a_standby_preload_in_a_nested_block_stays_in_the_run_block(tmp_path):
+    """A standby run preloads its tables in a nested block of the run's block: the handles stay
+    for the windows, and the next open still sees another writer's commit (a stat decides)."""
+    storage = StorageSettings(base_uri=str(tmp_path))
+    a, b = str(tmp_path / "a"), f"file://{tmp_path / 'b'}"
+    write_deltalake(a, ROWS)
+    write_deltalake(b, ROWS)
+    assert not in_handle_cache() and cached_handle_count() == 0
+    with handle_cache():
+        with handle_cache():
+            preload(storage, [a, b])
+        assert cached_handle_count() == 2
+        with handle_cache():  # a window
+            da, db = open_table(storage, a), open_table(storage, b)
+        _foreign_append(a)
+        with handle_cache():  # the next window
+            assert open_table(storage, a) is da and da.version() == 1
+            assert open_table(storage, b) is db and db.version() == 0
+    assert cached_handle_count() == 0
+
+
+def test_a_current_handle_is_told_by_the_next_commit_file(tmp_path):
+    """_refresh on the local filesystem: a stat of the next version's commit file decides, and a
+    commit of another writer is read (the stat says it exists)."""
+    from dagster_mysql_cdc.sink.delta import _is_current, _refresh
+
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, ROWS)
+    dt = DeltaTable(uri)
+    assert _is_current(dt, uri) and _is_current(dt, f"file://{uri}")
+    assert not _is_current(dt, "s3://lake/t")  # an object store: the caller lists the log
+    _foreign_append(uri)
+    assert not _is_current(dt, uri)
+    _refresh(dt, uri)
+    assert dt.version() == 1 and _is_current(dt, uri)
+
+
+def test_a_commit_through_a_handle_answers_its_transaction_versions_without_the_log(tmp_path, monkeypatch):
+    """commit_files records the batch it committed (and carries the other applications' batches)
+    in the handle's transaction-version memo: the next window asks them of a kept handle for
+    free, and the answers are what the log says."""
+    from dagster_mysql_cdc.sink.delta import commit_files
+
+    storage = StorageSettings(base_uri=str(tmp_path))
+    uri = str(tmp_path / "t")
+    append_rows(storage, uri, ROWS, app_id="other", version=7)
+
+    def files(n: int) -> list[dict]:
+        import os
+        import time
+
+        import pyarrow.parquet as pq
+
+        name = f"part-{n}.parquet"
+        pq.write_table(ROWS, os.path.join(uri, name))
+        return [
+            {
+                "path": name,
+                "size": os.path.getsize(os.path.join(uri, name)),
+                "num_records": 2,
+                "modification_time": int(time.time() * 1000),
+            }
+        ]
+
+    with handle_cache(sole_writer=True):
+        # (the first commit also sets the library's table properties: a commit of its own)
+        commit_files(storage, uri, ROWS.schema, files(1), mode="append", app_id="app", version=1)
+        dt = open_table(storage, uri)
+        assert transaction_version(dt, "other") == 7 and transaction_version(dt, "app") == 1
+        before = dt.version()
+        commit_files(storage, uri, ROWS.schema, files(2), mode="append", app_id="app", version=3)
+        assert open_table(storage, uri) is dt and dt.version() == before + 1
+        asked = []
+        monkeypatch.setattr(type(dt), "transaction_version", lambda self, app: asked.append(app))
+        assert transaction_version(dt, "app") == 3 and transaction_version(dt, "other") == 7
+        assert asked == []
+        monkeypatch.undo()
+    fresh = DeltaTable(uri)
+    assert fresh.transaction_version("app") == 3 and fresh.transaction_version("other") == 7

@@ -108,24 +108,34 @@ class TableSizes:
         return None
 
 
-def _actions(dt: DeltaTable | None) -> pa.Table | None:
+def _summary(dt: DeltaTable | None) -> tuple[int, int, int | None]:
+    """``(rows, files, oldest modification time in ms or None)`` of the table's live files (from
+    its add actions' statistics; ``(0, 0, None)`` when the table does not exist), read once per
+    handle version: a window asks it of each table's state and tail after its commit, and a
+    following run's cached handle of a state (:func:`.delta.handle_cache`, held for the whole run)
+    stays at one version for many windows."""
     if dt is None:
-        return None
-    return pa.table(dt.get_add_actions(flatten=True))
+        return (0, 0, None)
+    memo = dt.__dict__.get("_cdc_sizes")
+    version = dt.version()
+    if memo is not None and memo[0] == version:
+        return memo[1]
+    a = pa.table(dt.get_add_actions(flatten=True))
+    rows = 0 if a.num_rows == 0 else int(pc.sum(a.column("num_records")).as_py() or 0)
+    oldest = None
+    if a.num_rows:
+        m = pc.min(a.column("modification_time")).as_py()
+        oldest = int(m.timestamp() * 1000) if hasattr(m, "timestamp") else int(m)
+    out = (rows, a.num_rows, oldest)
+    dt.__dict__["_cdc_sizes"] = (version, out)
+    return out
 
 
 def table_sizes(state: DeltaTable | None, tail: DeltaTable | None) -> TableSizes:
     """:class:`TableSizes` of a table (``None``: that Delta table does not exist)."""
-    s, t = _actions(state), _actions(tail)
-
-    def rows(a: pa.Table | None) -> int:
-        return 0 if a is None or a.num_rows == 0 else int(pc.sum(a.column("num_records")).as_py() or 0)
-
-    oldest = None
-    if t is not None and t.num_rows:
-        m = pc.min(t.column("modification_time")).as_py()
-        oldest = int(m.timestamp() * 1000) if hasattr(m, "timestamp") else int(m)
-    return TableSizes(rows(s), rows(t), 0 if t is None else t.num_rows, oldest)
+    state_rows = _summary(state)[0]
+    tail_rows, tail_files, oldest = _summary(tail)
+    return TableSizes(state_rows, tail_rows, tail_files, oldest)
 
 
 def older_than_sql(pos: BinlogPosition, row: int = 0) -> str:

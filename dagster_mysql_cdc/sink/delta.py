@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import threading
 from collections.abc import Iterator
@@ -90,10 +91,39 @@ def _behind(dt: DeltaTable, table_uri: str) -> bool:
     return dt.__dict__.get("_cdc_seen", 0) < _commits.get(table_uri, 0)
 
 
+def _local_log_dir(table_uri: str) -> str | None:
+    """The ``_delta_log`` directory of a table on the local filesystem (a path or a ``file://``
+    URI), else ``None`` (an object store)."""
+    if table_uri.startswith("file://"):
+        table_uri = table_uri[len("file://") :]
+    elif "://" in table_uri:
+        return None
+    return os.path.join(table_uri, "_delta_log")
+
+
+def _is_current(dt: DeltaTable, table_uri: str) -> bool:
+    """Whether no commit follows the handle's version in the table's log, told by the one file a
+    next commit must create (Delta protocol, "Delta Log Entries": version ``n`` is the file
+    ``_delta_log/<n, 20 digits>.json``, written put-if-absent; versions are contiguous): a stat on
+    the local filesystem (microseconds) instead of ``update_incremental``'s listing of the log
+    directory, which grows with the table's history (1.7 ms at 200 commits). ``False`` on an object
+    store (the caller lists), and whenever the answer is not certain."""
+    log_dir = _local_log_dir(table_uri)
+    if log_dir is None:
+        return False
+    try:
+        nxt = os.path.join(log_dir, f"{dt.version() + 1:020d}.json")
+        return not os.path.exists(nxt) and os.path.isdir(log_dir)
+    except Exception:  # noqa: BLE001 - an unsure answer: the caller lists the log
+        return False
+
+
 def _refresh(dt: DeltaTable, table_uri: str) -> None:
-    """``dt.update_incremental()``, recording the commits of this process it has read."""
+    """Bring ``dt`` up to date (``dt.update_incremental()``, skipped when :func:`_is_current`
+    says no newer commit exists), recording the commits of this process it has read."""
     count = _commits.get(table_uri, 0)  # read first: a commit landing meanwhile is read next time
-    dt.update_incremental()
+    if not _is_current(dt, table_uri):
+        dt.update_incremental()
     _seen(dt, table_uri, count)
 
 
@@ -161,6 +191,17 @@ def handle_cache(*, sole_writer: bool = False) -> Iterator[None]:
             _handles.fresh.clear()  # "just loaded" holds for the block that loaded them only
         if outer is None:
             _handles.cache = _handles.fresh = None
+
+
+def in_handle_cache() -> bool:
+    """Whether the calling thread is inside a :func:`handle_cache` block."""
+    return getattr(_handles, "cache", None) is not None
+
+
+def cached_handle_count() -> int:
+    """How many Delta handles the calling thread's :func:`handle_cache` holds (0 outside one)."""
+    cache = getattr(_handles, "cache", None)
+    return len(cache) if cache else 0
 
 
 def release_handles() -> dict[str, DeltaTable]:
@@ -370,8 +411,23 @@ def transaction_version(dt: DeltaTable, app_id: str) -> int | None:
     key = (dt.version(), app_id)
     memo: dict[tuple[int, str], int | None] = dt.__dict__.setdefault("_cdc_txn_versions", {})
     if key not in memo:
+        for k in [k for k in memo if k[0] != key[0]]:  # a kept handle lives for many versions
+            del memo[k]
         memo[key] = dt.transaction_version(app_id)
     return memo[key]
+
+
+def _remember_transaction(dt: DeltaTable, before: int, app_id: str, version: int) -> None:
+    """Record in :func:`transaction_version`'s memo what the handle's current version, one commit
+    after ``before`` and made through the handle, carries: ``app_id``'s batch ``version``, and every
+    other application's batch as it was at ``before`` (the commit has no other ``txn`` action). The
+    next window asks them of the same handle without reading the log again (1.8 ms each)."""
+    memo: dict[tuple[int, str], int | None] = dt.__dict__.setdefault("_cdc_txn_versions", {})
+    now = dt.version()
+    carried = {(now, app): done for (v, app), done in memo.items() if v == before and app != app_id}
+    memo.clear()
+    memo.update(carried)
+    memo[(now, app_id)] = version
 
 
 def read_table(storage: StorageSettings, table_uri: str) -> DeltaTable:
@@ -482,8 +538,11 @@ def commit_files(
             return CommitOutcome(False, dt.version(), 0, 0)
         ensure_table_properties(dt)
         writes: list[AddAction | RemoveAction] = list(actions)  # deltalake types the list invariantly
+        before = dt.version()
         dt.create_write_transaction(writes, mode=mode, schema=delta_schema(schema), commit_properties=props)
         dt.update_incremental()
+        if dt.version() == before + 1:  # the handle's new version is this commit: its txn is ours
+            _remember_transaction(dt, before, app_id, version)
         wrote(dt)
         return CommitOutcome(True, dt.version(), len(actions), rows)
     except SinkError:
