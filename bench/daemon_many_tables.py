@@ -14,7 +14,9 @@ Printed, in one run:
 - windows whose one transaction updates a row of 3 tables, of ``--touch`` tables (default: all),
   the same again, and 3 tables again:
 
-  - COMMIT -> every touched row visible in the lake's current state (``read_current``, polled);
+  - COMMIT -> every touched row visible in the lake's current state: the Delta commit that made it
+    visible, timed by its log entry (bench/lake_watch.py: the logs are scanned every 0.5 s to find
+    the versions to read, the rows read once after the window);
   - COMMIT -> every touched table's materialization visible in the UI (and the first one): the
     webserver's GraphQL API polled every ``--ui-poll`` s until each table's latest
     materialization covers the COMMIT's binlog position (its ``window_end_file`` /
@@ -192,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="dagster-daemon run alone (no webserver: no COMMIT -> visible in the UI figures)",
     )
-    ap.add_argument("--ui-poll", type=float, default=0.25, help="seconds between GraphQL polls")
+    # (1 s: a query of 300 assets' materializations costs the webserver CPU the run needs)
+    ap.add_argument("--ui-poll", type=float, default=1.0, help="seconds between GraphQL polls")
     ap.add_argument("--ui-port", type=int, default=0, help="webserver port on 127.0.0.1 (0: a free one)")
     ap.add_argument("--log", default=None, help="daemon log file (default: a temporary file)")
     ap.add_argument("--postgres", action="store_true", help="the Dagster storage on PostgreSQL (see above)")

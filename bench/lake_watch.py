@@ -13,6 +13,13 @@ every table has moved (or at the timeout) does it read them, each **at the versi
 that saw versions whose read shows it. The reads happen after the run's commits, not between
 them; a table whose new versions do not show the change yet (e.g. a commit that only created its
 tail) is watched on.
+
+A change is timed by its commit, not by the poll that saw it: the modification time of the newest
+log entry among the versions that show it (the moment the last of them was written, after which
+any reader sees the change), converted to :attr:`LakeWatch.clock`. So the watch can poll slowly
+(``poll``, 0.5 s by default) without adding its interval to the figure: scanning 600 logs costs
+about 50 ms of CPU, and at 20 scans a second (the old 0.05 s) the watch took half of one of the
+machine's two cores from the run it was timing.
 """
 
 from __future__ import annotations
@@ -44,7 +51,8 @@ class LakeWatch:
             the watch is made are the baseline: make it before the change is committed.
         visible: ``visible(key, versions)``: whether a read of the key's tables at ``versions``
             (one per directory, ``None``: no table yet) shows its change.
-        poll: seconds between two scans of the logs.
+        poll: seconds between two scans of the logs (they only find the versions to read: a
+            change is timed by its commit entry's modification time).
         clock: the time source of the returned times (``time.monotonic``).
     """
 
@@ -52,7 +60,7 @@ class LakeWatch:
         self,
         tables: dict[Hashable, Iterable[str]],
         visible: Callable[[Hashable, Versions], bool],
-        poll: float = 0.05,
+        poll: float = 0.5,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.tables = {k: tuple(v) for k, v in tables.items()}
@@ -62,6 +70,22 @@ class LakeWatch:
         self.read_seconds = 0.0
         self.reads = 0
         self._last = {k: self.versions(k) for k in self.tables}
+
+    def committed_at(self, key: Hashable, versions: Versions) -> float | None:
+        """When the newest log entry of ``versions`` (one per table of ``key``) was written, on
+        :attr:`clock` (``None``: an entry cannot be read)."""
+        newest = None
+        for d, v in zip(self.tables[key], versions):
+            if v is None:
+                continue
+            try:
+                m = os.stat(os.path.join(d, "_delta_log", f"{v:020d}.json")).st_mtime
+            except OSError:
+                return None
+            newest = m if newest is None else max(newest, m)
+        if newest is None:
+            return None
+        return self.clock() - (time.time() - newest)
 
     def versions(self, key: Hashable) -> Versions:
         """The newest version of each of ``key``'s tables."""
@@ -90,7 +114,8 @@ class LakeWatch:
                         self.read_seconds += time.monotonic() - t0
                         self.reads += 1
                         if shown:
-                            seen[key] = at
+                            written = self.committed_at(key, versions)
+                            seen[key] = at if written is None else min(at, written)
                             break
                     noted[key] = []
                 if timed_out or len(seen) == len(self.tables):

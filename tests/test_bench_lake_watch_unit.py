@@ -55,6 +55,7 @@ def test_each_table_is_read_once_per_commit_and_timed_at_its_poll(tmp_path):
     assert set(seen) == {"x", "y"}
     for k in ("x", "y"):  # at most a poll (and a scan) after the commit, never before it
         assert writes[k] - 0.05 <= seen[k] <= writes[k] + 0.5, (k, seen[k] - writes[k])
+    # (timed by the commit entry, not by the poll)
     # each table read once, after its commit, at the version the poll saw
     assert watch.reads == 2
 
@@ -88,3 +89,22 @@ def test_a_commit_that_does_not_show_the_change_is_watched_on(tmp_path):
     th.join()
     assert done["new"] - 0.05 <= seen["t"] <= done["new"] + 0.5
     assert watch.reads == 2  # the first new version (no), then the second (yes)
+
+
+def test_a_change_is_timed_by_its_commit_not_by_the_poll_that_saw_it(tmp_path):
+    """A slow poll (2 s) does not add its interval: the time is the commit entry's."""
+    path = str(tmp_path / "t")
+    _write(path, "old")
+    watch = LakeWatch({"t": (path,)}, lambda k, vs: _shows(path, vs[0], "new"), poll=2.0)
+    done: dict[str, float] = {}
+
+    def writer() -> None:
+        time.sleep(0.3)
+        _write(path, "new")
+        done["t"] = time.monotonic()
+
+    th = threading.Thread(target=writer)
+    th.start()
+    seen = watch.wait(10)
+    th.join()
+    assert abs(seen["t"] - done["t"]) < 0.1, seen["t"] - done["t"]
