@@ -60,3 +60,49 @@ def test_small_batches_are_compacted_and_state_is_exact(spark, local_storage):
     rows = {r["id"]: r["v"] for r in read_current(local_storage, paths).to_pylist() if not r["__deleted"]}
     assert rows == expected
     assert log.to_pyarrow_table().num_rows == 14 * 5
+
+
+def test_a_tails_sizes_are_carried_over_an_append_through_its_handle(tmp_path, monkeypatch):
+    """compaction.appended: the sizes a window's compaction check reads of a tail (rows, files,
+    oldest change) follow an append made through the same handle without listing the tail again,
+    and equal what a fresh handle lists. Real Delta tables (delta-rs, local filesystem)."""
+    import os
+    import time
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable, write_deltalake
+
+    from dagster_mysql_cdc.sink.compaction import appended, table_sizes
+    from dagster_mysql_cdc.sink.delta import TABLE_PROPERTIES, commit_files
+    from dagster_mysql_cdc.sink.storage import StorageSettings
+
+    uri = str(tmp_path / "tail")
+    rows = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
+    write_deltalake(uri, rows, configuration=TABLE_PROPERTIES)
+    dt = DeltaTable(uri)
+    first = table_sizes(None, dt)
+    assert (first.tail_rows, first.tail_files) == (3, 1)
+    pq.write_table(rows.slice(0, 2), os.path.join(uri, "part-x.parquet"))
+    files = [
+        {
+            "path": "part-x.parquet",
+            "size": os.path.getsize(os.path.join(uri, "part-x.parquet")),
+            "num_records": 2,
+            "modification_time": int(time.time() * 1000) - 60_000,  # older than the first file
+        }
+    ]
+    before = dt.version()
+    commit_files(
+        StorageSettings(base_uri=str(tmp_path)), uri, rows.schema, files, mode="append", app_id="a", version=1
+    )
+    dt.update_incremental()
+    assert dt.version() == before + 1
+    appended(dt, before, files)
+    real = DeltaTable.get_add_actions
+    monkeypatch.setattr(DeltaTable, "get_add_actions", lambda *a, **k: pytest.fail("listed the tail again"))
+    carried = table_sizes(None, dt)
+    monkeypatch.setattr(DeltaTable, "get_add_actions", real)
+    assert carried == table_sizes(None, DeltaTable(uri))
+    assert (carried.tail_rows, carried.tail_files) == (5, 2)
+    assert carried.tail_oldest_ms == files[0]["modification_time"]

@@ -65,3 +65,42 @@ def test_a_count_read_before_another_writers_commit_is_not_trusted(tmp_path):
     assert recorded(DeltaTable(tail), None) == 9
     commit(count(10, None))  # recorded by an older library version: trusted as before
     assert recorded(DeltaTable(tail), None) == 10
+
+
+def test_a_recorded_count_is_read_once_per_pair_of_versions(tmp_path, monkeypatch):
+    """recorded() is a function of the tail's and the state's versions: kept on the tail's handle
+    for them (remember(): a writer's own commit seeds it), read again once either moves."""
+    import pyarrow as pa
+    from deltalake import CommitProperties, DeltaTable, write_deltalake
+
+    from dagster_mysql_cdc.sink.live_rows import (
+        LIVE_ROWS,
+        LIVE_STATE_VERSION,
+        LIVE_TAIL_VERSION,
+        recorded,
+        remember,
+    )
+
+    tail = str(tmp_path / "tail")
+    rows = pa.table({"id": pa.array([1], pa.int64())})
+
+    def commit(n: int, read_at: int) -> None:
+        meta = {LIVE_ROWS: str(n), LIVE_STATE_VERSION: "-1", LIVE_TAIL_VERSION: str(read_at)}
+        write_deltalake(tail, rows, mode="append", commit_properties=CommitProperties(custom_metadata=meta))
+
+    commit(5, -1)
+    dt = DeltaTable(tail)
+    assert recorded(dt, None) == 5
+    history = []
+    real = DeltaTable.history
+    monkeypatch.setattr(DeltaTable, "history", lambda self, *a: history.append(a) or real(self, *a))
+    assert recorded(dt, None) == 5 and history == []  # kept for (0, -1)
+    commit(7, 0)
+    dt.update_incremental()
+    assert recorded(dt, None) == 7 and history  # the tail moved: read again
+    history.clear()
+    commit(9, 1)
+    dt.update_incremental()
+    remember(dt, -1, 9)  # the writer's own commit: nothing to read
+    assert recorded(dt, None) == 9 and history == []
+    assert recorded(DeltaTable(tail), None) == 9  # what a fresh handle reads agrees

@@ -131,6 +131,23 @@ def _summary(dt: DeltaTable | None) -> tuple[int, int, int | None]:
     return out
 
 
+def appended(dt: DeltaTable, before: int, files: list[dict]) -> None:
+    """Carry :func:`_summary`'s answer of the handle's version ``before`` to its current version
+    when that is one append of ``files`` (``{num_records, modification_time}`` each, as
+    :func:`.delta.commit_files` publishes them) through the handle: the tail of a window's table
+    is then not listed again to decide its compaction. Nothing happens when no answer for
+    ``before`` is kept or the handle moved by more than that commit."""
+    memo = dt.__dict__.get("_cdc_sizes")
+    if memo is None or memo[0] != before or dt.version() != before + 1:
+        return
+    rows, count, oldest = memo[1]
+    times = [int(f["modification_time"]) for f in files]
+    rows += sum(int(f["num_records"]) for f in files)
+    if times:
+        oldest = min(times) if oldest is None else min(oldest, *times)
+    dt.__dict__["_cdc_sizes"] = (dt.version(), (rows, count + len(files), oldest))
+
+
 def table_sizes(state: DeltaTable | None, tail: DeltaTable | None) -> TableSizes:
     """:class:`TableSizes` of a table (``None``: that Delta table does not exist)."""
     state_rows = _summary(state)[0]

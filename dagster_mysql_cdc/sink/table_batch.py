@@ -57,6 +57,7 @@ from .key_model import KEY_PROPERTY, recorded_key
 from .layout import TablePaths
 from .live_rows import LIVE_ROWS, LIVE_STATE_VERSION, LIVE_TAIL_VERSION, window_delta
 from .live_rows import recorded as recorded_live_rows
+from .live_rows import remember as remember_live_rows
 from .spark_files import FileOutput
 from .storage import StorageSettings
 from .tail import cut_markers, tail_schema
@@ -563,6 +564,7 @@ class TableBatch:
                 LIVE_STATE_VERSION: str(live[1]),
                 LIVE_TAIL_VERSION: str(live[2]),
             }
+        before = self.tail_dt.version() if self.tail_dt is not None else None
         outcome = commit_files(
             storage,
             self.paths.tail,
@@ -575,8 +577,14 @@ class TableBatch:
             properties={KEY_PROPERTY: self._key_json()},
         )
         self.tail_dt = open_table(storage, self.paths.tail)
+        if outcome.committed and self.tail_dt is not None and before is not None:
+            from .compaction import appended
+
+            appended(self.tail_dt, before, files)  # its compaction check does not list it again
         if live is not None and outcome.committed:
             self.live_after = live[0]
+            if self.tail_dt is not None and self.tail_dt.version() == live[2] + 1 == outcome.table_version:
+                remember_live_rows(self.tail_dt, live[1], live[0])
         if outcome.committed:
             self.committed_tail = [str(f["path"]) for f in files]
         return outcome
