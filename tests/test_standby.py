@@ -295,3 +295,46 @@ def test_a_window_of_several_tables_logs_each_table_once_as_its_commit_is_done(l
             assert "lag_seconds" in md and "behind_head_bytes" in md, sorted(md)
         assert not _table_materializations(cdc.instance, dg.AssetKey([db, db, "quiet"]), result.run_id)
         assert sorted(early) == [(db, n) for n in names[:3]]  # each logged by its own commit
+
+
+@pytest.mark.integration
+def test_a_following_run_goes_on_over_ddl_of_a_database_it_does_not_capture(local_storage):
+    """DDL elsewhere on the server (another application's migration, a database created and
+    dropped) cannot change a captured table: the run follows on over it instead of ending, so
+    the next change is read by the same run, not by a run the sensor starts after a tick."""
+    with scratch_database("ddlelse") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"INSERT INTO {db}.t VALUES (1, 10)")
+        cdc = SensorDriven(
+            capture_resource(db, stream_follow_seconds=30.0, stream_follow_idle_seconds=3.0),
+            local_storage.base_uri,
+            sensor_options={"run_wait_seconds": 0, "standby": False},
+        )
+        assert all(r.success for r in cdc.ticks().runs)
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.t VALUES (2, 20)")
+        (req,) = cdc.tick_once().run_requests
+        key = dg.AssetKey([db, db, "t"])
+        thread, out = _launch_in_thread(cdc, req)
+        mine = dg.RunsFilter(tags={REQUEST_TAG: req.run_key})
+        run_id = _wait(lambda: [r.run_id for r in cdc.instance.get_runs(filters=mine)][:1], timeout=30.0)[0]
+        assert _wait(lambda: _table_materializations(cdc.instance, key, run_id), timeout=20.0)
+        assert thread.is_alive(), "the run ended before following"
+        other = f"{db}_other"
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE {other}")
+            cur.execute(f"CREATE TABLE {other}.o (id INT PRIMARY KEY)")
+            cur.execute(f"INSERT INTO {other}.o VALUES (1)")
+            cur.execute(f"DROP DATABASE {other}")
+        time.sleep(0.8)
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.t VALUES (3, 30)")
+        thread.join(timeout=120)
+        result = out["result"]
+        assert result.success and result.run_id == run_id
+        mats = _table_materializations(cdc.instance, key, run_id)
+        rows = sum(m.asset_materialization.metadata["rows"].value for m in mats)
+        assert rows == 2, "the change after the other database's DDL was read by the same run"
+        ids = sorted(read_current((db, "t"), local_storage.base_uri, server=db)["id"].to_pylist())
+        assert ids == [1, 2, 3]

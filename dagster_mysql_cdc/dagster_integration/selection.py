@@ -9,7 +9,10 @@ results (or, up to ``planned_checks_max_tables`` tables, plans them: see :func:`
 
 Every table is selected instead (the previous behaviour) when the window cannot be judged cheaply or
 safely: larger than ``stream_lookahead_max_bytes``; statements the binlog carries as SQL (DDL,
-statement-based DML); a row in the signal table (a signal may start a snapshot of any table);
+statement-based DML; a following run's planner passes over DDL that names only databases the
+capture's filter rules out, :func:`..source.ddl.scope.ddl_databases`,
+:meth:`..source.filters.TableFilter.may_capture_in`); a row in the signal table (a signal may
+start a snapshot of any table);
 ``stream_materialize_unchanged=True``; or the look-ahead fails. A running incremental snapshot adds
 the tables it reads.
 
@@ -68,16 +71,23 @@ def window_bytes(files: Sequence[tuple[str, int]], start: BinlogPosition, end: B
 
 
 def changed_tables(
-    mysql, start: BinlogPosition, end: BinlogPosition
+    mysql, start: BinlogPosition, end: BinlogPosition, *, ddl_elsewhere: bool = False
 ) -> tuple[set[tuple[str, str]] | None, str]:
     """``(tables with row events in [start, end), why)``; ``None`` = select every table.
 
     Args:
         mysql: the :class:`~.resources.MySqlCdcResource` (connection, filters, limits).
+        ddl_elsewhere: DDL that names only databases the filter rules out does not make the
+            window unjudgeable (a following run's planner: it reads the window itself, so the
+            statement still reaches the schema history). The sensor's look-ahead leaves it
+            ``False``: a window it finds no captured change in is committed without a run, and
+            a statement no run read would be missing from the schema history (a table created
+            elsewhere and later renamed into a captured database).
 
     Never raises: a failure of the look-ahead selects every table (the reason says why).
     """
     from ..source.binlog import BinlogReader, DdlStatement, RowsBatch, StatementDml
+    from ..source.ddl.scope import ddl_databases
 
     try:
         settings = mysql.connection_settings()
@@ -105,7 +115,12 @@ def changed_tables(
         )
         for item in reader:
             if isinstance(item, DdlStatement):
-                return None, "the window has DDL: every table selected"
+                dbs = ddl_databases(item.sql, item.database) if ddl_elsewhere else None
+                if dbs is None or any(
+                    flt.may_capture_in(d) or (sig is not None and d == sig[0]) for d in dbs
+                ):
+                    return None, "the window has DDL: every table selected"
+                continue  # DDL of databases the capture rules out: it changes no captured table
             if isinstance(item, StatementDml):
                 return None, "the window has statement-based DML: every table selected"
             if isinstance(item, RowsBatch):
@@ -211,7 +226,7 @@ def follow_planner(mysql, settings: ConnectionSettings, info: ServerInfo) -> Fol
         next_window=partial(
             next_window, settings, info, mysql.snapshot_mode, conn=PlannerConnection(settings)
         ),
-        changed_tables=partial(changed_tables, mysql),
+        changed_tables=partial(changed_tables, mysql, ddl_elsewhere=True),
     )
 
 

@@ -80,6 +80,28 @@ class TableFilter:
             return False
         return True
 
+    def may_capture_in(self, database: str) -> bool:
+        """Whether a table of ``database`` could be captured, now or once created: ``False`` only
+        when the lists rule the whole database out (the database lists, the exact ``only``
+        names, or table include patterns that each start with another literal database name and an
+        escaped dot).
+        A DDL statement that names only such databases cannot change a captured table."""
+        if self.only is not None:
+            return any(d.lower() == database.lower() for d, _ in self.only)
+        if self._dbi is not None and not any(p.fullmatch(database) for p in self._dbi):
+            return False
+        if self._dbx is not None and any(p.fullmatch(database) for p in self._dbx):
+            return False
+        if self.table_include_list:
+            for raw in self.table_include_list:
+                # only ``literal\.rest`` rules a database out: an unescaped dot matches any
+                # character, so ``cap.x\.t`` also matches database ``capXx``
+                m = re.match(r"([A-Za-z0-9_$]+)\\\.", raw.strip())
+                if m is None or m.group(1).lower() == database.lower():
+                    return True  # a pattern that may match a table of the database
+            return False
+        return True
+
     def without(self, tables: Sequence[tuple[str, str]]) -> TableFilter:
         """This filter without the exact names ``tables``."""
         return replace(self, skipped=self.skipped | frozenset(tables))
