@@ -24,6 +24,9 @@ from dagster_mysql_cdc.source.filters import TableFilter
         ("TRUNCATE TABLE other.t", None, {"other"}),
         ("CREATE INDEX i ON other.t (c)", None, {"other"}),
         ("CREATE VIEW other.v AS SELECT * FROM cap.t", None, {"other", "cap"}),
+        ("CREATE TABLE other.t (id INT) /*!40101 ENGINE=InnoDB */", None, {"other"}),
+        ("CREATE TABLE other.t (id INT) /*!50100 PARTITION BY HASH (id) */", None, None),  # not parsed
+        ("DROP TABLE other.t /*M!, cap.u */", None, {"other", "cap"}),  # a MariaDB-only name counts
         ("CREATE TABLE t (id INT)", None, None),  # no session database: cannot be judged
         ("RENAME TABLE other.t TO cap.t", None, None),  # not parsed by sqlglot: cannot be judged
         ("GRANT SELECT ON other.* TO u", None, None),

@@ -207,29 +207,37 @@ def test_a_standby_run_reports_a_change_while_it_waits_and_the_sensor_commits_it
         assert nxt.tags[STANDBY_TAG] == "true" and nxt.run_key != req.run_key
 
 
+def _following_run(db, conn, local_storage, idle_seconds: float):
+    """A capture of ``db``'s table ``t`` (rows 1, then 2 after the snapshot) and its following
+    (not standby) run launched in a thread for the window of row 2, once that window's
+    materialization is logged: ``(cdc, key, thread, out, run_id)``."""
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
+        cur.execute(f"INSERT INTO {db}.t VALUES (1, 10)")
+    cdc = SensorDriven(
+        capture_resource(db, stream_follow_seconds=30.0, stream_follow_idle_seconds=idle_seconds),
+        local_storage.base_uri,
+        sensor_options={"run_wait_seconds": 0, "standby": False},
+    )
+    assert all(r.success for r in cdc.ticks().runs)
+    with conn.cursor() as cur:
+        cur.execute(f"INSERT INTO {db}.t VALUES (2, 20)")
+    (req,) = cdc.tick_once().run_requests
+    assert STANDBY_TAG not in req.tags
+    key = dg.AssetKey([db, db, "t"])
+    thread, out = _launch_in_thread(cdc, req)
+    mine = dg.RunsFilter(tags={REQUEST_TAG: req.run_key})
+    run_id = _wait(lambda: [r.run_id for r in cdc.instance.get_runs(filters=mine)][:1], timeout=30.0)[0]
+    # the requested window's materialization comes while the run goes on (it follows)
+    assert _wait(lambda: _table_materializations(cdc.instance, key, run_id), timeout=20.0)
+    assert thread.is_alive(), "the run ended before following"
+    return cdc, key, thread, out, run_id
+
+
 @pytest.mark.integration
 def test_a_following_run_reports_each_window_as_it_commits(local_storage):
     with scratch_database("perwin") as (db, conn):
-        with conn.cursor() as cur:
-            cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
-            cur.execute(f"INSERT INTO {db}.t VALUES (1, 10)")
-        cdc = SensorDriven(
-            capture_resource(db, stream_follow_seconds=30.0, stream_follow_idle_seconds=2.0),
-            local_storage.base_uri,
-            sensor_options={"run_wait_seconds": 0, "standby": False},
-        )
-        assert all(r.success for r in cdc.ticks().runs)
-        with conn.cursor() as cur:
-            cur.execute(f"INSERT INTO {db}.t VALUES (2, 20)")
-        (req,) = cdc.tick_once().run_requests
-        assert STANDBY_TAG not in req.tags
-        key = dg.AssetKey([db, db, "t"])
-        thread, out = _launch_in_thread(cdc, req)
-        mine = dg.RunsFilter(tags={REQUEST_TAG: req.run_key})
-        run_id = _wait(lambda: [r.run_id for r in cdc.instance.get_runs(filters=mine)][:1], timeout=30.0)[0]
-        # the requested window's materialization comes while the run goes on (it follows)
-        assert _wait(lambda: _table_materializations(cdc.instance, key, run_id), timeout=20.0)
-        assert thread.is_alive(), "the run ended before following: nothing proves per-window reports"
+        cdc, key, thread, out, run_id = _following_run(db, conn, local_storage, 2.0)
         for i in (3, 4):  # two more windows, apart: each is read and reported on its own
             time.sleep(0.8)
             with conn.cursor() as cur:
@@ -303,24 +311,7 @@ def test_a_following_run_goes_on_over_ddl_of_a_database_it_does_not_capture(loca
     dropped) cannot change a captured table: the run follows on over it instead of ending, so
     the next change is read by the same run, not by a run the sensor starts after a tick."""
     with scratch_database("ddlelse") as (db, conn):
-        with conn.cursor() as cur:
-            cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
-            cur.execute(f"INSERT INTO {db}.t VALUES (1, 10)")
-        cdc = SensorDriven(
-            capture_resource(db, stream_follow_seconds=30.0, stream_follow_idle_seconds=3.0),
-            local_storage.base_uri,
-            sensor_options={"run_wait_seconds": 0, "standby": False},
-        )
-        assert all(r.success for r in cdc.ticks().runs)
-        with conn.cursor() as cur:
-            cur.execute(f"INSERT INTO {db}.t VALUES (2, 20)")
-        (req,) = cdc.tick_once().run_requests
-        key = dg.AssetKey([db, db, "t"])
-        thread, out = _launch_in_thread(cdc, req)
-        mine = dg.RunsFilter(tags={REQUEST_TAG: req.run_key})
-        run_id = _wait(lambda: [r.run_id for r in cdc.instance.get_runs(filters=mine)][:1], timeout=30.0)[0]
-        assert _wait(lambda: _table_materializations(cdc.instance, key, run_id), timeout=20.0)
-        assert thread.is_alive(), "the run ended before following"
+        cdc, key, thread, out, run_id = _following_run(db, conn, local_storage, 3.0)
         other = f"{db}_other"
         with conn.cursor() as cur:
             cur.execute(f"CREATE DATABASE {other}")

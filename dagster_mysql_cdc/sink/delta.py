@@ -411,7 +411,7 @@ def transaction_version(dt: DeltaTable, app_id: str) -> int | None:
     key = (dt.version(), app_id)
     memo: dict[tuple[int, str], int | None] = dt.__dict__.setdefault("_cdc_txn_versions", {})
     if key not in memo:
-        for k in [k for k in memo if k[0] != key[0]]:  # a kept handle lives for many versions
+        for k in [k for k in memo if k[0] != key[0]]:  # a run-long cached handle lives for many versions
             del memo[k]
         memo[key] = dt.transaction_version(app_id)
     return memo[key]

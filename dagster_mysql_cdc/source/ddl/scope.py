@@ -20,14 +20,15 @@ from .dialect import try_parse_statement
 def ddl_databases(sql: str, default_database: str | None) -> set[str] | None:
     """The databases ``sql`` names: the database of ``CREATE``/``DROP DATABASE`` (``SCHEMA``), else
     every table name's database (an unqualified name: ``default_database``, the binlog event's
-    session database). Executable comments are resolved as a MySQL server runs them.
+    session database). Executable comments count whatever the server (every name one may hold).
 
     Returns:
         the names; ``None`` when the statement cannot be judged (sqlglot cannot parse it, it names
         no table, a three-part name, or an unqualified name without a session database): the
         caller treats it as changing any table.
     """
-    tree = try_parse_statement(resolve_executable_comments(sql, None, False))
+    # every executable comment kept (MySQL and MariaDB ones, any version): a superset of the names
+    tree = try_parse_statement(resolve_executable_comments(sql, None, True))
     if tree is None:
         return None
     kind = str(tree.args.get("kind") or "").upper()
