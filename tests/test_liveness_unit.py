@@ -85,8 +85,16 @@ def test_a_run_that_never_beat(tmp_path):
     listening.close()
 
 
-def test_the_heartbeat_beats_until_the_block_ends():
+def test_the_heartbeat_beats_until_the_run_is_finished():
+    """Beats from the step's start; after the step (the block) they go on while Dagster ends the
+    run in the worker, and stop once the run is finished (or ``after`` seconds past the step)."""
     beats: list[str] = []
+    finished = {"run": False}
+
+    class Run:
+        @property
+        def is_finished(self):
+            return finished["run"]
 
     class Instance:
         def add_run_tags(self, run_id, tags):
@@ -95,14 +103,46 @@ def test_the_heartbeat_beats_until_the_block_ends():
                 raise RuntimeError("run storage busy")  # skipped: the next beat tries again
             beats.append(tags[WORKER_TAG])
 
+        def get_run_by_id(self, run_id):
+            if len(beats) == 6:
+                raise RuntimeError("run storage busy")  # not known: beats on
+            return Run()
+
     with worker_heartbeat(Instance(), "0123456789abcdef", every=0.05):
         assert len(beats) == 1  # the first beat comes before the block runs
-        time.sleep(0.5)
+        time.sleep(0.3)
     n = len(beats)
-    assert n >= 5 and "refused" in beats
-    time.sleep(0.2)
-    assert len(beats) == n  # stopped with the block
+    assert n >= 4 and "refused" in beats
+    time.sleep(0.4)
+    assert len(beats) >= n + 4  # the step ended, the run did not: still beating
+    finished["run"] = True
+    time.sleep(0.15)
+    m = len(beats)
+    time.sleep(0.3)
+    assert len(beats) == m  # stopped once the run is finished
     assert all(WorkerBeat.from_tags({WORKER_TAG: b}) for b in beats if b != "refused")
+
+
+def test_the_heartbeat_stops_after_its_bound_past_the_step():
+    beats: list[str] = []
+
+    class Instance:
+        def add_run_tags(self, run_id, tags):
+            beats.append(tags[WORKER_TAG])
+
+        def get_run_by_id(self, run_id):
+            class Going:
+                is_finished = False
+
+            return Going()
+
+    with worker_heartbeat(Instance(), "0123456789abcdef", every=0.05, after=0.3):
+        pass
+    time.sleep(0.6)
+    n = len(beats)
+    assert 3 <= n <= 9
+    time.sleep(0.3)
+    assert len(beats) == n
 
 
 def test_a_launch_that_died_of_a_signal_is_a_killed_run_not_a_failing_window():

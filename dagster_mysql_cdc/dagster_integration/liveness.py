@@ -9,7 +9,8 @@ heartbeat in its run tags, and the binlog sensor judges the run it waits for:
 
 - the run writes :data:`.protocol.WORKER_TAG` (its host, pid, the process's start time and the
   time of the beat) when its step starts and every :data:`HEARTBEAT_SECONDS` after
-  (:func:`worker_heartbeat`, a thread of its own: beats go on while the run reads or writes);
+  (:func:`worker_heartbeat`, a thread of its own: beats go on while the run reads or writes, and
+  after its step until the run is finished, up to :data:`AFTER_STEP_SECONDS`);
 - the sensor (:func:`dead_worker_reason`) calls the run dead when its worker's process is gone
   from this host (same host name: the pid is checked, with its start time against pid reuse),
   when the beat is older than :data:`DEAD_AFTER_SECONDS` (another host, or a worker that hangs),
@@ -40,6 +41,8 @@ from .protocol import WORKER_TAG
 HEARTBEAT_SECONDS = 10.0
 #: A beat older than this: the worker is dead (or hangs).
 DEAD_AFTER_SECONDS = 60.0
+#: How long a run's beats go on after its step ended while Dagster ends the run in the worker.
+AFTER_STEP_SECONDS = 600.0
 #: A run that never beat this long after it was launched: its worker never got to run the capture.
 START_TIMEOUT_SECONDS = 300.0
 #: A run that never beat, launched by a code server gone from this host, is dead after this long
@@ -108,15 +111,34 @@ class WorkerBeat:
 
 
 @contextmanager
-def worker_heartbeat(instance: Any, run_id: str, every: float = HEARTBEAT_SECONDS) -> Iterator[None]:
+def worker_heartbeat(
+    instance: Any, run_id: str, every: float = HEARTBEAT_SECONDS, after: float = AFTER_STEP_SECONDS
+) -> Iterator[None]:
     """Beat in run ``run_id``'s tags while the block runs: once at once, then every ``every``
-    seconds from a daemon thread, which stops with the block. A beat the run storage refuses is
-    skipped (the next one tries again); the first one raises (the run cannot be watched)."""
+    seconds from a daemon thread. A beat the run storage refuses is skipped (the next one tries
+    again); the first one raises (the run cannot be watched).
+
+    The beats go on after the block (the step) ends, until the run is finished, for up to
+    ``after`` seconds: Dagster still has the run's end to do in the worker (the compute logs
+    captured and, with a remote compute log manager, uploaded; the run's end events), and a
+    worker alive there is not dead. A run whose end took 60 s in Dagster's compute-log clean-up
+    was marked failed by the sensor after its step had succeeded (a test run in a thread of
+    pytest's process). The thread dies with the worker's process."""
     instance.add_run_tags(run_id, {WORKER_TAG: WorkerBeat.now().to_json()})
-    stop = threading.Event()
+    step_ended: list[float] = []
 
     def beat() -> None:
-        while not stop.wait(every):
+        while True:
+            time.sleep(every)
+            if step_ended:
+                if time.time() - step_ended[0] > after:
+                    return
+                try:
+                    run = instance.get_run_by_id(run_id)
+                    if run is None or run.is_finished:
+                        return
+                except Exception:  # noqa: BLE001 - a busy run storage: beat on, ask again next time
+                    pass
             try:
                 instance.add_run_tags(run_id, {WORKER_TAG: WorkerBeat.now().to_json()})
             except Exception:  # a busy or restarting run storage: the next beat tries again
@@ -127,7 +149,7 @@ def worker_heartbeat(instance: Any, run_id: str, every: float = HEARTBEAT_SECOND
     try:
         yield
     finally:
-        stop.set()
+        step_ended.append(time.time())
 
 
 def _launcher_socket_gone(tags: Any) -> bool:
