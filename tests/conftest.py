@@ -21,6 +21,24 @@ from dagster_mysql_cdc.source.connection import ConnectionSettings
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _restore_interrupt_signals() -> None:
+    """Give SIGINT and SIGTERM their default meaning when the suite was started with them ignored
+    (``nohup``, ``cmd &`` in a non-interactive shell, some CI runners). Dagster maps SIGTERM to
+    SIGINT's handler (``setup_interrupt_handlers``), so an ignored SIGINT makes SIGTERM ignored
+    too, and the processes a run starts inherit that: the ``tail -F`` of each in-process run's
+    compute-log capture then ignores Dagster's ``terminate()`` and the run's end waits 2 x 30 s
+    for it (a run marked failed by the sensor after its step succeeded, 60 s lost per run)."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+_restore_interrupt_signals()
+
+
 def env(name: str, default: str) -> str:
     return os.environ.get(name, default)
 
