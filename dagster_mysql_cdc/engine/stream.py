@@ -718,8 +718,7 @@ class BinlogStreamingSource:
                 uri
                 for (db, t), te in self.tables.items()
                 if te.sink is None
-                for p in (self.writer.paths(db, t),)
-                for uri in (p.state, p.tail, p.changelog)
+                for uri in self.writer.paths(db, t).delta_tables()
             ],
             self.options.commit_workers,
             app_id=self.start.txn_app(STREAM_APP_ID),  # what each table's batch asks first

@@ -50,7 +50,7 @@ from .incremental_source import IncrementalOptions
 from .isolation import catch_up
 from .run_log import RunLog
 from .snapshot_run import SnapshotReads, snapshot_tables
-from .stream import StreamOptions
+from .stream import STREAM_APP_ID, StreamOptions
 from .window_result import WindowResult, merge_window_results
 from .window_run import run_window
 
@@ -538,7 +538,7 @@ class StreamRun:
         deadline = time.monotonic() + max(0.0, float(opts.follow_seconds))
         if standby and self.planner is not None:
             self.warm_up()
-            self.load_handles(selected)
+            self.load_handles(selected, result.end.txn_app(STREAM_APP_ID))
         idle_since: float | None = None
         windows = 0
         while True:
@@ -623,7 +623,7 @@ class StreamRun:
             return
         self.log.info(f"Standby: Spark warm in {seconds:.1f}s, waiting for the next change")
 
-    def load_handles(self, tables: set[tuple[str, str]]) -> None:
+    def load_handles(self, tables: set[tuple[str, str]], app_id: str) -> None:
         """A standby run's Delta handles of ``tables``' change logs, states and tails, loaded
         side by side before the first change (:func:`..sink.delta.preload`) into the run's handle
         cache (the :func:`..sink.delta.handle_cache` block a Dagster run holds for its whole
@@ -631,17 +631,17 @@ class StreamRun:
         stat of its next commit file on a local disk) instead of loading three per table, about
         11 ms of CPU each. Nothing is loaded outside such a block (nothing would keep them). A
         table that cannot be read is left to its window (which stops it alone, as it would
-        have); a failure here is logged, never raised."""
+        have); a failure here is logged, never raised. ``app_id``: the windows' batch application
+        (each table's batch version of it is read here too, as a window's own preload does)."""
         if not in_handle_cache():
             return
         try:
-            uris = []
-            for db, table in sorted(tables):
-                paths = self.writer.paths(db, table)
-                uris += [paths.changelog, paths.state, paths.tail]
+            uris = [
+                uri for db, table in sorted(tables) for uri in self.writer.paths(db, table).delta_tables()
+            ]
             t0 = time.monotonic()
             with handle_cache():  # (nested: the handles stay in the run's block)
-                preload(self.writer.storage, uris, max(1, self.options.stream.commit_workers))
+                preload(self.writer.storage, uris, max(1, self.options.stream.commit_workers), app_id=app_id)
                 count = cached_handle_count()
             self.log.info(
                 f"Standby: {count} Delta handles of {len(tables)} table(s) loaded in {time.monotonic() - t0:.1f}s"

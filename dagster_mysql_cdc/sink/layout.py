@@ -106,6 +106,10 @@ class TablePaths:
         if not self.tail and self.state:
             object.__setattr__(self, "tail", f"{self.state}_tail")
 
+    def delta_tables(self) -> tuple[str, str, str]:
+        """The URIs of the table's three Delta tables: ``state``, ``tail``, ``changelog``."""
+        return (self.state, self.tail, self.changelog)
+
 
 @dataclass(frozen=True)
 class LakeLayout:
