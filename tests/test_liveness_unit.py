@@ -199,3 +199,28 @@ def test_a_tick_waiting_for_a_run_whose_worker_is_gone_does_not_wait_its_whole_b
             instance, live, 2.5, poll=0.05, check=lambda r: _dead_marked_failed(instance, r, notes)
         )
         assert out.status == dg.DagsterRunStatus.STARTED and len(notes) == 1
+
+
+def test_an_in_memory_instance_gets_no_beat_after_the_step():
+    """``DagsterInstance.ephemeral()`` (runs in the sensor's process, watched by nobody else): the
+    beats stop with the step, so none races the run's own end events on its SQLite tables."""
+    beats: list[str] = []
+
+    class Instance:
+        is_ephemeral = True
+
+        def add_run_tags(self, run_id, tags):
+            beats.append(tags[WORKER_TAG])
+
+        def get_run_by_id(self, run_id):
+            class Going:
+                is_finished = False
+
+            return Going()
+
+    with worker_heartbeat(Instance(), "0123456789abcdef", every=0.05):
+        time.sleep(0.2)
+    n = len(beats)
+    assert n >= 2  # beats during the step
+    time.sleep(0.3)
+    assert len(beats) <= n + 1  # at most the beat already under way

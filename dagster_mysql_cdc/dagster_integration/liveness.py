@@ -123,7 +123,14 @@ def worker_heartbeat(
     captured and, with a remote compute log manager, uploaded; the run's end events), and a
     worker alive there is not dead. A run whose end took 60 s in Dagster's compute-log clean-up
     was marked failed by the sensor after its step had succeeded (a test run in a thread of
-    pytest's process). The thread dies with the worker's process."""
+    pytest's process). The thread dies with the worker's process.
+
+    Not after the block on an in-memory instance (``DagsterInstance.ephemeral()``, as
+    :func:`.local.run_sensor_ticks` runs captures in process): no other process watches it, and
+    its SQLite tables refuse a reader while another connection writes ("database table is
+    locked"), so a beat there could fail the run's own end events."""
+    if getattr(instance, "is_ephemeral", False) is True:
+        after = 0.0
     instance.add_run_tags(run_id, {WORKER_TAG: WorkerBeat.now().to_json()})
     step_ended: list[float] = []
 
