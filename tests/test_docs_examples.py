@@ -173,6 +173,24 @@ def test_order_totals_follow_the_captured_tables(inventory_db, tmp_path):
             r[0] for r in _source("SELECT order_number FROM inventory.orders WHERE quantity > 1")
         )
         assert ns["products"].height == len(_source("SELECT id FROM inventory.products"))
+
+        # a second window in a row: the tables' data versions change again (a materialization
+        # logged as its window commits carries its own: the change log's version and position)
+        evaluation = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=evaluation.cursor)
+        assert evaluation.get_num_requested(TOTALS_KEY) == 0
+        before = instance.get_latest_materialization_event(ORDERS)
+        conn = root_connect(autocommit=True)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("UPDATE inventory.orders SET quantity = 4 WHERE order_number = 10002")
+        finally:
+            conn.close()
+        ticks = run_sensor_ticks(sensor, inventory_cdc, resources, instance, cursor=ticks.cursor)
+        assert ticks.runs and all(r.success for r in ticks.runs)
+        after = instance.get_latest_materialization_event(ORDERS)
+        assert after.tags["dagster/data_version"] != before.tags["dagster/data_version"]
+        evaluation = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=evaluation.cursor)
+        assert evaluation.get_num_requested(TOTALS_KEY) == 1
     finally:
         run_infra("infra/load_dataset.sh", "inventory")  # leave the pristine sample to other tests
 

@@ -102,6 +102,20 @@ def test_windows_that_change_every_table_of_a_large_capture(local_storage, monke
         evaluations = snap.get_asset_check_evaluations()
         assert len({(tuple(e.asset_key.path), e.check_name) for e in evaluations}) == 3 * TABLES + 2
         assert [e for e in evaluations if not e.passed] == []
+        # each table's materialization logged alone (no STEP_OUTPUT per table), one summary
+        # line instead of a line per table
+        assert len(snap.get_asset_materialization_events()) == TABLES + 1
+        outputs = [
+            e.step_output_data.output_name for e in snap.all_events if e.event_type_value == "STEP_OUTPUT"
+        ]
+        assert [o for o in outputs if "binlog" not in o] == []
+        lines = [e.user_message for e in cdc.instance.all_logs(snap.run_id) if not e.is_dagster_event]
+        assert [
+            m
+            for m in lines
+            if m.startswith(f"Snapshot: {TABLES} table(s) committed, {TABLES * ROWS} rows at")
+        ]
+        assert [m for m in lines if " rows at " in m and not m.startswith("Snapshot: ")] == []
 
         # 1. one transaction changes every table: one window
         _touch_all(conn, db, 1)

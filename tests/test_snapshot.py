@@ -206,6 +206,46 @@ def test_subset_materialization_snapshots_only_selected(inventory_db, local_stor
     assert metas[(SERVER, "inventory", "products")]["dagster/row_count"].value == 9
 
 
+def test_a_snapshot_yields_outputs_only_to_a_downstream_step_of_its_run(inventory_db, local_storage):
+    """A capture-only snapshot run logs each table's materialization alone (no STEP_OUTPUT event
+    per table: Dagster stores one for every output); a run that also materializes an asset
+    downstream of a table yields the tables' outputs, so Dagster does not skip that step."""
+    mysql = mysql_resource(table_include_list=["inventory\\.(customers|products)"])
+    customers = dg.AssetKey([SERVER, "inventory", "customers"])
+
+    @mysql_cdc_assets(tables=mysql.discover_tables(), server_name=SERVER)
+    def cdc(context: dg.AssetExecutionContext, mysql: MySqlCdcResource, lake: CdcLakeResource):
+        yield from mysql.sync(context=context, lake=lake)
+
+    @dg.asset(deps=[customers])
+    def customer_report() -> int:
+        return 1
+
+    resources = {"mysql": mysql, "lake": lake_resource(local_storage)}
+
+    def table_outputs(result) -> list[str]:  # the tables' outputs (not the checks' nor the binlog's)
+        names = {f"{SERVER}__inventory__customers", f"{SERVER}__inventory__products"}
+        return [
+            e.step_output_data.output_name
+            for e in result.all_events
+            if e.event_type_value == "STEP_OUTPUT" and e.step_output_data.output_name in names
+        ]
+
+    alone = dg.materialize([cdc], resources=resources)
+    assert alone.success
+    mats = {tuple(e.asset_key.path) for e in alone.get_asset_materialization_events()}
+    assert {(SERVER, "inventory", "customers"), (SERVER, "inventory", "products")} <= mats
+    assert table_outputs(alone) == []
+
+    both = dg.materialize([cdc, customer_report], resources=resources)
+    assert both.success
+    steps = {
+        e.step_key: e.event_type_value for e in both.all_events if e.is_step_success or e.is_step_skipped
+    }
+    assert steps["customer_report"] == "STEP_SUCCESS", steps
+    assert len(table_outputs(both)) == 2
+
+
 def test_no_data_mode_writes_schema_and_position_only(inventory_db, local_storage):
     mysql = mysql_resource(table_include_list=["inventory\\.products"], snapshot_mode="no_data")
     meta = materialize(mysql, local_storage)[(SERVER, "inventory", "products")]

@@ -64,13 +64,16 @@ from .protocol import (
 )
 from .resource_fields import SECRET, resolve
 from .run_report import (
+    logged_materialization,
     optional,
+    outputs_read_in_run,
     range_resnapshot_result,
     snapshot_binlog_metadata,
     snapshot_metadata,
     state_behind_metadata,
     state_due_report,
     stream_metadata,
+    table_data_version,
     table_results,
     window_lag_metadata,
 )
@@ -691,6 +694,7 @@ class MySqlCdcResource(
         )
         last = None
         written: dict[tuple[str, str], dict] = {}
+        outputs = outputs_read_in_run(context)
         for r in snapshot_tables(
             self.connection_settings(),
             tables,
@@ -707,8 +711,17 @@ class MySqlCdcResource(
             last = r
             written[(r.schema.database, r.schema.table)] = r.write.extra.get("compaction") or {}
             key = keys_by_table.get((r.schema.database, r.schema.table))
-            if key is not None:
-                yield dg.MaterializeResult(asset_key=key, metadata=snapshot_metadata(r))
+            if key is None:
+                continue
+            done: dg.MaterializeResult = dg.MaterializeResult(
+                asset_key=key,
+                metadata=snapshot_metadata(r),
+                data_version=table_data_version(r.write.changelog.table_version, r.position),
+            )
+            if outputs:
+                yield done
+            else:  # nothing in the run reads the output: the materialization alone (no STEP_OUTPUT)
+                context.log_event(logged_materialization(done))
         if last is not None and self.pk_range_rows > 0:
             self.refresh_pk_ranges(context.instance, storage, [k for k in tables])
         if binlog_key is not None and last is not None:
@@ -795,7 +808,11 @@ class MySqlCdcResource(
         for r in outcome.snapshots:  # a blocking snapshot: the tables the window did not change
             key = keys_by_table.get((r.schema.database, r.schema.table))
             if key is not None and (r.schema.database, r.schema.table) not in result.tables:
-                yield dg.MaterializeResult(asset_key=key, metadata=snapshot_metadata(r))
+                yield dg.MaterializeResult(
+                    asset_key=key,
+                    metadata=snapshot_metadata(r),
+                    data_version=table_data_version(r.write.changelog.table_version, r.position),
+                )
         lag = window_lag_metadata(context, settings, info, reached, result.last_event_ts_ms)
         # what the windows did not report: the tables a blocking snapshot replaced after them
         again = {(r.schema.database, r.schema.table) for r in outcome.snapshots}

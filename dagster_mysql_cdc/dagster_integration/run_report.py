@@ -74,6 +74,7 @@ def table_results(
             rows_now = optional(partial(live_row_count, storage, w.paths.state), "row count")
         yield dg.MaterializeResult(
             asset_key=key,
+            data_version=table_data_version(w.changelog.table_version, reached),
             metadata={
                 **({"dagster/row_count": dg.MetadataValue.int(rows_now)} if rows_now is not None else {}),
                 "dagster/uri": dg.MetadataValue.path(w.paths.state),
@@ -206,6 +207,44 @@ def state_due_report(
         due = state_due_at(comp, bound_seconds, now)
         out[f"{db}.{table}"] = None if due is None else float(math.ceil(due))  # whole seconds: a small cursor
     return out
+
+
+def table_data_version(changelog_version: int, position: BinlogPosition) -> dg.DataVersion:
+    """A table materialization's data version: the Delta version of its change log after the
+    commit and the binlog position the data is as of (``v<version>@<file>:<pos>``). It changes
+    exactly when the table's data may have changed: a window or snapshot that appended to the
+    change log, or a new change log after a reset (a new position); a retried commit that was
+    skipped (the data committed by an earlier attempt) keeps it.
+
+    Given explicitly because a materialization logged with ``context.log_event`` gets none from
+    Dagster (a yielded output does): without it ``AutomationCondition.data_version_changed()``
+    (the README's downstream example, ``assets/downstream.py``) would see two windows in a row
+    as no change."""
+    return dg.DataVersion(f"v{changelog_version}@{position.file}:{position.pos}")
+
+
+def logged_materialization(r: dg.MaterializeResult) -> dg.AssetMaterialization:
+    """``r`` as an ``AssetMaterialization`` event for ``context.log_event`` (no step output),
+    its data version (:func:`table_data_version`) as the ``dagster/data_version`` tag Dagster
+    reads it from."""
+    from dagster._core.definitions.data_version import DATA_VERSION_TAG
+
+    assert r.asset_key is not None
+    tags = {DATA_VERSION_TAG: r.data_version.value} if r.data_version is not None else None
+    return dg.AssetMaterialization(asset_key=r.asset_key, metadata=r.metadata, tags=tags)
+
+
+def outputs_read_in_run(context: dg.AssetExecutionContext) -> bool:
+    """Whether another step of the run may read this op's outputs: its job (the run's subset of
+    it) holds a node other than the capture's op, e.g. a downstream asset selected with the
+    tables. A table's output then is yielded (``MaterializeResult``): a skippable asset whose
+    output is not yielded makes Dagster skip its downstream steps. Otherwise a snapshot logs each
+    table's ``AssetMaterialization`` alone, without the ``STEP_OUTPUT`` event Dagster stores
+    for an output (12-14 ms each on SQLite: docs/benchmarks.md, "Dagster's share"). A partitioned
+    run yields (the partition is the output's)."""
+    if context.has_partition_key:
+        return True
+    return any(n.name != context.op.name for n in context.job_def.nodes)
 
 
 def snapshot_metadata(r: SnapshotTableResult) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from ..sink.storage import StorageSettings
 from ..source.connection import ConnectionSettings, ServerInfo
 from .checks import TABLE_CHECKS
 from .protocol import BINLOG_METADATA_KEY, TABLE_METADATA_KEY
-from .run_report import estimated_rows_of, table_results, window_lag_metadata
+from .run_report import estimated_rows_of, logged_materialization, table_results, window_lag_metadata
 from .translator import table_of_spec
 
 if TYPE_CHECKING:
@@ -174,8 +174,7 @@ class WindowReporter:
             only=only,
             estimates=facts["estimates"],
         ):
-            assert r.asset_key is not None  # table_results names every asset
-            self.context.log_event(dg.AssetMaterialization(asset_key=r.asset_key, metadata=r.metadata))
+            self.context.log_event(logged_materialization(r))
 
 
 def standby_checks(

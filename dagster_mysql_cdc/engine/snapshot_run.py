@@ -17,6 +17,7 @@ range re-snapshots are DBLog chunks (see :mod:`.ranges`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -86,8 +87,9 @@ def snapshot_tables(
         epoch: the offset epoch of the snapshot's position.
         need_streaming: the source must allow streaming afterwards (binlog settings checked).
         log: the run's log: each table's outcome (its rows, position, whether it committed or an
-            earlier attempt had) and the rows left out of it (:func:`log_rows_left_out`) are
-            logged before it is yielded; ``None``: nothing is logged.
+            earlier attempt had; of more than :data:`TABLE_LINES_MAX` tables: progress lines and
+            a summary) and the rows left out of it (:func:`log_rows_left_out`) are logged before
+            it is yielded; ``None``: nothing is logged.
 
     Yields:
         one :class:`SnapshotTableResult` per table, once it is committed.
@@ -131,18 +133,52 @@ def snapshot_tables(
             history=history,
             epoch=epoch,
         )
-    return results if log is None else _logged(results, log, options.event_processing_failure_handling_mode)
+    return (
+        results
+        if log is None
+        else _logged(results, log, options.event_processing_failure_handling_mode, len(tables))
+    )
 
 
-def _logged(results: Iterator[SnapshotTableResult], log: RunLog, mode: str) -> Iterator[SnapshotTableResult]:
-    """``results``, each table's outcome logged before it is yielded (see :func:`snapshot_tables`)."""
+#: A snapshot of at most this many tables logs one INFO line per table; a larger one logs its
+#: progress at most every :data:`PROGRESS_SECONDS` and a summary (each log line is an event
+#: Dagster stores: 300 lines cost a 300-table snapshot 2-3 s under a daemon, docs/benchmarks.md).
+TABLE_LINES_MAX = 20
+PROGRESS_SECONDS = 10.0
+
+
+def _logged(
+    results: Iterator[SnapshotTableResult], log: RunLog, mode: str, tables: int
+) -> Iterator[SnapshotTableResult]:
+    """``results``, each table's outcome logged before it is yielded (see :func:`snapshot_tables`):
+    one line per table for up to :data:`TABLE_LINES_MAX` ``tables``, else progress lines and a
+    summary. The rows left out of a table are always logged (:func:`log_rows_left_out`)."""
+    per_table = tables <= TABLE_LINES_MAX
+    committed = skipped = rows = 0
+    position = None
+    shown = time.monotonic()
     for r in results:
-        log.info(
-            f"{r.schema.qualified_name}: {r.write.rows} rows at {r.position} "
-            f"({'committed' if r.write.state.committed else 'already committed, skipped'})"
-        )
+        if per_table:
+            log.info(
+                f"{r.schema.qualified_name}: {r.write.rows} rows at {r.position} "
+                f"({'committed' if r.write.state.committed else 'already committed, skipped'})"
+            )
+        else:
+            committed += 1 if r.write.state.committed else 0
+            skipped += 0 if r.write.state.committed else 1
+            rows += r.write.rows
+            position = r.position
+            if time.monotonic() - shown >= PROGRESS_SECONDS:
+                shown = time.monotonic()
+                log.info(f"Snapshot: {committed + skipped} of {tables} table(s) done, {rows:,} rows so far")
         log_rows_left_out(log, r, mode)
         yield r
+    if not per_table and committed + skipped:
+        again = f", {skipped} already committed by an earlier attempt (skipped)" if skipped else ""
+        log.info(
+            f"Snapshot: {committed} table(s) committed{again}, {rows:,} rows at {position} "
+            "(each table's rows are in its materialization's metadata)"
+        )
 
 
 def log_rows_left_out(log: RunLog, r: SnapshotTableResult, mode: str) -> None:
