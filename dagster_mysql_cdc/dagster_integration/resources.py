@@ -69,11 +69,10 @@ from .run_report import (
     outputs_read_in_run,
     range_resnapshot_result,
     snapshot_binlog_metadata,
-    snapshot_metadata,
+    snapshot_result,
     state_behind_metadata,
     state_due_report,
     stream_metadata,
-    table_data_version,
     table_results,
     window_lag_metadata,
 )
@@ -713,11 +712,7 @@ class MySqlCdcResource(
             key = keys_by_table.get((r.schema.database, r.schema.table))
             if key is None:
                 continue
-            done: dg.MaterializeResult = dg.MaterializeResult(
-                asset_key=key,
-                metadata=snapshot_metadata(r),
-                data_version=table_data_version(r.write.changelog.table_version, r.position),
-            )
+            done = snapshot_result(key, r)
             if outputs:
                 yield done
             else:  # nothing in the run reads the output: the materialization alone (no STEP_OUTPUT)
@@ -808,11 +803,7 @@ class MySqlCdcResource(
         for r in outcome.snapshots:  # a blocking snapshot: the tables the window did not change
             key = keys_by_table.get((r.schema.database, r.schema.table))
             if key is not None and (r.schema.database, r.schema.table) not in result.tables:
-                yield dg.MaterializeResult(
-                    asset_key=key,
-                    metadata=snapshot_metadata(r),
-                    data_version=table_data_version(r.write.changelog.table_version, r.position),
-                )
+                yield snapshot_result(key, r)
         lag = window_lag_metadata(context, settings, info, reached, result.last_event_ts_ms)
         # what the windows did not report: the tables a blocking snapshot replaced after them
         again = {(r.schema.database, r.schema.table) for r in outcome.snapshots}

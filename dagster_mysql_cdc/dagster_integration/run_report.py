@@ -234,6 +234,16 @@ def logged_materialization(r: dg.MaterializeResult) -> dg.AssetMaterialization:
     return dg.AssetMaterialization(asset_key=r.asset_key, metadata=r.metadata, tags=tags)
 
 
+def snapshot_result(key: dg.AssetKey, r: SnapshotTableResult) -> dg.MaterializeResult:
+    """A table's snapshot as its materialization: :func:`snapshot_metadata` and its data
+    version (:func:`table_data_version`)."""
+    return dg.MaterializeResult(
+        asset_key=key,
+        metadata=snapshot_metadata(r),
+        data_version=table_data_version(r.write.changelog.table_version, r.position),
+    )
+
+
 def outputs_read_in_run(context: dg.AssetExecutionContext) -> bool:
     """Whether another step of the run may read this op's outputs: its job (the run's subset of
     it) holds a node other than the capture's op, e.g. a downstream asset selected with the
