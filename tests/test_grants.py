@@ -332,3 +332,73 @@ def test_sakila_converges_with_the_documented_grants(local_storage, sakila_db):
             _assert_equal(local_storage, db, tables)
         finally:
             _drop_user(conn, user)
+
+
+# -- privileges granted through a role ------------------------------------------------------------
+
+
+def _role_user(conn, db: str, default_role: bool) -> tuple[str, str, str]:
+    """A user holding the "locked snapshot" grants through a role (its default role or not)."""
+    role = f"r_{uuid.uuid4().hex[:10]}"
+    name, pw = _user(conn, db, [])
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE ROLE {role}")
+        for g in MODES["locked snapshot"][1]:
+            cur.execute(g.format(db=db, u=role))
+        cur.execute(f"GRANT {role} TO '{name}'@'%'")
+        if default_role:
+            cur.execute(f"SET DEFAULT ROLE {role} FOR '{name}'@'%'")
+    return name, pw, role
+
+
+def _role_capture(db: str, user: str, pw: str, lake_base_uri: str) -> SensorDriven:
+    mysql = MySqlCdcResource(
+        host=MYSQL_HOST, port=MYSQL_PORT, user=user, password=pw, server_name=db,
+        database_include_list=[db], stream_follow_seconds=0.0,
+    )  # fmt: skip
+    return SensorDriven(mysql, lake_base_uri)
+
+
+def test_the_documented_grants_through_a_default_role_are_enough(local_storage):
+    """The preflight counts the privileges of the session's enabled role (and the roles granted
+    to it), as the server does: a user whose grants come from its default role captures."""
+    with scratch_database("grant") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(20))")
+            cur.execute(f"INSERT INTO {db}.t VALUES (1, 'a'), (2, 'b')")
+        user, pw, role = _role_user(conn, db, default_role=True)
+        try:
+            cdc = _role_capture(db, user, pw, local_storage.base_uri)
+            ticks = cdc.ticks()  # initial snapshot (preflight, read lock with RELOAD)
+            assert ticks.runs and all(r.success for r in ticks.runs)
+            with conn.cursor() as cur:
+                cur.execute(f"UPDATE {db}.t SET v = 'streamed' WHERE id = 2")
+            ticks = cdc.ticks()
+            assert ticks.runs and all(r.success for r in ticks.runs)
+            src, key = source_rows(db, "t")
+            assert live_state_rows(local_storage, local_storage.uri(db, db, "t", "state"), key) == src
+        finally:
+            _drop_user(conn, user)
+            with conn.cursor() as cur:
+                cur.execute(f"DROP ROLE IF EXISTS {role}")
+
+
+def test_a_granted_role_that_is_not_enabled_is_named_by_the_preflight(local_storage):
+    with scratch_database("grant") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY)")
+        user, pw, role = _role_user(conn, db, default_role=False)
+        try:
+            cdc = _role_capture(db, user, pw, local_storage.base_uri)
+            with pytest.raises(Exception) as excinfo:
+                cdc.ticks(max_ticks=1)
+            chain, e = [], excinfo.value
+            while e is not None:
+                chain.append(str(e))
+                e = e.__cause__ or e.__context__
+            text = "\n".join(chain)
+            assert f"SET DEFAULT ROLE `{role}` FOR '{user}'@'%'" in text, text[:2000]
+        finally:
+            _drop_user(conn, user)
+            with conn.cursor() as cur:
+                cur.execute(f"DROP ROLE IF EXISTS {role}")

@@ -34,7 +34,7 @@ GRANT_ADVICE = (
 _PRIVILEGE_ERRORS = (1227, 1044, 1142)
 
 
-def raise_for_missing_privilege(error: BaseException, user: str, doing: str) -> None:
+def raise_for_missing_privilege(error: BaseException, user: str, doing: str, conn: Any = None) -> None:
     """Turn a server's access-denied error into :class:`MissingPrivilegeError` with the ``GRANT``
     the preflight advises; return (so the caller re-raises) for any other error.
 
@@ -42,6 +42,9 @@ def raise_for_missing_privilege(error: BaseException, user: str, doing: str) -> 
         error: the exception caught (pymysql's errors carry ``(code, message)``).
         user: the capture user, named in the message.
         doing: what was attempted, e.g. ``"reading the binlog (REPLICATION SLAVE)"``.
+        conn: the session that was refused, if still open: roles granted to the user but not
+            enabled in it are named, with the ``SET DEFAULT ROLE`` that enables them
+            (:func:`role_hint`).
 
     Raises:
         MissingPrivilegeError: ``error`` is an access-denied error.
@@ -51,7 +54,7 @@ def raise_for_missing_privilege(error: BaseException, user: str, doing: str) -> 
         reason = args[1] if len(args) > 1 else str(error)
         raise MissingPrivilegeError(
             f"User {user!r} lacks a privilege for {doing}: the server said ({args[0]}) {reason}. "
-            f"Grant the capture privileges as root: {GRANT_ADVICE}"
+            f"Grant the capture privileges as root: {GRANT_ADVICE}{role_hint(conn) if conn is not None else ''}"
         ) from None
 
 
@@ -311,6 +314,7 @@ def current_position(conn: Any, info: ServerInfo) -> BinlogPosition:
                     e,
                     conn.user.decode() if isinstance(conn.user, bytes) else str(conn.user),
                     "reading the binlog position (REPLICATION CLIENT, BINLOG MONITOR on MariaDB)",
+                    conn,
                 )
                 raise
         if not row:
@@ -343,23 +347,53 @@ def binlog_files(conn: Any) -> list[tuple[str, int]]:
                 e,
                 conn.user.decode() if isinstance(conn.user, bytes) else str(conn.user),
                 "listing the binlog files (REPLICATION CLIENT, BINLOG MONITOR on MariaDB)",
+                conn,
             )
             raise
         return [(r[0], int(r[1])) for r in cur.fetchall()]
 
 
+def _grant_lines(conn: Any) -> list[str]:
+    """The current session's GRANT lines, its enabled roles' included.
+
+    MariaDB: ``SHOW GRANTS`` without ``FOR`` lists the user's grants and those of the enabled
+    role and the roles granted to it (``SHOW GRANTS FOR CURRENT_USER()`` lists only the
+    ``GRANT <role> TO`` line). MySQL 8: ``SHOW GRANTS FOR CURRENT_USER() USING <the active
+    roles>`` (``CURRENT_ROLE()``), since plain ``SHOW GRANTS`` leaves role privileges out. A
+    server that refuses the role query gets the user's own grants (MySQL 5.7 has no roles).
+    """
+    with conn.cursor() as cur:
+        server = str(conn.get_server_info() or "")
+        try:
+            if "mariadb" in server.lower():
+                cur.execute("SHOW GRANTS")
+            else:
+                cur.execute("SELECT CURRENT_ROLE()")
+                row = cur.fetchone()
+                active = str(row[0]) if row and row[0] else "NONE"
+                if active.upper() == "NONE":
+                    cur.execute("SHOW GRANTS FOR CURRENT_USER()")
+                else:
+                    cur.execute(f"SHOW GRANTS FOR CURRENT_USER() USING {active}")
+        except pymysql.err.MySQLError:
+            cur.execute("SHOW GRANTS FOR CURRENT_USER()")
+        return [str(r[0]) for r in cur.fetchall()]
+
+
+#: ``GRANT `role`[@`host`], ... TO ...`` (a role granted, no privilege: no `` ON ``).
+_ROLE_GRANT = re.compile(r"^GRANT ((?:`[^`]+`(?:@`[^`]*`)?(?:,\s*)?)+) TO ", re.IGNORECASE)
+
+
 def _granted_privileges(conn: Any) -> tuple[set[str], dict[str, set[str]]]:
-    """(global privileges, {database: privileges}) of the current user from SHOW GRANTS.
+    """(global privileges, {database: privileges}) of the current session from its GRANT lines
+    (:func:`_grant_lines`: the user's and its enabled roles').
 
     SHOW GRANTS text is server output (``GRANT a, b ON `db`.* TO ...``), read per line.
     """
     glob: set[str] = set()
     per_db: dict[str, set[str]] = {}
-    with conn.cursor() as cur:
-        cur.execute("SHOW GRANTS FOR CURRENT_USER()")
-        lines = [r[0] for r in cur.fetchall()]
     pat = re.compile(r"^GRANT (.+?) ON (.+?) TO ", re.IGNORECASE)
-    for line in lines:
+    for line in _grant_lines(conn):
         m = pat.match(line)
         if not m:
             continue
@@ -373,6 +407,43 @@ def _granted_privileges(conn: Any) -> tuple[set[str], dict[str, set[str]]]:
             db = obj.split(".")[0].strip("`")
             per_db.setdefault(db.replace("\\_", "_"), set()).update(privs)
     return glob, per_db
+
+
+def role_hint(conn: Any) -> str:
+    """A sentence naming the roles granted to the session's user that are not enabled in it,
+    with the statement that enables the first as its default role (``""``: none)."""
+    roles = _roles_not_enabled(conn)
+    if not roles:
+        return ""
+    try:
+        name, _, host = info_user(conn).rpartition("@")
+    except pymysql.err.MySQLError:
+        return ""
+    return (
+        f" Roles granted to it are not enabled in its sessions ({', '.join(roles)}): "
+        f"SET DEFAULT ROLE {roles[0]} FOR '{name}'@'{host}'; (a role's privileges count only when enabled)."
+    )
+
+
+def _roles_not_enabled(conn: Any) -> list[str]:
+    """Roles granted to the current user that give this session nothing: none is enabled
+    (MariaDB ``CURRENT_ROLE()`` NULL, MySQL ``NONE``). Best effort: ``[]`` on any error."""
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT CURRENT_ROLE()")
+            row = cur.fetchone()
+            if row and row[0] and str(row[0]).upper() != "NONE":
+                return []
+            cur.execute("SHOW GRANTS FOR CURRENT_USER()")
+            lines = [str(r[0]) for r in cur.fetchall()]
+    except pymysql.err.MySQLError:
+        return []
+    roles: list[str] = []
+    for line in lines:
+        m = _ROLE_GRANT.match(line)
+        if m and " ON " not in line.upper():
+            roles += [r.strip() for r in m.group(1).split(",") if r.strip()]
+    return roles
 
 
 def binlog_setting_problems(info: ServerInfo) -> tuple[list[str], list[str]]:
@@ -469,7 +540,9 @@ def preflight(
     if need_lock and not (has("RELOAD") or all(has("LOCK TABLES", db) for db in dbs)):
         missing.append("RELOAD or LOCK TABLES (needed for the snapshot's read lock)")
     if missing:
-        problems.append(f"User {info_user(conn)} lacks privileges: {', '.join(missing)}. {GRANT_ADVICE}")
+        problems.append(
+            f"User {info_user(conn)} lacks privileges: {', '.join(missing)}. {GRANT_ADVICE}{role_hint(conn)}"
+        )
     if problems:
         raise PreflightError(problems)
     check_tables_exist(conn, tables)
