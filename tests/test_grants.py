@@ -383,21 +383,26 @@ def test_the_documented_grants_through_a_default_role_are_enough(local_storage):
                 cur.execute(f"DROP ROLE IF EXISTS {role}")
 
 
-def test_a_granted_role_that_is_not_enabled_is_named_by_the_preflight(local_storage):
+def test_a_granted_role_that_is_not_enabled_is_named_by_the_preflight():
+    """A role granted but not enabled gives the sessions nothing: the preflight lists what is
+    missing and names the role with the statement that enables it."""
+    from dagster_mysql_cdc import PreflightError
+    from dagster_mysql_cdc.source.connection import ConnectionSettings, connect, preflight, server_info
+
     with scratch_database("grant") as (db, conn):
         with conn.cursor() as cur:
             cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY)")
         user, pw, role = _role_user(conn, db, default_role=False)
         try:
-            cdc = _role_capture(db, user, pw, local_storage.base_uri)
-            with pytest.raises(Exception) as excinfo:
-                cdc.ticks(max_ticks=1)
-            chain, e = [], excinfo.value
-            while e is not None:
-                chain.append(str(e))
-                e = e.__cause__ or e.__context__
-            text = "\n".join(chain)
-            assert f"SET DEFAULT ROLE `{role}` FOR '{user}'@'%'" in text, text[:2000]
+            session = connect(ConnectionSettings(host=MYSQL_HOST, port=MYSQL_PORT, user=user, password=pw))
+            try:
+                with pytest.raises(PreflightError) as excinfo:
+                    preflight(session, server_info(session), [(db, "t")])
+            finally:
+                session.close()
+            text = str(excinfo.value)
+            assert "REPLICATION SLAVE" in text and f"SELECT on `{db}`" in text, text
+            assert f"SET DEFAULT ROLE `{role}` FOR '{user}'@'%'" in text, text
         finally:
             _drop_user(conn, user)
             with conn.cursor() as cur:
