@@ -123,20 +123,27 @@ def test_the_heartbeat_beats_until_the_run_is_finished():
     assert all(WorkerBeat.from_tags({WORKER_TAG: b}) for b in beats if b != "refused")
 
 
+class _RunGoingOn:
+    """An instance whose run never finishes; it records the beats (``beats``)."""
+
+    def __init__(self, is_ephemeral: bool = False):
+        self.is_ephemeral = is_ephemeral
+        self.beats: list[str] = []
+
+    def add_run_tags(self, run_id, tags):
+        self.beats.append(tags[WORKER_TAG])
+
+    def get_run_by_id(self, run_id):
+        class Going:
+            is_finished = False
+
+        return Going()
+
+
 def test_the_heartbeat_stops_after_its_bound_past_the_step():
-    beats: list[str] = []
-
-    class Instance:
-        def add_run_tags(self, run_id, tags):
-            beats.append(tags[WORKER_TAG])
-
-        def get_run_by_id(self, run_id):
-            class Going:
-                is_finished = False
-
-            return Going()
-
-    with worker_heartbeat(Instance(), "0123456789abcdef", every=0.05, after=0.3):
+    instance = _RunGoingOn()
+    beats = instance.beats
+    with worker_heartbeat(instance, "0123456789abcdef", every=0.05, after=0.3):
         pass
     time.sleep(0.6)
     n = len(beats)
@@ -204,21 +211,9 @@ def test_a_tick_waiting_for_a_run_whose_worker_is_gone_does_not_wait_its_whole_b
 def test_an_in_memory_instance_gets_no_beat_after_the_step():
     """``DagsterInstance.ephemeral()`` (runs in the sensor's process, watched by nobody else): the
     beats stop with the step, so none races the run's own end events on its SQLite tables."""
-    beats: list[str] = []
-
-    class Instance:
-        is_ephemeral = True
-
-        def add_run_tags(self, run_id, tags):
-            beats.append(tags[WORKER_TAG])
-
-        def get_run_by_id(self, run_id):
-            class Going:
-                is_finished = False
-
-            return Going()
-
-    with worker_heartbeat(Instance(), "0123456789abcdef", every=0.05):
+    instance = _RunGoingOn(is_ephemeral=True)
+    beats = instance.beats
+    with worker_heartbeat(instance, "0123456789abcdef", every=0.05):
         time.sleep(0.2)
     n = len(beats)
     assert n >= 2  # beats during the step
