@@ -110,6 +110,32 @@ class WorkerBeat:
         return cls(socket.gethostname(), pid, _process_start(pid), time.time())
 
 
+#: Serialises this process's run-tag writes on an in-memory instance (see :func:`add_run_tags`).
+_IN_MEMORY_TAGS_LOCK = threading.Lock()
+
+
+def _in_memory(instance: Any) -> bool:
+    """Whether ``instance`` is an in-memory one (``DagsterInstance.ephemeral()``)."""
+    return getattr(instance, "is_ephemeral", False) is True
+
+
+def add_run_tags(instance: Any, run_id: str, tags: dict[str, str]) -> None:
+    """``instance.add_run_tags(run_id, tags)``; on an in-memory instance serialised with this
+    process's other run-tag writes (the heartbeat thread's and the run thread's): Dagster's
+    in-memory run storage vends a connection per call to one shared-cache SQLite database, which
+    refuses a write while another connection writes ("database table is locked") instead of
+    waiting, so a beat colliding with the run's ``record_progress`` would fail the run.
+
+    Raises:
+        whatever the run storage raises.
+    """
+    if _in_memory(instance):
+        with _IN_MEMORY_TAGS_LOCK:
+            instance.add_run_tags(run_id, tags)
+    else:
+        instance.add_run_tags(run_id, tags)
+
+
 @contextmanager
 def worker_heartbeat(
     instance: Any, run_id: str, every: float = HEARTBEAT_SECONDS, after: float = AFTER_STEP_SECONDS
@@ -128,10 +154,13 @@ def worker_heartbeat(
     Not after the block on an in-memory instance (``DagsterInstance.ephemeral()``, as
     :func:`.local.run_sensor_ticks` runs captures in process): no other process watches it, and
     its SQLite tables refuse a reader while another connection writes ("database table is
-    locked"), so a beat there could fail the run's own end events."""
-    if getattr(instance, "is_ephemeral", False) is True:
+    locked"), so a beat there could fail the run's own end events. There the block's end also
+    waits for a beat being written (:func:`add_run_tags`' lock), so none is in flight when
+    Dagster ends the step and the run."""
+    in_memory = _in_memory(instance)
+    if in_memory:
         after = 0.0
-    instance.add_run_tags(run_id, {WORKER_TAG: WorkerBeat.now().to_json()})
+    add_run_tags(instance, run_id, {WORKER_TAG: WorkerBeat.now().to_json()})
     step_ended: list[float] = []
 
     def beat() -> None:
@@ -147,7 +176,13 @@ def worker_heartbeat(
                 except Exception:  # noqa: BLE001 - a busy run storage: beat on, ask again next time
                     pass
             try:
-                instance.add_run_tags(run_id, {WORKER_TAG: WorkerBeat.now().to_json()})
+                if in_memory:
+                    with _IN_MEMORY_TAGS_LOCK:
+                        if step_ended:  # the step ended while this beat waited for the lock
+                            return
+                        instance.add_run_tags(run_id, {WORKER_TAG: WorkerBeat.now().to_json()})
+                else:
+                    instance.add_run_tags(run_id, {WORKER_TAG: WorkerBeat.now().to_json()})
             except Exception:  # a busy or restarting run storage: the next beat tries again
                 continue
 
@@ -156,7 +191,11 @@ def worker_heartbeat(
     try:
         yield
     finally:
-        step_ended.append(time.time())
+        if in_memory:
+            with _IN_MEMORY_TAGS_LOCK:  # a beat being written finishes first; none starts after
+                step_ended.append(time.time())
+        else:
+            step_ended.append(time.time())
 
 
 def _launcher_socket_gone(tags: Any) -> bool:

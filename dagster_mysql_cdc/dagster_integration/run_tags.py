@@ -19,6 +19,7 @@ from ..engine.incremental import IncrementalState
 from ..errors import ConfigurationError
 from ..events import BinlogPosition
 from ..source.failover import ServerIdentity
+from .liveness import add_run_tags
 from .protocol import (
     COMPACT_TAG,
     IDENTITY_TAG,
@@ -143,7 +144,7 @@ def record_progress(context: dg.AssetExecutionContext, progress: Any) -> None:
         whatever the Dagster instance's run storage raises (the run then fails before reading on).
     """
     value = json.dumps(progress.to_dict(), separators=(",", ":"), sort_keys=True)
-    context.instance.add_run_tags(context.run.run_id, {PROGRESS_TAG: value})
+    add_run_tags(context.instance, context.run.run_id, {PROGRESS_TAG: value})
 
 
 @dataclass(frozen=True)
