@@ -32,7 +32,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ..private_files import PrivateFiles, SealedDataSource, read_pickled, write_pickled
-from ..sink.spark_files import FileOutput, OutputFiles, read_storage_ref
+from ..sink.spark_files import FileOutput, OutputFiles, all_or_nothing, read_storage_ref
 from ..source.connection import connect
 from ..source.split_reader import SplitJob
 from ..source.splits import read_split
@@ -82,9 +82,8 @@ def write_group(job: SplitFilesJob, group: int, key: bytes | None) -> dict:
     """
     storage = read_storage_ref(job.storage_ref, key)
     fs = storage.pyarrow_filesystem()
-    outs = [OutputFiles(o, storage, fs, job.rows_per_file) for o in job.outputs]
     rows = 0
-    try:
+    with all_or_nothing([OutputFiles(o, storage, fs, job.rows_per_file) for o in job.outputs]) as outs:
         for split in job.split.groups[group]:
             conn = connect(job.split.settings)
             try:
@@ -95,12 +94,6 @@ def write_group(job: SplitFilesJob, group: int, key: bytes | None) -> dict:
                     rows += batch.num_rows
             finally:
                 conn.close()
-        for o in outs:
-            o.close()
-    except BaseException:
-        for o in outs:
-            o.discard()
-        raise
     return {"group": group, "rows": rows, "files": [o.files for o in outs]}
 
 

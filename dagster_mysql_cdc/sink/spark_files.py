@@ -43,7 +43,8 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -444,6 +445,26 @@ class OutputFiles:
         _delete(self.fs, self.base, self.files)
 
 
+@contextmanager
+def all_or_nothing(outs: list[OutputFiles]) -> Iterator[list[OutputFiles]]:
+    """The output files of one Spark task, all or nothing: when the block ends, each output's
+    last file is closed (:meth:`OutputFiles.close`, uploaded on S3); when the block or a close
+    raises, every file the task wrote is deleted (:meth:`OutputFiles.discard`) and the error is
+    raised. The driver commits only what a task returned, so a failed task leaves no files.
+
+    Yields:
+        ``outs``.
+    """
+    try:
+        yield outs
+        for o in outs:
+            o.close()
+    except BaseException:
+        for o in outs:
+            o.discard()
+        raise
+
+
 class DeltaFilesWriter(DataSourceArrowWriter):
     """Writes each task's payload chunks as Parquet files of at most ``rows_per_file`` rows.
 
@@ -469,49 +490,44 @@ class DeltaFilesWriter(DataSourceArrowWriter):
             by_group.setdefault(o.out.group, []).append(o)
         pool = None
         try:
-            for batch in iterator:
-                if self.direct_rows:  # the frame's rows are the data (a compaction)
-                    o = outs[0]
-                    o.write(o.out.rows(pa.Table.from_batches([batch])))
-                    continue
-                staged = batch.schema.names[0] == STAGED_COLUMN
-                if GROUP_COLUMN not in batch.schema.names:
-                    for value in batch.column(0):
-                        events = _read_payload(value, staged)
-                        for o in outs:
-                            o.write(o.out.rows(events))
-                    continue
-                # payloads of several tables (grouped_payload_frame): each group's files are its
-                # own, so the groups are written side by side (small files: the store's round
-                # trips, not the CPU, are the cost), each group's payloads in order
-                rows: dict[int, list] = {}
-                for value, g in zip(batch.column(0), batch.column(GROUP_COLUMN).to_pylist()):
-                    rows.setdefault(g, []).append(value)
+            with all_or_nothing(outs):
+                for batch in iterator:
+                    if self.direct_rows:  # the frame's rows are the data (a compaction)
+                        o = outs[0]
+                        o.write(o.out.rows(pa.Table.from_batches([batch])))
+                        continue
+                    staged = batch.schema.names[0] == STAGED_COLUMN
+                    if GROUP_COLUMN not in batch.schema.names:
+                        for value in batch.column(0):
+                            events = _read_payload(value, staged)
+                            for o in outs:
+                                o.write(o.out.rows(events))
+                        continue
+                    # payloads of several tables (grouped_payload_frame): each group's files are its
+                    # own, so the groups are written side by side (small files: the store's round
+                    # trips, not the CPU, are the cost), each group's payloads in order
+                    rows: dict[int, list] = {}
+                    for value, g in zip(batch.column(0), batch.column(GROUP_COLUMN).to_pylist()):
+                        rows.setdefault(g, []).append(value)
 
-                def write_group(item, staged=staged) -> None:
-                    g, values = item
-                    for value in values:
-                        events = _read_payload(value, staged)
+                    def write_group(item, staged=staged) -> None:
+                        g, values = item
+                        for value in values:
+                            events = _read_payload(value, staged)
+                            for o in by_group.get(g, []):
+                                o.write(o.out.rows(events))
                         for o in by_group.get(g, []):
-                            o.write(o.out.rows(events))
-                    for o in by_group.get(g, []):
-                        o.close()  # uploaded here, beside the other groups' (a later payload of the group opens a new file)
+                            o.close()  # uploaded here, beside the other groups' (a later payload of the group opens a new file)
 
-                if len(rows) > 1:
-                    if pool is None:
-                        from concurrent.futures import ThreadPoolExecutor
+                    if len(rows) > 1:
+                        if pool is None:
+                            from concurrent.futures import ThreadPoolExecutor
 
-                        pool = ThreadPoolExecutor(GROUP_WRITERS, thread_name_prefix="cdc-files")
-                    list(pool.map(write_group, rows.items()))
-                else:
-                    for item in rows.items():
-                        write_group(item)
-            for o in outs:
-                o.close()
-        except BaseException:
-            for o in outs:
-                o.discard()
-            raise
+                            pool = ThreadPoolExecutor(GROUP_WRITERS, thread_name_prefix="cdc-files")
+                        list(pool.map(write_group, rows.items()))
+                    else:
+                        for item in rows.items():
+                            write_group(item)
         finally:
             if pool is not None:
                 pool.shutdown()
