@@ -31,7 +31,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,6 +119,12 @@ def _in_memory(instance: Any) -> bool:
     return getattr(instance, "is_ephemeral", False) is True
 
 
+def _tag_writes(instance: Any) -> AbstractContextManager[Any]:
+    """The lock run-tag writes on ``instance`` take (:func:`add_run_tags`): none on a persistent
+    instance."""
+    return _IN_MEMORY_TAGS_LOCK if _in_memory(instance) else nullcontext()
+
+
 def add_run_tags(instance: Any, run_id: str, tags: dict[str, str]) -> None:
     """``instance.add_run_tags(run_id, tags)``; on an in-memory instance serialised with this
     process's other run-tag writes (the heartbeat thread's and the run thread's): Dagster's
@@ -129,10 +135,7 @@ def add_run_tags(instance: Any, run_id: str, tags: dict[str, str]) -> None:
     Raises:
         whatever the run storage raises.
     """
-    if _in_memory(instance):
-        with _IN_MEMORY_TAGS_LOCK:
-            instance.add_run_tags(run_id, tags)
-    else:
+    with _tag_writes(instance):
         instance.add_run_tags(run_id, tags)
 
 
@@ -176,12 +179,9 @@ def worker_heartbeat(
                 except Exception:  # noqa: BLE001 - a busy run storage: beat on, ask again next time
                     pass
             try:
-                if in_memory:
-                    with _IN_MEMORY_TAGS_LOCK:
-                        if step_ended:  # the step ended while this beat waited for the lock
-                            return
-                        instance.add_run_tags(run_id, {WORKER_TAG: WorkerBeat.now().to_json()})
-                else:
+                with _tag_writes(instance):
+                    if in_memory and step_ended:  # the step ended while this beat waited for the lock
+                        return
                     instance.add_run_tags(run_id, {WORKER_TAG: WorkerBeat.now().to_json()})
             except Exception:  # a busy or restarting run storage: the next beat tries again
                 continue
@@ -191,10 +191,7 @@ def worker_heartbeat(
     try:
         yield
     finally:
-        if in_memory:
-            with _IN_MEMORY_TAGS_LOCK:  # a beat being written finishes first; none starts after
-                step_ended.append(time.time())
-        else:
+        with _tag_writes(instance):  # in memory: a beat being written finishes first; none starts after
             step_ended.append(time.time())
 
 
