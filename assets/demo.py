@@ -16,6 +16,7 @@ The console shows progress and the comparison; Dagster's full event stream (DEBU
 ``$CDC_INFRA_DIR/demo-dagster.log`` (``--verbose`` prints it on the console as well).
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -172,6 +173,13 @@ def write_event_log(instances: list[dg.DagsterInstance], path: str) -> None:
 
 
 def main() -> int:
+    """Run the demo; the in-memory Dagster instances are disposed at the end (none left for the
+    interpreter's exit to finalize)."""
+    with contextlib.ExitStack() as instances:
+        return _demo(instances)
+
+
+def _demo(instances: contextlib.ExitStack) -> int:
     verbose = "--verbose" in sys.argv[1:]
     log_level = "DEBUG" if verbose else "WARNING"
     event_log = os.path.join(os.environ.get("CDC_INFRA_DIR", ".infra"), "demo-dagster.log")
@@ -192,7 +200,7 @@ def main() -> int:
         storage = lake.storage_settings()
         if not storage.is_s3:
             shutil.rmtree(storage.uri(mysql.server_name), ignore_errors=True)
-        instance = dg.DagsterInstance.ephemeral()
+        instance = instances.enter_context(dg.DagsterInstance.ephemeral())
         resources = {"mysql": mysql, "lake": lake}
         print(
             f"\n.. initial snapshot of {len(tables)} tables into {storage.root} (the first run starts Spark)",

@@ -253,3 +253,61 @@ def test_on_an_in_memory_instance_no_tag_write_overlaps_a_beat():
     time.sleep(0.1)
     assert len(instance.beats) == n and instance.writes == 40
     assert n >= 3 and instance.most == 1, (n, instance.most)
+
+
+def _heartbeat_threads(run_id: str = "0123456789abcdef") -> list:
+    import threading
+
+    return [t for t in threading.enumerate() if t.name == f"cdc-heartbeat-{run_id[:8]}" and t.is_alive()]
+
+
+def _wait_gone(seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while _heartbeat_threads() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return not _heartbeat_threads()
+
+
+def test_the_heartbeat_thread_ends_with_its_run_not_a_beat_later():
+    """After the step the thread asks every second whether the run is finished, woken at the
+    step's end (not after the 10 s between beats): a process running many captures keeps no
+    threads of runs that are over."""
+    assert _wait_gone(15.0)  # none left by the tests above
+
+    class Instance(_RunGoingOn):
+        finished = False
+
+        def get_run_by_id(self, run_id):
+            return SimpleNamespace(is_finished=self.finished)
+
+    instance = Instance()
+    with worker_heartbeat(instance, "0123456789abcdef"):  # the default 10 s between beats
+        assert len(_heartbeat_threads()) == 1
+    time.sleep(0.3)
+    assert len(_heartbeat_threads()) == 1  # the step ended, the run did not: still watching it
+    instance.finished = True
+    assert _wait_gone(2.5)
+    assert len(instance.beats) == 1  # the first beat only: none was due
+
+
+def test_a_heartbeat_whose_run_storage_is_gone_after_the_step_gives_up():
+    """A test's instance deleted right after its run: every question fails, and the thread ends
+    after ``give_up`` seconds of failures instead of beating on for ``after`` (600 s)."""
+    assert _wait_gone(15.0)
+
+    class Gone(_RunGoingOn):
+        def get_run_by_id(self, run_id):
+            raise RuntimeError("unable to open database file")
+
+    with worker_heartbeat(Gone(), "0123456789abcdef", every=0.05, give_up=0.3):
+        pass
+    time.sleep(0.1)
+    assert len(_heartbeat_threads()) == 1  # failing for 0.1 s: not yet given up
+    assert _wait_gone(1.5)
+
+
+def test_an_in_memory_instance_heartbeat_thread_ends_with_the_step():
+    assert _wait_gone(15.0)
+    with worker_heartbeat(_RunGoingOn(is_ephemeral=True), "0123456789abcdef"):
+        pass
+    assert _wait_gone(0.5)

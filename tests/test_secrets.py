@@ -37,6 +37,7 @@ def test_secrets_stay_out_of_logs_metadata_and_errors(monkeypatch, caplog):
     monkeypatch.setenv("SEC_TEST_DB_PASSWORD", DB_PASSWORD)
     monkeypatch.setenv("SEC_TEST_S3_SECRET", S3_SECRET)
     caplog.set_level(logging.DEBUG)
+    instance = dg.DagsterInstance.ephemeral()
     try:
         mysql = MySqlCdcResource(
             stream_follow_seconds=0.0,
@@ -58,7 +59,6 @@ def test_secrets_stay_out_of_logs_metadata_and_errors(monkeypatch, caplog):
         def cdc(context: dg.AssetExecutionContext, mysql: MySqlCdcResource, lake: CdcLakeResource):
             yield from mysql.sync(context=context, lake=lake)
 
-        instance = dg.DagsterInstance.ephemeral()
         resources = {"mysql": mysql, "lake": lake}
         sensor = build_mysql_cdc_sensor(cdc)
         ticks = run_sensor_ticks(sensor, cdc, resources, instance)
@@ -94,6 +94,7 @@ def test_secrets_stay_out_of_logs_metadata_and_errors(monkeypatch, caplog):
             bad.discover_tables()
         assert DB_PASSWORD not in str(e.value) and "Access denied" in str(e.value)
     finally:
+        instance.dispose()  # its in-memory storage's connection closed now, not at interpreter exit
         with conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS {db}")
             cur.execute(f"DROP USER IF EXISTS '{user}'@'%'")

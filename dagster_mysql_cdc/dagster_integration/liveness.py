@@ -43,6 +43,8 @@ HEARTBEAT_SECONDS = 10.0
 DEAD_AFTER_SECONDS = 60.0
 #: How long a run's beats go on after its step ended while Dagster ends the run in the worker.
 AFTER_STEP_SECONDS = 600.0
+#: After the step, how often the heartbeat thread asks whether its run is finished (it ends then).
+AFTER_STEP_POLL_SECONDS = 1.0
 #: A run that never beat this long after it was launched: its worker never got to run the capture.
 START_TIMEOUT_SECONDS = 300.0
 #: A run that never beat, launched by a code server gone from this host, is dead after this long
@@ -141,7 +143,11 @@ def add_run_tags(instance: Any, run_id: str, tags: dict[str, str]) -> None:
 
 @contextmanager
 def worker_heartbeat(
-    instance: Any, run_id: str, every: float = HEARTBEAT_SECONDS, after: float = AFTER_STEP_SECONDS
+    instance: Any,
+    run_id: str,
+    every: float = HEARTBEAT_SECONDS,
+    after: float = AFTER_STEP_SECONDS,
+    give_up: float = DEAD_AFTER_SECONDS,
 ) -> Iterator[None]:
     """Beat in run ``run_id``'s tags while the block runs: once at once, then every ``every``
     seconds from a daemon thread. A beat the run storage refuses is skipped (the next one tries
@@ -152,37 +158,61 @@ def worker_heartbeat(
     captured and, with a remote compute log manager, uploaded; the run's end events), and a
     worker alive there is not dead. A run whose end took 60 s in Dagster's compute-log clean-up
     was marked failed by the sensor after its step had succeeded (a test run in a thread of
-    pytest's process). The thread dies with the worker's process.
+    pytest's process). From the block's end the thread asks every
+    :data:`AFTER_STEP_POLL_SECONDS` (or ``every``, if shorter) whether the run is finished and
+    ends within that of it, and it ends when the run storage has answered no question for
+    ``give_up`` seconds after the block (seconds; default :data:`DEAD_AFTER_SECONDS`, past which
+    the sensor would call the worker dead anyway: e.g. a test's instance deleted after its run),
+    so a process that runs many captures (tests, ``execute_in_process`` in a script) keeps no
+    heartbeat threads of runs that are over. A daemon-launched run's thread dies with its process.
 
     Not after the block on an in-memory instance (``DagsterInstance.ephemeral()``, as
     :func:`.local.run_sensor_ticks` runs captures in process): no other process watches it, and
     its SQLite tables refuse a reader while another connection writes ("database table is
     locked"), so a beat there could fail the run's own end events. There the block's end also
     waits for a beat being written (:func:`add_run_tags`' lock), so none is in flight when
-    Dagster ends the step and the run."""
+    Dagster ends the step and the run, and the thread ends at once."""
     in_memory = _in_memory(instance)
     if in_memory:
         after = 0.0
     add_run_tags(instance, run_id, {WORKER_TAG: WorkerBeat.now().to_json()})
     step_ended: list[float] = []
+    ended = threading.Event()  # set with step_ended: the thread's wait ends at once
+    poll = min(every, AFTER_STEP_POLL_SECONDS)
+
+    def run_is_over(failing_since: list[float]) -> bool:
+        """After the step: whether the thread should end (run finished, past ``after``, or the run
+        storage silent for ``give_up`` s); ``failing_since`` holds when its questions began failing."""
+        now = time.time()
+        if in_memory or now - step_ended[0] > after:
+            return True
+        try:
+            run = instance.get_run_by_id(run_id)
+        except Exception:  # noqa: BLE001 - a busy run storage: beat on, ask again next time
+            failing_since[:] = failing_since or [now]
+            return now - failing_since[0] > give_up
+        failing_since.clear()
+        return run is None or run.is_finished
 
     def beat() -> None:
+        last = time.monotonic()
+        failing_since: list[float] = []
         while True:
-            time.sleep(every)
             if step_ended:
-                if time.time() - step_ended[0] > after:
+                time.sleep(poll)
+            else:
+                ended.wait(every)
+            if step_ended:
+                if run_is_over(failing_since):
                     return
-                try:
-                    run = instance.get_run_by_id(run_id)
-                    if run is None or run.is_finished:
-                        return
-                except Exception:  # noqa: BLE001 - a busy run storage: beat on, ask again next time
-                    pass
+                if time.monotonic() - last < every:
+                    continue
             try:
                 with _tag_writes(instance):
                     if in_memory and step_ended:  # the step ended while this beat waited for the lock
                         return
                     instance.add_run_tags(run_id, {WORKER_TAG: WorkerBeat.now().to_json()})
+                last = time.monotonic()
             except Exception:  # a busy or restarting run storage: the next beat tries again
                 continue
 
@@ -193,6 +223,7 @@ def worker_heartbeat(
     finally:
         with _tag_writes(instance):  # in memory: a beat being written finishes first; none starts after
             step_ended.append(time.time())
+            ended.set()
 
 
 def _launcher_socket_gone(tags: Any) -> bool:
