@@ -70,8 +70,8 @@ def capture_user(conn: pymysql.connections.Connection, db: str, password: str) -
 
 
 class SensorDriven:
-    """The tables of ``mysql`` as assets, their binlog sensor and an ephemeral instance; each
-    :meth:`ticks` call continues from the cursor the previous one left."""
+    """The tables of ``mysql`` as assets, their binlog sensor and an ephemeral instance (or
+    ``instance``); each :meth:`ticks` call continues from the cursor the previous one left."""
 
     def __init__(
         self,
@@ -80,6 +80,7 @@ class SensorDriven:
         tables=None,
         assets_options=None,
         sensor_options=None,
+        instance: dg.DagsterInstance | None = None,
         **lake_options,
     ):
         @mysql_cdc_assets(
@@ -92,7 +93,7 @@ class SensorDriven:
 
         self.cdc = cdc
         self.sensor = build_mysql_cdc_sensor(cdc, **(sensor_options or {}))
-        self.instance = dg.DagsterInstance.ephemeral()
+        self.instance = instance if instance is not None else dg.DagsterInstance.ephemeral()
         self.resources = {"mysql": mysql, "lake": CdcLakeResource(base_uri=lake_base_uri, **lake_options)}
         self.cursor: str | None = None
 

@@ -106,11 +106,11 @@ def test_tick_waits_for_its_run_and_requests_the_next_window(tmp_path):
             cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
             cur.execute(f"INSERT INTO {db}.t VALUES (1, 1)")
         mysql = capture_resource(db)
-        cdc = SensorDriven(mysql, str(tmp_path / "lake"))
         # a file-based instance, as the daemon's: the run thread writes events while the tick
         # polls the run; the in-memory one can fail that with "database table is locked: runs"
         (tmp_path / "dagster").mkdir()
-        cdc.instance = dg.DagsterInstance.local_temp(str(tmp_path / "dagster"))
+        instance = dg.DagsterInstance.local_temp(str(tmp_path / "dagster"))
+        cdc = SensorDriven(mysql, str(tmp_path / "lake"), instance=instance)
         cdc.ticks()  # snapshot, caught up
         with conn.cursor() as cur:
             cur.execute(f"INSERT INTO {db}.t VALUES (2, 2)")

@@ -113,6 +113,16 @@ def _launch_in_thread(cdc: SensorDriven, req: dg.RunRequest) -> tuple[threading.
     return t, out
 
 
+@pytest.fixture
+def files_instance():
+    """A Dagster instance on SQLite files (a temporary ``DAGSTER_HOME``). The tests that poll the
+    instance while a run writes to it from another thread use it: an in-memory instance's
+    shared-cache SQLite refuses a reader while another connection writes ("database table is
+    locked") instead of waiting, which failed the poll or the run's own event write now and then."""
+    with dg.instance_for_test() as instance:
+        yield instance
+
+
 def _wait(pred, timeout: float, poll: float = 0.1):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -124,7 +134,9 @@ def _wait(pred, timeout: float, poll: float = 0.1):
 
 
 @pytest.mark.integration
-def test_a_standby_run_reports_a_change_while_it_waits_and_the_sensor_commits_it(local_storage):
+def test_a_standby_run_reports_a_change_while_it_waits_and_the_sensor_commits_it(
+    local_storage, files_instance
+):
     with scratch_database("stby") as (db, conn):
         with conn.cursor() as cur:
             cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
@@ -135,6 +147,7 @@ def test_a_standby_run_reports_a_change_while_it_waits_and_the_sensor_commits_it
             capture_resource(db, stream_follow_seconds=120.0, stream_follow_idle_seconds=3.0),
             local_storage.base_uri,
             sensor_options={"run_wait_seconds": 0},
+            instance=files_instance,
         )
         log = cdc.ticks()  # the snapshot; then caught up: the in-process driver starts no standby
         assert log.runs and all(r.success for r in log.runs)
@@ -207,7 +220,7 @@ def test_a_standby_run_reports_a_change_while_it_waits_and_the_sensor_commits_it
         assert nxt.tags[STANDBY_TAG] == "true" and nxt.run_key != req.run_key
 
 
-def _following_run(db, conn, local_storage, idle_seconds: float):
+def _following_run(db, conn, local_storage, idle_seconds: float, instance: dg.DagsterInstance):
     """A capture of ``db``'s table ``t`` (rows 1, then 2 after the snapshot) and its following
     (not standby) run launched in a thread for the window of row 2, once that window's
     materialization is logged: ``(cdc, key, thread, out, run_id)``."""
@@ -218,6 +231,7 @@ def _following_run(db, conn, local_storage, idle_seconds: float):
         capture_resource(db, stream_follow_seconds=30.0, stream_follow_idle_seconds=idle_seconds),
         local_storage.base_uri,
         sensor_options={"run_wait_seconds": 0, "standby": False},
+        instance=instance,
     )
     assert all(r.success for r in cdc.ticks().runs)
     with conn.cursor() as cur:
@@ -235,9 +249,9 @@ def _following_run(db, conn, local_storage, idle_seconds: float):
 
 
 @pytest.mark.integration
-def test_a_following_run_reports_each_window_as_it_commits(local_storage):
+def test_a_following_run_reports_each_window_as_it_commits(local_storage, files_instance):
     with scratch_database("perwin") as (db, conn):
-        cdc, key, thread, out, run_id = _following_run(db, conn, local_storage, 2.0)
+        cdc, key, thread, out, run_id = _following_run(db, conn, local_storage, 2.0, files_instance)
         for i in (3, 4):  # two more windows, apart: each is read and reported on its own
             time.sleep(0.8)
             with conn.cursor() as cur:
@@ -306,12 +320,12 @@ def test_a_window_of_several_tables_logs_each_table_once_as_its_commit_is_done(l
 
 
 @pytest.mark.integration
-def test_a_following_run_goes_on_over_ddl_of_a_database_it_does_not_capture(local_storage):
+def test_a_following_run_goes_on_over_ddl_of_a_database_it_does_not_capture(local_storage, files_instance):
     """DDL elsewhere on the server (another application's migration, a database created and
     dropped) cannot change a captured table: the run follows on over it instead of ending, so
     the next change is read by the same run, not by a run the sensor starts after a tick."""
     with scratch_database("ddlelse") as (db, conn):
-        cdc, key, thread, out, run_id = _following_run(db, conn, local_storage, 3.0)
+        cdc, key, thread, out, run_id = _following_run(db, conn, local_storage, 3.0, files_instance)
         other = f"{db}_other"
         with conn.cursor() as cur:
             cur.execute(f"CREATE DATABASE {other}")
