@@ -180,31 +180,27 @@ def worker_heartbeat(
     ended = threading.Event()  # set with step_ended: the thread's wait ends at once
     poll = min(every, AFTER_STEP_POLL_SECONDS)
 
-    def run_is_over(failing_since: list[float]) -> bool:
-        """After the step: whether the thread should end (run finished, past ``after``, or the run
-        storage silent for ``give_up`` s); ``failing_since`` holds when its questions began failing."""
-        now = time.time()
-        if in_memory or now - step_ended[0] > after:
-            return True
-        try:
-            run = instance.get_run_by_id(run_id)
-        except Exception:  # noqa: BLE001 - a busy run storage: beat on, ask again next time
-            failing_since[:] = failing_since or [now]
-            return now - failing_since[0] > give_up
-        failing_since.clear()
-        return run is None or run.is_finished
-
     def beat() -> None:
         last = time.monotonic()
-        failing_since: list[float] = []
+        failing_since: float | None = None  # after the step: since when the run storage fails
         while True:
             if step_ended:
                 time.sleep(poll)
             else:
                 ended.wait(every)
-            if step_ended:
-                if run_is_over(failing_since):
+            if step_ended:  # end with the run, past ``after``, or after ``give_up`` s of failures
+                if in_memory or time.time() - step_ended[0] > after:
                     return
+                try:
+                    run = instance.get_run_by_id(run_id)
+                except Exception:  # noqa: BLE001 - a busy run storage: beat on, ask again next time
+                    failing_since = time.monotonic() if failing_since is None else failing_since
+                    if time.monotonic() - failing_since > give_up:
+                        return
+                else:
+                    failing_since = None
+                    if run is None or run.is_finished:
+                        return
                 if time.monotonic() - last < every:
                     continue
             try:
