@@ -111,6 +111,18 @@ def run_infra(*args: str) -> None:
 
 
 @pytest.fixture
+def files_instance():
+    """A Dagster instance on SQLite files (a temporary ``DAGSTER_HOME``), as a daemon's. For tests
+    that poll the instance while a run writes to it from another thread: an in-memory instance's
+    shared-cache SQLite refuses a reader while another connection writes ("database table is
+    locked") instead of waiting, which failed the poll or the run's own event write now and then."""
+    import dagster as dg
+
+    with dg.instance_for_test() as instance:
+        yield instance
+
+
+@pytest.fixture
 def root_conn():
     conn = root_connect()
     yield conn

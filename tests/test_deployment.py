@@ -100,7 +100,7 @@ def test_window_with_nothing_to_write_never_starts_spark(tmp_path, materialize_u
 
 @pytest.mark.integration
 @pytest.mark.spark
-def test_tick_waits_for_its_run_and_requests_the_next_window(tmp_path):
+def test_tick_waits_for_its_run_and_requests_the_next_window(tmp_path, files_instance):
     with scratch_database("b2b") as (db, conn):
         with conn.cursor() as cur:
             cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
@@ -108,9 +108,7 @@ def test_tick_waits_for_its_run_and_requests_the_next_window(tmp_path):
         mysql = capture_resource(db)
         # a file-based instance, as the daemon's: the run thread writes events while the tick
         # polls the run; the in-memory one can fail that with "database table is locked: runs"
-        (tmp_path / "dagster").mkdir()
-        instance = dg.DagsterInstance.local_temp(str(tmp_path / "dagster"))
-        cdc = SensorDriven(mysql, str(tmp_path / "lake"), instance=instance)
+        cdc = SensorDriven(mysql, str(tmp_path / "lake"), instance=files_instance)
         cdc.ticks()  # snapshot, caught up
         with conn.cursor() as cur:
             cur.execute(f"INSERT INTO {db}.t VALUES (2, 2)")

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from types import SimpleNamespace
 
@@ -256,8 +257,6 @@ def test_on_an_in_memory_instance_no_tag_write_overlaps_a_beat():
 
 
 def _heartbeat_threads(run_id: str = "0123456789abcdef") -> list:
-    import threading
-
     return [t for t in threading.enumerate() if t.name == f"cdc-heartbeat-{run_id[:8]}" and t.is_alive()]
 
 

@@ -113,16 +113,6 @@ def _launch_in_thread(cdc: SensorDriven, req: dg.RunRequest) -> tuple[threading.
     return t, out
 
 
-@pytest.fixture
-def files_instance():
-    """A Dagster instance on SQLite files (a temporary ``DAGSTER_HOME``). The tests that poll the
-    instance while a run writes to it from another thread use it: an in-memory instance's
-    shared-cache SQLite refuses a reader while another connection writes ("database table is
-    locked") instead of waiting, which failed the poll or the run's own event write now and then."""
-    with dg.instance_for_test() as instance:
-        yield instance
-
-
 def _wait(pred, timeout: float, poll: float = 0.1):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
