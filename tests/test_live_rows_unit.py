@@ -1,6 +1,8 @@
 """The live-row count's pure rules (sink/live_rows.py): what a batch's ops say about the count,
 and which Delta commits keep the current state's rows."""
 
+import pytest
+
 from dagster_mysql_cdc.sink.live_rows import COMPACTED, EVOLVED, keeps_rows, window_delta
 
 
@@ -104,3 +106,54 @@ def test_a_recorded_count_is_read_once_per_pair_of_versions(tmp_path, monkeypatc
     remember(dt, -1, 9)  # the writer's own commit: nothing to read
     assert recorded(dt, None) == 9 and history == []
     assert recorded(DeltaTable(tail), None) == 9  # what a fresh handle reads agrees
+
+
+def test_a_standby_run_reads_its_tables_commit_facts_ahead(tmp_path, monkeypatch):
+    """LakeWriter.warm_table_facts (a standby run, after preloading its handles): each table's
+    recorded live-row count and its state's and tail's sizes are read on the cached handles, so
+    what a window's commit asks of them first reads no log, and answers what a fresh handle
+    reads. Tables the cache does not hold are skipped. Real Delta tables (delta-rs, local)."""
+    import pyarrow as pa
+    from deltalake import CommitProperties, DeltaTable, write_deltalake
+
+    from dagster_mysql_cdc.sink.compaction import table_sizes
+    from dagster_mysql_cdc.sink.delta import handle_cache, open_table, preload
+    from dagster_mysql_cdc.sink.lake import LakeWriter
+    from dagster_mysql_cdc.sink.live_rows import LIVE_ROWS, LIVE_STATE_VERSION, LIVE_TAIL_VERSION, recorded
+    from dagster_mysql_cdc.sink.storage import StorageSettings
+
+    storage = StorageSettings(base_uri=str(tmp_path))
+    writer = LakeWriter(lambda: pytest.fail("no Spark is needed"), storage, "srv")
+    rows = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
+    for t in ("a", "b"):
+        p = writer.paths("d", t)
+        write_deltalake(p.state, rows)
+        meta = {LIVE_ROWS: "3", LIVE_STATE_VERSION: "0", LIVE_TAIL_VERSION: "-1"}
+        write_deltalake(p.tail, rows.slice(0, 1), commit_properties=CommitProperties(custom_metadata=meta))
+    uris = [u for t in ("a", "b") for u in writer.paths("d", t).delta_tables()]
+    with handle_cache():
+        preload(storage, uris)
+        assert writer.warm_table_facts([("d", "a"), ("d", "b"), ("d", "absent")]) == 2
+        log_reads: list[str] = []
+        real_history, real_actions = DeltaTable.history, DeltaTable.get_add_actions
+        monkeypatch.setattr(
+            DeltaTable, "history", lambda s, *a: log_reads.append("history") or real_history(s, *a)
+        )
+        monkeypatch.setattr(
+            DeltaTable,
+            "get_add_actions",
+            lambda s, *a, **k: log_reads.append("files") or real_actions(s, *a, **k),
+        )
+        sizes = {}
+        for t in ("a", "b"):
+            p = writer.paths("d", t)
+            tail, state = open_table(storage, p.tail), open_table(storage, p.state)
+            assert recorded(tail, state) == 3
+            sizes[t] = table_sizes(state, tail)
+            assert (sizes[t].state_rows, sizes[t].tail_rows, sizes[t].tail_files) == (3, 1, 1)
+        assert log_reads == []
+    monkeypatch.undo()
+    for t in ("a", "b"):
+        fresh = writer.paths("d", t)
+        assert recorded(DeltaTable(fresh.tail), DeltaTable(fresh.state)) == 3
+        assert table_sizes(DeltaTable(fresh.state), DeltaTable(fresh.tail)) == sizes[t]

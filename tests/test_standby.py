@@ -178,11 +178,15 @@ def test_a_standby_run_reports_a_change_while_it_waits_and_the_sensor_commits_it
         run_id = result.run_id
         # the tables' Delta handles were loaded while it waited, and kept for its windows
         loaded = [
-            re.search(r"Standby: (\d+) Delta handles of (\d+) table\(s\) loaded", e.user_message or "")
+            re.search(
+                r"Standby: (\d+) Delta handles of (\d+) table\(s\) loaded, the commit facts of (\d+) read",
+                e.user_message or "",
+            )
             for e in cdc.instance.all_logs(run_id)
         ]
         (m,) = [m for m in loaded if m]
         assert int(m.group(1)) >= 4 and int(m.group(2)) == 2, m.group(0)  # change logs and states
+        assert int(m.group(3)) == 2, m.group(0)  # and what their first commits read of them
         mats = _table_materializations(cdc.instance, t_key, run_id)
         assert len(mats) == 1, "one materialization per window, none repeated at the run's end"
         md = mats[0].asset_materialization.metadata

@@ -629,7 +629,9 @@ class StreamRun:
         cache (the :func:`..sink.delta.handle_cache` block a Dagster run holds for its whole
         length, ``MySqlCdcResource.sync``): the first window then brings each one up to date (a
         stat of its next commit file on a local disk) instead of loading three per table, about
-        11 ms of CPU each. Nothing is loaded outside such a block (nothing would keep them). A
+        11 ms of CPU each; and what each table's first commit reads of them (its recorded
+        live-row count, its state's and tail's sizes: :meth:`..sink.lake.LakeWriter.warm_table_facts`).
+        Nothing is loaded outside such a block (nothing would keep them). A
         table that cannot be read is left to its window (which stops it alone, as it would
         have); a failure here is logged, never raised. ``app_id``: the windows' batch application
         (each table's batch version of it is read here too, as a window's own preload does)."""
@@ -640,11 +642,14 @@ class StreamRun:
                 uri for db, table in sorted(tables) for uri in self.writer.paths(db, table).delta_tables()
             ]
             t0 = time.monotonic()
+            workers = max(1, self.options.stream.commit_workers)
             with handle_cache():  # (nested: the handles stay in the run's block)
-                preload(self.writer.storage, uris, max(1, self.options.stream.commit_workers), app_id=app_id)
+                preload(self.writer.storage, uris, workers, app_id=app_id)
                 count = cached_handle_count()
+                warmed = self.writer.warm_table_facts(sorted(tables), workers)
             self.log.info(
-                f"Standby: {count} Delta handles of {len(tables)} table(s) loaded in {time.monotonic() - t0:.1f}s"
+                f"Standby: {count} Delta handles of {len(tables)} table(s) loaded, the commit facts of "
+                f"{warmed} read, in {time.monotonic() - t0:.1f}s"
             )
         except Exception as e:  # noqa: BLE001 - an optimisation: each window loads what it needs
             self.log.warning(

@@ -204,6 +204,15 @@ def cached_handle_count() -> int:
     return len(cache) if cache else 0
 
 
+def cached_handle(table_uri: str) -> DeltaTable | None:
+    """The calling thread's cached handle of ``table_uri`` as it is (no refresh, nothing loaded,
+    its :func:`preload` status untouched); ``None`` outside :func:`handle_cache` or when the
+    block holds none. For work that only reads what a handle already holds (its log's facts at
+    its version), on a thread that does not otherwise use the handle meanwhile."""
+    cache = getattr(_handles, "cache", None)
+    return None if cache is None else cache.get(table_uri)
+
+
 def release_handles() -> dict[str, DeltaTable]:
     """Take every handle out of the calling thread's cache (``{table URI: handle}``; empty
     outside :func:`handle_cache`) so that another thread can :func:`adopt` them: from here on

@@ -492,6 +492,51 @@ class LakeWriter:
             log.warning("compaction of %s skipped: %s", table_uri, e)
             return None
 
+    def warm_table_facts(self, tables: Iterable[tuple[str, str]], workers: int = 8) -> int:
+        """Do ahead, on the calling thread's cached handles, what a window's commit of each table
+        of ``tables`` (``(db, table)``) asks of them first: the live-row count its tail's newest
+        commit recorded (:func:`.live_rows.recorded`, from the tail's history) and the state's and
+        tail's sizes (:func:`.compaction.table_sizes`, the compaction decision, from their file
+        lists). Each answer is kept on its handle for the handle's version, so the window finds
+        it instead of reading it (then carries it over its own commit). For a standby run, after
+        :func:`.delta.preload`, while it waits for its first change (issue 42: about 1 ms of CPU
+        per table, 0.3 s of a 300-table window's commits, where they compete for 2 cores).
+
+        Side by side on up to ``workers`` threads; the calling thread must not use the handles
+        meanwhile. Tables whose handles the block does not hold (not loaded, missing) are
+        skipped; nothing is loaded here.
+
+        Returns:
+            how many tables were warmed.
+        Raises:
+            nothing: a table whose facts cannot be read is left to its window (logged at DEBUG).
+        """
+        from .compaction import table_sizes
+        from .delta import cached_handle
+        from .live_rows import recorded
+
+        pairs = []
+        for db, table in dict.fromkeys(tables):
+            p = self.paths(db, table)
+            tail, state = cached_handle(p.tail), cached_handle(p.state)
+            if tail is not None or state is not None:
+                pairs.append((p.state, tail, state))
+
+        def warm(pair: tuple) -> bool:
+            where, tail, state = pair
+            try:
+                table_sizes(state, tail)
+                recorded(tail, state)
+            except Exception as e:  # noqa: BLE001 - an optimisation: the window reads them
+                log.debug("warming %s failed: %s", where, e)
+                return False
+            return True
+
+        if not pairs:
+            return 0
+        with ThreadPoolExecutor(max(1, min(workers, len(pairs))), thread_name_prefix="cdc-warm") as pool:
+            return sum(pool.map(warm, pairs))
+
     def compact_if_due(self, paths: TablePaths, primary_key: tuple[str, ...], *, force: bool = False) -> dict:
         """Compact the table's state when :attr:`compaction` says it is due (or ``force``), and
         optimize its tail's small files. Never raises: a compaction that fails is logged and left
