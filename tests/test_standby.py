@@ -337,3 +337,72 @@ def test_a_following_run_goes_on_over_ddl_of_a_database_it_does_not_capture(loca
         assert rows == 2, "the change after the other database's DDL was read by the same run"
         ids = sorted(read_current((db, "t"), local_storage.base_uri, server=db)["id"].to_pylist())
         assert ids == [1, 2, 3]
+
+
+def _check_evaluations(instance: dg.DagsterInstance, run_id: str, key: dg.AssetKey, name: str) -> list:
+    """``(timestamp, evaluation)`` of the run's logged evaluations of check ``name`` of ``key``."""
+    return [
+        (e.event_log_entry.timestamp, e.event_log_entry.dagster_event.asset_check_evaluation_data)
+        for e in instance.get_records_for_run(
+            run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
+        ).records
+        if e.event_log_entry.dagster_event.asset_check_evaluation_data.asset_key == key
+        and e.event_log_entry.dagster_event.asset_check_evaluation_data.check_name == name
+    ]
+
+
+@pytest.mark.integration
+def test_a_standby_run_logs_its_checks_while_idle_and_still_reads_changes(local_storage, files_instance):
+    """Issue 42: the checks of what a following run committed are evaluated and logged while the
+    binlog is idle, not after the run stops following; a change committed after them is read by
+    the same run, and only its table is checked again (at the run's end), against its new
+    materialization."""
+    with scratch_database("idlechk") as (db, conn):
+        with conn.cursor() as cur:
+            for t in ("t", "u"):
+                cur.execute(f"CREATE TABLE {db}.{t} (id INT PRIMARY KEY, v INT)")
+                cur.execute(f"INSERT INTO {db}.{t} VALUES (1, 10)")
+        cdc = SensorDriven(
+            capture_resource(db, stream_follow_seconds=120.0, stream_follow_idle_seconds=8.0),
+            local_storage.base_uri,
+            sensor_options={"run_wait_seconds": 0},
+            instance=files_instance,
+        )
+        assert all(r.success for r in cdc.ticks().runs)
+        (req,) = cdc.tick_once().run_requests
+        assert req.tags[STANDBY_TAG] == "true"
+        t_key, u_key = dg.AssetKey([db, db, "t"]), dg.AssetKey([db, db, "u"])
+        thread, out = _launch_in_thread(cdc, req)
+        mine = dg.RunsFilter(tags={REQUEST_TAG: req.run_key})
+        run_id = _wait(lambda: [r.run_id for r in cdc.instance.get_runs(filters=mine)][:1], timeout=60.0)[0]
+        time.sleep(3.0)  # the run waits for its first change
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.t VALUES (2, 20)")
+            cur.execute(f"INSERT INTO {db}.u VALUES (2, 20)")
+        row_count = "row_count_matches_source"
+        first = _wait(
+            lambda: all(_check_evaluations(cdc.instance, run_id, k, row_count) for k in (t_key, u_key)),
+            timeout=30.0,
+        )
+        assert first, "the checks were not logged while the run followed"
+        assert thread.is_alive(), "the run ended before its idle time: the checks were not logged while idle"
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.t VALUES (3, 30)")
+        thread.join(timeout=120)
+        assert not thread.is_alive()
+        result = out["result"]
+        assert result.success and result.run_id == run_id
+        t_mats = _table_materializations(cdc.instance, t_key, run_id)
+        assert len(t_mats) == 2, "the change after the checks was read by the same run"
+        assert len(_table_materializations(cdc.instance, u_key, run_id)) == 1
+        for name in ("row_count_matches_source", "checksum_matches_source", "schema_matches_source"):
+            t_evals = _check_evaluations(cdc.instance, run_id, t_key, name)
+            u_evals = _check_evaluations(cdc.instance, run_id, u_key, name)
+            assert len(u_evals) == 1, (name, "u did not change again: checked once, while idle")
+            assert len(t_evals) == 2, (name, "t changed again: checked again against its new materialization")
+            latest_t = max(t_mats, key=lambda m: m.storage_id)
+            assert t_evals[-1][1].target_materialization_data.storage_id == latest_t.storage_id
+            assert t_evals[0][0] < latest_t.timestamp < t_evals[-1][0]  # the first before the change
+            assert all(ev.passed for _, ev in t_evals + u_evals), (t_evals, u_evals)
+        ids = sorted(read_current((db, "t"), local_storage.base_uri, server=db)["id"].to_pylist())
+        assert ids == [1, 2, 3]

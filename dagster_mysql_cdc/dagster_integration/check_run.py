@@ -633,21 +633,27 @@ def report_checks(
             yield r
             continue
         if targets is None:
-            targets = _materialization_targets(context, {ck.asset_key for ck in logged})
-        context.log_event(
-            dg.AssetCheckEvaluation(
-                asset_key=key.asset_key,
-                check_name=key.name,
-                passed=r.passed,
-                metadata=r.metadata,
-                severity=r.severity,
-                description=r.description,
-                target_materialization_data=targets.get(key.asset_key),
-            )
-        )
+            targets = materialization_targets(context, {ck.asset_key for ck in logged})
+        context.log_event(check_evaluation(r, targets.get(key.asset_key)))
 
 
-def _materialization_targets(
+def check_evaluation(r: dg.AssetCheckResult, target: Any) -> dg.AssetCheckEvaluation:
+    """The ``AssetCheckEvaluation`` event Dagster stores for result ``r`` of a planned check,
+    pointing at ``target`` (the table's materialization it checks, :func:`materialization_targets`;
+    ``None``: none)."""
+    assert r.asset_key is not None
+    return dg.AssetCheckEvaluation(
+        asset_key=r.asset_key,
+        check_name=r.check_name or "",
+        passed=r.passed,
+        metadata=r.metadata,
+        severity=r.severity,
+        description=r.description,
+        target_materialization_data=target,
+    )
+
+
+def materialization_targets(
     context: dg.AssetExecutionContext, keys: set[dg.AssetKey]
 ) -> dict[dg.AssetKey, Any]:
     """Per asset of ``keys``, its latest materialization as a check evaluation's target (one
@@ -743,7 +749,7 @@ class BackgroundChecks:
         self._thread.start()
 
     def _run(self) -> None:
-        from ..sink.delta import adopt, handle_cache
+        from ..sink.delta import adopt, handle_cache, release_handles
 
         try:
             # the checks write nothing to the lake: each table is refreshed once (see handle_cache)
@@ -751,17 +757,32 @@ class BackgroundChecks:
                 for uri, dt in self._handles.items():
                     adopt(uri, dt)
                 self._handles = {}
-                self._results = list(self._evaluate(_CheckThreadContext(self._context, self._log)))
+                try:
+                    self._results = list(self._evaluate(_CheckThreadContext(self._context, self._log)))
+                finally:
+                    self._handles = release_handles()  # back to the run's thread (results())
         except BaseException as e:  # noqa: BLE001 - re-raised on the run's thread by results()
             self._error = e
 
+    def done(self) -> bool:
+        """Whether the checks have finished (:meth:`results` then returns at once)."""
+        return not self._thread.is_alive()
+
     def results(self) -> list[dg.AssetCheckResult]:
-        """Wait for the checks; their results, once their log lines are logged on the run.
+        """Wait for the checks; their results, once their log lines are logged on the run. The
+        Delta handles the checks used go back to the calling thread's cache
+        (:func:`..sink.delta.adopt`: brought up to date at their next open), so a window the
+        run reads after them does not load its tables again.
 
         Raises:
             whatever :func:`run_checks` raised (e.g. the source is unreachable).
         """
+        from ..sink.delta import adopt
+
         self._thread.join()
+        handles, self._handles = self._handles, {}
+        for uri, dt in handles.items():
+            adopt(uri, dt)
         self._log.replay(self._context.log)
         if self._error is not None:
             raise self._error

@@ -39,6 +39,7 @@ from ..source.snapshot import SnapshotOptions
 from ..source.types import TypeOptions
 from . import check_run
 from .checks import CheckOptions
+from .idle_checks import IdleChecks, idle_checks_for
 from .lake_resource import DEFAULT_SPARK_CONFIG, CdcLakeResource
 from .mysql_fields import (
     SNAPSHOT_MODES,
@@ -468,6 +469,7 @@ class MySqlCdcResource(
         background: list[check_run.BackgroundChecks] = []
         if context.selected_asset_keys:
             if tags.get(MODE_TAG) == "stream":
+                idle = idle_checks_for(context, logged, check_keys, partial(self._window_checks, lake=lake))
 
                 def committed_window(reached: BinlogPosition, report: dict[str, Any]) -> None:
                     # the window is committed: its checks run while its materializations are
@@ -477,6 +479,9 @@ class MySqlCdcResource(
                         more = standby_checks(context, report.get("changed") or [], check_keys)
                         logged.extend(more)
                         check_keys.extend(more)
+                    # those logged while the binlog was idle, for the latest materializations
+                    idle.finish()
+                    check_keys[:] = [k for k in check_keys if k not in idle.current]
                     if check_keys:
                         background.append(
                             check_run.BackgroundChecks(
@@ -491,7 +496,7 @@ class MySqlCdcResource(
                             )
                         )
 
-                committed = yield from self.stream(context, lake, on_committed=committed_window)
+                committed = yield from self.stream(context, lake, on_committed=committed_window, idle=idle)
             else:
                 committed = yield from self.snapshot(context, lake)
         if background:
@@ -737,6 +742,7 @@ class MySqlCdcResource(
         lake: CdcLakeResource,
         report: dict | None = None,
         on_committed: Callable[[BinlogPosition, dict[str, Any]], None] | None = None,
+        idle: IdleChecks | None = None,
     ) -> Generator[dg.MaterializeResult, None, BinlogPosition | None]:
         """Process the binlog window named by the run's tags (requested by the binlog sensor):
         the tags are decoded, the run is coordinated by
@@ -744,14 +750,12 @@ class MySqlCdcResource(
         materializations of the changed (and blocking-snapshotted) tables and of the binlog asset.
 
         Changes the binlog does not carry (statement DML, foreign-key cascades) are logged as
-        WARNING, listed in the binlog asset's ``binlog_gaps`` metadata and, with ``report``, put in
-        ``report["gaps"]`` (for the ``changes_in_binlog`` check); ``report`` also gets the tables
-        stopped after the run (``"stopped"``), the live rows (``"live_rows"``) and tail files
-        (``"tail_files"``) of the tables it committed, by state URI, the incremental snapshot
-        state after it (``"incremental_state"``), the chunks it read (``"chunks"``) and the
-        tables it snapshotted again (``"snapshotted"``). ``on_committed(reached,
+        WARNING and listed in the binlog asset's ``binlog_gaps`` metadata. ``report`` gets what
+        the checks need (:func:`.window_report.window_report`: gaps, stopped tables, live rows,
+        tail files, incremental state, chunks, tables snapshotted again). ``on_committed(reached,
         report)`` is called once the window is committed, before its materializations are
-        yielded (the run's checks start there, :class:`.check_run.BackgroundChecks`).
+        yielded (the run's checks start there, :class:`.check_run.BackgroundChecks`); ``idle``
+        logs table checks while the binlog is idle (:class:`.idle_checks.IdleChecks`).
 
         Returns (as the generator's value): the position the window reached.
 
@@ -792,8 +796,9 @@ class MySqlCdcResource(
             log=context.log,
             planner=follow_planner(self, settings, info),
             on_progress=partial(record_progress, context),
-            on_window=report_window,
+            on_window=report_window if idle is None else idle.after(report_window),
             on_table=report_window.table_committed,
+            on_idle=idle,
         ).run(request)
         result, reached = outcome.result, outcome.reached
         report = window_report(outcome, report)

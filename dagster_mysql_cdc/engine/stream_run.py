@@ -34,6 +34,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ..errors import SinkError, describe
@@ -286,6 +287,15 @@ class StreamRun:
             that table's materialization there, before the window's last table is committed;
             ``on_window`` then reports only what was not reported so. An error it raises fails
             the window once its commits are done (a retry skips what committed).
+        on_idle: called as ``on_idle(idle_seconds, interim)`` in the run's thread at each poll
+            of a following run that has written changes and finds the binlog idle (issue 42):
+            ``interim()`` is the :class:`StreamRunOutcome` of the run so far (what the run
+            would report if it ended now). The Dagster side evaluates and logs the checks of
+            what is committed there, in slices, instead of after the run stops following.
+            While it returns ``True`` (work left) the run keeps following past
+            ``follow_idle_seconds`` (up to ``follow_seconds``), so a change committed meanwhile
+            is read at once instead of waiting for the next run. An error it raises fails
+            the run (every window so far is committed).
     """
 
     def __init__(
@@ -301,8 +311,10 @@ class StreamRun:
         on_progress: Callable[[RunProgress], None] | None = None,
         on_window: Callable[[WindowResult, BinlogPosition, BinlogPosition], None] | None = None,
         on_table: Callable[[TableCommitted], None] | None = None,
+        on_idle: Callable[[float, Callable[[], StreamRunOutcome]], bool] | None = None,
     ) -> None:
         self.on_table = on_table
+        self.on_idle = on_idle
         self.settings = settings
         self.info = info
         self.writer = writer
@@ -351,6 +363,15 @@ class StreamRun:
                     reached = reached_offset(start, end, res)
                     self.on_progress(RunProgress(reached, windows, _stopped_now(stopped, res), nxt))
 
+                def interim(res: WindowResult, windows: int) -> StreamRunOutcome:
+                    return StreamRunOutcome(
+                        result=res,
+                        start=start,
+                        reached=reached_offset(start, end, res),
+                        follow_windows=windows,
+                        stopped=_stopped_now(stopped, res),
+                    )
+
                 result, follow_windows = self.follow(
                     result,
                     set(request.selected),
@@ -358,6 +379,7 @@ class StreamRun:
                     resume_at=resume,
                     progress=progress,
                     standby=request.standby,
+                    interim=interim,
                 )
         for name, failed in result.failed_tables.items():
             stopped[name] = {**failed, "attempted": name in stopped}
@@ -509,6 +531,7 @@ class StreamRun:
         resume_at: dict[tuple[str, str], BinlogPosition] | None = None,
         progress: Callable[..., None] | None = None,
         standby: bool = False,
+        interim: Callable[[WindowResult, int], StreamRunOutcome] | None = None,
     ) -> tuple[WindowResult, int]:
         """Follow-on windows after the requested one (see :mod:`.follow`).
 
@@ -528,7 +551,7 @@ class StreamRun:
         ``progress(result, windows, next)``: called before a follow-on window is read (``next``:
         it) and after it was committed.
 
-        ``standby``: a standby run (:attr:`StreamRunRequest.standby`, :meth:`_standby_budget`).
+        ``standby``: a standby run (:meth:`_standby_budget`); ``interim``: for ``on_idle``.
 
         Returns:
             ``(merged result, number of follow-on windows read)``.
@@ -563,9 +586,10 @@ class StreamRun:
                     idle_limit = opts.follow_idle_seconds if result.rows > 0 else 0.0
                     if standby and result.rows == 0:  # waits for its first change only
                         idle_limit = max(0.0, deadline - idle_since)
-                    if now - idle_since >= idle_limit or nxt.requested:
+                    busy = self._idle_work(now - idle_since, result, windows, interim)
+                    if (now - idle_since >= idle_limit and not busy) or nxt.requested:
                         break
-                    poll = STANDBY_POLL_SECONDS if standby else 0.5
+                    poll = STANDBY_POLL_SECONDS if standby or busy else 0.5
                     time.sleep(min(poll, max(0.0, deadline - now)))
                     continue
                 idle_since = None
@@ -599,6 +623,18 @@ class StreamRun:
             if progress is not None:
                 progress(result, windows)
         return result, windows
+
+    def _idle_work(
+        self,
+        idle_seconds: float,
+        result: WindowResult,
+        windows: int,
+        interim: Callable[[WindowResult, int], StreamRunOutcome] | None,
+    ) -> bool:
+        """``on_idle`` at one idle poll of a run that wrote changes: whether it has work left."""
+        if self.on_idle is None or interim is None or result.rows <= 0:
+            return False
+        return bool(self.on_idle(idle_seconds, partial(interim, result, windows)))
 
     def _standby_budget(self, deadline: float) -> float:
         """The following deadline of a standby run at its first change (``time.monotonic()``).
