@@ -764,8 +764,11 @@ class BackgroundChecks:
         except BaseException as e:  # noqa: BLE001 - re-raised on the run's thread by results()
             self._error = e
 
-    def done(self) -> bool:
-        """Whether the checks have finished (:meth:`results` then returns at once)."""
+    def done(self, wait: float = 0.0) -> bool:
+        """Whether the checks have finished (:meth:`results` then returns at once), waiting up
+        to ``wait`` seconds for them."""
+        if wait > 0:
+            self._thread.join(wait)
         return not self._thread.is_alive()
 
     def results(self) -> list[dg.AssetCheckResult]:

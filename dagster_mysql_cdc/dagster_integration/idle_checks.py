@@ -40,8 +40,8 @@ if TYPE_CHECKING:
 #: changes does not start (and then drop) them.
 IDLE_CHECKS_AFTER_SECONDS = 1.0
 
-#: At most this long is spent logging results at one idle poll (seconds): the run checks the
-#: binlog for changes between slices.
+#: At most this long is spent logging results (or waiting for the checks) at one idle poll
+#: (seconds): the run checks the binlog for changes between slices, without sleeping.
 LOG_SLICE_SECONDS = 0.25
 
 
@@ -120,7 +120,7 @@ class IdleChecks:
         if idle_seconds < IDLE_CHECKS_AFTER_SECONDS and self._job is None and not self._pending:
             return False
         if self._job is not None:
-            if not self._job.done():
+            if not self._job.done(wait=LOG_SLICE_SECONDS):
                 return True
             self._collect()
         if self._pending:

@@ -292,7 +292,8 @@ class StreamRun:
             ``interim()`` is the :class:`StreamRunOutcome` of the run so far (what the run
             would report if it ended now). The Dagster side evaluates and logs the checks of
             what is committed there, in slices, instead of after the run stops following.
-            While it returns ``True`` (work left) the run keeps following past
+            Each call does at most a fraction of a second of work; while it returns
+            ``True`` (work left) the run polls again without sleeping and keeps following past
             ``follow_idle_seconds`` (up to ``follow_seconds``), so a change committed meanwhile
             is read at once instead of waiting for the next run. An error it raises fails
             the run (every window so far is committed).
@@ -589,8 +590,9 @@ class StreamRun:
                     busy = self._idle_work(now - idle_since, result, windows, interim)
                     if (now - idle_since >= idle_limit and not busy) or nxt.requested:
                         break
-                    poll = STANDBY_POLL_SECONDS if standby or busy else 0.5
-                    time.sleep(min(poll, max(0.0, deadline - now)))
+                    if not busy:  # (on_idle's work paces the polls while it has some)
+                        poll = STANDBY_POLL_SECONDS if standby else 0.5
+                        time.sleep(min(poll, max(0.0, deadline - now)))
                     continue
                 idle_since = None
                 if standby and result.rows == 0:
