@@ -113,6 +113,21 @@ def _launch_in_thread(cdc: SensorDriven, req: dg.RunRequest) -> tuple[threading.
     return t, out
 
 
+def _standby_capture(db, conn, tables, idle_seconds: float, local_storage, instance) -> SensorDriven:
+    """A following capture of ``db``'s ``tables`` (each ``(id, v)`` with row ``(1, 10)``) whose
+    sensor requests standby runs (``stream_follow_idle_seconds=idle_seconds``)."""
+    with conn.cursor() as cur:
+        for t in tables:
+            cur.execute(f"CREATE TABLE {db}.{t} (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"INSERT INTO {db}.{t} VALUES (1, 10)")
+    return SensorDriven(
+        capture_resource(db, stream_follow_seconds=120.0, stream_follow_idle_seconds=idle_seconds),
+        local_storage.base_uri,
+        sensor_options={"run_wait_seconds": 0},
+        instance=instance,
+    )
+
+
 def _wait(pred, timeout: float, poll: float = 0.1):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -128,17 +143,7 @@ def test_a_standby_run_reports_a_change_while_it_waits_and_the_sensor_commits_it
     local_storage, files_instance
 ):
     with scratch_database("stby") as (db, conn):
-        with conn.cursor() as cur:
-            cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
-            cur.execute(f"CREATE TABLE {db}.quiet (id INT PRIMARY KEY, v INT)")
-            cur.execute(f"INSERT INTO {db}.t VALUES (1, 10)")
-            cur.execute(f"INSERT INTO {db}.quiet VALUES (1, 10)")
-        cdc = SensorDriven(
-            capture_resource(db, stream_follow_seconds=120.0, stream_follow_idle_seconds=3.0),
-            local_storage.base_uri,
-            sensor_options={"run_wait_seconds": 0},
-            instance=files_instance,
-        )
+        cdc = _standby_capture(db, conn, ("t", "quiet"), 3.0, local_storage, files_instance)
         log = cdc.ticks()  # the snapshot; then caught up: the in-process driver starts no standby
         assert log.runs and all(r.success for r in log.runs)
         assert "standby run not started" in log.skip_reasons[-1], log.skip_reasons
@@ -358,16 +363,7 @@ def test_a_standby_run_logs_its_checks_while_idle_and_still_reads_changes(local_
     the same run, and only its table is checked again (at the run's end), against its new
     materialization."""
     with scratch_database("idlechk") as (db, conn):
-        with conn.cursor() as cur:
-            for t in ("t", "u"):
-                cur.execute(f"CREATE TABLE {db}.{t} (id INT PRIMARY KEY, v INT)")
-                cur.execute(f"INSERT INTO {db}.{t} VALUES (1, 10)")
-        cdc = SensorDriven(
-            capture_resource(db, stream_follow_seconds=120.0, stream_follow_idle_seconds=8.0),
-            local_storage.base_uri,
-            sensor_options={"run_wait_seconds": 0},
-            instance=files_instance,
-        )
+        cdc = _standby_capture(db, conn, ("t", "u"), 8.0, local_storage, files_instance)
         assert all(r.success for r in cdc.ticks().runs)
         (req,) = cdc.tick_once().run_requests
         assert req.tags[STANDBY_TAG] == "true"

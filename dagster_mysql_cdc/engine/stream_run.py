@@ -590,9 +590,8 @@ class StreamRun:
                     busy = self._idle_work(now - idle_since, result, windows, interim)
                     if (now - idle_since >= idle_limit and not busy) or nxt.requested:
                         break
-                    if not busy:  # (on_idle's work paces the polls while it has some)
-                        poll = STANDBY_POLL_SECONDS if standby else 0.5
-                        time.sleep(min(poll, max(0.0, deadline - now)))
+                    poll = 0.0 if busy else STANDBY_POLL_SECONDS if standby else 0.5  # (on_idle paces)
+                    time.sleep(min(poll, max(0.0, deadline - now)))
                     continue
                 idle_since = None
                 if standby and result.rows == 0:
