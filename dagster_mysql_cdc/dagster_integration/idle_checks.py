@@ -86,9 +86,8 @@ class IdleChecks:
     def window(self, result: WindowResult) -> None:
         """A window committed ``result``: its tables' checks logged here are no longer current,
         and a job's results for them will not be logged."""
-        for t in result.tables:
-            self._stale.add(t)
         key_tables = set(result.tables)
+        self._stale |= key_tables
         self.current = {k for k in self.current if self._table_of.get(k.asset_key) not in key_tables}
         self._tried = {k for k in self._tried if self._table_of.get(k.asset_key) not in key_tables}
         self._pending = [

@@ -364,15 +364,6 @@ class StreamRun:
                     reached = reached_offset(start, end, res)
                     self.on_progress(RunProgress(reached, windows, _stopped_now(stopped, res), nxt))
 
-                def interim(res: WindowResult, windows: int) -> StreamRunOutcome:
-                    return StreamRunOutcome(
-                        result=res,
-                        start=start,
-                        reached=reached_offset(start, end, res),
-                        follow_windows=windows,
-                        stopped=_stopped_now(stopped, res),
-                    )
-
                 result, follow_windows = self.follow(
                     result,
                     set(request.selected),
@@ -380,10 +371,9 @@ class StreamRun:
                     resume_at=resume,
                     progress=progress,
                     standby=request.standby,
-                    interim=interim,
+                    interim=partial(run_outcome, start, end, stopped),
                 )
         for name, failed in result.failed_tables.items():
-            stopped[name] = {**failed, "attempted": name in stopped}
             self.log.warning(
                 f"{name} stopped: its changes from {BinlogPosition.from_dict(failed['since'])} on could not "
                 f"be written ({failed['error']}). The other tables go on. It is caught up from that "
@@ -391,13 +381,7 @@ class StreamRun:
                 "the cause is fixed and the table is materialized (docs/operations.md, 'A table stopped')."
             )
         self.log_window(result)
-        outcome = StreamRunOutcome(
-            result=result,
-            start=start,
-            reached=reached_offset(start, end, result),
-            follow_windows=follow_windows,
-            stopped=stopped,
-        )
+        outcome = run_outcome(start, end, stopped, result, follow_windows)
         if result.blocking_tables:
             outcome.snapshots = self.blocking_snapshot(result)
             for r in outcome.snapshots:  # its state was replaced: the window's count and tail
@@ -779,6 +763,22 @@ def check_window_server(
             "or duplicate changes, so nothing was read. The binlog sensor re-plans the window by GTID "
             "on its next tick (see docs/operations.md, 'Failover')."
         )
+
+
+def run_outcome(
+    start: BinlogPosition, end: BinlogPosition, stopped: dict[str, dict], result: WindowResult, windows: int
+) -> StreamRunOutcome:
+    """The outcome of a stream run of window ``[start, end)`` whose windows merged into
+    ``result`` (``windows``: follow-on windows), ``stopped`` the tables stopped before its
+    windows (those ``result`` could not write are added): the run's end, or the interim one
+    ``on_idle`` gets."""
+    return StreamRunOutcome(
+        result=result,
+        start=start,
+        reached=reached_offset(start, end, result),
+        follow_windows=windows,
+        stopped=_stopped_now(stopped, result),
+    )
 
 
 def _stopped_now(stopped: dict[str, dict], result: WindowResult) -> dict[str, dict]:
