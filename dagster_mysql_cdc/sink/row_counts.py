@@ -47,9 +47,13 @@ def state_live_count(storage: StorageSettings, state_uri: str) -> int | None:
     dtable = open_table(storage, state_uri)
     if dtable is None:
         return None
-    ds: pads.Dataset = dtable.to_pyarrow_dataset(filesystem=storage.delta_filesystem(state_uri))
     live = pads.field("__deleted") == False  # noqa: E712
-    if "__count" in ds.schema.names:
+
+    def dataset() -> pads.Dataset:  # built only when files are read (a keyed table's stats suffice)
+        return dtable.to_pyarrow_dataset(filesystem=storage.delta_filesystem(state_uri))
+
+    if any(f.name == "__count" for f in dtable.schema().fields):
+        ds = dataset()
         total = 0
         for batch in ds.to_batches(columns=["__count"], filter=live):
             s = pc.sum(pc.fill_null(batch.column("__count"), 1)).as_py()
@@ -80,13 +84,13 @@ def state_live_count(storage: StorageSettings, state_uri: str) -> int | None:
                 mixed.append(path)
         if mixed:
             wanted = set(mixed)
-            for frag in ds.get_fragments():
+            for frag in dataset().get_fragments():
                 if any(frag.path.endswith(p) for p in wanted):
                     total += frag.count_rows(filter=live)
         return total
     except (KeyError, ValueError, pa.ArrowException) as e:  # no statistics: count by scanning
         log.debug("state_live_count(%s): %s; scanning __deleted", state_uri, e)
-        return ds.count_rows(filter=live)
+        return dataset().count_rows(filter=live)
 
 
 def live_count(storage: StorageSettings, paths: TablePaths | str) -> int | None:

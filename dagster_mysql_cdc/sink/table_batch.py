@@ -538,8 +538,46 @@ class TableBatch:
                 self.tail_dt.delete(predicate=older_than_sql(self.snapshot_position, -1))
                 wrote(self.tail_dt)
                 set_properties(self.tail_dt, {KEY_PROPERTY: self._key_json()})
+        elif outcome.committed:
+            self._open_tail(schema, outcome.table_version)
         self.state_dt = open_table(storage, self.paths.state)
         return outcome
+
+    def _open_tail(self, state: pa.Schema, state_version: int) -> None:
+        """After a keyed table's first snapshot (a new state table of ``state``'s schema, at
+        ``state_version``): its empty ``state_tail``, with the key property and the live-row
+        count (:mod:`.live_rows`: the snapshot's rows, all live) recorded against that version.
+        The table's first window then appends to its tail as every later one does, instead of
+        creating it (a create, a reopen and a property commit) and counting the state's live rows
+        from its log (issue 42: about 60 % more commit work in the first 300-table window after
+        the snapshot). Nothing when a tail exists (a ``no_data`` capture's windows made one).
+
+        Raises:
+            nothing: a tail not created here is created by the table's first window (logged).
+        """
+        storage = self.w.storage
+        try:
+            if open_table(storage, self.paths.tail) is not None:
+                return
+            rows = sum(int(f["num_records"]) for f in self.state_files)
+            commit_files(
+                storage,
+                self.paths.tail,
+                self.lake.conform_tail(tail_schema(state, keyless=False)),
+                [],
+                mode="append",
+                app_id=self.app_id,
+                version=self.version,
+                metadata={
+                    LIVE_ROWS: str(rows),
+                    LIVE_STATE_VERSION: str(state_version),
+                    LIVE_TAIL_VERSION: "-1",
+                },
+                properties={KEY_PROPERTY: self._key_json()},
+            )
+            self.tail_dt = open_table(storage, self.paths.tail)
+        except SinkError as e:
+            log.warning("%s: its first window creates it instead (%s)", self.paths.tail, e)
 
     def _commit_tail(self, value_schema: pa.Schema, meta: dict) -> CommitOutcome:
         """The tail rows of the batch in one commit (with a full snapshot's cut marker)."""
