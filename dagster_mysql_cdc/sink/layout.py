@@ -5,7 +5,8 @@ Layout below ``StorageSettings.base_uri`` (docs/output-layout.md)::
     <server>/<database>/<table>/changelog       Delta table, append-only Debezium envelopes
     <server>/<database>/<table>/state           Delta table, one row per key (latest wins), compacted
     <server>/<database>/<table>/state_tail      Delta table, the state rows of the changes since
-                                                the last compaction (merge-on-read, sink/tail.py)
+                                                the last compaction (merge-on-read, sink/tail.py);
+                                                created empty by a keyed table's first snapshot
     <server>/<database>/<table>/pk_ranges.json  primary-key ranges of the table's partitions
     <server>/_schema_history                    Delta table, schema change events
     <server>/_transactions                      Delta table, transaction metadata (BEGIN/END)

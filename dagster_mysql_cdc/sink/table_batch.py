@@ -10,7 +10,8 @@ what it changed, whatever the size of the table; the compacted ``state`` is rewr
 :mod:`.compaction` when the tail has grown past a fraction of it, which the commit checks.
 
 A keyed table's *first* snapshot writes its state rows straight into a new ``state`` table (unique
-keys, nothing to merge with: one Spark job writes both datasets). A full snapshot of an existing
+keys, nothing to merge with: one Spark job writes both datasets) and creates its empty tail, which
+records the snapshot's live-row count (:mod:`.live_rows`). A full snapshot of an existing
 table writes tail rows and a cut marker at its position (keys it did not read are deleted).
 
 The state tables record their key columns (table property :data:`KEY_PROPERTY`): a batch keyed
