@@ -551,15 +551,17 @@ class TableBatch:
         The table's first window then appends to its tail as every later one does, instead of
         creating it (a create, a reopen and a property commit) and counting the state's live rows
         from its log (issue 42: about 60 % more commit work in the first 300-table window after
-        the snapshot). Nothing when a tail exists (a ``no_data`` capture's windows made one).
+        the snapshot). Nothing when the batch found a tail (a ``no_data`` capture's windows made
+        one); a tail another writer made since gets an empty commit whose count is not trusted
+        (its ``LIVE_TAIL_VERSION`` is not the version before it: :func:`.live_rows.recorded`).
 
         Raises:
             nothing: a tail not created here is created by the table's first window (logged).
         """
+        if self.tail_dt is not None:
+            return
         storage = self.w.storage
         try:
-            if open_table(storage, self.paths.tail) is not None:
-                return
             rows = sum(int(f["num_records"]) for f in self.state_files)
             commit_files(
                 storage,
@@ -576,7 +578,6 @@ class TableBatch:
                 },
                 properties={KEY_PROPERTY: self._key_json()},
             )
-            self.tail_dt = open_table(storage, self.paths.tail)
         except SinkError as e:
             log.warning("%s: its first window creates it instead (%s)", self.paths.tail, e)
 
