@@ -475,6 +475,45 @@ def test_a_vacuum_keeps_the_delta_log_as_long_as_the_files_and_batch_identities_
     assert live(read_current(storage, p)) == expect
 
 
+def test_window_commits_leave_the_expired_log_entries_to_the_vacuum(spark, storage):
+    """A window's commits do not run delta-rs's expired-log cleanup (sink/delta.py COMMIT_HOOKS):
+    that cleanup lists the whole ``_delta_log`` after every commit, so a commit's cost grew with
+    the table's history. With a log retention of 0 hours, entries behind a checkpoint are expired
+    at once: 24 windows later every entry is still there (delta-rs's default hooks would have
+    deleted them on the way), and the next due vacuum removes them, the state unchanged."""
+    from pyarrow import fs as pafs
+
+    from dagster_mysql_cdc.sink.retention import RetentionPolicy, vacuum_if_due
+
+    w = LakeWriter(spark, storage, "srv", compaction=CompactionPolicy(small_state_rows=0, tail_fraction=0.99))
+    p = w.paths("db", "t")
+    at = BinlogPosition("b.000001", 100)
+    write(w, window([("r", None, (i, f"v{i}")) for i in range(1, 21)], "b.000001", 100), at, snapshot=at)
+    policy = RetentionPolicy(retention_hours=0, interval_hours=1e-9)
+    assert "error" not in vacuum_if_due(storage, p.tail, policy)  # sets the log retention to 0 hours
+    expect = {i: f"v{i}" for i in range(1, 21)}
+
+    def log_entries(uri: str) -> tuple[list[int], list[int]]:
+        sel = pafs.FileSelector(storage.fs_path(uri) + "/_delta_log")
+        names = [i.base_name for i in storage.pyarrow_filesystem().get_file_info(sel)]
+        jsons = sorted(int(n.split(".")[0]) for n in names if n.endswith(".json"))
+        return jsons, sorted(int(n.split(".")[0]) for n in names if n.endswith(".checkpoint.parquet"))
+
+    first = log_entries(p.tail)[0][0]
+    for k in range(24):  # past two checkpoints of the tail (delta.checkpointInterval = 10)
+        pos = BinlogPosition("b.000002", 1000 * (k + 1))
+        write(w, window([("c", None, (100 + k, "n"))], "b.000002", pos.pos), pos)
+        expect[100 + k] = "n"
+    jsons, checkpoints = log_entries(p.tail)
+    assert len(checkpoints) >= 2 and jsons[0] == first, (jsons, checkpoints)  # nothing cleaned up
+    assert jsons[-1] - jsons[0] + 1 == len(jsons) >= 24
+    done = vacuum_if_due(storage, p.tail, policy)
+    assert "error" not in done, done
+    jsons, checkpoints = log_entries(p.tail)
+    assert min(jsons) >= max(checkpoints) - 1 and len(jsons) <= 12, (jsons, checkpoints)
+    assert live(read_current(storage, p)) == expect
+
+
 def test_keyless_counts_never_go_below_zero_on_every_path(spark, storage):
     """A keyless table captured without its rows (``snapshot_mode=no_data``): a change of a copy
     the lake never had removes nothing, and a copy inserted afterwards is never lost. The current

@@ -114,8 +114,9 @@ class CdcLakeResource(dg.ConfigurableResource):
     )
     vacuum_interval_hours: float = Field(
         default=24.0,
-        description="Vacuum each table (and clean up its Delta log) at most this often, after a "
-        "window writes it; 0 = never (run VACUUM yourself).",
+        description="Vacuum each table (and clean up its Delta log: the library's commits do not) at "
+        "most this often, after a window writes it; 0 = never (run VACUUM and the log clean-up, "
+        "cleanup_metadata(), yourself).",
     )
     sink_pipeline_depth: int = Field(
         default=2,

@@ -36,7 +36,7 @@ def remove_files(dt: DeltaTable, actions: pa.Table) -> int:
     from deltalake import CommitProperties
     from deltalake.transaction import RemoveAction
 
-    from .delta import wrote
+    from .delta import COMMIT_HOOKS, wrote
     from .live_rows import COMPACTED
 
     if actions.num_rows == 0:
@@ -53,6 +53,7 @@ def remove_files(dt: DeltaTable, actions: pa.Table) -> int:
             mode="append",
             schema=pa.schema(dt.schema().to_arrow()),
             commit_properties=CommitProperties(custom_metadata={COMPACTED: "true"}),
+            post_commithook_properties=COMMIT_HOOKS,
         )
         dt.update_incremental()  # the handle reads its own commit (see .delta.handle_cache)
         wrote(dt)

@@ -224,7 +224,15 @@ def compact_with_spark(
     from deltalake import CommitProperties
     from deltalake.exceptions import CommitFailedError
 
-    from .delta import TABLE_PROPERTIES, changed, delete_files, delta_schema, file_actions, wrote
+    from .delta import (
+        COMMIT_HOOKS,
+        TABLE_PROPERTIES,
+        changed,
+        delete_files,
+        delta_schema,
+        file_actions,
+        wrote,
+    )
     from .spark_files import FileOutput
 
     t0 = time.monotonic()
@@ -253,11 +261,16 @@ def compact_with_spark(
                 configuration=TABLE_PROPERTIES,
                 storage_options=writer.storage.delta_storage_options(),
                 commit_properties=props,
+                post_commithook_properties=COMMIT_HOOKS,
             )
             changed(paths.state)
         else:
             state_dt.create_write_transaction(
-                file_actions(files), mode="overwrite", schema=delta_schema(schema), commit_properties=props
+                file_actions(files),
+                mode="overwrite",
+                schema=delta_schema(schema),
+                commit_properties=props,
+                post_commithook_properties=COMMIT_HOOKS,
             )
             state_dt.update_incremental()  # the handle reads its own commit (see .delta.handle_cache)
             wrote(state_dt)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, Transaction
+from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Transaction
 from deltalake.exceptions import TableNotFoundError
 from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 
@@ -39,6 +39,18 @@ log = logging.getLogger(__name__)
 #: ~10x a freshly written copy, bench/small_files.py). 10 bounds the replay at 9 commits; writing a
 #: checkpoint costs one Parquet file of the live files (bounded by compaction) and tombstones.
 TABLE_PROPERTIES: dict[str, str] = {"delta.checkpointInterval": "10"}
+
+#: Post-commit hooks of every commit the library makes outside the vacuum: checkpoints as the
+#: table's ``delta.checkpointInterval`` says, but no expired-log cleanup. delta-rs runs that cleanup
+#: after *every* commit (``delta.enableExpiredLogCleanup``, on by default), and it lists the whole
+#: ``_delta_log``, which holds every commit of the log retention (7 days, :mod:`.retention`): a
+#: commit's cost grew with the table's history, not with the batch (``python -m bench.log_growth``,
+#: SeaweedFS S3: 28 ms with 100 log entries, 289 ms with 10,000; without the cleanup 27 and 24 ms;
+#: a local disk still lists the log to commit: 6 and 63 ms, 137 ms with the cleanup). The
+#: vacuum (:func:`.retention.vacuum_if_due`, daily by default) cleans up the expired entries
+#: instead, once, with ``cleanup_metadata``; other writers of the table (a user's maintenance
+#: job) keep Delta's default.
+COMMIT_HOOKS = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
 
 
 @dataclass(frozen=True)
@@ -482,6 +494,7 @@ def append_rows(
         mode="append",
         storage_options=storage.delta_storage_options(),
         commit_properties=CommitProperties(app_transactions=[Transaction(app_id=app_id, version=version)]),
+        post_commithook_properties=COMMIT_HOOKS,
         schema_mode="merge" if add_columns and dt is not None else None,
     )
     changed(table_uri)
@@ -531,12 +544,15 @@ def commit_files(
                 configuration=TABLE_PROPERTIES,
                 storage_options=storage.delta_storage_options(),
                 commit_properties=props,
+                post_commithook_properties=COMMIT_HOOKS,
             )
             changed(table_uri)
             dt = open_table(storage, table_uri)
             assert dt is not None
             if properties:  # delta-rs accepts properties it does not know only through ALTER
-                dt.alter.set_table_properties(properties, raise_if_not_exists=False)
+                dt.alter.set_table_properties(
+                    properties, raise_if_not_exists=False, post_commithook_properties=COMMIT_HOOKS
+                )
                 dt.update_incremental()
                 wrote(dt)
             return CommitOutcome(True, dt.version(), len(actions), rows)
@@ -548,7 +564,13 @@ def commit_files(
         ensure_table_properties(dt)
         writes: list[AddAction | RemoveAction] = list(actions)  # deltalake types the list invariantly
         before = dt.version()
-        dt.create_write_transaction(writes, mode=mode, schema=delta_schema(schema), commit_properties=props)
+        dt.create_write_transaction(
+            writes,
+            mode=mode,
+            schema=delta_schema(schema),
+            commit_properties=props,
+            post_commithook_properties=COMMIT_HOOKS,
+        )
         dt.update_incremental()
         if dt.version() == before + 1:  # the handle's new version is this commit: its txn is ours
             _remember_transaction(dt, before, app_id, version)
@@ -590,7 +612,7 @@ def ensure_table_properties(dt: DeltaTable) -> None:
     if not missing:
         return
     try:
-        dt.alter.set_table_properties(missing)
+        dt.alter.set_table_properties(missing, post_commithook_properties=COMMIT_HOOKS)
         dt.update_incremental()
         wrote(dt)
     except Exception as e:  # pragma: no cover - depends on concurrent writers
@@ -675,6 +697,7 @@ def rewrite_table(
                 commit_properties=CommitProperties(
                     custom_metadata={"dagster_mysql_cdc.rewrite": reason}, max_commit_retries=0
                 ),
+                post_commithook_properties=COMMIT_HOOKS,
             )
             wrote(dt)
             log.info("rewrote %s (%d files) into its new schema: %s", table_uri, len(paths), reason)

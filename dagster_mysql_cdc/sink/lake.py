@@ -46,7 +46,7 @@ from ..errors import SinkError
 from ..events import BinlogPosition
 from ..private_files import PrivateFiles
 from .compaction import CompactionPolicy
-from .delta import changed, open_table, wrote
+from .delta import COMMIT_HOOKS, changed, open_table, wrote
 from .layout import LakeLayout, TablePaths
 from .live_rows import EVOLVED
 from .retention import RetentionPolicy, vacuum_if_due
@@ -479,7 +479,9 @@ class LakeWriter:
         if dt is None or len(dt.file_uris()) < self.compact_min_files:
             return None
         try:
-            metrics = dt.optimize.compact(target_size=256 * 1024 * 1024)
+            metrics = dt.optimize.compact(
+                target_size=256 * 1024 * 1024, post_commithook_properties=COMMIT_HOOKS
+            )
             if metrics.get("numFilesAdded") or metrics.get("numFilesRemoved"):
                 wrote(dt)
             log.info(
@@ -631,6 +633,7 @@ class LakeWriter:
                 schema_mode="merge",
                 storage_options=self.storage.delta_storage_options(),
                 commit_properties=CommitProperties(custom_metadata={EVOLVED: "add columns"}),
+                post_commithook_properties=COMMIT_HOOKS,
             )
         except Exception as e:
             raise SinkError(

@@ -12,7 +12,9 @@ retention, because older entries name files already vacuumed.
 
 :func:`vacuum_if_due` runs both on a table when its last vacuum (table property
 :data:`VACUUMED_AT`) is older than ``interval_hours``, after a batch commits to it; so storage
-stays bounded by the live data plus what the retention keeps, without a maintenance job.
+stays bounded by the live data plus what the retention keeps, without a maintenance job. The log
+is cleaned up only here: the library's other commits skip delta-rs's cleanup after each commit
+(:data:`.delta.COMMIT_HOOKS`), which lists the whole log every time.
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ from ..events import BinlogPosition, change_log_schema, state_schema
 from . import row_counts
 from .data_files import read_files
 from .delta import (
+    COMMIT_HOOKS,
     CommitOutcome,
     adopt,
     commit_files,
@@ -120,7 +121,9 @@ def set_properties(dt: DeltaTable, properties: dict[str, str]) -> None:
     """Set table properties (one metadata commit; delta-rs accepts properties it does not know
     only this way). Best-effort: a concurrent writer may win it; the next batch sets them again."""
     try:
-        dt.alter.set_table_properties(properties, raise_if_not_exists=False)
+        dt.alter.set_table_properties(
+            properties, raise_if_not_exists=False, post_commithook_properties=COMMIT_HOOKS
+        )
         wrote(dt)
     except Exception as e:  # pragma: no cover - depends on concurrent writers
         log.warning("could not set %s on %s: %s", properties, dt.table_uri, e)
@@ -235,7 +238,7 @@ class TableBatch:
         # the table's earlier batches of the window: a delete on them would keep those rows)
         for dt in (open_table(storage, self.paths.state), open_table(storage, self.paths.tail)):
             if dt is not None:
-                dt.delete()
+                dt.delete(post_commithook_properties=COMMIT_HOOKS)
                 wrote(dt)
                 set_properties(dt, {KEY_PROPERTY: self._key_json()})
         self.state_dt = open_table(self.w.storage, self.paths.state)
@@ -536,7 +539,10 @@ class TableBatch:
             if self.tail_dt is not None and self.snapshot_position is not None:
                 from .compaction import older_than_sql
 
-                self.tail_dt.delete(predicate=older_than_sql(self.snapshot_position, -1))
+                self.tail_dt.delete(
+                    predicate=older_than_sql(self.snapshot_position, -1),
+                    post_commithook_properties=COMMIT_HOOKS,
+                )
                 wrote(self.tail_dt)
                 set_properties(self.tail_dt, {KEY_PROPERTY: self._key_json()})
         elif outcome.committed:
