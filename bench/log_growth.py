@@ -20,7 +20,11 @@ file at a time, alternating, side by side in one run:
 
 and prints the median and the maximum (a commit that writes a checkpoint, one in 10) of
 ``--rounds`` commits of each, a fresh open of the table, and how each
-grows from the smallest to the largest log (ratio). Timings are printed, never asserted.
+grows from the smallest to the largest log (ratio). Then (``--tombstones``, default 0 and
+100,000) the same commit of the library on tables whose files were removed (a compaction's remove
+actions, which Delta keeps in every checkpoint for ``delta.deletedFileRetentionDuration``, 7 days
+by default): the cost of every tenth commit, which writes a checkpoint, and of an open grows with
+them. Timings are printed, never asserted.
 
     python -m bench.log_growth
     python -m bench.log_growth --sizes 100 10000 100000 --no-s3
@@ -99,6 +103,35 @@ class _Table:
         dt.create_checkpoint()
         self.version = dt.version()
 
+    def add_tombstones(self, count: int) -> None:
+        """``count`` files added and removed again (as compactions leave them: Delta keeps their
+        remove actions in every checkpoint for ``delta.deletedFileRetentionDuration``, 7 days), in two
+        commits through the library's hooks; the files themselves are never written."""
+        from deltalake.transaction import AddAction, RemoveAction
+
+        from dagster_mysql_cdc.sink import delta
+
+        now = int(time.time() * 1000)
+        paths = [f"gone-{i}.parquet" for i in range(count)]
+        dt = delta.open_table(self.storage, self.uri)
+        assert dt is not None
+        adds: list[AddAction | RemoveAction] = [
+            AddAction(
+                path=p, size=100, partition_values={}, modification_time=now, data_change=True, stats="{}"
+            )
+            for p in paths
+        ]
+        removes: list[AddAction | RemoveAction] = [
+            RemoveAction(path=p, data_change=True, deletion_timestamp=now, size=100, partition_values={})
+            for p in paths
+        ]
+        for actions in (adds, removes):
+            dt.create_write_transaction(
+                actions, mode="append", schema=dt.schema(), post_commithook_properties=delta.COMMIT_HOOKS
+            )
+            dt.update_incremental()
+            delta.wrote(dt)
+
     def data_file(self) -> dict:
         buf = io.BytesIO()
         pq.write_table(pa.table({"a": [1]}), buf)
@@ -161,6 +194,31 @@ class _Table:
         return time.perf_counter() - t0
 
 
+def _tombstone_rows(storage, kind: str, counts: list[int], rounds: int) -> None:
+    """The library's commit, median / max (a checkpoint commit), on tables with ``counts`` removed
+    files each (10 log entries), and a fresh open."""
+    from dagster_mysql_cdc.sink.delta import handle_cache
+
+    print(f"\n{kind}: the library's commit with removed files in the table, median / max of {rounds} (ms)")
+    print(f"{'removed files':>14} | {'library':>15} | {'open':>7}")
+    out = []
+    for n in counts:
+        t = _Table(storage, f"tomb{n}")
+        t.grow_log(10)
+        if n:
+            t.add_tombstones(n)
+        with handle_cache():
+            lib = [t.commit_library() for _ in range(rounds)]
+        op = t.open_seconds()
+        out.append((statistics.median(lib), max(lib), op))
+        print(f"{n:>14,} | {_ms(lib):>15} | {op * 1000:>7.1f}")
+    (m0, x0, o0), (m1, x1, o1) = out[0], out[-1]
+    print(
+        f"growth {counts[0]:,} -> {counts[-1]:,} removed files: median {m1 / m0:.2f}x, "
+        f"checkpoint commit {x1 / x0:.2f}x, open {o1 / o0:.2f}x"
+    )
+
+
 def _ms(xs: list[float]) -> str:
     return f"{statistics.median(xs) * 1000:.1f} / {max(xs) * 1000:.1f}"
 
@@ -170,6 +228,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", type=int, nargs="+", default=[100, 10_000], help="log entries (ascending)")
     p.add_argument("--rounds", type=int, default=20, help="commits of each variant per size")
     p.add_argument("--no-s3", action="store_true", help="local filesystem only")
+    p.add_argument(
+        "--tombstones",
+        type=int,
+        nargs="*",
+        default=[0, 100_000],
+        help="then: the library's commit on a table with this many removed files (ascending; none: skip)",
+    )
     args = p.parse_args(argv)
     import tempfile
 
@@ -206,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"growth {s0:,} -> {s1:,} entries (medians): library {l1 / l0:.2f}x, "
                 f"delta-rs defaults {d1 / d0:.2f}x, open {o1 / o0:.2f}x"
             )
+            if args.tombstones:
+                _tombstone_rows(storage, kind, sorted(args.tombstones), args.rounds)
     return 0
 
 
