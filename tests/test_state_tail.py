@@ -86,6 +86,16 @@ def live(t: pa.Table) -> dict:
     return {r["id"]: r["v"] for r in live_multiset(t).to_pylist()}
 
 
+def delta_log_versions(storage, uri: str) -> tuple[list[int], list[int]]:
+    """The versions of the JSON commits and of the checkpoints in ``uri``'s ``_delta_log``, sorted."""
+    from pyarrow import fs as pafs
+
+    sel = pafs.FileSelector(storage.fs_path(uri) + "/_delta_log")
+    names = [i.base_name for i in storage.pyarrow_filesystem().get_file_info(sel)]
+    jsons = sorted(int(n.split(".")[0]) for n in names if n.endswith(".json"))
+    return jsons, sorted(int(n.split(".")[0]) for n in names if n.endswith(".checkpoint.parquet"))
+
+
 def test_windows_append_to_the_tail_and_compactions_keep_the_current_state(any_spark, storage):
     """On a local Spark and on Spark Connect (the README default), on a local and an S3 lake."""
     # a big "small table" threshold off: compaction only when asked or by the tail fraction
@@ -436,8 +446,6 @@ def test_a_vacuum_keeps_the_delta_log_as_long_as_the_files_and_batch_identities_
     retention 0 the log holds only the newest checkpoint and the commits after it (a log kept for
     Delta's 30 days grows by every window), the current state is unchanged, and a batch committed
     before the cleanup is still recognised when retried (its identity is in the checkpoint)."""
-    from pyarrow import fs as pafs
-
     from dagster_mysql_cdc.sink.retention import LOG_RETENTION, RetentionPolicy, vacuum_if_due
 
     w = LakeWriter(spark, storage, "srv", compaction=CompactionPolicy(small_state_rows=0, tail_fraction=0.99))
@@ -454,17 +462,12 @@ def test_a_vacuum_keeps_the_delta_log_as_long_as_the_files_and_batch_identities_
         first = first or (batch, pos)
         expect[100 + k] = "n"
 
-    def log_entries(uri: str) -> list[str]:
-        sel = pafs.FileSelector(storage.fs_path(uri) + "/_delta_log")
-        return sorted(i.base_name for i in storage.pyarrow_filesystem().get_file_info(sel))
-
-    assert len([e for e in log_entries(p.tail) if e.endswith(".json")]) >= 24
+    assert len(delta_log_versions(storage, p.tail)[0]) >= 24
     done = vacuum_if_due(storage, p.tail, RetentionPolicy(retention_hours=0, interval_hours=1e-9))
     assert "error" not in done, done
     dt = DeltaTable(p.tail, storage_options=opts)
     assert dt.metadata().configuration[LOG_RETENTION] == "interval 0 hours"
-    jsons = [int(e.split(".")[0]) for e in log_entries(p.tail) if e.endswith(".json")]
-    checkpoints = [int(e.split(".")[0]) for e in log_entries(p.tail) if e.endswith(".checkpoint.parquet")]
+    jsons, checkpoints = delta_log_versions(storage, p.tail)
     assert checkpoints and min(jsons) >= max(checkpoints) - 1, (jsons, checkpoints)  # older entries gone
     assert len(jsons) <= 12
     assert live(read_current(storage, p)) == expect
@@ -481,8 +484,6 @@ def test_window_commits_leave_the_expired_log_entries_to_the_vacuum(spark, stora
     the table's history. With a log retention of 0 hours, entries behind a checkpoint are expired
     at once: 24 windows later every entry is still there (delta-rs's default hooks would have
     deleted them on the way), and the next due vacuum removes them, the state unchanged."""
-    from pyarrow import fs as pafs
-
     from dagster_mysql_cdc.sink.retention import RetentionPolicy, vacuum_if_due
 
     w = LakeWriter(spark, storage, "srv", compaction=CompactionPolicy(small_state_rows=0, tail_fraction=0.99))
@@ -493,23 +494,17 @@ def test_window_commits_leave_the_expired_log_entries_to_the_vacuum(spark, stora
     assert "error" not in vacuum_if_due(storage, p.tail, policy)  # sets the log retention to 0 hours
     expect = {i: f"v{i}" for i in range(1, 21)}
 
-    def log_entries(uri: str) -> tuple[list[int], list[int]]:
-        sel = pafs.FileSelector(storage.fs_path(uri) + "/_delta_log")
-        names = [i.base_name for i in storage.pyarrow_filesystem().get_file_info(sel)]
-        jsons = sorted(int(n.split(".")[0]) for n in names if n.endswith(".json"))
-        return jsons, sorted(int(n.split(".")[0]) for n in names if n.endswith(".checkpoint.parquet"))
-
-    first = log_entries(p.tail)[0][0]
+    first = delta_log_versions(storage, p.tail)[0][0]
     for k in range(24):  # past two checkpoints of the tail (delta.checkpointInterval = 10)
         pos = BinlogPosition("b.000002", 1000 * (k + 1))
         write(w, window([("c", None, (100 + k, "n"))], "b.000002", pos.pos), pos)
         expect[100 + k] = "n"
-    jsons, checkpoints = log_entries(p.tail)
+    jsons, checkpoints = delta_log_versions(storage, p.tail)
     assert len(checkpoints) >= 2 and jsons[0] == first, (jsons, checkpoints)  # nothing cleaned up
     assert jsons[-1] - jsons[0] + 1 == len(jsons) >= 24
     done = vacuum_if_due(storage, p.tail, policy)
     assert "error" not in done, done
-    jsons, checkpoints = log_entries(p.tail)
+    jsons, checkpoints = delta_log_versions(storage, p.tail)
     assert min(jsons) >= max(checkpoints) - 1 and len(jsons) <= 12, (jsons, checkpoints)
     assert live(read_current(storage, p)) == expect
 
