@@ -49,7 +49,8 @@ TABLE_PROPERTIES: dict[str, str] = {"delta.checkpointInterval": "10"}
 #: a local disk still lists the log to commit: 6 and 63 ms, 137 ms with the cleanup). The
 #: vacuum (:func:`.retention.vacuum_if_due`, daily by default) cleans up the expired entries
 #: instead, once, with ``cleanup_metadata``; other writers of the table (a user's maintenance
-#: job) keep Delta's default.
+#: job) keep Delta's default. Every new commit site of the library passes it too
+#: (``post_commithook_properties=COMMIT_HOOKS``).
 COMMIT_HOOKS = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
 
 
