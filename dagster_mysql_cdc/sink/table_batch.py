@@ -801,7 +801,7 @@ class _LakeSchemas:
             update.update({k.decode(): "" for k in have if k not in want and have[k]})
             if update:
                 try:
-                    dt.alter.set_column_metadata(name, update)
+                    dt.alter.set_column_metadata(name, update, post_commithook_properties=COMMIT_HOOKS)
                     wrote(dt)
                 except Exception as e:  # pragma: no cover - concurrent writers
                     log.warning("could not refresh the metadata of %s.%s: %s", self.paths.state, name, e)
