@@ -23,8 +23,11 @@ and prints the median and the maximum (a commit that writes a checkpoint, one in
 grows from the smallest to the largest log (ratio). Then (``--tombstones``, default 0 and
 100,000) the same commit of the library on tables whose files were removed (a compaction's remove
 actions, which Delta keeps in every checkpoint for ``delta.deletedFileRetentionDuration``, 7 days
-by default): the cost of every tenth commit, which writes a checkpoint, and of an open grows with
-them. Timings are printed, never asserted.
+by default): a checkpoint, and an open, grow with them. There the library's commit (whose
+checkpoint a background thread writes, ``sink/checkpoints.py``) runs side by side with the same
+commit writing the checkpoint inside every tenth commit (delta-rs's hook: the library before), each
+on its own table, and the background checkpoints' count and mean time are printed. Timings are
+printed, never asserted.
 
     python -m bench.log_growth
     python -m bench.log_growth --sizes 100 10000 100000 --no-s3
@@ -130,7 +133,8 @@ class _Table:
                 actions, mode="append", schema=dt.schema(), post_commithook_properties=delta.COMMIT_HOOKS
             )
             dt.update_incremental()
-            delta.wrote(dt)
+            delta.wrote(dt, checkpointed=True)
+        dt.create_checkpoint()  # the removed files in a checkpoint, as a week of windows leaves them
 
     def data_file(self) -> dict:
         buf = io.BytesIO()
@@ -183,7 +187,36 @@ class _Table:
             ),
         )
         dt.update_incremental()
-        delta.wrote(dt)
+        delta.wrote(dt, checkpointed=True)
+        return time.perf_counter() - t0
+
+    def commit_inline(self) -> float:
+        """The library's commit as it was before ``sink/checkpoints.py``: delta-rs writes the
+        checkpoint inside every tenth commit (no expired-log cleanup), and the same read-back."""
+        from deltalake import CommitProperties, PostCommitHookProperties, Transaction
+        from deltalake.transaction import AddAction, RemoveAction
+
+        from dagster_mysql_cdc.sink import delta
+
+        f = self.data_file()
+        self.batch += 1
+        t0 = time.perf_counter()
+        dt = delta.open_table(self.storage, self.uri)
+        assert dt is not None
+        actions: list[AddAction | RemoveAction] = list(delta.file_actions([f]))
+        dt.create_write_transaction(
+            actions,
+            mode="append",
+            schema=dt.schema(),
+            commit_properties=CommitProperties(
+                app_transactions=[Transaction(app_id="bench", version=self.batch)]
+            ),
+            post_commithook_properties=PostCommitHookProperties(
+                create_checkpoint=True, cleanup_expired_logs=False
+            ),
+        )
+        dt.update_incremental()
+        delta.wrote(dt, checkpointed=True)
         return time.perf_counter() - t0
 
     def open_seconds(self) -> float:
@@ -195,27 +228,46 @@ class _Table:
 
 
 def _tombstone_rows(storage, kind: str, counts: list[int], rounds: int) -> None:
-    """The library's commit, median / max (a checkpoint commit), on tables with ``counts`` removed
-    files each (10 log entries), and a fresh open."""
+    """The library's commit (its checkpoint written beside it, ``sink/checkpoints.py``) against the
+    same commit with the checkpoint inside it (delta-rs's hook, the library before), alternating,
+    each on its own table with ``counts`` removed files (10 log entries): median / max, what the
+    background checkpoints took, and a fresh open."""
+    from dagster_mysql_cdc.sink.checkpoints import CHECKPOINTS
     from dagster_mysql_cdc.sink.delta import handle_cache
 
-    print(f"\n{kind}: the library's commit with removed files in the table, median / max of {rounds} (ms)")
-    print(f"{'removed files':>14} | {'library':>15} | {'open':>7}")
+    print(
+        f"\n{kind}: a commit with removed files in the table, median / max of {rounds} (ms; "
+        "inline: the checkpoint inside every tenth commit)"
+    )
+    print(
+        f"{'removed files':>14} | {'library':>15} | {'inline checkpoint':>17} | {'background checkpoints':>22} | {'open':>7}"
+    )
     out = []
     for n in counts:
-        t = _Table(storage, f"tomb{n}")
-        t.grow_log(10)
-        if n:
-            t.add_tombstones(n)
+        lib_t, inl_t = _Table(storage, f"tomb{n}"), _Table(storage, f"tomb{n}-inline")
+        for t in (lib_t, inl_t):
+            t.grow_log(10)
+            if n:
+                t.add_tombstones(n)
+        lib, inl = [], []
         with handle_cache():
-            lib = [t.commit_library() for _ in range(rounds)]
-        op = t.open_seconds()
-        out.append((statistics.median(lib), max(lib), op))
-        print(f"{n:>14,} | {_ms(lib):>15} | {op * 1000:>7.1f}")
-    (m0, x0, o0), (m1, x1, o1) = out[0], out[-1]
+            lib_t.commit_library()  # each table's handle loaded first, as a running capture has it
+            inl_t.commit_inline()
+            CHECKPOINTS.drain()
+            w0, s0 = CHECKPOINTS.written, CHECKPOINTS.seconds
+            for _ in range(rounds):
+                lib.append(lib_t.commit_library())
+                inl.append(inl_t.commit_inline())
+        CHECKPOINTS.drain()
+        written, secs = CHECKPOINTS.written - w0, CHECKPOINTS.seconds - s0
+        op = lib_t.open_seconds()
+        out.append((statistics.median(lib), max(lib), max(inl), op))
+        bg = f"{written} x {secs / max(written, 1) * 1000:.0f} ms"
+        print(f"{n:>14,} | {_ms(lib):>15} | {_ms(inl):>17} | {bg:>22} | {op * 1000:>7.1f}")
+    (m0, x0, i0, o0), (m1, x1, i1, o1) = out[0], out[-1]
     print(
-        f"growth {counts[0]:,} -> {counts[-1]:,} removed files: median {m1 / m0:.2f}x, "
-        f"checkpoint commit {x1 / x0:.2f}x, open {o1 / o0:.2f}x"
+        f"growth {counts[0]:,} -> {counts[-1]:,} removed files: library median {m1 / m0:.2f}x, "
+        f"max {x1 / x0:.2f}x; inline checkpoint commit {i1 / i0:.2f}x; open {o1 / o0:.2f}x"
     )
 
 

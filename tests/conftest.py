@@ -39,6 +39,17 @@ def _restore_interrupt_signals() -> None:
 _restore_interrupt_signals()
 
 
+@pytest.fixture(autouse=True)
+def _checkpoints_written():
+    """After each test, the Delta checkpoints its commits queued are written
+    (``sink/checkpoints.py``: a background thread), so none lands in the next test's lake."""
+    yield
+    from dagster_mysql_cdc.sink.checkpoints import CHECKPOINTS
+
+    CHECKPOINTS.pause(False)
+    CHECKPOINTS.drain(60)
+
+
 def env(name: str, default: str) -> str:
     return os.environ.get(name, default)
 

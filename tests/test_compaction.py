@@ -53,6 +53,9 @@ def test_small_batches_are_compacted_and_state_is_exact(spark, local_storage):
     # a reader replays at most 9 JSON commits after a checkpoint (2-3 commits per small batch)
     for dt in (tail, log):
         assert dt.metadata().configuration.get("delta.checkpointInterval") == "10"
+    from dagster_mysql_cdc.sink.checkpoints import CHECKPOINTS
+
+    assert CHECKPOINTS.drain(60)  # written beside the windows (sink/checkpoints.py)
     cps = sorted(
         int(p.name.split(".")[0]) for p in (Path(paths.tail) / "_delta_log").glob("*.checkpoint.parquet")
     )

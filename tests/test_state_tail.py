@@ -14,6 +14,7 @@ import pytest
 from deltalake import DeltaTable
 
 from dagster_mysql_cdc.events import BinlogPosition, ChangeEventBuilder
+from dagster_mysql_cdc.sink.checkpoints import CHECKPOINTS
 from dagster_mysql_cdc.sink.compaction import CompactionPolicy, compact_table
 from dagster_mysql_cdc.sink.key_model import KEY_PROPERTY
 from dagster_mysql_cdc.sink.lake import LakeWriter
@@ -463,6 +464,7 @@ def test_a_vacuum_keeps_the_delta_log_as_long_as_the_files_and_batch_identities_
         expect[100 + k] = "n"
 
     assert len(delta_log_versions(storage, p.tail)[0]) >= 24
+    assert CHECKPOINTS.drain(60)  # the windows' checkpoints, written beside them (sink/checkpoints.py)
     done = vacuum_if_due(storage, p.tail, RetentionPolicy(retention_hours=0, interval_hours=1e-9))
     assert "error" not in done, done
     dt = DeltaTable(p.tail, storage_options=opts)
@@ -499,6 +501,7 @@ def test_window_commits_leave_the_expired_log_entries_to_the_vacuum(spark, stora
         pos = BinlogPosition("b.000002", 1000 * (k + 1))
         write(w, window([("c", None, (100 + k, "n"))], "b.000002", pos.pos), pos)
         expect[100 + k] = "n"
+    assert CHECKPOINTS.drain(60)  # the windows' checkpoints, written beside them (sink/checkpoints.py)
     jsons, checkpoints = delta_log_versions(storage, p.tail)
     assert len(checkpoints) >= 2 and jsons[0] == first, (jsons, checkpoints)  # nothing cleaned up
     assert jsons[-1] - jsons[0] + 1 == len(jsons) >= 24

@@ -412,7 +412,7 @@ def ensure_tables(table: CapturedTable) -> list[str]:
     from deltalake import Schema as DeltaSchema
 
     from ..errors import SinkError
-    from ..sink.delta import COMMIT_HOOKS, TABLE_PROPERTIES, changed, open_table
+    from ..sink.delta import PATH_COMMIT_HOOKS, TABLE_PROPERTIES, changed, open_table
     from ..sink.key_model import KEY_PROPERTY
 
     shape = table_shape(table)
@@ -436,7 +436,7 @@ def ensure_tables(table: CapturedTable) -> list[str]:
                 dt.alter.set_table_properties(
                     {KEY_PROPERTY: json.dumps(shape.key)},
                     raise_if_not_exists=False,
-                    post_commithook_properties=COMMIT_HOOKS,
+                    post_commithook_properties=PATH_COMMIT_HOOKS,
                 )
         except Exception as e:
             raise SinkError(

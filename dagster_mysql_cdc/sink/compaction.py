@@ -202,7 +202,7 @@ def compact_in_process(
         state = conform_table(state, pa.schema([schema.field(n) for n in state.column_names]))
     out = resolve(state, tail, key=key, schema=schema)
     as_of = newest_order_key(tail)
-    from .delta import COMMIT_HOOKS, TABLE_PROPERTIES, changed, wrote
+    from .delta import COMMIT_HOOKS, PATH_COMMIT_HOOKS, TABLE_PROPERTIES, changed, wrote
 
     try:
         write_deltalake(
@@ -216,7 +216,7 @@ def compact_in_process(
                 custom_metadata=compaction_commit_info(reason, as_of),
                 max_commit_retries=0,
             ),
-            post_commithook_properties=COMMIT_HOOKS,
+            post_commithook_properties=COMMIT_HOOKS if state_dt is not None else PATH_COMMIT_HOOKS,
         )
     except CommitFailedError as e:  # another writer committed to the state meanwhile: next time
         log.info("compaction of %s left for later: %s", paths.state, e)

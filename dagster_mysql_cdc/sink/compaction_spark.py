@@ -226,6 +226,7 @@ def compact_with_spark(
 
     from .delta import (
         COMMIT_HOOKS,
+        PATH_COMMIT_HOOKS,
         TABLE_PROPERTIES,
         changed,
         delete_files,
@@ -261,7 +262,7 @@ def compact_with_spark(
                 configuration=TABLE_PROPERTIES,
                 storage_options=writer.storage.delta_storage_options(),
                 commit_properties=props,
-                post_commithook_properties=COMMIT_HOOKS,
+                post_commithook_properties=PATH_COMMIT_HOOKS,
             )
             changed(paths.state)
         else:

@@ -27,6 +27,7 @@ from deltalake.exceptions import TableNotFoundError
 from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 
 from ..errors import SinkError
+from . import checkpoints
 from .storage import StorageSettings
 
 log = logging.getLogger(__name__)
@@ -40,8 +41,10 @@ log = logging.getLogger(__name__)
 #: checkpoint costs one Parquet file of the live files (bounded by compaction) and tombstones.
 TABLE_PROPERTIES: dict[str, str] = {"delta.checkpointInterval": "10"}
 
-#: Post-commit hooks of every commit the library makes outside the vacuum: checkpoints as the
-#: table's ``delta.checkpointInterval`` says, but no expired-log cleanup. delta-rs runs that cleanup
+#: Post-commit hooks of every commit the library makes through a handle outside the vacuum (then
+#: :func:`wrote`): no checkpoint inside the commit (:func:`wrote` queues it, written beside the
+#: windows by :mod:`.checkpoints`: with a week of removed files a checkpoint takes seconds) and no
+#: expired-log cleanup. delta-rs runs that cleanup
 #: after *every* commit (``delta.enableExpiredLogCleanup``, on by default), and it lists the whole
 #: ``_delta_log``, which holds every commit of the log retention (7 days, :mod:`.retention`): a
 #: commit's cost grew with the table's history, not with the batch (``python -m bench.log_growth``,
@@ -50,8 +53,13 @@ TABLE_PROPERTIES: dict[str, str] = {"delta.checkpointInterval": "10"}
 #: vacuum (:func:`.retention.vacuum_if_due`, daily by default) cleans up the expired entries
 #: instead, once, with ``cleanup_metadata``; other writers of the table (a user's maintenance
 #: job) keep Delta's default. Every new commit site of the library passes it too
-#: (``post_commithook_properties=COMMIT_HOOKS``).
-COMMIT_HOOKS = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
+#: (``post_commithook_properties=COMMIT_HOOKS``), and calls :func:`wrote` after it.
+COMMIT_HOOKS = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+
+#: Post-commit hooks of a write by path (``write_deltalake`` on a URI, then :func:`changed`): no
+#: handle reaches :func:`wrote` to queue the checkpoint, so delta-rs writes it inside the commit
+#: (as :data:`COMMIT_HOOKS`, no expired-log cleanup).
+PATH_COMMIT_HOOKS = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
 
 
 @dataclass(frozen=True)
@@ -140,16 +148,20 @@ def _refresh(dt: DeltaTable, table_uri: str) -> None:
     _seen(dt, table_uri, count)
 
 
-def wrote(dt: DeltaTable) -> None:
+def wrote(dt: DeltaTable, *, checkpointed: bool = False) -> None:
     """Record a commit this process made through the handle ``dt`` (any thread), which is
     current after it (delta-rs updates a handle it commits through, or the caller refreshed it):
     every other handle of the table is brought up to date at its next :func:`open_table` (see
     :data:`_commits`). Call it after each commit through a handle; a write by path calls
-    :func:`changed` instead."""
+    :func:`changed` instead. Queues the table's checkpoint when the commit reached a checkpoint
+    version (:func:`.checkpoints.after_commit`: the commit skipped delta-rs's, :data:`COMMIT_HOOKS`);
+    ``checkpointed=True``: a commit with delta-rs's own checkpoint hook (nothing queued)."""
     uri = _uri_of(dt)
     with _commits_lock:
         count = _commits[uri] = _commits.get(uri, 0) + 1
     _seen(dt, uri, count)
+    if not checkpointed:
+        checkpoints.after_commit(dt, uri, dt.__dict__.get("_cdc_storage"))
 
 
 @contextmanager
@@ -305,6 +317,7 @@ def preload(
                 count = _commits.get(uri, 0)
                 dt = DeltaTable(uri, storage_options=opts)
                 _seen(dt, uri, count)
+                dt.__dict__["_cdc_storage"] = storage
             if app_id is not None:
                 transaction_version(dt, app_id)
             return dt
@@ -416,6 +429,7 @@ def open_table(storage: StorageSettings, table_uri: str) -> DeltaTable | None:
     except Exception as e:
         raise _log_error(storage, table_uri, e) from e
     _seen(dt, table_uri, count)
+    dt.__dict__["_cdc_storage"] = storage  # (checkpoints.after_commit opens its own handle with it)
     if cache is not None:
         cache[table_uri] = dt
         if trusted is not None:
@@ -495,7 +509,7 @@ def append_rows(
         mode="append",
         storage_options=storage.delta_storage_options(),
         commit_properties=CommitProperties(app_transactions=[Transaction(app_id=app_id, version=version)]),
-        post_commithook_properties=COMMIT_HOOKS,
+        post_commithook_properties=PATH_COMMIT_HOOKS,
         schema_mode="merge" if add_columns and dt is not None else None,
     )
     changed(table_uri)
@@ -545,7 +559,7 @@ def commit_files(
                 configuration=TABLE_PROPERTIES,
                 storage_options=storage.delta_storage_options(),
                 commit_properties=props,
-                post_commithook_properties=COMMIT_HOOKS,
+                post_commithook_properties=PATH_COMMIT_HOOKS,
             )
             changed(table_uri)
             dt = open_table(storage, table_uri)

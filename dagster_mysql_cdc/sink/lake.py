@@ -46,7 +46,7 @@ from ..errors import SinkError
 from ..events import BinlogPosition
 from ..private_files import PrivateFiles
 from .compaction import CompactionPolicy
-from .delta import COMMIT_HOOKS, changed, open_table, wrote
+from .delta import COMMIT_HOOKS, PATH_COMMIT_HOOKS, changed, open_table, wrote
 from .layout import LakeLayout, TablePaths
 from .live_rows import EVOLVED
 from .retention import RetentionPolicy, vacuum_if_due
@@ -633,7 +633,7 @@ class LakeWriter:
                 schema_mode="merge",
                 storage_options=self.storage.delta_storage_options(),
                 commit_properties=CommitProperties(custom_metadata={EVOLVED: "add columns"}),
-                post_commithook_properties=COMMIT_HOOKS,
+                post_commithook_properties=PATH_COMMIT_HOOKS,
             )
         except Exception as e:
             raise SinkError(
