@@ -119,3 +119,27 @@ def test_a_failed_checkpoint_is_logged_and_left_for_the_next_one(tmp_path, caplo
     assert queue.drain(30)
     assert queue.failed == 1 and queue.written == 0
     assert "checkpoint of" in caplog.text and "skipped" in caplog.text
+
+
+def test_a_forked_child_starts_with_an_empty_queue(tmp_path):
+    """A forked child has none of its parent's threads: its queue starts empty (a table queued in
+    the parent is not waited for at the child's exit), and what it queues it writes itself."""
+    import os
+
+    from dagster_mysql_cdc.sink.storage import StorageSettings
+
+    CHECKPOINTS.pause(True)
+    try:
+        CHECKPOINTS.queue(StorageSettings(base_uri=str(tmp_path)), str(tmp_path / "parent"))
+        pid = os.fork()
+        if pid == 0:  # the child: report through the exit status
+            ok = CHECKPOINTS.pending() == 0 and not CHECKPOINTS._paused
+            CHECKPOINTS.queue(StorageSettings(base_uri=str(tmp_path)), str(tmp_path / "child"))
+            ok = ok and CHECKPOINTS.drain(30) and CHECKPOINTS.failed == 1
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert CHECKPOINTS.pending() == 1  # the parent's is still queued
+    finally:
+        CHECKPOINTS.pause(False)
+    CHECKPOINTS.drain(30)

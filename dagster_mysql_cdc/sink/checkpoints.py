@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -73,11 +74,15 @@ class Checkpointer:
     """
 
     def __init__(self, workers: int = WORKERS) -> None:
+        self._workers = max(1, workers)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every queued table and thread (a forked child, which has none of them)."""
         self._cond = threading.Condition()
         self._queued: dict[str, StorageSettings] = {}  # table URI -> its storage, in queue order
         self._running: set[str] = set()
         self._threads: list[threading.Thread] = []
-        self._workers = max(1, workers)
         self._paused = False
         self.written = 0
         self.failed = 0
@@ -89,7 +94,6 @@ class Checkpointer:
             if table_uri in self._queued:
                 return
             self._queued[table_uri] = storage
-            self._threads = [t for t in self._threads if t.is_alive()]
             if len(self._threads) < self._workers:
                 t = threading.Thread(target=self._work, name="cdc-delta-checkpoint", daemon=True)
                 self._threads.append(t)
@@ -133,7 +137,11 @@ class Checkpointer:
                         self._running.add(uri)
                         return uri, self._queued.pop(uri)
                 if not self._cond.wait(timeout=60.0) and not self._queued:
-                    return None  # idle for a minute: the thread ends, the next queue() starts one
+                    # idle for a minute: the thread ends (off the list under the lock, so the next
+                    # queue() starts another instead of counting on this one)
+                    me = threading.current_thread()
+                    self._threads = [t for t in self._threads if t is not me]
+                    return None
 
     def _work(self) -> None:
         while (job := self._next()) is not None:
@@ -148,8 +156,6 @@ class Checkpointer:
                 else:
                     self.failed += 1
                 self._cond.notify_all()
-        with self._cond:
-            self._threads = [t for t in self._threads if t is not threading.current_thread()]
 
 
 def _write(storage: StorageSettings, table_uri: str) -> bool:
@@ -198,6 +204,14 @@ def after_commit(dt: Any, table_uri: str, storage: StorageSettings | None) -> bo
         return True
     CHECKPOINTS.queue(storage, table_uri)
     return True
+
+
+def _reset_in_child() -> None:
+    """A forked child has none of the parent's threads: it starts with an empty queue of its own."""
+    CHECKPOINTS.reset()  # (the same object: importers keep their reference)
+
+
+os.register_at_fork(after_in_child=_reset_in_child)
 
 
 @atexit.register
