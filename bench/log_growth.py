@@ -167,6 +167,20 @@ class _Table:
 
     def commit_defaults(self) -> float:
         """The same commit with delta-rs's default post-commit hooks (and the same read-back)."""
+        return self._commit_direct(None)
+
+    def commit_inline(self) -> float:
+        """The library's commit as it was before ``sink/checkpoints.py``: delta-rs writes the
+        checkpoint inside every tenth commit (no expired-log cleanup), and the same read-back."""
+        from deltalake import PostCommitHookProperties
+
+        return self._commit_direct(
+            PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
+        )
+
+    def _commit_direct(self, hooks) -> float:
+        """One small file committed through the table's handle with ``hooks`` (``None``: delta-rs's
+        defaults), the handle read back as the library does."""
         from deltalake import CommitProperties, Transaction
         from deltalake.transaction import AddAction, RemoveAction
 
@@ -185,35 +199,7 @@ class _Table:
             commit_properties=CommitProperties(
                 app_transactions=[Transaction(app_id="bench", version=self.batch)]
             ),
-        )
-        dt.update_incremental()
-        delta.wrote(dt, checkpointed=True)
-        return time.perf_counter() - t0
-
-    def commit_inline(self) -> float:
-        """The library's commit as it was before ``sink/checkpoints.py``: delta-rs writes the
-        checkpoint inside every tenth commit (no expired-log cleanup), and the same read-back."""
-        from deltalake import CommitProperties, PostCommitHookProperties, Transaction
-        from deltalake.transaction import AddAction, RemoveAction
-
-        from dagster_mysql_cdc.sink import delta
-
-        f = self.data_file()
-        self.batch += 1
-        t0 = time.perf_counter()
-        dt = delta.open_table(self.storage, self.uri)
-        assert dt is not None
-        actions: list[AddAction | RemoveAction] = list(delta.file_actions([f]))
-        dt.create_write_transaction(
-            actions,
-            mode="append",
-            schema=dt.schema(),
-            commit_properties=CommitProperties(
-                app_transactions=[Transaction(app_id="bench", version=self.batch)]
-            ),
-            post_commithook_properties=PostCommitHookProperties(
-                create_checkpoint=True, cleanup_expired_logs=False
-            ),
+            post_commithook_properties=hooks,
         )
         dt.update_incremental()
         delta.wrote(dt, checkpointed=True)
