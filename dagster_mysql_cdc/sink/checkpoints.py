@@ -181,11 +181,14 @@ _last_seen: dict[str, int] = {}
 _last_lock = threading.Lock()
 
 
-def after_commit(dt: Any, table_uri: str, storage: StorageSettings | None) -> bool:
+def after_commit(
+    dt: Any, table_uri: str, storage: StorageSettings | None, *, checkpointed: bool = False
+) -> bool:
     """After a commit through the handle ``dt`` (its version now the commit's): queue the table's
     checkpoint when the commit reached a checkpoint version (:func:`crossed`, counted from the
     version this process last saw). Without ``storage`` (a handle not opened by
     :func:`.delta.open_table`), the checkpoint is written now, through ``dt``, as delta-rs would.
+    ``checkpointed=True``: the commit ran delta-rs's own checkpoint hook; only its version is noted.
 
     Returns:
         whether a checkpoint is due (queued or written).
@@ -194,7 +197,7 @@ def after_commit(dt: Any, table_uri: str, storage: StorageSettings | None) -> bo
     with _last_lock:
         before = _last_seen.get(table_uri)
         _last_seen[table_uri] = version
-    if not crossed(before, version, checkpoint_interval(dt)):
+    if checkpointed or not crossed(before, version, checkpoint_interval(dt)):
         return False
     if storage is None:
         try:

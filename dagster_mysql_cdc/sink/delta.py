@@ -160,8 +160,7 @@ def wrote(dt: DeltaTable, *, checkpointed: bool = False) -> None:
     with _commits_lock:
         count = _commits[uri] = _commits.get(uri, 0) + 1
     _seen(dt, uri, count)
-    if not checkpointed:
-        checkpoints.after_commit(dt, uri, dt.__dict__.get("_cdc_storage"))
+    checkpoints.after_commit(dt, uri, dt.__dict__.get("_cdc_storage"), checkpointed=checkpointed)
 
 
 @contextmanager

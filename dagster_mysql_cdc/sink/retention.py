@@ -79,7 +79,9 @@ def vacuum_if_due(
         dt.cleanup_metadata()
         _mark(dt, now)
         dt.update_incremental()
-        wrote(dt)  # (VACUUM START/END and the properties: other handles read them at their next open)
+        # (VACUUM START/END and the properties: other handles read them at their next open; these
+        # commits took delta-rs's default hooks, their checkpoint included)
+        wrote(dt, checkpointed=True)
     except Exception as e:  # noqa: BLE001 - maintenance: the batch is committed
         log.warning("vacuum of %s failed (retried later): %s", table_uri, e)
         return {"error": f"{type(e).__name__}: {e}"[:500]}
