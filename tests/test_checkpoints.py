@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import time
 import uuid
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -16,6 +17,7 @@ from dagster_mysql_cdc.sink import delta
 from dagster_mysql_cdc.sink.checkpoints import CHECKPOINTS, Checkpointer, crossed
 
 SCHEMA = pa.schema([("a", pa.int64())])
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize(
@@ -143,3 +145,28 @@ def test_a_forked_child_starts_with_an_empty_queue(tmp_path):
     finally:
         CHECKPOINTS.pause(False)
     CHECKPOINTS.drain(30)
+
+
+def test_a_process_that_exits_after_its_commits_writes_their_checkpoint_first(tmp_path):
+    """A run process that ends right after a window's commits (no drain of its own) still leaves
+    the checkpoint its commits queued: the queue is drained at exit (sink/checkpoints.py), so a
+    table committed once per run still gets a checkpoint every tenth version."""
+    import subprocess
+    import sys
+
+    script = f"""
+import sys
+sys.path.insert(0, {str(ROOT / "tests")!r})
+from test_checkpoints import SCHEMA, _file
+from dagster_mysql_cdc.sink import delta
+from dagster_mysql_cdc.sink.storage import StorageSettings
+st = StorageSettings(base_uri={str(tmp_path / "lake")!r})
+uri = st.uri("srv", "db", "t", "changelog")
+for v in range(1, 12):
+    delta.commit_files(st, uri, SCHEMA, [_file(st, uri, v)], mode="append", app_id="w", version=v)
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, cwd=ROOT, timeout=120)
+    from dagster_mysql_cdc.sink.storage import StorageSettings
+
+    st = StorageSettings(base_uri=str(tmp_path / "lake"))
+    assert _checkpoints(st, st.uri("srv", "db", "t", "changelog")) in ([10], [11])
