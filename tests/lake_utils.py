@@ -24,6 +24,16 @@ def read_delta(storage: StorageSettings, uri: str) -> pa.Table:
     return DeltaTable(uri, storage_options=storage.delta_storage_options()).to_pyarrow_table()
 
 
+def delta_log_versions(storage, uri: str) -> tuple[list[int], list[int]]:
+    """The versions of the JSON commits and of the checkpoints in ``uri``'s ``_delta_log``, sorted."""
+    from pyarrow import fs as pafs
+
+    sel = pafs.FileSelector(storage.fs_path(uri) + "/_delta_log")
+    names = [i.base_name for i in storage.pyarrow_filesystem().get_file_info(sel)]
+    jsons = sorted(int(n.split(".")[0]) for n in names if n.endswith(".json"))
+    return jsons, sorted(int(n.split(".")[0]) for n in names if n.endswith(".checkpoint.parquet"))
+
+
 def live_state_rows(storage: StorageSettings, uri: str, key: list[str]) -> list[dict]:
     """Rows of a table's current state (its state table ``uri`` with its tail applied:
     ``sink/read.py``) that are not tombstones, without metadata columns, sorted by key; a keyless

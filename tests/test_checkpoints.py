@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
+from lake_utils import delta_log_versions
 
 from dagster_mysql_cdc.sink import delta
 from dagster_mysql_cdc.sink.checkpoints import CHECKPOINTS, Checkpointer, crossed
@@ -54,11 +55,7 @@ def _file(storage, uri: str, value: int) -> dict:
 
 
 def _checkpoints(storage, uri: str) -> list[int]:
-    from pyarrow import fs as pafs
-
-    sel = pafs.FileSelector(storage.fs_path(uri) + "/_delta_log")
-    names = [i.base_name for i in storage.pyarrow_filesystem().get_file_info(sel)]
-    return sorted(int(n.split(".")[0]) for n in names if n.endswith(".checkpoint.parquet"))
+    return delta_log_versions(storage, uri)[1]
 
 
 def test_window_commits_leave_their_checkpoints_to_the_background(storage):

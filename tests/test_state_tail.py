@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
+from lake_utils import delta_log_versions
 
 from dagster_mysql_cdc.events import BinlogPosition, ChangeEventBuilder
 from dagster_mysql_cdc.sink.checkpoints import CHECKPOINTS
@@ -85,16 +86,6 @@ def docs_sql_current(storage, p) -> dict:
 
 def live(t: pa.Table) -> dict:
     return {r["id"]: r["v"] for r in live_multiset(t).to_pylist()}
-
-
-def delta_log_versions(storage, uri: str) -> tuple[list[int], list[int]]:
-    """The versions of the JSON commits and of the checkpoints in ``uri``'s ``_delta_log``, sorted."""
-    from pyarrow import fs as pafs
-
-    sel = pafs.FileSelector(storage.fs_path(uri) + "/_delta_log")
-    names = [i.base_name for i in storage.pyarrow_filesystem().get_file_info(sel)]
-    jsons = sorted(int(n.split(".")[0]) for n in names if n.endswith(".json"))
-    return jsons, sorted(int(n.split(".")[0]) for n in names if n.endswith(".checkpoint.parquet"))
 
 
 def test_windows_append_to_the_tail_and_compactions_keep_the_current_state(any_spark, storage):
