@@ -20,6 +20,7 @@ from dataclasses import replace
 
 import dagster as dg
 import pytest
+from conftest import root_connect
 from sensor_harness import SensorDriven, capture_resource, scratch_database
 
 from dagster_mysql_cdc import build_mysql_cdc_sensor, read_current
@@ -402,3 +403,89 @@ def test_a_standby_run_logs_its_checks_while_idle_and_still_reads_changes(local_
             assert all(ev.passed for _, ev in t_evals + u_evals), (t_evals, u_evals)
         ids = sorted(read_current((db, "t"), local_storage.base_uri, server=db)["id"].to_pylist())
         assert ids == [1, 2, 3]
+
+
+@pytest.mark.integration
+def test_a_standby_run_ends_on_its_budget_while_only_other_databases_change(local_storage, files_instance):
+    """Another application's writes on the same server are binlog traffic, not changes of the
+    capture: a standby run reads their windows (its position advances) but they are not its first
+    change, so it ends after ``stream_follow_seconds`` as an idle one would (it used to restart
+    its budget at each such window and never end, so the sensor never committed its position),
+    logs them as one line per series instead of one per transaction, and a tick meanwhile does
+    not hold the sensor loop for it."""
+    with scratch_database("stbyother") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"INSERT INTO {db}.t VALUES (1, 10)")
+            cur.execute(f"CREATE DATABASE {db}_other")
+            cur.execute(f"CREATE TABLE {db}_other.o (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+        follow = 20.0
+        cdc = SensorDriven(
+            capture_resource(db, stream_follow_seconds=follow, stream_follow_idle_seconds=2.0),
+            local_storage.base_uri,
+            sensor_options={"run_wait_seconds": 0},
+            instance=files_instance,
+        )
+        stop = threading.Event()
+        try:
+            assert all(r.success for r in cdc.ticks().runs)
+            (req,) = cdc.tick_once().run_requests
+            assert req.tags[STANDBY_TAG] == "true"
+            start = StreamCursor.parse(cdc.cursor).committed
+
+            def other_app():
+                c = root_connect()
+                try:
+                    with c.cursor() as cur:
+                        while not stop.is_set():
+                            cur.execute(f"INSERT INTO {db}_other.o (v) VALUES (1)")
+                            c.commit()
+                            time.sleep(0.2)
+                finally:
+                    c.close()
+
+            writer = threading.Thread(target=other_app, daemon=True)
+            writer.start()
+            launched = time.monotonic()
+            thread, out = _launch_in_thread(cdc, req)
+            mine = dg.RunsFilter(tags={REQUEST_TAG: req.run_key})
+            run = _wait(
+                lambda: [
+                    r for r in cdc.instance.get_runs(filters=mine) if "dagster_mysql_cdc/progress" in r.tags
+                ],
+                timeout=60.0,
+            )
+            assert run, "the standby run recorded no progress over the other database's windows"
+            waiting_sensor = build_mysql_cdc_sensor(cdc.cdc, run_wait_seconds=5)
+            t0 = time.monotonic()
+            with dg.build_sensor_context(
+                instance=cdc.instance, cursor=cdc.cursor, resources=cdc.resources
+            ) as ctx:
+                tick = waiting_sensor.evaluate_tick(ctx)
+            assert time.monotonic() - t0 < 4.0, "the tick waited for a standby run with no change yet"
+            assert not tick.run_requests and "standby run" in tick.skip_message, tick.skip_message
+            thread.join(timeout=follow + 40.0)
+            ended = time.monotonic() - launched
+            assert not thread.is_alive(), (
+                "the standby run did not end on its budget while other databases changed"
+            )
+            assert writer.is_alive(), "the other application stopped first: the test proves nothing"
+        finally:
+            stop.set()
+            time.sleep(0.5)
+            with conn.cursor() as cur:
+                cur.execute(f"DROP DATABASE IF EXISTS {db}_other")
+        result = out["result"]
+        assert result.success
+        messages = [e.user_message or "" for e in cdc.instance.all_logs(result.run_id)]
+        assert not [m for m in messages if m.startswith("Follow-on window ")], "one line per quiet window"
+        series = [m for m in messages if "no change to a captured table" in m]
+        assert len(series) == 1, series
+        assert not _table_materializations(cdc.instance, dg.AssetKey([db, db, "t"]), result.run_id)
+        # the sensor commits where it reached (past the other application's first writes)
+        res = cdc.tick_once()
+        committed = StreamCursor.parse(cdc.cursor).committed
+        assert committed.sort_key() > start.sort_key(), (start, committed, res.skip_message)
+        print(
+            f"standby over other databases' traffic ended after {ended:.1f}s (budget {follow:.0f}s); {series[0]}"
+        )

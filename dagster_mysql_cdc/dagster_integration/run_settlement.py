@@ -111,8 +111,12 @@ def _standby_waiting(
     its budget (``stream_follow_seconds`` from its start) within ``wait`` seconds: a tick does
     not wait for it (it would hold the daemon's sensor loop ``run_wait_seconds`` on every tick
     of an idle capture); otherwise, as for any run, the tick waits, so the next run is
-    requested the moment it ends."""
-    if not is_standby_key(inf.run_key) or progress_tag(run.tags or {}) is not None:
+    requested the moment it ends. Windows of other databases' traffic (progress without rows)
+    do not count as its first change."""
+    if not is_standby_key(inf.run_key):
+        return False
+    progress = progress_tag(run.tags or {})
+    if progress is not None and (progress.rows is None or progress.rows > 0):
         return False
     record = instance.get_run_record_by_id(run.run_id)
     started = getattr(record, "start_time", None) if record is not None else None

@@ -156,6 +156,8 @@ class ReportedProgress:
     stopped: dict[str, dict]
     next_start: BinlogPosition | None = None
     next_end: BinlogPosition | None = None
+    #: row changes written so far (``None``: a tag written before the field existed)
+    rows: int | None = None
 
 
 def progress_tag(tags: Any) -> ReportedProgress | None:
@@ -176,6 +178,7 @@ def progress_tag(tags: Any) -> ReportedProgress | None:
             stopped=stopped,
             next_start=BinlogPosition.from_dict(nxt["start"]) if nxt else None,
             next_end=BinlogPosition.from_dict(nxt["end"]) if nxt else None,
+            rows=int(d["rows"]) if d.get("rows") is not None else None,
         )
     except (ValueError, KeyError, TypeError, AttributeError):
         return None

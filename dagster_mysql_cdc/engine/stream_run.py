@@ -191,12 +191,15 @@ class RunProgress:
         stopped: the tables stopped so far, as :attr:`StreamRunOutcome.stopped`.
         next: the follow-on window the run saved and is reading from ``reached`` (an attempt may
             have committed part of it: whoever continues from ``reached`` reads exactly it).
+        rows: row changes written so far (0: a standby run still waiting for its first change,
+            whatever windows of other databases' traffic it read).
     """
 
     reached: BinlogPosition
     windows: int
     stopped: dict[str, dict]
     next: FollowWindow | None = None
+    rows: int = 0
 
     def to_dict(self) -> dict:
         """JSON-able form (positions as :meth:`BinlogPosition.to_dict`; errors cut to 300
@@ -204,6 +207,7 @@ class RunProgress:
         out: dict = {
             "reached": self.reached.to_dict(),
             "windows": self.windows,
+            "rows": self.rows,
             "stopped": {n: {**v, "error": str(v.get("error") or "")[:300]} for n, v in self.stopped.items()},
         }
         if self.next is not None:
@@ -362,7 +366,9 @@ class StreamRun:
                     if self.on_progress is None or windows < first or res.gaps or res.events_skipped_count:
                         return
                     reached = reached_offset(start, end, res)
-                    self.on_progress(RunProgress(reached, windows, _stopped_now(stopped, res), nxt))
+                    self.on_progress(
+                        RunProgress(reached, windows, _stopped_now(stopped, res), nxt, rows=res.rows)
+                    )
 
                 result, follow_windows = self.follow(
                     result,
@@ -548,7 +554,8 @@ class StreamRun:
             self.warm_up()
             self.load_handles(selected, result.end.txn_app(STREAM_APP_ID))
         idle_since: float | None = None
-        windows = 0
+        windows, first_change = 0, False
+        quiet = _QuietWindows(self.log)
         while True:
             after = result.end
             w = load_follow_window(storage, opts.server_name, after)
@@ -578,14 +585,14 @@ class StreamRun:
                     time.sleep(min(poll, max(0.0, deadline - now)))
                     continue
                 idle_since = None
-                if standby and result.rows == 0:
-                    deadline = self._standby_budget(deadline)
                 changed, why = self.planner.changed_tables(nxt.start, nxt.end)
                 if changed is None or not changed <= selected:
                     self.log.info(
                         f"Following ends before {nxt.start}: the next window leaves this run's selection ({why})"
                     )
                     break
+                if standby and changed and not first_change:  # (not: another database's traffic)
+                    deadline, first_change = self._standby_budget(deadline), True
                 w = save_follow_window(storage, opts.server_name, FollowWindow(after, nxt.start, nxt.end))
             if progress is not None:
                 progress(result, windows, w)
@@ -599,14 +606,13 @@ class StreamRun:
                 r.end = w.end
             if self.on_window is not None and r.tables:
                 self.on_window(r, w.start, r.end)
-            self.log.info(
-                f"Follow-on window {w.start} -> {r.end}: {r.rows} rows, {r.events_read} events in {r.seconds:.1f}s"
-            )
+            quiet.window(w.start, r)
             result = merge_window_results(result, r)
             if not exact or r.incremental_state or r.chunks or r.blocking_tables:
                 break
             if progress is not None:
                 progress(result, windows)
+        quiet.flush()
         return result, windows
 
     def _idle_work(
@@ -629,7 +635,10 @@ class StreamRun:
         position every :data:`STANDBY_POLL_SECONDS`; from its first change it follows as a run
         started then would: for ``options.follow_seconds`` more (its wait did not use up the
         budget), ending once the binlog was idle for ``options.follow_idle_seconds`` (so its
-        checks run and the sensor commits it)."""
+        checks run and the sensor commits it). Only a window that changes a captured table is
+        its first change: windows of other databases' traffic on the server are read (its
+        position advances) but do not extend the budget, else a standby run on a busy server
+        would never end and the sensor would never commit where it reached."""
         return max(deadline, time.monotonic() + max(0.0, float(self.options.follow_seconds)))
 
     def warm_up(self) -> None:
@@ -793,3 +802,36 @@ def _stopped_now(stopped: dict[str, dict], result: WindowResult) -> dict[str, di
 def table_key(name: str) -> tuple[str, str]:
     db, _, t = name.partition(".")
     return (db, t)
+
+
+class _QuietWindows:
+    """The run log's lines of follow-on windows: one per window that changed a captured table,
+    one per series of windows that changed none (another database's traffic on the same server:
+    a line per transaction would be an event per transaction in Dagster's event log)."""
+
+    def __init__(self, log: RunLog) -> None:
+        self.log = log
+        self.first: BinlogPosition | None = None
+        self.last: BinlogPosition | None = None
+        self.count = 0
+        self.events = 0
+
+    def window(self, start: BinlogPosition, r: WindowResult) -> None:
+        """Log the window ``[start, r.end)`` read as ``r``, or count it while it changed nothing."""
+        if r.rows == 0 and not r.tables:
+            self.first = start if self.first is None else self.first
+            self.last, self.count, self.events = r.end, self.count + 1, self.events + r.events_read
+            return
+        self.flush()
+        self.log.info(
+            f"Follow-on window {start} -> {r.end}: {r.rows} rows, {r.events_read} events in {r.seconds:.1f}s"
+        )
+
+    def flush(self) -> None:
+        """Log the series of windows that changed no captured table, if any."""
+        if self.count:
+            self.log.info(
+                f"Follow-on windows {self.first} -> {self.last}: {self.count} window(s), "
+                f"{self.events} events, no change to a captured table"
+            )
+        self.first, self.last, self.count, self.events = None, None, 0, 0
