@@ -411,8 +411,8 @@ def test_a_standby_run_ends_on_its_budget_while_only_other_databases_change(loca
     capture: a standby run reads their windows (its position advances) but they are not its first
     change, so it ends after ``stream_follow_seconds`` as an idle one would (it used to restart
     its budget at each such window and never end, so the sensor never committed its position),
-    logs them as one line per series instead of one per transaction, and a tick meanwhile does
-    not hold the sensor loop for it."""
+    logs them as one line per series instead of one per transaction, reads them at most four
+    times a second, and a tick meanwhile does not hold the sensor loop for it."""
     with scratch_database("stbyother") as (db, conn):
         with conn.cursor() as cur:
             cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
@@ -440,7 +440,7 @@ def test_a_standby_run_ends_on_its_budget_while_only_other_databases_change(loca
                         while not stop.is_set():
                             cur.execute(f"INSERT INTO {db}_other.o (v) VALUES (1)")
                             c.commit()
-                            time.sleep(0.2)
+                            time.sleep(0.05)
                 finally:
                     c.close()
 
@@ -481,6 +481,9 @@ def test_a_standby_run_ends_on_its_budget_while_only_other_databases_change(loca
         assert not [m for m in messages if m.startswith("Follow-on window ")], "one line per quiet window"
         series = [m for m in messages if "no change to a captured table" in m]
         assert len(series) == 1, series
+        # such windows are paced (STANDBY_POLL_SECONDS after each): not one per transaction
+        n = int(re.search(r": (\d+) window\(s\)", series[0]).group(1))
+        assert 0 < n <= ended / 0.25 + 2, (n, ended, series[0])
         assert not _table_materializations(cdc.instance, dg.AssetKey([db, db, "t"]), result.run_id)
         # the sensor commits where it reached (past the other application's first writes)
         res = cdc.tick_once()
