@@ -15,6 +15,7 @@ from .errors import (
     PreflightError,
     SinkError,
     SourceConnectionError,
+    SourceUnreachableError,
     UnknownTableError,
 )
 from .events import BinlogPosition
@@ -124,6 +125,7 @@ __all__ = [
     "SNAPSHOT_MODES",
     "SinkError",
     "SourceConnectionError",
+    "SourceUnreachableError",
     "UnknownTableError",
     "build_mysql_cdc_asset_specs",
     "build_mysql_cdc_sensor",

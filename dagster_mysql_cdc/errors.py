@@ -45,6 +45,11 @@ class SourceConnectionError(CdcError, ConnectionError):
     """The source server could not be reached or refused the credentials."""
 
 
+class SourceUnreachableError(SourceConnectionError):
+    """The source server does not answer (connection refused, lost or timed out): a restart, a
+    failover or an outage, not a setting; waiting may cure it, changing the settings does not."""
+
+
 class UnknownTableError(ConfigurationError):
     """A requested table does not exist on the source server (or is excluded by the filters)."""
 

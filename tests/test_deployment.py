@@ -300,6 +300,66 @@ def test_following_ends_when_planning_meets_a_restarting_server(tmp_path, monkey
         assert live_state_rows(storage, storage.uri(db, db, "t", "state"), key) == expected
 
 
+@pytest.mark.integration
+@pytest.mark.spark
+def test_a_run_whose_source_restarts_waits_for_it_in_its_checks(tmp_path, monkeypatch):
+    """Issue 42 under `dagster dev`: a MariaDB restart (2-3 s) while a following run waited
+    ended its following, as it should, but its checks then met the server still down and the
+    run FAILED, paging whoever watches run failures for a routine restart although every window
+    it read was committed. The checks now wait for the server (``SOURCE_WAIT_SECONDS``): the run
+    succeeds, its checks compare, and the sensor carries on from its end."""
+    import threading
+
+    from conftest import run_infra
+
+    from dagster_mysql_cdc.dagster_integration import selection
+
+    with scratch_database("srcrestart") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"INSERT INTO {db}.t VALUES (1, 1)")
+        mysql = capture_resource(db, stream_follow_seconds=60.0, stream_follow_idle_seconds=0.0)
+        cdc = SensorDriven(mysql, str(tmp_path / "lake"))
+        cdc.ticks()
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.t VALUES (2, 2)")
+        (req,) = cdc.tick_once().run_requests
+        real = selection.next_window
+        back: list[threading.Thread] = []
+
+        def next_window(*args, **kwargs):
+            if back:
+                return real(*args, **kwargs)
+            run_infra("infra/mariadb.sh", "stop")  # the server restarts: back in 4 s
+            back.append(threading.Timer(4.0, run_infra, ("infra/mariadb.sh", "start")))
+            back[0].start()
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(selection, "next_window", next_window)
+        try:
+            run = cdc.launch(req)
+        finally:
+            monkeypatch.setattr(selection, "next_window", real)
+            for t in back:
+                t.join()
+        conn.ping(reconnect=True)
+        assert back, "the run did not plan a follow-on window"
+        errors = [e.message for e in cdc.instance.all_logs(run.run_id) if e.level >= 40]
+        assert run.success, errors
+        evals = {e.check_name: e for e in run.get_asset_check_evaluations() if e.asset_key.path[-1] == "t"}
+        assert evals and all(e.passed for e in evals.values()), evals
+        logs = [e.message or "" for e in cdc.instance.all_logs(run.run_id) if e.level >= 30]
+        assert any("planning the next window failed" in m for m in logs), logs
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.t VALUES (3, 3)")
+        cdc.ticks()
+        ids = sorted(r["id"] for r in source_rows(db, "t")[0])
+        assert ids == [1, 2, 3]
+        storage = StorageSettings(base_uri=str(tmp_path / "lake"))
+        expected, key = source_rows(db, "t")
+        assert live_state_rows(storage, storage.uri(db, db, "t", "state"), key) == expected
+
+
 def _tick(cdc):
     with dg.build_sensor_context(instance=cdc.instance, cursor=cdc.cursor, resources=cdc.resources) as ctx:
         res = cdc.sensor.evaluate_tick(ctx)

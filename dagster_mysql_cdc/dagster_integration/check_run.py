@@ -72,6 +72,11 @@ from .verify import WindowVerification, verification_failed_results, verify_wind
 #: The checks that compare the lake's rows with the source's (a window's keys or the whole table).
 ROW_CHECKS = frozenset({ROW_COUNT, CHECKSUM})
 
+#: how long a run's checks wait for a source that does not answer (a restart or a failover takes
+#: seconds: the run that committed its windows then succeeds instead of failing on its checks);
+#: longer, the run fails with :class:`~..errors.SourceUnreachableError`
+SOURCE_WAIT_SECONDS = 30.0
+
 
 @dataclass(frozen=True)
 class CheckSettings:
@@ -174,8 +179,9 @@ def run_checks(
     first result is asked for.
 
     Raises:
-        SourceConnectionError: the source is unreachable (one table's check raising an error is a
-            failed result of that table instead).
+        SourceConnectionError: the source refuses the credentials, or does not answer for
+            :data:`SOURCE_WAIT_SECONDS` (one table's check raising an error is a failed result of
+            that table instead).
     """
     yield from CheckRun(settings, context, storage, request).results()
 
@@ -201,7 +207,7 @@ class CheckRun:
         self.settings, self.context, self.storage, self.request = settings, context, storage, request
         self.specs = {s.key: s for s in context.assets_def.specs}
         self.committed = request.committed if request.committed is not None else last_committed(context)
-        self.info = read_server_info(settings.connection)
+        self.info = read_server_info(settings.connection, wait_seconds=SOURCE_WAIT_SECONDS)
         self.by_asset: dict[dg.AssetKey, set[str]] = {}
         for ck in context.selected_asset_check_keys if request.check_keys is None else request.check_keys:
             self.by_asset.setdefault(ck.asset_key, set()).add(ck.name)

@@ -10,13 +10,20 @@ compression, whose payload events the library silently drops.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pymysql
 
-from ..errors import MissingPrivilegeError, PreflightError, SourceConnectionError, UnknownTableError
+from ..errors import (
+    MissingPrivilegeError,
+    PreflightError,
+    SourceConnectionError,
+    SourceUnreachableError,
+    UnknownTableError,
+)
 from ..events import BinlogPosition
 from .catalog import list_tables
 from .tls import check_ssl_mode, preferred_context, ssl_context
@@ -160,6 +167,11 @@ class Connection(pymysql.connections.Connection):
         return super()._create_ssl_ctx(sslp)  # type: ignore[misc]
 
 
+#: client error codes of a server that does not answer (can't connect, unknown host, gone away,
+#: lost during a query): :class:`~..errors.SourceUnreachableError`
+UNREACHABLE_CODES = (2003, 2005, 2006, 2013)
+
+
 def connect(settings: ConnectionSettings, **overrides: Any) -> pymysql.connections.Connection:
     """Open a pymysql connection with the session in UTC.
 
@@ -190,8 +202,8 @@ def connect(settings: ConnectionSettings, **overrides: Any) -> pymysql.connectio
                 "Fix the `user`/`password` of the MySQL CDC resource (password usually comes from "
                 f"an environment variable, e.g. EnvVar('CDC_MYSQL_PASSWORD')).{hint}"
             ) from None
-        if code in (2003, 2005, 2006, 2013):
-            raise SourceConnectionError(
+        if code in UNREACHABLE_CODES:
+            raise SourceUnreachableError(
                 f"Cannot reach the MySQL/MariaDB server at {settings.host}:{settings.port} "
                 f"({_scrub(str(e.args[-1]), settings)}). Check `host`/`port` and that the server "
                 "is running (locally: `make infra`)."
@@ -569,14 +581,32 @@ def check_tables_exist(conn: Any, tables: Iterable[tuple[str, str]]) -> None:
         )
 
 
-def read_server_info(settings: ConnectionSettings) -> ServerInfo:
+def read_server_info(settings: ConnectionSettings, wait_seconds: float = 0.0) -> ServerInfo:
     """:func:`server_info` of the server ``settings`` name, over one short connection of its own.
 
+    ``wait_seconds``: while the server does not answer (a restart or a failover takes seconds),
+    try again every second for up to this long before raising.
+
     Raises:
-        SourceConnectionError: the server is unreachable or refuses the credentials (:func:`connect`).
+        SourceUnreachableError: the server did not answer (within ``wait_seconds``).
+        SourceConnectionError: the server refuses the credentials (:func:`connect`).
     """
-    conn = connect(settings)
-    try:
-        return server_info(conn)
-    finally:
-        conn.close()
+    deadline = time.monotonic() + max(0.0, wait_seconds)
+    while True:
+        try:
+            conn = connect(settings)
+            try:
+                return server_info(conn)
+            except pymysql.err.OperationalError as e:
+                if not (e.args and e.args[0] in UNREACHABLE_CODES):
+                    raise
+                raise SourceUnreachableError(
+                    f"The MySQL/MariaDB server at {settings.host}:{settings.port} went away "
+                    f"({_scrub(str(e.args[-1]), settings)})."
+                ) from None
+            finally:
+                conn.close()
+        except SourceUnreachableError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(1.0)
