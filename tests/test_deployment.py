@@ -192,18 +192,25 @@ def test_following_run_reads_on_and_its_retry_reads_the_same_windows(tmp_path):
         assert live_state_rows(storage, storage.uri(db, db, "t", "state"), key) == expected
 
 
+def _following_capture(db: str, conn, lake: str, tables=("t",)) -> SensorDriven:
+    """A following capture (60 s, no idle wait) of ``db``'s ``tables`` (``(id, v)``), snapshotted
+    with row ``(1, 1)`` in ``t``, then row ``(2, 2)`` inserted (the next window's change)."""
+    with conn.cursor() as cur:
+        for t in tables:
+            cur.execute(f"CREATE TABLE {db}.{t} (id INT PRIMARY KEY, v INT)")
+        cur.execute(f"INSERT INTO {db}.t VALUES (1, 1)")
+    mysql = capture_resource(db, stream_follow_seconds=60.0, stream_follow_idle_seconds=0.0)
+    cdc = SensorDriven(mysql, lake)
+    cdc.ticks()
+    with conn.cursor() as cur:
+        cur.execute(f"INSERT INTO {db}.t VALUES (2, 2)")
+    return cdc
+
+
 @pytest.mark.integration
 def test_following_stops_before_a_window_outside_the_run_selection(tmp_path):
     with scratch_database("followsel") as (db, conn):
-        with conn.cursor() as cur:
-            cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
-            cur.execute(f"CREATE TABLE {db}.u (id INT PRIMARY KEY, v INT)")
-            cur.execute(f"INSERT INTO {db}.t VALUES (1, 1)")
-        mysql = capture_resource(db, stream_follow_seconds=60.0, stream_follow_idle_seconds=0.0)
-        cdc = SensorDriven(mysql, str(tmp_path / "lake"))
-        cdc.ticks()
-        with conn.cursor() as cur:
-            cur.execute(f"INSERT INTO {db}.t VALUES (2, 2)")
+        cdc = _following_capture(db, conn, str(tmp_path / "lake"), tables=("t", "u"))
         (req,) = _tick(cdc).run_requests
         assert {k.path[-1] for k in req.asset_selection} == {"t", "binlog"}
         with conn.cursor() as cur:  # after the window was planned: a table the run did not select
@@ -244,15 +251,8 @@ def test_following_ends_when_planning_meets_a_restarting_server(tmp_path, monkey
     from dagster_mysql_cdc.dagster_integration import selection
 
     with scratch_database("followdown") as (db, conn):
-        with conn.cursor() as cur:
-            cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
-            cur.execute(f"INSERT INTO {db}.t VALUES (1, 1)")
-        mysql = capture_resource(db, stream_follow_seconds=60.0, stream_follow_idle_seconds=0.0)
         lake = str(tmp_path / "lake")
-        cdc = SensorDriven(mysql, lake)
-        cdc.ticks()
-        with conn.cursor() as cur:
-            cur.execute(f"INSERT INTO {db}.t VALUES (2, 2)")
+        cdc = _following_capture(db, conn, lake)
         (req,) = cdc.tick_once().run_requests
         with conn.cursor() as cur:  # after the window was planned: a follow-on window
             cur.execute(f"UPDATE {db}.t SET v = 20 WHERE id = 2")
@@ -315,14 +315,7 @@ def test_a_run_whose_source_restarts_waits_for_it_in_its_checks(tmp_path, monkey
     from dagster_mysql_cdc.dagster_integration import selection
 
     with scratch_database("srcrestart") as (db, conn):
-        with conn.cursor() as cur:
-            cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
-            cur.execute(f"INSERT INTO {db}.t VALUES (1, 1)")
-        mysql = capture_resource(db, stream_follow_seconds=60.0, stream_follow_idle_seconds=0.0)
-        cdc = SensorDriven(mysql, str(tmp_path / "lake"))
-        cdc.ticks()
-        with conn.cursor() as cur:
-            cur.execute(f"INSERT INTO {db}.t VALUES (2, 2)")
+        cdc = _following_capture(db, conn, str(tmp_path / "lake"))
         (req,) = cdc.tick_once().run_requests
         real = selection.next_window
         back: list[threading.Thread] = []

@@ -139,6 +139,16 @@ def _wait(pred, timeout: float, poll: float = 0.1):
     return pred()
 
 
+def _timed_tick(cdc: SensorDriven, run_wait_seconds: float):
+    """One tick of ``cdc``'s sensor built with ``run_wait_seconds``, on ``cdc``'s cursor (which it
+    does not advance): ``(tick result, seconds it took)``."""
+    sensor = build_mysql_cdc_sensor(cdc.cdc, run_wait_seconds=run_wait_seconds)
+    t0 = time.monotonic()
+    with dg.build_sensor_context(instance=cdc.instance, cursor=cdc.cursor, resources=cdc.resources) as ctx:
+        tick = sensor.evaluate_tick(ctx)
+    return tick, time.monotonic() - t0
+
+
 @pytest.mark.integration
 def test_a_standby_run_reports_a_change_while_it_waits_and_the_sensor_commits_it(
     local_storage, files_instance
@@ -159,13 +169,8 @@ def test_a_standby_run_reports_a_change_while_it_waits_and_the_sensor_commits_it
         assert thread.is_alive(), "a standby run must wait for its first change"
         # a tick does not hold the daemon's sensor loop run_wait_seconds for an idle standby run,
         # and reports the capture caught up (heartbeats go on)
-        waiting_sensor = build_mysql_cdc_sensor(cdc.cdc, run_wait_seconds=20)
-        t0 = time.monotonic()
-        with dg.build_sensor_context(
-            instance=cdc.instance, cursor=cdc.cursor, resources=cdc.resources
-        ) as ctx:
-            tick = waiting_sensor.evaluate_tick(ctx)
-        assert time.monotonic() - t0 < 10.0 and not tick.run_requests
+        tick, took = _timed_tick(cdc, 20)
+        assert took < 10.0 and not tick.run_requests
         assert tick.skip_message.startswith("caught up at") and "standby run" in tick.skip_message
         with conn.cursor() as cur:
             cur.execute(f"INSERT INTO {db}.t VALUES (2, 20)")
@@ -456,13 +461,8 @@ def test_a_standby_run_ends_on_its_budget_while_only_other_databases_change(loca
                 timeout=60.0,
             )
             assert run, "the standby run recorded no progress over the other database's windows"
-            waiting_sensor = build_mysql_cdc_sensor(cdc.cdc, run_wait_seconds=5)
-            t0 = time.monotonic()
-            with dg.build_sensor_context(
-                instance=cdc.instance, cursor=cdc.cursor, resources=cdc.resources
-            ) as ctx:
-                tick = waiting_sensor.evaluate_tick(ctx)
-            assert time.monotonic() - t0 < 4.0, "the tick waited for a standby run with no change yet"
+            tick, took = _timed_tick(cdc, 5)
+            assert took < 4.0, "the tick waited for a standby run with no change yet"
             assert not tick.run_requests and "standby run" in tick.skip_message, tick.skip_message
             thread.join(timeout=follow + 40.0)
             ended = time.monotonic() - launched
