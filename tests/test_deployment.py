@@ -346,10 +346,9 @@ def test_a_run_whose_source_restarts_waits_for_it_in_its_checks(tmp_path, monkey
         with conn.cursor() as cur:
             cur.execute(f"INSERT INTO {db}.t VALUES (3, 3)")
         cdc.ticks()
-        ids = sorted(r["id"] for r in source_rows(db, "t")[0])
-        assert ids == [1, 2, 3]
-        storage = StorageSettings(base_uri=str(tmp_path / "lake"))
         expected, key = source_rows(db, "t")
+        assert sorted(r["id"] for r in expected) == [1, 2, 3]
+        storage = StorageSettings(base_uri=str(tmp_path / "lake"))
         assert live_state_rows(storage, storage.uri(db, db, "t", "state"), key) == expected
 
 

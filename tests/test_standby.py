@@ -33,6 +33,7 @@ from dagster_mysql_cdc.dagster_integration.cursor import (
     standby_window_key,
 )
 from dagster_mysql_cdc.dagster_integration.protocol import (
+    PROGRESS_TAG,
     REQUEST_TAG,
     SELECTION_TAG,
     STANDBY_TAG,
@@ -41,6 +42,7 @@ from dagster_mysql_cdc.dagster_integration.protocol import (
     WINDOW_START_TAG,
 )
 from dagster_mysql_cdc.dagster_integration.run_requests import run_request
+from dagster_mysql_cdc.engine.stream_run import STANDBY_POLL_SECONDS
 from dagster_mysql_cdc.events import BinlogPosition
 
 
@@ -455,9 +457,7 @@ def test_a_standby_run_ends_on_its_budget_while_only_other_databases_change(loca
             thread, out = _launch_in_thread(cdc, req)
             mine = dg.RunsFilter(tags={REQUEST_TAG: req.run_key})
             run = _wait(
-                lambda: [
-                    r for r in cdc.instance.get_runs(filters=mine) if "dagster_mysql_cdc/progress" in r.tags
-                ],
+                lambda: [r for r in cdc.instance.get_runs(filters=mine) if PROGRESS_TAG in r.tags],
                 timeout=60.0,
             )
             assert run, "the standby run recorded no progress over the other database's windows"
@@ -483,7 +483,7 @@ def test_a_standby_run_ends_on_its_budget_while_only_other_databases_change(loca
         assert len(series) == 1, series
         # such windows are paced (STANDBY_POLL_SECONDS after each): not one per transaction
         n = int(re.search(r": (\d+) window\(s\)", series[0]).group(1))
-        assert 0 < n <= ended / 0.25 + 2, (n, ended, series[0])
+        assert 0 < n <= ended / STANDBY_POLL_SECONDS + 2, (n, ended, series[0])
         assert not _table_materializations(cdc.instance, dg.AssetKey([db, db, "t"]), result.run_id)
         # the sensor commits where it reached (past the other application's first writes)
         res = cdc.tick_once()
