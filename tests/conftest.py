@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -101,6 +103,31 @@ def root_connect(port: int = MYSQL_PORT, **kw) -> pymysql.connections.Connection
             f"MariaDB at {MYSQL_HOST}:{port} is not reachable ({e}); start it with `make infra`",
             pytrace=False,
         )
+
+
+def other_application(database: str, stop: threading.Event, every: float = 0.05) -> threading.Thread:
+    """Another application on the captured server: a thread that creates ``database`` (not
+    captured) and commits one insert into it every ``every`` seconds until ``stop`` is set, then
+    drops it."""
+    c = root_connect()
+    with c.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {database}")
+        cur.execute(f"CREATE TABLE {database}.o (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+
+    def write():
+        try:
+            with c.cursor() as cur:
+                while not stop.is_set():
+                    cur.execute(f"INSERT INTO {database}.o (v) VALUES (1)")
+                    c.commit()
+                    time.sleep(every)
+                cur.execute(f"DROP DATABASE IF EXISTS {database}")
+        finally:
+            c.close()
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    return writer
 
 
 def master_position() -> BinlogPosition:

@@ -20,7 +20,7 @@ from dataclasses import replace
 
 import dagster as dg
 import pytest
-from conftest import root_connect
+from conftest import other_application
 from sensor_harness import SensorDriven, capture_resource, scratch_database
 
 from dagster_mysql_cdc import build_mysql_cdc_sensor, read_current
@@ -424,8 +424,6 @@ def test_a_standby_run_ends_on_its_budget_while_only_other_databases_change(loca
         with conn.cursor() as cur:
             cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
             cur.execute(f"INSERT INTO {db}.t VALUES (1, 10)")
-            cur.execute(f"CREATE DATABASE {db}_other")
-            cur.execute(f"CREATE TABLE {db}_other.o (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
         follow = 20.0
         cdc = SensorDriven(
             capture_resource(db, stream_follow_seconds=follow, stream_follow_idle_seconds=2.0),
@@ -439,20 +437,7 @@ def test_a_standby_run_ends_on_its_budget_while_only_other_databases_change(loca
             (req,) = cdc.tick_once().run_requests
             assert req.tags[STANDBY_TAG] == "true"
             start = StreamCursor.parse(cdc.cursor).committed
-
-            def other_app():
-                c = root_connect()
-                try:
-                    with c.cursor() as cur:
-                        while not stop.is_set():
-                            cur.execute(f"INSERT INTO {db}_other.o (v) VALUES (1)")
-                            c.commit()
-                            time.sleep(0.05)
-                finally:
-                    c.close()
-
-            writer = threading.Thread(target=other_app, daemon=True)
-            writer.start()
+            writer = other_application(f"{db}_other", stop)
             launched = time.monotonic()
             thread, out = _launch_in_thread(cdc, req)
             mine = dg.RunsFilter(tags={REQUEST_TAG: req.run_key})
@@ -472,9 +457,6 @@ def test_a_standby_run_ends_on_its_budget_while_only_other_databases_change(loca
             assert writer.is_alive(), "the other application stopped first: the test proves nothing"
         finally:
             stop.set()
-            time.sleep(0.5)
-            with conn.cursor() as cur:
-                cur.execute(f"DROP DATABASE IF EXISTS {db}_other")
         result = out["result"]
         assert result.success
         messages = [e.user_message or "" for e in cdc.instance.all_logs(result.run_id)]
@@ -492,3 +474,60 @@ def test_a_standby_run_ends_on_its_budget_while_only_other_databases_change(loca
         print(
             f"standby over other databases' traffic ended after {ended:.1f}s (budget {follow:.0f}s); {series[0]}"
         )
+
+
+@pytest.mark.integration
+def test_a_following_run_on_a_busy_server_logs_its_checks_while_its_tables_are_idle(
+    local_storage, files_instance
+):
+    """Windows of another database's traffic change none of the capture's tables, so they do not
+    hold back a following run's checks: they are evaluated and logged once its tables had no
+    change for a second, as on a quiet server (they used to wait for the binlog to be idle, that
+    is for the run's end, up to ``stream_follow_seconds``, while that traffic lasted). The run
+    itself goes on following that traffic, reading the capture's next change at once, and ends
+    once the binlog is idle."""
+    with scratch_database("busyidle") as (db, conn):
+        idle = 3.0
+        cdc = _standby_capture(db, conn, ("t",), idle, local_storage, files_instance)
+        t_key = dg.AssetKey([db, db, "t"])
+        stop = threading.Event()
+        try:
+            assert all(r.success for r in cdc.ticks().runs)
+            (req,) = cdc.tick_once().run_requests
+            assert req.tags[STANDBY_TAG] == "true"
+            writer = other_application(f"{db}_other", stop)
+            thread, out = _launch_in_thread(cdc, req)
+            mine = dg.RunsFilter(tags={REQUEST_TAG: req.run_key})
+            run = _wait(
+                lambda: [r for r in cdc.instance.get_runs(filters=mine) if PROGRESS_TAG in r.tags],
+                timeout=60.0,
+            )
+            assert run, "the standby run recorded no progress over the other database's windows"
+            run_id = run[0].run_id
+            checked: list[float] = []
+
+            def _row_count_evaluations():
+                return _check_evaluations(cdc.instance, run_id, t_key, "row_count_matches_source")
+
+            for n, value in ((2, 20), (3, 30)):
+                with conn.cursor() as cur:
+                    cur.execute(f"INSERT INTO {db}.t VALUES ({n}, {value})")
+                committed_at = time.monotonic()
+                seen = _wait(lambda: len(_row_count_evaluations()) > len(checked), timeout=30.0)
+                assert seen, "the run's checks were not logged while the other database's traffic went on"
+                checked.append(time.monotonic() - committed_at)
+                assert thread.is_alive(), "the run ended while the binlog was busy"
+            assert writer.is_alive(), "the other application stopped first: the test proves nothing"
+        finally:
+            stop.set()
+        thread.join(timeout=idle + 30.0)  # the binlog idle: it ends
+        assert not thread.is_alive(), "the run did not end once the binlog was idle"
+        result = out["result"]
+        assert result.success and result.run_id == run_id
+        assert len(_table_materializations(cdc.instance, t_key, run_id)) == 2, "one run read both changes"
+        evaluations = _row_count_evaluations()
+        assert all(ev.passed for _, ev in evaluations), evaluations
+        assert all(c < 10.0 for c in checked), checked
+        ids = sorted(read_current((db, "t"), local_storage.base_uri, server=db)["id"].to_pylist())
+        assert ids == [1, 2, 3]
+        print(f"busy server: change -> its checks logged {', '.join(f'{c:.1f}s' for c in checked)}")

@@ -5,9 +5,10 @@ its checks used to start only then, and a 300-table window's 900 check evaluatio
 Dagster's event storage 15-25 s more, during which no run read the binlog: a change committed
 then waited for the run's end and the next run's start. :class:`IdleChecks` is the run's
 ``on_idle`` callback (:class:`..engine.stream_run.StreamRun`): once the binlog has been idle for
-:data:`IDLE_CHECKS_AFTER_SECONDS`, the table checks of what the run committed so far run on a
-thread (:class:`.check_run.BackgroundChecks`, the same checks as at the run's end, at the
-position reached), and their results are logged in slices between the run's polls, so the run
+:data:`IDLE_CHECKS_AFTER_SECONDS` (or carried only windows of other databases' traffic, which
+change none of the run's tables: ``StreamRun.follow``), the table checks of what the run
+committed so far run on a thread (:class:`.check_run.BackgroundChecks`, the same checks as at
+the run's end, at the position reached), and their results are logged in slices between the run's polls, so the run
 keeps reading changes until every check is logged (and at least the idle time has passed).
 
 A window read meanwhile changes some tables again: their results from before it are dropped

@@ -527,22 +527,21 @@ class StreamRun:
         """Follow-on windows after the requested one (see :mod:`.follow`).
 
         Saved windows (an earlier attempt's) are always read; new ones only within
-        ``options.follow_seconds``, until the binlog was idle for ``options.follow_idle_seconds``
-        (at once when nothing was written yet), and only while they change tables this run
-        selected (``selected``, ``(db, table)``): a window that changes another table, or carries
-        DDL, statement DML or a signal (the planner's ``changed_tables`` cannot judge it), ends
-        the run, so the sensor requests it with the selection it needs. Each new window is saved
+        ``options.follow_seconds``, until the binlog was idle for ``follow_idle_seconds``
+        (:meth:`_idle_limit`; the idle work, ``on_idle``, starts once no captured table changes,
+        whatever other databases' windows), and only while they change tables this run selected
+        (``selected``, ``(db, table)``): a window that changes another table, or carries DDL,
+        statement DML or a signal (the planner's ``changed_tables`` cannot judge it), ends the
+        run, so the sensor requests it with the selection it needs. Each new window is saved
         (create-if-absent) before it is read, so a retry reads the same windows. Planning the
-        next window fails (the server restarts, ...): following ends there, the run keeps what it
-        committed and the sensor requests the next window.
-
-        A table that could not be written in a window (it stops, from that window's start) is
-        left out of the windows after it: its changes are caught up later from where it stopped.
+        next window fails (the server restarts, ...): following ends there, the run keeps what
+        it committed and the sensor requests the next window. A table that could not be written
+        in a window (it stops, from that window's start) is left out of the windows after it:
+        its changes are caught up later from where it stopped.
 
         ``progress(result, windows, next)``: called before a follow-on window is read (``next``:
-        it) and after it was committed.
-
-        ``standby``: a standby run (:meth:`_standby_budget`); ``interim``: for ``on_idle``.
+        it) and after it was committed. ``standby``: a standby run (:meth:`_standby_budget`);
+        ``interim``: for ``on_idle``.
 
         Returns:
             ``(merged result, number of follow-on windows read)``.
@@ -553,8 +552,9 @@ class StreamRun:
         if standby and self.planner is not None:
             self.warm_up()
             self.load_handles(selected, result.end.txn_app(STREAM_APP_ID))
-        idle_since: float | None = None
-        windows, first_change = 0, False
+        idle_since: float | None = None  # the binlog had nothing new since (ends following)
+        calm_since: float | None = None  # no captured table changed since (starts the idle work)
+        windows, first_change, busy = 0, False, False
         quiet = _QuietWindows(self.log)
         while True:
             after = result.end
@@ -573,16 +573,13 @@ class StreamRun:
                 if nxt.start is None or nxt.end is None:
                     now = time.monotonic()
                     idle_since = idle_since if idle_since is not None else now
-                    # a run that has written nothing does not wait for changes (a quiet source
-                    # does not keep runs alive); one that has waits up to the idle time
-                    idle_limit = opts.follow_idle_seconds if result.rows > 0 else 0.0
-                    if standby and result.rows == 0:  # waits for its first change only
-                        idle_limit = max(0.0, deadline - idle_since)
-                    busy = self._idle_work(now - idle_since, result, windows, interim)
-                    if (now - idle_since >= idle_limit and not busy) or nxt.requested:
+                    calm_since = calm_since if calm_since is not None else now
+                    busy = self._idle_work(now - calm_since, result, windows, interim)
+                    ends = now - idle_since >= self._idle_limit(idle_since, deadline, result, standby)
+                    if (ends and not busy) or nxt.requested:
                         break
                     poll = 0.0 if busy else STANDBY_POLL_SECONDS if standby else 0.5  # (on_idle paces)
-                    time.sleep(min(poll, max(0.0, deadline - now)))
+                    time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
                     continue
                 idle_since = None
                 changed, why = self.planner.changed_tables(nxt.start, nxt.end)
@@ -606,14 +603,27 @@ class StreamRun:
                 r.end = w.end
             if self.on_window is not None and r.tables:
                 self.on_window(r, w.start, r.end)
-            quiet.window(w.start, r, pace=min(STANDBY_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+            quiet.window(w.start, r, 0.0 if busy else deadline - time.monotonic())  # (checks pace)
             result = merge_window_results(result, r)
             if not exact or r.incremental_state or r.chunks or r.blocking_tables:
                 break
             if progress is not None:
                 progress(result, windows)
+            calm_since = None if r.rows or r.tables else (calm_since or time.monotonic())
+            if calm_since is not None:  # only other databases' traffic: its checks may start
+                busy = self._idle_work(time.monotonic() - calm_since, result, windows, interim)
         quiet.flush()
         return result, windows
+
+    def _idle_limit(self, idle_since: float, deadline: float, result: WindowResult, standby: bool) -> float:
+        """How long a following run waits on an idle binlog (seconds from ``idle_since``): a run
+        that has written nothing does not wait for changes (a quiet source does not keep runs
+        alive) unless it is a standby run, which waits for its first change until ``deadline``;
+        one that has written changes waits ``options.follow_idle_seconds`` (and longer while its
+        idle work, ``on_idle``, is not done)."""
+        if standby and result.rows == 0:
+            return max(0.0, deadline - idle_since)
+        return self.options.follow_idle_seconds if result.rows > 0 else 0.0
 
     def _idle_work(
         self,
@@ -816,16 +826,17 @@ class _QuietWindows:
         self.count = 0
         self.events = 0
 
-    def window(self, start: BinlogPosition, r: WindowResult, pace: float = 0.0) -> None:
+    def window(self, start: BinlogPosition, r: WindowResult, most: float = 0.0) -> None:
         """Log the window ``[start, r.end)`` read as ``r``, or count it while it changed nothing
-        and then wait ``pace`` seconds: on a busy server the next window then gathers that much
-        traffic instead of one transaction (each window costs a saved window in the lake, a
-        progress tag and two binlog connections), at most that much later for a change of a
-        captured table (as a standby run's idle poll, :data:`STANDBY_POLL_SECONDS`)."""
+        and then wait :data:`STANDBY_POLL_SECONDS` (a standby run's idle poll), at most ``most``
+        seconds (``0``: a run logging its idle checks, whose slices pace it): on a busy server the
+        next window then gathers that much traffic instead of one transaction (each window costs
+        a saved window in the lake, a progress tag and two binlog connections), at most that much
+        later for a change of a captured table."""
         if r.rows == 0 and not r.tables:
             self.first = start if self.first is None else self.first
             self.last, self.count, self.events = r.end, self.count + 1, self.events + r.events_read
-            time.sleep(pace)
+            time.sleep(max(0.0, min(STANDBY_POLL_SECONDS, most)))
             return
         self.flush()
         self.log.info(
