@@ -35,7 +35,7 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from conftest import ROOT, S3_ENDPOINT, master_position, root_connect, run_infra
+from conftest import ROOT, S3_ENDPOINT, master_position, other_application, root_connect, run_infra
 from deltalake import DeltaTable
 from killable_run import request_selection
 from lake_utils import active_spark, assert_sql_views_equal_current, read_delta, source_table
@@ -57,9 +57,11 @@ from dagster_mysql_cdc.dagster_integration.liveness import WorkerBeat
 from dagster_mysql_cdc.dagster_integration.protocol import (
     MODE_TAG,
     REQUEST_TAG,
+    STANDBY_TAG,
     WINDOW_END_TAG,
     WINDOW_START_TAG,
 )
+from dagster_mysql_cdc.dagster_integration.run_tags import progress_tag
 from dagster_mysql_cdc.events import STATE_META_NAMES
 from dagster_mysql_cdc.sink.storage import StorageSettings
 
@@ -176,7 +178,8 @@ class KillPlan:
     ``commit``: ``delay`` s after the ``nth`` new Delta commit of the run appeared (mid-window);
     ``after``: ``delay`` s after the run reported its first materialization (every commit of the
     window made, the run not yet successful);
-    ``started``: ``delay`` s after the run is STARTED in the instance.
+    ``started``: ``delay`` s after the run is STARTED in the instance;
+    ``progress``: ``delay`` s after the run's progress tag counts ``nth`` follow-on windows.
     """
 
     kind: str
@@ -263,6 +266,11 @@ def run_child_and_kill(
                             run_id=runs[0].run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION, limit=1
                         ).records
                     ):
+                        fire_at = now + plan.delay
+                elif plan.kind == "progress":
+                    runs = runs_of(cdc, req.run_key)
+                    progress = progress_tag(runs[0].tags) if runs else None
+                    if progress is not None and progress.windows >= plan.nth:
                         fire_at = now + plan.delay
             if fire_at is not None and now >= fire_at:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -595,6 +603,52 @@ def test_killed_following_run_keeps_the_windows_it_committed(scratch_db, make_cd
         writing.clear()
         if writer.is_alive():
             writer.join()
+        dml.close()
+
+
+def test_a_standby_run_killed_among_other_databases_windows_loses_nothing(scratch_db, make_cdc, tmp_path):
+    """Issue 42 x "Nothing lost": a standby run SIGKILLed while it reads windows of another
+    database's traffic (progress recorded, no change of the capture yet), the captured tables
+    then changed while no run is up. The sensor finds the worker gone, commits the windows it
+    recorded, requests the next run at once, and the lake converges with every change once."""
+    db = scratch_db
+    tables = create_random_tables(db)
+    cdc = make_cdc(
+        db, instance=file_instance(tmp_path), stream_follow_seconds=120.0, stream_follow_idle_seconds=2.0
+    )
+    cdc.sensor = dg_sensor(cdc, retry_backoff_seconds=600)
+    dml = RandomDml(db, seed=43)
+    stop = threading.Event()
+    writer = None
+    try:
+        for t in tables:
+            dml.insert(t, 10)
+        cdc.ticks()
+        (req,) = cdc.tick_once().run_requests
+        assert req.tags[STANDBY_TAG] == "true"
+        start = cdc.committed()
+        writer = other_application(f"{db}_other", stop)
+        out = run_child_and_kill(cdc, req, KillPlan("progress", 0.3, nth=3), [], tmp_path / "run.log")
+        assert out.killed, "the standby run ended before the kill point"
+        dml.round(5)  # changes of the capture while no run is up
+        (run,) = runs_of(cdc, req.run_key)
+        progress = progress_tag(run.tags)
+        assert progress is not None and progress.rows == 0 and progress.windows >= 3, progress
+        res = cdc.tick_once()
+        if WorkerBeat.from_tags(run.tags) is None:  # died before its first beat: run monitoring
+            cdc.instance.report_run_failed(run)
+            res = cdc.tick_once()
+        assert cdc.committed().sort_key() >= progress.reached.sort_key() > start.sort_key(), res.skip_message
+        (nxt,) = res.run_requests  # at once: the run made progress
+        stop.set()
+        writer.join(timeout=10)
+        cdc.run(nxt)
+        cdc.ticks(master_position())
+        assert_lake_matches_source(cdc, db, tables)
+    finally:
+        stop.set()
+        if writer is not None:
+            writer.join(timeout=10)
         dml.close()
 
 
