@@ -218,12 +218,9 @@ def lake_commit_count(uris: list[str]) -> int:
     return sum(delta_versions(u) for u in uris)
 
 
-def run_child_and_kill(
-    cdc: Cdc, req: dg.RunRequest, plan: KillPlan, watch: list[str], log_path: Path, timeout: float = 240
-) -> KillOutcome:
-    """Run ``req`` in a child process (``killable_run.py``: the run worker) and SIGKILL its process
-    group (Python and the Spark JVM) at the point ``plan`` names. The run may also finish first
-    (``killed`` False): a kill point after the run's end."""
+def spawn_run(cdc: Cdc, req: dg.RunRequest, log_path: Path) -> subprocess.Popen:
+    """Start ``req``'s run in a child process (``killable_run.py``, the run worker: its own
+    process group, as the daemon's run launcher starts one), its output to ``log_path``."""
     spec = {
         **cdc.spec,
         "instance_dir": cdc.instance.root_directory,
@@ -231,17 +228,26 @@ def run_child_and_kill(
         "selection": [list(k.path) for k in req.asset_selection],
         "checks": [[list(c.asset_key.path), c.name] for c in req.asset_check_keys or []],
     }
-    before = lake_commit_count(watch)
-    out = KillOutcome(plan, req.run_key)
-    t0 = time.monotonic()
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             [sys.executable, str(ROOT / "tests" / "killable_run.py"), json.dumps(spec)],
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+
+
+def run_child_and_kill(
+    cdc: Cdc, req: dg.RunRequest, plan: KillPlan, watch: list[str], log_path: Path, timeout: float = 240
+) -> KillOutcome:
+    """Run ``req`` in a child process (``killable_run.py``: the run worker) and SIGKILL its process
+    group (Python and the Spark JVM) at the point ``plan`` names. The run may also finish first
+    (``killed`` False): a kill point after the run's end."""
+    before = lake_commit_count(watch)
+    out = KillOutcome(plan, req.run_key)
+    t0 = time.monotonic()
+    proc = spawn_run(cdc, req, log_path)
     try:
         fire_at = None
         if plan.kind in ("early", "timed"):
@@ -650,6 +656,76 @@ def test_a_standby_run_killed_among_other_databases_windows_loses_nothing(scratc
         if writer is not None:
             writer.join(timeout=10)
         dml.close()
+
+
+def test_two_captures_standby_runs_each_read_their_own_changes_among_the_others(
+    scratch_db, make_cdc, tmp_path
+):
+    """Two captures of one server in one instance, each with its standby run going in a run
+    worker of its own: each one's changes are the other's "other database" traffic. Each run
+    reads its own tables' changes (and materializes only those), logs their checks, ends once
+    the binlog is idle; each sensor commits its own run; both lakes equal their sources."""
+    from sensor_harness import scratch_database
+
+    instance = file_instance(tmp_path)
+    with scratch_database("sbyb") as (db_b, _):
+        dbs = (scratch_db, db_b)
+        tables = {db: create_random_tables(db) for db in dbs}
+        cdcs = {
+            db: make_cdc(db, instance=instance, stream_follow_seconds=120.0, stream_follow_idle_seconds=3.0)
+            for db in dbs
+        }
+        dml = {db: RandomDml(db, seed=47 + i) for i, db in enumerate(dbs)}
+        procs: dict[str, subprocess.Popen] = {}
+        try:
+            requests = {}
+            for db, cdc in cdcs.items():
+                for t in tables[db]:
+                    dml[db].insert(t, 5)
+                cdc.ticks()
+                (requests[db],) = cdc.tick_once().run_requests
+                assert requests[db].tags[STANDBY_TAG] == "true"
+            for db, cdc in cdcs.items():
+                procs[db] = spawn_run(cdc, requests[db], tmp_path / f"{db}.log")
+            waiting = "Standby: Spark warm"
+            for db, cdc in cdcs.items():  # both up and waiting for their first change
+                deadline = time.monotonic() + 180.0
+                while time.monotonic() < deadline and not any(
+                    waiting in (e.user_message or "")
+                    for r in runs_of(cdc, requests[db].run_key)
+                    for e in instance.all_logs(r.run_id)
+                ):
+                    assert procs[db].poll() is None, (tmp_path / f"{db}.log").read_text()[-3000:]
+                    time.sleep(0.5)
+            for _ in range(8):  # interleaved: each capture's changes are traffic to the other's run
+                for db in dbs:
+                    dml[db].round(2)
+                time.sleep(0.3)
+            for db, proc in procs.items():
+                assert proc.wait(timeout=180) == 0, (tmp_path / f"{db}.log").read_text()[-3000:]
+        finally:
+            for proc in procs.values():
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+            for d in dml.values():
+                d.close()
+        for db, cdc in cdcs.items():
+            (run,) = runs_of(cdc, requests[db].run_key)
+            assert run.status == dg.DagsterRunStatus.SUCCESS
+            mats = {
+                tuple(e.asset_materialization.asset_key.path)
+                for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
+            }
+            own = {(cdc.server, db, t) for t in tables[db]}
+            assert mats - {(cdc.server, "binlog")} and mats - {(cdc.server, "binlog")} <= own, (db, mats)
+            checks = [
+                e.dagster_event.asset_check_evaluation_data
+                for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+            ]
+            assert checks and all(ev.passed for ev in checks), (db, [ev for ev in checks if not ev.passed])
+            cdc.ticks(master_position())  # the sensor commits its own run, then catches up
+            assert_lake_matches_source(cdc, db, tables[db])
 
 
 def dg_sensor(cdc: Cdc, **options) -> dg.SensorDefinition:
