@@ -543,6 +543,20 @@ def test_a_dead_worker_is_found_by_the_sensor_without_run_monitoring(scratch_db,
         dml.close()
 
 
+def following_capture(
+    db: str, make_cdc, tmp_path: Path, follow: float, idle: float, seed: int
+) -> tuple[list[str], Cdc, RandomDml]:
+    """The random tables in ``db``, a following capture of them (``stream_follow_seconds`` /
+    ``stream_follow_idle_seconds``: ``follow`` / ``idle``) on a file instance whose sensor backs off
+    600 s after a failure (a killed run is retried at once), and a seeded DML generator."""
+    tables = create_random_tables(db)
+    cdc = make_cdc(
+        db, instance=file_instance(tmp_path), stream_follow_seconds=follow, stream_follow_idle_seconds=idle
+    )
+    cdc.sensor = dg_sensor(cdc, retry_backoff_seconds=600)
+    return tables, cdc, RandomDml(db, seed=seed)
+
+
 def test_killed_following_run_keeps_the_windows_it_committed(scratch_db, make_cdc, tmp_path):
     """Issue "Nothing lost", point 3: a following run that committed several windows and was then
     killed made progress, but the sensor only learned a run's windows from its success, so it
@@ -550,12 +564,7 @@ def test_killed_following_run_keeps_the_windows_it_committed(scratch_db, make_cd
     the sensor commits them, requests the next window at once (the one the run was reading,
     with its saved bounds) and the lake converges with every event once."""
     db = scratch_db
-    tables = create_random_tables(db)
-    cdc = make_cdc(
-        db, instance=file_instance(tmp_path), stream_follow_seconds=600.0, stream_follow_idle_seconds=3.0
-    )
-    cdc.sensor = dg_sensor(cdc, retry_backoff_seconds=600)
-    dml = RandomDml(db, seed=37)
+    tables, cdc, dml = following_capture(db, make_cdc, tmp_path, 600.0, 3.0, seed=37)
     writing = threading.Event()
 
     def write():  # a change every 0.3 s: the run keeps following (the main thread waits meanwhile)
@@ -618,12 +627,7 @@ def test_a_standby_run_killed_among_other_databases_windows_loses_nothing(scratc
     then changed while no run is up. The sensor finds the worker gone, commits the windows it
     recorded, requests the next run at once, and the lake converges with every change once."""
     db = scratch_db
-    tables = create_random_tables(db)
-    cdc = make_cdc(
-        db, instance=file_instance(tmp_path), stream_follow_seconds=120.0, stream_follow_idle_seconds=2.0
-    )
-    cdc.sensor = dg_sensor(cdc, retry_backoff_seconds=600)
-    dml = RandomDml(db, seed=43)
+    tables, cdc, dml = following_capture(db, make_cdc, tmp_path, 120.0, 2.0, seed=43)
     stop = threading.Event()
     writer = None
     try:

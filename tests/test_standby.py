@@ -131,6 +131,25 @@ def _standby_capture(db, conn, tables, idle_seconds: float, local_storage, insta
     )
 
 
+def _standby_among_other_traffic(cdc: SensorDriven, other_db: str, stop: threading.Event):
+    """The snapshot, then the sensor's standby run launched in a thread while another application
+    writes into ``other_db`` (until ``stop``), once the run has recorded progress over that
+    traffic's windows: ``(writer thread, run thread, its result holder, run id, launch time)``
+    (``time.monotonic()``)."""
+    assert all(r.success for r in cdc.ticks().runs)
+    (req,) = cdc.tick_once().run_requests
+    assert req.tags[STANDBY_TAG] == "true"
+    writer = other_application(other_db, stop)
+    launched = time.monotonic()
+    thread, out = _launch_in_thread(cdc, req)
+    mine = dg.RunsFilter(tags={REQUEST_TAG: req.run_key})
+    run = _wait(
+        lambda: [r for r in cdc.instance.get_runs(filters=mine) if PROGRESS_TAG in r.tags], timeout=60.0
+    )
+    assert run, "the standby run recorded no progress over the other database's windows"
+    return writer, thread, out, run[0].run_id, launched
+
+
 def _wait(pred, timeout: float, poll: float = 0.1):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -433,19 +452,8 @@ def test_a_standby_run_ends_on_its_budget_while_only_other_databases_change(loca
         )
         stop = threading.Event()
         try:
-            assert all(r.success for r in cdc.ticks().runs)
-            (req,) = cdc.tick_once().run_requests
-            assert req.tags[STANDBY_TAG] == "true"
+            writer, thread, out, _, launched = _standby_among_other_traffic(cdc, f"{db}_other", stop)
             start = StreamCursor.parse(cdc.cursor).committed
-            writer = other_application(f"{db}_other", stop)
-            launched = time.monotonic()
-            thread, out = _launch_in_thread(cdc, req)
-            mine = dg.RunsFilter(tags={REQUEST_TAG: req.run_key})
-            run = _wait(
-                lambda: [r for r in cdc.instance.get_runs(filters=mine) if PROGRESS_TAG in r.tags],
-                timeout=60.0,
-            )
-            assert run, "the standby run recorded no progress over the other database's windows"
             tick, took = _timed_tick(cdc, 5)
             assert took < 4.0, "the tick waited for a standby run with no change yet"
             assert not tick.run_requests and "standby run" in tick.skip_message, tick.skip_message
@@ -492,18 +500,7 @@ def test_a_following_run_on_a_busy_server_logs_its_checks_while_its_tables_are_i
         t_key = dg.AssetKey([db, db, "t"])
         stop = threading.Event()
         try:
-            assert all(r.success for r in cdc.ticks().runs)
-            (req,) = cdc.tick_once().run_requests
-            assert req.tags[STANDBY_TAG] == "true"
-            writer = other_application(f"{db}_other", stop)
-            thread, out = _launch_in_thread(cdc, req)
-            mine = dg.RunsFilter(tags={REQUEST_TAG: req.run_key})
-            run = _wait(
-                lambda: [r for r in cdc.instance.get_runs(filters=mine) if PROGRESS_TAG in r.tags],
-                timeout=60.0,
-            )
-            assert run, "the standby run recorded no progress over the other database's windows"
-            run_id = run[0].run_id
+            writer, thread, out, run_id, _ = _standby_among_other_traffic(cdc, f"{db}_other", stop)
             checked: list[float] = []
 
             def _row_count_evaluations():
