@@ -8,8 +8,9 @@ then waited for the run's end and the next run's start. :class:`IdleChecks` is t
 :data:`IDLE_CHECKS_AFTER_SECONDS` (or carried only windows of other databases' traffic, which
 change none of the run's tables: ``StreamRun.follow``), the table checks of what the run
 committed so far run on a thread (:class:`.check_run.BackgroundChecks`, the same checks as at
-the run's end, at the position reached), and their results are logged in slices between the run's polls, so the run
-keeps reading changes until every check is logged (and at least the idle time has passed).
+the run's end, at the position reached), and their results are logged in slices between the
+run's polls, so the run keeps reading changes until every check is logged (and at least the
+idle time has passed).
 
 A window read meanwhile changes some tables again: their results from before it are dropped
 (never logged; logged ones are superseded) and checked again, at the next idle time or at the
