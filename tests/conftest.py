@@ -108,7 +108,7 @@ def root_connect(port: int = MYSQL_PORT, **kw) -> pymysql.connections.Connection
 def other_application(database: str, stop: threading.Event, every: float = 0.05) -> threading.Thread:
     """Another application on the captured server: a thread that creates ``database`` (not
     captured) and commits one insert into it every ``every`` seconds until ``stop`` is set, then
-    drops it."""
+    drops it (join the thread to wait for that)."""
     c = root_connect()
     with c.cursor() as cur:
         cur.execute(f"CREATE DATABASE {database}")
@@ -121,9 +121,12 @@ def other_application(database: str, stop: threading.Event, every: float = 0.05)
                     cur.execute(f"INSERT INTO {database}.o (v) VALUES (1)")
                     c.commit()
                     time.sleep(every)
-                cur.execute(f"DROP DATABASE IF EXISTS {database}")
         finally:
-            c.close()
+            try:
+                with c.cursor() as cur:
+                    cur.execute(f"DROP DATABASE IF EXISTS {database}")
+            finally:
+                c.close()
 
     writer = threading.Thread(target=write, daemon=True)
     writer.start()

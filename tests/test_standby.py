@@ -451,6 +451,7 @@ def test_a_standby_run_ends_on_its_budget_while_only_other_databases_change(loca
             instance=files_instance,
         )
         stop = threading.Event()
+        writer = None
         try:
             writer, thread, out, _, launched = _standby_among_other_traffic(cdc, f"{db}_other", stop)
             start = StreamCursor.parse(cdc.cursor).committed
@@ -465,6 +466,8 @@ def test_a_standby_run_ends_on_its_budget_while_only_other_databases_change(loca
             assert writer.is_alive(), "the other application stopped first: the test proves nothing"
         finally:
             stop.set()
+            if writer is not None:
+                writer.join(timeout=10.0)
         result = out["result"]
         assert result.success
         messages = [e.user_message or "" for e in cdc.instance.all_logs(result.run_id)]
@@ -499,6 +502,7 @@ def test_a_following_run_on_a_busy_server_logs_its_checks_while_its_tables_are_i
         cdc = _standby_capture(db, conn, ("t",), idle, local_storage, files_instance)
         t_key = dg.AssetKey([db, db, "t"])
         stop = threading.Event()
+        writer = None
         try:
             writer, thread, out, run_id, _ = _standby_among_other_traffic(cdc, f"{db}_other", stop)
             checked: list[float] = []
@@ -517,6 +521,8 @@ def test_a_following_run_on_a_busy_server_logs_its_checks_while_its_tables_are_i
             assert writer.is_alive(), "the other application stopped first: the test proves nothing"
         finally:
             stop.set()
+            if writer is not None:
+                writer.join(timeout=10.0)
         thread.join(timeout=idle + 30.0)  # the binlog idle: it ends
         assert not thread.is_alive(), "the run did not end once the binlog was idle"
         result = out["result"]
