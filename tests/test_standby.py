@@ -6,6 +6,9 @@
   where it reached.
 - A following run reports each window's materializations as the window commits, not once at
   its end, and never twice for one window.
+- A table a standby run stops (a value it cannot convert) gets its WARNING and failed checks
+  while the run follows, also on a busy server with compaction after every window, and comes
+  back once the cause is fixed.
 
 Against the real MariaDB and a local Spark (the harness's lake resource), with the Dagster
 instance in memory; the runs execute in a thread of this process (``materialize``), as the
@@ -37,6 +40,7 @@ from dagster_mysql_cdc.dagster_integration.protocol import (
     REQUEST_TAG,
     SELECTION_TAG,
     STANDBY_TAG,
+    STOPPED_TAG,
     TABLE_CHECKS_TAG,
     WINDOW_END_TAG,
     WINDOW_START_TAG,
@@ -534,3 +538,155 @@ def test_a_following_run_on_a_busy_server_logs_its_checks_while_its_tables_are_i
         ids = sorted(read_current((db, "t"), local_storage.base_uri, server=db)["id"].to_pylist())
         assert ids == [1, 2, 3]
         print(f"busy server: change -> its checks logged {', '.join(f'{c:.1f}s' for c in checked)}")
+
+
+TIME_TABLE = "CREATE TABLE {db}.time_table (id INT NOT NULL, A TIME(1) NULL, PRIMARY KEY(id))"
+# time_precision_mode=connect holds a time of day: -23:45:56.7 cannot be converted (test_isolation)
+BAD_TIME = "INSERT INTO {db}.time_table VALUES ({id}, '-23:45:56.7')"
+GOOD_TIME = "INSERT INTO {db}.time_table VALUES ({id}, '23:45:56.7')"
+
+
+@pytest.mark.integration
+def test_a_table_stopped_in_a_standby_run_on_a_busy_server_fails_its_checks_at_once_and_comes_back(
+    local_storage, files_instance
+):
+    """A standby run on a busy server (another database's writes every 50 ms), with every
+    table's state compacted after each window, reads a transaction whose value one table cannot
+    convert: that table stops alone. Its WARNING and its failed row checks (naming the stop) are
+    logged while the run goes on following, not at its end minutes later; a standby run selects
+    no table, so they used to be never logged at all and the stopped table's checks stayed green
+    over a lake missing its changes. The other table's change is materialized, compacted and
+    checked. Once the cause is fixed the next run catches the table up from where it stopped,
+    the lake equals the source, and its checks pass again."""
+    with scratch_database("busystop") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(TIME_TABLE.format(db=db))
+            cur.execute(GOOD_TIME.format(db=db, id=1))
+            cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"INSERT INTO {db}.t VALUES (1, 10)")
+        following = {"stream_follow_seconds": 120.0, "stream_follow_idle_seconds": 3.0}
+        cdc = SensorDriven(
+            capture_resource(db, time_precision_mode="connect", **following),
+            local_storage.base_uri,
+            sensor_options={"run_wait_seconds": 0, "table_retry_backoff_seconds": 3600},
+            instance=files_instance,
+            state_compact_small_rows=1000,  # every window compacts the state it wrote
+        )
+        keys = {n: dg.AssetKey([db, db, n]) for n in ("t", "time_table")}
+        row_checks = ("row_count_matches_source", "checksum_matches_source")
+        stop = threading.Event()
+        writer = None
+        try:
+            writer, thread, out, run_id, _ = _standby_among_other_traffic(cdc, f"{db}_other", stop)
+            with conn.cursor() as cur:
+                cur.execute(BAD_TIME.format(db=db, id=201))
+                cur.execute(GOOD_TIME.format(db=db, id=2))
+                cur.execute(f"INSERT INTO {db}.t VALUES (2, 20)")
+            logged = _wait(
+                lambda: (
+                    all(_check_evaluations(cdc.instance, run_id, keys["time_table"], c) for c in row_checks)
+                    and _check_evaluations(cdc.instance, run_id, keys["t"], "row_count_matches_source")
+                ),
+                timeout=30.0,
+            )
+            assert logged, "the stopped table's checks were not logged while the run followed"
+            warnings = [e.message or "" for e in cdc.instance.all_logs(run_id) if e.level >= 30]
+            assert any(f"{db}.time_table stopped: its changes from" in m for m in warnings), warnings
+            assert thread.is_alive(), "the run ended: what it logged proves nothing about while it follows"
+            assert writer.is_alive(), "the other application stopped first: the test proves nothing"
+        finally:
+            stop.set()
+            if writer is not None:
+                writer.join(timeout=10.0)
+        thread.join(timeout=60.0)
+        assert not thread.is_alive(), "the run did not end once the binlog was idle"
+        result = out["result"]
+        assert result.success and result.run_id == run_id
+        for name in row_checks:  # failed once, naming the stop; not evaluated again at the end
+            (ev,) = [e for _, e in _check_evaluations(cdc.instance, run_id, keys["time_table"], name)]
+            assert not ev.passed and "is stopped at" in ev.metadata["explanation"].value, ev
+        for name in (*row_checks, "schema_matches_source"):
+            assert all(e.passed for _, e in _check_evaluations(cdc.instance, run_id, keys["t"], name)), name
+        (mat,) = _table_materializations(cdc.instance, keys["t"], run_id)
+        compaction = mat.asset_materialization.metadata["compaction"].value
+        assert compaction, "the window's state was not compacted"
+        assert not _table_materializations(cdc.instance, keys["time_table"], run_id)
+        # the cause fixed (the bad row deleted, bad values left out from now on): the sensor
+        # commits the run, with the stop in its cursor, and the next run catches the table up
+        # from its stop
+        cdc.sensor = build_mysql_cdc_sensor(cdc.cdc, run_wait_seconds=0, table_retry_backoff_seconds=0)
+        cdc.resources["mysql"] = capture_resource(
+            db, time_precision_mode="connect", event_processing_failure_handling_mode="warn"
+        )
+        with conn.cursor() as cur:
+            cur.execute(f"DELETE FROM {db}.time_table WHERE id = 201")
+            cur.execute(GOOD_TIME.format(db=db, id=3))
+        runs = cdc.ticks().runs
+        assert runs and all(r.success for r in runs)
+        assert StreamCursor.parse(cdc.cursor).stopped is None
+        tags = [json.loads(r.dagster_run.tags.get(STOPPED_TAG) or "{}") for r in runs]
+        assert [t[f"{db}.time_table"]["catch_up"] for t in tags if t] == [True], tags
+        caught = [
+            r
+            for r in runs
+            if keys["time_table"] in {m.asset_key for m in r.get_asset_materialization_events()}
+        ]
+        assert caught, "no run materialized the stopped table again"
+        evaluations = [  # the caught-up table's checks: every one passes again
+            (name, ev)
+            for r in runs
+            for name in (*row_checks, "schema_matches_source")
+            for _, ev in _check_evaluations(cdc.instance, r.run_id, keys["time_table"], name)
+        ]
+        assert {n for n, _ in evaluations} == {*row_checks, "schema_matches_source"}, evaluations
+        assert all(ev.passed for _, ev in evaluations), [e for e in evaluations if not e[1].passed]
+        for table in ("t", "time_table"):
+            ids = sorted(read_current((db, table), local_storage.base_uri, server=db)["id"].to_pylist())
+            with conn.cursor() as cur:
+                cur.execute(f"SELECT id FROM {db}.{table} ORDER BY id")
+                assert ids == [r[0] for r in cur.fetchall()] == ([1, 2] if table == "t" else [1, 2, 3])
+
+
+@pytest.mark.integration
+def test_a_standby_run_whose_only_change_stops_a_table_ends_once_idle(local_storage, files_instance):
+    """A standby run whose first change is one no table can write (its table stops, no row is
+    written) has something to report: it logs the stop and the failed checks, and ends once the
+    binlog has been idle ``stream_follow_idle_seconds``, as after a written change, so the sensor
+    records the stop in its cursor (it used to wait out ``stream_follow_seconds`` as a run that
+    had seen no change)."""
+    with scratch_database("onlystop") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(TIME_TABLE.format(db=db))
+            cur.execute(GOOD_TIME.format(db=db, id=1))
+        idle = 2.0
+        cdc = SensorDriven(
+            capture_resource(
+                db,
+                time_precision_mode="connect",
+                stream_follow_seconds=120.0,
+                stream_follow_idle_seconds=idle,
+            ),
+            local_storage.base_uri,
+            sensor_options={"run_wait_seconds": 0, "table_retry_backoff_seconds": 3600},
+            instance=files_instance,
+        )
+        assert all(r.success for r in cdc.ticks().runs)
+        (req,) = cdc.tick_once().run_requests
+        assert req.tags[STANDBY_TAG] == "true"
+        thread, out = _launch_in_thread(cdc, req)
+        time.sleep(3.0)  # the run waits for its first change
+        with conn.cursor() as cur:
+            cur.execute(BAD_TIME.format(db=db, id=201))
+        changed = time.monotonic()
+        thread.join(timeout=60.0)
+        ended = time.monotonic() - changed
+        assert not thread.is_alive(), "the run waited out its budget after stopping its table"
+        result = out["result"]
+        assert result.success
+        key = dg.AssetKey([db, db, "time_table"])
+        for name in ("row_count_matches_source", "checksum_matches_source"):
+            (ev,) = [e for _, e in _check_evaluations(cdc.instance, result.run_id, key, name)]
+            assert not ev.passed and "is stopped at" in ev.metadata["explanation"].value, ev
+        cdc.tick_once()
+        assert list(StreamCursor.parse(cdc.cursor).stopped or {}) == [f"{db}.time_table"]
+        print(f"standby run whose only change stopped its table ended {ended:.1f}s after the change")

@@ -7,10 +7,10 @@ then waited for the run's end and the next run's start. :class:`IdleChecks` is t
 ``on_idle`` callback (:class:`..engine.stream_run.StreamRun`): once the binlog has been idle for
 :data:`IDLE_CHECKS_AFTER_SECONDS` (or carried only windows of other databases' traffic, which
 change none of the run's tables: ``StreamRun.follow``), the table checks of what the run
-committed so far run on a thread (:class:`.check_run.BackgroundChecks`, the same checks as at
-the run's end, at the position reached), and their results are logged in slices between the
-run's polls, so the run keeps reading changes until every check is logged (and at least the
-idle time has passed).
+committed so far, and of the tables it stopped (they fail naming the stop), run on a thread
+(:class:`.check_run.BackgroundChecks`, the same checks as at the run's end, at the position
+reached), and their results are logged in slices between the run's polls, so the run keeps
+reading changes until every check is logged (and at least the idle time has passed).
 
 A window read meanwhile changes some tables again: their results from before it are dropped
 (never logged; logged ones are superseded) and checked again, at the next idle time or at the
@@ -32,7 +32,7 @@ import dagster as dg
 from .check_run import BackgroundChecks, check_evaluation, materialization_targets
 from .checks import TABLE_CHECKS
 from .protocol import STANDBY_TAG
-from .window_report import standby_checks, table_keys, window_report
+from .window_report import checked_tables, standby_checks, table_keys, window_report
 
 if TYPE_CHECKING:
     from ..engine.stream_run import StreamRunOutcome
@@ -128,7 +128,7 @@ class IdleChecks:
             self._log_slice()
             return bool(self._pending)
         outcome = interim()
-        changed = [(str(d), str(t)) for d, t in outcome.result.tables]
+        changed = [(str(d), str(t)) for d, t in checked_tables(outcome.result)]
         keys = [
             k
             for k in self._keys_for(changed)

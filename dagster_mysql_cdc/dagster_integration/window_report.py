@@ -199,7 +199,8 @@ def window_report(outcome: StreamRunOutcome, report: dict | None = None) -> dict
     files (``"tail_files"``) of the tables it committed, by state URI, and what tells a pending
     repair from a divergence: the incremental snapshot state after it
     (``"incremental_state"``), the chunks it read (``"chunks"``) and the tables it snapshotted
-    again (``"snapshotted"``, ``"db.table"``); the ``(db, table)`` it changed (``"changed"``)."""
+    again (``"snapshotted"``, ``"db.table"``); the ``(db, table)`` it changed or stopped
+    (``"changed"``, :func:`checked_tables`)."""
     report = {} if report is None else report
     report["stopped"] = outcome.stopped
     report["gaps"] = outcome.gaps
@@ -208,5 +209,14 @@ def window_report(outcome: StreamRunOutcome, report: dict | None = None) -> dict
     report["incremental_state"] = outcome.result.incremental_state
     report["chunks"] = outcome.result.chunks
     report["snapshotted"] = [r.schema.qualified_name for r in outcome.snapshots]
-    report["changed"] = list(outcome.result.tables)
+    report["changed"] = checked_tables(outcome.result)
     return report
+
+
+def checked_tables(result: WindowResult) -> list[tuple[str, str]]:
+    """The ``(db, table)`` whose checks a stream run's windows (merged: ``result``) call for: those
+    they changed, and those they stopped (their row checks fail naming the stop,
+    :func:`.checks.stopped_results`, as soon as the run logs them: a standby run selects no
+    table and checks only these)."""
+    stopped = [(db, t) for db, _, t in (n.partition(".") for n in result.failed_tables)]
+    return list(dict.fromkeys([*result.tables, *stopped]))

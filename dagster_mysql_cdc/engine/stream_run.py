@@ -379,13 +379,6 @@ class StreamRun:
                     standby=request.standby,
                     interim=partial(run_outcome, start, end, stopped),
                 )
-        for name, failed in result.failed_tables.items():
-            self.log.warning(
-                f"{name} stopped: its changes from {BinlogPosition.from_dict(failed['since'])} on could not "
-                f"be written ({failed['error']}). The other tables go on. It is caught up from that "
-                "position automatically (retries back off from 1 minute to 1 hour), or at once after "
-                "the cause is fixed and the table is materialized (docs/operations.md, 'A table stopped')."
-            )
         self.log_window(result)
         outcome = run_outcome(start, end, stopped, result, follow_windows)
         if result.blocking_tables:
@@ -430,7 +423,7 @@ class StreamRun:
                     TableCommitted(result, start, end if exact else result.end, (db, t), written, started)
                 )
 
-        return run_window(
+        r = run_window(
             self.settings,
             self.info,
             replica_server_id=opts.server_id,
@@ -448,6 +441,21 @@ class StreamRun:
             resume_at=resume_at,
             on_table=on_table,
         )
+        if not catch_up:  # (a catch-up's failure is the catch-up's: the table stays stopped)
+            self.warn_stopped(r)
+        return r
+
+    def warn_stopped(self, r: WindowResult) -> None:
+        """A WARNING per table window ``r`` could not write, as soon as the window is committed
+        (a following run goes on for minutes after it; its other tables go on): where it
+        stopped, why, and the way back (:mod:`.isolation`)."""
+        for name, failed in r.failed_tables.items():
+            self.log.warning(
+                f"{name} stopped: its changes from {BinlogPosition.from_dict(failed['since'])} on could not "
+                f"be written ({failed['error']}). The other tables go on. It is caught up from that "
+                "position automatically (retries back off from 1 minute to 1 hour), or at once after "
+                "the cause is fixed and the table is materialized (docs/operations.md, 'A table stopped')."
+            )
 
     def catch_up_stopped(
         self, tagged: dict[str, dict], start: BinlogPosition
@@ -619,11 +627,12 @@ class StreamRun:
         """How long a following run waits on an idle binlog (seconds from ``idle_since``): a run
         that has written nothing does not wait for changes (a quiet source does not keep runs
         alive) unless it is a standby run, which waits for its first change until ``deadline``;
-        one that has written changes waits ``options.follow_idle_seconds`` (and longer while its
-        idle work, ``on_idle``, is not done)."""
-        if standby and result.rows == 0:
+        one that has written changes (or stopped a table, :func:`_has_work`) waits
+        ``options.follow_idle_seconds`` (and longer while its idle work, ``on_idle``, is not
+        done)."""
+        if standby and not _has_work(result):
             return max(0.0, deadline - idle_since)
-        return self.options.follow_idle_seconds if result.rows > 0 else 0.0
+        return self.options.follow_idle_seconds if _has_work(result) else 0.0
 
     def _idle_work(
         self,
@@ -632,8 +641,9 @@ class StreamRun:
         windows: int,
         interim: Callable[[WindowResult, int], StreamRunOutcome] | None,
     ) -> bool:
-        """``on_idle`` at one idle poll of a run that wrote changes: whether it has work left."""
-        if self.on_idle is None or interim is None or result.rows <= 0:
+        """``on_idle`` at one idle poll of a run that wrote changes or stopped a table
+        (:func:`_has_work`): whether it has work left."""
+        if self.on_idle is None or interim is None or not _has_work(result):
             return False
         return bool(self.on_idle(idle_seconds, partial(interim, result, windows)))
 
@@ -807,6 +817,12 @@ def _stopped_now(stopped: dict[str, dict], result: WindowResult) -> dict[str, di
     for name, failed in result.failed_tables.items():
         out[name] = {**failed, "attempted": name in stopped}
     return out
+
+
+def _has_work(result: WindowResult) -> bool:
+    """Whether a following run's windows did something to report and check: wrote changes, or
+    stopped a table (its checks fail naming the stop; the sensor records it in its cursor)."""
+    return result.rows > 0 or bool(result.failed_tables)
 
 
 def table_key(name: str) -> tuple[str, str]:
