@@ -4,7 +4,8 @@ a stream event holding a value that cannot be converted (event_processing_failur
 cursor, failed checks, the status command); the other table goes on; the stopped table is left
 out of the windows while its backoff runs, and comes back without losing a change either way a
 user brings it back: snapshotting it again (after fixing the row), or a catch-up from its stop
-position once the cause is fixed (here: the failure mode switched to ``warn``)."""
+position once the cause is fixed (here: the failure mode switched to ``warn``), materialized by
+the run that caught it up even when its window did not change it."""
 
 import json
 
@@ -295,3 +296,70 @@ def test_a_table_stopped_in_a_following_run_stops_at_its_first_failed_window(loc
         assert StreamCursor.parse(cdc.cursor).stopped is None
         assert _ids(local_storage, db, "time_table") == [1, 2, 3]
         assert _source_ids(conn, db, "time_table") == [1, 2, 3, 201, 203]  # the bad values: left out (warn)
+
+
+def test_a_table_caught_up_by_a_window_that_does_not_change_it_is_materialized(local_storage):
+    """A stopped table caught up by the run of a window that changes only other tables: its rows
+    since the stop reach the lake, and the run materializes it (with a new data version), so the
+    UI and a downstream asset keyed on its materializations see them; it used to get none (only
+    the tables the window itself changed were reported), its latest materialization staying the
+    one before the stop. The run's checks of it target that new materialization and pass."""
+    with scratch_database("isocatch") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(TIME_TABLE.format(db=db))
+            cur.execute(f"CREATE TABLE {db}.other (id INT PRIMARY KEY, v INT)")
+            cur.execute(GOOD.format(db=db, id=1))
+            cur.execute(f"INSERT INTO {db}.other VALUES (1, 10)")
+        cdc = SensorDriven(
+            capture_resource(db, time_precision_mode="connect"),
+            local_storage.base_uri,
+            sensor_options={"table_retry_backoff_seconds": 3600},
+        )
+        assert all(r.success for r in cdc.ticks().runs)  # the snapshot
+        with conn.cursor() as cur:
+            cur.execute(BAD.format(db=db, id=201))
+            cur.execute(GOOD.format(db=db, id=2))
+        (run,) = cdc.ticks().runs
+        assert list(_binlog_md(run)["stopped_tables"]) == [f"{db}.time_table"]
+        key = dg.AssetKey([db, db, "time_table"])
+        (before,) = cdc.instance.fetch_materializations(key, limit=10).records  # the snapshot's
+        # fixed: the bad row deleted, then the snapshot-free way back (a catch-up at the next
+        # window, which changes only the other table)
+        with conn.cursor() as cur:
+            cur.execute(f"DELETE FROM {db}.time_table WHERE id = 201")
+            cur.execute(GOOD.format(db=db, id=3))
+        (run,) = cdc.ticks().runs  # its backoff runs: the window leaves it out
+        assert run.success and "time_table" not in _selected_tables(run)
+        assert _ids(local_storage, db, "time_table") == [1]
+        cdc.sensor = build_mysql_cdc_sensor(cdc.cdc, table_retry_backoff_seconds=0)
+        cdc.resources["mysql"] = capture_resource(
+            db, time_precision_mode="connect", event_processing_failure_handling_mode="warn"
+        )
+        cursor = json.loads(cdc.cursor)
+        for st in cursor["stopped"].values():  # the backoff is over
+            st["retry_at"] = 0
+        cdc.cursor = json.dumps(cursor)
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.other VALUES (2, 20)")
+        (run,) = cdc.ticks().runs
+        assert run.success
+        assert StreamCursor.parse(cdc.cursor).stopped is None
+        logs = [e.message or "" for e in cdc.instance.all_logs(run.run_id)]
+        assert any(f"{db}.time_table caught up from" in m for m in logs), logs
+        assert _ids(local_storage, db, "time_table") == _source_ids(conn, db, "time_table") == [1, 2, 3]
+        mats = {m.asset_key.path[-1]: m.materialization for m in run.get_asset_materialization_events()}
+        assert {"time_table", "other"} <= set(mats), sorted(mats)
+        latest = cdc.instance.fetch_materializations(key, limit=10).records[0]
+        assert latest.run_id == run.run_id and latest.storage_id != before.storage_id
+        # the catch-up's changes: rows 201 (left out, warn), 2, the delete of 201 (left out), 3
+        assert mats["time_table"].metadata["rows_by_op"].value == {"c": 2}
+        skipped = _binlog_md(run)["events_skipped"]  # what the catch-up left out is reported
+        assert len(skipped) == 2 and {e["table"] for e in skipped} == {f"{db}.time_table"}, skipped
+        assert run.dagster_run.tags.get("dagster_mysql_cdc/selection", "").count("caught up") == 1
+        checks = {e.check_name: e for e in run.get_asset_check_evaluations() if e.asset_key == key}
+        assert checks and all(e.passed for e in checks.values()), checks
+        for e in checks.values():
+            assert (
+                e.target_materialization_data is None
+                or e.target_materialization_data.storage_id == latest.storage_id
+            )

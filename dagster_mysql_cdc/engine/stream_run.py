@@ -52,7 +52,7 @@ from .isolation import catch_up
 from .run_log import RunLog
 from .snapshot_run import SnapshotReads, snapshot_tables
 from .stream import STREAM_APP_ID, StreamOptions
-from .window_result import WindowResult, merge_window_results
+from .window_result import WindowResult, merge_window_results, with_catch_ups
 from .window_run import run_window
 
 if TYPE_CHECKING:
@@ -345,9 +345,10 @@ class StreamRun:
         if request.identity is not None:
             check_window_server(self.settings, self.info, request.identity, start)
         self.log.info(f"Binlog window {start} -> {end}")
-        stopped, again, resume = self.catch_up_stopped(request.stopped, start)
+        stopped, again, resume, caught = self.catch_up_stopped(request.stopped, start)
         table_filter = self.options.table_filter.without([table_key(n) for n in stopped])
         result = self.read_window(start, end, request.incremental, table_filter, resume_at=resume)
+        result = with_catch_ups(caught, result)
         result.blocking_tables = list(dict.fromkeys([*result.blocking_tables, *again]))
         follow_windows = 0
         if (result.end.file, result.end.pos) == (end.file, end.pos):
@@ -459,7 +460,9 @@ class StreamRun:
 
     def catch_up_stopped(
         self, tagged: dict[str, dict], start: BinlogPosition
-    ) -> tuple[dict[str, dict], list[tuple[str, str]], dict[tuple[str, str], BinlogPosition]]:
+    ) -> tuple[
+        dict[str, dict], list[tuple[str, str]], dict[tuple[str, str], BinlogPosition], list[WindowResult]
+    ]:
         """Catch up the stopped tables the sensor marked due (``"catch_up"``, see
         :mod:`.isolation`): each one's binlog from its stop position to ``start``, read for that
         table only.
@@ -467,13 +470,17 @@ class StreamRun:
         Returns:
             the tables still stopped (``{"since", "error", "attempted"}``), the tables to snapshot
             again (their stop position was purged, or the catch-up met changes the binlog does
-            not carry), and the tables whose stop position lies after ``start`` (snapshotted
-            again since: the window skips their events before it).
+            not carry), the tables whose stop position lies after ``start`` (snapshotted again
+            since: the window skips their events before it), and the catch-up windows of the
+            tables caught up (:func:`with_catch_ups` adds what they wrote to the run's result,
+            so each such table is materialized by the run, and the events they left out are
+            reported with the window's).
         """
         opts = self.options
         still: dict[str, dict] = {}
         again: list[tuple[str, str]] = []
         resume: dict[tuple[str, str], BinlogPosition] = {}
+        caught: list[WindowResult] = []
         for name, s in tagged.items():
             since = BinlogPosition.from_dict(s["since"])
             if not s.get("catch_up"):
@@ -493,14 +500,16 @@ class StreamRun:
                 again.append(key)
                 continue
             base = opts.table_filter.restricted_to([key])
+            done: list[WindowResult] = []  # this table's catch-up windows
 
-            def read(a: BinlogPosition, b: BinlogPosition, base=base, key=key) -> None:
+            def read(a: BinlogPosition, b: BinlogPosition, base=base, key=key, done=done) -> None:
                 r = self.read_window(a, b, None, base, catch_up=True)
                 if r.failed_tables:
                     raise SinkError(next(iter(r.failed_tables.values()))["error"])
                 again.extend(r.blocking_tables)
                 if r.gaps:  # repairs are incremental snapshots of the main window: re-read it whole
                     again.append(key)
+                done.append(r)
 
             try:
                 n = catch_up(read, since, start, files)
@@ -512,6 +521,7 @@ class StreamRun:
                 }
                 self.log.warning(f"{name} is still stopped: catching up from {since} failed: {e}")
                 continue
+            caught.extend(done)
             if since.sort_key() > start.sort_key():  # snapshotted after the window's start
                 resume[key] = since
                 self.log.info(
@@ -520,7 +530,7 @@ class StreamRun:
                 )
                 continue
             self.log.info(f"{name} caught up from {since} to {start} ({n} window(s)); it is captured again")
-        return still, list(dict.fromkeys(again)), resume
+        return still, list(dict.fromkeys(again)), resume, caught
 
     def follow(
         self,

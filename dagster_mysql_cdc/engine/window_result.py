@@ -110,3 +110,25 @@ def merge_window_results(a: WindowResult, b: WindowResult) -> WindowResult:
         failed_tables={**b.failed_tables, **a.failed_tables},  # a table stops at its first failure
         decode=a.decode + b.decode,
     )
+
+
+def with_catch_ups(caught: list[WindowResult], result: WindowResult) -> WindowResult:
+    """The requested window's ``result`` with what the catch-up windows ``caught`` wrote
+    (:meth:`.stream_run.StreamRun.catch_up_stopped`): their tables' writes come first (a table
+    the window changed too is combined, :func:`combined_write_results`: counts added, the
+    window's commit the newer), and the events they left out
+    (``event_processing_failure_handling_mode``) are listed with the window's. The window's
+    positions, counts and outcome are unchanged. A table caught up is then materialized by the
+    run, as one the window changed (its rows reached the lake: a downstream asset keyed on its
+    materializations or data version must see them)."""
+    if not caught:
+        return result
+    tables: dict[tuple[str, str], TableWriteResult] = {}
+    skipped: list[dict] = []
+    skipped_count = 0
+    for r in [*caught, result]:
+        for k, w in r.tables.items():
+            tables[k] = w if k not in tables else combined_write_results(tables[k], w)
+        skipped.extend(r.events_skipped)
+        skipped_count += r.events_skipped_count
+    return replace(result, tables=tables, events_skipped=skipped[:100], events_skipped_count=skipped_count)
