@@ -36,8 +36,10 @@ class _Context:
         self.events.append(event)
 
 
-def _outcome(*tables):
-    result = SimpleNamespace(tables={t: object() for t in tables})
+def _outcome(*tables, stopped=()):
+    """A run's interim outcome: ``tables`` written, ``stopped`` (``(db, table)``) failed."""
+    failed = {f"{db}.{t}": {"since": {}, "error": "x"} for db, t in stopped}
+    result = SimpleNamespace(tables={t: object() for t in tables}, failed_tables=failed)
     return SimpleNamespace(result=result, reached="pos")
 
 
@@ -116,3 +118,21 @@ def test_finish_logs_what_a_job_still_going_found():
     jobs[0][1].finished = True
     idle.finish()
     assert len(ctx.events) == 3 and len(idle.current) == 3
+
+
+def test_the_checks_of_a_table_the_run_stopped_are_evaluated_with_those_it_wrote():
+    """A table a window could not write (it stops alone) has its checks evaluated at idle time
+    with the written tables' (they fail naming the stop): a standby run selects no table, and
+    they would otherwise never be logged."""
+    ctx, jobs, idle = _idle()
+    outcome = lambda: _outcome(("db", "t"), stopped=[("db", "u")])  # noqa: E731
+    assert idle(IDLE_CHECKS_AFTER_SECONDS, outcome) is True
+    ((keys, job),) = jobs
+    assert {k.asset_key.path[-1] for k in keys} == {"t", "u"} and len(keys) == 6
+    job.finished = True
+    assert idle(2.0, outcome) is False
+    assert _logged(ctx) == sorted((t, n) for t in ("t", "u") for n in NAMES)
+    only_stopped = lambda: _outcome(stopped=[("db", "u")])  # noqa: E731
+    ctx2, jobs2, idle2 = _idle()
+    assert idle2(IDLE_CHECKS_AFTER_SECONDS, only_stopped) is True  # no row written: still checked
+    assert {k.asset_key.path[-1] for k in jobs2[0][0]} == {"u"}

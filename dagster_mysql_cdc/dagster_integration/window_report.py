@@ -180,9 +180,9 @@ class WindowReporter:
 def standby_checks(
     context: dg.AssetExecutionContext, changed: Iterable[Any], planned: Iterable[dg.AssetCheckKey]
 ) -> list[dg.AssetCheckKey]:
-    """The table checks (:data:`.checks.TABLE_CHECKS`) of the tables a standby run changed
-    (``changed``: ``(db, table)`` pairs, :func:`window_report`'s ``"changed"``), except those
-    already ``planned``: the run evaluates and logs them."""
+    """The table checks (:data:`.checks.TABLE_CHECKS`) of the tables a standby run changed or
+    stopped (``changed``: ``(db, table)`` pairs, :func:`window_report`'s ``"changed"``,
+    :func:`checked_tables`), except those already ``planned``: the run evaluates and logs them."""
     keys = table_keys(context)
     assets = {keys[(str(t[0]), str(t[1]))] for t in changed if (str(t[0]), str(t[1])) in keys}
     have = set(planned)
