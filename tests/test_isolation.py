@@ -47,19 +47,26 @@ def _selected_tables(run) -> set[str]:
     return {m.asset_key.path[-1] for m in run.get_asset_materialization_events()}
 
 
+def _captured(db: str, conn, local_storage) -> SensorDriven:
+    """``time_table`` (row 1) and ``other`` (row ``(1, 10)``) of ``db``, captured with
+    ``time_precision_mode=connect`` and a one-hour retry backoff, snapshotted."""
+    with conn.cursor() as cur:
+        cur.execute(TIME_TABLE.format(db=db))
+        cur.execute(f"CREATE TABLE {db}.other (id INT PRIMARY KEY, v INT)")
+        cur.execute(GOOD.format(db=db, id=1))
+        cur.execute(f"INSERT INTO {db}.other VALUES (1, 10)")
+    cdc = SensorDriven(
+        capture_resource(db, time_precision_mode="connect"),
+        local_storage.base_uri,
+        sensor_options={"table_retry_backoff_seconds": 3600},
+    )
+    assert all(r.success for r in cdc.ticks().runs)  # the snapshot
+    return cdc
+
+
 def test_a_table_that_cannot_be_written_stops_alone_and_comes_back(local_storage):
     with scratch_database("iso") as (db, conn):
-        with conn.cursor() as cur:
-            cur.execute(TIME_TABLE.format(db=db))
-            cur.execute(f"CREATE TABLE {db}.other (id INT PRIMARY KEY, v INT)")
-            cur.execute(GOOD.format(db=db, id=1))
-            cur.execute(f"INSERT INTO {db}.other VALUES (1, 10)")
-        cdc = SensorDriven(
-            capture_resource(db, time_precision_mode="connect"),
-            local_storage.base_uri,
-            sensor_options={"table_retry_backoff_seconds": 3600},
-        )
-        assert all(r.success for r in cdc.ticks().runs)  # the snapshot
+        cdc = _captured(db, conn, local_storage)
         # 1. a bad value: the window succeeds, time_table stops, other is captured
         with conn.cursor() as cur:
             cur.execute(BAD.format(db=db, id=201))
@@ -305,17 +312,7 @@ def test_a_table_caught_up_by_a_window_that_does_not_change_it_is_materialized(l
     the tables the window itself changed were reported), its latest materialization staying the
     one before the stop. The run's checks of it target that new materialization and pass."""
     with scratch_database("isocatch") as (db, conn):
-        with conn.cursor() as cur:
-            cur.execute(TIME_TABLE.format(db=db))
-            cur.execute(f"CREATE TABLE {db}.other (id INT PRIMARY KEY, v INT)")
-            cur.execute(GOOD.format(db=db, id=1))
-            cur.execute(f"INSERT INTO {db}.other VALUES (1, 10)")
-        cdc = SensorDriven(
-            capture_resource(db, time_precision_mode="connect"),
-            local_storage.base_uri,
-            sensor_options={"table_retry_backoff_seconds": 3600},
-        )
-        assert all(r.success for r in cdc.ticks().runs)  # the snapshot
+        cdc = _captured(db, conn, local_storage)
         with conn.cursor() as cur:
             cur.execute(BAD.format(db=db, id=201))
             cur.execute(GOOD.format(db=db, id=2))
