@@ -25,6 +25,7 @@ import dagster as dg
 import pytest
 from conftest import other_application
 from sensor_harness import SensorDriven, capture_resource, scratch_database
+from test_isolation import BAD, GOOD, TIME_TABLE  # a TIME value time_precision_mode=connect rejects
 
 from dagster_mysql_cdc import build_mysql_cdc_sensor, read_current
 from dagster_mysql_cdc.dagster_integration.cursor import (
@@ -540,12 +541,6 @@ def test_a_following_run_on_a_busy_server_logs_its_checks_while_its_tables_are_i
         print(f"busy server: change -> its checks logged {', '.join(f'{c:.1f}s' for c in checked)}")
 
 
-TIME_TABLE = "CREATE TABLE {db}.time_table (id INT NOT NULL, A TIME(1) NULL, PRIMARY KEY(id))"
-# time_precision_mode=connect holds a time of day: -23:45:56.7 cannot be converted (test_isolation)
-BAD_TIME = "INSERT INTO {db}.time_table VALUES ({id}, '-23:45:56.7')"
-GOOD_TIME = "INSERT INTO {db}.time_table VALUES ({id}, '23:45:56.7')"
-
-
 @pytest.mark.integration
 def test_a_table_stopped_in_a_standby_run_on_a_busy_server_fails_its_checks_at_once_and_comes_back(
     local_storage, files_instance
@@ -561,7 +556,7 @@ def test_a_table_stopped_in_a_standby_run_on_a_busy_server_fails_its_checks_at_o
     with scratch_database("busystop") as (db, conn):
         with conn.cursor() as cur:
             cur.execute(TIME_TABLE.format(db=db))
-            cur.execute(GOOD_TIME.format(db=db, id=1))
+            cur.execute(GOOD.format(db=db, id=1))
             cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
             cur.execute(f"INSERT INTO {db}.t VALUES (1, 10)")
         following = {"stream_follow_seconds": 120.0, "stream_follow_idle_seconds": 3.0}
@@ -579,8 +574,8 @@ def test_a_table_stopped_in_a_standby_run_on_a_busy_server_fails_its_checks_at_o
         try:
             writer, thread, out, run_id, _ = _standby_among_other_traffic(cdc, f"{db}_other", stop)
             with conn.cursor() as cur:
-                cur.execute(BAD_TIME.format(db=db, id=201))
-                cur.execute(GOOD_TIME.format(db=db, id=2))
+                cur.execute(BAD.format(db=db, id=201))
+                cur.execute(GOOD.format(db=db, id=2))
                 cur.execute(f"INSERT INTO {db}.t VALUES (2, 20)")
             logged = _wait(
                 lambda: (
@@ -620,7 +615,7 @@ def test_a_table_stopped_in_a_standby_run_on_a_busy_server_fails_its_checks_at_o
         )
         with conn.cursor() as cur:
             cur.execute(f"DELETE FROM {db}.time_table WHERE id = 201")
-            cur.execute(GOOD_TIME.format(db=db, id=3))
+            cur.execute(GOOD.format(db=db, id=3))
         runs = cdc.ticks().runs
         assert runs and all(r.success for r in runs)
         assert StreamCursor.parse(cdc.cursor).stopped is None
@@ -657,7 +652,7 @@ def test_a_standby_run_whose_only_change_stops_a_table_ends_once_idle(local_stor
     with scratch_database("onlystop") as (db, conn):
         with conn.cursor() as cur:
             cur.execute(TIME_TABLE.format(db=db))
-            cur.execute(GOOD_TIME.format(db=db, id=1))
+            cur.execute(GOOD.format(db=db, id=1))
         idle = 2.0
         cdc = SensorDriven(
             capture_resource(
@@ -676,7 +671,7 @@ def test_a_standby_run_whose_only_change_stops_a_table_ends_once_idle(local_stor
         thread, out = _launch_in_thread(cdc, req)
         time.sleep(3.0)  # the run waits for its first change
         with conn.cursor() as cur:
-            cur.execute(BAD_TIME.format(db=db, id=201))
+            cur.execute(BAD.format(db=db, id=201))
         changed = time.monotonic()
         thread.join(timeout=60.0)
         ended = time.monotonic() - changed

@@ -218,5 +218,6 @@ def checked_tables(result: WindowResult) -> list[tuple[str, str]]:
     they changed, and those they stopped (their row checks fail naming the stop,
     :func:`.checks.stopped_results`, as soon as the run logs them: a standby run selects no
     table and checks only these)."""
-    stopped = [(db, t) for db, _, t in (n.partition(".") for n in result.failed_tables)]
-    return list(dict.fromkeys([*result.tables, *stopped]))
+    from ..engine.window_gaps import table_key  # (the data path: imported when the step runs)
+
+    return list(dict.fromkeys([*result.tables, *map(table_key, result.failed_tables)]))

@@ -52,6 +52,7 @@ from .isolation import catch_up
 from .run_log import RunLog
 from .snapshot_run import SnapshotReads, snapshot_tables
 from .stream import STREAM_APP_ID, StreamOptions
+from .window_gaps import table_key
 from .window_result import WindowResult, merge_window_results, with_catch_ups
 from .window_run import run_window
 
@@ -833,11 +834,6 @@ def _has_work(result: WindowResult) -> bool:
     """Whether a following run's windows did something to report and check: wrote changes, or
     stopped a table (its checks fail naming the stop; the sensor records it in its cursor)."""
     return result.rows > 0 or bool(result.failed_tables)
-
-
-def table_key(name: str) -> tuple[str, str]:
-    db, _, t = name.partition(".")
-    return (db, t)
 
 
 class _QuietWindows:
