@@ -140,3 +140,37 @@ def test_a_run_that_died_is_told_from_one_that_failed_by_itself():
     instance.report_engine_event("Could not load job definition.", unloadable, error)
     instance.report_run_failed(unloadable)  # the code server's report: a failure of its own
     assert not run_died(instance, instance.get_run_by_id(unloadable.run_id))
+
+
+def test_a_caught_up_table_joins_the_window_result_and_the_window_keeps_its_positions():
+    from dagster_mysql_cdc.engine.window_result import with_catch_ups
+    from dagster_mysql_cdc.sink.table_batch import TableWriteResult
+
+    def wrote(table: str, by_op: dict[str, int], files: list[str]) -> TableWriteResult:
+        return TableWriteResult(
+            "db", table, sum(by_op.values()), by_op, None, None, None, 0.1, extra={"tail_files": files}
+        )  # type: ignore[arg-type]
+
+    s1, s2, s3 = (BinlogPosition("f", n) for n in (4, 100, 200))
+    skipped = {"table": "db.stopped", "pos": 50}
+    caught = WindowResult(
+        start=s1,
+        end=s2,
+        tables={
+            ("db", "stopped"): wrote("stopped", {"c": 2}, ["a"]),
+            ("db", "both"): wrote("both", {"c": 1}, ["b"]),
+        },
+        events_skipped=[skipped],
+        events_skipped_count=1,
+    )
+    window = WindowResult(
+        start=s2, end=s3, tables={("db", "both"): wrote("both", {"u": 3}, ["c"])}, events_read=7
+    )
+    assert with_catch_ups([], window) is window
+    merged = with_catch_ups([caught], window)
+    assert (merged.start, merged.end, merged.events_read) == (s2, s3, 7)
+    assert list(merged.tables) == [("db", "stopped"), ("db", "both")]
+    both = merged.tables[("db", "both")]
+    assert (both.rows, both.rows_by_op, both.extra["tail_files"]) == (4, {"c": 1, "u": 3}, ["b", "c"])
+    assert merged.tables[("db", "stopped")].rows_by_op == {"c": 2}
+    assert (merged.events_skipped, merged.events_skipped_count) == ([skipped], 1)

@@ -85,14 +85,10 @@ def merge_window_results(a: WindowResult, b: WindowResult) -> WindowResult:
     counts added up, per-table results combined (rows summed, the newer commit outcomes kept), the
     newest event time, ``b``'s end and incremental state; a table that failed in both keeps
     ``a``'s failure (its stop position is the earlier window's start)."""
-    tables = dict(a.tables)
-    for k, tb in b.tables.items():
-        ta = tables.get(k)
-        tables[k] = tb if ta is None else combined_write_results(ta, tb)
     return WindowResult(
         start=a.start,
         end=b.end,
-        tables=tables,
+        tables=_combined_tables(a, b),
         ddl_statements=a.ddl_statements + b.ddl_statements,
         events_read=a.events_read + b.events_read,
         transactions=a.transactions + b.transactions,
@@ -123,12 +119,21 @@ def with_catch_ups(caught: list[WindowResult], result: WindowResult) -> WindowRe
     materializations or data version must see them)."""
     if not caught:
         return result
+    results = [*caught, result]
+    skipped = [e for r in results for e in r.events_skipped][:100]
+    return replace(
+        result,
+        tables=_combined_tables(*results),
+        events_skipped=skipped,
+        events_skipped_count=sum(r.events_skipped_count for r in results),
+    )
+
+
+def _combined_tables(*results: WindowResult) -> dict[tuple[str, str], TableWriteResult]:
+    """The per-table writes of consecutive ``results``, oldest first: a table written by several
+    is :func:`combined_write_results` (rows summed, the newer commit outcome kept)."""
     tables: dict[tuple[str, str], TableWriteResult] = {}
-    skipped: list[dict] = []
-    skipped_count = 0
-    for r in [*caught, result]:
+    for r in results:
         for k, w in r.tables.items():
             tables[k] = w if k not in tables else combined_write_results(tables[k], w)
-        skipped.extend(r.events_skipped)
-        skipped_count += r.events_skipped_count
-    return replace(result, tables=tables, events_skipped=skipped[:100], events_skipped_count=skipped_count)
+    return tables
