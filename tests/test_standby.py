@@ -19,6 +19,7 @@ import json
 import re
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import replace
 
 import dagster as dg
@@ -136,23 +137,29 @@ def _standby_capture(db, conn, tables, idle_seconds: float, local_storage, insta
     )
 
 
-def _standby_among_other_traffic(cdc: SensorDriven, other_db: str, stop: threading.Event):
+@contextmanager
+def _standby_among_other_traffic(cdc: SensorDriven, other_db: str):
     """The snapshot, then the sensor's standby run launched in a thread while another application
-    writes into ``other_db`` (until ``stop``), once the run has recorded progress over that
-    traffic's windows: ``(writer thread, run thread, its result holder, run id, launch time)``
-    (``time.monotonic()``)."""
+    writes into ``other_db``, once the run has recorded progress over that traffic's windows:
+    yields ``(writer thread, run thread, its result holder, run id, launch time)``
+    (``time.monotonic()``); the writer is stopped and joined on exit."""
     assert all(r.success for r in cdc.ticks().runs)
     (req,) = cdc.tick_once().run_requests
     assert req.tags[STANDBY_TAG] == "true"
+    stop = threading.Event()
     writer = other_application(other_db, stop)
-    launched = time.monotonic()
-    thread, out = _launch_in_thread(cdc, req)
-    mine = dg.RunsFilter(tags={REQUEST_TAG: req.run_key})
-    run = _wait(
-        lambda: [r for r in cdc.instance.get_runs(filters=mine) if PROGRESS_TAG in r.tags], timeout=60.0
-    )
-    assert run, "the standby run recorded no progress over the other database's windows"
-    return writer, thread, out, run[0].run_id, launched
+    try:
+        launched = time.monotonic()
+        thread, out = _launch_in_thread(cdc, req)
+        mine = dg.RunsFilter(tags={REQUEST_TAG: req.run_key})
+        run = _wait(
+            lambda: [r for r in cdc.instance.get_runs(filters=mine) if PROGRESS_TAG in r.tags], timeout=60.0
+        )
+        assert run, "the standby run recorded no progress over the other database's windows"
+        yield writer, thread, out, run[0].run_id, launched
+    finally:
+        stop.set()
+        writer.join(timeout=10.0)
 
 
 def _wait(pred, timeout: float, poll: float = 0.1):
@@ -455,10 +462,7 @@ def test_a_standby_run_ends_on_its_budget_while_only_other_databases_change(loca
             sensor_options={"run_wait_seconds": 0},
             instance=files_instance,
         )
-        stop = threading.Event()
-        writer = None
-        try:
-            writer, thread, out, _, launched = _standby_among_other_traffic(cdc, f"{db}_other", stop)
+        with _standby_among_other_traffic(cdc, f"{db}_other") as (writer, thread, out, _, launched):
             start = StreamCursor.parse(cdc.cursor).committed
             tick, took = _timed_tick(cdc, 5)
             assert took < 4.0, "the tick waited for a standby run with no change yet"
@@ -469,10 +473,6 @@ def test_a_standby_run_ends_on_its_budget_while_only_other_databases_change(loca
                 "the standby run did not end on its budget while other databases changed"
             )
             assert writer.is_alive(), "the other application stopped first: the test proves nothing"
-        finally:
-            stop.set()
-            if writer is not None:
-                writer.join(timeout=10.0)
         result = out["result"]
         assert result.success
         messages = [e.user_message or "" for e in cdc.instance.all_logs(result.run_id)]
@@ -506,10 +506,7 @@ def test_a_following_run_on_a_busy_server_logs_its_checks_while_its_tables_are_i
         idle = 3.0
         cdc = _standby_capture(db, conn, ("t",), idle, local_storage, files_instance)
         t_key = dg.AssetKey([db, db, "t"])
-        stop = threading.Event()
-        writer = None
-        try:
-            writer, thread, out, run_id, _ = _standby_among_other_traffic(cdc, f"{db}_other", stop)
+        with _standby_among_other_traffic(cdc, f"{db}_other") as (writer, thread, out, run_id, _):
             checked: list[float] = []
 
             def _row_count_evaluations():
@@ -524,10 +521,6 @@ def test_a_following_run_on_a_busy_server_logs_its_checks_while_its_tables_are_i
                 checked.append(time.monotonic() - committed_at)
                 assert thread.is_alive(), "the run ended while the binlog was busy"
             assert writer.is_alive(), "the other application stopped first: the test proves nothing"
-        finally:
-            stop.set()
-            if writer is not None:
-                writer.join(timeout=10.0)
         thread.join(timeout=idle + 30.0)  # the binlog idle: it ends
         assert not thread.is_alive(), "the run did not end once the binlog was idle"
         result = out["result"]
@@ -569,10 +562,7 @@ def test_a_table_stopped_in_a_standby_run_on_a_busy_server_fails_its_checks_at_o
         )
         keys = {n: dg.AssetKey([db, db, n]) for n in ("t", "time_table")}
         row_checks = ("row_count_matches_source", "checksum_matches_source")
-        stop = threading.Event()
-        writer = None
-        try:
-            writer, thread, out, run_id, _ = _standby_among_other_traffic(cdc, f"{db}_other", stop)
+        with _standby_among_other_traffic(cdc, f"{db}_other") as (writer, thread, out, run_id, _):
             with conn.cursor() as cur:
                 cur.execute(BAD.format(db=db, id=201))
                 cur.execute(GOOD.format(db=db, id=2))
@@ -589,10 +579,6 @@ def test_a_table_stopped_in_a_standby_run_on_a_busy_server_fails_its_checks_at_o
             assert any(f"{db}.time_table stopped: its changes from" in m for m in warnings), warnings
             assert thread.is_alive(), "the run ended: what it logged proves nothing about while it follows"
             assert writer.is_alive(), "the other application stopped first: the test proves nothing"
-        finally:
-            stop.set()
-            if writer is not None:
-                writer.join(timeout=10.0)
         thread.join(timeout=60.0)
         assert not thread.is_alive(), "the run did not end once the binlog was idle"
         result = out["result"]

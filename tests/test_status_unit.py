@@ -184,3 +184,38 @@ def test_cli_exit_status_when_the_state_cannot_be_read(tmp_path, monkeypatch, ca
     with pytest.raises(SystemExit) as usage:
         main(["status"])
     assert usage.value.code == EXIT_UNKNOWN
+
+
+def test_failing_checks_lists_each_failed_latest_result_of_the_capture_only():
+    """``failing_checks`` reads every check of the capture's assets at once from a real (in
+    memory) instance: a failed latest result is listed with its explanation, a check that
+    passed after failing is not, nor another server's assets."""
+    import dagster as dg
+
+    from dagster_mysql_cdc.dagster_integration.health import failing_checks
+
+    names = ("row_count_matches_source", "checksum_matches_source", "schema_matches_source")
+
+    def table(server: str, name: str, failing: dict[str, str]) -> dg.AssetsDefinition:
+        key = dg.AssetKey([server, "db", name])
+
+        @dg.asset(key=key, check_specs=[dg.AssetCheckSpec(n, asset=key) for n in names])
+        def _t():
+            yield dg.MaterializeResult()
+            for n in names:
+                md = {"explanation": failing[n]} if n in failing else {}
+                yield dg.AssetCheckResult(check_name=n, passed=n not in failing, metadata=md)
+
+        return _t
+
+    instance = dg.DagsterInstance.ephemeral()
+    first = {"checksum_matches_source": "1 differing key(s): (5,)", "row_count_matches_source": "3 != 4"}
+    dg.materialize([table("srv", "a", first)], instance=instance)
+    dg.materialize(
+        [table("srv", "a", {"checksum_matches_source": "1 differing key(s): (6,)"})], instance=instance
+    )
+    dg.materialize([table("srv", "b", {})], instance=instance)
+    dg.materialize([table("other", "c", {"schema_matches_source": "missing column x"})], instance=instance)
+    got = [(f.asset, f.check, f.description) for f in failing_checks(instance, "srv")]
+    assert got == [("srv/db/a", "checksum_matches_source", "1 differing key(s): (6,)")], got
+    assert failing_checks(instance, "nobody") == []

@@ -259,9 +259,14 @@ def test_a_failure_stays_until_a_whole_table_comparison_and_nothing_compared_nev
                 create_timestamp=event.timestamp,
             )
 
+        def latest_by_key(cks):
+            return {ck: rec for ck in cks if (rec := record(ck)) is not None}
+
         warned: list[str] = []
-        instance = SimpleNamespace(get_latest_asset_check_evaluation_record=record)
-        context = SimpleNamespace(instance=instance, log=SimpleNamespace(warning=warned.append))
+        storage = SimpleNamespace(get_latest_asset_check_execution_by_key=latest_by_key)
+        context = SimpleNamespace(
+            instance=SimpleNamespace(event_log_storage=storage), log=SimpleNamespace(warning=warned.append)
+        )
         return _Earlier(context, pending)
 
     def result(name: str, passed: bool, **metadata) -> dg.AssetCheckResult:
@@ -318,3 +323,75 @@ def test_a_failure_stays_until_a_whole_table_comparison_and_nothing_compared_nev
     assert earlier({CHECKSUM: evaluation(CHECKSUM, True)}).settle(window_pass, window=True) is window_pass
     stopped = evaluation(CHECKSUM, False, explanation="the capture of this table is stopped")
     assert earlier({CHECKSUM: stopped}).settle(window_pass, window=True) is window_pass
+
+
+def test_a_windows_checks_read_their_earlier_results_in_one_query():
+    """A window of many tables settles each table's checksum against the check's earlier result:
+    one event log query for all of them (``_Earlier.prefetch``), not one per table; a check whose
+    latest record is only planned (a run that failed before evaluating it) falls back to its
+    latest evaluated record; a read that fails leaves the run's results standing, with a
+    WARNING."""
+    from types import SimpleNamespace
+
+    import dagster as dg
+    from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus as S
+
+    from dagster_mysql_cdc.dagster_integration.check_run import _Earlier
+    from dagster_mysql_cdc.dagster_integration.checks import CHECKSUM, ROW_COUNT
+
+    keys = [dg.AssetCheckKey(dg.AssetKey(["srv", "db", f"t{i}"]), CHECKSUM) for i in range(300)]
+    planned = keys[7]
+
+    def rec(ck, status=S.SUCCEEDED):
+        ev = dg.AssetCheckEvaluation(asset_key=ck.asset_key, check_name=ck.name, passed=True)
+        return SimpleNamespace(status=status, evaluation=ev, run_id="r", create_timestamp=1.0, event=None)
+
+    queries: list[list] = []
+
+    def latest_by_key(cks):
+        queries.append(list(cks))
+        return {ck: rec(ck, S.PLANNED if ck == planned else S.SUCCEEDED) for ck in cks if ck != keys[0]}
+
+    histories: list = []
+
+    def history(ck, limit, status):
+        histories.append(ck)
+        assert limit == 1 and S.SUCCEEDED in status and S.PLANNED not in status
+        return [rec(ck)]
+
+    storage = SimpleNamespace(
+        get_latest_asset_check_execution_by_key=latest_by_key, get_asset_check_execution_history=history
+    )
+    warned: list[str] = []
+    context = SimpleNamespace(
+        instance=SimpleNamespace(event_log_storage=storage), log=SimpleNamespace(warning=warned.append)
+    )
+    e = _Earlier(context)
+    e.prefetch([*keys, keys[1]])
+    assert len(queries) == 1 and len(queries[0]) == 300
+    assert histories == [planned]  # only the check whose latest record is not evaluated
+    assert e.latest(keys[0]) is None and e.latest(keys[1]) is not None
+    assert e.latest(planned)[1].passed  # type: ignore[index]
+    assert len(queries) == 1, "a prefetched check was read again"
+    e.prefetch(keys)  # nothing new to read
+    assert len(queries) == 1
+    # which results settle against an earlier one: a window's checksum that found no new divergence
+    pass_ = dg.AssetCheckResult(asset_key=keys[0].asset_key, check_name=CHECKSUM, passed=True)
+    new = dg.AssetCheckResult(asset_key=keys[0].asset_key, check_name=CHECKSUM, passed=False)
+    count = dg.AssetCheckResult(asset_key=keys[0].asset_key, check_name=ROW_COUNT, passed=True)
+    assert _Earlier.reads(pass_, window=True) and not _Earlier.reads(pass_, window=False)
+    assert not _Earlier.reads(new, window=True) and not _Earlier.reads(count, window=True)
+
+    def broken(cks):
+        raise OSError("database is locked")
+
+    failing = _Earlier(
+        SimpleNamespace(
+            instance=SimpleNamespace(
+                event_log_storage=SimpleNamespace(get_latest_asset_check_execution_by_key=broken)
+            ),
+            log=SimpleNamespace(warning=warned.append),
+        )
+    )
+    assert failing.settle(pass_, window=True) is pass_
+    assert len(warned) == 1 and "could not be read: database is locked" in warned[0], warned

@@ -348,6 +348,11 @@ class CheckRun:
         by_table: dict[dg.AssetKey, list[dg.AssetCheckResult]] = {}
         for r in results:
             by_table.setdefault(r.asset_key, []).append(r)  # type: ignore[arg-type]
+        self.earlier.prefetch(  # one instance query for the window's tables, not one per table
+            dg.AssetCheckKey(r.asset_key, r.check_name)  # type: ignore[arg-type]
+            for r in results
+            if self.earlier.reads(r, window=True)
+        )
         for t in self.in_window:
             yield from self._settle_window(t, by_table.get(t.key, []))
         for t in keyless:  # no key to compare by: the full (multiset) checks
@@ -505,16 +510,40 @@ class _Earlier:
     def latest(self, ck: dg.AssetCheckKey) -> tuple[Any, dg.AssetCheckEvaluation] | None:
         """``(record, evaluation)`` of ``ck``'s latest evaluated result before this run's."""
         if ck not in self._seen:
-            from .heartbeat import latest_check_result
+            self.prefetch([ck])
+        return self._seen.get(ck)
 
-            try:
-                rec = latest_check_result(self._context.instance, ck)
-            except Exception as e:  # noqa: BLE001 - then this run's result stands as it is
-                self._context.log.warning(f"the last result of {ck.to_user_string()} could not be read: {e}")
-                rec = None
+    def prefetch(self, cks: Iterable[dg.AssetCheckKey]) -> None:
+        """Read the latest evaluated results of the checks ``cks`` not read yet, in one instance
+        query (:func:`.heartbeat.latest_check_results`): a window's checks settle each of its
+        tables' checksums. A read that fails leaves this run's results as they are."""
+        from .heartbeat import latest_check_results
+
+        wanted = [ck for ck in dict.fromkeys(cks) if ck not in self._seen]
+        if not wanted:
+            return
+        try:
+            recs = latest_check_results(self._context.instance, wanted)
+        except Exception as e:  # noqa: BLE001 - then this run's results stand as they are
+            names = ", ".join(ck.to_user_string() for ck in wanted[:3]) + (", ..." if len(wanted) > 3 else "")
+            self._context.log.warning(
+                f"the last results of {len(wanted)} check(s) ({names}) could not be read: {e}"
+            )
+            recs = {}
+        for ck in wanted:
+            rec = recs.get(ck)
             ev = rec.evaluation if rec is not None else None
             self._seen[ck] = (rec, ev) if isinstance(ev, dg.AssetCheckEvaluation) else None
-        return self._seen[ck]
+
+    @staticmethod
+    def reads(r: dg.AssetCheckResult, *, window: bool) -> bool:
+        """Whether :meth:`settle` of ``r`` reads the check's earlier result."""
+        if r.asset_key is None or r.check_name not in (ROW_COUNT, CHECKSUM):
+            return False
+        if NOT_COMPARED in (r.metadata or {}):
+            return True
+        new_divergence = not r.passed and r.severity == dg.AssetCheckSeverity.ERROR
+        return window and r.check_name == CHECKSUM and not new_divergence
 
     def settle(self, r: dg.AssetCheckResult, *, window: bool) -> dg.AssetCheckResult | None:
         """The result to report for ``r``, one of this run's row count or checksum results
@@ -529,15 +558,10 @@ class _Earlier:
           compare the whole table), carried forward with this window's result;
         - anything else is ``r``.
         """
-        if r.asset_key is None or r.check_name not in (ROW_COUNT, CHECKSUM):
-            return r
-        md = r.metadata or {}
-        not_compared = NOT_COMPARED in md
-        if not not_compared:
-            if not (window and r.check_name == CHECKSUM):
-                return r
-            if not r.passed and r.severity == dg.AssetCheckSeverity.ERROR:
-                return r  # a divergence found now
+        if not self.reads(r, window=window):
+            return r  # another check, a full comparison, or a divergence found now
+        assert r.asset_key is not None and r.check_name is not None
+        not_compared = NOT_COMPARED in (r.metadata or {})
         found = self.latest(dg.AssetCheckKey(r.asset_key, r.check_name))
         if found is not None:
             rec, ev = found

@@ -244,27 +244,30 @@ class FailingCheck:
 
 def failing_checks(instance: Any, server_name: str) -> list[FailingCheck]:
     """The checks of the capture's assets (asset keys under ``server_name``) whose latest
-    evaluation failed."""
+    evaluation failed (one event log query for all of them: 300 tables made 1,500)."""
     out: list[FailingCheck] = []
     keys = [k for k in instance.get_asset_keys() if k.path and k.path[0] == server_name]
-    for key in sorted(keys, key=lambda k: k.to_user_string()):
-        for name in CHECK_NAMES:
-            rec = instance.get_latest_asset_check_evaluation_record(dg.AssetCheckKey(key, name))
-            ev = rec.evaluation if rec is not None else None
-            if isinstance(ev, dg.AssetCheckEvaluation) and not ev.passed:
-                md = ev.metadata or {}
-                text = next(
-                    (str(md[k].value) for k in ("explanation", "gaps", "error") if k in md),
-                    ev.description or "",
+    cks = [
+        dg.AssetCheckKey(k, n) for k in sorted(keys, key=lambda k: k.to_user_string()) for n in CHECK_NAMES
+    ]
+    latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(cks) if cks else {}
+    for ck in cks:
+        rec = latest.get(ck)
+        ev = rec.evaluation if rec is not None else None
+        if isinstance(ev, dg.AssetCheckEvaluation) and not ev.passed:
+            md = ev.metadata or {}
+            text = next(
+                (str(md[k].value) for k in ("explanation", "gaps", "error") if k in md),
+                ev.description or "",
+            )
+            out.append(
+                FailingCheck(
+                    ck.asset_key.to_user_string(),
+                    ck.name,
+                    ev.severity.value if ev.severity else "ERROR",
+                    first_line(text, 160),
                 )
-                out.append(
-                    FailingCheck(
-                        key.to_user_string(),
-                        name,
-                        ev.severity.value if ev.severity else "ERROR",
-                        first_line(text, 160),
-                    )
-                )
+            )
     return out
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 
 import dagster as dg
@@ -164,20 +164,35 @@ def _binlog_progress(
 
 
 def latest_check_result(instance: dg.DagsterInstance, ck: dg.AssetCheckKey):
-    """The latest *evaluated* record of check ``ck`` (status ``SUCCEEDED``/``FAILED``), or ``None``.
+    """The latest *evaluated* record of check ``ck`` (status ``SUCCEEDED``/``FAILED``), or ``None``
+    (:func:`latest_check_results` of ``[ck]``)."""
+    return latest_check_results(instance, [ck])[ck]
 
-    ``get_latest_asset_check_evaluation_record`` returns the latest record whatever its status: a
-    run that planned the check and then failed (a preflight error, a crashed *Execute checks*)
-    leaves a ``PLANNED`` record whose event is an ``AssetCheckEvaluationPlanned`` (no ``passed``).
+
+def latest_check_results(instance: dg.DagsterInstance, cks: Sequence[dg.AssetCheckKey]) -> dict:
+    """``{check key: its latest *evaluated* record or None}`` for every key of ``cks``: one query
+    of the event log storage for all of them (``get_latest_asset_check_execution_by_key``; a
+    window of 300 tables used to read 300 times, 3 s of the run), plus one for each check whose
+    latest record is not evaluated.
+
+    The latest record may be a ``PLANNED`` one whose event is an ``AssetCheckEvaluationPlanned``
+    (no ``passed``): a run that planned the check and then failed (a preflight error, a crashed
+    *Execute checks*) leaves one; the check's latest evaluated record is then read from its
+    execution history.
     """
     from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus as S
 
     done = {S.SUCCEEDED, S.FAILED}
-    rec = instance.get_latest_asset_check_evaluation_record(ck)
-    if rec is None or rec.status in done:
-        return rec
-    history = instance.event_log_storage.get_asset_check_execution_history(ck, limit=1, status=done)
-    return history[0] if history else None
+    storage = instance.event_log_storage
+    latest = storage.get_latest_asset_check_execution_by_key(list(cks)) if cks else {}
+    out = {}
+    for ck in cks:
+        rec = latest.get(ck)
+        if rec is not None and rec.status not in done:
+            history = storage.get_asset_check_execution_history(ck, limit=1, status=done)
+            rec = history[0] if history else None
+        out[ck] = rec
+    return out
 
 
 def _carried_checks(
