@@ -221,3 +221,44 @@ def test_the_skip_holds_for_each_ticks_new_instance_object(tmp_path, monkeypatch
             )
             assert table_heartbeats(again, cdc, AT, "x", default_every_seconds=60, now=t + 2) == []
             assert reads == []
+
+
+def test_the_due_tables_check_results_are_read_at_once_and_a_failed_read_fails_each_heartbeat(
+    instance, monkeypatch
+):
+    """A capture of hundreds of quiet tables reads the check results it carries in one query
+    for every due table (it made one per check and table: 900 for 300 tables); if that read
+    fails, each due table's heartbeat fails alone, named in ``errors``, and is due again."""
+    cdc = build()
+    for t in ("a", "b"):
+        materialize(instance, key(t))
+        evaluate(instance, key(t), "row_count_matches_source", True)
+    storage = instance.event_log_storage
+    read = storage.get_latest_asset_check_execution_by_key
+    calls: list[list] = []
+
+    def spy(cks, *args, **kwargs):
+        calls.append(list(cks))
+        return read(cks, *args, **kwargs)
+
+    monkeypatch.setattr(storage, "get_latest_asset_check_execution_by_key", spy)
+    later = time.time() + 3600
+    events = table_heartbeats(instance, cdc, AT, "caught up", default_every_seconds=60, now=later)
+    assert len(calls) == 1 and {ck.asset_key for ck in calls[0]} == {key("a"), key("b")}, calls
+    carried = [(e.asset_key, e.check_name) for e in events if isinstance(e, dg.AssetCheckEvaluation)]
+    assert carried == [(key("a"), "row_count_matches_source"), (key("b"), "row_count_matches_source")]
+
+    def broken(cks, *args, **kwargs):
+        raise OSError("database is locked")
+
+    monkeypatch.setattr(storage, "get_latest_asset_check_execution_by_key", broken)
+    errors: list[str] = []
+    assert (
+        table_heartbeats(instance, cdc, AT, "x", default_every_seconds=60, now=later + 1, errors=errors) == []
+    )
+    assert [e.split(" failed")[0] for e in errors] == ["heartbeat of srv/db/a", "heartbeat of srv/db/b"], (
+        errors
+    )
+    assert all("OSError: database is locked" in e for e in errors)
+    monkeypatch.setattr(storage, "get_latest_asset_check_execution_by_key", read)
+    assert table_heartbeats(instance, cdc, AT, "x", default_every_seconds=60, now=later + 2), "not due again"
