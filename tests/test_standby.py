@@ -671,3 +671,76 @@ def test_a_standby_run_whose_only_change_stops_a_table_ends_once_idle(local_stor
         cdc.tick_once()
         assert list(StreamCursor.parse(cdc.cursor).stopped or {}) == [f"{db}.time_table"]
         print(f"standby run whose only change stopped its table ended {ended:.1f}s after the change")
+
+
+@pytest.mark.integration
+def test_a_standby_run_ends_when_a_stopped_tables_retry_comes_due_so_the_fix_applies_at_once(
+    local_storage, files_instance
+):
+    """A standby run started while a stopped table's retry was not yet due used to wait out its
+    whole budget (``stream_follow_seconds``, 5 minutes in the README example; the change that
+    fixes the cause even restarted it), so a fix (an option changed, the code location reloaded)
+    applied minutes later. Now the standby run ends once that retry is due and the binlog is
+    idle, and the sensor's next run catches the table up at its start, with the fix, although
+    the source wrote nothing since."""
+    with scratch_database("retrydue") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(TIME_TABLE.format(db=db))
+            cur.execute(GOOD.format(db=db, id=1))
+        following = {"stream_follow_seconds": 120.0, "stream_follow_idle_seconds": 2.0}
+        backoff = 8.0
+        cdc = SensorDriven(
+            capture_resource(db, time_precision_mode="connect", **following),
+            local_storage.base_uri,
+            sensor_options={"run_wait_seconds": 0, "table_retry_backoff_seconds": backoff},
+            instance=files_instance,
+        )
+        name, key = f"{db}.time_table", dg.AssetKey([db, db, "time_table"])
+        assert all(r.success for r in cdc.ticks().runs)
+        (req,) = cdc.tick_once().run_requests
+        thread, out = _launch_in_thread(cdc, req)
+        time.sleep(3.0)  # the standby run waits for its first change
+        with conn.cursor() as cur:
+            cur.execute(BAD.format(db=db, id=201))
+            cur.execute(GOOD.format(db=db, id=2))
+        thread.join(timeout=60.0)
+        assert not thread.is_alive() and out["result"].success
+        # the sensor records the stop and requests the next standby run before the retry is due
+        res = cdc.tick_once()
+        assert name in (StreamCursor.parse(cdc.cursor).stopped or {})
+        (req,) = res.run_requests or cdc.tick_once().run_requests
+        tag = json.loads(req.tags[STOPPED_TAG])[name]
+        assert req.tags[STANDBY_TAG] == "true" and tag["catch_up"] is False and tag["retry_at"] > time.time()
+        launched = time.monotonic()
+        thread, out = _launch_in_thread(cdc, req)
+        # the fix while it waits: the bad row deleted (a change of the stopped table only, left
+        # out), bad values left out from the next run on
+        time.sleep(1.0)
+        with conn.cursor() as cur:
+            cur.execute(f"DELETE FROM {db}.time_table WHERE id = 201")
+        cdc.resources["mysql"] = capture_resource(
+            db, time_precision_mode="connect", event_processing_failure_handling_mode="warn", **following
+        )
+        thread.join(timeout=backoff + 40.0)
+        ended = time.monotonic() - launched
+        assert not thread.is_alive(), "the standby run waited out its budget past the stopped table's retry"
+        result = out["result"]
+        assert result.success
+        messages = [e.user_message or "" for e in cdc.instance.all_logs(result.run_id)]
+        assert any(
+            m.startswith(f"Standby ends: the retry of stopped table(s) {name} is due") for m in messages
+        )
+        # the next run catches the table up at its start, with the fix: no new change needed
+        (req,) = cdc.tick_once().run_requests or cdc.tick_once().run_requests
+        assert json.loads(req.tags[STOPPED_TAG])[name]["catch_up"] is True
+        thread, out = _launch_in_thread(cdc, req)
+        thread.join(timeout=60.0)
+        assert not thread.is_alive(), "the run that caught the table up did not end once idle"
+        caught = out["result"]
+        assert caught.success
+        assert key in {m.asset_key for m in caught.get_asset_materialization_events()}
+        cdc.tick_once()
+        assert StreamCursor.parse(cdc.cursor).stopped is None
+        ids = sorted(read_current((db, "time_table"), local_storage.base_uri, server=db)["id"].to_pylist())
+        assert ids == [1, 2]
+        print(f"standby run ended {ended:.1f}s after its launch (retry backoff {backoff:.0f}s)")

@@ -107,7 +107,8 @@ class StreamRunRequest:
         identity: the server the window's positions belong to (``None``: not recorded).
         incremental: the incremental snapshot in progress (``None``: none).
         stopped: the stopped tables, ``"db.table"`` -> ``{"since": position dict, "error",
-            "catch_up": due now}`` (:class:`.isolation.StoppedTable` as the sensor tags it).
+            "catch_up": due now, "retry_at": epoch seconds}`` (:class:`.isolation.StoppedTable`
+            as the sensor tags it).
         selected: the ``(database, table)`` of the table assets the run selected: a follow-on
             window that changes another table ends the run.
         standby: a standby run (the sensor requests one when the capture is caught up, see
@@ -330,6 +331,7 @@ class StreamRun:
         self.planner = planner
         self.on_progress = on_progress
         self.on_window = on_window
+        self.retries_due: dict[str, float] = {}  # stopped tables not caught up by this run: retry at
 
     def run(self, request: StreamRunRequest) -> StreamRunOutcome:
         """Read the requested window and what follows it (steps 1-7 of the module docs).
@@ -347,6 +349,11 @@ class StreamRun:
             check_window_server(self.settings, self.info, request.identity, start)
         self.log.info(f"Binlog window {start} -> {end}")
         stopped, again, resume, caught = self.catch_up_stopped(request.stopped, start)
+        self.retries_due = {  # (their retry coming due ends a standby run's wait, _idle_limit)
+            n: float(t["retry_at"])
+            for n, t in request.stopped.items()
+            if not t.get("catch_up") and t.get("retry_at")
+        }
         table_filter = self.options.table_filter.without([table_key(n) for n in stopped])
         result = self.read_window(start, end, request.incremental, table_filter, resume_at=resume)
         result = with_catch_ups(caught, result)
@@ -637,11 +644,21 @@ class StreamRun:
     def _idle_limit(self, idle_since: float, deadline: float, result: WindowResult, standby: bool) -> float:
         """How long a following run waits on an idle binlog (seconds from ``idle_since``): a run
         that has written nothing does not wait for changes (a quiet source does not keep runs
-        alive) unless it is a standby run, which waits for its first change until ``deadline``;
-        one that has written changes (or stopped a table, :func:`_has_work`) waits
+        alive) unless it is a standby run, which waits for its first change until ``deadline``
+        or until the retry of a table stopped before the run comes due (:attr:`retries_due`: the
+        sensor's next run catches it up at its start, so a fix of its cause, e.g. an option
+        changed and the code location reloaded, takes effect within the retry backoff and a tick
+        instead of after the standby run's whole budget); one that has written changes (or stopped a table, :func:`_has_work`) waits
         ``options.follow_idle_seconds`` (and longer while its idle work, ``on_idle``, is not
         done)."""
         if standby and not _has_work(result):
+            due = sorted(n for n, at in self.retries_due.items() if time.time() >= at)
+            if due:  # the sensor's next run catches them up, with the code and options of then
+                self.log.info(
+                    f"Standby ends: the retry of stopped table(s) {', '.join(due)} is due; the "
+                    "sensor's next run catches them up"
+                )
+                return 0.0
             return max(0.0, deadline - idle_since)
         return self.options.follow_idle_seconds if _has_work(result) else 0.0
 
