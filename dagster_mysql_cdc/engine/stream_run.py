@@ -648,9 +648,9 @@ class StreamRun:
         or until the retry of a table stopped before the run comes due (:attr:`retries_due`: the
         sensor's next run catches it up at its start, so a fix of its cause, e.g. an option
         changed and the code location reloaded, takes effect within the retry backoff and a tick
-        instead of after the standby run's whole budget); one that has written changes (or stopped a table, :func:`_has_work`) waits
-        ``options.follow_idle_seconds`` (and longer while its idle work, ``on_idle``, is not
-        done)."""
+        instead of after the standby run's whole budget); one that has written changes (or
+        stopped a table, :func:`_has_work`) waits ``options.follow_idle_seconds`` (and longer
+        while its idle work, ``on_idle``, is not done)."""
         if standby and not _has_work(result):
             due = sorted(n for n, at in self.retries_due.items() if time.time() >= at)
             if due:  # the sensor's next run catches them up, with the code and options of then
