@@ -150,9 +150,9 @@ def run_request(
             tags[INCREMENTAL_TAG] = json.dumps(incremental, separators=(",", ":"))
         if compact:
             tags[COMPACT_TAG] = json.dumps(list(compact), separators=(",", ":"))
+        due = {n: st.due(now) for n, st in (stopped or {}).items()}  # one clock for tag and selection
         if stopped:
-            tags[STOPPED_TAG] = stopped_tag_value(stopped, now)
-        due = {n: st.due(now) for n, st in (stopped or {}).items()}
+            tags[STOPPED_TAG] = stopped_tag_value(stopped, due)
         if is_standby_key(inflight.run_key):
             # a standby run: the binlog asset (no check: it logs them); the tables each window
             # changes are reported as the windows commit, their checks logged
@@ -206,17 +206,17 @@ def refuse_snapshot(info: ServerInfo, snapshot_mode: str) -> None:
         raise PreflightError(problems)
 
 
-def stopped_tag_value(stopped: Mapping[str, StoppedTable], now: float | None) -> str:
+def stopped_tag_value(stopped: Mapping[str, StoppedTable], due: Mapping[str, bool]) -> str:
     """The :data:`.protocol.STOPPED_TAG` value of a window's run: per stopped table (``"db.table"``)
-    its stop position, error (300 characters), whether its retry is due at ``now`` (``catch_up``:
-    the run catches it up first) and when it is (``retry_at``, epoch seconds: a standby run ends
-    its wait then, see :meth:`..engine.stream_run.StreamRun._idle_limit`)."""
+    its stop position, error (300 characters), whether its retry is due (``catch_up``, from
+    ``due``: the run catches it up first) and when it is (``retry_at``, epoch seconds: a standby
+    run ends its wait then, see :meth:`..engine.stream_run.StreamRun._idle_limit`)."""
     return json.dumps(
         {
             n: {
                 "since": st.since.to_dict(),
                 "error": st.error[:300],
-                "catch_up": st.due(now),
+                "catch_up": due[n],
                 "retry_at": round(st.retry_at, 3),
             }
             for n, st in stopped.items()
