@@ -673,6 +673,81 @@ def test_a_standby_run_whose_only_change_stops_a_table_ends_once_idle(local_stor
         print(f"standby run whose only change stopped its table ended {ended:.1f}s after the change")
 
 
+def _stopped_before_a_standby_run(db, conn, local_storage, instance, backoff: float):
+    """``db.time_table`` stopped by a standby run (a TIME value ``time_precision_mode=connect``
+    rejects), the stop recorded by the sensor, and the next standby request, made before the
+    table's retry (``table_retry_backoff_seconds=backoff``) is due: ``(cdc, request, following
+    options of the resource)``."""
+    with conn.cursor() as cur:
+        cur.execute(TIME_TABLE.format(db=db))
+        cur.execute(GOOD.format(db=db, id=1))
+    following = {"stream_follow_seconds": 120.0, "stream_follow_idle_seconds": 2.0}
+    cdc = SensorDriven(
+        capture_resource(db, time_precision_mode="connect", **following),
+        local_storage.base_uri,
+        sensor_options={"run_wait_seconds": 0, "table_retry_backoff_seconds": backoff},
+        instance=instance,
+    )
+    name = f"{db}.time_table"
+    assert all(r.success for r in cdc.ticks().runs)
+    (req,) = cdc.tick_once().run_requests
+    thread, out = _launch_in_thread(cdc, req)
+    time.sleep(3.0)  # the standby run waits for its first change
+    with conn.cursor() as cur:
+        cur.execute(BAD.format(db=db, id=201))
+        cur.execute(GOOD.format(db=db, id=2))
+    thread.join(timeout=60.0)
+    assert not thread.is_alive() and out["result"].success
+    # the sensor records the stop and requests the next standby run before the retry is due
+    res = cdc.tick_once()
+    assert name in (StreamCursor.parse(cdc.cursor).stopped or {})
+    (req,) = res.run_requests or cdc.tick_once().run_requests
+    tag = json.loads(req.tags[STOPPED_TAG])[name]
+    assert req.tags[STANDBY_TAG] == "true" and tag["catch_up"] is False and tag["retry_at"] > time.time()
+    return cdc, req, following
+
+
+def _fix_ends_the_standby_run(cdc, conn, db, req, following, backoff) -> float:
+    """Launch the standby ``req``, fix the stopped table's cause while it waits (the bad row
+    deleted, bad values left out from the next run on), and check that the run ends once the
+    retry is due, logging why: returns the seconds from the launch to the run's end."""
+    name = f"{db}.time_table"
+    launched = time.monotonic()
+    thread, out = _launch_in_thread(cdc, req)
+    time.sleep(1.0)
+    with conn.cursor() as cur:
+        cur.execute(f"DELETE FROM {db}.time_table WHERE id = 201")  # a change of the stopped table: left out
+    cdc.resources["mysql"] = capture_resource(
+        db, time_precision_mode="connect", event_processing_failure_handling_mode="warn", **following
+    )
+    thread.join(timeout=backoff + 40.0)
+    ended = time.monotonic() - launched
+    assert not thread.is_alive(), "the standby run waited out its budget past the stopped table's retry"
+    result = out["result"]
+    assert result.success
+    messages = [e.user_message or "" for e in cdc.instance.all_logs(result.run_id)]
+    assert any(m.startswith(f"Standby ends: the retry of stopped table(s) {name} is due") for m in messages)
+    return ended
+
+
+def _next_run_catches_up(cdc, db, local_storage) -> None:
+    """The sensor's next run catches ``db.time_table`` up at its start, with the fix, although
+    the source wrote nothing since; its stop leaves the cursor and the lake equals the source."""
+    name, key = f"{db}.time_table", dg.AssetKey([db, db, "time_table"])
+    (req,) = cdc.tick_once().run_requests or cdc.tick_once().run_requests
+    assert json.loads(req.tags[STOPPED_TAG])[name]["catch_up"] is True
+    thread, out = _launch_in_thread(cdc, req)
+    thread.join(timeout=60.0)
+    assert not thread.is_alive(), "the run that caught the table up did not end"
+    caught = out["result"]
+    assert caught.success
+    assert key in {m.asset_key for m in caught.get_asset_materialization_events()}
+    cdc.tick_once()
+    assert StreamCursor.parse(cdc.cursor).stopped is None
+    ids = sorted(read_current((db, "time_table"), local_storage.base_uri, server=db)["id"].to_pylist())
+    assert ids == [1, 2]
+
+
 @pytest.mark.integration
 def test_a_standby_run_ends_when_a_stopped_tables_retry_comes_due_so_the_fix_applies_at_once(
     local_storage, files_instance
@@ -683,64 +758,39 @@ def test_a_standby_run_ends_when_a_stopped_tables_retry_comes_due_so_the_fix_app
     applied minutes later. Now the standby run ends once that retry is due and the binlog is
     idle, and the sensor's next run catches the table up at its start, with the fix, although
     the source wrote nothing since."""
+    backoff = 8.0
     with scratch_database("retrydue") as (db, conn):
-        with conn.cursor() as cur:
-            cur.execute(TIME_TABLE.format(db=db))
-            cur.execute(GOOD.format(db=db, id=1))
-        following = {"stream_follow_seconds": 120.0, "stream_follow_idle_seconds": 2.0}
-        backoff = 8.0
-        cdc = SensorDriven(
-            capture_resource(db, time_precision_mode="connect", **following),
-            local_storage.base_uri,
-            sensor_options={"run_wait_seconds": 0, "table_retry_backoff_seconds": backoff},
-            instance=files_instance,
-        )
-        name, key = f"{db}.time_table", dg.AssetKey([db, db, "time_table"])
-        assert all(r.success for r in cdc.ticks().runs)
-        (req,) = cdc.tick_once().run_requests
-        thread, out = _launch_in_thread(cdc, req)
-        time.sleep(3.0)  # the standby run waits for its first change
-        with conn.cursor() as cur:
-            cur.execute(BAD.format(db=db, id=201))
-            cur.execute(GOOD.format(db=db, id=2))
-        thread.join(timeout=60.0)
-        assert not thread.is_alive() and out["result"].success
-        # the sensor records the stop and requests the next standby run before the retry is due
-        res = cdc.tick_once()
-        assert name in (StreamCursor.parse(cdc.cursor).stopped or {})
-        (req,) = res.run_requests or cdc.tick_once().run_requests
-        tag = json.loads(req.tags[STOPPED_TAG])[name]
-        assert req.tags[STANDBY_TAG] == "true" and tag["catch_up"] is False and tag["retry_at"] > time.time()
-        launched = time.monotonic()
-        thread, out = _launch_in_thread(cdc, req)
-        # the fix while it waits: the bad row deleted (a change of the stopped table only, left
-        # out), bad values left out from the next run on
-        time.sleep(1.0)
-        with conn.cursor() as cur:
-            cur.execute(f"DELETE FROM {db}.time_table WHERE id = 201")
-        cdc.resources["mysql"] = capture_resource(
-            db, time_precision_mode="connect", event_processing_failure_handling_mode="warn", **following
-        )
-        thread.join(timeout=backoff + 40.0)
-        ended = time.monotonic() - launched
-        assert not thread.is_alive(), "the standby run waited out its budget past the stopped table's retry"
-        result = out["result"]
-        assert result.success
-        messages = [e.user_message or "" for e in cdc.instance.all_logs(result.run_id)]
-        assert any(
-            m.startswith(f"Standby ends: the retry of stopped table(s) {name} is due") for m in messages
-        )
-        # the next run catches the table up at its start, with the fix: no new change needed
-        (req,) = cdc.tick_once().run_requests or cdc.tick_once().run_requests
-        assert json.loads(req.tags[STOPPED_TAG])[name]["catch_up"] is True
-        thread, out = _launch_in_thread(cdc, req)
-        thread.join(timeout=60.0)
-        assert not thread.is_alive(), "the run that caught the table up did not end once idle"
-        caught = out["result"]
-        assert caught.success
-        assert key in {m.asset_key for m in caught.get_asset_materialization_events()}
-        cdc.tick_once()
-        assert StreamCursor.parse(cdc.cursor).stopped is None
-        ids = sorted(read_current((db, "time_table"), local_storage.base_uri, server=db)["id"].to_pylist())
-        assert ids == [1, 2]
+        cdc, req, following = _stopped_before_a_standby_run(db, conn, local_storage, files_instance, backoff)
+        ended = _fix_ends_the_standby_run(cdc, conn, db, req, following, backoff)
+        _next_run_catches_up(cdc, db, local_storage)
         print(f"standby run ended {ended:.1f}s after its launch (retry backoff {backoff:.0f}s)")
+
+
+@pytest.mark.integration
+def test_a_standby_run_on_a_busy_server_ends_when_a_stopped_tables_retry_comes_due(
+    local_storage, files_instance
+):
+    """The same on a busy server (another application commits into another database every
+    50 ms, all along): the binlog is never idle, so the standby run used to read that traffic's
+    windows until its whole budget was spent before the fix applied. It ends at the first window
+    boundary after the retry is due."""
+    backoff = 8.0
+    with scratch_database("busyretry") as (db, conn):
+        cdc, req, following = _stopped_before_a_standby_run(db, conn, local_storage, files_instance, backoff)
+        stop = threading.Event()
+        writer = other_application(f"{db}_other", stop)
+        try:
+            ended = _fix_ends_the_standby_run(cdc, conn, db, req, following, backoff)
+            assert writer.is_alive(), (
+                "the other application stopped: the binlog was idle, the test proves nothing"
+            )
+        finally:
+            stop.set()
+            writer.join(timeout=10.0)
+        assert ended < backoff + 20.0, ended
+        # (the other application stopped first: a run that changed a table follows until the
+        # binlog is idle, or for its whole budget)
+        _next_run_catches_up(cdc, db, local_storage)
+        print(
+            f"standby run on a busy server ended {ended:.1f}s after its launch (retry backoff {backoff:.0f}s)"
+        )

@@ -16,16 +16,31 @@ position it starts from, before it is read. A retried run re-reads its requested
 earlier attempt may have partly committed (Delta ``txn`` identities ``(app, window start)`` skip
 what is already there) and reports an end at or after theirs. Windows are bounded like the
 sensor's (:func:`.dagster_integration.cursor.plan_stream_window`: never across binlog files).
+
+What a following run waits for is here too: :data:`STANDBY_POLL_SECONDS` (a standby run's poll
+of an idle binlog), :func:`has_work` (a run that wrote or stopped something waits
+``stream_follow_idle_seconds`` on an idle binlog, one that did not ends, unless it is a standby
+run) and :class:`QuietWindows` (the run log's lines of windows that changed no captured table).
 """
 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..events import BinlogPosition
 from ..sink.layout import LakeLayout
 from ..sink.storage import StorageSettings
+
+if TYPE_CHECKING:
+    from .run_log import RunLog
+    from .window_result import WindowResult
+
+#: A standby run asks the server for its position this often while the binlog is idle (seconds):
+#: half of it is the mean wait between a COMMIT and the read of its window.
+STANDBY_POLL_SECONDS = 0.25
 
 
 @dataclass(frozen=True)
@@ -72,3 +87,48 @@ def save_follow_window(storage: StorageSettings, server_name: str, window: Follo
         LakeLayout(storage, server_name).follow_window(window.after), window.to_json().encode()
     )
     return window if existing is None else FollowWindow.from_json(existing.decode())
+
+
+def has_work(result: WindowResult) -> bool:
+    """Whether a following run's windows did something to report and check: wrote changes, or
+    stopped a table (its checks fail naming the stop; the sensor records it in its cursor)."""
+    return result.rows > 0 or bool(result.failed_tables)
+
+
+class QuietWindows:
+    """The run log's lines of follow-on windows: one per window that changed a captured table,
+    one per series of windows that changed none (another database's traffic on the same server:
+    a line per transaction would be an event per transaction in Dagster's event log)."""
+
+    def __init__(self, log: RunLog) -> None:
+        self.log = log
+        self.first: BinlogPosition | None = None
+        self.last: BinlogPosition | None = None
+        self.count = 0
+        self.events = 0
+
+    def window(self, start: BinlogPosition, r: WindowResult, most: float = 0.0) -> None:
+        """Log the window ``[start, r.end)`` read as ``r``, or count it while it changed nothing
+        and then wait :data:`STANDBY_POLL_SECONDS` (a standby run's idle poll), at most ``most``
+        seconds (``0``: a run logging its idle checks, whose slices pace it): on a busy server the
+        next window then gathers that much traffic instead of one transaction (each window costs
+        a saved window in the lake, a progress tag and two binlog connections), at most that much
+        later for a change of a captured table."""
+        if r.rows == 0 and not r.tables:
+            self.first = start if self.first is None else self.first
+            self.last, self.count, self.events = r.end, self.count + 1, self.events + r.events_read
+            time.sleep(max(0.0, min(STANDBY_POLL_SECONDS, most)))
+            return
+        self.flush()
+        self.log.info(
+            f"Follow-on window {start} -> {r.end}: {r.rows} rows, {r.events_read} events in {r.seconds:.1f}s"
+        )
+
+    def flush(self) -> None:
+        """Log the series of windows that changed no captured table, if any."""
+        if self.count:
+            self.log.info(
+                f"Follow-on windows {self.first} -> {self.last}: {self.count} window(s), "
+                f"{self.events} events, no change to a captured table"
+            )
+        self.first, self.last, self.count, self.events = None, None, 0, 0

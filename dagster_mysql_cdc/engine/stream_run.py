@@ -45,7 +45,14 @@ from ..source.failover import ServerChangedError, ServerIdentity, other_server_r
 from ..source.filters import TableFilter
 from ..source.snapshot import SnapshotOptions
 from ..source.types import TypeOptions
-from .follow import FollowWindow, load_follow_window, save_follow_window
+from .follow import (
+    STANDBY_POLL_SECONDS,
+    FollowWindow,
+    QuietWindows,
+    has_work,
+    load_follow_window,
+    save_follow_window,
+)
 from .incremental import IncrementalState
 from .incremental_source import IncrementalOptions
 from .isolation import catch_up
@@ -91,11 +98,6 @@ class StreamRunOptions:
     snapshot_reads: SnapshotReads = SnapshotReads()
     follow_seconds: float = 0.0
     follow_idle_seconds: float = 5.0
-
-
-#: A standby run asks the server for its position this often while the binlog is idle (seconds):
-#: half of it is the mean wait between a COMMIT and the read of its window.
-STANDBY_POLL_SECONDS = 0.25
 
 
 @dataclass(frozen=True)
@@ -558,16 +560,14 @@ class StreamRun:
         whatever other databases' windows), and only while they change tables this run selected
         (``selected``, ``(db, table)``): a window that changes another table, or carries DDL,
         statement DML or a signal (the planner's ``changed_tables`` cannot judge it), ends the
-        run, so the sensor requests it with the selection it needs. Each new window is saved
-        (create-if-absent) before it is read, so a retry reads the same windows. Planning the
-        next window fails (the server restarts, ...): following ends there, the run keeps what
-        it committed and the sensor requests the next window. A table that could not be written
-        in a window (it stops, from that window's start) is left out of the windows after it:
-        its changes are caught up later from where it stopped.
+        run, so the sensor requests it with the selection it needs; so does a stopped table's
+        retry coming due (:meth:`_retry_ends`). Each new window is saved (create-if-absent)
+        before it is read, so a retry reads the same windows. Planning the next window fails:
+        following ends there (the sensor requests the next window). A table that could not be
+        written in a window (it stops) is left out of the windows after it.
 
         ``progress(result, windows, next)``: called before a follow-on window is read (``next``:
-        it) and after it was committed. ``standby``: a standby run (:meth:`_standby_budget`);
-        ``interim``: for ``on_idle``.
+        it) and after it was committed. ``standby``: :meth:`_standby_budget`; ``interim``: on_idle.
 
         Returns:
             ``(merged result, number of follow-on windows read)``.
@@ -581,7 +581,7 @@ class StreamRun:
         idle_since: float | None = None  # the binlog had nothing new since (ends following)
         calm_since: float | None = None  # no captured table changed since (starts the idle work)
         windows, first_change, busy = 0, False, False
-        quiet = _QuietWindows(self.log)
+        quiet = QuietWindows(self.log)
         while True:
             after = result.end
             w = load_follow_window(storage, opts.server_name, after)
@@ -638,6 +638,8 @@ class StreamRun:
             calm_since = None if r.rows or r.tables else (calm_since or time.monotonic())
             if calm_since is not None:  # only other databases' traffic: its checks may start
                 busy = self._idle_work(time.monotonic() - calm_since, result, windows, interim)
+                if not busy and self._retry_ends(result, standby):
+                    break
         quiet.flush()
         return result, windows
 
@@ -649,18 +651,27 @@ class StreamRun:
         sensor's next run catches it up at its start, so a fix of its cause, e.g. an option
         changed and the code location reloaded, takes effect within the retry backoff and a tick
         instead of after the standby run's whole budget); one that has written changes (or
-        stopped a table, :func:`_has_work`) waits ``options.follow_idle_seconds`` (and longer
+        stopped a table, :func:`has_work`) waits ``options.follow_idle_seconds`` (and longer
         while its idle work, ``on_idle``, is not done)."""
-        if standby and not _has_work(result):
-            due = sorted(n for n, at in self.retries_due.items() if time.time() >= at)
-            if due:  # the sensor's next run catches them up, with the code and options of then
-                self.log.info(
-                    f"Standby ends: the retry of stopped table(s) {', '.join(due)} is due; the "
-                    "sensor's next run catches them up"
-                )
-                return 0.0
-            return max(0.0, deadline - idle_since)
-        return self.options.follow_idle_seconds if _has_work(result) else 0.0
+        if standby and not has_work(result):
+            return 0.0 if self._retry_ends(result, standby) else max(0.0, deadline - idle_since)
+        return self.options.follow_idle_seconds if has_work(result) else 0.0
+
+    def _retry_ends(self, result: WindowResult, standby: bool) -> bool:
+        """Whether the retry of a table stopped before the run (:attr:`retries_due`) is due, so
+        the run ends here (logged; its caller ends it): the sensor's next run catches the table
+        up at its start, with the code location and options of then. Asked when the binlog is
+        idle (:meth:`_idle_limit`) and after each window that changed no captured table: on a
+        busy server (other databases' traffic) the binlog is never idle, and a standby run used
+        to wait out its whole budget before a fix applied."""
+        due = sorted(n for n, at in self.retries_due.items() if time.time() >= at)
+        if due:
+            run = "Standby" if standby and not has_work(result) else "Following"
+            self.log.info(
+                f"{run} ends: the retry of stopped table(s) {', '.join(due)} is due; the "
+                "sensor's next run catches them up"
+            )
+        return bool(due)
 
     def _idle_work(
         self,
@@ -670,8 +681,8 @@ class StreamRun:
         interim: Callable[[WindowResult, int], StreamRunOutcome] | None,
     ) -> bool:
         """``on_idle`` at one idle poll of a run that wrote changes or stopped a table
-        (:func:`_has_work`): whether it has work left."""
-        if self.on_idle is None or interim is None or not _has_work(result):
+        (:func:`has_work`): whether it has work left."""
+        if self.on_idle is None or interim is None or not has_work(result):
             return False
         return bool(self.on_idle(idle_seconds, partial(interim, result, windows)))
 
@@ -845,48 +856,3 @@ def _stopped_now(stopped: dict[str, dict], result: WindowResult) -> dict[str, di
     for name, failed in result.failed_tables.items():
         out[name] = {**failed, "attempted": name in stopped}
     return out
-
-
-def _has_work(result: WindowResult) -> bool:
-    """Whether a following run's windows did something to report and check: wrote changes, or
-    stopped a table (its checks fail naming the stop; the sensor records it in its cursor)."""
-    return result.rows > 0 or bool(result.failed_tables)
-
-
-class _QuietWindows:
-    """The run log's lines of follow-on windows: one per window that changed a captured table,
-    one per series of windows that changed none (another database's traffic on the same server:
-    a line per transaction would be an event per transaction in Dagster's event log)."""
-
-    def __init__(self, log: RunLog) -> None:
-        self.log = log
-        self.first: BinlogPosition | None = None
-        self.last: BinlogPosition | None = None
-        self.count = 0
-        self.events = 0
-
-    def window(self, start: BinlogPosition, r: WindowResult, most: float = 0.0) -> None:
-        """Log the window ``[start, r.end)`` read as ``r``, or count it while it changed nothing
-        and then wait :data:`STANDBY_POLL_SECONDS` (a standby run's idle poll), at most ``most``
-        seconds (``0``: a run logging its idle checks, whose slices pace it): on a busy server the
-        next window then gathers that much traffic instead of one transaction (each window costs
-        a saved window in the lake, a progress tag and two binlog connections), at most that much
-        later for a change of a captured table."""
-        if r.rows == 0 and not r.tables:
-            self.first = start if self.first is None else self.first
-            self.last, self.count, self.events = r.end, self.count + 1, self.events + r.events_read
-            time.sleep(max(0.0, min(STANDBY_POLL_SECONDS, most)))
-            return
-        self.flush()
-        self.log.info(
-            f"Follow-on window {start} -> {r.end}: {r.rows} rows, {r.events_read} events in {r.seconds:.1f}s"
-        )
-
-    def flush(self) -> None:
-        """Log the series of windows that changed no captured table, if any."""
-        if self.count:
-            self.log.info(
-                f"Follow-on windows {self.first} -> {self.last}: {self.count} window(s), "
-                f"{self.events} events, no change to a captured table"
-            )
-        self.first, self.last, self.count, self.events = None, None, 0, 0
