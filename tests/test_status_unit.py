@@ -219,3 +219,62 @@ def test_failing_checks_lists_each_failed_latest_result_of_the_capture_only():
     got = [(f.asset, f.check, f.description) for f in failing_checks(instance, "srv")]
     assert got == [("srv/db/a", "checksum_matches_source", "1 differing key(s): (6,)")], got
     assert failing_checks(instance, "nobody") == []
+
+
+def test_a_stopped_table_the_run_in_flight_caught_up_is_no_longer_a_problem():
+    """Between a run that caught a stopped table up and the sensor's next tick (up to its
+    interval) the cursor still holds the stop: ``status`` used to print UNHEALTHY ... STOPPED
+    beside ``in flight: ... (SUCCESS)``. Now a table the succeeded run in flight no longer
+    reports stopped (its binlog asset's ``stopped_tables``) is shown as caught up, not as a
+    problem; one it still reports stopped stays a problem. Read from a real (in memory)
+    instance."""
+    import dagster as dg
+
+    from dagster_mysql_cdc.dagster_integration.cursor import InFlight, StreamCursor
+    from dagster_mysql_cdc.dagster_integration.protocol import REQUEST_TAG
+    from dagster_mysql_cdc.dagster_integration.status import read_status
+    from dagster_mysql_cdc.engine.isolation import StoppedTable
+
+    since = BinlogPosition("mysql-bin.000002", 500, "0-1-9")
+    stop = StoppedTable(since, "ValueConversionError: bad TIME", attempts=1, retry_at=0.0, stopped_at=1.0)
+    cursor = StreamCursor(
+        committed=BinlogPosition("mysql-bin.000002", 900),
+        snapshot_done=True,
+        stopped={"d.t": stop.to_dict(), "d.u": stop.to_dict()},
+        inflight=InFlight("stream", "window-key-1"),
+    )
+
+    def run(still_stopped: dict | None, key: str) -> None:
+        @dg.asset(key=dg.AssetKey(["srv", "binlog"]))
+        def binlog():
+            md = {} if still_stopped is None else {"stopped_tables": dg.MetadataValue.json(still_stopped)}
+            return dg.MaterializeResult(metadata=md)
+
+        dg.materialize([binlog], instance=instance, tags={REQUEST_TAG: key})
+
+    instance = dg.DagsterInstance.ephemeral()
+    status = read_status(instance, "s", cursor_text=cursor.to_json())
+    assert status.inflight["run_status"] == "not created yet" and status.caught_up == {}
+    assert [p.split(":")[0] for p in status.problems()] == [
+        "table d.t is STOPPED (not captured)",
+        "table d.u is STOPPED (not captured)",
+    ]
+    run({"d.u": stop.to_dict()}, "window-key-1")  # d.t caught up, d.u failed again
+    status = read_status(instance, "s", cursor_text=cursor.to_json())
+    run_id = status.inflight["run_id"]
+    assert status.caught_up == {"d.t": run_id} and list(status.stopped) == ["d.u"]
+    assert [p.split(":")[0] for p in status.problems()] == ["table d.u is STOPPED (not captured)"]
+    assert f"table caught up: d.t by run {run_id[:8]} (SUCCESS); the sensor records it at its next tick" in (
+        status.lines()
+    )
+    # a run that reported no stopped_tables (e.g. a snapshot run) proves nothing
+    cursor = StreamCursor(
+        committed=cursor.committed,
+        snapshot_done=True,
+        stopped=cursor.stopped,
+        inflight=InFlight("stream", "window-key-2"),
+    )
+    run(None, "window-key-2")
+    status = read_status(instance, "s", cursor_text=cursor.to_json())
+    assert status.inflight["run_status"] == "SUCCESS" and status.caught_up == {}
+    assert len(status.problems()) == 2

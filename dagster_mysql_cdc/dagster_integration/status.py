@@ -71,6 +71,9 @@ class CaptureStatus:
             the time since its last full pass, a differing range), ``None`` without its sensor.
         state_due: the tables whose compacted ``state`` lacks changes, with when it is due for a
             compaction by age (the cursor's ``state_due``, epoch seconds).
+        caught_up: ``db.table`` -> run id of the stopped tables the run in flight caught up: it
+            succeeded and no longer reports them stopped, and the sensor records that at its next
+            tick; they are left out of ``stopped`` and of the problems meanwhile.
     """
 
     sensor: str
@@ -89,6 +92,7 @@ class CaptureStatus:
     signals_within: float = SKIPPED_SIGNALS_WITHIN
     verification: str | None = None
     state_due: dict[str, float] = field(default_factory=dict)
+    caught_up: dict[str, str] = field(default_factory=dict)
 
     def lines(self) -> list[str]:
         """One short line per concern (offset and lag, the sensor's ticks, the last tick error,
@@ -113,6 +117,10 @@ class CaptureStatus:
             if self.last_error:
                 out.append(f"last run failure: {first_line(self.last_error, 200)}")
             out += stopped_lines(self.stopped)
+        for name, run_id in sorted(self.caught_up.items()):
+            out.append(
+                f"table caught up: {name} by run {run_id[:8]} (SUCCESS); the sensor records it at its next tick"
+            )
         if self.inflight:
             i = self.inflight
             out.append(f"in flight: {i['kind']} {i['window']} attempt {i['attempt']} ({i['run_status']})")
@@ -385,6 +393,11 @@ def read_status(
         )
     if cur.inflight is not None:
         status.inflight = _inflight_status(instance, cur.inflight)
+        status.caught_up = _caught_up_by(instance, status.inflight, set(status.stopped))
+        for name in status.caught_up:
+            status.stopped.pop(name, None)
+            if status.health is not None:
+                status.health.stopped.pop(name, None)
     if cur.incremental:
         status.incremental = _incremental_status(cur.incremental)
     if cursor_text is None:
@@ -408,6 +421,25 @@ def _inflight_status(instance: Any, inf: InFlight) -> dict[str, Any]:
         "run_id": runs[0].run_id if runs else None,
         "run_status": runs[0].status.value if runs else "not created yet",
     }
+
+
+def _caught_up_by(instance: Any, inflight: dict[str, Any], stopped: set[str]) -> dict[str, str]:
+    """``db.table`` -> run id of the ``stopped`` tables the run in flight (``inflight``,
+    :func:`_inflight_status`) caught up: it succeeded and its binlog asset's ``stopped_tables``
+    (every table still stopped after it) leaves them out. ``{}`` when it has not succeeded or
+    reported no ``stopped_tables`` (a snapshot run)."""
+    import dagster as dg
+
+    run_id = inflight.get("run_id")
+    if not stopped or not run_id or inflight.get("run_status") != dg.DagsterRunStatus.SUCCESS.value:
+        return {}
+    records = instance.get_records_for_run(run_id=run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
+    for rec in records.records:
+        mat = rec.asset_materialization
+        if mat is not None and "stopped_tables" in mat.metadata:
+            still = mat.metadata["stopped_tables"].value or {}
+            return {name: run_id for name in sorted(stopped) if name not in still}
+    return {}
 
 
 def _incremental_status(incremental: dict) -> dict[str, Any] | None:
