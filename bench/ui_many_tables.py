@@ -179,11 +179,17 @@ def measure(n: int, repeat: int, timeout: float) -> dict[str, float]:
         )
         print(f"{n} tables: {len(nodes)} asset nodes, {checks} checks (load {load():.1f})", flush=True)
     finally:
-        proc.send_signal(signal.SIGTERM)
+        # the whole process group: the webserver's code server too (SIGTERM to the webserver
+        # alone left it running until its heartbeat timed out)
+        os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(30)
         except subprocess.TimeoutExpired:
+            pass
+        try:
             os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         log.close()
     return out
 
