@@ -663,8 +663,13 @@ class StreamRun:
         up at its start, with the code location and options of then. Asked when the binlog is
         idle (:meth:`_idle_limit`) and after each window that changed no captured table: on a
         busy server (other databases' traffic) the binlog is never idle, and a standby run used
-        to wait out its whole budget before a fix applied."""
+        to wait out its whole budget before a fix applied. Never before a window an earlier
+        attempt saved after ``result.end``: that attempt may have committed part of it, and a
+        run planned from there would skip those tables' commits of other bounds (each commit's
+        identity is its window's start), so the saved window is read first."""
         due = sorted(n for n, at in self.retries_due.items() if time.time() >= at)
+        if due and load_follow_window(self.writer.storage, self.options.server_name, result.end) is not None:
+            return False
         if due:
             run = "Standby" if standby and not has_work(result) else "Following"
             self.log.info(
