@@ -541,11 +541,13 @@ def test_a_table_stopped_in_a_standby_run_on_a_busy_server_fails_its_checks_at_o
     """A standby run on a busy server (another database's writes every 50 ms), with every
     table's state compacted after each window, reads a transaction whose value one table cannot
     convert: that table stops alone. Its WARNING and its failed row checks (naming the stop) are
-    logged while the run goes on following, not at its end minutes later; a standby run selects
-    no table, so they used to be never logged at all and the stopped table's checks stayed green
-    over a lake missing its changes. The other table's change is materialized, compacted and
-    checked. Once the cause is fixed the next run catches the table up from where it stopped,
-    the lake equals the source, and its checks pass again."""
+    logged at once (a standby run selects no table, so they used to be never logged at all and
+    the stopped table's checks stayed green over a lake missing its changes), and the run ends
+    at the end of that window although the binlog is never idle (it used to follow on for its
+    whole budget, so the sensor recorded the stop, and retried the table, minutes later). The
+    other table's change is materialized, compacted and checked. Once the cause is fixed the
+    next run catches the table up from where it stopped, the lake equals the source, and its
+    checks pass again."""
     with scratch_database("busystop") as (db, conn):
         with conn.cursor() as cur:
             cur.execute(TIME_TABLE.format(db=db))
@@ -574,13 +576,20 @@ def test_a_table_stopped_in_a_standby_run_on_a_busy_server_fails_its_checks_at_o
                 ),
                 timeout=30.0,
             )
-            assert logged, "the stopped table's checks were not logged while the run followed"
+            assert logged, "the stopped table's checks were not logged at once"
             warnings = [e.message or "" for e in cdc.instance.all_logs(run_id) if e.level >= 30]
             assert any(f"{db}.time_table stopped: its changes from" in m for m in warnings), warnings
-            assert thread.is_alive(), "the run ended: what it logged proves nothing about while it follows"
+            # the run ends at the end of the window that stopped the table, although the binlog
+            # is never idle, so the sensor records the stop at once
+            thread.join(timeout=30.0)
+            assert not thread.is_alive(), (
+                "the run followed on past the stop: the sensor records it at its end"
+            )
             assert writer.is_alive(), "the other application stopped first: the test proves nothing"
-        thread.join(timeout=60.0)
-        assert not thread.is_alive(), "the run did not end once the binlog was idle"
+            messages = [e.user_message or "" for e in cdc.instance.all_logs(run_id)]
+            assert any(
+                m.startswith("Following ends at ") and f"{db}.time_table stopped;" in m for m in messages
+            ), messages
         result = out["result"]
         assert result.success and result.run_id == run_id
         for name in row_checks:  # failed once, naming the stop; not evaluated again at the end
@@ -629,12 +638,12 @@ def test_a_table_stopped_in_a_standby_run_on_a_busy_server_fails_its_checks_at_o
 
 
 @pytest.mark.integration
-def test_a_standby_run_whose_only_change_stops_a_table_ends_once_idle(local_storage, files_instance):
+def test_a_standby_run_whose_only_change_stops_a_table_ends_at_once(local_storage, files_instance):
     """A standby run whose first change is one no table can write (its table stops, no row is
-    written) has something to report: it logs the stop and the failed checks, and ends once the
-    binlog has been idle ``stream_follow_idle_seconds``, as after a written change, so the sensor
-    records the stop in its cursor (it used to wait out ``stream_follow_seconds`` as a run that
-    had seen no change)."""
+    written) has something to report: it logs the stop and the failed checks, and ends at the
+    end of that window (not even waiting ``stream_follow_idle_seconds``), so the sensor records
+    the stop in its cursor (it used to wait out ``stream_follow_seconds`` as a run that had seen
+    no change)."""
     with scratch_database("onlystop") as (db, conn):
         with conn.cursor() as cur:
             cur.execute(TIME_TABLE.format(db=db))

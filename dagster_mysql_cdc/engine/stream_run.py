@@ -564,7 +564,7 @@ class StreamRun:
         retry coming due (:meth:`_retry_ends`). Each new window is saved (create-if-absent)
         before it is read, so a retry reads the same windows. Planning the next window fails:
         following ends there (the sensor requests the next window). A table that could not be
-        written in a window (it stops) is left out of the windows after it.
+        written in a window (it stops) ends following there too (:meth:`_stop_ends`).
 
         ``progress(result, windows, next)``: called before a follow-on window is read (``next``:
         it) and after it was committed. ``standby``: :meth:`_standby_budget`; ``interim``: on_idle.
@@ -572,16 +572,16 @@ class StreamRun:
         Returns:
             ``(merged result, number of follow-on windows read)``.
         """
-        opts = self.options
-        storage = self.writer.storage
+        if self._stop_ends(result):  # a table stopped in the requested window
+            return result, 0
+        opts, storage = self.options, self.writer.storage
         deadline = time.monotonic() + max(0.0, float(opts.follow_seconds))
         if standby and self.planner is not None:
             self.warm_up()
             self.load_handles(selected, result.end.txn_app(STREAM_APP_ID))
         idle_since: float | None = None  # the binlog had nothing new since (ends following)
         calm_since: float | None = None  # no captured table changed since (starts the idle work)
-        windows, first_change, busy = 0, False, False
-        quiet = QuietWindows(self.log)
+        windows, first_change, busy, quiet = 0, False, False, QuietWindows(self.log)
         while True:
             after = result.end
             w = load_follow_window(storage, opts.server_name, after)
@@ -631,7 +631,7 @@ class StreamRun:
                 self.on_window(r, w.start, r.end)
             quiet.window(w.start, r, 0.0 if busy else deadline - time.monotonic())  # (checks pace)
             result = merge_window_results(result, r)
-            if not exact or r.incremental_state or r.chunks or r.blocking_tables:
+            if not exact or r.incremental_state or r.chunks or r.blocking_tables or self._stop_ends(result):
                 break
             if progress is not None:
                 progress(result, windows)
@@ -656,6 +656,23 @@ class StreamRun:
         if standby and not has_work(result):
             return 0.0 if self._retry_ends(result, standby) else max(0.0, deadline - idle_since)
         return self.options.follow_idle_seconds if has_work(result) else 0.0
+
+    def _stop_ends(self, result: WindowResult) -> bool:
+        """Whether following ends after ``result`` because a table stopped in this run (logged;
+        its caller ends it): the sensor then records the stop at once (its cursor, ``status``,
+        the health observation) and retries the table after its backoff, at the start of a
+        run, so a fix applies then. A following run on a busy server (other databases'
+        traffic) used to keep reading for its whole budget first. Never before a window an
+        earlier attempt saved (see :meth:`_retry_ends`)."""
+        if not result.failed_tables:
+            return False
+        if load_follow_window(self.writer.storage, self.options.server_name, result.end) is not None:
+            return False
+        self.log.info(
+            f"Following ends at {result.end}: {', '.join(sorted(result.failed_tables))} stopped; the "
+            "sensor records the stop and retries the table(s) after the backoff"
+        )
+        return True
 
     def _retry_ends(self, result: WindowResult, standby: bool) -> bool:
         """Whether the retry of a table stopped before the run (:attr:`retries_due`) is due, so
