@@ -664,9 +664,7 @@ class StreamRun:
         run, so a fix applies then. A following run on a busy server (other databases'
         traffic) used to keep reading for its whole budget first. Never before a window an
         earlier attempt saved (see :meth:`_retry_ends`)."""
-        if not result.failed_tables:
-            return False
-        if load_follow_window(self.writer.storage, self.options.server_name, result.end) is not None:
+        if not result.failed_tables or self._saved_after(result):
             return False
         self.log.info(
             f"Following ends at {result.end}: {', '.join(sorted(result.failed_tables))} stopped; the "
@@ -685,7 +683,7 @@ class StreamRun:
         run planned from there would skip those tables' commits of other bounds (each commit's
         identity is its window's start), so the saved window is read first."""
         due = sorted(n for n, at in self.retries_due.items() if time.time() >= at)
-        if due and load_follow_window(self.writer.storage, self.options.server_name, result.end) is not None:
+        if due and self._saved_after(result):
             return False
         if due:
             run = "Standby" if standby and not has_work(result) else "Following"
@@ -694,6 +692,11 @@ class StreamRun:
                 "sensor's next run catches them up"
             )
         return bool(due)
+
+    def _saved_after(self, result: WindowResult) -> bool:
+        """Whether an earlier attempt saved a follow-on window from ``result.end`` (the run must
+        read it before it may end: see :meth:`_retry_ends`)."""
+        return load_follow_window(self.writer.storage, self.options.server_name, result.end) is not None
 
     def _idle_work(
         self,
