@@ -38,6 +38,7 @@ from dagster_mysql_cdc.dagster_integration.cursor import (
     standby_window_key,
 )
 from dagster_mysql_cdc.dagster_integration.protocol import (
+    CAUGHT_UP_TAG,
     PROGRESS_TAG,
     REQUEST_TAG,
     SELECTION_TAG,
@@ -751,6 +752,8 @@ def _next_run_catches_up(cdc, db, local_storage) -> None:
     caught = out["result"]
     assert caught.success
     assert key in {m.asset_key for m in caught.get_asset_materialization_events()}
+    # named in the run's tags from its start (status shows it caught up while the run follows)
+    assert json.loads(caught.dagster_run.tags[CAUGHT_UP_TAG]) == [name]
     cdc.tick_once()
     assert StreamCursor.parse(cdc.cursor).stopped is None
     ids = sorted(read_current((db, "time_table"), local_storage.base_uri, server=db)["id"].to_pylist())

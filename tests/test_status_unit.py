@@ -278,3 +278,40 @@ def test_a_stopped_table_the_run_in_flight_caught_up_is_no_longer_a_problem():
     status = read_status(instance, "s", cursor_text=cursor.to_json())
     assert status.inflight["run_status"] == "SUCCESS" and status.caught_up == {}
     assert len(status.problems()) == 2
+
+
+def test_a_stopped_table_a_following_run_caught_up_at_its_start_is_shown_caught_up():
+    """A run that caught a stopped table up at its start and still follows (on a busy server, up
+    to its budget) names it in its ``caught_up`` tag: ``status`` shows it caught up, not as a
+    problem, while that run goes; a table it did not name stays STOPPED."""
+    import json
+
+    import dagster as dg
+
+    from dagster_mysql_cdc.dagster_integration.cursor import InFlight, StreamCursor
+    from dagster_mysql_cdc.dagster_integration.protocol import CAUGHT_UP_TAG, REQUEST_TAG
+    from dagster_mysql_cdc.dagster_integration.status import read_status
+    from dagster_mysql_cdc.engine.isolation import StoppedTable
+
+    stop = StoppedTable(BinlogPosition("mysql-bin.000002", 500), "SinkError: x", attempts=1, retry_at=0.0)
+    cursor = StreamCursor(
+        committed=BinlogPosition("mysql-bin.000002", 900),
+        snapshot_done=True,
+        stopped={"d.t": stop.to_dict(), "d.u": stop.to_dict()},
+        inflight=InFlight("stream", "window-key-9"),
+    )
+    instance = dg.DagsterInstance.ephemeral()
+    run = dg.DagsterRun(
+        job_name="cdc",
+        status=dg.DagsterRunStatus.STARTED,
+        tags={REQUEST_TAG: "window-key-9", CAUGHT_UP_TAG: json.dumps(["d.t"])},
+    )
+    instance.add_run(run)
+    status = read_status(instance, "s", cursor_text=cursor.to_json())
+    assert status.caught_up == {"d.t": run.run_id} and list(status.stopped) == ["d.u"]
+    assert [p.split(":")[0] for p in status.problems()] == ["table d.u is STOPPED (not captured)"]
+    line = f"table caught up: d.t by run {run.run_id[:8]} (STARTED); the sensor records it once that run ends"
+    assert line in status.lines()
+    instance.report_run_failed(run)  # a failed run proves nothing: both are stopped again
+    status = read_status(instance, "s", cursor_text=cursor.to_json())
+    assert status.caught_up == {} and len(status.problems()) == 2

@@ -59,6 +59,9 @@ STANDBY_TAG = "dagster_mysql_cdc/standby"
 #: JSON ``{"db.table": {"since", "error", "catch_up"}}``: the stopped tables a window run leaves
 #: out, and those (``catch_up: true``) it tries to catch up first (engine/isolation.py).
 STOPPED_TAG = "dagster_mysql_cdc/stopped_tables"
+#: JSON ``["db.table", ...]``: the stopped tables (:data:`STOPPED_TAG`) the run caught up at its
+#: start, set before it reads its windows: ``status`` shows them caught up while it follows.
+CAUGHT_UP_TAG = "dagster_mysql_cdc/caught_up"
 #: JSON ``["db.table", ...]``: tables whose compacted ``state`` is older than the bound
 #: (``state_compact_max_age_seconds``) and that no window wrote since: the stream run compacts them
 #: after its window (at most :data:`COMPACT_PER_RUN`; an empty window when the capture is idle).

@@ -83,6 +83,7 @@ from .run_tags import (
     identity_tag,
     incremental_tag,
     last_committed,
+    record_caught_up,
     record_progress,
     stopped_tag,
     window_tags,
@@ -782,8 +783,7 @@ class MySqlCdcResource(
             selected=frozenset(every_table if standby else keys_by_table),
             standby=standby,
         )
-        storage = lake.storage_settings()
-        writer = lake.get_writer(self.server_name)
+        storage, writer = lake.storage_settings(), lake.get_writer(self.server_name)
         report_window = WindowReporter(
             context, settings, info, storage, every_table, self.incremental_snapshot_chunk_size, (start, end)
         )
@@ -799,6 +799,7 @@ class MySqlCdcResource(
             on_window=report_window if idle is None else idle.after(report_window),
             on_table=report_window.table_committed,
             on_idle=idle,
+            on_caught_up=partial(record_caught_up, context),
         ).run(request)
         result, reached = outcome.result, outcome.reached
         report = window_report(outcome, report)

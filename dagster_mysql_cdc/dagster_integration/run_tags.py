@@ -21,6 +21,7 @@ from ..events import BinlogPosition
 from ..source.failover import ServerIdentity
 from .liveness import add_run_tags
 from .protocol import (
+    CAUGHT_UP_TAG,
     COMPACT_TAG,
     IDENTITY_TAG,
     INCREMENTAL_TAG,
@@ -134,6 +135,16 @@ def identity_tag(tags: Any) -> ServerIdentity | None:
         return ServerIdentity.from_dict(json.loads(raw))
     except ValueError as e:
         raise ConfigurationError(f"Run tag {IDENTITY_TAG} is not a server identity ({e})") from None
+
+
+def record_caught_up(context: dg.AssetExecutionContext, names: list[str]) -> None:
+    """Set the run's :data:`.protocol.CAUGHT_UP_TAG` to ``names`` (``db.table``: the stopped
+    tables it caught up at its start).
+
+    Raises:
+        whatever the Dagster instance's run storage raises (the run then fails before reading on).
+    """
+    add_run_tags(context.instance, context.run.run_id, {CAUGHT_UP_TAG: json.dumps(sorted(names))})
 
 
 def record_progress(context: dg.AssetExecutionContext, progress: Any) -> None:

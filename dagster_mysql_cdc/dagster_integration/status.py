@@ -71,9 +71,10 @@ class CaptureStatus:
             the time since its last full pass, a differing range), ``None`` without its sensor.
         state_due: the tables whose compacted ``state`` lacks changes, with when it is due for a
             compaction by age (the cursor's ``state_due``, epoch seconds).
-        caught_up: ``db.table`` -> run id of the stopped tables the run in flight caught up: it
-            succeeded and no longer reports them stopped, and the sensor records that at its next
-            tick; they are left out of ``stopped`` and of the problems meanwhile.
+        caught_up: ``db.table`` -> run id of the stopped tables the run in flight caught up (it
+            succeeded and no longer reports them stopped, or it caught them up at its start and
+            still follows): the sensor records that at its next tick after the run's end; they
+            are left out of ``stopped`` and of the problems meanwhile.
     """
 
     sensor: str
@@ -118,9 +119,9 @@ class CaptureStatus:
                 out.append(f"last run failure: {first_line(self.last_error, 200)}")
             out += stopped_lines(self.stopped)
         for name, run_id in sorted(self.caught_up.items()):
-            out.append(
-                f"table caught up: {name} by run {run_id[:8]} (SUCCESS); the sensor records it at its next tick"
-            )
+            going = (self.inflight or {}).get("run_status", "SUCCESS")
+            when = "at its next tick" if going == "SUCCESS" else "once that run ends"
+            out.append(f"table caught up: {name} by run {run_id[:8]} ({going}); the sensor records it {when}")
         if self.inflight:
             i = self.inflight
             out.append(f"in flight: {i['kind']} {i['window']} attempt {i['attempt']} ({i['run_status']})")
@@ -411,27 +412,38 @@ def _inflight_status(instance: Any, inf: InFlight) -> dict[str, Any]:
     carries its run key)."""
     import dagster as dg
 
-    from .protocol import REQUEST_TAG
+    from .protocol import CAUGHT_UP_TAG, REQUEST_TAG
 
     runs = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: inf.run_key}), limit=1)
+    try:
+        caught_up = [str(n) for n in json.loads(runs[0].tags.get(CAUGHT_UP_TAG) or "[]")] if runs else []
+    except ValueError:
+        caught_up = []
     return {
         "kind": inf.kind,
         "window": f"{inf.start or '-'} -> {inf.end or '-'}",
         "attempt": inf.attempt,
         "run_id": runs[0].run_id if runs else None,
         "run_status": runs[0].status.value if runs else "not created yet",
+        "caught_up": caught_up,
     }
 
 
 def _caught_up_by(instance: Any, inflight: dict[str, Any], stopped: set[str]) -> dict[str, str]:
     """``db.table`` -> run id of the ``stopped`` tables the run in flight (``inflight``,
     :func:`_inflight_status`) caught up: it succeeded and its binlog asset's ``stopped_tables``
-    (every table still stopped after it) leaves them out. ``{}`` when it has not succeeded or
-    reported no ``stopped_tables`` (a snapshot run)."""
+    (every table still stopped after it) leaves them out; or it is still going (following) and
+    caught them up at its start (its :data:`.protocol.CAUGHT_UP_TAG`). ``{}`` otherwise (a
+    failed run, a snapshot run)."""
     import dagster as dg
 
     run_id = inflight.get("run_id")
-    if not stopped or not run_id or inflight.get("run_status") != dg.DagsterRunStatus.SUCCESS.value:
+    status = inflight.get("run_status")
+    if not stopped or not run_id:
+        return {}
+    if status in (dg.DagsterRunStatus.STARTING.value, dg.DagsterRunStatus.STARTED.value):
+        return {name: run_id for name in sorted(stopped) if name in inflight.get("caught_up", [])}
+    if status != dg.DagsterRunStatus.SUCCESS.value:
         return {}
     records = instance.get_records_for_run(run_id=run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
     for rec in records.records:

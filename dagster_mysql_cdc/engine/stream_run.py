@@ -278,6 +278,8 @@ class StreamRun:
         log: the run's log (Dagster's ``context.log`` in a run).
         planner: how a following run finds its next window; ``None``: no new follow-on windows
             (windows an earlier attempt saved are still read).
+        on_caught_up: called with the ``db.table`` names of the stopped tables the run caught up
+            at its start (before its windows), e.g. so ``status`` shows them while it follows.
         on_progress: called with the run's :class:`RunProgress` each time it committed a
             follow-on window that needs nothing more of the run (no incremental snapshot,
             blocking snapshot, gap or skipped event in any window so far) and before it reads
@@ -321,7 +323,9 @@ class StreamRun:
         on_window: Callable[[WindowResult, BinlogPosition, BinlogPosition], None] | None = None,
         on_table: Callable[[TableCommitted], None] | None = None,
         on_idle: Callable[[float, Callable[[], StreamRunOutcome]], bool] | None = None,
+        on_caught_up: Callable[[list[str]], None] | None = None,
     ) -> None:
+        self.on_caught_up = on_caught_up
         self.on_table = on_table
         self.on_idle = on_idle
         self.settings = settings
@@ -351,6 +355,8 @@ class StreamRun:
             check_window_server(self.settings, self.info, request.identity, start)
         self.log.info(f"Binlog window {start} -> {end}")
         stopped, again, resume, caught = self.catch_up_stopped(request.stopped, start)
+        if self.on_caught_up is not None and (back := [n for n in request.stopped if n not in stopped]):
+            self.on_caught_up(sorted(back))
         self.retries_due = {  # (their retry coming due ends a standby run's wait, _idle_limit)
             n: float(t["retry_at"])
             for n, t in request.stopped.items()
