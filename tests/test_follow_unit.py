@@ -34,6 +34,7 @@ def _run(retries_due: dict[str, float], storage: StorageSettings) -> tuple[Strea
     run = StreamRun.__new__(StreamRun)
     run.log = _Log()  # type: ignore[assignment]
     run.retries_due = retries_due
+    run.retries_failed = []
     run.options = SimpleNamespace(follow_idle_seconds=4.0, server_name="srv")  # type: ignore[assignment]
     run.writer = SimpleNamespace(storage=storage)  # type: ignore[assignment]
     return run, run.log  # type: ignore[return-value]
@@ -89,3 +90,17 @@ def test_a_due_retry_never_ends_a_run_before_a_window_an_earlier_attempt_saved(s
     assert log.lines == []
     after = WindowResult(start=P, end=nxt)  # once it is read, the run may end
     assert run._retry_ends(after, standby=True) and log.lines[0].startswith("Standby ends")
+
+
+def test_a_stop_or_a_failed_retry_ends_following_but_never_before_a_saved_window(storage):
+    """A table stopped in the run's windows, or whose catch-up at the run's start failed again,
+    ends following (logged, so the sensor records it at once); a window an earlier attempt
+    saved after ``result.end`` is read first."""
+    run, log = _run({}, storage)
+    assert not run._stop_ends(_result())
+    assert run._stop_ends(_result(stopped=True))
+    run.retries_failed = ["db.s"]
+    assert run._stop_ends(_result())
+    assert log.lines[-1].startswith("Following ends at ") and "db.s stopped;" in log.lines[-1]
+    save_follow_window(storage, "srv", FollowWindow(P, P, BinlogPosition("mysql-bin.000001", 900, "0-1-2")))
+    assert not run._stop_ends(_result(stopped=True)) and len(log.lines) == 2

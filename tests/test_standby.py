@@ -779,6 +779,36 @@ def test_a_standby_run_ends_when_a_stopped_tables_retry_comes_due_so_the_fix_app
 
 
 @pytest.mark.integration
+def test_a_retry_that_fails_again_ends_its_run_so_the_sensor_records_the_attempt(
+    local_storage, files_instance
+):
+    """The retry of a stopped table whose cause is not fixed fails again at the run's start: the
+    run ends there (logging why) instead of following for its whole budget, so the sensor
+    records the failed attempt at once and backs off further."""
+    backoff = 3.0
+    with scratch_database("retryagain") as (db, conn):
+        cdc, req, _ = _stopped_before_a_standby_run(db, conn, local_storage, files_instance, backoff)
+        name = f"{db}.time_table"
+        time.sleep(backoff + 0.5)  # the retry is due: the next request catches the table up first
+        (req,) = cdc.tick_once().run_requests or cdc.tick_once().run_requests
+        assert json.loads(req.tags[STOPPED_TAG])[name]["catch_up"] is True
+        launched = time.monotonic()
+        thread, out = _launch_in_thread(cdc, req)
+        thread.join(timeout=60.0)
+        ended = time.monotonic() - launched
+        assert not thread.is_alive(), "the run followed on after its retry failed"
+        result = out["result"]
+        assert result.success
+        messages = [e.user_message or "" for e in cdc.instance.all_logs(result.run_id)]
+        assert any(f"{name} is still stopped: catching up from" in m for m in messages), messages
+        assert any(m.startswith("Following ends at ") and f"{name} stopped;" in m for m in messages), messages
+        assert CAUGHT_UP_TAG not in result.dagster_run.tags
+        cdc.tick_once()
+        assert StreamCursor.parse(cdc.cursor).stopped[name]["attempts"] == 2
+        print(f"run whose retry failed again ended {ended:.1f}s after its launch (budget 120 s)")
+
+
+@pytest.mark.integration
 def test_a_standby_run_on_a_busy_server_ends_when_a_stopped_tables_retry_comes_due(
     local_storage, files_instance
 ):

@@ -338,6 +338,7 @@ class StreamRun:
         self.on_progress = on_progress
         self.on_window = on_window
         self.retries_due: dict[str, float] = {}  # stopped tables not caught up by this run: retry at
+        self.retries_failed: list[str] = []  # stopped tables whose catch-up failed again at the start
 
     def run(self, request: StreamRunRequest) -> StreamRunOutcome:
         """Read the requested window and what follows it (steps 1-7 of the module docs).
@@ -357,6 +358,7 @@ class StreamRun:
         stopped, again, resume, caught = self.catch_up_stopped(request.stopped, start)
         if self.on_caught_up is not None and (back := [n for n in request.stopped if n not in stopped]):
             self.on_caught_up(sorted(back))
+        self.retries_failed = sorted(n for n, t in stopped.items() if t.get("attempted"))
         self.retries_due = {  # (their retry coming due ends a standby run's wait, _idle_limit)
             n: float(t["retry_at"])
             for n, t in request.stopped.items()
@@ -664,17 +666,19 @@ class StreamRun:
         return self.options.follow_idle_seconds if has_work(result) else 0.0
 
     def _stop_ends(self, result: WindowResult) -> bool:
-        """Whether following ends after ``result`` because a table stopped in this run (logged;
-        its caller ends it): the sensor then records the stop at once (its cursor, ``status``,
-        the health observation) and retries the table after its backoff, at the start of a
-        run, so a fix applies then. A following run on a busy server (other databases'
-        traffic) used to keep reading for its whole budget first. Never before a window an
-        earlier attempt saved (see :meth:`_retry_ends`)."""
-        if not result.failed_tables or self._saved_after(result):
+        """Whether following ends after ``result`` because a table stopped in this run, or its
+        catch-up at the run's start failed again (:attr:`retries_failed`) (logged; its caller
+        ends it): the sensor then records the stop or the failed attempt at once (its cursor,
+        ``status``, the health observation) and retries the table after its backoff, at the
+        start of a run, so a fix applies then. A following run on a busy server (other
+        databases' traffic) used to keep reading for its whole budget first. Never before a
+        window an earlier attempt saved (see :meth:`_retry_ends`)."""
+        names = sorted({*result.failed_tables, *self.retries_failed})
+        if not names or self._saved_after(result):
             return False
         self.log.info(
-            f"Following ends at {result.end}: {', '.join(sorted(result.failed_tables))} stopped; the "
-            "sensor records the stop and retries the table(s) after the backoff"
+            f"Following ends at {result.end}: {', '.join(names)} stopped; the sensor records the "
+            "stop and retries the table(s) after the backoff"
         )
         return True
 
