@@ -147,6 +147,15 @@ def record_caught_up(context: dg.AssetExecutionContext, names: list[str]) -> Non
     add_run_tags(context.instance, context.run.run_id, {CAUGHT_UP_TAG: json.dumps(sorted(names))})
 
 
+def caught_up_tag(tags: Any) -> list[str]:
+    """The stopped tables a run caught up at its start (:data:`.protocol.CAUGHT_UP_TAG`, set by
+    :func:`record_caught_up`; ``[]``: none, or not readable: only ``status`` reads it)."""
+    try:
+        return [str(n) for n in json.loads(tags.get(CAUGHT_UP_TAG) or "[]")]
+    except (ValueError, TypeError):
+        return []
+
+
 def record_progress(context: dg.AssetExecutionContext, progress: Any) -> None:
     """Set the run's :data:`.protocol.PROGRESS_TAG` to ``progress``
     (:class:`~..engine.stream_run.RunProgress`): the sensor reads it if the run dies.

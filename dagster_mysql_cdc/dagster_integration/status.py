@@ -412,20 +412,17 @@ def _inflight_status(instance: Any, inf: InFlight) -> dict[str, Any]:
     carries its run key)."""
     import dagster as dg
 
-    from .protocol import CAUGHT_UP_TAG, REQUEST_TAG
+    from .protocol import REQUEST_TAG
+    from .run_tags import caught_up_tag
 
     runs = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: inf.run_key}), limit=1)
-    try:
-        caught_up = [str(n) for n in json.loads(runs[0].tags.get(CAUGHT_UP_TAG) or "[]")] if runs else []
-    except ValueError:
-        caught_up = []
     return {
         "kind": inf.kind,
         "window": f"{inf.start or '-'} -> {inf.end or '-'}",
         "attempt": inf.attempt,
         "run_id": runs[0].run_id if runs else None,
         "run_status": runs[0].status.value if runs else "not created yet",
-        "caught_up": caught_up,
+        "caught_up": caught_up_tag(runs[0].tags) if runs else [],
     }
 
 
@@ -445,13 +442,14 @@ def _caught_up_by(instance: Any, inflight: dict[str, Any], stopped: set[str]) ->
         return {name: run_id for name in sorted(stopped) if name in inflight.get("caught_up", [])}
     if status != dg.DagsterRunStatus.SUCCESS.value:
         return {}
+    from .capture_runs import reported_json
+
     records = instance.get_records_for_run(run_id=run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
-    for rec in records.records:
-        mat = rec.asset_materialization
-        if mat is not None and "stopped_tables" in mat.metadata:
-            still = mat.metadata["stopped_tables"].value or {}
-            return {name: run_id for name in sorted(stopped) if name not in still}
-    return {}
+    mats = [r.asset_materialization for r in records.records if r.asset_materialization is not None]
+    still = reported_json(mats, "stopped_tables")  # what the sensor reads (run_settlement)
+    if still is None:
+        return {}
+    return {name: run_id for name in sorted(stopped) if name not in still}
 
 
 def _incremental_status(incremental: dict) -> dict[str, Any] | None:
