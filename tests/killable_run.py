@@ -37,8 +37,17 @@ MYSQL_FIELDS = (
     "stream_parallel_max_tasks",
     "stream_follow_seconds",
     "stream_follow_idle_seconds",
+    "time_precision_mode",
+    "event_processing_failure_handling_mode",
 )
-LAKE_FIELDS = ("base_uri", "s3_endpoint_url", "s3_access_key_id", "s3_secret_access_key", "s3_region")
+LAKE_FIELDS = (
+    "base_uri",
+    "s3_endpoint_url",
+    "s3_access_key_id",
+    "s3_secret_access_key",
+    "s3_region",
+    "state_compact_small_rows",
+)
 
 
 def mysql_resource(spec: dict[str, Any]) -> MySqlCdcResource:

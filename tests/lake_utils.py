@@ -47,13 +47,14 @@ def live_state_rows(storage: StorageSettings, uri: str, key: list[str]) -> list[
     return sorted(rows, key=lambda r: tuple(r[k] for k in key))
 
 
-def source_table(db: str, table: str) -> tuple[pa.Table, list[str]]:
-    """A source table converted with the Debezium mapping the lake uses (Arrow, sorted by primary
-    key); returns (table, key columns)."""
+def source_table(db: str, table: str, options: TypeOptions | None = None) -> tuple[pa.Table, list[str]]:
+    """A source table converted with the Debezium mapping the lake uses (``options``: the
+    capture's type options, default the resource's defaults; Arrow, sorted by primary key);
+    returns (table, key columns)."""
     conn = root_connect()
     try:
         schema = read_table_schemas(conn, [(db, table)])[(db, table)]
-        conv = TableConverter(schema, TypeOptions(), "pymysql")
+        conv = TableConverter(schema, options or TypeOptions(), "pymysql")
         with conn.cursor() as cur:
             cur.execute(f"SELECT * FROM `{db}`.`{table}`")
             batch = conv.to_record_batch(list(cur.fetchall()))
@@ -64,9 +65,9 @@ def source_table(db: str, table: str) -> tuple[pa.Table, list[str]]:
     return (t.sort_by([(k, "ascending") for k in key]) if key else t), key
 
 
-def source_rows(db: str, table: str) -> tuple[list[dict], list[str]]:
+def source_rows(db: str, table: str, options: TypeOptions | None = None) -> tuple[list[dict], list[str]]:
     """:func:`source_table` as a list of row dicts; returns (rows, key columns)."""
-    t, key = source_table(db, table)
+    t, key = source_table(db, table, options)
     return t.to_pylist(), key
 
 

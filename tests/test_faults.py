@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 import pytest
 from conftest import ROOT, S3_ENDPOINT, master_position, other_application, root_connect, run_infra
 from deltalake import DeltaTable
-from killable_run import request_selection
+from killable_run import build, request_selection
 from lake_utils import active_spark, assert_sql_views_equal_current, read_delta, source_table
 
 # The streaming suite's deployment harness, seeded DML generator and fixtures (reused, not copied).
@@ -55,15 +55,18 @@ from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
 from dagster_mysql_cdc.dagster_integration.health import run_failure_reason
 from dagster_mysql_cdc.dagster_integration.liveness import WorkerBeat
 from dagster_mysql_cdc.dagster_integration.protocol import (
+    CAUGHT_UP_TAG,
     MODE_TAG,
     REQUEST_TAG,
     STANDBY_TAG,
+    STOPPED_TAG,
     WINDOW_END_TAG,
     WINDOW_START_TAG,
 )
 from dagster_mysql_cdc.dagster_integration.run_tags import progress_tag
 from dagster_mysql_cdc.events import STATE_META_NAMES
 from dagster_mysql_cdc.sink.storage import StorageSettings
+from dagster_mysql_cdc.source.types import TypeOptions
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -105,11 +108,13 @@ def assert_unique_binlog_events(table: pa.Table, where: str = "") -> int:
     return flat.num_rows
 
 
-def assert_state_equals_source(storage: StorageSettings, uri: str, db: str, table: str) -> int:
+def assert_state_equals_source(
+    storage: StorageSettings, uri: str, db: str, table: str, options: TypeOptions | None = None
+) -> int:
     """Proves the live rows of a state table (tombstones and metadata columns dropped) equal the
-    source table row for row, value for value. Arrow throughout (fine for 1M rows). Returns the
-    row count."""
-    expected, key = source_table(db, table)
+    source table row for row, value for value (``options``: the capture's type options when not
+    the defaults). Arrow throughout (fine for 1M rows). Returns the row count."""
+    expected, key = source_table(db, table, options)
     state = read_delta(storage, uri)
     live = state.filter(pc.invert(state["__deleted"])).drop_columns(
         [m for m in STATE_META_NAMES if m in state.column_names]
@@ -133,16 +138,19 @@ def assert_state_equals_source(storage: StorageSettings, uri: str, db: str, tabl
     return expected.num_rows
 
 
-def assert_lake_matches_source(cdc: Cdc, db: str, tables: list[str], replay: bool = True) -> None:
+def assert_lake_matches_source(
+    cdc: Cdc, db: str, tables: list[str], replay: bool = True, options: TypeOptions | None = None
+) -> None:
     """Final proof of every fault test: state == source, no binlog event twice in a change log,
     and (``replay``) the change log replays to the source (test_streaming's ``Cdc.check``); the
-    SQL views of the tables (DuckDB, and Spark SQL on the test's session) equal ``read_current``."""
+    SQL views of the tables (DuckDB, and Spark SQL on the test's session) equal ``read_current``.
+    ``options``: the capture's type options when not the defaults."""
     for t in tables:
-        assert_state_equals_source(cdc.storage, cdc.uri(db, t, "state"), db, t)
+        assert_state_equals_source(cdc.storage, cdc.uri(db, t, "state"), db, t, options)
         assert_unique_binlog_events(read_delta(cdc.storage, cdc.uri(db, t, "changelog")), f"{db}.{t}")
     assert_sql_views_equal_current(cdc.storage, cdc.server, [(db, t) for t in tables], spark=active_spark())
     if replay:
-        cdc.check(db, tables)
+        cdc.check(db, tables, options)
 
 
 def create_random_tables(db: str) -> list[str]:
@@ -179,7 +187,10 @@ class KillPlan:
     ``after``: ``delay`` s after the run reported its first materialization (every commit of the
     window made, the run not yet successful);
     ``started``: ``delay`` s after the run is STARTED in the instance;
-    ``progress``: ``delay`` s after the run's progress tag counts ``nth`` follow-on windows.
+    ``progress``: ``delay`` s after the run's progress tag counts ``nth`` follow-on windows;
+    ``never``: no kill (the run must end on its own);
+    ``caught_up``: ``delay`` s after the run named the stopped tables it caught up at its start
+    (its ``dagster_mysql_cdc/caught_up`` tag: their catch-up committed, the run not yet over).
     """
 
     kind: str
@@ -277,6 +288,10 @@ def run_child_and_kill(
                     runs = runs_of(cdc, req.run_key)
                     progress = progress_tag(runs[0].tags) if runs else None
                     if progress is not None and progress.windows >= plan.nth:
+                        fire_at = now + plan.delay
+                elif plan.kind == "caught_up":
+                    runs = runs_of(cdc, req.run_key)
+                    if runs and CAUGHT_UP_TAG in runs[0].tags:
                         fire_at = now + plan.delay
             if fire_at is not None and now >= fire_at:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -730,6 +745,135 @@ def test_two_captures_standby_runs_each_read_their_own_changes_among_the_others(
             assert checks and all(ev.passed for ev in checks), (db, [ev for ev in checks if not ev.passed])
             cdc.ticks(master_position())  # the sensor commits its own run, then catches up
             assert_lake_matches_source(cdc, db, tables[db])
+
+
+def wait_for_log(
+    cdc: Cdc, run_key: str, text: str, proc: subprocess.Popen, log: Path, timeout: float
+) -> None:
+    """Wait until the run of ``run_key`` logged a message containing ``text`` (its worker
+    ``proc`` must stay up meanwhile)."""
+    deadline = time.monotonic() + timeout
+    while not any(
+        text in (e.user_message or "") for r in runs_of(cdc, run_key) for e in cdc.instance.all_logs(r.run_id)
+    ):
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, f"run {run_key} logged no {text!r} in {timeout:.0f}s"
+        time.sleep(0.3)
+
+
+def test_two_captures_a_stopped_table_and_its_killed_catch_up_lose_nothing(scratch_db, make_cdc, tmp_path):
+    """The run ends that stop a table, in combination (production: several captures of one
+    server in one Dagster instance, each one's changes the other's traffic; compaction after
+    every window; run workers that die). Capture A's following run reads a value its
+    ``time_table`` cannot convert: it ends at that window while capture B's run, in a worker of
+    its own, goes on reading B's changes. The cause fixed, A's next standby run ends once the
+    table's retry is due (B's traffic: the binlog is never idle), and the run catching the
+    table up is SIGKILLed after its catch-up committed. The sensor finds the worker gone and
+    retries the catch-up from the stop position; no binlog event reaches a change log twice or
+    is lost, and both lakes equal their sources."""
+    from sensor_harness import scratch_database
+    from test_isolation import BAD, GOOD, TIME_TABLE
+
+    instance = file_instance(tmp_path)
+    following = {
+        "stream_follow_seconds": 120.0,
+        "stream_follow_idle_seconds": 2.0,
+        "state_compact_small_rows": 1000,
+    }
+    backoff = 4.0
+    with scratch_database("stopb") as (db_b, _):
+        a, b = scratch_db, db_b
+        tables = {a: create_random_tables(a), b: create_random_tables(b)}
+        sql(TIME_TABLE.format(db=a), GOOD.format(db=a, id=1))
+        cdc_a = make_cdc(a, instance=instance, time_precision_mode="connect", **following)
+        cdc_b = make_cdc(b, instance=instance, **following)
+        cdc_a.sensor = dg_sensor(cdc_a, retry_backoff_seconds=600, table_retry_backoff_seconds=backoff)
+        cdc_b.sensor = dg_sensor(cdc_b, retry_backoff_seconds=600)
+        dml = {db: RandomDml(db, seed=53 + i) for i, db in enumerate((a, b))}
+        name = f"{a}.time_table"
+        procs: list[subprocess.Popen] = []
+        writing = threading.Event()
+
+        def write_b():  # capture B's application: a change every 0.2 s, traffic to A's runs
+            while writing.is_set():
+                dml[b].round(1)
+                time.sleep(0.2)
+
+        writer = threading.Thread(target=write_b)
+        try:
+            for db in (a, b):
+                for t in tables[db]:
+                    dml[db].insert(t, 5)
+            for cdc in (cdc_a, cdc_b):
+                cdc.ticks()
+            standby = {}
+            for db, cdc in ((a, cdc_a), (b, cdc_b)):
+                (standby[db],) = cdc.tick_once().run_requests
+                assert standby[db].tags[STANDBY_TAG] == "true"
+            logs = {db: tmp_path / f"{db}.log" for db in (a, b)}
+            run_a, run_b = (spawn_run(c, standby[db], logs[db]) for db, c in ((a, cdc_a), (b, cdc_b)))
+            procs += [run_a, run_b]
+            for db, cdc, proc in ((a, cdc_a, run_a), (b, cdc_b, run_b)):
+                wait_for_log(cdc, standby[db].run_key, "Standby: Spark warm", proc, logs[db], 180.0)
+            writing.set()
+            writer.start()
+            dml[a].round(3)
+            sql(BAD.format(db=a, id=201), GOOD.format(db=a, id=2))
+            dml[a].round(3)
+            # A's run ends at the window that stopped its table; B's run, in its own worker, goes on
+            assert run_a.wait(timeout=90) == 0, logs[a].read_text()[-3000:]
+            assert run_b.poll() is None, "B's run ended while its application still wrote"
+            (run,) = runs_of(cdc_a, standby[a].run_key)
+            messages = [e.user_message or "" for e in instance.all_logs(run.run_id)]
+            assert any(m.startswith("Following ends at ") and f"{name} stopped;" in m for m in messages), (
+                messages
+            )
+            # the cause fixed: the bad row deleted, bad values left out from the next run on
+            sql(f"DELETE FROM {a}.time_table WHERE id = 201")
+            cdc_a.spec["event_processing_failure_handling_mode"] = "warn"
+            cdc_a.assets, cdc_a.resources = build(cdc_a.spec)
+            cdc_a.sensor = dg_sensor(cdc_a, retry_backoff_seconds=600, table_retry_backoff_seconds=backoff)
+            res = cdc_a.tick_once()  # the stop recorded; its retry not due yet
+            (req,) = res.run_requests or cdc_a.tick_once().run_requests
+            assert name in (StreamCursor.parse(cdc_a.cursor).stopped or {})
+            assert json.loads(req.tags[STOPPED_TAG])[name]["catch_up"] is False
+            launched = time.monotonic()
+            out = run_child_and_kill(cdc_a, req, KillPlan("never", 0.0), [], tmp_path / "a2.log", timeout=90)
+            assert not out.killed and time.monotonic() - launched < backoff + 60, out  # ended for the retry
+            (req,) = cdc_a.tick_once().run_requests or cdc_a.tick_once().run_requests
+            assert json.loads(req.tags[STOPPED_TAG])[name]["catch_up"] is True
+            dml[a].round(3)
+            out = run_child_and_kill(cdc_a, req, KillPlan("caught_up", 0.3), [], tmp_path / "a3.log")
+            assert out.killed and out.status == "STARTED", (out, (tmp_path / "a3.log").read_text()[-3000:])
+            (killed,) = runs_of(cdc_a, req.run_key)
+            assert json.loads(killed.tags[CAUGHT_UP_TAG]) == [name]
+            retry = retry_after_death(cdc_a, req)  # at once: a killed run is no failed attempt
+            assert json.loads(retry.tags[STOPPED_TAG])[name]["catch_up"] is True
+            writing.clear()
+            writer.join()
+            dml[a].round(3)
+            cdc_a.run(retry)
+            assert run_b.wait(timeout=180) == 0, logs[b].read_text()[-3000:]
+        finally:
+            writing.clear()
+            if writer.is_alive():
+                writer.join()
+            for proc in procs:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+            for d in dml.values():
+                d.close()
+        target = master_position()
+        for cdc in (cdc_a, cdc_b):
+            cdc.ticks(target)
+        assert StreamCursor.parse(cdc_a.cursor).stopped is None
+        assert_lake_matches_source(cdc_b, b, tables[b])
+        # A's type options: time_precision_mode=connect (DATETIME(6) to milliseconds)
+        assert_lake_matches_source(cdc_a, a, tables[a], options=cdc_a.resources["mysql"].type_options())
+        state = read_delta(cdc_a.storage, cdc_a.uri(a, "time_table", "state"))
+        assert sorted(state.filter(pc.invert(state["__deleted"]))["id"].to_pylist()) == [1, 2]
+        assert_unique_binlog_events(read_delta(cdc_a.storage, cdc_a.uri(a, "time_table", "changelog")), name)
 
 
 def dg_sensor(cdc: Cdc, **options) -> dg.SensorDefinition:

@@ -57,6 +57,7 @@ from dagster_mysql_cdc.dagster_integration.protocol import (
 from dagster_mysql_cdc.events import BinlogPosition
 from dagster_mysql_cdc.sink.storage import StorageSettings
 from dagster_mysql_cdc.source.binlog import BinlogReader, RowsBatch
+from dagster_mysql_cdc.source.types import TypeOptions
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -285,10 +286,11 @@ class Cdc:
     def changelog(self, db: str, table: str) -> list[dict]:
         return read_delta(self.storage, self.uri(db, table, "changelog")).to_pylist()
 
-    def check(self, db: str, tables: list[str]) -> None:
-        """Live state == source, and the change log replays to the source, for each table."""
+    def check(self, db: str, tables: list[str], options: TypeOptions | None = None) -> None:
+        """Live state == source, and the change log replays to the source, for each table
+        (``options``: the capture's type options when not the defaults)."""
         for t in tables:
-            expected, key = source_rows(db, t)
+            expected, key = source_rows(db, t, options)
             got = live_state_rows(self.storage, self.uri(db, t, "state"), key)
             assert got == expected, f"{db}.{t}: lake state differs from source"
             events = self.changelog(db, t)
