@@ -447,10 +447,16 @@ class MySqlCdcResource(
         Yields:
             one ``MaterializeResult`` per snapshotted or changed table, then one for the server's
             binlog asset when it is selected.
+        Raises:
+            LakeOwnerError: the lake prefix ``<base_uri>/<server_name>/`` belongs to another
+                Dagster instance (:mod:`..sink.owner`); nothing was written.
         """
         from ..sink.delta import handle_cache
+        from .lake_owner import claim_for_run
         from .liveness import worker_heartbeat
 
+        # one deployment per lake prefix (sink/owner.py): refused before anything is written
+        claim_for_run(context, lake.storage_settings(), self.server_name)
         with ExitStack() as stack:
             if REQUEST_TAG in context.run.tags:  # a run the sensor waits for: it watches its worker
                 stack.enter_context(worker_heartbeat(context.instance, context.run.run_id))

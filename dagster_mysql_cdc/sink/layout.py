@@ -10,6 +10,7 @@ Layout below ``StorageSettings.base_uri`` (docs/output-layout.md)::
     <server>/<database>/<table>/pk_ranges.json  primary-key ranges of the table's partitions
     <server>/_schema_history                    Delta table, schema change events
     <server>/_transactions                      Delta table, transaction metadata (BEGIN/END)
+    <server>/_owner.json                        the Dagster instance that writes the prefix (sink/owner.py)
     _staging/<server>/incremental/              incremental-snapshot chunk plans and chunk files
     _staging/<server>/follow/                   follow-on windows of a following stream run
 
