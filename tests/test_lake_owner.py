@@ -17,6 +17,7 @@ from dagster_mysql_cdc import read_current
 from dagster_mysql_cdc.sink.owner import (
     LakeOwner,
     LakeOwnerError,
+    check_lake_owner,
     claim_lake_prefix,
     owner_marker_uri,
     read_owner,
@@ -88,7 +89,13 @@ def test_an_owner_whose_sqlite_storage_on_this_host_is_gone_is_taken_over(storag
     assert claim_lake_prefix(storage, "srv", old).outcome == "claimed"
     with pytest.raises(LakeOwnerError):  # the old instance's storage still exists
         claim_lake_prefix(storage, "srv", LakeOwner("instance-new"))
+    with pytest.raises(LakeOwnerError):  # the sensor's read-only check agrees
+        check_lake_owner(storage, "srv", "instance-new")
+    check_lake_owner(storage, "srv", "instance-old")
+    check_lake_owner(storage, "unclaimed", "instance-new")
     runs_db.unlink()
+    check_lake_owner(storage, "srv", "instance-new")  # gone: the tick passes, the run takes over
+    assert read_owner(storage, "srv")["instance_id"] == "instance-old", "the check wrote nothing"
     claim = claim_lake_prefix(storage, "srv", LakeOwner("instance-new", run_id="run-2"))
     assert claim.outcome == "took_over" and claim.previous["instance_id"] == "instance-old"
     assert read_owner(storage, "srv")["instance_id"] == "instance-new"
@@ -105,8 +112,8 @@ def test_an_owner_whose_sqlite_storage_on_this_host_is_gone_is_taken_over(storag
 def test_a_second_deployment_on_one_prefix_is_refused_and_loses_nothing(storage):
     """Two Dagster instances (two deployments: e.g. a staging copy pointed at production's bucket)
     capture one server with one ``server_name`` into one ``base_uri``. The first claims the prefix
-    with its initial snapshot and streams; every run of the second fails before writing anything
-    while the first goes on; once the first is retired and the marker deleted, the second claims
+    with its initial snapshot and streams; the second's sensor ticks fail and a run of it (the UI's
+    Materialize) fails before writing anything while the first goes on; once the first is retired and the marker deleted, the second claims
     the prefix, and the first is refused in turn. The lake equals the source throughout, and no
     change is in the change log twice."""
     with scratch_database("owner") as (db, conn):
@@ -138,9 +145,15 @@ def test_a_second_deployment_on_one_prefix_is_refused_and_loses_nothing(storage)
             events_before = _events(storage, changelog)
             assert lake() == source()
 
-            # the second deployment: its snapshot run is refused, nothing is written
-            log = second.ticks(raise_on_error=False, max_ticks=1)
-            (run,) = log.runs
+            # the second deployment: its sensor's ticks fail, and a run launched anyway (the
+            # UI's Materialize) fails before writing anything
+            with pytest.raises(Exception, match="belongs to another Dagster deployment") as tick_error:
+                second.tick_once()
+            assert first_instance.run_storage.get_run_storage_id() in str(tick_error.value)
+            assert second.cursor is None, "a refused tick moves no cursor"
+            run = dg.materialize(
+                [second.cdc], resources=second.resources, instance=second_instance, raise_on_error=False
+            )
             assert not run.success
             failure = _failure_message(run)
             assert "LakeOwnerError" in failure and "belongs to another Dagster deployment" in failure
@@ -165,9 +178,11 @@ def test_a_second_deployment_on_one_prefix_is_refused_and_loses_nothing(storage)
             assert lake() == source()
             with conn.cursor() as cur:
                 cur.execute(f"INSERT INTO {db}.t VALUES (5, 50)")
-            refused = first.ticks(raise_on_error=False, max_ticks=1).runs
-            assert refused and not refused[0].success
-            assert "belongs to another Dagster deployment" in _failure_message(refused[0])
+            with pytest.raises(Exception, match="belongs to another Dagster deployment"):
+                first.tick_once()
+            refused = first.launch(dg.RunRequest(asset_selection=[dg.AssetKey([db, db, "t"])]))
+            assert not refused.success
+            assert "belongs to another Dagster deployment" in _failure_message(refused)
             assert all(r.success for r in second.ticks().runs)
             assert lake() == source()
             events = _events(storage, changelog)

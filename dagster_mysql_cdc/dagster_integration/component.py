@@ -662,6 +662,7 @@ class MySqlCdcComponent(Component, Resolvable):
             retention_margin_files=s.retention_margin_files,
             default_status=s.sensor_status(),
             mysql_resource_key=self.mysql_resource_key,
+            lake_resource_key=self.lake_resource_key,
             table_heartbeat_seconds=s.table_heartbeat_seconds,
             retry_backoff_seconds=s.retry_backoff_seconds,
             retry_backoff_max_seconds=s.retry_backoff_max_seconds,

@@ -7,7 +7,7 @@ import os
 
 import dagster as dg
 
-from ..sink.owner import LakeOwner, claim_lake_prefix, owner_marker_uri
+from ..sink.owner import LakeOwner, check_lake_owner, claim_lake_prefix, owner_marker_uri
 from ..sink.storage import StorageSettings
 
 
@@ -70,3 +70,24 @@ def sqlite_run_storage_file(instance: dg.DagsterInstance) -> str | None:
     if isinstance(conn, str) and conn.startswith("sqlite:///"):
         return os.path.abspath(conn[len("sqlite:///") :])  # sqlite:////abs/path or sqlite:///rel/path
     return None
+
+
+def check_for_tick(context: dg.SensorEvaluationContext, lake: object, server_name: str) -> None:
+    """The binlog sensor's check of the lake's owner marker at each tick (one small read, nothing
+    written): a deployment whose prefix belongs to another Dagster instance fails its ticks (red on
+    the sensor's page, ``status``'s ``last tick error``) instead of requesting runs that would be
+    refused. No check without a lake resource in the sensor's context or for an ephemeral instance.
+
+    Raises:
+        LakeOwnerError: another instance holds the prefix (:func:`..sink.owner.check_lake_owner`).
+    """
+    storage_settings = getattr(lake, "storage_settings", None)
+    if storage_settings is None:
+        return
+    try:
+        instance = context.instance
+    except Exception:  # noqa: BLE001 - a context built without an instance (tests, previews)
+        return
+    owner_id = instance_id(instance)
+    if owner_id is not None:
+        check_lake_owner(storage_settings(), server_name, owner_id)

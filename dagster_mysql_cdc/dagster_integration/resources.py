@@ -40,6 +40,7 @@ from ..source.types import TypeOptions
 from . import check_run
 from .checks import CheckOptions
 from .idle_checks import IdleChecks, idle_checks_for
+from .lake_owner import claim_for_run
 from .lake_resource import DEFAULT_SPARK_CONFIG, CdcLakeResource
 from .mysql_fields import (
     SNAPSHOT_MODES,
@@ -55,7 +56,6 @@ from .mysql_fields import (
 from .partitions import refresh_pk_range_partitions
 from .protocol import (
     BINLOG_METADATA_KEY,
-    EPOCH_TAG,
     MODE_TAG,
     REQUEST_TAG,
     SNAPSHOT_MODE_TAG,
@@ -66,7 +66,6 @@ from .protocol import (
 from .resource_fields import SECRET, resolve
 from .run_report import (
     logged_materialization,
-    optional,
     outputs_read_in_run,
     range_resnapshot_result,
     snapshot_binlog_metadata,
@@ -82,9 +81,9 @@ from .run_tags import (
     compact_tag,
     identity_tag,
     incremental_tag,
-    last_committed,
     record_caught_up,
     record_progress,
+    snapshot_epoch,
     stopped_tag,
     window_tags,
 )
@@ -452,11 +451,9 @@ class MySqlCdcResource(
                 Dagster instance (:mod:`..sink.owner`); nothing was written.
         """
         from ..sink.delta import handle_cache
-        from .lake_owner import claim_for_run
         from .liveness import worker_heartbeat
 
-        # one deployment per lake prefix (sink/owner.py): refused before anything is written
-        claim_for_run(context, lake.storage_settings(), self.server_name)
+        claim_for_run(context, lake.storage_settings(), self.server_name)  # before any write
         with ExitStack() as stack:
             if REQUEST_TAG in context.run.tags:  # a run the sensor waits for: it watches its worker
                 stack.enter_context(worker_heartbeat(context.instance, context.run.run_id))
@@ -591,19 +588,6 @@ class MySqlCdcResource(
             commit_workers=self.stream_commit_workers,
         )
 
-    def _snapshot_epoch(self, context: dg.AssetExecutionContext) -> int:
-        """Offset epoch of a snapshot run's position: the run's :data:`EPOCH_TAG` (a re-snapshot
-        the sensor started in a new epoch), else the epoch of the last committed position (a UI
-        materialization on the server the capture follows), else 0."""
-        tag = context.run.tags.get(EPOCH_TAG)
-        if tag:
-            try:
-                return int(tag)
-            except ValueError:
-                raise ConfigurationError(f"Run tag {EPOCH_TAG} is not an integer: {tag!r}") from None
-        last = optional(lambda: last_committed(context), "the last committed position")
-        return last.epoch if last is not None else 0
-
     def refresh_pk_ranges(
         self, instance: dg.DagsterInstance, storage: StorageSettings, tables: Sequence[tuple[str, str]]
     ) -> dict[str, int]:
@@ -626,10 +610,12 @@ class MySqlCdcResource(
 
         Raises:
             ConfigurationError: unknown partition (snapshot the table first), no signal table.
+            LakeOwnerError: the lake prefix belongs to another Dagster instance.
         """
         from ..engine.snapshot_run import find_key_range, resnapshot_key_range
 
         storage = lake.storage_settings()
+        claim_for_run(context, storage, self.server_name)  # one deployment per lake prefix
         key = context.partition_key
         rng, ranges_total = find_key_range(storage, self.server_name, database, table, key)
         settings = self.connection_settings()
@@ -647,7 +633,7 @@ class MySqlCdcResource(
             server_name=self.server_name,
             server_id=self.server_id,
             reads=self.snapshot_reads(),
-            epoch=self._snapshot_epoch(context),
+            epoch=snapshot_epoch(context),
             range_rows=self.pk_range_rows or 100_000,
             log=context.log,
         )
@@ -715,7 +701,7 @@ class MySqlCdcResource(
             type_options=self.type_options(),
             server_name=self.server_name,
             history=history,
-            epoch=self._snapshot_epoch(context),
+            epoch=snapshot_epoch(context),
             need_streaming=mode != "initial_only",
             log=context.log,
         ):

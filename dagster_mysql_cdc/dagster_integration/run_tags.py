@@ -23,6 +23,7 @@ from .liveness import add_run_tags
 from .protocol import (
     CAUGHT_UP_TAG,
     COMPACT_TAG,
+    EPOCH_TAG,
     IDENTITY_TAG,
     INCREMENTAL_TAG,
     MODE_TAG,
@@ -202,6 +203,26 @@ def progress_tag(tags: Any) -> ReportedProgress | None:
         )
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def snapshot_epoch(context: dg.AssetExecutionContext) -> int:
+    """Offset epoch of a snapshot run's position: the run's :data:`EPOCH_TAG` (a re-snapshot the
+    sensor started in a new epoch), else the epoch of the last committed position (a UI
+    materialization on the server the capture follows; 0 when it cannot be read), else 0.
+
+    Raises:
+        ConfigurationError: the tag is not an integer.
+    """
+    tag = context.run.tags.get(EPOCH_TAG)
+    if tag:
+        try:
+            return int(tag)
+        except ValueError:
+            raise ConfigurationError(f"Run tag {EPOCH_TAG} is not an integer: {tag!r}") from None
+    from .run_report import optional
+
+    last = optional(lambda: last_committed(context), "the last committed position")
+    return last.epoch if last is not None else 0
 
 
 def last_committed(context: dg.AssetExecutionContext) -> BinlogPosition | None:

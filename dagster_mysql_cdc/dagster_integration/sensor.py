@@ -238,6 +238,7 @@ def build_mysql_cdc_sensor(
     retention_margin_files: int = 1,
     default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
     mysql_resource_key: str = "mysql",
+    lake_resource_key: str = "lake",
     run_wait_seconds: float = 15.0,
     executor_def: dg.ExecutorDefinition | None = dg.in_process_executor,
     job_name: str | None = None,
@@ -257,7 +258,8 @@ def build_mysql_cdc_sensor(
         retention_margin_files: warn when the committed offset is in one of this many oldest
             binlog files (it may be purged before streaming catches up).
         default_status: turn the sensor on by default with ``DefaultSensorStatus.RUNNING``.
-        mysql_resource_key: resource key of the :class:`MySqlCdcResource`.
+        mysql_resource_key, lake_resource_key: keys of the resources (a tick fails with
+            ``LakeOwnerError`` while another Dagster instance owns the lake prefix: sink/owner.py).
         run_wait_seconds: a tick that finds its run still going waits this long for it to finish,
             then commits it and requests the next window at once (back-to-back windows while a
             backlog exists). Keep it well below the sensor evaluation timeout (60 s by default);
@@ -290,7 +292,6 @@ def build_mysql_cdc_sensor(
             the resource's ``stream_follow_seconds`` > 0. The standby run shows as a run of the
             binlog asset in progress; ``False``: ticks skip while caught up.
     """
-    sensor_name = name or default_sensor_name(assets_def)
     target: dg.AssetsDefinition | dg.UnresolvedAssetJobDefinition = assets_def
     if executor_def is not None:
         target = dg.define_asset_job(
@@ -301,8 +302,9 @@ def build_mysql_cdc_sensor(
         )
     evaluation = BinlogSensorEvaluation(
         assets_def,
-        sensor_name,
+        sensor_name := name or default_sensor_name(assets_def),
         mysql_resource_key=mysql_resource_key,
+        lake_resource_key=lake_resource_key,
         minimum_interval_seconds=minimum_interval_seconds,
         retention_margin_files=retention_margin_files,
         run_wait_seconds=run_wait_seconds,
@@ -317,7 +319,8 @@ def build_mysql_cdc_sensor(
         minimum_interval_seconds=minimum_interval_seconds,
         target=target,
         default_status=default_status,
-        required_resource_keys={mysql_resource_key},
+        required_resource_keys={mysql_resource_key}
+        | ({lake_resource_key} & assets_def.required_resource_keys),
         description=(
             "Streams the MySQL binlog into the lake: requests one run per binlog window and keeps "
             "the committed replication offset (file/pos, GTID set) in its cursor."
@@ -341,6 +344,8 @@ class BinlogSensorEvaluation:
     assets_def: dg.AssetsDefinition
     sensor_name: str
     mysql_resource_key: str = "mysql"
+    #: the lake resource's key (the owner marker's check, when the assets use that resource)
+    lake_resource_key: str = "lake"
     minimum_interval_seconds: int = 30
     retention_margin_files: int = 1
     run_wait_seconds: float = 15.0
@@ -354,6 +359,10 @@ class BinlogSensorEvaluation:
         """The tick's :class:`dagster.SensorResult`: its run requests or skip reason, the new
         cursor and the asset events it reports."""
         mysql: MySqlCdcResource = getattr(context.resources, self.mysql_resource_key)
+        if self.lake_resource_key in self.assets_def.required_resource_keys:
+            from .lake_owner import check_for_tick  # another instance's lake prefix: the tick fails
+
+            check_for_tick(context, getattr(context.resources, self.lake_resource_key), mysql.server_name)
         cursor = StreamCursor.parse(context.cursor, self.sensor_name)
         plan, requests = evaluate_tick(
             cursor,

@@ -147,6 +147,25 @@ def claim_lake_prefix(storage: StorageSettings, server_name: str, owner: LakeOwn
     raise LakeOwnerError(_refusal(storage, server_name, uri, held, owner), uri, held)
 
 
+def check_lake_owner(storage: StorageSettings, server_name: str, instance_id: str) -> None:
+    """Read-only :func:`claim_lake_prefix` (the sensor's check at each tick): nothing is written.
+
+    Passes when there is no marker (or it cannot be read: a lake outage is the runs' to report),
+    when it names ``instance_id``, or when its owner is gone (:func:`owner_is_gone`: the next run
+    takes the prefix over).
+
+    Raises:
+        LakeOwnerError: another instance holds the prefix (or the marker is malformed).
+    """
+    uri = owner_marker_uri(storage, server_name)
+    body = storage.read_bytes(uri)
+    if body is None:
+        return
+    held = _parse(uri, body)
+    if held["instance_id"] != instance_id and not owner_is_gone(held):
+        raise LakeOwnerError(_refusal(storage, server_name, uri, held, LakeOwner(instance_id)), uri, held)
+
+
 def owner_is_gone(held: dict) -> bool:
     """Whether the marker ``held`` names an instance that can no longer write: its storage was a
     SQLite file on this host (``run_storage_file``, ``host``) and the file does not exist."""
