@@ -197,7 +197,7 @@ def _refusal(storage: StorageSettings, server_name: str, uri: str, held: dict, o
     return (
         f"The lake prefix {prefix} belongs to another Dagster deployment: its owner marker {uri} "
         f"names Dagster instance {held['instance_id']} (claimed {held.get('claimed_at', '?')} by run "
-        f"{held.get('run_id') or '?'} on host {held.get('host', '?')}), and this run's instance is "
+        f"{held.get('run_id') or '?'} on host {held.get('host', '?')}), and this deployment's instance is "
         f"{owner.instance_id}. Nothing was written. Two deployments that stream one server into one "
         "prefix write every change twice and skip each other's windows (lost changes). Either give "
         "this capture a prefix of its own (another `server_name` on MySqlCdcResource and "
