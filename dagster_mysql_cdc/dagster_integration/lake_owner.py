@@ -19,9 +19,8 @@ def instance_id(instance: dg.DagsterInstance) -> str | None:
     storage that has no such id."""
     if instance.is_ephemeral:
         return None
-    get_id = getattr(
-        instance.run_storage, "get_run_storage_id", None
-    )  # SQL run storages (SQLite, PostgreSQL, MySQL)
+    # the SQL run storages have it (SQLite, PostgreSQL, MySQL)
+    get_id = getattr(instance.run_storage, "get_run_storage_id", None)
     if get_id is None:
         return None
     try:
