@@ -128,7 +128,6 @@ def claim_lake_prefix(storage: StorageSettings, server_name: str, owner: LakeOwn
     """
     uri = owner_marker_uri(storage, server_name)
     body = storage.read_bytes(uri)
-    previous = None
     if body is None:
         body = storage.first_write(uri, owner.to_json())
         if body is None:
@@ -138,9 +137,9 @@ def claim_lake_prefix(storage: StorageSettings, server_name: str, owner: LakeOwn
         return Claim("held")
     if owner_is_gone(held):
         storage.pyarrow_filesystem().delete_file(storage.fs_path(uri))
-        previous, body = held, storage.first_write(uri, owner.to_json())
+        body = storage.first_write(uri, owner.to_json())
         if body is None:
-            return Claim("took_over", previous)
+            return Claim("took_over", held)
         held = _parse(uri, body)  # another claimant replaced it first
         if held["instance_id"] == owner.instance_id:
             return Claim("held")
@@ -157,12 +156,9 @@ def check_lake_owner(storage: StorageSettings, server_name: str, instance_id: st
     Raises:
         LakeOwnerError: another instance holds the prefix (or the marker is malformed).
     """
-    uri = owner_marker_uri(storage, server_name)
-    body = storage.read_bytes(uri)
-    if body is None:
-        return
-    held = _parse(uri, body)
-    if held["instance_id"] != instance_id and not owner_is_gone(held):
+    held = read_owner(storage, server_name)
+    if held is not None and held["instance_id"] != instance_id and not owner_is_gone(held):
+        uri = owner_marker_uri(storage, server_name)
         raise LakeOwnerError(_refusal(storage, server_name, uri, held, LakeOwner(instance_id)), uri, held)
 
 
