@@ -1,7 +1,8 @@
 """The main job: capture Debezium's ``inventory`` database into the lake through Dagster.
 
 Run with ``make demo`` (starts MariaDB + SeaweedFS, loads inventory, then runs this module). For
-each lake — the SeaweedFS S3 bucket and the embedded local filesystem (``.lake/``) — it:
+each lake — the SeaweedFS S3 bucket and the embedded local filesystem (``.lake/``, or
+``.infra/demo-lake/`` while a deployment such as ``make ui`` holds ``.lake/dbserver1``) — it:
 
 1. drives the binlog sensor in-process: its first tick requests the initial snapshot of every
    inventory table, the run materializes the table assets;
@@ -30,6 +31,7 @@ from deltalake import DeltaTable
 
 from assets.inventory import build_inventory_assets, lake_resource, mysql_resource
 from dagster_mysql_cdc import build_mysql_cdc_sensor, run_sensor_ticks
+from dagster_mysql_cdc.sink.owner import owner_is_gone, owner_marker_uri, read_owner
 from dagster_mysql_cdc.source.catalog import read_table_schemas
 from dagster_mysql_cdc.source.types import TableConverter, TypeOptions
 
@@ -179,6 +181,39 @@ def main() -> int:
         return _demo(instances)
 
 
+def local_lake(server_name: str) -> str:
+    """The demo's second lake: ``CDC_LAKE_URI`` (default ``.lake``, the lake of ``make ui`` too),
+    unless a Dagster deployment holds its ``server_name`` prefix (its owner marker names a live
+    instance, e.g. ``make ui``'s in ``.infra/dagster-home``): the demo wipes and rewrites its local
+    lake with a cursor of its own, which would lose that deployment's changes, so it writes
+    ``$CDC_INFRA_DIR/demo-lake`` instead and says so.
+
+    Raises:
+        SystemExit: the fallback lake is held by a deployment as well.
+    """
+    configured = os.environ.get("CDC_LAKE_URI", ".lake")
+    fallback = os.path.join(os.environ.get("CDC_INFRA_DIR", ".infra"), "demo-lake")
+    markers = []
+    for uri in (configured, fallback):
+        storage = lake_resource(uri).storage_settings()
+        held = read_owner(storage, server_name)
+        if held is None or owner_is_gone(held):
+            if markers:
+                print(
+                    f"\n.. {markers[0]}: the lake of a Dagster deployment (`make ui`?), which the demo "
+                    f"leaves alone; the demo's local lake is {uri} instead",
+                    flush=True,
+                )
+            return uri
+        markers.append(
+            f"{owner_marker_uri(storage, server_name)} names Dagster instance {held['instance_id']}"
+        )
+    raise SystemExit(
+        f"The demo's local lakes belong to Dagster deployments ({'; '.join(markers)}): the demo "
+        "wipes its local lake first, so it writes neither. Set CDC_LAKE_URI to another folder."
+    )
+
+
 def _demo(instances: contextlib.ExitStack) -> int:
     verbose = "--verbose" in sys.argv[1:]
     log_level = "DEBUG" if verbose else "WARNING"
@@ -192,7 +227,7 @@ def _demo(instances: contextlib.ExitStack) -> int:
     bucket = os.environ.get("CDC_S3_BUCKET", "lake")
     lakes = [
         f"s3://{bucket}/demo-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}",
-        os.environ.get("CDC_LAKE_URI", ".lake"),
+        local_lake(mysql.server_name),
     ]
     runs = []
     for uri in lakes:

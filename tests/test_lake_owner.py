@@ -223,22 +223,84 @@ def test_a_restarted_dagster_dev_without_dagster_home_takes_its_prefix_over(loca
 
 
 @pytest.mark.integration
-def test_an_ephemeral_instance_neither_claims_nor_is_refused(local_storage):
-    """``dg.materialize`` and ``DagsterInstance.ephemeral()`` (scripts, tests, the demo) hold no
-    cursor that outlives their process: they write no marker and are not refused by one."""
+def test_an_ephemeral_instance_never_claims_and_is_refused_by_a_live_owner(local_storage):
+    """``dg.materialize`` and ``DagsterInstance.ephemeral()`` (scripts, notebooks, tests, the
+    in-process driver) hold no cursor that outlives their process: they write no marker. But their
+    runs plan windows and snapshots of their own, so a prefix a live deployment holds refuses them
+    as it refuses another deployment: the tick raises, a run fails before it writes anything. A
+    gone owner's marker does not refuse them, and they do not take it over."""
     with scratch_database("owner_eph") as (db, conn):
         with conn.cursor() as cur:
             cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
             cur.execute(f"INSERT INTO {db}.t VALUES (1, 10)")
-        cdc = SensorDriven(capture_resource(db), local_storage.base_uri)
-        assert all(r.success for r in cdc.ticks().runs)
-        assert read_owner(local_storage, db) is None
-        claim_lake_prefix(local_storage, db, LakeOwner("some-other-instance"))
+        ephemeral = SensorDriven(capture_resource(db), local_storage.base_uri)
+        assert all(r.success for r in ephemeral.ticks().runs)
+        assert read_owner(local_storage, db) is None  # an unclaimed prefix: written, not claimed
         with conn.cursor() as cur:
             cur.execute(f"INSERT INTO {db}.t VALUES (2, 20)")
-        assert all(r.success for r in cdc.ticks().runs)
+        assert all(r.success for r in ephemeral.ticks().runs)
+        changelog = local_storage.uri(db, db, "t", "changelog")
+
+        with dg.instance_for_test() as deployment:
+            # the deployment takes the prefix over from nobody: a marker of its own (claimed by
+            # its first run), then the ephemeral capture (a script run beside it) is refused
+            owned = SensorDriven(capture_resource(db), local_storage.base_uri, instance=deployment)
+            assert all(r.success for r in owned.ticks().runs)
+            owner = read_owner(local_storage, db)
+            assert owner["instance_id"] == deployment.run_storage.get_run_storage_id()
+            with conn.cursor() as cur:
+                cur.execute(f"INSERT INTO {db}.t VALUES (3, 30)")
+            events_before = canonical_rows(read_delta(local_storage, changelog))
+            with pytest.raises(
+                LakeOwnerError, match="this run's Dagster instance is ephemeral"
+            ) as tick_error:
+                ephemeral.tick_once()
+            assert owner["instance_id"] in str(tick_error.value)
+            run = dg.materialize([ephemeral.cdc], resources=ephemeral.resources, raise_on_error=False)
+            assert not run.success
+            failure = _failure_message(run)
+            assert "LakeOwnerError" in failure and "this run's Dagster instance is ephemeral" in failure
+            assert canonical_rows(read_delta(local_storage, changelog)) == events_before
+            assert read_owner(local_storage, db) == owner
+            assert all(r.success for r in owned.ticks().runs)  # the deployment streams the change
+            state = read_current((db, "t"), local_storage.base_uri, server=db)
+            assert sorted(state["id"].to_pylist()) == [1, 2, 3]
+
+        # the deployment's temporary instance is gone: its marker refuses nobody, and an ephemeral
+        # instance still claims nothing (the next persistent instance takes the prefix over)
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.t VALUES (4, 40)")
+        fresh = SensorDriven(capture_resource(db), local_storage.base_uri)
+        fresh.cursor = owned.cursor
+        assert all(r.success for r in fresh.ticks().runs)
+        assert read_owner(local_storage, db) == owner
         state = read_current((db, "t"), local_storage.base_uri, server=db)
-        assert sorted(state["id"].to_pylist()) == [1, 2]
+        assert sorted(state["id"].to_pylist()) == [1, 2, 3, 4]
+
+
+def test_the_demo_leaves_a_deployments_local_lake_alone(tmp_path, monkeypatch, capsys):
+    """``make demo`` wipes and rewrites its local lake (``CDC_LAKE_URI``, default ``.lake``, which is
+    ``make ui``'s lake too) with a cursor of its own. When a live deployment holds that lake's
+    ``dbserver1`` prefix the demo writes ``$CDC_INFRA_DIR/demo-lake`` instead and says why; when
+    both are held it stops with the fix; a gone owner's lake is the demo's again."""
+    from assets.demo import local_lake
+
+    lake, infra = tmp_path / "lake", tmp_path / "infra"
+    monkeypatch.setenv("CDC_LAKE_URI", str(lake))
+    monkeypatch.setenv("CDC_INFRA_DIR", str(infra))
+    configured = StorageSettings(base_uri=str(lake))
+    assert local_lake("dbserver1") == str(lake)  # nobody holds it
+    runs_db = tmp_path / "runs.db"
+    runs_db.write_bytes(b"")
+    claim_lake_prefix(configured, "dbserver1", LakeOwner("make-ui", run_storage_file=str(runs_db)))
+    assert local_lake("dbserver1") == str(infra / "demo-lake")
+    out = capsys.readouterr().out
+    assert "names Dagster instance make-ui" in out and "demo-lake" in out
+    claim_lake_prefix(StorageSettings(base_uri=str(infra / "demo-lake")), "dbserver1", LakeOwner("other"))
+    with pytest.raises(SystemExit, match="Set CDC_LAKE_URI to another folder"):
+        local_lake("dbserver1")
+    runs_db.unlink()  # make ui's instance deleted (make clean): the owner is gone
+    assert local_lake("dbserver1") == str(lake)
 
 
 def _failure_message(result: dg.ExecuteInProcessResult) -> str:

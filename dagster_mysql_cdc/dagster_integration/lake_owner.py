@@ -15,8 +15,8 @@ def instance_id(instance: dg.DagsterInstance) -> str | None:
     """The identity of ``instance`` for the owner marker: its run storage id (a UUID kept in the
     instance's database, Dagster's own instance identity for telemetry), or ``None`` for an
     ephemeral instance (``dg.materialize``, ``DagsterInstance.ephemeral()``: it holds no sensor
-    cursor that outlives the process, so it claims nothing and is not refused) and for a run
-    storage that has no such id."""
+    cursor that outlives the process, so it claims nothing, but another instance's marker refuses
+    it) and for a run storage that has no such id."""
     if instance.is_ephemeral:
         return None
     # the SQL run storages have it (SQLite, PostgreSQL, MySQL)
@@ -32,6 +32,8 @@ def instance_id(instance: dg.DagsterInstance) -> str | None:
 def claim_for_run(context: dg.AssetExecutionContext, storage: StorageSettings, server_name: str) -> None:
     """Claim ``server_name``'s lake prefix for the run's Dagster instance, or check that the
     instance holds it (:func:`..sink.owner.claim_lake_prefix`), before the run writes anything.
+    A run of an ephemeral instance claims nothing; it is only checked
+    (:func:`..sink.owner.check_lake_owner`): it may write a prefix that no live instance holds.
 
     Raises:
         LakeOwnerError: another Dagster instance holds the prefix; nothing was written.
@@ -40,6 +42,7 @@ def claim_for_run(context: dg.AssetExecutionContext, storage: StorageSettings, s
     """
     owner_id = instance_id(context.instance)
     if owner_id is None:
+        check_lake_owner(storage, server_name, None)
         return
     storage.ensure_root()
     owner = LakeOwner(
@@ -75,7 +78,8 @@ def check_for_tick(context: dg.SensorEvaluationContext, lake: object, server_nam
     """The binlog sensor's check of the lake's owner marker at each tick (one small read, nothing
     written): a deployment whose prefix belongs to another Dagster instance fails its ticks (red on
     the sensor's page, ``status``'s ``last tick error``) instead of requesting runs that would be
-    refused. No check without a lake resource in the sensor's context or for an ephemeral instance.
+    refused. No check without a lake resource in the sensor's context. An ephemeral instance (the
+    in-process driver ``run_sensor_ticks``) is refused by any live owner's marker.
 
     Raises:
         LakeOwnerError: another instance holds the prefix (:func:`..sink.owner.check_lake_owner`).
@@ -87,6 +91,4 @@ def check_for_tick(context: dg.SensorEvaluationContext, lake: object, server_nam
         instance = context.instance
     except Exception:  # noqa: BLE001 - a context built without an instance (tests, previews)
         return
-    owner_id = instance_id(instance)
-    if owner_id is not None:
-        check_lake_owner(storage_settings(), server_name, owner_id)
+    check_lake_owner(storage_settings(), server_name, instance_id(instance))

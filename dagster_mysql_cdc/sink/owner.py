@@ -21,6 +21,11 @@ One case is decided without the operator: an owner whose storage was a SQLite fi
 host that no longer exists (a ``dagster dev`` without ``DAGSTER_HOME`` keeps its instance in a
 temporary folder that it deletes at exit; ``make clean``; a test's temporary instance) can never
 write again, so the prefix is taken over (the marker replaced, a warning logged).
+
+An instance without an identity (ephemeral: ``dg.materialize``, ``DagsterInstance.ephemeral()``,
+a script or the in-process driver) never claims, since its cursor ends with its process, but it
+is refused by a live owner's marker like any other instance: its runs would plan windows of their
+own beside the owner's, which is the hazard above.
 """
 
 from __future__ import annotations
@@ -143,15 +148,16 @@ def claim_lake_prefix(storage: StorageSettings, server_name: str, owner: LakeOwn
         held = _parse(uri, body)  # another claimant replaced it first
         if held["instance_id"] == owner.instance_id:
             return Claim("held")
-    raise LakeOwnerError(_refusal(storage, server_name, uri, held, owner), uri, held)
+    raise LakeOwnerError(_refusal(storage, server_name, uri, held, owner.instance_id), uri, held)
 
 
-def check_lake_owner(storage: StorageSettings, server_name: str, instance_id: str) -> None:
-    """Read-only :func:`claim_lake_prefix` (the sensor's check at each tick): nothing is written.
+def check_lake_owner(storage: StorageSettings, server_name: str, instance_id: str | None) -> None:
+    """Read-only :func:`claim_lake_prefix` (the sensor's check at each tick, and the whole check of
+    a run of an ephemeral instance, ``instance_id=None``, which never claims): nothing is written.
 
     Passes when there is no marker (or it cannot be read: a lake outage is the runs' to report),
     when it names ``instance_id``, or when its owner is gone (:func:`owner_is_gone`: the next run
-    takes the prefix over).
+    of a persistent instance takes the prefix over).
 
     Raises:
         LakeOwnerError: another instance holds the prefix (or the marker is malformed).
@@ -159,7 +165,7 @@ def check_lake_owner(storage: StorageSettings, server_name: str, instance_id: st
     held = read_owner(storage, server_name)
     if held is not None and held["instance_id"] != instance_id and not owner_is_gone(held):
         uri = owner_marker_uri(storage, server_name)
-        raise LakeOwnerError(_refusal(storage, server_name, uri, held, LakeOwner(instance_id)), uri, held)
+        raise LakeOwnerError(_refusal(storage, server_name, uri, held, instance_id), uri, held)
 
 
 def owner_is_gone(held: dict) -> bool:
@@ -185,20 +191,38 @@ def _parse(uri: str, body: bytes) -> dict:
     return held
 
 
-def _refusal(storage: StorageSettings, server_name: str, uri: str, held: dict, owner: LakeOwner) -> str:
+def _refusal(
+    storage: StorageSettings, server_name: str, uri: str, held: dict, instance_id: str | None
+) -> str:
     prefix = storage.uri(server_name)
     delete = f"aws s3 rm {uri}" if storage.is_s3 else f"rm {storage.fs_path(uri)}"
     if storage.is_s3 and storage.s3_endpoint_url:
         delete += f" --endpoint-url {storage.s3_endpoint_url}"
-    return (
+    owner = (
         f"The lake prefix {prefix} belongs to another Dagster deployment: its owner marker {uri} "
         f"names Dagster instance {held['instance_id']} (claimed {held.get('claimed_at', '?')} by run "
-        f"{held.get('run_id') or '?'} on host {held.get('host', '?')}), and this deployment's instance is "
-        f"{owner.instance_id}. Nothing was written. Two deployments that stream one server into one "
+        f"{held.get('run_id') or '?'} on host {held.get('host', '?')})"
+    )
+    other_prefix = (
+        "another `server_name` on MySqlCdcResource and mysql_cdc_assets, or another `base_uri` on "
+        "CdcLakeResource; a new prefix starts with a snapshot"
+    )
+    if instance_id is None:
+        return (
+            f"{owner}, and this run's Dagster instance is ephemeral (`dg.materialize`, "
+            "`DagsterInstance.ephemeral()`: a script, a notebook, a test or the in-process driver "
+            "`run_sensor_ticks`), with a cursor of its own that ends with its process. Nothing was "
+            "written. Its windows and snapshots would land beside the deployment's: every change "
+            "twice, and windows of the deployment skipped as retries (lost changes). Either run it "
+            "in that deployment (Materialize in its UI, or `dagster asset materialize` with its "
+            f"DAGSTER_HOME), or give it a prefix of its own ({other_prefix}), or, if that deployment "
+            f"is retired for good, delete the marker (`{delete}`)."
+        )
+    return (
+        f"{owner}, and this deployment's instance is "
+        f"{instance_id}. Nothing was written. Two deployments that stream one server into one "
         "prefix write every change twice and skip each other's windows (lost changes). Either give "
-        "this capture a prefix of its own (another `server_name` on MySqlCdcResource and "
-        "mysql_cdc_assets, or another `base_uri` on CdcLakeResource; a new prefix starts with a "
-        "snapshot), or, when this deployment replaces the one that claimed the prefix (a new Dagster "
+        f"this capture a prefix of its own ({other_prefix}), or, when this deployment replaces the one that claimed the prefix (a new Dagster "
         "instance for the same capture), stop the other deployment's sensor and runs, move its "
         f"sensor cursor over if you want to keep streaming from its offset, and delete the marker "
         f"(`{delete}`): the next run claims the prefix for this instance."
