@@ -123,6 +123,77 @@ def test_checks_ignore_changes_after_committed_position_but_catch_unlogged_ones(
     assert checks["schema_matches_source"].metadata["missing_in_lake"].value == ["hidden"]
 
 
+@pytest.mark.parametrize("tables", [1, 2], ids=["one_table", "shared_source"])
+def test_a_ddl_after_the_committed_position_is_not_a_failed_check(tmp_path, tables):
+    """Issue "Checks that never cry wolf", found under `dagster dev`: an ``ALTER TABLE ... ADD
+    COLUMN`` committed after the window the checks run for (the source is read at a later
+    position than the lake's) failed ``schema_matches_source`` with severity ERROR on a lake equal
+    to the source at its position; a ``DROP TABLE`` + ``CREATE TABLE`` (``load_dataset.sh``) there
+    failed the row checks the same way (the dropped rows leave no row events). A DDL of the
+    table's database in the binlog since the committed position now makes a failed check *not
+    compared* (WARN; one table's own binlog read, or the shared read of a run that checks several),
+    and once the capture passes the DDL every check passes. A column added without a binlog event
+    (``sql_log_bin=0``) still fails the schema check as an ERROR."""
+    from sensor_harness import SensorDriven, capture_resource, scratch_database
+
+    with scratch_database("ddlchk") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"USE {db}")
+            for i in range(tables):
+                cur.execute(f"CREATE TABLE {db}.t{i} (id INT PRIMARY KEY, v INT)")
+                cur.execute(f"INSERT INTO {db}.t{i} SELECT seq, seq FROM seq_1_to_20")
+        lake = str(tmp_path / "lake")
+        cdc = SensorDriven(capture_resource(db), lake)
+        cdc.db = db
+        assert all(r.success for r in cdc.ticks().runs)  # the initial snapshot
+        key = dg.AssetKey([db, db, "t0"])
+        keys = [dg.AssetKey([db, db, f"t{i}"]) for i in range(tables)]
+
+        def t0_checks() -> dict[str, dg.AssetCheckEvaluation]:
+            run = dg.materialize(
+                [cdc.cdc],
+                resources=cdc.resources,
+                instance=cdc.instance,
+                selection=dg.AssetSelection.checks_for_assets(*keys),
+            )
+            return {e.check_name: e for e in run.get_asset_check_evaluations() if e.asset_key == key}
+
+        def assert_no_wolf(checks: dict[str, dg.AssetCheckEvaluation]) -> None:
+            assert len(checks) == 3, checks
+            for e in checks.values():
+                assert e.passed or e.severity == dg.AssetCheckSeverity.WARN, (e.check_name, e.metadata)
+                if not e.passed:
+                    assert "a DDL of the table's database" in e.metadata["not_compared"].value, e.metadata
+
+        def capture_and_pass() -> None:
+            assert all(r.success for r in cdc.ticks().runs)  # the capture passes the DDL
+            _assert_lake_equals_source(lake, db, "t0")
+            checks = t0_checks()
+            assert all(e.passed for e in checks.values()), {n: e.metadata for n, e in checks.items()}
+
+        with conn.cursor() as cur:
+            cur.execute(f"ALTER TABLE {db}.t0 ADD COLUMN phone VARCHAR(20) NULL")
+            cur.execute(f"UPDATE {db}.t0 SET phone = '+1-555-0100' WHERE id = 1")
+        assert_no_wolf(t0_checks())
+        capture_and_pass()
+
+        with conn.cursor() as cur:
+            cur.execute(f"DROP TABLE {db}.t0")
+            cur.execute(f"CREATE TABLE {db}.t0 (id INT PRIMARY KEY, v INT, phone VARCHAR(20) NULL)")
+            cur.execute(f"INSERT INTO {db}.t0 (id, v) SELECT seq, -seq FROM seq_1_to_5")
+        assert_no_wolf(t0_checks())
+        capture_and_pass()
+
+        with conn.cursor() as cur:  # a column the binlog never shows
+            cur.execute("SET SESSION sql_log_bin = 0")
+            cur.execute(f"ALTER TABLE {db}.t0 ADD COLUMN hidden INT NULL")
+            cur.execute("SET SESSION sql_log_bin = 1")
+            cur.execute(f"UPDATE {db}.t0 SET v = 0 WHERE id = 2")  # logged rows since the committed position
+        hidden = t0_checks()["schema_matches_source"]
+        assert not hidden.passed and hidden.severity == dg.AssetCheckSeverity.ERROR, hidden.metadata
+        assert hidden.metadata["missing_in_lake"].value == ["hidden"]
+
+
 def test_retention_check_warns_inside_margin(scratch_db, local_storage):
     db, _ = scratch_db
     mysql, cdc = build(db, retention_margin_files=1000)

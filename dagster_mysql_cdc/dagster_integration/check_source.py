@@ -47,6 +47,49 @@ def touched_keys(
     return keys
 
 
+def ddl_since(
+    settings: ConnectionSettings,
+    info: ServerInfo,
+    database: str,
+    start: BinlogPosition,
+    end: BinlogPosition,
+    server_id: int,
+) -> bool:
+    """Whether the binlog ``[start, end)`` holds a DDL statement that may change a table of
+    ``database`` (:func:`..source.ddl.scope.ddl_databases`): a source schema read at ``end`` can then differ
+    from the lake's, complete up to ``start``, without anything being lost. One binlog read whose
+    rows are not decoded.
+
+    Raises:
+        BinlogReadError: the binlog cannot be read (purged, the server gone).
+    """
+    if start.sort_key() >= end.sort_key():
+        return False
+    from ..source.binlog import BinlogReader, DdlStatement
+    from ..source.ddl.scope import ddl_databases  # sqlglot: imported when a check runs
+
+    reader = BinlogReader(
+        settings,
+        server_id,
+        start,
+        end,
+        is_mariadb=info.is_mariadb,
+        deadline_s=300,
+        rows_filter=lambda d, t: False,
+    )
+    return any(
+        _names(ddl_databases(item.sql, item.database), database)
+        for item in reader
+        if isinstance(item, DdlStatement)
+    )
+
+
+def _names(databases: set[str] | None, database: str) -> bool:
+    """Whether a DDL that names ``databases`` (``None``: it cannot be judged, so any) may change a
+    table of ``database`` (compared case-insensitively too: ``lower_case_table_names``)."""
+    return databases is None or database in databases or database.lower() in {d.lower() for d in databases}
+
+
 #: In :func:`touched_keys`: the binlog changed the table's rows with another schema since the
 #: committed position (a DDL): rows changed then cannot be told apart, the comparison waits.
 SCHEMA_CHANGED = ("<schema changed>",)
@@ -101,6 +144,7 @@ class SharedSource:
         self._pos: BinlogPosition | None = None
         self.schemas: dict[tuple[str, str], TableSchema] = {}
         self._touched: dict[tuple[str, str], set[tuple]] | None = None
+        self._ddl: list[set[str] | None] = []  # the databases each DDL of the read names
 
     def source(self) -> tuple[Any, BinlogPosition]:
         """(the connection, its consistent-snapshot position), opened on first use."""
@@ -117,8 +161,17 @@ class SharedSource:
             self._touched = self._read_touched()
         return self._touched.get((schema.database, schema.table), set())
 
+    def ddl_since(self, database: str) -> bool:
+        """Whether the binlog ``[committed, position)`` holds a DDL statement that may change a
+        table of ``database`` (:func:`..source.ddl.scope.ddl_databases`), from the same one read as
+        :meth:`touched`."""
+        if self._touched is None:
+            self._touched = self._read_touched()
+        return any(_names(dbs, database) for dbs in self._ddl)
+
     def _read_touched(self) -> dict[tuple[str, str], set[tuple]]:
-        from ..source.binlog import BinlogReader, RowsBatch
+        from ..source.binlog import BinlogReader, DdlStatement, RowsBatch
+        from ..source.ddl.scope import ddl_databases
 
         _, pos = self.source()
         out: dict[tuple[str, str], set[tuple]] = {k: set() for k in self.schemas}
@@ -138,6 +191,9 @@ class SharedSource:
             rows_filter=lambda d, t: (d, t) in out,
         )
         for item in reader:
+            if isinstance(item, DdlStatement):
+                self._ddl.append(ddl_databases(item.sql, item.database))
+                continue
             if not isinstance(item, RowsBatch):
                 continue
             k = (item.database, item.table)

@@ -18,6 +18,11 @@ Checks per table asset:
 ``schema_matches_source``
     the source's columns (and their Debezium/Arrow types) all exist in the lake state table.
 
+A check that fails while the binlog ``(C, P]`` holds a DDL of the table's database (a column added
+or the table dropped and created again just after ``C``: the source is read at ``P``) is *not
+compared* (WARN) instead: the difference may be the DDL the capture has not read yet. Once the
+capture passes the DDL, a difference that remains fails as an ERROR.
+
 Check on the binlog asset:
 
 ``binlog_retention``
@@ -49,6 +54,7 @@ from .check_source import (
     SCHEMA_CHANGED,
     SharedSource,
     consistent_source,
+    ddl_since,
     hashable_rows,
     source_rows,
     struct_positions,
@@ -399,11 +405,31 @@ def run_table_checks(
             if shared is not None
             else read_table_schemas(conn, [(database, table)]).get((database, table))
         )
+        far_behind = (
+            pos.sort_key() > committed.sort_key()
+            and pos.file == committed.file
+            and pos.pos - committed.pos > options.max_binlog_scan_bytes
+        )
+        skipped = f"the lake is more than {options.max_binlog_scan_bytes} binlog bytes behind; reconcile after it catches up"
+
+        def ahead(got: list[dg.AssetCheckResult]) -> list[dg.AssetCheckResult]:
+            return _explained_by_ddl(
+                got,
+                committed,
+                pos,
+                skipped if far_behind else None,
+                lambda: (
+                    shared.ddl_since(database)
+                    if shared is not None
+                    else ddl_since(settings, info, database, committed, pos, server_id + 7)
+                ),
+            )
+
         if schema is None:
             from ..sink.row_counts import live_count
 
             rows = live_count(storage, state_uri) if selected & {ROW_COUNT, CHECKSUM} else 0
-            return gone_results(key, database, table, selected & set(TABLE_CHECKS), rows)
+            return ahead(gone_results(key, database, table, selected & set(TABLE_CHECKS), rows))
         conv = TableConverter(schema, type_options, "pymysql")
         schema = conv.table  # the captured columns: checks compare only what is captured
 
@@ -413,16 +439,11 @@ def run_table_checks(
         assert lake_schema is not None  # the caller checks the table is captured
         lake_cols = {f.name: f for f in lake_schema if f.name not in STATE_META_NAMES}
         if SCHEMA in selected:
-            results.append(_schema_result(key, conv, lake_cols))
+            results += ahead([_schema_result(key, conv, lake_cols)])
         compared = selected & {ROW_COUNT, CHECKSUM}
         if not compared:
             return results
-        if (
-            pos.sort_key() > committed.sort_key()
-            and pos.file == committed.file
-            and pos.pos - committed.pos > options.max_binlog_scan_bytes
-        ):
-            skipped = f"the lake is more than {options.max_binlog_scan_bytes} binlog bytes behind; reconcile after it catches up"
+        if far_behind:
             return results + not_compared_results(key, compared, skipped)
         touched = (
             shared.touched(schema)
@@ -437,13 +458,46 @@ def run_table_checks(
             )
         comparison = RowComparison(key, conv, lake_cols, touched, options)
         base_md = {"committed_position": str(committed), "source_position": str(pos)}
-        return results + comparison.results(compared, conn, storage, state_uri, base_md, on_checksum_mismatch)
+        return results + ahead(
+            comparison.results(compared, conn, storage, state_uri, base_md, on_checksum_mismatch)
+        )
     finally:
         if shared is None:
             try:
                 conn.rollback()
             finally:
                 conn.close()
+
+
+def _explained_by_ddl(
+    got: list[dg.AssetCheckResult],
+    committed: BinlogPosition,
+    pos: BinlogPosition,
+    far_behind: str | None,
+    ddl_since: Callable[[], bool],
+) -> list[dg.AssetCheckResult]:
+    """``got`` (results against the source read at ``pos``), each failed one made *not compared*
+    (WARN) when the lake is ``far_behind`` (the reason) or a DDL since ``committed`` may explain
+    it (``ddl_since()``, read only when a result failed): a column added, the table dropped, or
+    dropped and created again after the lake's position (its rows went without row events).
+    Without such a DDL a failure stands."""
+    if all(r.passed for r in got) or pos.sort_key() <= committed.sort_key():
+        return got
+    if far_behind is not None:
+        why = far_behind
+    elif ddl_since():
+        why = (
+            "a DDL of the table's database is in the binlog since the committed position "
+            f"{committed} (the source was read at {pos}); compared after the capture passes it"
+        )
+    else:
+        return got
+    return [
+        r
+        if r.passed or r.asset_key is None or r.check_name is None
+        else not_compared_results(r.asset_key, {r.check_name}, why, dict(r.metadata))[0]
+        for r in got
+    ]
 
 
 class RowComparison:
