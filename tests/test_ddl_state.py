@@ -180,3 +180,38 @@ def test_a_rename_not_repaired_fails_the_window_checks(tmp_path):
         ]
         assert evals and not evals[-1].passed, [e.metadata for e in evals]
         assert "description" in evals[-1].metadata["columns_compared"].value
+
+
+@pytest.mark.integration
+def test_ddl_of_a_database_the_capture_rules_out_does_not_stop_it(tmp_path):
+    """Found under `dagster dev` (`make ui`, capturing `inventory`, beside another application on
+    the same server): ``CREATE TABLE other.copy LIKE other.src`` failed every window run with
+    ``UnparseableDdlError`` (the schema catalog holds the captured databases' tables only, so it
+    does not know ``other.src``), and the capture stopped for a database it does not capture.
+    Such statements are passed over now, and the changes around them land; a statement the
+    catalog cannot follow that names a captured database still stops the window, loudly."""
+    with scratch_database("ddlcap") as (db, conn), scratch_database("ddlother") as (other, _):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"INSERT INTO {db}.t VALUES (1, 1)")
+            cur.execute(f"CREATE TABLE {other}.src (id INT PRIMARY KEY, v INT)")
+        lake = str(tmp_path / "lake")
+        cdc = SensorDriven(capture_resource(db), lake)
+        assert all(r.success for r in cdc.ticks().runs)  # the initial snapshot
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.t VALUES (2, 2)")
+            cur.execute(f"CREATE TABLE {other}.copy LIKE {other}.src")
+            cur.execute(f"ALTER TABLE {other}.src ADD COLUMN w INT NULL")
+            cur.execute(f"RENAME TABLE {other}.copy TO {other}.copy2")
+            cur.execute(f"DROP TABLE {other}.copy2")
+            cur.execute(f"INSERT INTO {db}.t VALUES (3, 3)")
+        runs = cdc.ticks().runs
+        assert runs and all(r.success for r in runs)
+        assert_lake_equals_source(StorageSettings(base_uri=lake), db, db, "t", conn)
+
+        with conn.cursor() as cur:  # names the captured database: the catalog must follow it
+            cur.execute(f"CREATE TABLE {db}.bad LIKE {other}.src")
+            cur.execute(f"INSERT INTO {db}.t VALUES (4, 4)")
+        with pytest.raises(Exception, match=f"Cannot parse/apply DDL statement .*LIKE {other}.src") as failed:
+            cdc.ticks(max_ticks=1)
+        assert type(failed.value).__name__ == "UnparseableDdlError", failed.value

@@ -39,7 +39,7 @@ from ..sink.schema_history import HistoryRecord, SchemaHistory, records_from_out
 from ..source.binlog import BinlogReader, DdlStatement, RowsBatch, StatementDml, TransactionCommit
 from ..source.catalog import list_tables, read_table_schemas
 from ..source.connection import ConnectionSettings, ServerInfo, connect
-from ..source.ddl import SchemaCatalog
+from ..source.ddl import SchemaCatalog, UnparseableDdlError
 from ..source.filters import TableFilter
 from ..source.foreign_keys import CascadingForeignKey, read_cascading_foreign_keys
 from ..source.schema import TableSchema
@@ -495,6 +495,42 @@ class BinlogStreamingSource:
             )
         )
 
+    def _apply_ddl(self, item: DdlStatement) -> list:
+        """The schema catalog's outcomes of ``item`` (:meth:`..source.ddl.SchemaCatalog.apply`).
+
+        The catalog holds the tables of the databases this capture may capture (it is loaded
+        from them), so another application's DDL on the same server can name tables it never
+        saw: ``CREATE TABLE other.t2 LIKE other.t1``, an ``ALTER`` of ``other.t1``. A statement
+        the catalog cannot follow that names only databases the capture's filter rules out
+        (:func:`..source.ddl.scope.ddl_databases`, :meth:`..source.filters.TableFilter.may_capture_in`;
+        not the signal table's) cannot change a captured table: it is passed over with an INFO
+        line and recorded nowhere, as Debezium's DDL parser passes over a ``LIKE`` of a table it
+        does not know (``CreateTableParserListener``).
+
+        Raises:
+            UnparseableDdlError: the statement cannot be followed and may change a captured table
+                (unless ``skip_unparseable_ddl``).
+        """
+        try:
+            return self.catalog.apply(
+                item.sql, item.database, skip_unparseable=self.options.skip_unparseable_ddl, logger=log
+            )
+        except UnparseableDdlError as e:
+            from ..source.ddl.scope import ddl_databases
+
+            dbs = ddl_databases(item.sql, item.database)
+            sig_db = self.sig_key[0].lower() if self.sig_key else None
+            if dbs is None or any(self.table_filter.may_capture_in(d) or d.lower() == sig_db for d in dbs):
+                raise
+            log.info(
+                "Passing over a DDL statement of database(s) %s, which this capture rules out: the "
+                "schema catalog (the captured databases' tables) cannot follow it, and it cannot "
+                "change a captured table (%s)",
+                ", ".join(sorted(dbs)),
+                e,
+            )
+            return []
+
     def on_statement_dml(self, item: StatementDml) -> None:
         """Statement-based DML: gaps of the captured tables it (and what it sets off) changed
         (see :class:`~.statement_gaps.StatementGaps`)."""
@@ -510,9 +546,7 @@ class BinlogStreamingSource:
             self.fks = self.read_foreign_keys(fresh=True)
             self.cascades.by_parent = self.fks
         before = self.catalog.tables()
-        outcomes = self.catalog.apply(
-            item.sql, item.database, skip_unparseable=self.options.skip_unparseable_ddl, logger=log
-        )
+        outcomes = self._apply_ddl(item)
         records = self.records
         for o in outcomes:
             if o.ignored:
