@@ -503,8 +503,8 @@ class BinlogStreamingSource:
         saw: ``CREATE TABLE other.t2 LIKE other.t1``, an ``ALTER`` of ``other.t1``. A statement
         the catalog cannot follow that names only databases the capture's filter rules out
         (:func:`..source.ddl.scope.ddl_databases`, :meth:`..source.filters.TableFilter.may_capture_in`;
-        not the signal table's) cannot change a captured table: it is passed over with an INFO
-        line and recorded nowhere, as Debezium's DDL parser passes over a ``LIKE`` of a table it
+        not the signal table's) cannot change a captured table: it is passed over with a WARNING
+        of the module's logger (the run's stderr) and recorded nowhere, as Debezium's DDL parser passes over a ``LIKE`` of a table it
         does not know (``CreateTableParserListener``).
 
         Raises:
@@ -522,7 +522,7 @@ class BinlogStreamingSource:
             sig_db = self.sig_key[0].lower() if self.sig_key else None
             if dbs is None or any(self.table_filter.may_capture_in(d) or d.lower() == sig_db for d in dbs):
                 raise
-            log.info(
+            log.warning(
                 "Passing over a DDL statement of database(s) %s, which this capture rules out: the "
                 "schema catalog (the captured databases' tables) cannot follow it, and it cannot "
                 "change a captured table (%s)",
