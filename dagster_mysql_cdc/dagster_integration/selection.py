@@ -116,9 +116,7 @@ def changed_tables(
         for item in reader:
             if isinstance(item, DdlStatement):
                 dbs = ddl_databases(item.sql, item.database) if ddl_elsewhere else None
-                if dbs is None or any(
-                    flt.may_capture_in(d) or (sig is not None and d == sig[0]) for d in dbs
-                ):
+                if flt.ddl_may_change_captured(dbs, sig[0] if sig is not None else None):
                     return None, "the window has DDL: every table selected"
                 continue  # DDL of databases the capture rules out: it changes no captured table
             if isinstance(item, StatementDml):

@@ -502,10 +502,10 @@ class BinlogStreamingSource:
         from them), so another application's DDL on the same server can name tables it never
         saw: ``CREATE TABLE other.t2 LIKE other.t1``, an ``ALTER`` of ``other.t1``. A statement
         the catalog cannot follow that names only databases the capture's filter rules out
-        (:func:`..source.ddl.scope.ddl_databases`, :meth:`..source.filters.TableFilter.may_capture_in`;
-        not the signal table's) cannot change a captured table: it is passed over with a WARNING
-        of the module's logger (the run's stderr) and recorded nowhere, as Debezium's DDL parser passes over a ``LIKE`` of a table it
-        does not know (``CreateTableParserListener``).
+        (:meth:`..source.filters.TableFilter.ddl_may_change_captured`) cannot change a captured
+        table: it is passed over with a WARNING of the module's logger (the run's stderr) and
+        recorded nowhere, as Debezium's DDL parser passes over a ``LIKE`` of a table it does not
+        know (``CreateTableParserListener``).
 
         Raises:
             UnparseableDdlError: the statement cannot be followed and may change a captured table
@@ -519,8 +519,9 @@ class BinlogStreamingSource:
             from ..source.ddl.scope import ddl_databases
 
             dbs = ddl_databases(item.sql, item.database)
-            sig_db = self.sig_key[0].lower() if self.sig_key else None
-            if dbs is None or any(self.table_filter.may_capture_in(d) or d.lower() == sig_db for d in dbs):
+            if dbs is None or self.table_filter.ddl_may_change_captured(
+                dbs, self.sig_key[0] if self.sig_key else None
+            ):
                 raise
             log.warning(
                 "Passing over a DDL statement of database(s) %s, which this capture rules out: the "

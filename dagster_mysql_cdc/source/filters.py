@@ -102,6 +102,16 @@ class TableFilter:
             return False
         return True
 
+    def ddl_may_change_captured(self, databases: set[str] | None, signal_database: str | None = None) -> bool:
+        """Whether a DDL statement that names ``databases`` (:func:`..source.ddl.scope.ddl_databases`;
+        ``None``: it cannot be judged) may change a captured table or the signal table (in
+        ``signal_database``): ``False`` only when every database it names is ruled out
+        (:meth:`may_capture_in`) and is not the signal table's (compared case-insensitively)."""
+        if databases is None:
+            return True
+        sig = signal_database.lower() if signal_database is not None else None
+        return any(self.may_capture_in(d) or d.lower() == sig for d in databases)
+
     def without(self, tables: Sequence[tuple[str, str]]) -> TableFilter:
         """This filter without the exact names ``tables``."""
         return replace(self, skipped=self.skipped | frozenset(tables))
