@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import warnings
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from functools import partial
@@ -25,10 +24,10 @@ import dagster as dg
 import pymysql
 
 from ..engine.gaps import check_gap_handling
-from ..errors import ConfigurationError, SourceConnectionError, UnknownTableError
+from ..errors import ConfigurationError, SourceConnectionError
 from ..events import BinlogPosition
 from ..sink.storage import StorageSettings
-from ..source.catalog import list_tables, read_table_schemas
+from ..source.catalog import list_tables
 from ..source.columns import ColumnPolicy
 from ..source.connection import ConnectionSettings, ServerInfo, connect, read_server_info
 from ..source.filters import TableFilter
@@ -207,54 +206,26 @@ class MySqlCdcResource(
             tables: explicit ``"database.table"`` names (each must exist); ``None`` captures every
                 base table that passes the include/exclude lists (system schemas never).
 
+        Under Dagster the server is read once per load of the code location: a run worker gets
+        the tables its code server read (:mod:`.discovered`), so a table renamed or dropped since
+        does not make the sensor's runs fail; a reload of the code location reads them again.
+
         Raises:
             SourceConnectionError: the server is unreachable / credentials are wrong.
             UnknownTableError: an explicitly named table does not exist or is filtered out.
             ConfigurationError: an explicitly named table is the signal table.
         """
-        # Outside a run, EnvVar fields are still unresolved: resolve them first.
-        me = self.process_config_and_initialize()
-        flt = me.table_filter()
-        signal = me.signal_table()
-        conn = connect(me.connection_settings())
-        try:
-            if not tables:
-                listed = list_tables(conn, flt.literal_databases())
-                for message in me._unmatched_include_messages(listed):
-                    log.warning(message)
-                    warnings.warn(message, UserWarning, stacklevel=2)
-            if tables:
-                wanted = []
-                for t in tables:
-                    db, sep, name = t.partition(".")
-                    if not sep:
-                        raise ConfigurationError(f"Table {t!r} must be written as 'database.table'")
-                    wanted.append((db, name))
-                excluded = [f"{d}.{t}" for d, t in wanted if not flt.matches(d, t)]
-                if excluded:
-                    raise UnknownTableError(
-                        f"Table(s) {excluded} are excluded by the include/exclude lists; "
-                        "remove them from `tables` or adjust the lists."
-                    )
-                if signal in [f"{d}.{t}" for d, t in wanted]:
-                    raise ConfigurationError(
-                        f"Table {signal} is the signal table (signal_data_collection): its rows are "
-                        "signals and watermarks, not captured data; remove it from `tables`."
-                    )
-            else:
-                wanted = [k for k in listed if flt.matches(*k) and f"{k[0]}.{k[1]}" != signal]
-            schemas = read_table_schemas(conn, wanted)
-        finally:
-            conn.close()
-        missing = [f"{d}.{t}" for d, t in wanted if (d, t) not in schemas]
-        if missing:
-            raise UnknownTableError(
-                f"Table(s) not found on {me.host}:{me.port}: {', '.join(missing)}. "
-                "Check the names (case-sensitive) or remove them."
-            )
-        # the captured columns (column_include_list/column_exclude_list): what the lake will hold;
-        # a policy that cannot apply (a key column left out, an unmaskable column) fails here, early
-        return [me.column_policy().checked(schemas[k]) for k in wanted]
+        from .discovered import discovered_once, read_tables
+
+        identity = {
+            "server_name": self.server_name,
+            "address": f"{self.host}:{self.port}",
+            "filters": self.table_filter(),
+            "signal": self.signal_data_collection,
+            "columns": [self.column_include_list, self.column_exclude_list],
+            "tables": list(tables or []),
+        }
+        return discovered_once(identity, lambda: read_tables(self, tables))
 
     def include_list_warnings(self) -> list[str]:
         """One message per ``table_include_list`` entry that matches no table on the server
