@@ -216,8 +216,14 @@ def test_failing_checks_lists_each_failed_latest_result_of_the_capture_only():
     )
     dg.materialize([table("srv", "b", {})], instance=instance)
     dg.materialize([table("other", "c", {"schema_matches_source": "missing column x"})], instance=instance)
-    got = [(f.asset, f.check, f.description) for f in failing_checks(instance, "srv")]
-    assert got == [("srv/db/a", "checksum_matches_source", "1 differing key(s): (6,)")], got
+    got = [(f.asset, f.check, f.description, f.of_stop) for f in failing_checks(instance, "srv")]
+    assert got == [("srv/db/a", "checksum_matches_source", "1 differing key(s): (6,)", False)], got
+    from dagster_mysql_cdc.dagster_integration.checks import STOPPED_EXPLANATION
+
+    dg.materialize(
+        [table("srv", "s", {"checksum_matches_source": STOPPED_EXPLANATION + "f:4: ..."})], instance=instance
+    )
+    assert [f.of_stop for f in failing_checks(instance, "srv") if f.asset == "srv/db/s"] == [True]
     assert failing_checks(instance, "nobody") == []
 
 
@@ -315,3 +321,127 @@ def test_a_stopped_table_a_following_run_caught_up_at_its_start_is_shown_caught_
     instance.report_run_failed(run)  # a failed run proves nothing: both are stopped again
     status = read_status(instance, "s", cursor_text=cursor.to_json())
     assert status.caught_up == {} and len(status.problems()) == 2
+
+
+def _materialized_in(instance, run, key: list[str], metadata: dict) -> None:
+    """Store an asset materialization of ``key`` logged by ``run``, as a run's step does."""
+    import dagster as dg
+    from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
+
+    mat = dg.AssetMaterialization(asset_key=dg.AssetKey(key), metadata=metadata)
+    event = DagsterEvent(
+        DagsterEventType.ASSET_MATERIALIZATION.value,
+        run.job_name,
+        event_specific_data=StepMaterializationData(mat),
+    )
+    instance.report_dagster_event(event, run_id=run.run_id)
+
+
+def test_the_lake_position_of_a_following_run_is_its_newest_committed_window():
+    """A following or standby run commits window after window for minutes, and the sensor's
+    cursor records them when the run ends: ``status`` measured the lag from the cursor (148 s
+    and growing under ``dagster dev`` while the lake was a second behind). It now takes the end
+    of the newest window the run in flight reported (a table's materialization, logged once its
+    commit is durable) when that is beyond the cursor, and says so on its second line."""
+    import dagster as dg
+
+    from dagster_mysql_cdc.dagster_integration.cursor import InFlight, StreamCursor
+    from dagster_mysql_cdc.dagster_integration.protocol import REQUEST_TAG, position_metadata
+    from dagster_mysql_cdc.dagster_integration.status import read_status
+
+    committed = BinlogPosition("mysql-bin.000002", 900, "0-1-9")
+    cursor = StreamCursor(
+        committed=committed, snapshot_done=True, inflight=InFlight("stream", "window-key-3")
+    )
+    instance = dg.DagsterInstance.ephemeral()
+    run = dg.DagsterRun(
+        job_name="cdc", status=dg.DagsterRunStatus.STARTED, tags={REQUEST_TAG: "window-key-3"}
+    )
+    instance.add_run(run)
+    assert read_status(instance, "s", cursor_text=cursor.to_json()).run_committed is None  # nothing reported
+    for end in (1500, 2700):
+        md = {
+            "rows": 3,
+            **position_metadata("window_end", BinlogPosition("mysql-bin.000002", end, f"0-1-{end}")),
+        }
+        _materialized_in(instance, run, ["srv", "d", "t"], md)
+    status = read_status(instance, "s", cursor_text=cursor.to_json())
+    assert status.run_committed == "mysql-bin.000002:2700 gtid=0-1-2700"
+    assert (
+        f"(run {run.run_id[:8]} has committed up to mysql-bin.000002:2700 gtid=0-1-2700)" in status.lines()[0]
+    )
+    instance.report_run_failed(run)  # a run that is not going: the cursor is what counts
+    assert read_status(instance, "s", cursor_text=cursor.to_json()).run_committed is None
+
+
+def test_a_success_after_a_failed_run_counts_while_a_newer_run_is_going():
+    """After a killed run the sensor's retry succeeded and the next run, a following run, kept
+    going for minutes: ``status`` said UNHEALTHY (the failed run) all that time, because only the
+    newest run counted as "succeeded since". Any run of the sensor created after the failed one
+    that succeeded counts now; a failure after the last success still does not."""
+    import dagster as dg
+
+    from dagster_mysql_cdc.dagster_integration.health import _succeeded_since
+
+    instance = dg.DagsterInstance.ephemeral()
+    tags = {"dagster/sensor_name": "s"}
+
+    def add(status) -> dg.DagsterRun:
+        run = dg.DagsterRun(job_name="cdc", status=status, tags=tags)
+        instance.add_run(run)
+        return run
+
+    failed = add(dg.DagsterRunStatus.FAILURE)
+    record = instance.get_run_record_by_id(failed.run_id)
+    assert not _succeeded_since(instance, None, "s", record)
+    add(dg.DagsterRunStatus.SUCCESS)
+    add(dg.DagsterRunStatus.STARTED)  # the newest run is going
+    assert _succeeded_since(instance, None, "s", record)
+    again = add(dg.DagsterRunStatus.FAILURE)
+    assert not _succeeded_since(instance, None, "s", instance.get_run_record_by_id(again.run_id))
+
+
+def test_a_run_that_failed_before_its_step_names_the_engines_error():
+    """A run whose job could not be built (its code location's assets no longer hold the keys
+    the sensor selected) fails before any step; Dagster's run failure then only says "marked as
+    failed from outside the execution context". The reason is the engine event's error."""
+    import dagster as dg
+    from dagster._core.errors import DagsterInvalidSubsetError
+    from dagster._core.events import EngineEventData
+    from dagster._utils.error import serializable_error_info_from_exc_info
+
+    from dagster_mysql_cdc.dagster_integration.health import run_failure_reason
+
+    instance = dg.DagsterInstance.ephemeral()
+    run = dg.DagsterRun(job_name="cdc", status=dg.DagsterRunStatus.STARTING)
+    instance.add_run(run)
+    try:
+        raise DagsterInvalidSubsetError(
+            "AssetKey(s) ['srv/d/t'] were selected, but no AssetsDefinition objects supply these keys."
+        )
+    except DagsterInvalidSubsetError:
+        error = serializable_error_info_from_exc_info(sys.exc_info())
+    instance.report_engine_event(
+        "An exception was thrown during execution", run, EngineEventData.engine_error(error)
+    )
+    instance.report_run_failed(run)
+    assert run_failure_reason(instance, run.run_id).startswith(
+        "DagsterInvalidSubsetError: AssetKey(s) ['srv/d/t']"
+    )
+
+
+def test_checks_a_stop_explains_are_not_problems_of_their_own():
+    """A stopped table's checks fail with the stop's explanation: the stop is its own problem,
+    and once a run caught the table up (``table caught up:``) those results, logged before,
+    are no problem until the run that caught it up logs the table's checks again."""
+    from dagster_mysql_cdc.dagster_integration.checks import STOPPED_EXPLANATION
+
+    h = _health()
+    h.failing_checks = [
+        FailingCheck("s/d/t", "row_count_matches_source", "ERROR", STOPPED_EXPLANATION + "f:4", of_stop=True),
+    ]
+    assert CaptureStatus("s", "f:4", health=h).problems() == []
+    h.failing_checks.append(FailingCheck("s/d/u", "checksum_matches_source", "ERROR", "3 rows differ"))
+    assert CaptureStatus("s", "f:4", health=h).problems() == [
+        "check checksum_matches_source of s/d/u fails: 3 rows differ"
+    ]

@@ -238,6 +238,12 @@ def not_captured_results(key: dg.AssetKey, names: set[str]) -> list[dg.AssetChec
     )
 
 
+#: How the explanation of a stopped table's failed checks starts (:func:`stopped_results`):
+#: ``status`` does not count them as problems of their own (the stop is one, or the table is
+#: caught up and its checks are evaluated again when the run that caught it up logs them).
+STOPPED_EXPLANATION = "the capture of this table is stopped at "
+
+
 def stopped_results(key: dg.AssetKey, names: set[str], stopped: dict) -> list[dg.AssetCheckResult]:
     """Failed results of the checks ``names`` of a table whose capture is stopped
     (:mod:`..engine.isolation`; ``stopped``: ``{"since", "error"}``): the lake holds it as of
@@ -249,7 +255,7 @@ def stopped_results(key: dg.AssetKey, names: set[str], stopped: dict) -> list[dg
         passed=False,
         metadata={
             "explanation": (
-                f"the capture of this table is stopped at {since.get('file')}:{since.get('pos')}: its "
+                f"{STOPPED_EXPLANATION}{since.get('file')}:{since.get('pos')}: its "
                 "changes from there on could not be written; the lake holds it as of that position. "
                 "It is caught up automatically (backoff) or at once after the cause is fixed and the "
                 "table is materialized (docs/operations.md, 'A table stopped')"

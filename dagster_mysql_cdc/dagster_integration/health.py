@@ -162,14 +162,22 @@ def error_line(error: Any, limit: int = 300) -> str:
 
 
 def run_failure_reason(instance: Any, run_id: str) -> str:
-    """Why run ``run_id`` failed: its first step failure's error (``<Error>: message``), else its
-    run failure message, else ``"no failure recorded"`` (a run killed from outside)."""
+    """Why run ``run_id`` failed: its first step failure's error (``<Error>: message``), else the
+    error of an engine event (a run that failed before any step: its code location could not be
+    loaded, its asset selection no longer resolves; Dagster's run failure then only says "marked
+    as failed from outside the execution context"), else its run failure message, else ``"no
+    failure recorded"`` (a run killed from outside)."""
     steps = instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
     for rec in steps:
         data = rec.dagster_event.step_failure_data if rec.dagster_event else None
         err = getattr(data, "error", None)
         if err is not None:
             # Dagster wraps the op's exception (DagsterExecutionStepExecutionError): its cause is ours
+            return error_line(err, 300)
+    for rec in instance.all_logs(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
+        data = rec.dagster_event.engine_event_data if rec.dagster_event else None
+        err = getattr(data, "error", None)
+        if err is not None:
             return error_line(err, 300)
     for rec in instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_FAILURE):
         if rec.dagster_event is not None and rec.dagster_event.message:
@@ -240,11 +248,16 @@ class FailingCheck:
     check: str
     severity: str
     description: str
+    #: it failed because the table's capture was stopped (:data:`.checks.STOPPED_EXPLANATION`):
+    #: the stop itself is the problem to report, or it is over (the table caught up)
+    of_stop: bool = False
 
 
 def failing_checks(instance: Any, server_name: str) -> list[FailingCheck]:
     """The checks of the capture's assets (asset keys under ``server_name``) whose latest
     evaluation failed (one event log query for all of them: 300 tables made 1,500)."""
+    from .checks import STOPPED_EXPLANATION
+
     out: list[FailingCheck] = []
     keys = [k for k in instance.get_asset_keys() if k.path and k.path[0] == server_name]
     cks = [
@@ -266,6 +279,7 @@ def failing_checks(instance: Any, server_name: str) -> list[FailingCheck]:
                     ck.name,
                     ev.severity.value if ev.severity else "ERROR",
                     first_line(text, 160),
+                    of_stop=text.startswith(STOPPED_EXPLANATION),
                 )
             )
     return out
@@ -343,9 +357,7 @@ def capture_health(
             "status": run.status.value,
             "age_seconds": round(now - ended, 1) if ended else None,
             "reason": run_failure_reason(instance, run.run_id),
-            "succeeded_since": bool(runs)
-            and runs[0].run_id != run.run_id
-            and runs[0].status == dg.DagsterRunStatus.SUCCESS,
+            "succeeded_since": _succeeded_since(instance, state, sensor_name, record),
         }
     server = runs[0].tags.get(SERVER_TAG) if runs else None
     if server:
@@ -355,6 +367,17 @@ def capture_health(
         health.retry_in_seconds = round(max(0.0, retry_at - now), 1)
     health.stopped = dict(stopped or {})
     return health
+
+
+def _succeeded_since(instance: Any, state: Any, sensor_name: str, failed: Any) -> bool:
+    """Whether a run of the sensor created after the failed run (its record ``failed``)
+    succeeded. Not only the newest run counts: after a killed run the sensor's retry may have
+    succeeded and the next run, a following or standby run, still be going for minutes."""
+    ok = _sensor_runs(instance, state, sensor_name, [dg.DagsterRunStatus.SUCCESS])
+    if not ok or failed is None:
+        return False
+    record = instance.get_run_record_by_id(ok[0].run_id)
+    return record is not None and record.create_timestamp > failed.create_timestamp
 
 
 def _sensor_runs(instance: Any, state: Any, sensor_name: str, statuses: list | None = None) -> list[Any]:

@@ -55,8 +55,15 @@ class CaptureStatus:
             one was given), ``None`` with ``--no-server``.
         server_position: the server's current position (``None``: server not asked).
         server_error: why the lag could not be computed (unreachable, purged binlog ...).
-        lag_bytes: binlog bytes between committed and current position (across files).
-        lag_seconds: seconds since the oldest binlog event not yet committed (``0`` when caught up).
+        lag_bytes: binlog bytes between the lake's position and the server's current one (across
+            files); the lake's position is ``run_committed`` when the run in flight has committed
+            windows beyond ``committed``, else ``committed``.
+        lag_seconds: seconds since the oldest binlog event not yet in the lake (``0`` when caught
+            up), from the same position.
+        run_committed: the end of the newest window the run in flight (a following or standby
+            run) committed and reported, when it is beyond ``committed``: the sensor's cursor
+            records a following run's windows when the run ends (minutes with
+            ``stream_follow_seconds``), the lake has them as each window commits.
         inflight: the run the sensor waits for: kind, window, attempt, run status.
         incremental: incremental snapshot progress (current table, chunks, rows, key progress,
             queued tables, repair reasons).
@@ -94,6 +101,7 @@ class CaptureStatus:
     verification: str | None = None
     state_due: dict[str, float] = field(default_factory=dict)
     caught_up: dict[str, str] = field(default_factory=dict)
+    run_committed: str | None = None
 
     def lines(self) -> list[str]:
         """One short line per concern (offset and lag, the sensor's ticks, the last tick error,
@@ -110,7 +118,10 @@ class CaptureStatus:
             committed = self.committed or "nothing (no snapshot yet)"
             if self.server_error and self.committed and self.committed in self.server_error:
                 committed = committed.split(" ")[0]  # file:pos; the error names the whole position
-            out = [f"{self.sensor}: committed {committed} | {lag}"]
+            ahead = ""
+            if self.run_committed and self.inflight and self.inflight.get("run_id"):
+                ahead = f" (run {self.inflight['run_id'][:8]} has committed up to {self.run_committed})"
+            out = [f"{self.sensor}: committed {committed}{ahead} | {lag}"]
         health = self.health
         if health is not None:
             out += health_lines(health, self.sensor)
@@ -140,9 +151,11 @@ class CaptureStatus:
         """What is wrong, most urgent first, one short sentence each naming the cause (and, where
         the message carries it, the fix); ``[]`` when healthy. Unhealthy: an unreadable cursor;
         a sensor that is stopped, has not ticked or no longer ticks; failing ticks (their error,
-        unwrapped from Dagster's ``SensorExecutionError``); a failed run no run succeeded after;
-        stopped tables; failing checks of severity ERROR; a lag that cannot be computed (a
-        purged binlog, an unreachable server); signals skipped recently."""
+        unwrapped from Dagster's ``SensorExecutionError``); a failed run no later run succeeded
+        after (a run created after it); stopped tables; failing checks of severity ERROR (not
+        those a stop explains: a stopped table is its own problem, a caught-up one none); a lag
+        that cannot be computed (a purged binlog, an unreachable server); signals skipped
+        recently."""
         out: list[str] = []
         if self.cursor_error:
             out.append(
@@ -172,7 +185,9 @@ class CaptureStatus:
                 out.append(f"run {f['run_id'][:8]} {f['status']}{retry}: {f['reason']}")
             for name, d in sorted(h.stopped.items()):
                 out.append(f"table {name} is STOPPED (not captured): {first_line(d.get('error'), 1000)}")
-            errors = [c for c in h.failing_checks if c.severity == "ERROR"]
+            # a stopped table's checks fail with the stop's explanation: the stop is its line
+            # above, or the table is caught up (their next evaluation is the catch-up run's)
+            errors = [c for c in h.failing_checks if c.severity == "ERROR" and not c.of_stop]
             if errors:
                 c = errors[0]
                 more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
@@ -370,15 +385,21 @@ def read_status(
         cursor_error=cursor_error,
         signals_within=signals_within,
     )
+    if cur.inflight is not None:
+        status.inflight = _inflight_status(instance, cur.inflight)
+    lake_at = cur.committed
+    reached = _run_committed(instance, status.inflight) if status.inflight else None
+    if reached is not None and cur.committed is not None and reached.sort_key() > cur.committed.sort_key():
+        status.run_committed, lake_at = str(reached), reached
     if settings is not None:
         address = recorded_address(cur) if use_recorded_address else None
         if address is not None:
             settings = replace(settings, host=address[0], port=address[1])
         status.server = f"{settings.host}:{settings.port}"
-        if cur.committed is not None:
+        if lake_at is not None:
             try:
                 status.server_position, status.lag_bytes, status.lag_seconds = _lag(
-                    settings, cur.committed, replica_server_id
+                    settings, lake_at, replica_server_id
                 )
             except CdcError as e:
                 status.server_error = first_line(str(e), 2000)
@@ -392,8 +413,7 @@ def read_status(
             stopped=cur.stopped,
             signals_within=signals_within,
         )
-    if cur.inflight is not None:
-        status.inflight = _inflight_status(instance, cur.inflight)
+    if status.inflight is not None:
         status.caught_up = _caught_up_by(instance, status.inflight, set(status.stopped))
         for name in status.caught_up:
             status.stopped.pop(name, None)
@@ -424,6 +444,31 @@ def _inflight_status(instance: Any, inf: InFlight) -> dict[str, Any]:
         "run_status": runs[0].status.value if runs else "not created yet",
         "caught_up": caught_up_tag(runs[0].tags) if runs else [],
     }
+
+
+def _run_committed(instance: Any, inflight: dict[str, Any]) -> BinlogPosition | None:
+    """The end of the newest window the run in flight (``inflight``, :func:`_inflight_status`)
+    committed, from the ``window_end`` metadata of its newest materializations (a table's is
+    logged once its commit of the window is durable, :mod:`.window_report`); ``None`` when the
+    run is not going or reported none yet."""
+    import dagster as dg
+
+    from .protocol import position_from_metadata
+
+    if not inflight.get("run_id") or inflight.get("run_status") != dg.DagsterRunStatus.STARTED.value:
+        return None
+    records = instance.get_records_for_run(
+        run_id=inflight["run_id"],
+        of_type=dg.DagsterEventType.ASSET_MATERIALIZATION,
+        ascending=False,
+        limit=20,
+    ).records
+    for r in records:
+        mat = r.asset_materialization
+        pos = position_from_metadata(mat.metadata, "window_end") if mat is not None else None
+        if pos is not None:
+            return pos
+    return None
 
 
 def _caught_up_by(instance: Any, inflight: dict[str, Any], stopped: set[str]) -> dict[str, str]:
