@@ -373,6 +373,25 @@ def test_the_lake_position_of_a_following_run_is_its_newest_committed_window():
     instance.report_run_failed(run)  # a run that is not going: the cursor is what counts
     assert read_status(instance, "s", cursor_text=cursor.to_json()).run_committed is None
 
+    # a standby run that read windows of other databases' traffic materializes nothing: its
+    # progress tag (recorded after each follow-on window it committed) says how far it is
+    import json
+
+    from dagster_mysql_cdc.dagster_integration.protocol import PROGRESS_TAG
+
+    reached = BinlogPosition("mysql-bin.000003", 120, "0-1-4000")
+    progress = {"reached": reached.to_dict(), "windows": 5, "rows": 0, "stopped": {}}
+    standby = dg.DagsterRun(
+        job_name="cdc",
+        status=dg.DagsterRunStatus.STARTED,
+        tags={REQUEST_TAG: "window-key-4", PROGRESS_TAG: json.dumps(progress)},
+    )
+    instance.add_run(standby)
+    cursor = StreamCursor(
+        committed=committed, snapshot_done=True, inflight=InFlight("stream", "window-key-4")
+    )
+    assert read_status(instance, "s", cursor_text=cursor.to_json()).run_committed == str(reached)
+
 
 def test_a_success_after_a_failed_run_counts_while_a_newer_run_is_going():
     """After a killed run the sensor's retry succeeded and the next run, a following run, kept

@@ -60,8 +60,8 @@ class CaptureStatus:
             windows beyond ``committed``, else ``committed``.
         lag_seconds: seconds since the oldest binlog event not yet in the lake (``0`` when caught
             up), from the same position.
-        run_committed: the end of the newest window the run in flight (a following or standby
-            run) committed and reported, when it is beyond ``committed``: the sensor's cursor
+        run_committed: how far the run in flight (a following or standby run) has committed
+            (:func:`_run_committed`), when that is beyond ``committed``: the sensor's cursor
             records a following run's windows when the run ends (minutes with
             ``stream_follow_seconds``), the lake has them as each window commits.
         inflight: the run the sensor waits for: kind, window, attempt, run status.
@@ -447,28 +447,35 @@ def _inflight_status(instance: Any, inf: InFlight) -> dict[str, Any]:
 
 
 def _run_committed(instance: Any, inflight: dict[str, Any]) -> BinlogPosition | None:
-    """The end of the newest window the run in flight (``inflight``, :func:`_inflight_status`)
-    committed, from the ``window_end`` metadata of its newest materializations (a table's is
-    logged once its commit of the window is durable, :mod:`.window_report`); ``None`` when the
-    run is not going or reported none yet."""
+    """How far the run in flight (``inflight``, :func:`_inflight_status`) has committed while it
+    goes: the ``reached`` of its progress tag (a following or standby run records it after each
+    follow-on window, those of other databases' traffic included, :func:`.run_tags.progress_tag`),
+    or the ``window_end`` of its newest materialization (a table's is logged once its commit of
+    the window is durable, :mod:`.window_report`), whichever is further; ``None`` when the run is
+    not going or reported neither yet."""
     import dagster as dg
 
     from .protocol import position_from_metadata
+    from .run_tags import progress_tag
 
-    if not inflight.get("run_id") or inflight.get("run_status") != dg.DagsterRunStatus.STARTED.value:
+    run_id = inflight.get("run_id")
+    if not run_id or inflight.get("run_status") != dg.DagsterRunStatus.STARTED.value:
         return None
+    found: list[BinlogPosition] = []
+    run = instance.get_run_by_id(run_id)
+    progress = progress_tag(run.tags) if run is not None else None
+    if progress is not None:
+        found.append(progress.reached)
     records = instance.get_records_for_run(
-        run_id=inflight["run_id"],
-        of_type=dg.DagsterEventType.ASSET_MATERIALIZATION,
-        ascending=False,
-        limit=20,
+        run_id=run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION, ascending=False, limit=20
     ).records
     for r in records:
         mat = r.asset_materialization
         pos = position_from_metadata(mat.metadata, "window_end") if mat is not None else None
         if pos is not None:
-            return pos
-    return None
+            found.append(pos)
+            break
+    return max(found, key=lambda p: p.sort_key()) if found else None
 
 
 def _caught_up_by(instance: Any, inflight: dict[str, Any], stopped: set[str]) -> dict[str, str]:
