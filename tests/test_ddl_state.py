@@ -208,6 +208,16 @@ def test_ddl_of_a_database_the_capture_rules_out_does_not_stop_it(tmp_path):
         runs = cdc.ticks().runs
         assert runs and all(r.success for r in runs)
         assert_lake_equals_source(StorageSettings(base_uri=lake), db, db, "t", conn)
+        # each statement passed over is a WARNING of the run's event log (not only its stderr)
+        import logging
+
+        passed = [
+            e.user_message
+            for r in runs
+            for e in cdc.instance.all_logs(r.run_id)
+            if e.level == logging.WARNING and "Passed over a DDL statement of database(s)" in e.user_message
+        ]
+        assert len(passed) == 1 and f"database(s) {other} at " in passed[0] and "LIKE" in passed[0], passed
 
         with conn.cursor() as cur:  # names the captured database: the catalog must follow it
             cur.execute(f"CREATE TABLE {db}.bad LIKE {other}.src")

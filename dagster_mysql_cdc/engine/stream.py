@@ -503,9 +503,9 @@ class BinlogStreamingSource:
         saw: ``CREATE TABLE other.t2 LIKE other.t1``, an ``ALTER`` of ``other.t1``. A statement
         the catalog cannot follow that names only databases the capture's filter rules out
         (:meth:`..source.filters.TableFilter.ddl_may_change_captured`) cannot change a captured
-        table: it is passed over with a WARNING of the module's logger (the run's stderr) and
-        recorded nowhere, as Debezium's DDL parser passes over a ``LIKE`` of a table it does not
-        know (``CreateTableParserListener``).
+        table: it is passed over, as Debezium's DDL parser passes over a ``LIKE`` of a table it
+        does not know (``CreateTableParserListener``), with a line in the window's
+        ``ddl_passed_over`` (the run logs it as a WARNING in its event log).
 
         Raises:
             UnparseableDdlError: the statement cannot be followed and may change a captured table
@@ -523,12 +523,11 @@ class BinlogStreamingSource:
                 dbs, self.sig_key[0] if self.sig_key else None
             ):
                 raise
-            log.warning(
-                "Passing over a DDL statement of database(s) %s, which this capture rules out: the "
-                "schema catalog (the captured databases' tables) cannot follow it, and it cannot "
-                "change a captured table (%s)",
-                ", ".join(sorted(dbs)),
-                e,
+            self.result.ddl_passed_over.append(
+                f"Passed over a DDL statement of database(s) {', '.join(sorted(dbs))} at "
+                f"{item.file}:{item.pos}, which this capture rules out: the schema catalog (the "
+                f"captured databases' tables) cannot follow it, and it cannot change a captured "
+                f"table ({e})"
             )
             return []
 

@@ -781,13 +781,16 @@ class StreamRun:
             )
 
     def log_window(self, result: WindowResult) -> None:
-        """Log the run's signals (rejected ones as WARNING), gaps (WARNING) and skipped events
+        """Log the run's signals (rejected ones as WARNING), gaps (WARNING), DDL of ruled-out
+        databases passed over (WARNING) and skipped events
         (``event.processing.failure.handling.mode``: ``warn`` each of the first 20, and one
         summary)."""
         for line in result.signal_log:
             (self.log.warning if line in result.signals_rejected else self.log.info)(line)
         for gap in result.gaps:
             self.log.warning(gap.message())
+        for line in result.ddl_passed_over:
+            self.log.warning(line)
         if result.events_skipped_count:
             mode = self.options.stream.event_processing_failure_handling_mode
             if mode == "warn":

@@ -36,6 +36,10 @@ class WindowResult:
     events_skipped_count: int = 0
     #: what DDL did to captured tables' rows (lines for people, see .ddl_effects)
     ddl_effects: list[str] = field(default_factory=list)
+    #: DDL statements of databases the capture rules out that the schema catalog could not
+    #: follow and the window passed over (one line each, the run logs them as WARNING; see
+    #: ``BinlogStreamingSource._apply_ddl``)
+    ddl_passed_over: list[str] = field(default_factory=list)
     #: ``db.table`` -> ``{"error", "since"}`` (``since``: the window start, a position's dict) of
     #: the tables whose events of the window could not be written: they stop alone (nothing of
     #: theirs committed by this window), the others are committed (see .isolation)
@@ -103,6 +107,7 @@ def merge_window_results(a: WindowResult, b: WindowResult) -> WindowResult:
         events_skipped=(a.events_skipped + b.events_skipped)[:100],
         events_skipped_count=a.events_skipped_count + b.events_skipped_count,
         ddl_effects=a.ddl_effects + b.ddl_effects,
+        ddl_passed_over=a.ddl_passed_over + b.ddl_passed_over,
         failed_tables={**b.failed_tables, **a.failed_tables},  # a table stops at its first failure
         decode=a.decode + b.decode,
     )
