@@ -81,7 +81,9 @@ def test_a_run_worker_keeps_the_tables_its_code_server_discovered(tmp_path):
             cur.execute(f"CREATE TABLE {db}.gone (id INT PRIMARY KEY)")
         location = tmp_path / "location.py"
         location.write_text(
-            LOCATION.format(host=MYSQL_HOST, port=MYSQL_PORT, password=ROOT_PASSWORD, db=db, lake=str(tmp_path))
+            LOCATION.format(
+                host=MYSQL_HOST, port=MYSQL_PORT, password=ROOT_PASSWORD, db=db, lake=str(tmp_path)
+            )
         )
         load_data = tmp_path / "load_data.json"
         tables = ["binlog", "films", "gone"]
