@@ -357,3 +357,46 @@ def _tick(cdc):
         res = cdc.sensor.evaluate_tick(ctx)
     cdc.cursor = res.cursor or cdc.cursor
     return res
+
+
+@pytest.mark.integration
+def test_a_table_renamed_after_its_window_is_settled_by_the_full_checks_without_a_warning(tmp_path):
+    """Found under ``dagster dev`` (``RENAME TABLE sakila.film_text TO film_text2`` while a
+    following run read sakila): the run's window check of the renamed table failed its row
+    count (the source no longer has the table, the lake does at the window's end), the run
+    logged a WARNING "the window's row count differs from the source ...; running its full
+    checks", and the full checks then settled it (*not compared*: a DDL of the table's database
+    is in the binlog since the committed position). The WARNING cried wolf: it is an INFO line
+    now when the full checks do not confirm a failure, and no check failed as an ERROR."""
+    import logging
+
+    with scratch_database("renwin") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"INSERT INTO {db}.t VALUES (1, 1)")
+        cdc = SensorDriven(capture_resource(db), str(tmp_path / "lake"))
+        cdc.ticks()  # the initial snapshot
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {db}.t VALUES (2, 2)")
+        (req,) = _tick(cdc).run_requests
+        assert {k.path[-1] for k in req.asset_selection} == {"t", "binlog"}
+        with conn.cursor() as cur:  # after the window was planned, before its checks
+            cur.execute(f"RENAME TABLE {db}.t TO {db}.t_old")
+        res = dg.materialize(
+            [cdc.cdc],
+            resources=cdc.resources,
+            instance=cdc.instance,
+            tags=dict(req.tags),
+            selection=req.asset_selection,
+        )
+        logs = [(e.level, e.user_message) for e in cdc.instance.all_logs(res.run_id)]
+        counted = [(lvl, m) for lvl, m in logs if "the window's row count differs from the source" in m]
+        assert counted and all(
+            lvl == logging.INFO and m.endswith("settled it (see their results)") for lvl, m in counted
+        ), counted
+        errors = [
+            (e.check_name, e.metadata)
+            for e in res.get_asset_check_evaluations()
+            if not e.passed and e.severity == dg.AssetCheckSeverity.ERROR
+        ]
+        assert errors == [], errors

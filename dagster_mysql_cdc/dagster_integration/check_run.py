@@ -379,13 +379,19 @@ class CheckRun:
                 redo.add(r.check_name or "")
             else:
                 yield settled
+        if not redo:
+            return
+        full = list(self._full(t.key, t.database, t.table, t.state_uri, redo))
         if counted_wrong:  # the full checks find the keys (and queue their repair)
-            self.context.log.warning(
+            # a WARNING only when they confirm a failure: a table renamed or dropped after the
+            # committed position, for one, fails the window's count and is settled by them
+            failed = any(not r.passed and r.severity == dg.AssetCheckSeverity.ERROR for r in full)
+            (self.context.log.warning if failed else self.context.log.info)(
                 f"{t.database}.{t.table}: the window's row count differs from the source "
-                f"({count.metadata.get('explanation').value}); running its full checks"  # type: ignore[union-attr]
+                f"({count.metadata.get('explanation').value}); its full checks "  # type: ignore[union-attr]
+                + ("fail" if failed else "settled it (see their results)")
             )
-        if redo:
-            yield from self._full(t.key, t.database, t.table, t.state_uri, redo)
+        yield from full
 
     def _full(
         self, key: dg.AssetKey, db: str, table: str, state_uri: str, names: set[str]
