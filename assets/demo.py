@@ -214,13 +214,19 @@ def local_lake(server_name: str) -> str:
     )
 
 
+#: The demo's replication client id: not the one of ``make ui``'s deployment
+#: (:data:`assets.inventory.EXAMPLE_SERVER_ID`), which may be streaming from the same server (two
+#: binlog dumps with one id disconnect each other).
+DEMO_SERVER_ID = 5700
+
+
 def _demo(instances: contextlib.ExitStack) -> int:
     verbose = "--verbose" in sys.argv[1:]
     log_level = "DEBUG" if verbose else "WARNING"
     event_log = os.path.join(os.environ.get("CDC_INFRA_DIR", ".infra"), "demo-dagster.log")
     os.makedirs(os.path.dirname(event_log), exist_ok=True)
     prepare_scratch()
-    mysql = mysql_resource()
+    mysql = mysql_resource(server_id=DEMO_SERVER_ID)
     assets_def = build_inventory_assets(mysql)
     sensor = build_mysql_cdc_sensor(assets_def)
     tables = sorted(k.path[2] for k in assets_def.keys if len(k.path) == 3)

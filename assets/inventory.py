@@ -27,6 +27,12 @@ log = logging.getLogger(__name__)
 SERVER_NAME = "dbserver1"
 #: Seconds between binlog sensor ticks (the sensor and the freshness policy derived from it).
 SENSOR_INTERVAL_SECONDS = 5
+#: Replication client id of this example's binlog reads (``server_id``; it also uses ``+3``,
+#: ``+11`` .. ``+19`` and ``+101`` .. ``+116``). Each capture of one server needs its own: two
+#: binlog dumps with one id disconnect each other, so ``make ui`` (this code location), ``make
+#: demo`` (:data:`assets.demo.DEMO_SERVER_ID`) and the test suite (the default 184054) can run
+#: side by side on the same MariaDB. ``CDC_SERVER_ID`` overrides it.
+EXAMPLE_SERVER_ID = 5400
 #: Tables of the inventory sample, used when the server cannot be reached at load time.
 INVENTORY_TABLES = [
     "inventory.addresses",
@@ -50,7 +56,7 @@ def mysql_resource(**options) -> MySqlCdcResource:
         password=dg.EnvVar("CDC_MYSQL_PASSWORD"),
         server_name=SERVER_NAME,
         database_include_list=["inventory"],
-        **options,
+        **{"server_id": int(os.environ.get("CDC_SERVER_ID", EXAMPLE_SERVER_ID)), **options},
     )
 
 
