@@ -216,13 +216,7 @@ def test_following_stops_before_a_window_outside_the_run_selection(tmp_path):
         with conn.cursor() as cur:  # after the window was planned: a table the run did not select
             cur.execute(f"INSERT INTO {db}.u VALUES (7, 7)")
         requested_end = BinlogPosition.from_dict(json.loads(req.tags[WINDOW_END_TAG]))
-        res = dg.materialize(
-            [cdc.cdc],
-            resources=cdc.resources,
-            instance=cdc.instance,
-            tags=dict(req.tags),
-            selection=req.asset_selection,
-        )
+        res = _run_requested(cdc, req)
         (binlog,) = [
             m
             for m in res.asset_materializations_for_node(cdc.cdc.node_def.name)
@@ -352,6 +346,17 @@ def test_a_run_whose_source_restarts_waits_for_it_in_its_checks(tmp_path, monkey
         assert live_state_rows(storage, storage.uri(db, db, "t", "state"), key) == expected
 
 
+def _run_requested(cdc, req: dg.RunRequest) -> dg.ExecuteInProcessResult:
+    """The run the sensor requested (``req``: its tags and asset selection), in process."""
+    return dg.materialize(
+        [cdc.cdc],
+        resources=cdc.resources,
+        instance=cdc.instance,
+        tags=dict(req.tags),
+        selection=req.asset_selection,
+    )
+
+
 def _tick(cdc):
     with dg.build_sensor_context(instance=cdc.instance, cursor=cdc.cursor, resources=cdc.resources) as ctx:
         res = cdc.sensor.evaluate_tick(ctx)
@@ -382,13 +387,7 @@ def test_a_table_renamed_after_its_window_is_settled_by_the_full_checks_without_
         assert {k.path[-1] for k in req.asset_selection} == {"t", "binlog"}
         with conn.cursor() as cur:  # after the window was planned, before its checks
             cur.execute(f"RENAME TABLE {db}.t TO {db}.t_old")
-        res = dg.materialize(
-            [cdc.cdc],
-            resources=cdc.resources,
-            instance=cdc.instance,
-            tags=dict(req.tags),
-            selection=req.asset_selection,
-        )
+        res = _run_requested(cdc, req)
         logs = [(e.level, e.user_message) for e in cdc.instance.all_logs(res.run_id)]
         counted = [(lvl, m) for lvl, m in logs if "the window's row count differs from the source" in m]
         assert counted and all(
