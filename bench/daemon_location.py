@@ -12,6 +12,8 @@ Configured by the environment the benchmark sets for ``dagster-daemon run -f``:
   ``stream_follow_seconds`` nor ``spark_remote`` set (their defaults: following runs, ``auto``);
 - ``BENCH_DAEMON_LAKE_OPTS``: more ``CdcLakeResource`` settings as a JSON object (e.g. lowered
   compaction thresholds, or an S3 lake's ``s3_*`` settings);
+- ``BENCH_DAEMON_SNAPSHOT_MODE``: the resource's ``snapshot_mode`` (default: the resource's,
+  ``initial``; ``no_data`` for tables read by an incremental snapshot, bench/daemon_incremental.py);
 - ``CDC_MYSQL_*``: the MariaDB of infra/ (the capture user).
 
 The table is given by name, so loading the location (the daemon, its code server and every run
@@ -37,6 +39,7 @@ mysql = MySqlCdcResource(
     server_name=DB,
     database_include_list=[DB],
     server_id=5802,
+    **({"snapshot_mode": m} if (m := os.environ.get("BENCH_DAEMON_SNAPSHOT_MODE")) else {}),
     **({} if README else {"stream_follow_seconds": float(os.environ.get("BENCH_DAEMON_FOLLOW", "300"))}),
 )
 

@@ -37,6 +37,8 @@ MYSQL_FIELDS = (
     "stream_parallel_max_tasks",
     "stream_follow_seconds",
     "stream_follow_idle_seconds",
+    "incremental_snapshot_chunk_size",
+    "incremental_snapshot_max_chunks_per_run",
     "time_precision_mode",
     "event_processing_failure_handling_mode",
 )

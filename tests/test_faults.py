@@ -56,6 +56,7 @@ from dagster_mysql_cdc.dagster_integration.health import run_failure_reason
 from dagster_mysql_cdc.dagster_integration.liveness import WorkerBeat
 from dagster_mysql_cdc.dagster_integration.protocol import (
     CAUGHT_UP_TAG,
+    INCREMENTAL_TAG,
     MODE_TAG,
     REQUEST_TAG,
     STANDBY_TAG,
@@ -66,6 +67,7 @@ from dagster_mysql_cdc.dagster_integration.protocol import (
 from dagster_mysql_cdc.dagster_integration.run_tags import progress_tag
 from dagster_mysql_cdc.events import STATE_META_NAMES
 from dagster_mysql_cdc.sink.storage import StorageSettings
+from dagster_mysql_cdc.source.signals import create_signal_table
 from dagster_mysql_cdc.source.types import TypeOptions
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -634,6 +636,99 @@ def test_killed_following_run_keeps_the_windows_it_committed(scratch_db, make_cd
         if writer.is_alive():
             writer.join()
         dml.close()
+
+
+def test_a_following_run_killed_while_it_reads_snapshot_chunks_loses_nothing(scratch_db, make_cdc, tmp_path):
+    """"Nothing lost" x a following run that reads an incremental snapshot window after window:
+    its worker is SIGKILLed after some of those windows, under concurrent writes. The run's
+    progress tag carries the snapshot's state at the position it reached; the sensor commits
+    both, requests the window the run was reading at once (its saved chunk plan is reused), and
+    the snapshot goes on from the last chunk committed: the lake equals the source, no binlog
+    event is written twice and no key is emitted by two chunks."""
+    db = scratch_db
+    sql(
+        f"CREATE TABLE `{db}`.big (id INT PRIMARY KEY, v VARCHAR(32) NOT NULL, n INT)",
+        f"INSERT INTO `{db}`.big SELECT seq, CONCAT('v', seq), seq % 97 FROM `{db}`.seq_1_to_8000",
+    )
+    conn = root_connect()
+    try:
+        create_signal_table(conn, f"{db}.debezium_signal")
+    finally:
+        conn.close()
+    cdc = make_cdc(
+        db,
+        instance=file_instance(tmp_path),
+        snapshot_mode="no_data",
+        stream_follow_seconds=120.0,
+        stream_follow_idle_seconds=1.0,
+        incremental_snapshot_chunk_size=250,
+        incremental_snapshot_max_chunks_per_run=2,
+        tables=[f"{db}.big"],
+    )
+    cdc.sensor = dg_sensor(cdc, retry_backoff_seconds=600)
+    stop = threading.Event()
+
+    def write():  # updates, deletes and inserts across the key range while chunks are read
+        rnd, c = random.Random(11), root_connect()
+        with c.cursor() as cur:
+            while not stop.is_set():
+                k = rnd.randint(1, 8500)
+                op = rnd.random()
+                if op < 0.4:
+                    cur.execute(f"UPDATE `{db}`.big SET n = n + 1, v = CONCAT('u', id) WHERE id = %s", (k,))
+                elif op < 0.7:
+                    cur.execute(f"DELETE FROM `{db}`.big WHERE id = %s", (k,))
+                else:
+                    cur.execute(f"REPLACE INTO `{db}`.big VALUES (%s, 'w', %s)", (k, rnd.randint(0, 9)))
+                time.sleep(0.01)
+        c.close()
+
+    writer = threading.Thread(target=write)
+    try:
+        cdc.ticks()  # no_data: schema and position only
+        sql(
+            f"INSERT INTO `{db}`.debezium_signal VALUES ('kill-1', 'execute-snapshot', "
+            f"'{{\"data-collections\": [\"{db}.big\"]}}')"
+        )
+        (req,) = cdc.tick_once().run_requests
+        writer.start()
+        out = run_child_and_kill(cdc, req, KillPlan("progress", 0.2, nth=4), [], tmp_path / "run.log")
+        assert out.killed, "the run ended before the kill point"
+        (run,) = runs_of(cdc, req.run_key)
+        progress = progress_tag(run.tags)
+        assert progress is not None and progress.incremental is not None, run.tags
+        (table,) = progress.incremental["tables"]
+        assert table["table"] == f"{db}.big" and table["chunks"] >= 4, table
+        res = cdc.tick_once()
+        if WorkerBeat.from_tags(run.tags) is None:  # died before its first beat: run monitoring
+            cdc.instance.report_run_failed(run)
+            res = cdc.tick_once()
+        cursor = StreamCursor.parse(cdc.cursor)
+        assert cursor.committed == progress.reached and cursor.incremental == progress.incremental
+        (nxt,) = res.run_requests  # at once, the window it was reading, with the state at its start
+        assert nxt.run_key.endswith(":a1") and cursor.retry_at is None
+        assert json.loads(nxt.tags[INCREMENTAL_TAG]) == progress.incremental
+        quiet = threading.Timer(3.0, stop.set)  # the retry reads chunks under writes, then idle
+        quiet.start()
+        cdc.run(nxt)
+        quiet.cancel()
+        stop.set()
+        writer.join()
+        for _ in range(20):
+            if StreamCursor.parse(cdc.cursor).incremental is None:
+                break
+            cdc.ticks()
+        assert StreamCursor.parse(cdc.cursor).incremental is None, cdc.cursor
+        cdc.ticks(master_position())
+        assert_lake_matches_source(cdc, db, ["big"], replay=False)
+        log = read_delta(cdc.storage, cdc.uri(db, "big", "changelog")).to_pylist()
+        keys = [e["after"]["id"] for e in log if e["source"]["snapshot"] == "incremental"]
+        assert len(keys) == len(set(keys)), "a key was emitted by two chunks"
+        print(f"killed after {progress.windows} follow-on windows ({table['chunks']} chunks); {len(keys)} keys emitted")
+    finally:
+        stop.set()
+        if writer.is_alive():
+            writer.join()
 
 
 def test_a_standby_run_killed_among_other_databases_windows_loses_nothing(scratch_db, make_cdc, tmp_path):

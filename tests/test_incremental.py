@@ -453,6 +453,62 @@ def test_split_groups_are_bounded_and_runs_follow_the_time_budget(scratch_db, ma
     assert max(per_run) == 1, per_run
 
 
+def test_a_following_run_reads_the_whole_snapshot_window_after_window(scratch_db, make_cdc):
+    """A following stream run (the README default) reads an incremental snapshot's chunks window
+    after window for its whole budget, on a busy and then an idle binlog, instead of one
+    window's incremental_snapshot_max_chunks_per_run per sensor tick (a 100M-row table took
+    about 13 h at the defaults). Each window's chunk plan extends it past its watermarks; the
+    next window starts there. Rows stay exact under concurrent writes and every key is emitted
+    once."""
+    db = scratch_db
+    sql(
+        db,
+        "CREATE TABLE big (id INT PRIMARY KEY, v VARCHAR(32) NOT NULL, n INT, d DECIMAL(12,2), ts DATETIME(3))",
+        "INSERT INTO big SELECT seq, CONCAT('v', seq), seq % 1000, seq / 7, "
+        "TIMESTAMP '2024-01-01 00:00:00' + INTERVAL seq SECOND FROM seq_1_to_12000",
+    )
+    cdc = make_cdc(
+        db,
+        incremental_snapshot_chunk_size=500,
+        incremental_snapshot_max_chunks_per_run=3,
+        stream_follow_seconds=120.0,
+        stream_follow_idle_seconds=1.0,
+    )
+    cdc.settle()
+    writer = Writer(db, big_step(13_000), pause=0.01)
+    writer.start()
+    stopper = threading.Timer(6.0, writer.done.set)  # busy, then idle: both kinds of windows
+    stopper.start()
+    try:
+        signal(db, "follow-1", "execute-snapshot", {"data-collections": [f"{db}.big"]})
+        runs_before = len(cdc.runs)
+        for _ in range(6):
+            cdc.tick()
+            if cdc.incremental() is None and any("follow-1" in s for s in cdc.signals):
+                break
+        else:
+            raise AssertionError(f"incremental snapshot not finished: {cdc.cursor}")
+    finally:
+        stopper.cancel()
+        ops = writer.finish()
+    cdc.settle()
+    assert ops > 50, "the writer ran during the snapshot"
+    stream_runs = [
+        r for r in cdc.runs[runs_before:] if r.success and r.dagster_run.tags.get(MODE_TAG) == "stream"
+    ]
+    per_run = [len(binlog_metadata(r)["incremental_chunks"]) for r in stream_runs]
+    assert max(per_run) >= 20, f"one run read chunk after chunk (3 per window): {per_run}"
+    windows = [binlog_metadata(r).get("follow_windows") for r in stream_runs]
+    rows = cdc.check("big")
+    assert len(rows) > 11_000
+    chunks = cdc.emitted_chunks("big")
+    assert 24 <= len(chunks) <= 27, "about 12000 keys / 500 per chunk"
+    assert all(c["emitted"] + c["dropped"] == c["read"] for c in chunks)
+    keys = cdc.incremental_keys("big", ["id"])
+    assert sum(c["emitted"] for c in chunks) == len(keys)
+    print(f"chunks per run {per_run}, follow-on windows {windows}, {ops} concurrent writes")
+
+
 def test_failed_run_mid_snapshot_retries_with_the_saved_plan(scratch_db, make_cdc, monkeypatch):
     db = scratch_db
     sql(

@@ -70,9 +70,17 @@ def test_a_caught_up_capture_plans_a_standby_run_only_when_asked():
     again = standby_window_key(at)
     assert again != req.run_key and is_standby_key(again)  # a nonce: each standby launches
     assert not is_standby_key(InFlight("stream", "stream:a:1:a:1:a1:nonce-5", 1, at, at).run_key)
-    # a paused incremental snapshot: no standby (its run would read no follow-on window)
+    # a paused incremental snapshot: a standby run too (it reads no chunks; it follows, as any run)
     paused = replace(cursor, incremental={"tables": [{"table": "db.t"}], "paused": True})
-    assert plan_stream_window(paused, server, snapshot_mode="initial", standby=True).request is None
+    held = plan_stream_window(paused, server, snapshot_mode="initial", standby=True).request
+    assert held is not None and is_standby_key(held.run_key)
+    assert plan_stream_window(paused, server, snapshot_mode="initial").request is None
+    # a running one: an empty window that reads its chunks (not a standby run)
+    running = replace(cursor, incremental={"tables": [{"table": "db.t"}], "paused": False})
+    chunks = plan_stream_window(running, server, snapshot_mode="initial", standby=True).request
+    assert (
+        chunks is not None and not is_standby_key(chunks.run_key) and (chunks.start, chunks.end) == (at, at)
+    )
     # not caught up: a window, whatever the flag
     ahead = ServerState(current=_pos("mysql-bin.000003", 900), binlog_files=[("mysql-bin.000003", 900)])
     window = plan_stream_window(cursor, ahead, snapshot_mode="initial", standby=True).request

@@ -398,9 +398,9 @@ def _plan_caught_up(
     if any(st.due() for st in cursor.stopped_tables().values()) or cursor.due_states(now):
         request = InFlight("stream", empty_window_key(committed), 1, committed, committed)
         return Plan(cursor, request=request, warnings=warnings)
-    if standby and not inc:
-        # (a paused incremental snapshot: a window run with one reads no follow-on window, so a
-        # standby run would end at once and be requested again at every tick)
+    if standby:
+        # (a paused incremental snapshot travels with it: the run reads no chunks, and its
+        # state, with any resume-snapshot signal's, is reported back as every run's)
         request = InFlight("stream", standby_window_key(committed), 1, committed, committed)
         return Plan(cursor, request=request, warnings=warnings)
     return Plan(cursor, skip_reason=f"caught up at {committed}", warnings=warnings)

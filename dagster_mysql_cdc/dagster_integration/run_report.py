@@ -30,6 +30,10 @@ from ..source.connection import ConnectionSettings, ServerInfo
 from .protocol import position_metadata
 from .verify import backlog, estimated_rows, incremental_progress_metadata, lag_metadata, live_row_count
 
+#: The most incremental-snapshot chunks a stream run lists in its binlog asset's
+#: ``incremental_chunks`` metadata (the newest; ``incremental_chunks_count`` counts them all).
+CHUNKS_LISTED = 256
+
 if TYPE_CHECKING:
     from ..engine.initial_snapshot import SnapshotTableResult
     from ..engine.ranges import KeyRange
@@ -141,7 +145,10 @@ def stream_metadata(
             else {}
         ),
         "incremental_state": dg.MetadataValue.json(result.incremental_state or {}),
-        "incremental_chunks": dg.MetadataValue.json(result.chunks),
+        # a following run reads chunk after chunk for its whole budget: the newest ones (each
+        # table's materializations list the chunks of their own windows), and how many in all
+        "incremental_chunks": dg.MetadataValue.json(result.chunks[-CHUNKS_LISTED:]),
+        "incremental_chunks_count": dg.MetadataValue.int(len(result.chunks)),
         "signals": dg.MetadataValue.json(result.signal_log),
         # the signals skipped (logged as WARNINGs): `status` lists them (.health.skipped_signals)
         "signals_rejected": dg.MetadataValue.json(result.signals_rejected),

@@ -336,7 +336,7 @@ def _carry_progress(
         inflight=None,
         last_error=error,
         retry_at=None,
-        incremental=None,  # following runs read no incremental snapshot
+        incremental=progress.incremental,  # the snapshot's state at `reached` (chunks go on from it)
         stopped=stopped,
     )
     notes.append(

@@ -179,6 +179,9 @@ class ReportedProgress:
     next_end: BinlogPosition | None = None
     #: row changes written so far (``None``: a tag written before the field existed)
     rows: int | None = None
+    #: the incremental snapshot state at ``reached`` (``None``: none running, or a tag written
+    #: before following runs read chunks, when a following run never had one)
+    incremental: dict | None = None
 
 
 def progress_tag(tags: Any) -> ReportedProgress | None:
@@ -200,9 +203,26 @@ def progress_tag(tags: Any) -> ReportedProgress | None:
             next_start=BinlogPosition.from_dict(nxt["start"]) if nxt else None,
             next_end=BinlogPosition.from_dict(nxt["end"]) if nxt else None,
             rows=int(d["rows"]) if d.get("rows") is not None else None,
+            incremental=_incremental_of(d.get("incremental")),
         )
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def _incremental_of(value: Any) -> dict | None:
+    """A progress tag's incremental snapshot state, checked to decode
+    (:meth:`~..engine.incremental.IncrementalState.from_dict`).
+
+    Raises:
+        ValueError: it does not decode (the whole tag then counts as unreadable).
+    """
+    if value is None:
+        return None
+    try:
+        IncrementalState.from_dict(value)
+    except (KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"incremental state in the progress tag does not decode: {e}") from None
+    return dict(value)
 
 
 def snapshot_epoch(context: dg.AssetExecutionContext) -> int:

@@ -419,8 +419,11 @@ def read_status(
             status.stopped.pop(name, None)
             if status.health is not None:
                 status.health.stopped.pop(name, None)
-    if cur.incremental:
-        status.incremental = _incremental_status(cur.incremental)
+    incremental = cur.incremental
+    if status.inflight is not None:  # a following run reads chunks window after window
+        incremental = _run_incremental(instance, status.inflight, incremental)
+    if incremental:
+        status.incremental = _incremental_status(incremental)
     if cursor_text is None:
         status.verification = _verification_line(instance, sensor_name)
     return status
@@ -502,6 +505,23 @@ def _caught_up_by(instance: Any, inflight: dict[str, Any], stopped: set[str]) ->
     if still is None:
         return {}
     return {name: run_id for name in sorted(stopped) if name not in still}
+
+
+def _run_incremental(instance: Any, inflight: dict[str, Any], committed: dict | None) -> dict | None:
+    """The incremental snapshot state as far as the run in flight (``inflight``,
+    :func:`_inflight_status`) has committed: its progress tag's (a following run records it
+    after each window, :func:`.run_tags.progress_tag`; ``None`` there: the snapshot finished),
+    else ``committed`` (the cursor's)."""
+    import dagster as dg
+
+    from .run_tags import progress_tag
+
+    run_id = inflight.get("run_id")
+    if not run_id or inflight.get("run_status") != dg.DagsterRunStatus.STARTED.value:
+        return committed
+    run = instance.get_run_by_id(run_id)
+    progress = progress_tag(run.tags) if run is not None else None
+    return committed if progress is None else progress.incremental
 
 
 def _incremental_status(incremental: dict) -> dict[str, Any] | None:

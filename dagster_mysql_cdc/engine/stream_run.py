@@ -197,6 +197,10 @@ class RunProgress:
             have committed part of it: whoever continues from ``reached`` reads exactly it).
         rows: row changes written so far (0: a standby run still waiting for its first change,
             whatever windows of other databases' traffic it read).
+        incremental: the incremental snapshot state at ``reached``
+            (:meth:`.incremental.IncrementalState.to_dict`; ``None``: none running): whoever
+            continues from ``reached`` reads its next chunks with it (``next``'s saved chunk
+            plan, if that window planned any, was made from it).
     """
 
     reached: BinlogPosition
@@ -204,6 +208,7 @@ class RunProgress:
     stopped: dict[str, dict]
     next: FollowWindow | None = None
     rows: int = 0
+    incremental: dict | None = None
 
     def to_dict(self) -> dict:
         """JSON-able form (positions as :meth:`BinlogPosition.to_dict`; errors cut to 300
@@ -213,6 +218,7 @@ class RunProgress:
             "windows": self.windows,
             "rows": self.rows,
             "stopped": {n: {**v, "error": str(v.get("error") or "")[:300]} for n, v in self.stopped.items()},
+            "incremental": self.incremental,
         }
         if self.next is not None:
             out["next"] = {"start": self.next.start.to_dict(), "end": self.next.end.to_dict()}
@@ -281,9 +287,9 @@ class StreamRun:
         on_caught_up: called with the ``db.table`` names of the stopped tables the run caught up
             at its start (before its windows), e.g. so ``status`` shows them while it follows.
         on_progress: called with the run's :class:`RunProgress` each time it committed a
-            follow-on window that needs nothing more of the run (no incremental snapshot,
-            blocking snapshot, gap or skipped event in any window so far) and before it reads
-            the next one; an
+            follow-on window that needs nothing more of the run (no blocking snapshot, gap or
+            skipped event in any window so far; an incremental snapshot's state is part of the
+            progress) and before it reads the next one; an
             error it raises fails the run (so a window is never read after a progress that
             could not be recorded).
         on_window: called as ``on_window(result, start, end)`` once each window of the run (the
@@ -373,10 +379,8 @@ class StreamRun:
             result.end = end  # the requested end carries the server's GTID set
         if self.on_window is not None and result.tables:
             self.on_window(result, start, result.end)
-        if (result.end.file, result.end.pos) == (end.file, end.pos):
-            if request.incremental is None and not (
-                result.incremental_state or result.chunks or result.blocking_tables
-            ):
+        if reached_planned_end(result, end):
+            if not result.blocking_tables:
 
                 def progress(res: WindowResult, windows: int, nxt: FollowWindow | None = None) -> None:
                     # from the first follow-on window on (a run that dies before is retried
@@ -386,7 +390,14 @@ class StreamRun:
                         return
                     reached = reached_offset(start, end, res)
                     self.on_progress(
-                        RunProgress(reached, windows, _stopped_now(stopped, res), nxt, rows=res.rows)
+                        RunProgress(
+                            reached,
+                            windows,
+                            _stopped_now(stopped, res),
+                            nxt,
+                            rows=res.rows,
+                            incremental=res.incremental_state,
+                        )
                     )
 
                 result, follow_windows = self.follow(
@@ -574,6 +585,12 @@ class StreamRun:
         following ends there (the sensor requests the next window). A table that could not be
         written in a window (it stops) ends following there too (:meth:`_stop_ends`).
 
+        An incremental snapshot goes on in the follow-on windows: each reads its next chunks
+        (the window's chunk plan may extend its end past the watermarks), and while chunks are
+        left (:meth:`_chunks_left`) an idle binlog gets an empty window that only reads chunks,
+        so one run reads chunk after chunk for its whole budget instead of one window's
+        ``max_chunks_per_run`` per sensor tick.
+
         ``progress(result, windows, next)``: called before a follow-on window is read (``next``:
         it) and after it was committed. ``standby``: :meth:`_standby_budget`; ``interim``: on_idle.
 
@@ -604,7 +621,16 @@ class StreamRun:
                         f"({type(e).__name__}: {e}); the sensor requests it"
                     )
                     break
-                if nxt.start is None or nxt.end is None:
+                chunking = self._chunks_left(result, selected)
+                if chunking is False:
+                    break  # (logged): the sensor requests the next window with the selection it needs
+                if (nxt.start is None or nxt.end is None) and chunking and not nxt.requested:
+                    # an incremental snapshot has chunks left on an idle binlog: an empty window
+                    # that only reads chunks, as the sensor plans one on an idle source
+                    # (.cursor's caught-up plan); its chunk plan extends it past the watermarks
+                    idle_since = calm_since = None
+                    w = save_follow_window(storage, opts.server_name, FollowWindow(after, after, after))
+                elif nxt.start is None or nxt.end is None:
                     now = time.monotonic()
                     idle_since = idle_since if idle_since is not None else now
                     calm_since = calm_since if calm_since is not None else now
@@ -615,32 +641,36 @@ class StreamRun:
                     poll = 0.0 if busy else STANDBY_POLL_SECONDS if standby else 0.5  # (on_idle paces)
                     time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
                     continue
-                idle_since = None
-                changed, why = self.planner.changed_tables(nxt.start, nxt.end)
-                if changed is None or not changed <= selected:
-                    self.log.info(
-                        f"Following ends before {nxt.start}: the next window leaves this run's selection ({why})"
-                    )
-                    break
-                if standby and changed and not first_change:  # (not: another database's traffic)
-                    deadline, first_change = self._standby_budget(deadline), True
-                w = save_follow_window(storage, opts.server_name, FollowWindow(after, nxt.start, nxt.end))
+                else:
+                    idle_since = None
+                    changed, why = self.planner.changed_tables(nxt.start, nxt.end)
+                    if changed is None or not changed <= selected:
+                        self.log.info(
+                            f"Following ends before {nxt.start}: the next window leaves this run's selection ({why})"
+                        )
+                        break
+                    if standby and changed and not first_change:  # (not: another database's traffic)
+                        deadline, first_change = self._standby_budget(deadline), True
+                    w = save_follow_window(storage, opts.server_name, FollowWindow(after, nxt.start, nxt.end))
             if progress is not None:
                 progress(result, windows, w)
             # a table that failed in an earlier window stays out: its stop position is that window's start
             base = table_filter or opts.table_filter
             window_filter = base.without([table_key(n) for n in result.failed_tables])
-            r = self.read_window(w.start, w.end, None, window_filter, resume_at=resume_at)
+            inc = IncrementalState.from_dict(result.incremental_state)
+            r = self.read_window(w.start, w.end, inc, window_filter, resume_at=resume_at)
             windows += 1
-            exact = (r.end.file, r.end.pos) == (w.end.file, w.end.pos)
-            if exact:
+            exact = reached_planned_end(r, w.end)
+            if (r.end.file, r.end.pos) == (w.end.file, w.end.pos):
                 r.end = w.end
             if self.on_window is not None and r.tables:
                 self.on_window(r, w.start, r.end)
             quiet.window(w.start, r, 0.0 if busy else deadline - time.monotonic())  # (checks pace)
             result = merge_window_results(result, r)
-            if not exact or r.incremental_state or r.chunks or r.blocking_tables or self._stop_ends(result):
+            if not exact or r.blocking_tables or self._stop_ends(result):
                 break
+            if (r.end.file, r.end.pos) == (after.file, after.pos):
+                break  # an empty window that read nothing (its saved window would come again)
             if progress is not None:
                 progress(result, windows)
             calm_since = None if r.rows or r.tables else (calm_since or time.monotonic())
@@ -650,6 +680,26 @@ class StreamRun:
                     break
         quiet.flush()
         return result, windows
+
+    def _chunks_left(self, result: WindowResult, selected: set[tuple[str, str]]) -> bool | None:
+        """Whether the incremental snapshot after ``result`` has chunks left that this run may
+        read (a following run reads them window after window, as the sensor's window runs
+        would, until its budget ends: Debezium reads chunk after chunk while it streams):
+        ``None`` when no snapshot is active or it is paused; ``False`` (logged: following ends,
+        the sensor requests the next window with the selection it needs) when one of its tables
+        is not among the run's ``selected`` tables (its chunks could not be reported: a table
+        queued by a signal is selected by the sensor's next request)."""
+        state = IncrementalState.from_dict(result.incremental_state)
+        if state is None or not state.active or state.paused:
+            return None
+        outside = [p.table for p in state.tables if tuple(p.table.split(".", 1)) not in selected]
+        if outside:
+            self.log.info(
+                f"Following ends at {result.end}: the incremental snapshot's table(s) "
+                f"{', '.join(outside)} are not selected by this run; the sensor requests the next window"
+            )
+            return False
+        return True
 
     def _idle_limit(self, idle_since: float, deadline: float, result: WindowResult, standby: bool) -> float:
         """How long a following run waits on an idle binlog (seconds from ``idle_since``): a run
@@ -829,6 +879,16 @@ class StreamRun:
             )
             out.append(r)
         return out
+
+
+def reached_planned_end(result: WindowResult, end: BinlogPosition) -> bool:
+    """Whether a window requested up to ``end`` was read to its end: ``end``, or the later end
+    its incremental-snapshot chunks extended it to (:attr:`.window_result.WindowResult.planned_end`);
+    ``False`` when it stopped before (a blocking snapshot's pause point)."""
+    planned = result.planned_end if result.planned_end is not None else end
+    if planned.sort_key() < end.sort_key():
+        planned = end
+    return (result.end.file, result.end.pos) == (planned.file, planned.pos)
 
 
 def reached_offset(start: BinlogPosition, end: BinlogPosition, result: WindowResult) -> BinlogPosition:

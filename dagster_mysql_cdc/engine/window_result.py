@@ -28,6 +28,12 @@ class WindowResult:
     signals_rejected: list[str] = field(default_factory=list)  # lines of signal_log that are WARNINGs
     chunks: list[dict] = field(default_factory=list)
     incremental_state: dict | None = None
+    #: the window's end after its incremental-snapshot chunk plan (:meth:`.incremental_source.
+    #: IncrementalSnapshotSource.plan`): the requested end, or just after the last chunk's high
+    #: watermark when the chunks extended the window (``None``: not planned, e.g. a backlog
+    #: decoded by parallel segments, whose end is the requested one). A window that stopped
+    #: before it (a blocking snapshot's pause point) was cut short.
+    planned_end: BinlogPosition | None = None
     blocking_tables: list[tuple[str, str]] = field(default_factory=list)
     gaps: list[BinlogGap] = field(default_factory=list)
     #: events skipped by event.processing.failure.handling.mode=warn|skip (the first 100) and
@@ -102,6 +108,7 @@ def merge_window_results(a: WindowResult, b: WindowResult) -> WindowResult:
         signals_rejected=a.signals_rejected + b.signals_rejected,
         chunks=a.chunks + b.chunks,
         incremental_state=b.incremental_state,
+        planned_end=b.planned_end,
         blocking_tables=b.blocking_tables,
         gaps=a.gaps + b.gaps,
         events_skipped=(a.events_skipped + b.events_skipped)[:100],

@@ -118,6 +118,7 @@ class WindowCoordinator:
         """Read the window, settle it and commit; returns its result."""
         source, snapshot = self.source, self.snapshot
         end = snapshot.plan(self.window.start, self.window.end)
+        self.result.planned_end = end
         reader = source.reader(self.window.replica_server_id, end)
         try:
             source.stream(reader, snapshot, self.signals)
