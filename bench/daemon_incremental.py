@@ -84,7 +84,7 @@ def _one(rows: int, label: str, readme: bool, follow: float, args, remote: str) 
         with root.cursor() as cur:
             cur.execute(
                 f"INSERT INTO {db}.debezium_signal VALUES ('b1', 'execute-snapshot', "
-                f"'{{\"data-collections\": [\"{db}.t\"]}}')"
+                f'\'{{"data-collections": ["{db}.t"]}}\')'
             )
         t0 = time.monotonic()
         done = wait_for(lambda: _live_rows(lake, db) >= rows, args.timeout, 1.0)

@@ -639,7 +639,7 @@ def test_killed_following_run_keeps_the_windows_it_committed(scratch_db, make_cd
 
 
 def test_a_following_run_killed_while_it_reads_snapshot_chunks_loses_nothing(scratch_db, make_cdc, tmp_path):
-    """"Nothing lost" x a following run that reads an incremental snapshot window after window:
+    """ "Nothing lost" x a following run that reads an incremental snapshot window after window:
     its worker is SIGKILLed after some of those windows, under concurrent writes. The run's
     progress tag carries the snapshot's state at the position it reached; the sensor commits
     both, requests the window the run was reading at once (its saved chunk plan is reused), and
@@ -688,7 +688,7 @@ def test_a_following_run_killed_while_it_reads_snapshot_chunks_loses_nothing(scr
         cdc.ticks()  # no_data: schema and position only
         sql(
             f"INSERT INTO `{db}`.debezium_signal VALUES ('kill-1', 'execute-snapshot', "
-            f"'{{\"data-collections\": [\"{db}.big\"]}}')"
+            f'\'{{"data-collections": ["{db}.big"]}}\')'
         )
         (req,) = cdc.tick_once().run_requests
         writer.start()
@@ -724,7 +724,9 @@ def test_a_following_run_killed_while_it_reads_snapshot_chunks_loses_nothing(scr
         log = read_delta(cdc.storage, cdc.uri(db, "big", "changelog")).to_pylist()
         keys = [e["after"]["id"] for e in log if e["source"]["snapshot"] == "incremental"]
         assert len(keys) == len(set(keys)), "a key was emitted by two chunks"
-        print(f"killed after {progress.windows} follow-on windows ({table['chunks']} chunks); {len(keys)} keys emitted")
+        print(
+            f"killed after {progress.windows} follow-on windows ({table['chunks']} chunks); {len(keys)} keys emitted"
+        )
     finally:
         stop.set()
         if writer.is_alive():
