@@ -90,6 +90,41 @@ def test_progress_tag_round_trip():
     assert progress_tag({}) is None and progress_tag({PROGRESS_TAG: "{"}) is None
 
 
+def test_the_progress_tag_carries_the_incremental_snapshot_state():
+    """A following run reading chunks records the snapshot's state with the offset it reached;
+    a tag from before the field, or a run with no snapshot, carries none; a state that does not
+    decode makes the whole tag unreadable (the run is then retried whole, never committed with
+    its snapshot lost)."""
+    p = lambda n: BinlogPosition("mysql-bin.000002", n, f"0-1-{n}")  # noqa: E731
+    state = {
+        "snapshot_id": "s1",
+        "tables": [{"table": "db.big", "last_key": [5000], "max_key": [90000], "chunks": 5}],
+        "chunk_seq": 5,
+    }
+    tag = json.dumps(RunProgress(p(900), 4, {}, incremental=state).to_dict())
+    got = progress_tag({PROGRESS_TAG: tag})
+    assert got is not None and got.incremental == state
+    assert progress_tag({PROGRESS_TAG: json.dumps(RunProgress(p(900), 4, {}).to_dict())}).incremental is None
+    legacy = {"reached": p(900).to_dict(), "windows": 2, "stopped": {}}
+    assert progress_tag({PROGRESS_TAG: json.dumps(legacy)}).incremental is None
+    broken = {**legacy, "incremental": {"tables": [{"no_table": 1}]}}
+    assert progress_tag({PROGRESS_TAG: json.dumps(broken)}) is None
+
+
+def test_a_window_read_to_its_planned_end_is_told_from_one_cut_short():
+    from dagster_mysql_cdc.engine.stream_run import reached_planned_end
+
+    s, e, extended, cut = (BinlogPosition("mysql-bin.000001", n) for n in (4, 100, 180, 60))
+    assert reached_planned_end(WindowResult(start=s, end=e), e)  # no chunk plan
+    assert reached_planned_end(WindowResult(start=s, end=extended, planned_end=extended), e)
+    assert not reached_planned_end(WindowResult(start=s, end=e, planned_end=extended), e)
+    assert not reached_planned_end(WindowResult(start=s, end=cut, planned_end=e), e)  # a blocking snapshot
+    merged = merge_window_results(
+        WindowResult(start=s, end=e), WindowResult(start=e, end=extended, planned_end=extended)
+    )
+    assert merged.planned_end == extended
+
+
 def test_a_killed_attempt_does_not_grow_the_backoff():
     legacy = InFlight.from_dict({"kind": "stream", "run_key": "k", "attempt": 4})
     assert legacy.failures == 3  # a cursor written before: every earlier attempt counted

@@ -464,3 +464,47 @@ def test_checks_a_stop_explains_are_not_problems_of_their_own():
     assert CaptureStatus("s", "f:4", health=h).problems() == [
         "check checksum_matches_source of s/d/u fails: 3 rows differ"
     ]
+
+
+def test_the_incremental_snapshot_of_a_following_run_shows_as_far_as_it_committed():
+    """A following run reads an incremental snapshot window after window for minutes; the
+    cursor's state is the one at the run's start. ``status`` shows the state of the run's
+    progress tag while it goes (``None`` there: finished), and the cursor's otherwise."""
+    import json
+
+    import dagster as dg
+
+    from dagster_mysql_cdc.dagster_integration.cursor import InFlight, StreamCursor
+    from dagster_mysql_cdc.dagster_integration.protocol import PROGRESS_TAG, REQUEST_TAG
+    from dagster_mysql_cdc.dagster_integration.status import read_status
+
+    def state(last: int) -> dict:
+        return {
+            "snapshot_id": "s1",
+            "tables": [{"table": "d.big", "last_key": [last], "max_key": [100000], "chunks": last // 1000}],
+            "chunk_seq": last // 1000,
+        }
+
+    committed = BinlogPosition("mysql-bin.000002", 900, "0-1-9")
+    cursor = StreamCursor(
+        committed=committed,
+        snapshot_done=True,
+        incremental=state(5000),
+        inflight=InFlight("stream", "window-key-5"),
+    )
+    instance = dg.DagsterInstance.ephemeral()
+    reached = BinlogPosition("mysql-bin.000002", 5000, "0-1-80").to_dict()
+    progress = {"reached": reached, "windows": 40, "rows": 40000, "stopped": {}, "incremental": state(45000)}
+    run = dg.DagsterRun(
+        job_name="cdc",
+        status=dg.DagsterRunStatus.STARTED,
+        tags={REQUEST_TAG: "window-key-5", PROGRESS_TAG: json.dumps(progress)},
+    )
+    instance.add_run(run)
+    status = read_status(instance, "s", cursor_text=cursor.to_json())
+    assert status.incremental["key_progress"] == "45000 of 100000 (45 %)"
+    instance.add_run_tags(run.run_id, {PROGRESS_TAG: json.dumps({**progress, "incremental": None})})
+    assert read_status(instance, "s", cursor_text=cursor.to_json()).incremental is None  # finished
+    instance.report_run_failed(run)  # not going: the cursor's (the sensor commits the tag's then)
+    status = read_status(instance, "s", cursor_text=cursor.to_json())
+    assert status.incremental["key_progress"] == "5000 of 100000 (5 %)"
