@@ -388,7 +388,8 @@ def read_status(
     if cur.inflight is not None:
         status.inflight = _inflight_status(instance, cur.inflight)
     lake_at = cur.committed
-    reached = _run_committed(instance, status.inflight) if status.inflight else None
+    going = _going_progress(instance, status.inflight) if status.inflight else None
+    reached = _run_committed(instance, *going) if going is not None else None
     if reached is not None and cur.committed is not None and reached.sort_key() > cur.committed.sort_key():
         status.run_committed, lake_at = str(reached), reached
     if settings is not None:
@@ -420,8 +421,8 @@ def read_status(
             if status.health is not None:
                 status.health.stopped.pop(name, None)
     incremental = cur.incremental
-    if status.inflight is not None:  # a following run reads chunks window after window
-        incremental = _run_incremental(instance, status.inflight, incremental)
+    if going is not None and going[1] is not None:  # a following run reads chunks window after
+        incremental = going[1].incremental  # window: as far as it committed (None: finished)
     if incremental:
         status.incremental = _incremental_status(incremental)
     if cursor_text is None:
@@ -449,24 +450,34 @@ def _inflight_status(instance: Any, inf: InFlight) -> dict[str, Any]:
     }
 
 
-def _run_committed(instance: Any, inflight: dict[str, Any]) -> BinlogPosition | None:
-    """How far the run in flight (``inflight``, :func:`_inflight_status`) has committed while it
-    goes: the ``reached`` of its progress tag (a following or standby run records it after each
-    follow-on window, those of other databases' traffic included, :func:`.run_tags.progress_tag`),
-    or the ``window_end`` of its newest materialization (a table's is logged once its commit of
-    the window is durable, :mod:`.window_report`), whichever is further; ``None`` when the run is
-    not going or reported neither yet."""
+def _going_progress(instance: Any, inflight: dict[str, Any]) -> tuple[str, Any] | None:
+    """``(run id, its progress tag or None)`` of the run in flight (``inflight``,
+    :func:`_inflight_status`) while it goes (a following or standby run records the tag after
+    each follow-on window: :func:`.run_tags.progress_tag`); ``None`` when no run is going. The
+    tag's ``incremental`` is the incremental snapshot as far as the run committed (the cursor's
+    is the one at the run's start; ``None`` in the tag: the snapshot finished)."""
     import dagster as dg
 
-    from .protocol import position_from_metadata
     from .run_tags import progress_tag
 
     run_id = inflight.get("run_id")
     if not run_id or inflight.get("run_status") != dg.DagsterRunStatus.STARTED.value:
         return None
-    found: list[BinlogPosition] = []
     run = instance.get_run_by_id(run_id)
-    progress = progress_tag(run.tags) if run is not None else None
+    return run_id, progress_tag(run.tags) if run is not None else None
+
+
+def _run_committed(instance: Any, run_id: str, progress: Any) -> BinlogPosition | None:
+    """How far the run in flight ``run_id`` (going: :func:`_going_progress`) has committed: the
+    ``reached`` of its ``progress`` tag (those of other databases' traffic included), or the
+    ``window_end`` of its newest materialization (a table's is logged once its commit of the
+    window is durable, :mod:`.window_report`), whichever is further; ``None`` when it reported
+    neither yet."""
+    import dagster as dg
+
+    from .protocol import position_from_metadata
+
+    found: list[BinlogPosition] = []
     if progress is not None:
         found.append(progress.reached)
     records = instance.get_records_for_run(
@@ -505,23 +516,6 @@ def _caught_up_by(instance: Any, inflight: dict[str, Any], stopped: set[str]) ->
     if still is None:
         return {}
     return {name: run_id for name in sorted(stopped) if name not in still}
-
-
-def _run_incremental(instance: Any, inflight: dict[str, Any], committed: dict | None) -> dict | None:
-    """The incremental snapshot state as far as the run in flight (``inflight``,
-    :func:`_inflight_status`) has committed: its progress tag's (a following run records it
-    after each window, :func:`.run_tags.progress_tag`; ``None`` there: the snapshot finished),
-    else ``committed`` (the cursor's)."""
-    import dagster as dg
-
-    from .run_tags import progress_tag
-
-    run_id = inflight.get("run_id")
-    if not run_id or inflight.get("run_status") != dg.DagsterRunStatus.STARTED.value:
-        return committed
-    run = instance.get_run_by_id(run_id)
-    progress = progress_tag(run.tags) if run is not None else None
-    return committed if progress is None else progress.incremental
 
 
 def _incremental_status(incremental: dict) -> dict[str, Any] | None:
