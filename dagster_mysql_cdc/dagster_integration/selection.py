@@ -39,7 +39,7 @@ from .protocol import BINLOG_METADATA_KEY, TABLE_METADATA_KEY
 from .translator import table_of_spec
 
 if TYPE_CHECKING:
-    from ..engine.stream_run import FollowPlanner, NextWindow
+    from ..engine.follow import FollowPlanner, NextWindow
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +218,7 @@ def follow_planner(mysql, settings: ConnectionSettings, info: ServerInfo) -> Fol
         mysql: the :class:`~.resources.MySqlCdcResource` (``snapshot_mode``, and what
             :func:`changed_tables` reads).
     """
-    from ..engine.stream_run import FollowPlanner
+    from ..engine.follow import FollowPlanner
 
     return FollowPlanner(
         next_window=partial(
@@ -271,7 +271,7 @@ def next_window(
     Raises:
         SourceConnectionError, pymysql errors: the server cannot be read (``conn`` is dropped).
     """
-    from ..engine.stream_run import NextWindow
+    from ..engine.follow import NextWindow
     from ..source.connection import current_position
     from .cursor import ServerState, StreamCursor, plan_stream_window
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -132,3 +133,76 @@ class QuietWindows:
                 f"{self.events} events, no change to a captured table"
             )
         self.first, self.last, self.count, self.events = None, None, 0, 0
+
+
+@dataclass(frozen=True)
+class NextWindow:
+    """What the sensor would request after a followed window (:class:`FollowPlanner`).
+
+    Attributes:
+        requested: the sensor would request a run (``False``: the source is caught up).
+        start, end: the stream window ``[start, end)`` it would request; both ``None`` when it
+            would request another kind of run (a re-snapshot): following ends there.
+    """
+
+    requested: bool
+    start: BinlogPosition | None = None
+    end: BinlogPosition | None = None
+
+
+@dataclass(frozen=True)
+class FollowPlanner:
+    """How a following run finds its next window, as the binlog sensor would.
+
+    Attributes:
+        next_window: ``next_window(after)``: the window after the offset ``after``
+            (reads the server's current position and binlog files).
+        changed_tables: ``changed_tables(start, end)``: ``(tables with row events in [start,
+            end), why)``; ``None`` when the window cannot be judged (DDL, statement DML, a signal,
+            too large): following ends.
+    """
+
+    next_window: Callable[[BinlogPosition], NextWindow]
+    changed_tables: Callable[[BinlogPosition, BinlogPosition], tuple[set[tuple[str, str]] | None, str]]
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """How far a following stream run got while it runs: reported each time it committed a
+    follow-on window, and before it reads the next one (a run that dies before its first
+    follow-on window is committed is retried whole, as any window run).
+
+    Attributes:
+        reached: everything before it is committed (:func:`.window_result.reached_offset` of the windows read).
+        windows: follow-on windows committed so far.
+        stopped: the tables stopped so far, as :attr:`StreamRunOutcome.stopped`.
+        next: the follow-on window the run saved and is reading from ``reached`` (an attempt may
+            have committed part of it: whoever continues from ``reached`` reads exactly it).
+        rows: row changes written so far (0: a standby run still waiting for its first change,
+            whatever windows of other databases' traffic it read).
+        incremental: the incremental snapshot state at ``reached``
+            (:meth:`.incremental.IncrementalState.to_dict`; ``None``: none running): whoever
+            continues from ``reached`` reads its next chunks with it (``next``'s saved chunk
+            plan, if that window planned any, was made from it).
+    """
+
+    reached: BinlogPosition
+    windows: int
+    stopped: dict[str, dict]
+    next: FollowWindow | None = None
+    rows: int = 0
+    incremental: dict | None = None
+
+    def to_dict(self) -> dict:
+        """JSON-able form (positions as :meth:`BinlogPosition.to_dict`; errors cut to 300
+        characters)."""
+        out: dict = {
+            "reached": self.reached.to_dict(),
+            "windows": self.windows,
+            "rows": self.rows,
+            "stopped": {n: {**v, "error": str(v.get("error") or "")[:300]} for n, v in self.stopped.items()},
+            "incremental": self.incremental,
+        }
+        if self.next is not None:
+            out["next"] = {"start": self.next.start.to_dict(), "end": self.next.end.to_dict()}
+        return out

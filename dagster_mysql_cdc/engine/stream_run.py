@@ -15,7 +15,7 @@ into a :class:`StreamRunRequest`). :meth:`StreamRun.run` then, in order:
 5. stops the tables whose events could not be written, alone (from the start of the first
    window that could not write them: later windows of the run leave them out);
 6. logs the run's signals, gaps and skipped events, and computes the offset it reached
-   (:func:`reached_offset`), which the sensor commits;
+   (:func:`.window_result.reached_offset`), which the sensor commits;
 7. runs the blocking snapshot a signal asked for, streaming paused at the window's end
    (:mod:`.snapshot_run`).
 
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -47,8 +47,11 @@ from ..source.snapshot import SnapshotOptions
 from ..source.types import TypeOptions
 from .follow import (
     STANDBY_POLL_SECONDS,
+    FollowPlanner,
     FollowWindow,
+    NextWindow,
     QuietWindows,
+    RunProgress,
     has_work,
     load_follow_window,
     save_follow_window,
@@ -60,7 +63,13 @@ from .run_log import RunLog
 from .snapshot_run import SnapshotReads, snapshot_tables
 from .stream import STREAM_APP_ID, StreamOptions
 from .window_gaps import table_key
-from .window_result import WindowResult, merge_window_results, with_catch_ups
+from .window_result import (
+    WindowResult,
+    merge_window_results,
+    reached_offset,
+    reached_planned_end,
+    with_catch_ups,
+)
 from .window_run import run_window
 
 if TYPE_CHECKING:
@@ -130,37 +139,6 @@ class StreamRunRequest:
 
 
 @dataclass(frozen=True)
-class NextWindow:
-    """What the sensor would request after a followed window (:class:`FollowPlanner`).
-
-    Attributes:
-        requested: the sensor would request a run (``False``: the source is caught up).
-        start, end: the stream window ``[start, end)`` it would request; both ``None`` when it
-            would request another kind of run (a re-snapshot): following ends there.
-    """
-
-    requested: bool
-    start: BinlogPosition | None = None
-    end: BinlogPosition | None = None
-
-
-@dataclass(frozen=True)
-class FollowPlanner:
-    """How a following run finds its next window, as the binlog sensor would.
-
-    Attributes:
-        next_window: ``next_window(after)``: the window after the offset ``after``
-            (reads the server's current position and binlog files).
-        changed_tables: ``changed_tables(start, end)``: ``(tables with row events in [start,
-            end), why)``; ``None`` when the window cannot be judged (DDL, statement DML, a signal,
-            too large): following ends.
-    """
-
-    next_window: Callable[[BinlogPosition], NextWindow]
-    changed_tables: Callable[[BinlogPosition, BinlogPosition], tuple[set[tuple[str, str]] | None, str]]
-
-
-@dataclass(frozen=True)
 class TableCommitted:
     """One table's commit of a window is durable (the argument of ``StreamRun``'s ``on_table``),
     while the window's other tables may still be committing.
@@ -183,48 +161,6 @@ class TableCommitted:
     read_started_at: float
 
 
-@dataclass(frozen=True)
-class RunProgress:
-    """How far a following stream run got while it runs: reported each time it committed a
-    follow-on window, and before it reads the next one (a run that dies before its first
-    follow-on window is committed is retried whole, as any window run).
-
-    Attributes:
-        reached: everything before it is committed (:func:`reached_offset` of the windows read).
-        windows: follow-on windows committed so far.
-        stopped: the tables stopped so far, as :attr:`StreamRunOutcome.stopped`.
-        next: the follow-on window the run saved and is reading from ``reached`` (an attempt may
-            have committed part of it: whoever continues from ``reached`` reads exactly it).
-        rows: row changes written so far (0: a standby run still waiting for its first change,
-            whatever windows of other databases' traffic it read).
-        incremental: the incremental snapshot state at ``reached``
-            (:meth:`.incremental.IncrementalState.to_dict`; ``None``: none running): whoever
-            continues from ``reached`` reads its next chunks with it (``next``'s saved chunk
-            plan, if that window planned any, was made from it).
-    """
-
-    reached: BinlogPosition
-    windows: int
-    stopped: dict[str, dict]
-    next: FollowWindow | None = None
-    rows: int = 0
-    incremental: dict | None = None
-
-    def to_dict(self) -> dict:
-        """JSON-able form (positions as :meth:`BinlogPosition.to_dict`; errors cut to 300
-        characters)."""
-        out: dict = {
-            "reached": self.reached.to_dict(),
-            "windows": self.windows,
-            "rows": self.rows,
-            "stopped": {n: {**v, "error": str(v.get("error") or "")[:300]} for n, v in self.stopped.items()},
-            "incremental": self.incremental,
-        }
-        if self.next is not None:
-            out["next"] = {"start": self.next.start.to_dict(), "end": self.next.end.to_dict()}
-        return out
-
-
 @dataclass
 class StreamRunOutcome:
     """What a stream run read, committed and reached (:meth:`StreamRun.run`).
@@ -234,7 +170,7 @@ class StreamRunOutcome:
             (:func:`.stream.merge_window_results`); ``signal_log`` ends with the blocking
             snapshot's lines.
         start: the requested window's start.
-        reached: the offset the run reached, for the sensor to commit (:func:`reached_offset`).
+        reached: the offset the run reached, for the sensor to commit (:func:`.window_result.reached_offset`).
         follow_windows: follow-on windows read after the requested one.
         stopped: the tables stopped after the run, ``"db.table"`` -> ``{"since", "error",
             "attempted"}`` (``attempted``: a catch-up was tried and failed).
@@ -585,11 +521,7 @@ class StreamRun:
         following ends there (the sensor requests the next window). A table that could not be
         written in a window (it stops) ends following there too (:meth:`_stop_ends`).
 
-        An incremental snapshot goes on in the follow-on windows: each reads its next chunks
-        (the window's chunk plan may extend its end past the watermarks), and while chunks are
-        left (:meth:`_chunks_left`) an idle binlog gets an empty window that only reads chunks,
-        so one run reads chunk after chunk for its whole budget instead of one window's
-        ``max_chunks_per_run`` per sensor tick.
+        An incremental snapshot goes on window after window, on an idle binlog too (:meth:`_chunks_left`).
 
         ``progress(result, windows, next)``: called before a follow-on window is read (``next``:
         it) and after it was committed. ``standby``: :meth:`_standby_budget`; ``interim``: on_idle.
@@ -611,15 +543,7 @@ class StreamRun:
             after = result.end
             w = load_follow_window(storage, opts.server_name, after)
             if w is None:
-                if self.planner is None or time.monotonic() >= deadline:
-                    break
-                try:
-                    nxt = self.planner.next_window(after)
-                except Exception as e:  # noqa: BLE001 - following is optional: end it, keep what committed
-                    self.log.warning(
-                        f"Following ends at {after}: planning the next window failed "
-                        f"({type(e).__name__}: {e}); the sensor requests it"
-                    )
+                if time.monotonic() >= deadline or (nxt := self._planned_after(after)) is None:
                     break
                 chunking = self._chunks_left(result, selected)
                 if chunking is False:
@@ -643,34 +567,20 @@ class StreamRun:
                     continue
                 else:
                     idle_since = None
-                    changed, why = self.planner.changed_tables(nxt.start, nxt.end)
-                    if changed is None or not changed <= selected:
-                        self.log.info(
-                            f"Following ends before {nxt.start}: the next window leaves this run's selection ({why})"
-                        )
-                        break
+                    if (changed := self._changed_within(nxt.start, nxt.end, selected)) is None:
+                        break  # (logged)
                     if standby and changed and not first_change:  # (not: another database's traffic)
                         deadline, first_change = self._standby_budget(deadline), True
                     w = save_follow_window(storage, opts.server_name, FollowWindow(after, nxt.start, nxt.end))
             if progress is not None:
                 progress(result, windows, w)
-            # a table that failed in an earlier window stays out: its stop position is that window's start
-            base = table_filter or opts.table_filter
-            window_filter = base.without([table_key(n) for n in result.failed_tables])
-            inc = IncrementalState.from_dict(result.incremental_state)
-            r = self.read_window(w.start, w.end, inc, window_filter, resume_at=resume_at)
+            r, exact = self._read_follow_window(w, result, table_filter, resume_at)
             windows += 1
-            exact = reached_planned_end(r, w.end)
-            if (r.end.file, r.end.pos) == (w.end.file, w.end.pos):
-                r.end = w.end
-            if self.on_window is not None and r.tables:
-                self.on_window(r, w.start, r.end)
             quiet.window(w.start, r, 0.0 if busy else deadline - time.monotonic())  # (checks pace)
             result = merge_window_results(result, r)
-            if not exact or r.blocking_tables or self._stop_ends(result):
+            stuck = (r.end.file, r.end.pos) == (after.file, after.pos)  # (its saved window would come again)
+            if not exact or r.blocking_tables or self._stop_ends(result) or stuck:
                 break
-            if (r.end.file, r.end.pos) == (after.file, after.pos):
-                break  # an empty window that read nothing (its saved window would come again)
             if progress is not None:
                 progress(result, windows)
             calm_since = None if r.rows or r.tables else (calm_since or time.monotonic())
@@ -681,10 +591,65 @@ class StreamRun:
         quiet.flush()
         return result, windows
 
+    def _planned_after(self, after: BinlogPosition) -> NextWindow | None:
+        """The planner's next window after ``after``; ``None`` (logged as a WARNING: following
+        ends, the run keeps what it committed and the sensor requests the next window) when there
+        is no planner or planning fails (the server restarting)."""
+        if self.planner is None:
+            return None
+        try:
+            return self.planner.next_window(after)
+        except Exception as e:  # noqa: BLE001 - following is optional: end it, keep what committed
+            self.log.warning(
+                f"Following ends at {after}: planning the next window failed "
+                f"({type(e).__name__}: {e}); the sensor requests it"
+            )
+            return None
+
+    def _changed_within(
+        self, start: BinlogPosition, end: BinlogPosition, selected: set[tuple[str, str]]
+    ) -> set[tuple[str, str]] | None:
+        """The tables window ``[start, end)`` changes (the planner's look-ahead), or ``None``
+        (logged: following ends before it) when it leaves the run's ``selected`` tables or cannot
+        be judged (DDL, statement DML, a signal, too large)."""
+        assert self.planner is not None
+        changed, why = self.planner.changed_tables(start, end)
+        if changed is None or not changed <= selected:
+            self.log.info(
+                f"Following ends before {start}: the next window leaves this run's selection ({why})"
+            )
+            return None
+        return changed
+
+    def _read_follow_window(
+        self,
+        w: FollowWindow,
+        result: WindowResult,
+        table_filter: TableFilter | None,
+        resume_at: dict[tuple[str, str], BinlogPosition] | None,
+    ) -> tuple[WindowResult, bool]:
+        """Read follow-on window ``w`` after ``result`` (:meth:`read_window`), with the
+        incremental snapshot state ``result`` ended with and without the tables an earlier window
+        could not write (their stop position is that window's start), and report it
+        (``on_window``). Returns its result (``end`` with ``w``'s GTID set when it ended there)
+        and whether it was read to its planned end (:func:`reached_planned_end`)."""
+        base = table_filter or self.options.table_filter
+        window_filter = base.without([table_key(n) for n in result.failed_tables])
+        inc = IncrementalState.from_dict(result.incremental_state)
+        r = self.read_window(w.start, w.end, inc, window_filter, resume_at=resume_at)
+        exact = reached_planned_end(r, w.end)
+        if (r.end.file, r.end.pos) == (w.end.file, w.end.pos):
+            r.end = w.end
+        if self.on_window is not None and r.tables:
+            self.on_window(r, w.start, r.end)
+        return r, exact
+
     def _chunks_left(self, result: WindowResult, selected: set[tuple[str, str]]) -> bool | None:
         """Whether the incremental snapshot after ``result`` has chunks left that this run may
-        read (a following run reads them window after window, as the sensor's window runs
-        would, until its budget ends: Debezium reads chunk after chunk while it streams):
+        read. A following run reads them window after window until its budget ends (Debezium
+        reads chunk after chunk while it streams), not one window's ``max_chunks_per_run`` per
+        sensor tick: each window's chunk plan may extend its end past the watermarks, and an
+        idle binlog gets an empty window that only reads chunks. Returns
         ``None`` when no snapshot is active or it is paused; ``False`` (logged: following ends,
         the sensor requests the next window with the selection it needs) when one of its tables
         is not among the run's ``selected`` tables (its chunks could not be reported: a table
@@ -879,32 +844,6 @@ class StreamRun:
             )
             out.append(r)
         return out
-
-
-def reached_planned_end(result: WindowResult, end: BinlogPosition) -> bool:
-    """Whether a window requested up to ``end`` was read to its end: ``end``, or the later end
-    its incremental-snapshot chunks extended it to (:attr:`.window_result.WindowResult.planned_end`);
-    ``False`` when it stopped before (a blocking snapshot's pause point)."""
-    planned = result.planned_end if result.planned_end is not None else end
-    if planned.sort_key() < end.sort_key():
-        planned = end
-    return (result.end.file, result.end.pos) == (planned.file, planned.pos)
-
-
-def reached_offset(start: BinlogPosition, end: BinlogPosition, result: WindowResult) -> BinlogPosition:
-    """The offset a stream run reached, which the sensor commits.
-
-    The requested ``end`` (with the server's GTID set) when the reader stopped exactly there,
-    else where it really stopped: the start of the next file for a window bounded to its file's
-    end (that requested end has no GTID set), after the requested end when incremental-snapshot
-    chunks extended the window, before it when a blocking snapshot paused streaming. With GTIDs,
-    the set is the one the reader tracked from the start's (exact), not the sensor's reading of
-    the server's end (which may include a transaction committed just after that position).
-    """
-    reached = end if (result.end.file, result.end.pos) == (end.file, end.pos) else result.end
-    if reached is end and start.gtid_set and result.end.gtid_set:
-        reached = replace(end, gtid_set=result.end.gtid_set)
-    return reached
 
 
 def check_window_server(

@@ -149,3 +149,29 @@ def _combined_tables(*results: WindowResult) -> dict[tuple[str, str], TableWrite
         for k, w in r.tables.items():
             tables[k] = w if k not in tables else combined_write_results(tables[k], w)
     return tables
+
+
+def reached_planned_end(result: WindowResult, end: BinlogPosition) -> bool:
+    """Whether a window requested up to ``end`` was read to its end: ``end``, or the later end
+    its incremental-snapshot chunks extended it to (:attr:`.window_result.WindowResult.planned_end`);
+    ``False`` when it stopped before (a blocking snapshot's pause point)."""
+    planned = result.planned_end if result.planned_end is not None else end
+    if planned.sort_key() < end.sort_key():
+        planned = end
+    return (result.end.file, result.end.pos) == (planned.file, planned.pos)
+
+
+def reached_offset(start: BinlogPosition, end: BinlogPosition, result: WindowResult) -> BinlogPosition:
+    """The offset a stream run reached, which the sensor commits.
+
+    The requested ``end`` (with the server's GTID set) when the reader stopped exactly there,
+    else where it really stopped: the start of the next file for a window bounded to its file's
+    end (that requested end has no GTID set), after the requested end when incremental-snapshot
+    chunks extended the window, before it when a blocking snapshot paused streaming. With GTIDs,
+    the set is the one the reader tracked from the start's (exact), not the sensor's reading of
+    the server's end (which may include a transaction committed just after that position).
+    """
+    reached = end if (result.end.file, result.end.pos) == (end.file, end.pos) else result.end
+    if reached is end and start.gtid_set and result.end.gtid_set:
+        reached = replace(end, gtid_set=result.end.gtid_set)
+    return reached
