@@ -2,12 +2,13 @@
 MariaDB: a user with exactly the documented privileges of each mode snapshots, streams, runs
 incremental snapshots and the checks; with one privilege less the preflight names it."""
 
+import threading
 import time
 import uuid
 
 import dagster as dg
 import pytest
-from conftest import MYSQL_HOST, MYSQL_PORT
+from conftest import MYSQL_HOST, MYSQL_PORT, root_connect
 from lake_utils import live_state_rows, source_rows
 from sensor_harness import SensorDriven, scratch_database
 
@@ -102,6 +103,72 @@ def test_documented_grants_are_enough(mode, local_storage):
                 (e.check_name, e.metadata) for e in evals if not e.passed
             ]
         finally:
+            with conn.cursor() as cur:
+                cur.execute(f"DROP USER '{user}'@'%'")
+
+
+@pytest.mark.parametrize("mode", [m for m in MODES if "incremental" in m])
+def test_a_following_run_reads_an_incremental_snapshot_with_the_documented_grants(mode, local_storage):
+    """The README default (following stream runs) with exactly the documented grants: one run
+    reads an incremental snapshot chunk after chunk, window after window (watermark rows
+    inserted with only ``INSERT`` on the signal table, or read-only without them), under a
+    concurrent writer, and the lake equals the source."""
+    options, grants = MODES[mode]
+    with scratch_database("grantf") as (db, conn):
+        with conn.cursor() as cur:
+            cur.execute(f"USE {db}")
+            cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
+            cur.execute("INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_600")
+            cur.execute(
+                "CREATE TABLE debezium_signal (id VARCHAR(42) PRIMARY KEY, type VARCHAR(32) NOT NULL, data VARCHAR(2048) NULL)"
+            )
+        user, pw = _user(conn, db, grants)
+        stop, writes = threading.Event(), [0]
+
+        def writer() -> None:  # the source's own traffic while the snapshot reads its chunks
+            w = root_connect()
+            with w.cursor() as cur:
+                while not stop.is_set():
+                    k = writes[0] * 37 % 640 + 1  # updates, and inserts past the table's end
+                    cur.execute(f"REPLACE INTO {db}.t VALUES (%s, %s)", (k, f"w{writes[0]}"))
+                    writes[0] += 1
+                    time.sleep(0.01)
+            w.close()
+
+        try:
+            mysql = MySqlCdcResource(
+                host=MYSQL_HOST, port=MYSQL_PORT, user=user, password=pw, server_name=db,
+                database_include_list=[db], incremental_snapshot_chunk_size=20,
+                incremental_snapshot_max_chunks_per_run=2, stream_follow_seconds=120.0,
+                stream_follow_idle_seconds=1.0, **options,
+            )  # fmt: skip
+            cdc = SensorDriven(mysql, local_storage.base_uri, tables=mysql.discover_tables())
+            cdc.ticks()  # initial snapshot, caught up
+            thread = threading.Thread(target=writer, daemon=True)
+            thread.start()
+            threading.Timer(4.0, stop.set).start()  # a busy binlog, then an idle one
+            with conn.cursor() as cur:
+                cur.execute(
+                    f"INSERT INTO {db}.debezium_signal VALUES ('f1', 'execute-snapshot', '{{\"data-collections\": [\"{db}.t\"]}}')"
+                )
+            ticks = cdc.ticks(max_ticks=10)
+            stop.set()
+            thread.join(timeout=30)
+            assert writes[0] > 20, "the writer ran during the snapshot"
+            assert ticks.runs and all(r.success for r in ticks.runs)
+            assert '"incremental": null' in cdc.cursor, cdc.cursor
+            chunks = [
+                len(ev.materialization.metadata["incremental_chunks"].value)
+                for r in ticks.runs
+                for ev in r.get_asset_materialization_events()
+                if ev.asset_key.path[-1] == "binlog" and "incremental_chunks" in ev.materialization.metadata
+            ]
+            assert max(chunks) >= 15, f"one run read chunk after chunk (2 per window): {chunks}"
+            cdc.ticks()  # the writer's last changes
+            src, key = source_rows(db, "t")
+            assert live_state_rows(local_storage, local_storage.uri(db, db, "t", "state"), key) == src
+        finally:
+            stop.set()
             with conn.cursor() as cur:
                 cur.execute(f"DROP USER '{user}'@'%'")
 

@@ -28,7 +28,7 @@ from dagster_mysql_cdc import CdcLakeResource, MySqlCdcResource, build_mysql_cdc
 from dagster_mysql_cdc.dagster_integration.cursor import StreamCursor
 from dagster_mysql_cdc.dagster_integration.local import TickLog, run_sensor_ticks
 from dagster_mysql_cdc.dagster_integration.protocol import MODE_TAG, REQUEST_TAG
-from dagster_mysql_cdc.engine.incremental import load_plan
+from dagster_mysql_cdc.engine.incremental import IncrementalState, load_plan
 from dagster_mysql_cdc.events import BinlogPosition
 from dagster_mysql_cdc.sink.schema_history import SchemaHistory
 from dagster_mysql_cdc.sink.storage import StorageSettings
@@ -547,7 +547,7 @@ def test_failed_run_mid_snapshot_retries_with_the_saved_plan(scratch_db, make_cd
     assert not failed.success and calls, "the window run failed at its last commit"
     inflight = cdc.state().inflight
     assert inflight is not None and inflight.attempt == 1
-    plan = load_plan(cdc.storage, cdc.server, inflight.start)
+    plan = load_plan(cdc.storage, cdc.server, inflight.start, IncrementalState.from_dict(cdc.incremental()))
     assert plan is not None and len(plan.chunks) == 2, "the failed attempt saved its chunk plan"
     wm_after_crash = watermark_rows(db)
     assert wm_after_crash == wm_before + 4, "2 chunks x (open + close) watermarks"

@@ -53,6 +53,11 @@ class FollowWindow:
     start: BinlogPosition
     end: BinlogPosition
 
+    @property
+    def chunks_only(self) -> bool:
+        """An empty window (``after == start == end``): it reads incremental-snapshot chunks only."""
+        return self.start.sort_key() == self.after.sort_key() and self.end.sort_key() == self.after.sort_key()
+
     def to_json(self) -> str:
         return json.dumps(
             {"after": self.after.to_dict(), "start": self.start.to_dict(), "end": self.end.to_dict()},
@@ -70,22 +75,38 @@ class FollowWindow:
 
 
 def load_follow_window(
-    storage: StorageSettings, server_name: str, after: BinlogPosition
+    storage: StorageSettings, server_name: str, after: BinlogPosition, state_tag: str | None = None
 ) -> FollowWindow | None:
-    """The follow-on window an earlier run (or attempt) planned from ``after``, if any."""
-    data = storage.read_bytes(LakeLayout(storage, server_name).follow_window(after))
-    return FollowWindow.from_json(data.decode()) if data is not None else None
+    """The follow-on window an earlier run (or attempt) planned from ``after``, if any.
+
+    ``state_tag``: the incremental snapshot's (``engine.incremental.state_tag``) at ``after``. An
+    empty window that only reads chunks is saved under it (:func:`save_follow_window`) and is
+    this window only for that state; a window that reads the binlog is saved under ``after``
+    alone (an empty one found there was saved before the tag existed and is passed over when a
+    snapshot is active: it belonged to another state)."""
+    layout = LakeLayout(storage, server_name)
+    if state_tag and (data := storage.read_bytes(layout.follow_window(after, state_tag))) is not None:
+        return FollowWindow.from_json(data.decode())
+    data = storage.read_bytes(layout.follow_window(after))
+    if data is None:
+        return None
+    w = FollowWindow.from_json(data.decode())
+    return None if state_tag and w.chunks_only else w
 
 
-def save_follow_window(storage: StorageSettings, server_name: str, window: FollowWindow) -> FollowWindow:
+def save_follow_window(
+    storage: StorageSettings, server_name: str, window: FollowWindow, state_tag: str | None = None
+) -> FollowWindow:
     """Save ``window`` unless a window from the same position exists (then return that one:
-    the first writer wins, so every attempt reads the same bounds).
+    the first writer wins, so every attempt reads the same bounds). An empty window that only
+    reads chunks (:attr:`FollowWindow.chunks_only`) is saved under the snapshot's ``state_tag``.
 
     Raises:
         botocore ClientError / OSError: the lake cannot be written.
     """
+    tag = state_tag if window.chunks_only else None
     existing = storage.first_write(
-        LakeLayout(storage, server_name).follow_window(window.after), window.to_json().encode()
+        LakeLayout(storage, server_name).follow_window(window.after, tag), window.to_json().encode()
     )
     return window if existing is None else FollowWindow.from_json(existing.decode())
 

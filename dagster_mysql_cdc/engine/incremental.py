@@ -32,6 +32,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import decimal
+import hashlib
 import json
 import logging
 import uuid
@@ -250,16 +251,57 @@ class IncrementalSnapshotError(CdcError):
 
 
 # -- plan persistence (create-if-absent) ---------------------------------------------------------
-def load_plan(storage: StorageSettings, server_name: str, start: BinlogPosition) -> ChunkPlan | None:
-    """The saved plan of the window starting at ``start``, if an earlier attempt made one."""
-    data = storage.read_bytes(LakeLayout(storage, server_name).chunk_plan(start))
-    return ChunkPlan.from_json(data.decode()) if data is not None else None
+def state_tag(state: IncrementalState | dict | None) -> str | None:
+    """A short fingerprint (12 hex digits) of an incremental snapshot's state, ``None`` when no
+    snapshot is active. Saved chunk plans and chunk-only follow-on windows are named by their
+    start position *and* this tag: on an idle binlog a read-only snapshot's windows all start at
+    the same position (its watermarks are binlog positions, nothing moves them), and a plan
+    named by the position alone was found again by the next window, which re-read the same
+    chunks forever. A retry starts with the state its first attempt started with (the cursor or
+    the run's progress tag), so it finds that attempt's plan."""
+    if isinstance(state, dict):
+        state = IncrementalState.from_dict(state)
+    if state is None or not state.active:
+        return None
+    text = json.dumps(state.to_dict(), sort_keys=True, separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
 
 
-def save_plan(storage: StorageSettings, server_name: str, plan: ChunkPlan) -> ChunkPlan:
-    """Save ``plan`` unless one exists already (then return the existing one: first writer wins)."""
+def load_plan(
+    storage: StorageSettings, server_name: str, start: BinlogPosition, state: IncrementalState | None = None
+) -> ChunkPlan | None:
+    """The saved plan of the window starting at ``start`` with the snapshot state ``state`` (at
+    the window start), if an earlier attempt made one. A plan saved before plans were tagged
+    with the state (:func:`state_tag`) is taken only when it continues ``state`` (same snapshot,
+    its chunks numbered from ``state.chunk_seq``)."""
+    layout = LakeLayout(storage, server_name)
+    tag = state_tag(state)
+    data = storage.read_bytes(layout.chunk_plan(start, tag)) if tag else None
+    if data is not None:
+        return ChunkPlan.from_json(data.decode())
+    legacy = storage.read_bytes(layout.chunk_plan(start))
+    if legacy is None:
+        return None
+    plan = ChunkPlan.from_json(legacy.decode())
+    return plan if state is None or _continues(plan, state) else None
+
+
+def _continues(plan: ChunkPlan, state: IncrementalState) -> bool:
+    after = IncrementalState.from_dict(plan.state_after)
+    return (
+        after is not None
+        and after.snapshot_id == state.snapshot_id
+        and after.chunk_seq - len(plan.chunks) == state.chunk_seq
+    )
+
+
+def save_plan(
+    storage: StorageSettings, server_name: str, plan: ChunkPlan, state: IncrementalState | None = None
+) -> ChunkPlan:
+    """Save ``plan`` (made from the snapshot state ``state``) unless one exists already (then
+    return the existing one: first writer wins)."""
     existing = storage.first_write(
-        LakeLayout(storage, server_name).chunk_plan(plan.start), plan.to_json().encode()
+        LakeLayout(storage, server_name).chunk_plan(plan.start, state_tag(state)), plan.to_json().encode()
     )
     return plan if existing is None else ChunkPlan.from_json(existing.decode())
 

@@ -158,7 +158,7 @@ class IncrementalSnapshotSource:
         self.start = start
         state = self.state
         if self.options.signal_table and state is not None and state.active and not state.paused:
-            plan = load_plan(self.storage, self.server_name, start)
+            plan = load_plan(self.storage, self.server_name, start, state)
             if plan is None:
                 plan = self._new_plan(state, start)
             else:
@@ -212,7 +212,8 @@ class IncrementalSnapshotSource:
             split_rows=inc.split_rows,
             seconds=inc.run_seconds,
         )
-        return save_plan(self.storage, self.server_name, ChunkPlan(start, plan_end, planned, after.to_dict()))
+        plan = ChunkPlan(start, plan_end, planned, after.to_dict())
+        return save_plan(self.storage, self.server_name, plan, state)
 
     # -- while the binlog is read -------------------------------------------------------------
     def touched(self, table: str) -> set | None:

@@ -18,6 +18,7 @@ row events decoded by Spark tasks, :mod:`.segment_reader`).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from collections.abc import Callable
@@ -215,6 +216,9 @@ class BinlogStreamingSource:
     ):
         self.on_table = on_table
         self.catch_up = catch_up
+        # the window's identity in every Delta commit (idempotent re-runs): its start position,
+        # or its chunks' (:meth:`identify_as_chunks`)
+        self.txn_app_id, self.txn_version = start.txn_app(STREAM_APP_ID), start.as_version()
         self.resume_at = {k: p.sort_key() for k, p in (resume_at or {}).items()}
         self.settings = settings
         self.info = info
@@ -386,12 +390,25 @@ class BinlogStreamingSource:
                 db,
                 t,
                 primary_key=schema.primary_key,
-                app_id=self.start.txn_app(STREAM_APP_ID),
-                version=(since or self.start).as_version(),
+                app_id=self.txn_app_id,
+                version=since.as_version() if since is not None else self.txn_version,
                 epoch=self.start.epoch,
             )
 
         return opener
+
+    def identify_as_chunks(self, snapshot_id: str, chunk_seq: int) -> None:
+        """This window reads no binlog (``start == end``): it only emits incremental-snapshot
+        chunks (read-only watermarks on an idle binlog, which are all this position). Its commits
+        take an identity of their own instead of the start position's: app
+        ``dagster-mysql-cdc/stream/chunks/<start>/<snapshot>``, version the snapshot's
+        ``chunk_seq`` before the window (it grows with every window's chunks, and a retry starts
+        from the same). With the start position's identity, the next window from the same
+        position (more chunks, or the binlog's next changes) was taken for this one and skipped
+        as already committed: its rows were lost."""
+        tag = hashlib.blake2b(snapshot_id.encode(), digest_size=6).hexdigest()
+        self.txn_app_id = f"{STREAM_APP_ID}/chunks/{self.start.version_tag()}/{tag}"
+        self.txn_version = int(chunk_seq)
 
     def captured_tables(self) -> dict[tuple[str, str], TableSchema]:
         """``{(db, table): schema}`` of the captured tables at the current position."""
@@ -688,8 +705,7 @@ class BinlogStreamingSource:
             self._commit(position)
 
     def _commit(self, position: BinlogPosition) -> None:
-        version = self.start.as_version()
-        app = self.start.txn_app(STREAM_APP_ID)  # versions restart in every offset epoch
+        version, app = self.txn_version, self.txn_app_id  # versions restart in every offset epoch
         self._write_last_batches()
         items = list(self.tables.items())
         on_table = self.on_table
@@ -755,7 +771,7 @@ class BinlogStreamingSource:
                 for uri in self.writer.paths(db, t).delta_tables()
             ],
             self.options.commit_workers,
-            app_id=self.start.txn_app(STREAM_APP_ID),  # what each table's batch asks first
+            app_id=self.txn_app_id,  # what each table's batch asks first
         )
         for te in self.tables.values():
             batch = te.take_small(self.options.together_rows)

@@ -56,7 +56,7 @@ from .follow import (
     load_follow_window,
     save_follow_window,
 )
-from .incremental import IncrementalState
+from .incremental import IncrementalState, state_tag
 from .incremental_source import IncrementalOptions
 from .isolation import catch_up
 from .run_log import RunLog
@@ -540,8 +540,8 @@ class StreamRun:
         calm_since: float | None = None  # no captured table changed since (starts the idle work)
         windows, first_change, busy, quiet = 0, False, False, QuietWindows(self.log)
         while True:
-            after = result.end
-            w = load_follow_window(storage, opts.server_name, after)
+            after, tag = result.end, state_tag(result.incremental_state)
+            w = load_follow_window(storage, opts.server_name, after, tag)
             if w is None:
                 if time.monotonic() >= deadline or (nxt := self._planned_after(after)) is None:
                     break
@@ -553,7 +553,7 @@ class StreamRun:
                     # that only reads chunks, as the sensor plans one on an idle source
                     # (.cursor's caught-up plan); its chunk plan extends it past the watermarks
                     idle_since = calm_since = None
-                    w = save_follow_window(storage, opts.server_name, FollowWindow(after, after, after))
+                    w = save_follow_window(storage, opts.server_name, FollowWindow(after, after, after), tag)
                 elif nxt.start is None or nxt.end is None:
                     now = time.monotonic()
                     idle_since = idle_since if idle_since is not None else now
@@ -578,7 +578,10 @@ class StreamRun:
             windows += 1
             quiet.window(w.start, r, 0.0 if busy else deadline - time.monotonic())  # (checks pace)
             result = merge_window_results(result, r)
-            stuck = (r.end.file, r.end.pos) == (after.file, after.pos)  # (its saved window would come again)
+            # its saved window would come again (a chunk-only window moves the snapshot state instead)
+            stuck = (r.end.file, r.end.pos) == (after.file, after.pos) and state_tag(
+                result.incremental_state
+            ) == tag
             if not exact or r.blocking_tables or self._stop_ends(result) or stuck:
                 break
             if progress is not None:
@@ -721,7 +724,8 @@ class StreamRun:
     def _saved_after(self, result: WindowResult) -> bool:
         """Whether an earlier attempt saved a follow-on window from ``result.end`` (the run must
         read it before it may end: see :meth:`_retry_ends`)."""
-        return load_follow_window(self.writer.storage, self.options.server_name, result.end) is not None
+        storage, tag = self.writer.storage, state_tag(result.incremental_state)
+        return load_follow_window(storage, self.options.server_name, result.end, tag) is not None
 
     def _idle_work(
         self,

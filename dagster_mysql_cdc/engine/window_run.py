@@ -119,6 +119,9 @@ class WindowCoordinator:
         source, snapshot = self.source, self.snapshot
         end = snapshot.plan(self.window.start, self.window.end)
         self.result.planned_end = end
+        before = snapshot.state_before
+        if snapshot.planned and before is not None and end.sort_key() == self.window.start.sort_key():
+            source.identify_as_chunks(before.snapshot_id, before.chunk_seq)  # (a chunk-only window)
         reader = source.reader(self.window.replica_server_id, end)
         try:
             source.stream(reader, snapshot, self.signals)

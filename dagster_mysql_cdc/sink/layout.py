@@ -147,17 +147,24 @@ class LakeLayout:
         """The server's transaction metadata Delta table (``provide.transaction.metadata``)."""
         return self.storage.uri(self.server_name, "_transactions")
 
-    def chunk_plan(self, start: BinlogPosition) -> str:
-        """The incremental-snapshot chunk plan of the window starting at ``start``."""
-        return self._staging("incremental", f"plan-{start.version_tag()}.json")
+    def chunk_plan(self, start: BinlogPosition, state_tag: str | None = None) -> str:
+        """The incremental-snapshot chunk plan of the window starting at ``start`` with the
+        snapshot state tagged ``state_tag`` (``engine.incremental.state_tag``; ``None``: the
+        name plans had before the tag, read for windows in flight across an upgrade)."""
+        tag = f"-s{state_tag}" if state_tag else ""
+        return self._staging("incremental", f"plan-{start.version_tag()}{tag}.json")
 
     def chunk_file(self, chunk_id: str) -> str:
         """A new (unique) Parquet file for the rows of incremental-snapshot chunk ``chunk_id``."""
         return self._staging("incremental", f"{chunk_id}-{uuid.uuid4().hex[:8]}.parquet")
 
-    def follow_window(self, after: BinlogPosition) -> str:
-        """The follow-on window that starts where the window ending at ``after`` ended."""
-        return self._staging("follow", f"window-after-{after.version_tag()}.json")
+    def follow_window(self, after: BinlogPosition, state_tag: str | None = None) -> str:
+        """The follow-on window that starts where the window ending at ``after`` ended;
+        ``state_tag``: of an empty window that only reads incremental-snapshot chunks (on an
+        idle binlog every such window starts at the same position: the snapshot state tells
+        them apart)."""
+        tag = f"-s{state_tag}" if state_tag else ""
+        return self._staging("follow", f"window-after-{after.version_tag()}{tag}.json")
 
     def _staging(self, kind: str, name: str) -> str:
         return self.storage.uri("_staging", self.server_name, kind, name)
