@@ -39,6 +39,7 @@ MYSQL_FIELDS = (
     "stream_follow_idle_seconds",
     "incremental_snapshot_chunk_size",
     "incremental_snapshot_max_chunks_per_run",
+    "incremental_snapshot_read_only",
     "time_precision_mode",
     "event_processing_failure_handling_mode",
 )

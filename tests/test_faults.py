@@ -733,6 +733,73 @@ def test_a_following_run_killed_while_it_reads_snapshot_chunks_loses_nothing(scr
             writer.join()
 
 
+def test_a_following_run_killed_in_a_read_only_snapshot_on_an_idle_binlog_loses_nothing(
+    scratch_db, make_cdc, tmp_path
+):
+    """ "Nothing lost" x a read-only incremental snapshot on an idle binlog: every window of the
+    snapshot starts and ends at one position (chunk-only windows, told apart by the snapshot's
+    state). The worker is SIGKILLed after some of them; the retry finds the window it was
+    reading by that state, skips what the killed attempt committed under the chunks' identity,
+    and the snapshot goes on. Then the binlog moves on from that position: its window is not
+    taken for a chunk window. The lake equals the source, no key is emitted twice."""
+    db = scratch_db
+    sql(
+        f"CREATE TABLE `{db}`.big (id INT PRIMARY KEY, v VARCHAR(32) NOT NULL, n INT)",
+        f"INSERT INTO `{db}`.big SELECT seq, CONCAT('v', seq), seq % 97 FROM `{db}`.seq_1_to_3000",
+    )
+    conn = root_connect()
+    try:
+        create_signal_table(conn, f"{db}.debezium_signal")
+    finally:
+        conn.close()
+    cdc = make_cdc(
+        db,
+        instance=file_instance(tmp_path),
+        snapshot_mode="no_data",
+        stream_follow_seconds=120.0,
+        stream_follow_idle_seconds=1.0,
+        incremental_snapshot_chunk_size=100,
+        incremental_snapshot_max_chunks_per_run=2,
+        incremental_snapshot_read_only=True,
+        tables=[f"{db}.big"],
+    )
+    cdc.sensor = dg_sensor(cdc, retry_backoff_seconds=600)
+    cdc.ticks()  # no_data: schema and position only
+    sql(
+        f"INSERT INTO `{db}`.debezium_signal VALUES ('ro-kill', 'execute-snapshot', "
+        f'\'{{"data-collections": ["{db}.big"]}}\')'
+    )
+    (req,) = cdc.tick_once().run_requests
+    out = run_child_and_kill(cdc, req, KillPlan("progress", 0.2, nth=5), [], tmp_path / "run.log")
+    assert out.killed, "the run ended before the kill point"
+    (run,) = runs_of(cdc, req.run_key)
+    progress = progress_tag(run.tags)
+    assert progress is not None and progress.incremental is not None, run.tags
+    res = cdc.tick_once()
+    if WorkerBeat.from_tags(run.tags) is None:  # died before its first beat: run monitoring
+        cdc.instance.report_run_failed(run)
+        res = cdc.tick_once()
+    assert StreamCursor.parse(cdc.cursor).incremental == progress.incremental
+    (nxt,) = res.run_requests
+    cdc.run(nxt)
+    for _ in range(20):
+        if StreamCursor.parse(cdc.cursor).incremental is None:
+            break
+        cdc.ticks()
+    assert StreamCursor.parse(cdc.cursor).incremental is None, cdc.cursor
+    sql(  # the binlog moves on from the snapshot's position
+        f"UPDATE `{db}`.big SET v = 'after' WHERE id IN (1, 1500, 3000)",
+        f"DELETE FROM `{db}`.big WHERE id = 2000",
+        f"INSERT INTO `{db}`.big VALUES (3001, 'new', 0)",
+    )
+    cdc.ticks(master_position())
+    assert_lake_matches_source(cdc, db, ["big"], replay=False)
+    log = read_delta(cdc.storage, cdc.uri(db, "big", "changelog")).to_pylist()
+    keys = [e["after"]["id"] for e in log if e["source"]["snapshot"] == "incremental"]
+    assert sorted(keys) == list(range(1, 3001)), "every key emitted once"
+    print(f"killed after {progress.windows} follow-on windows; {len(keys)} keys emitted")
+
+
 def test_a_standby_run_killed_among_other_databases_windows_loses_nothing(scratch_db, make_cdc, tmp_path):
     """Issue 42 x "Nothing lost": a standby run SIGKILLed while it reads windows of another
     database's traffic (progress recorded, no change of the capture yet), the captured tables
