@@ -13,6 +13,7 @@ from lake_utils import live_state_rows, source_rows
 from sensor_harness import SensorDriven, scratch_database
 
 from dagster_mysql_cdc import MySqlCdcResource
+from dagster_mysql_cdc.errors import ConfigurationError
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -171,6 +172,34 @@ def test_a_following_run_reads_an_incremental_snapshot_with_the_documented_grant
             stop.set()
             with conn.cursor() as cur:
                 cur.execute(f"DROP USER '{user}'@'%'")
+
+
+def test_create_signal_table_needs_no_create_grant_when_the_table_exists():
+    """``make ui`` (and a user's set-up script) call ``create_signal_table()`` every time: with
+    the documented grants (an administrator created the table) it returns the table, and when
+    the table is missing it says how to create it instead of a raw "CREATE command denied"."""
+    options, grants = MODES["incremental snapshots with watermark rows"]
+    with scratch_database("grantc") as (db, conn):
+        user, pw = _user(conn, db, [g for g in grants if "debezium_signal" not in g])
+        try:
+            mysql = MySqlCdcResource(
+                host=MYSQL_HOST, port=MYSQL_PORT, user=user, password=pw, server_name=db,
+                database_include_list=[db], **options,
+            )  # fmt: skip
+            with pytest.raises(ConfigurationError) as missing:
+                mysql.create_signal_table()
+            assert "CREATE command denied" in str(missing.value)
+            assert f"CREATE TABLE IF NOT EXISTS `{db}`.`debezium_signal`" in str(missing.value)
+            with conn.cursor() as cur:
+                cur.execute(
+                    f"CREATE TABLE {db}.debezium_signal (id VARCHAR(42) PRIMARY KEY, type VARCHAR(32) NOT NULL, data VARCHAR(2048) NULL)"
+                )
+                for g in grants:
+                    if "debezium_signal" in g:
+                        cur.execute(g.format(db=db, u=f"'{user}'@'%'"))
+            assert mysql.create_signal_table() == f"{db}.debezium_signal"
+        finally:
+            _drop_user(conn, user)
 
 
 def test_one_privilege_less_is_named_by_the_preflight(local_storage):

@@ -337,29 +337,24 @@ class MySqlCdcResource(
         )
 
     def create_signal_table(self) -> str:
-        """Create the signal table if absent (needs CREATE on its database); returns its name.
+        """Create the signal table unless it exists; returns its name. Creating it needs CREATE on
+        its database; a table an administrator created needs nothing more than the documented
+        capture grants (it used to run ``CREATE TABLE IF NOT EXISTS`` either way, which a
+        least-privilege user may not).
 
         Raises:
-            ConfigurationError: no signal table is configured.
+            ConfigurationError: no signal table is configured, or it is missing and could not be
+                created (the message has the SQL to create and grant it).
         """
         me = self.process_config_and_initialize()
-        table = me.signal_table()
-        if not table:
-            raise ConfigurationError(
-                "No signal table: set signal_data_collection='db.debezium_signal' (or include exactly one database)"
-            )
-        conn = connect(me.connection_settings())
-        try:
-            create_signal_table(conn, table)
-        finally:
-            conn.close()
-        return table
+        return me.ensure_signal_table("create_signal_table() was called", create=True)
 
-    def ensure_signal_table(self, purpose: str) -> str:
+    def ensure_signal_table(self, purpose: str, create: bool | None = None) -> str:
         """The signal table, checked to exist; created when ``create_missing_signal_table`` allows.
 
         Args:
             purpose: why it is needed (goes into the error message).
+            create: create it when missing (default: ``create_missing_signal_table``).
 
         Returns:
             its ``db.table`` name.
@@ -387,7 +382,7 @@ class MySqlCdcResource(
                 exists = cur.fetchone() is not None
             if exists:
                 return table
-            if self.create_missing_signal_table:
+            if self.create_missing_signal_table if create is None else create:
                 try:
                     create_signal_table(conn, table)
                     log.info("created the signal table %s", table)
