@@ -638,17 +638,13 @@ def test_killed_following_run_keeps_the_windows_it_committed(scratch_db, make_cd
         dml.close()
 
 
-def test_a_following_run_killed_while_it_reads_snapshot_chunks_loses_nothing(scratch_db, make_cdc, tmp_path):
-    """ "Nothing lost" x a following run that reads an incremental snapshot window after window:
-    its worker is SIGKILLed after some of those windows, under concurrent writes. The run's
-    progress tag carries the snapshot's state at the position it reached; the sensor commits
-    both, requests the window the run was reading at once (its saved chunk plan is reused), and
-    the snapshot goes on from the last chunk committed: the lake equals the source, no binlog
-    event is written twice and no key is emitted by two chunks."""
-    db = scratch_db
+def _chunking_capture(db: str, make_cdc, tmp_path, rows: int, **options):
+    """``db.big`` (``rows`` rows) and the signal table, captured ``no_data`` by following runs
+    that read 2 chunks per window (``options``: more resource fields), with a file instance;
+    a failed window is retried after 600 s (a kill: at once)."""
     sql(
         f"CREATE TABLE `{db}`.big (id INT PRIMARY KEY, v VARCHAR(32) NOT NULL, n INT)",
-        f"INSERT INTO `{db}`.big SELECT seq, CONCAT('v', seq), seq % 97 FROM `{db}`.seq_1_to_8000",
+        f"INSERT INTO `{db}`.big SELECT seq, CONCAT('v', seq), seq % 97 FROM `{db}`.seq_1_to_{rows}",
     )
     conn = root_connect()
     try:
@@ -661,11 +657,23 @@ def test_a_following_run_killed_while_it_reads_snapshot_chunks_loses_nothing(scr
         snapshot_mode="no_data",
         stream_follow_seconds=120.0,
         stream_follow_idle_seconds=1.0,
-        incremental_snapshot_chunk_size=250,
         incremental_snapshot_max_chunks_per_run=2,
         tables=[f"{db}.big"],
+        **options,
     )
     cdc.sensor = dg_sensor(cdc, retry_backoff_seconds=600)
+    return cdc
+
+
+def test_a_following_run_killed_while_it_reads_snapshot_chunks_loses_nothing(scratch_db, make_cdc, tmp_path):
+    """ "Nothing lost" x a following run that reads an incremental snapshot window after window:
+    its worker is SIGKILLed after some of those windows, under concurrent writes. The run's
+    progress tag carries the snapshot's state at the position it reached; the sensor commits
+    both, requests the window the run was reading at once (its saved chunk plan is reused), and
+    the snapshot goes on from the last chunk committed: the lake equals the source, no binlog
+    event is written twice and no key is emitted by two chunks."""
+    db = scratch_db
+    cdc = _chunking_capture(db, make_cdc, tmp_path, 8000, incremental_snapshot_chunk_size=250)
     stop = threading.Event()
 
     def write():  # updates, deletes and inserts across the key range while chunks are read
@@ -743,27 +751,9 @@ def test_a_following_run_killed_in_a_read_only_snapshot_on_an_idle_binlog_loses_
     and the snapshot goes on. Then the binlog moves on from that position: its window is not
     taken for a chunk window. The lake equals the source, no key is emitted twice."""
     db = scratch_db
-    sql(
-        f"CREATE TABLE `{db}`.big (id INT PRIMARY KEY, v VARCHAR(32) NOT NULL, n INT)",
-        f"INSERT INTO `{db}`.big SELECT seq, CONCAT('v', seq), seq % 97 FROM `{db}`.seq_1_to_3000",
+    cdc = _chunking_capture(
+        db, make_cdc, tmp_path, 3000, incremental_snapshot_chunk_size=100, incremental_snapshot_read_only=True
     )
-    conn = root_connect()
-    try:
-        create_signal_table(conn, f"{db}.debezium_signal")
-    finally:
-        conn.close()
-    cdc = make_cdc(
-        db,
-        instance=file_instance(tmp_path),
-        snapshot_mode="no_data",
-        stream_follow_seconds=120.0,
-        stream_follow_idle_seconds=1.0,
-        incremental_snapshot_chunk_size=100,
-        incremental_snapshot_max_chunks_per_run=2,
-        incremental_snapshot_read_only=True,
-        tables=[f"{db}.big"],
-    )
-    cdc.sensor = dg_sensor(cdc, retry_backoff_seconds=600)
     cdc.ticks()  # no_data: schema and position only
     sql(
         f"INSERT INTO `{db}`.debezium_signal VALUES ('ro-kill', 'execute-snapshot', "

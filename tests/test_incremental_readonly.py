@@ -77,6 +77,33 @@ def test_read_only_incremental_snapshot_converges_without_writing_watermarks(loc
         assert signal_rows == [("ro-1", "execute-snapshot")], "read-only mode writes no watermark rows"
 
 
+def _signalled_read_only_capture(
+    conn, db: str, rows: int, lake_base_uri: str, sid: str, **options
+) -> SensorDriven:
+    """``db.t`` (``rows`` rows) captured ``no_data`` with read-only incremental snapshots of
+    20-row chunks (``options``: more resource fields), then an ``execute-snapshot`` of it
+    (signal id ``sid``) inserted on an otherwise idle binlog."""
+    with conn.cursor() as cur:
+        cur.execute(f"USE {db}")
+        cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
+        cur.execute(f"INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_{rows}")
+    mysql = capture_resource(
+        db,
+        snapshot_mode="no_data",
+        incremental_snapshot_chunk_size=20,
+        incremental_snapshot_read_only=True,
+        **options,
+    )
+    mysql.create_signal_table()
+    cdc = SensorDriven(mysql, lake_base_uri)
+    cdc.ticks()
+    with conn.cursor() as cur:
+        cur.execute(
+            f"INSERT INTO {db}.debezium_signal VALUES ('{sid}', 'execute-snapshot', '{{\"data-collections\": [\"{db}.t\"]}}')"
+        )
+    return cdc
+
+
 @pytest.mark.parametrize("follow_seconds", [0.0, 60.0], ids=["one_window_per_run", "following"])
 def test_read_only_incremental_snapshot_finishes_on_an_idle_source(local_storage, follow_seconds):
     """On an idle source a read-only snapshot's watermarks are all the same binlog position, so
@@ -87,26 +114,16 @@ def test_read_only_incremental_snapshot_finishes_on_an_idle_source(local_storage
     identity, not the position's: with the position's, every later window from there (the next
     chunks, and the binlog's next changes) was skipped as already committed, and lost."""
     with scratch_database("roidle") as (db, conn):
-        with conn.cursor() as cur:
-            cur.execute(f"USE {db}")
-            cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
-            cur.execute("INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_300")
-        mysql = capture_resource(
+        cdc = _signalled_read_only_capture(
+            conn,
             db,
-            snapshot_mode="no_data",
-            incremental_snapshot_chunk_size=20,
+            300,
+            local_storage.base_uri,
+            "idle-1",
             incremental_snapshot_max_chunks_per_run=2,
-            incremental_snapshot_read_only=True,
             stream_follow_seconds=follow_seconds,
             stream_follow_idle_seconds=1.0,
         )
-        mysql.create_signal_table()
-        cdc = SensorDriven(mysql, local_storage.base_uri)
-        cdc.ticks()
-        with conn.cursor() as cur:
-            cur.execute(
-                f"INSERT INTO {db}.debezium_signal VALUES ('idle-1', 'execute-snapshot', '{{\"data-collections\": [\"{db}.t\"]}}')"
-            )
         runs, started = 0, False
         for _ in range(14):  # 15 chunks, 2 per window: 8 windows
             ticks = cdc.ticks(until_caught_up=False, max_ticks=1)
@@ -137,23 +154,7 @@ def test_the_binlog_after_a_chunk_only_window_is_not_taken_for_it(local_storage)
     and its commits are not skipped as the chunk window's (they were, before chunk-only windows
     got an identity of their own: the update and the insert never reached the lake)."""
     with scratch_database("rochunk") as (db, conn):
-        with conn.cursor() as cur:
-            cur.execute(f"USE {db}")
-            cur.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
-            cur.execute("INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_30")
-        mysql = capture_resource(
-            db,
-            snapshot_mode="no_data",
-            incremental_snapshot_chunk_size=20,
-            incremental_snapshot_read_only=True,
-        )
-        mysql.create_signal_table()
-        cdc = SensorDriven(mysql, local_storage.base_uri)
-        cdc.ticks()
-        with conn.cursor() as cur:
-            cur.execute(
-                f"INSERT INTO {db}.debezium_signal VALUES ('one', 'execute-snapshot', '{{\"data-collections\": [\"{db}.t\"]}}')"
-            )
+        cdc = _signalled_read_only_capture(conn, db, 30, local_storage.base_uri, "one")
         for _ in range(4):  # the signal's window, then the chunk-only window
             cdc.ticks(until_caught_up=False, max_ticks=1)
         assert '"incremental": null' in cdc.cursor and '"snapshot_id"' not in cdc.cursor
