@@ -174,6 +174,14 @@ def source_keys_in_range(
     return {keyf(dict(zip(pk, row))) for row in cur.fetchall()}
 
 
+def chunk_keys(schema: TableSchema, type_options: TypeOptions, rows: list[tuple]) -> set[tuple]:
+    """The converted primary keys of chunk ``rows`` (tuples of ``schema.columns`` as pymysql
+    returned them), as :func:`source_keys_in_range` converts the keys it reads."""
+    names = schema.column_names
+    keyf = TableConverter(schema, type_options, "pymysql").primary_key_function()
+    return {keyf(dict(zip(names, row))) for row in rows}
+
+
 def delete_events(
     rows: pa.Table,
     *,

@@ -18,7 +18,13 @@ from ..source.connection import ConnectionSettings, ServerInfo, connect, current
 from ..source.schema import TableSchema
 from ..source.snapshot import convert_snapshot_rows
 from ..source.types import TableConverter, TypeOptions, quote_identifier, select_expression
-from .absent_rows import LakeLiveRows, converted_key, source_keys_in_range, unsupported_key_reason
+from .absent_rows import (
+    LakeLiveRows,
+    chunk_keys,
+    converted_key,
+    source_keys_in_range,
+    unsupported_key_reason,
+)
 from .incremental import (
     IncrementalSnapshotError,
     IncrementalState,
@@ -387,7 +393,11 @@ def _read_next_chunk(r: _ChunkReads, state: IncrementalState, t: _ChunkTable) ->
         key_hi = None if last else last_row_key
         absent = None
         if t.lake is not None:  # inside the watermark window, without the filter
-            have = source_keys_in_range(cur, schema, type_options, key_lo, key_hi)
+            have = (
+                chunk_keys(schema, type_options, rows)
+                if _rows_are_the_range(t, rows, last)
+                else source_keys_in_range(cur, schema, type_options, key_lo, key_hi)
+            )
             absent = t.lake.absent(
                 converted_key(schema, type_options, key_lo),
                 converted_key(schema, type_options, key_hi),
@@ -399,6 +409,23 @@ def _read_next_chunk(r: _ChunkReads, state: IncrementalState, t: _ChunkTable) ->
             close_id = close_window(cur, sig, open_id, close_id, chunk_id, strategy)
     return _ChunkRead(
         chunk_id, open_id, close_id, low, high, rows, gone, key_lo, key_hi, last, last_row_key, absent
+    )
+
+
+def _rows_are_the_range(t: _ChunkTable, rows: list[tuple], last: bool) -> bool:
+    """Whether a chunk's own rows hold every key the source has in its range ``(key_lo,
+    key_hi]``, so the absent-row check needs no second ``SELECT`` of the range's keys: a full
+    chunk (not the table's last: that range is open above the maximum key) read without a filter
+    (the check's range is read without it), keyed by the table's own key columns, none of them a
+    ``FLOAT`` (its chunk ``SELECT`` reads it as a ``DOUBLE``, :func:`select_expression`, unlike
+    the key ``SELECT``)."""
+    schema = t.schema
+    return (
+        bool(rows)
+        and not last
+        and not t.where_filter
+        and list(schema.primary_key) == t.pk
+        and all(select_expression(schema.column(c)) == quote_identifier(c) for c in t.pk)
     )
 
 
