@@ -68,3 +68,30 @@ def test_only_integer_primary_keys_are_supported():
     assert unsupported_key_reason(table()) is None
     assert "not integers" in (unsupported_key_reason(table(id_type="varchar")) or "")
     assert "no primary key" in (unsupported_key_reason(table(pk=())) or "")
+
+
+def test_a_full_unfiltered_chunk_gives_its_range_keys_itself():
+    """The absent-row check reads the keys of a chunk's range again only where the chunk's rows
+    may not be all of them: the table's last chunk (its range is open above the maximum key), a
+    filtered chunk, another key than the table's, a FLOAT key (read as DOUBLE by the chunk's
+    SELECT); otherwise the chunk's rows are converted as the key SELECT's would be."""
+    from dagster_mysql_cdc.engine.absent_rows import chunk_keys
+    from dagster_mysql_cdc.engine.incremental import TableProgress
+    from dagster_mysql_cdc.engine.incremental_chunks import _ChunkTable, _rows_are_the_range
+    from dagster_mysql_cdc.source.types import TableConverter, TypeOptions
+
+    def chunk_table(schema: TableSchema, where: str = "", pk=None) -> _ChunkTable:
+        conv = TableConverter(schema, TypeOptions(), "pymysql")
+        return _ChunkTable(
+            TableProgress("db.t"), schema, conv, list(pk or schema.primary_key), None, "`db`.`t`", where
+        )
+
+    rows = [(1, "a"), (2, "b")]
+    t = chunk_table(table())
+    assert _rows_are_the_range(t, rows, last=False)
+    assert not _rows_are_the_range(t, rows, last=True)
+    assert not _rows_are_the_range(t, [], last=False)
+    assert not _rows_are_the_range(chunk_table(table(), where=" AND (v > 'a')"), rows, last=False)
+    assert not _rows_are_the_range(chunk_table(table(), pk=["v"]), rows, last=False)
+    assert not _rows_are_the_range(chunk_table(table(id_type="float")), rows, last=False)
+    assert chunk_keys(table(), TypeOptions(), rows) == {(1,), (2,)}
